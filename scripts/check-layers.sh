@@ -1,0 +1,42 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Enforces the layer rule of docs/Architecture.md on #include lines:
+#   common  -> (nothing of ours)
+#   storage -> common
+#   meta    -> common
+#   broker  -> common storage meta
+#   http    -> common storage broker   (storage only for its plain value types)
+# and bans raw allocation calls outside src/common/alloc.c.
+top=${1:-.}
+cd "$top" || exit 2
+fail=0
+check() {
+    dir=$1; shift
+    allowed="$*"
+    [ -d "src/$dir" ] || return 0
+    for inc in $(grep -ho '#include "[a-z_]*/' src/$dir/*.c src/$dir/*.h 2>/dev/null | sed 's/#include "//; s,/$,,' | sort -u); do
+        ok=0
+        for a in $dir $allowed; do [ "$inc" = "$a" ] && ok=1; done
+        if [ $ok -eq 0 ]; then
+            echo "layer violation: src/$dir includes $inc/ (allowed: $dir $allowed)"
+            grep -n "#include \"$inc/" src/$dir/*.c src/$dir/*.h
+            fail=1
+        fi
+    done
+}
+check common
+check storage common
+check meta common
+check broker common storage meta
+check http common storage broker
+if grep -n '#include <leveldb' src/*/*.c src/*/*.h 2>/dev/null | grep -v '^src/meta/'; then
+    echo "only src/meta may include LevelDB"; fail=1
+fi
+raw=$(grep -nE '(^|[^_a-z])(malloc|calloc|realloc|strdup|free)\(' src/*/*.c src/*.c 2>/dev/null \
+      | grep -v '^src/common/alloc.c' | grep -vE 'pulse_(malloc|calloc|realloc|strdup|free)\(' \
+      | grep -vE 'leveldb_free\(|json_|MHD_|/\*')
+if [ -n "$raw" ]; then
+    echo "raw allocation calls (use pulse_malloc & co):"; echo "$raw"; fail=1
+fi
+[ $fail -eq 0 ] && echo "layers: ok"
+exit $fail

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* endian.h - big-endian loads and stores on byte pointers. Byte-wise on
+ * purpose: no alignment or aliasing assumptions about buffers from disk or
+ * the network, and compilers turn these into single bswapped moves. */
+#ifndef PULSE_COMMON_ENDIAN_H
+#define PULSE_COMMON_ENDIAN_H
+
+#include <stdint.h>
+
+static inline uint16_t pulse_get_be16(const uint8_t *p)
+{
+    return (uint16_t)((uint16_t)p[0] << 8 | (uint16_t)p[1]);
+}
+
+static inline uint32_t pulse_get_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static inline uint64_t pulse_get_be64(const uint8_t *p)
+{
+    return (uint64_t)pulse_get_be32(p) << 32 | (uint64_t)pulse_get_be32(p + 4);
+}
+
+static inline void pulse_put_be16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static inline void pulse_put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static inline void pulse_put_be64(uint8_t *p, uint64_t v)
+{
+    pulse_put_be32(p, (uint32_t)(v >> 32));
+    pulse_put_be32(p + 4, (uint32_t)v);
+}
+
+#endif

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/* status.c - name and message tables generated from PULSE_STATUS_MAP. */
+#include "common/status.h"
+
+#include <errno.h>
+
+static const char *const names[] = {
+#define PULSE_STATUS_NAME(name, msg) #name,
+    PULSE_STATUS_MAP(PULSE_STATUS_NAME)
+#undef PULSE_STATUS_NAME
+};
+
+static const char *const messages[] = {
+#define PULSE_STATUS_MSG(name, msg) msg,
+    PULSE_STATUS_MAP(PULSE_STATUS_MSG)
+#undef PULSE_STATUS_MSG
+};
+
+const char *pulse_status_name(pulse_status_t st)
+{
+    if ((unsigned)st >= (unsigned)PULSE_STATUS_COUNT)
+        return "UNKNOWN";
+    return names[st];
+}
+
+const char *pulse_status_message(pulse_status_t st)
+{
+    if ((unsigned)st >= (unsigned)PULSE_STATUS_COUNT)
+        return "unknown status";
+    return messages[st];
+}
+
+pulse_status_t pulse_status_from_errno(int err)
+{
+    switch (err) {
+    case ENOSPC:
+#ifdef EDQUOT
+    case EDQUOT:
+#endif
+        return PULSE_NOSPACE;
+    case ENOMEM:
+        return PULSE_NOMEM;
+    default:
+        return PULSE_IO;
+    }
+}

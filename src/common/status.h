@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * status.h - the one status enum of Pulse.
+ *
+ * Every fallible function returns pulse_status_t. The list below is the single
+ * source of the enum and of its name and message tables (an X-macro, as libuv
+ * does with UV_ERRNO_MAP), so the tables cannot drift from the enum. The HTTP
+ * layer maps statuses to HTTP codes in one table of its own (http/errmap.c).
+ *
+ * errno is never part of a status: the code that made the failing syscall logs
+ * the call, path and strerror, then maps ENOSPC/EDQUOT to PULSE_NOSPACE and
+ * everything else to PULSE_IO.
+ */
+#ifndef PULSE_COMMON_STATUS_H
+#define PULSE_COMMON_STATUS_H
+
+#define PULSE_STATUS_MAP(X)                                                        \
+    X(OK, "ok")                                                                    \
+    X(NOMEM, "out of memory")                                                      \
+    X(IO, "input/output error")                                                    \
+    X(NOSPACE, "no space left on the storage device")                              \
+    X(CORRUPT, "stored data failed validation")                                    \
+    X(INVALID, "invalid argument")                                                 \
+    X(INVALID_NAME, "invalid name")                                                \
+    X(NOT_FOUND, "not found")                                                      \
+    X(TOPIC_NOT_FOUND, "topic not found")                                          \
+    X(PARTITION_NOT_FOUND, "partition not found")                                  \
+    X(CURSOR_NOT_FOUND, "cursor not found")                                        \
+    X(EXISTS, "already exists")                                                    \
+    X(RANGE, "value out of range")                                                 \
+    X(TOO_LARGE, "too large")                                                      \
+    X(BUSY, "resource busy")                                                       \
+    X(FENCED, "log fenced after a failed write or sync; restart to recover")       \
+    X(SHUTDOWN, "shutting down")                                                   \
+    X(EOF, "end of data")
+
+typedef enum {
+#define PULSE_STATUS_ENUM(name, msg) PULSE_##name,
+    PULSE_STATUS_MAP(PULSE_STATUS_ENUM)
+#undef PULSE_STATUS_ENUM
+    PULSE_STATUS_COUNT
+} pulse_status_t;
+
+/* "PULSE_IO" -> "IO". Never NULL; unknown values give "UNKNOWN". */
+const char *pulse_status_name(pulse_status_t st);
+
+/* A short human sentence. Never NULL. */
+const char *pulse_status_message(pulse_status_t st);
+
+/* Maps a saved errno of a failed syscall: ENOSPC/EDQUOT -> NOSPACE,
+ * ENOMEM -> NOMEM, anything else -> IO. */
+pulse_status_t pulse_status_from_errno(int err);
+
+#endif

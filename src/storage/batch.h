@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * batch.h - the record batch codec of docs/Storage.md "Batch format"
+ * (storage contract section 3).
+ *
+ * One batch = a 52-byte big-endian header followed by recordCount
+ * self-delimiting records. The CRC32C covers bytes [8, 52 + batchLen), i.e.
+ * from baseOffset to the end of the records, so rewriting the base offset
+ * (pulse_batch_set_base_offset) recomputes it.
+ *
+ * Decoding treats its input as hostile: every length is checked against the
+ * bytes that remain, the CRC is verified before any record is looked at, and
+ * offsetDelta must be < recordCount (or < 2^31 in a batch flagged
+ * PULSE_BATCH_FLAG_SPARSE, which compaction writes). No input makes the
+ * decoder read outside the buffer it was given.
+ *
+ * Lengths of 0xFFFFFFFF (PULSE_BATCH_NULL) mean "null" for keys and values;
+ * a keyed record with a null value is a tombstone; a zero-length value is an
+ * ordinary empty value.
+ */
+#ifndef PULSE_STORAGE_BATCH_H
+#define PULSE_STORAGE_BATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+struct pulse_buf;
+
+#define PULSE_BATCH_HEADER_SIZE 52u
+#define PULSE_BATCH_MAGIC 0x01u
+#define PULSE_BATCH_VERSION 0x01u
+#define PULSE_BATCH_FLAG_SPARSE 0x0008u
+#define PULSE_BATCH_FLAG_CODEC_MASK 0x0007u
+#define PULSE_BATCH_NULL 0xFFFFFFFFu
+/* Smallest possible record: length(4) attributes(1) tsDelta(4) offDelta(4)
+ * keyLen(4) valueLen(4) headerCount(4). */
+#define PULSE_RECORD_MIN_SIZE 25u
+
+/* A header of a record to encode. */
+struct pulse_header_in {
+    const uint8_t *key;
+    uint32_t key_len;
+    const uint8_t *value;
+    uint32_t value_len; /* may be PULSE_BATCH_NULL */
+};
+
+/* A record to encode. */
+struct pulse_record_in {
+    int64_t timestamp;     /* ms since the epoch */
+    uint32_t offset_delta; /* used only with PULSE_BATCH_FLAG_SPARSE; else the index */
+    const uint8_t *key;
+    uint32_t key_len; /* PULSE_BATCH_NULL = null key */
+    const uint8_t *value;
+    uint32_t value_len; /* PULSE_BATCH_NULL = null value (tombstone if keyed) */
+    const struct pulse_header_in *headers;
+    uint32_t header_count;
+};
+
+/* The decoded batch header (all fields, reserved ones included). */
+struct pulse_batch_header {
+    uint8_t magic;
+    uint8_t version;
+    uint16_t flags;
+    uint32_t crc;
+    int64_t base_offset;
+    uint32_t batch_len; /* bytes of the records section */
+    int64_t first_timestamp;
+    int64_t last_timestamp;
+    uint32_t record_count;
+    uint32_t producer_id;
+    uint32_t producer_epoch;
+    int32_t base_sequence;
+};
+
+/* A decoded record. Pointers borrow from the batch buffer and live as long as
+ * it does. */
+struct pulse_record_view {
+    int64_t offset;
+    int64_t timestamp;
+    uint8_t attributes;
+    const uint8_t *key; /* NULL when key_len == PULSE_BATCH_NULL */
+    uint32_t key_len;
+    const uint8_t *value; /* NULL when value_len == PULSE_BATCH_NULL */
+    uint32_t value_len;
+    uint32_t header_count;
+    const uint8_t *headers; /* raw header bytes, walk with pulse_record_header_next */
+    size_t headers_len;
+};
+
+/* A decoded header, borrowed like pulse_record_view. */
+struct pulse_header_view {
+    const uint8_t *key;
+    uint32_t key_len;
+    const uint8_t *value; /* NULL when null */
+    uint32_t value_len;
+};
+
+/* Iterates the records of one verified batch. */
+struct pulse_batch_iter {
+    const uint8_t *buf; /* the whole batch */
+    size_t len;
+    struct pulse_batch_header hdr;
+    size_t pos;        /* next record position within buf */
+    uint32_t index;    /* records returned so far */
+    int64_t last_delta; /* offsetDelta of the previous record, -1 at start */
+};
+
+/*
+ * Encodes one batch and appends it to out. base_offset goes into the header
+ * (the log overwrites it at append time). flags: 0 or PULSE_BATCH_FLAG_SPARSE;
+ * without SPARSE, record i gets offsetDelta i and recs[i].offset_delta is
+ * ignored; with SPARSE, offset deltas must be strictly increasing and < 2^31.
+ * firstTimestamp is recs[0].timestamp and lastTimestamp recs[n-1].timestamp.
+ * Returns PULSE_RANGE (and appends nothing) if any timestamp is more than an
+ * int32 of milliseconds away from the first: the caller must split the batch
+ * rather than let a delta wrap. PULSE_INVALID for n == 0 or bad deltas;
+ * PULSE_TOO_LARGE if the buffer cap or the 32-bit lengths would be passed.
+ * On failure out is as it was.
+ */
+pulse_status_t pulse_batch_encode(struct pulse_buf *out, int64_t base_offset, uint16_t flags,
+                                  const struct pulse_record_in *recs, size_t n);
+
+/* Bytes the encoding of these records would take, header included; used to
+ * split by size before encoding. */
+size_t pulse_batch_encoded_size(const struct pulse_record_in *recs, size_t n);
+
+/*
+ * Parses and sanity-checks the 52-byte header at buf (len bytes available,
+ * which may be more or less than one batch). Checks magic, version, and
+ * that recordCount records could fit batchLen. Does not verify the CRC.
+ * PULSE_EOF if len < 52 or len < 52 + batchLen (torn / incomplete),
+ * PULSE_CORRUPT for a bad header.
+ */
+pulse_status_t pulse_batch_parse_header(const uint8_t *buf, size_t len, struct pulse_batch_header *hdr);
+
+/* Total size of the batch whose header is hdr (52 + batchLen). */
+static inline size_t pulse_batch_total_size(const struct pulse_batch_header *hdr)
+{
+    return (size_t)PULSE_BATCH_HEADER_SIZE + hdr->batch_len;
+}
+
+/*
+ * Full validation of the batch at the start of buf: header, CRC, then every
+ * record's framing and offset bound. On success *hdr is filled and
+ * *last_offset_out (nullable) gets the offset of its last record.
+ * PULSE_EOF when the buffer holds less than a whole batch, PULSE_CORRUPT for
+ * anything that fails validation.
+ */
+pulse_status_t pulse_batch_verify(const uint8_t *buf, size_t len, struct pulse_batch_header *hdr,
+                                  int64_t *last_offset_out);
+
+/* Starts iterating a batch that pulse_batch_verify accepted. */
+pulse_status_t pulse_batch_iter_init(struct pulse_batch_iter *it, const uint8_t *buf, size_t len);
+
+/* Next record: PULSE_OK with *rec filled, PULSE_EOF after the last one,
+ * PULSE_CORRUPT on bad framing (possible only if the batch was not verified). */
+pulse_status_t pulse_batch_iter_next(struct pulse_batch_iter *it, struct pulse_record_view *rec);
+
+/* Walks rec->headers: *pos starts at 0. PULSE_OK, PULSE_EOF at the end. */
+pulse_status_t pulse_record_header_next(const struct pulse_record_view *rec, size_t *pos,
+                                        struct pulse_header_view *hv);
+
+/* Rewrites baseOffset in an encoded batch and recomputes its CRC. */
+void pulse_batch_set_base_offset(uint8_t *batch, size_t len, int64_t base_offset);
+
+#endif

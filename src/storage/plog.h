@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * plog.h - one partition log: a directory of segment files (storage contract
+ * sections 2, 4, 5, 7, 8; docs/Storage.md).
+ *
+ * The engine knows nothing of topics, HTTP or LevelDB: it is given a
+ * directory and a struct pulse_plog_config, and serves appends, reads,
+ * syncs, trims and stats.
+ *
+ * Offsets and visibility
+ *   log start  - the first offset still stored (advances on trim);
+ *   log end    - LEO: the offset the next appended record will get; counts
+ *                bytes written to the page cache but maybe not yet durable;
+ *   high watermark (HW) - the end of the durable log. Readers never see an
+ *                record at or past HW, so nothing a crash can take back is
+ *                ever served, and no offset is handed out twice.
+ *
+ * Concurrency
+ *   Appends serialize on the writer lock. Readers never take it: they read a
+ *   published bound (HW and the durable byte end) with acquire loads, and the
+ *   segment list under a short separate lock, holding a reference on a
+ *   segment while they pread from it. Segment files are append-only, so
+ *   bytes below a published bound never change under a reader.
+ *
+ * Durability
+ *   pulse_plog_append_async writes a batch into the page cache and returns
+ *   its offsets without waiting. pulse_plog_wait_durable / pulse_plog_sync
+ *   are group commit: one fdatasync covers every batch written before it
+ *   started; concurrent waiters share it (leader/follower: whoever finds no
+ *   sync running runs one, the others wait for it and re-check).
+ *   pulse_plog_append is append_async + the wait that the sync mode asks for:
+ *   every-write waits for durability; interval returns at once and syncs
+ *   inline only when the interval has elapsed.
+ *   A failed write or fsync fences the log: every later append and every
+ *   waiter gets PULSE_FENCED until the log is reopened (recovery decides what
+ *   survived). A short write is truncated back to the durable size first.
+ */
+#ifndef PULSE_STORAGE_PLOG_H
+#define PULSE_STORAGE_PLOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+struct pulse_buf;
+struct pulse_io;
+struct pulse_plog;
+
+enum pulse_sync_mode {
+    PULSE_SYNC_EVERY_WRITE = 0, /* acknowledge only after fdatasync */
+    PULSE_SYNC_INTERVAL = 1     /* acknowledge after write; fsync at most every sync_interval_ms */
+};
+
+#define PULSE_PLOG_DEFAULT_SEGMENT_BYTES (512ull * 1024 * 1024)
+#define PULSE_PLOG_MIN_SEGMENT_BYTES 1024ull
+/* Index positions are 32-bit: a segment must stay below 2 GiB. */
+#define PULSE_PLOG_MAX_SEGMENT_BYTES (2ull * 1024 * 1024 * 1024 - 1)
+#define PULSE_PLOG_DEFAULT_INDEX_INTERVAL 4096u
+
+/* Called after every fdatasync of the log with its duration; for metrics.
+ * Thread: whichever thread ran the sync. Must not call back into the plog. */
+typedef void (*pulse_plog_sync_observer_fn)(void *arg, int64_t duration_us, bool ok);
+
+struct pulse_plog_config {
+    uint64_t segment_max_bytes;    /* roll when the active segment would pass this */
+    uint32_t index_interval_bytes; /* an index entry per this many bytes of data */
+    enum pulse_sync_mode sync_mode;
+    uint32_t sync_interval_ms; /* interval mode only */
+    const struct pulse_io *io; /* NULL = pulse_io_posix() */
+    pulse_plog_sync_observer_fn sync_observer; /* nullable */
+    void *sync_observer_arg;
+};
+
+/* Fills cfg with the defaults: 512 MiB segments, 4096-byte index interval,
+ * every-write, 1000 ms interval, posix io, no observer. */
+void pulse_plog_config_init(struct pulse_plog_config *cfg);
+
+/* What recovery did when the log was opened. */
+struct pulse_plog_recovery {
+    bool used_snapshot;          /* the snapshot fast path was taken */
+    uint32_t segments;           /* segments found */
+    uint32_t indexes_rebuilt;    /* index files rebuilt from data */
+    uint64_t truncated_bytes;    /* bytes cut from the active segment's tail */
+    uint32_t corrupt_segments;   /* sealed segments cut short at a bad batch */
+    uint32_t temp_files_removed; /* .tmp-* leftovers deleted */
+    int64_t elapsed_us;
+};
+
+/*
+ * Opens (creating if missing) the log in dir, running recovery: the snapshot
+ * fast path when the snapshot matches the files, else the full scan.
+ * rec_out (nullable) reports what recovery did.
+ * On failure *plog_out is untouched. PULSE_INVALID for a bad config.
+ * Thread: any; the caller must not open one directory twice.
+ */
+pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *cfg, struct pulse_plog **plog_out,
+                               struct pulse_plog_recovery *rec_out);
+
+/*
+ * Syncs what is written, writes the snapshot (unless fenced) and frees the
+ * log. No other call may be running or follow. Slices handed out earlier stay
+ * valid (their descriptors are the caller's). NULL is a no-op.
+ * Returns the status of the final sync/snapshot; the log is freed anyway.
+ */
+pulse_status_t pulse_plog_close(struct pulse_plog *plog);
+
+/*
+ * Appends one encoded batch (pulse_batch_encode). The log rewrites its
+ * baseOffset with the next offset and recomputes its CRC, so batch is
+ * modified. The batch is verified first: a batch that does not decode is
+ * refused with PULSE_INVALID and nothing is written.
+ * Rolls to a new segment first when the batch would not fit the active one
+ * (a batch larger than segment_max_bytes gets a segment of its own).
+ * *base_out gets the batch's first offset; its records occupy
+ * [base, base + recordCount) (sparse batches cannot be appended).
+ * Returns once the sync mode is satisfied (see the file comment).
+ * PULSE_FENCED after an earlier failure; PULSE_IO / PULSE_NOSPACE when this
+ * write or sync failed (the log is fenced from then on).
+ * Thread: any. Locks: writer lock (not held while waiting for a sync).
+ */
+pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out);
+
+/* Like pulse_plog_append but never waits for a sync, whatever the mode.
+ * *end_out gets base + recordCount: the batch is durable once
+ * pulse_plog_high_watermark(plog) >= *end_out. The caller must not
+ * acknowledge it before that (every-write) or must sync itself. */
+pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out,
+                                       int64_t *end_out);
+
+/* Blocks until HW >= end_offset, running the fdatasync itself if no other
+ * thread is (group commit). PULSE_OK, or PULSE_FENCED if the log failed
+ * before those bytes were durable. end_offset beyond the log end is
+ * PULSE_INVALID. Thread: any. */
+pulse_status_t pulse_plog_wait_durable(struct pulse_plog *plog, int64_t end_offset);
+
+/* Makes everything written so far durable: wait_durable(log end). */
+pulse_status_t pulse_plog_sync(struct pulse_plog *plog);
+
+/* True when bytes are written but not yet durable. Lock-free. */
+bool pulse_plog_needs_sync(const struct pulse_plog *plog);
+
+int64_t pulse_plog_high_watermark(const struct pulse_plog *plog); /* lock-free */
+int64_t pulse_plog_log_start(const struct pulse_plog *plog);      /* lock-free */
+int64_t pulse_plog_log_end(const struct pulse_plog *plog);        /* lock-free */
+bool pulse_plog_fenced(const struct pulse_plog *plog);            /* lock-free */
+
+/*
+ * A run of whole batches from one segment file, for zero-copy sends.
+ * The first batch may start before the requested offset (readers skip the
+ * records below it).
+ */
+struct pulse_slice {
+    int fd;               /* dup()'ed descriptor of the segment (caller closes) or -1 */
+    uint64_t pos;         /* byte position of the first batch in the file */
+    uint64_t len;         /* bytes of whole batches; 0 = no data at this offset */
+    int64_t start_offset; /* the requested offset, raised to the log start */
+    int64_t next_offset;  /* the offset after the last record in the slice;
+                             equals start_offset when len == 0 */
+    int64_t log_start;    /* log start and HW as seen by this read */
+    int64_t high_watermark;
+};
+
+/*
+ * Finds the batches holding offset and after it, up to max_bytes but at
+ * least one whole batch, never past HW and never across a segment boundary.
+ * offset < log start starts at the log start; offset == HW gives len 0;
+ * offset > HW is PULSE_RANGE (out->log_start and out->high_watermark are
+ * still filled). With want_fd, out->fd is a dup() of the segment descriptor
+ * that stays readable even if retention deletes the segment meanwhile.
+ * Thread: any. Locks: segment-list lock briefly; never the writer lock.
+ */
+pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, bool want_fd,
+                                struct pulse_slice *out);
+
+/*
+ * pulse_plog_slice without the descriptor, then the bytes are copied into out
+ * (appended) and every batch is CRC-verified. A batch failing verification is
+ * never returned: the read stops before it (PULSE_CORRUPT if it is the first,
+ * logged loudly either way). info (nullable) describes what was returned.
+ */
+pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
+                               struct pulse_slice *info);
+
+struct pulse_plog_stats {
+    int64_t log_start;
+    int64_t high_watermark;
+    int64_t log_end;
+    uint64_t size_bytes; /* all segment data files */
+    uint32_t segments;
+    uint64_t syncs; /* fdatasyncs done since open */
+    bool fenced;
+};
+
+void pulse_plog_get_stats(struct pulse_plog *plog, struct pulse_plog_stats *out);
+
+/* One segment as seen by retention. */
+struct pulse_segment_info {
+    int64_t base_offset;
+    int64_t next_offset;   /* next segment's base, or HW for the active one */
+    uint64_t size_bytes;
+    int64_t max_timestamp; /* newest record timestamp, INT64_MIN if empty */
+    bool active;
+};
+
+/* Lists the segments oldest first; *out is allocated (pulse_free). */
+pulse_status_t pulse_plog_list_segments(struct pulse_plog *plog, struct pulse_segment_info **out, size_t *n_out);
+
+/*
+ * Deletes the oldest count sealed segments (never the active one), advances
+ * the log start, rewrites the snapshot. Readers holding a slice or a segment
+ * reference finish with correct bytes (the inode lives until they let go).
+ * *removed_out gets how many were deleted. Locks: writer lock.
+ */
+pulse_status_t pulse_plog_trim(struct pulse_plog *plog, size_t count, size_t *removed_out);
+
+#endif
