@@ -1,1 +1,4 @@
 # SPDX-License-Identifier: MIT
+include tests/lib/local.mk
+include tests/fuzz/local.mk
+include tests/integration/local.mk
