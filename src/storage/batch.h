@@ -11,8 +11,13 @@
  * Decoding treats its input as hostile: every length is checked against the
  * bytes that remain, the CRC is verified before any record is looked at, and
  * offsetDelta must be < recordCount (or < 2^31 in a batch flagged
- * PULSE_BATCH_FLAG_SPARSE, which compaction writes). No input makes the
- * decoder read outside the buffer it was given.
+ * PULSE_BATCH_FLAG_SPARSE, which compaction writes). The decoder is stricter
+ * than that bound, matching what the encoder writes: in a contiguous batch
+ * record i must carry offsetDelta == i, and in a sparse batch the deltas must
+ * strictly increase. No input makes the decoder read outside the buffer it
+ * was given.
+ *
+ * Thread: any; no function keeps state between calls. Locks: none.
  *
  * Lengths of 0xFFFFFFFF (PULSE_BATCH_NULL) mean "null" for keys and values;
  * a keyed record with a null value is a tombstone; a zero-length value is an

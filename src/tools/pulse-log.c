@@ -1,0 +1,992 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pulse-log.c - offline inspection of partition logs: `pulse-log dump` prints
+ * the batches and records of a segment file (as text or as one JSON object per
+ * record), `pulse-log verify` checks a segment or a whole partition directory
+ * (framing, CRCs, offset order, index files) and names the first problem by
+ * file and byte position. Formats: docs/Format.md; usage: docs/Tools.md.
+ *
+ * Design. The tool uses only the common layer and the batch codec: it never
+ * opens a log through the storage engine, so it works on a copy of a broken
+ * directory without repairing or truncating anything (it opens every file
+ * read-only). Segments are read one batch at a time with pread, so memory is
+ * bounded by the largest batch, never by the segment size; a batch length is
+ * believed only after it has been checked against the bytes left in the file.
+ *
+ * Records of a batch whose CRC fails are never printed: the bytes cannot be
+ * trusted, and showing them would look like data. The batch header itself is
+ * shown (marked crc=BAD) so an operator can see where the damage is.
+ *
+ * Exit codes: 0 all valid, 1 a problem was found (or a file could not be
+ * read), 2 usage error.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/crc32c.h"
+#include "common/endian.h"
+#include "common/status.h"
+#include "storage/batch.h"
+
+#define EXIT_PROBLEM 1
+#define EXIT_USAGE 2
+
+/* Segment and index names: 20 decimal digits, then the extension. */
+#define NAME_DIGITS 20
+#define INDEX_ENTRY_SIZE 8
+
+/* A batch is at most a header plus a 32-bit records section. */
+#define BATCH_BUF_MAX ((size_t)PULSE_BATCH_HEADER_SIZE + UINT32_MAX)
+
+/* What reading the batch at one position found. */
+enum batch_result {
+    BATCH_OK,
+    BATCH_END,        /* clean end of file */
+    BATCH_TORN,       /* the file ends inside this batch */
+    BATCH_BAD_HEADER, /* magic, version, flags or counts are wrong */
+    BATCH_BAD_CRC,    /* header sane, CRC does not match */
+    BATCH_BAD_RECORD, /* CRC matches but a record breaks the framing rules */
+    BATCH_IO          /* a read failed */
+};
+
+/* One segment file opened for reading batch after batch. */
+struct seg_reader {
+    const char *path;
+    int fd;
+    uint64_t size;
+    uint64_t pos;         /* position of the batch just read */
+    struct pulse_buf buf; /* the bytes of that batch */
+    struct pulse_batch_header hdr;
+    int64_t last_offset;
+    uint64_t problem_pos; /* where the problem of a non-OK result is */
+    char problem[256];
+};
+
+/* A batch boundary, for checking index entries. */
+struct boundary {
+    uint64_t pos;
+    int64_t base;
+};
+
+struct verify_stats {
+    unsigned long segments;
+    unsigned long batches;
+    unsigned long records;
+    unsigned long index_entries;
+    unsigned long missing_indexes;
+    int64_t first_offset; /* -1 until a record is seen */
+    int64_t last_offset;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: pulse-log dump [--json] FILE.log\n"
+            "       pulse-log verify PATH\n"
+            "       pulse-log --help | --version\n"
+            "\n"
+            "  dump      print every batch and record of a segment file\n"
+            "            (--json: one JSON object per record and line)\n"
+            "  verify    check a segment file or a partition directory: batch\n"
+            "            framing, CRCs, offset order and the .index files\n"
+            "\n"
+            "Exit status: 0 valid, 1 a problem was found, 2 usage error.\n");
+}
+
+/* pread until n bytes or EOF; returns 0, or an errno value (EIO on EOF). */
+static int read_at(int fd, uint8_t *p, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, p + got, n - got, (off_t)(off + got));
+        if (r < 0) {
+            int err = errno;
+            if (err == EINTR)
+                continue;
+            return err;
+        }
+        if (r == 0)
+            return EIO; /* the file shrank under us */
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static int reader_open(struct seg_reader *rd, const char *path)
+{
+    struct stat sb;
+    memset(rd, 0, sizeof *rd);
+    rd->path = path;
+    pulse_buf_init(&rd->buf, BATCH_BUF_MAX);
+    rd->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (rd->fd < 0) {
+        int err = errno;
+        fprintf(stderr, "%s: cannot open: %s\n", path, strerror(err));
+        return -1;
+    }
+    if (fstat(rd->fd, &sb) != 0) {
+        int err = errno;
+        fprintf(stderr, "%s: cannot stat: %s\n", path, strerror(err));
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        fprintf(stderr, "%s: not a regular file\n", path);
+        return -1;
+    }
+    rd->size = (uint64_t)sb.st_size;
+    return 0;
+}
+
+static void reader_close(struct seg_reader *rd)
+{
+    if (rd->fd >= 0)
+        close(rd->fd);
+    rd->fd = -1;
+    pulse_buf_fini(&rd->buf);
+}
+
+/* Finds the first record that breaks the framing rules in a batch whose CRC
+ * matched, to report its position rather than the batch's. */
+static void locate_bad_record(struct seg_reader *rd)
+{
+    struct pulse_batch_iter it;
+    struct pulse_record_view rec;
+    pulse_status_t st;
+
+    rd->problem_pos = rd->pos;
+    if (pulse_batch_iter_init(&it, rd->buf.data, rd->buf.len) != PULSE_OK) {
+        snprintf(rd->problem, sizeof rd->problem, "bad batch header");
+        return;
+    }
+    while ((st = pulse_batch_iter_next(&it, &rec)) == PULSE_OK)
+        ;
+    rd->problem_pos = rd->pos + it.pos;
+    if (it.index < it.hdr.record_count)
+        snprintf(rd->problem, sizeof rd->problem,
+                 "record %" PRIu32 " of %" PRIu32 " (batch at byte %" PRIu64 ") has bad framing or offset",
+                 it.index, it.hdr.record_count, rd->pos);
+    else
+        snprintf(rd->problem, sizeof rd->problem,
+                 "batch at byte %" PRIu64 " has %zu bytes after its last record", rd->pos, it.len - it.pos);
+}
+
+/* Reads and checks the batch at position pos. */
+static enum batch_result reader_next(struct seg_reader *rd, uint64_t pos)
+{
+    uint8_t head[PULSE_BATCH_HEADER_SIZE];
+    uint64_t avail;
+    int err;
+
+    rd->pos = pos;
+    rd->problem_pos = pos;
+    rd->problem[0] = '\0';
+    pulse_buf_reset(&rd->buf);
+    if (pos >= rd->size)
+        return BATCH_END;
+    avail = rd->size - pos;
+    if (avail < PULSE_BATCH_HEADER_SIZE) {
+        snprintf(rd->problem, sizeof rd->problem,
+                 "torn batch: %" PRIu64 " bytes left, less than a %u-byte batch header", avail,
+                 PULSE_BATCH_HEADER_SIZE);
+        return BATCH_TORN;
+    }
+    err = read_at(rd->fd, head, sizeof head, pos);
+    if (err != 0) {
+        snprintf(rd->problem, sizeof rd->problem, "read failed: %s", strerror(err));
+        return BATCH_IO;
+    }
+    /* A 52-byte view passes every header check, then reports EOF for any
+     * non-empty records section: so CORRUPT here means the header itself is
+     * wrong, whatever the rest of the file holds. */
+    if (pulse_batch_parse_header(head, sizeof head, &rd->hdr) == PULSE_CORRUPT) {
+        snprintf(rd->problem, sizeof rd->problem,
+                 "bad batch header (magic 0x%02x, version 0x%02x, flags 0x%04x, %" PRIu32
+                 " records in %" PRIu32 " bytes)",
+                 head[0], head[1], pulse_get_be16(head + 2), pulse_get_be32(head + 36),
+                 pulse_get_be32(head + 16));
+        return BATCH_BAD_HEADER;
+    }
+    uint64_t total = (uint64_t)PULSE_BATCH_HEADER_SIZE + pulse_get_be32(head + 16);
+    if (total > avail) {
+        snprintf(rd->problem, sizeof rd->problem,
+                 "torn batch: it claims %" PRIu64 " bytes but only %" PRIu64 " are left in the file", total,
+                 avail);
+        return BATCH_TORN;
+    }
+    if (pulse_buf_reserve(&rd->buf, (size_t)total) != PULSE_OK) {
+        snprintf(rd->problem, sizeof rd->problem, "out of memory for a %" PRIu64 "-byte batch", total);
+        return BATCH_IO;
+    }
+    err = read_at(rd->fd, rd->buf.data, (size_t)total, pos);
+    if (err != 0) {
+        snprintf(rd->problem, sizeof rd->problem, "read failed: %s", strerror(err));
+        return BATCH_IO;
+    }
+    rd->buf.len = (size_t)total;
+    pulse_status_t st = pulse_batch_verify(rd->buf.data, rd->buf.len, &rd->hdr, &rd->last_offset);
+    if (st == PULSE_OK)
+        return BATCH_OK;
+    /* Tell a CRC failure from a framing failure behind a good CRC. */
+    if (pulse_batch_parse_header(rd->buf.data, rd->buf.len, &rd->hdr) != PULSE_OK) {
+        snprintf(rd->problem, sizeof rd->problem, "bad batch header");
+        return BATCH_BAD_HEADER;
+    }
+    uint32_t crc = pulse_crc32c(0, rd->buf.data + 8, rd->buf.len - 8);
+    if (crc != rd->hdr.crc) {
+        snprintf(rd->problem, sizeof rd->problem,
+                 "CRC mismatch in batch with base offset %" PRId64 " (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32
+                 ")",
+                 rd->hdr.base_offset, rd->hdr.crc, crc);
+        return BATCH_BAD_CRC;
+    }
+    locate_bad_record(rd);
+    return BATCH_BAD_RECORD;
+}
+
+static void report(const char *path, uint64_t pos, const char *problem)
+{
+    printf("%s: byte %" PRIu64 ": %s\n", path, pos, problem);
+}
+
+/* ---- text output ---- */
+
+/* True when p[0..n) is well-formed UTF-8 (no overlongs, no surrogates). */
+static bool is_utf8(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint8_t c = p[i];
+        size_t extra;
+        uint32_t cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            extra = 1;
+            cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            extra = 2;
+            cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            extra = 3;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (n - i <= extra)
+            return false;
+        for (size_t k = 1; k <= extra; k++) {
+            if ((p[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (p[i + k] & 0x3f);
+        }
+        if ((extra == 1 && cp < 0x80) || (extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) ||
+            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += extra + 1;
+    }
+    return true;
+}
+
+/* Prints bytes as a quoted string: text as is, control bytes and (unless the
+ * whole string is UTF-8) non-ASCII bytes as \xHH; NULL as null. */
+static void print_bytes(const uint8_t *p, uint32_t len)
+{
+    if (p == NULL) {
+        fputs("null", stdout);
+        return;
+    }
+    bool utf8 = is_utf8(p, len);
+    putchar('"');
+    for (uint32_t i = 0; i < len; i++) {
+        uint8_t c = p[i];
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", stdout);
+        else if (c == '\t')
+            fputs("\\t", stdout);
+        else if (c == '\r')
+            fputs("\\r", stdout);
+        else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !utf8))
+            printf("\\x%02x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_batch_line(const struct seg_reader *rd, bool crc_ok)
+{
+    const struct pulse_batch_header *h = &rd->hdr;
+    printf("batch at byte %" PRIu64 ": base_offset=%" PRId64 " records=%" PRIu32 " flags=0x%04x crc=%s"
+           " first_timestamp=%" PRId64 " last_timestamp=%" PRId64 " batch_len=%" PRIu32 "\n",
+           rd->pos, h->base_offset, h->record_count, h->flags, crc_ok ? "ok" : "BAD", h->first_timestamp,
+           h->last_timestamp, h->batch_len);
+}
+
+static void print_records_text(const struct seg_reader *rd)
+{
+    struct pulse_batch_iter it;
+    struct pulse_record_view rec;
+    if (pulse_batch_iter_init(&it, rd->buf.data, rd->buf.len) != PULSE_OK)
+        return;
+    while (pulse_batch_iter_next(&it, &rec) == PULSE_OK) {
+        printf("  offset=%" PRId64 " timestamp=%" PRId64 " key=", rec.offset, rec.timestamp);
+        print_bytes(rec.key, rec.key_len);
+        fputs(" value=", stdout);
+        print_bytes(rec.value, rec.value_len);
+        fputs(" headers={", stdout);
+        size_t pos = 0;
+        struct pulse_header_view hv;
+        bool first = true;
+        while (pulse_record_header_next(&rec, &pos, &hv) == PULSE_OK) {
+            if (!first)
+                fputs(", ", stdout);
+            first = false;
+            print_bytes(hv.key, hv.key_len);
+            putchar(':');
+            print_bytes(hv.value, hv.value_len);
+        }
+        fputs("}\n", stdout);
+    }
+}
+
+/* ---- JSON output ---- */
+
+static pulse_status_t base64_encode(struct pulse_buf *out, const uint8_t *p, size_t n)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    pulse_status_t st = pulse_buf_reserve(out, (n + 2) / 3 * 4);
+    if (st != PULSE_OK)
+        return st;
+    char *o = (char *)out->data + out->len;
+    size_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        *o++ = tab[v >> 18 & 63];
+        *o++ = tab[v >> 12 & 63];
+        *o++ = tab[v >> 6 & 63];
+        *o++ = tab[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        *o++ = tab[v >> 18 & 63];
+        *o++ = tab[v >> 12 & 63];
+        *o++ = '=';
+        *o++ = '=';
+    } else if (n - i == 2) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
+        *o++ = tab[v >> 18 & 63];
+        *o++ = tab[v >> 12 & 63];
+        *o++ = tab[v >> 6 & 63];
+        *o++ = '=';
+    }
+    out->len = (size_t)((uint8_t *)o - out->data);
+    return PULSE_OK;
+}
+
+/* Sets obj[name] to the bytes as a string, obj[name_base64] when they are not
+ * UTF-8, or null. Returns PULSE_NOMEM on allocation failure. */
+static pulse_status_t set_bytes(json_t *obj, const char *name, const char *name_b64, const uint8_t *p,
+                                uint32_t len)
+{
+    pulse_status_t st = PULSE_OK;
+    struct pulse_buf b64;
+    pulse_buf_init(&b64, BATCH_BUF_MAX * 2);
+
+    if (p == NULL) {
+        if (json_object_set_new(obj, name, json_null()) != 0)
+            st = PULSE_NOMEM;
+        goto out;
+    }
+    /* json_stringn refuses bytes that are not valid UTF-8. */
+    json_t *s = json_stringn((const char *)p, len);
+    if (s != NULL) {
+        if (json_object_set_new(obj, name, s) != 0)
+            st = PULSE_NOMEM;
+        goto out;
+    }
+    st = base64_encode(&b64, p, len);
+    if (st != PULSE_OK)
+        goto out;
+    s = json_stringn(b64.len > 0 ? (const char *)b64.data : "", b64.len);
+    if (s == NULL || json_object_set_new(obj, name_b64, s) != 0)
+        st = PULSE_NOMEM;
+
+out:
+    pulse_buf_fini(&b64);
+    return st;
+}
+
+/* Builds the fetch-API shape of one record. Headers whose key or value is not
+ * UTF-8 are left out (the API's headers are string to string); a null header
+ * value is JSON null; of repeated header keys the last one wins. */
+static json_t *record_to_json(const struct pulse_record_view *rec)
+{
+    json_t *obj = json_object();
+    json_t *hdrs = NULL;
+    json_t *result = NULL;
+
+    if (obj == NULL)
+        goto out;
+    if (json_object_set_new(obj, "offset", json_integer(rec->offset)) != 0 ||
+        json_object_set_new(obj, "timestamp", json_integer(rec->timestamp)) != 0)
+        goto out;
+    if (set_bytes(obj, "key", "key_base64", rec->key, rec->key_len) != PULSE_OK ||
+        set_bytes(obj, "value", "value_base64", rec->value, rec->value_len) != PULSE_OK)
+        goto out;
+    hdrs = json_object();
+    if (hdrs == NULL)
+        goto out;
+    size_t pos = 0;
+    struct pulse_header_view hv;
+    while (pulse_record_header_next(rec, &pos, &hv) == PULSE_OK) {
+        json_t *v = hv.value == NULL ? json_null() : json_stringn((const char *)hv.value, hv.value_len);
+        if (v == NULL)
+            continue; /* not UTF-8: skipped, see above */
+        if (!is_utf8(hv.key, hv.key_len)) {
+            json_decref(v);
+            continue;
+        }
+        /* json_object_setn_new takes v even when it fails. */
+        (void)json_object_setn_new(hdrs, (const char *)hv.key, hv.key_len, v);
+    }
+    if (json_object_set_new(obj, "headers", hdrs) != 0) {
+        hdrs = NULL;
+        goto out;
+    }
+    hdrs = NULL;
+    result = obj;
+    obj = NULL;
+
+out:
+    json_decref(hdrs);
+    json_decref(obj);
+    return result;
+}
+
+static int print_records_json(const struct seg_reader *rd)
+{
+    struct pulse_batch_iter it;
+    struct pulse_record_view rec;
+    if (pulse_batch_iter_init(&it, rd->buf.data, rd->buf.len) != PULSE_OK)
+        return -1;
+    while (pulse_batch_iter_next(&it, &rec) == PULSE_OK) {
+        json_t *obj = record_to_json(&rec);
+        if (obj == NULL) {
+            fprintf(stderr, "%s: out of memory\n", rd->path);
+            return -1;
+        }
+        int rc = json_dumpf(obj, stdout, JSON_COMPACT);
+        json_decref(obj);
+        if (rc != 0)
+            return -1;
+        putchar('\n');
+    }
+    return 0;
+}
+
+/* ---- dump ---- */
+
+static int cmd_dump(const char *path, bool json)
+{
+    struct seg_reader rd;
+    int rc = 0;
+    uint64_t pos = 0;
+
+    if (reader_open(&rd, path) != 0) {
+        rc = EXIT_PROBLEM;
+        goto out;
+    }
+    for (;;) {
+        enum batch_result r = reader_next(&rd, pos);
+        if (r == BATCH_END)
+            break;
+        if (r == BATCH_OK) {
+            if (json) {
+                if (print_records_json(&rd) != 0) {
+                    rc = EXIT_PROBLEM;
+                    goto out;
+                }
+            } else {
+                print_batch_line(&rd, true);
+                print_records_text(&rd);
+            }
+            pos += rd.buf.len;
+            continue;
+        }
+        /* The problem goes to stderr so --json output stays pure JSON lines. */
+        rc = EXIT_PROBLEM;
+        if (r == BATCH_BAD_CRC || r == BATCH_BAD_RECORD) {
+            /* The header held together, so its length still finds the next
+             * batch; its records are not shown. */
+            if (!json)
+                print_batch_line(&rd, r != BATCH_BAD_CRC);
+            fprintf(stderr, "%s: byte %" PRIu64 ": %s; records not shown\n", path, rd.problem_pos, rd.problem);
+            pos += rd.buf.len;
+            continue;
+        }
+        fprintf(stderr, "%s: byte %" PRIu64 ": %s\n", path, rd.problem_pos, rd.problem);
+        break;
+    }
+    if (fflush(stdout) != 0)
+        rc = EXIT_PROBLEM;
+
+out:
+    reader_close(&rd);
+    return rc;
+}
+
+/* ---- verify ---- */
+
+/* Parses "NNNNNNNNNNNNNNNNNNNN<ext>" (20 digits); returns the base offset, or
+ * -1 when name does not have that shape or the number passes INT64_MAX. */
+static int64_t parse_segment_name(const char *name, const char *ext)
+{
+    size_t n = strlen(name);
+    if (n != NAME_DIGITS + strlen(ext) || strcmp(name + NAME_DIGITS, ext) != 0)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < NAME_DIGITS; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return -1;
+        uint64_t d = (uint64_t)(name[i] - '0');
+        if (v > ((uint64_t)INT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    return (int64_t)v;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s != NULL ? s + 1 : path;
+}
+
+/*
+ * Checks every batch of one segment. seg_base is the base offset from the
+ * file name (-1 if unknown), next_base that of the following segment (-1 for
+ * the last). *prev_last carries the last offset seen across segments. Batch
+ * boundaries are appended to *bounds for the index check. Returns 0 when the
+ * segment is valid, else prints the first problem and returns 1.
+ */
+static int verify_segment(const char *path, int64_t seg_base, int64_t next_base, int64_t *prev_last,
+                          struct verify_stats *stats, struct boundary **bounds, size_t *nbounds)
+{
+    struct seg_reader rd;
+    int rc = 0;
+    uint64_t pos = 0;
+    size_t cap = 0;
+    char msg[320];
+
+    *nbounds = 0;
+    if (reader_open(&rd, path) != 0) {
+        rc = 1;
+        goto out;
+    }
+    for (;;) {
+        enum batch_result r = reader_next(&rd, pos);
+        if (r == BATCH_END)
+            break;
+        if (r != BATCH_OK) {
+            report(path, rd.problem_pos, rd.problem);
+            rc = 1;
+            goto out;
+        }
+        const struct pulse_batch_header *h = &rd.hdr;
+        if (seg_base >= 0 && h->base_offset < seg_base) {
+            snprintf(msg, sizeof msg, "batch base offset %" PRId64 " is below the segment base %" PRId64,
+                     h->base_offset, seg_base);
+            report(path, pos, msg);
+            rc = 1;
+            goto out;
+        }
+        /* Offsets only grow: across batches and across segments. */
+        if (h->base_offset <= *prev_last) {
+            snprintf(msg, sizeof msg,
+                     "batch base offset %" PRId64 " does not follow the previous last offset %" PRId64,
+                     h->base_offset, *prev_last);
+            report(path, pos, msg);
+            rc = 1;
+            goto out;
+        }
+        if (next_base >= 0 && rd.last_offset >= next_base) {
+            snprintf(msg, sizeof msg,
+                     "batch holds offset %" PRId64 ", which belongs to the next segment (base %" PRId64 ")",
+                     rd.last_offset, next_base);
+            report(path, pos, msg);
+            rc = 1;
+            goto out;
+        }
+        if (*nbounds == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            struct boundary *nb = pulse_realloc(*bounds, ncap * sizeof **bounds);
+            if (nb == NULL) {
+                fprintf(stderr, "%s: out of memory\n", path);
+                rc = 1;
+                goto out;
+            }
+            *bounds = nb;
+            cap = ncap;
+        }
+        (*bounds)[*nbounds].pos = pos;
+        (*bounds)[*nbounds].base = h->base_offset;
+        (*nbounds)++;
+        if (stats->first_offset < 0)
+            stats->first_offset = h->base_offset;
+        stats->last_offset = rd.last_offset;
+        stats->batches++;
+        stats->records += h->record_count;
+        *prev_last = rd.last_offset;
+        pos += rd.buf.len;
+    }
+
+out:
+    reader_close(&rd);
+    return rc;
+}
+
+static const struct boundary *find_boundary(const struct boundary *b, size_t n, uint64_t pos)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b[mid].pos == pos)
+            return &b[mid];
+        if (b[mid].pos < pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/*
+ * Checks an index file against the batch boundaries of its segment (contract
+ * section 4): 8-byte entries, strictly increasing, each at a batch boundary
+ * whose base offset is seg_base + relativeOffset. A missing index is allowed
+ * (recovery rebuilds it) and counted. Returns 0 or 1 like verify_segment.
+ */
+static int verify_index(const char *path, int64_t seg_base, const struct boundary *bounds, size_t nbounds,
+                        struct verify_stats *stats)
+{
+    int rc = 0;
+    int fd = -1;
+    uint8_t *data = NULL;
+    struct stat sb;
+    char msg[320];
+
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        if (err == ENOENT) {
+            stats->missing_indexes++;
+            goto out;
+        }
+        fprintf(stderr, "%s: cannot open: %s\n", path, strerror(err));
+        rc = 1;
+        goto out;
+    }
+    if (fstat(fd, &sb) != 0) {
+        int err = errno;
+        fprintf(stderr, "%s: cannot stat: %s\n", path, strerror(err));
+        rc = 1;
+        goto out;
+    }
+    size_t size = (size_t)sb.st_size;
+    if (size % INDEX_ENTRY_SIZE != 0) {
+        snprintf(msg, sizeof msg, "index size %zu is not a multiple of %d", size, INDEX_ENTRY_SIZE);
+        report(path, size - size % INDEX_ENTRY_SIZE, msg);
+        rc = 1;
+        goto out;
+    }
+    data = pulse_malloc(size);
+    if (data == NULL) {
+        fprintf(stderr, "%s: out of memory\n", path);
+        rc = 1;
+        goto out;
+    }
+    int err = read_at(fd, data, size, 0);
+    if (err != 0) {
+        fprintf(stderr, "%s: read failed: %s\n", path, strerror(err));
+        rc = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < size / INDEX_ENTRY_SIZE; i++) {
+        uint64_t at = (uint64_t)i * INDEX_ENTRY_SIZE;
+        uint32_t rel_off = pulse_get_be32(data + at);
+        uint32_t rel_pos = pulse_get_be32(data + at + 4);
+        if (i > 0) {
+            uint32_t prev_off = pulse_get_be32(data + at - INDEX_ENTRY_SIZE);
+            uint32_t prev_pos = pulse_get_be32(data + at - INDEX_ENTRY_SIZE + 4);
+            if (rel_off <= prev_off || rel_pos <= prev_pos) {
+                snprintf(msg, sizeof msg,
+                         "index entry %zu (offset +%" PRIu32 ", position %" PRIu32
+                         ") does not increase over the previous entry (offset +%" PRIu32 ", position %" PRIu32
+                         ")",
+                         i, rel_off, rel_pos, prev_off, prev_pos);
+                report(path, at, msg);
+                rc = 1;
+                goto out;
+            }
+        }
+        const struct boundary *b = find_boundary(bounds, nbounds, rel_pos);
+        if (b == NULL) {
+            snprintf(msg, sizeof msg, "index entry %zu points at byte %" PRIu32 ", which is not a batch boundary",
+                     i, rel_pos);
+            report(path, at, msg);
+            rc = 1;
+            goto out;
+        }
+        if (seg_base >= 0 && b->base != seg_base + (int64_t)rel_off) {
+            snprintf(msg, sizeof msg,
+                     "index entry %zu names offset %" PRId64 " but the batch at byte %" PRIu32
+                     " starts at offset %" PRId64,
+                     i, seg_base + (int64_t)rel_off, rel_pos, b->base);
+            report(path, at, msg);
+            rc = 1;
+            goto out;
+        }
+        stats->index_entries++;
+    }
+
+out:
+    pulse_free(data);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Lists the segment file names of a partition directory in offset order
+ * (the zero-padded names sort like their numbers). */
+static int list_segments(const char *dir, char ***names_out, size_t *n_out)
+{
+    DIR *d = opendir(dir);
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *de;
+
+    if (d == NULL) {
+        int err = errno;
+        fprintf(stderr, "%s: cannot open directory: %s\n", dir, strerror(err));
+        rc = -1;
+        goto out;
+    }
+    while ((de = readdir(d)) != NULL) {
+        if (strlen(de->d_name) != NAME_DIGITS + 4 || strcmp(de->d_name + NAME_DIGITS, ".log") != 0)
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            char **nn = pulse_realloc(names, ncap * sizeof *names);
+            if (nn == NULL) {
+                rc = -1;
+                goto out;
+            }
+            names = nn;
+            cap = ncap;
+        }
+        names[n] = pulse_strdup(de->d_name);
+        if (names[n] == NULL) {
+            rc = -1;
+            goto out;
+        }
+        n++;
+    }
+    if (n > 0)
+        qsort(names, n, sizeof *names, cmp_names);
+
+out:
+    if (d != NULL)
+        closedir(d);
+    if (rc != 0) {
+        for (size_t i = 0; i < n; i++)
+            pulse_free(names[i]);
+        pulse_free(names);
+        names = NULL;
+        n = 0;
+    }
+    *names_out = names;
+    *n_out = n;
+    return rc;
+}
+
+/* "DIR/NAME", allocated; NULL when out of memory. */
+static char *join_path(const char *dir, const char *name)
+{
+    struct pulse_buf b;
+    size_t len;
+    pulse_buf_init(&b, 1 << 16);
+    if (pulse_buf_printf(&b, "%s/%s", dir, name) != PULSE_OK || pulse_buf_append_u8(&b, 0) != PULSE_OK) {
+        pulse_buf_fini(&b);
+        return NULL;
+    }
+    return (char *)pulse_buf_steal(&b, &len);
+}
+
+/* The .index path beside a .log path; NULL if path does not end in .log. */
+static char *index_path_for(const char *path)
+{
+    size_t n = strlen(path);
+    if (n < 4 || strcmp(path + n - 4, ".log") != 0)
+        return NULL;
+    char *p = pulse_malloc(n + 3);
+    if (p == NULL)
+        return NULL;
+    memcpy(p, path, n - 4);
+    memcpy(p + n - 4, ".index", 7);
+    return p;
+}
+
+static int cmd_verify(const char *path)
+{
+    struct verify_stats stats = {0, 0, 0, 0, 0, -1, -1};
+    struct stat sb;
+    char **names = NULL;
+    size_t nnames = 0;
+    char *seg_path = NULL;
+    char *idx_path = NULL;
+    struct boundary *bounds = NULL;
+    size_t nbounds = 0;
+    int64_t prev_last = -1;
+    int rc = 0;
+
+    if (stat(path, &sb) != 0) {
+        int err = errno;
+        fprintf(stderr, "pulse-log: %s: %s\n", path, strerror(err));
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        if (list_segments(path, &names, &nnames) != 0) {
+            rc = EXIT_PROBLEM;
+            goto out;
+        }
+        for (size_t i = 0; i < nnames; i++) {
+            int64_t base = parse_segment_name(names[i], ".log");
+            int64_t next = i + 1 < nnames ? parse_segment_name(names[i + 1], ".log") : -1;
+            pulse_free(seg_path);
+            pulse_free(idx_path);
+            seg_path = join_path(path, names[i]);
+            idx_path = seg_path != NULL ? index_path_for(seg_path) : NULL;
+            if (seg_path == NULL || idx_path == NULL) {
+                fprintf(stderr, "pulse-log: out of memory\n");
+                rc = EXIT_PROBLEM;
+                goto out;
+            }
+            if (base < 0) {
+                report(seg_path, 0, "segment name is not a base offset within int64");
+                rc = EXIT_PROBLEM;
+                goto out;
+            }
+            if (verify_segment(seg_path, base, next, &prev_last, &stats, &bounds, &nbounds) != 0 ||
+                verify_index(idx_path, base, bounds, nbounds, &stats) != 0) {
+                rc = EXIT_PROBLEM;
+                goto out;
+            }
+            stats.segments++;
+        }
+    } else if (S_ISREG(sb.st_mode)) {
+        /* A lone segment: its base comes from its name when it has the
+         * canonical shape; otherwise offsets are only checked for order. */
+        int64_t base = parse_segment_name(base_name(path), ".log");
+        idx_path = index_path_for(path);
+        if (verify_segment(path, base, -1, &prev_last, &stats, &bounds, &nbounds) != 0 ||
+            (idx_path != NULL && verify_index(idx_path, base, bounds, nbounds, &stats) != 0)) {
+            rc = EXIT_PROBLEM;
+            goto out;
+        }
+        stats.segments++;
+    } else {
+        fprintf(stderr, "pulse-log: %s: not a segment file or a directory\n", path);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+
+    printf("%s: ok: %lu segment%s, %lu batches, %lu records", path, stats.segments,
+           stats.segments == 1 ? "" : "s", stats.batches, stats.records);
+    if (stats.first_offset >= 0)
+        printf(", offsets %" PRId64 "..%" PRId64, stats.first_offset, stats.last_offset);
+    printf(", %lu index entr%s", stats.index_entries, stats.index_entries == 1 ? "y" : "ies");
+    if (stats.missing_indexes > 0)
+        printf(", %lu index file%s missing", stats.missing_indexes, stats.missing_indexes == 1 ? "" : "s");
+    printf("\n");
+
+out:
+    for (size_t i = 0; i < nnames; i++)
+        pulse_free(names[i]);
+    pulse_free(names);
+    pulse_free(seg_path);
+    pulse_free(idx_path);
+    pulse_free(bounds);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("pulse-log (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "dump") == 0) {
+        bool json = false;
+        const char *file = NULL;
+        for (int i = 2; i < argc; i++) {
+            if (strcmp(argv[i], "--json") == 0) {
+                json = true;
+            } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+                fprintf(stderr, "pulse-log: unknown option %s\n", argv[i]);
+                usage(stderr);
+                return EXIT_USAGE;
+            } else if (file == NULL) {
+                file = argv[i];
+            } else {
+                usage(stderr);
+                return EXIT_USAGE;
+            }
+        }
+        if (file == NULL) {
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+        return cmd_dump(file, json);
+    }
+    if (strcmp(cmd, "verify") == 0) {
+        if (argc != 3 || argv[2][0] == '-') {
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+        return cmd_verify(argv[2]);
+    }
+    fprintf(stderr, "pulse-log: unknown command %s\n", cmd);
+    usage(stderr);
+    return EXIT_USAGE;
+}
