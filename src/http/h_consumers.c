@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * h_consumers.c - consumers and their cursors: list consumers, delete one,
+ * list / commit (atomically, many) / get / put (one) cursors. A cursor is
+ * the next offset to consume; commits are durable in the metadata store
+ * before the broker returns, so the answer never precedes durability.
+ */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "http/http_int.h"
+
+static json_t *cursor_object(const struct pulse_cursor *c, bool with_lag)
+{
+    if (with_lag)
+        return json_pack("{s:s,s:I,s:I,s:I,s:I}", "topic", c->topic, "partition", (json_int_t)c->partition, "offset",
+                         (json_int_t)c->offset, "high_watermark", (json_int_t)c->high_watermark, "lag",
+                         (json_int_t)c->lag);
+    return json_pack("{s:s,s:I,s:I}", "topic", c->topic, "partition", (json_int_t)c->partition, "offset",
+                     (json_int_t)c->offset);
+}
+
+/* Answers 416 with the partition's bounds, or the plain errmap answer when
+ * they cannot be read. */
+static void reply_range_for(struct pulse_hreq *r, const char *topic, uint32_t partition, const char *msg)
+{
+    struct pulse_topic_info *info = NULL;
+    if (pulse_broker_topic_get(r->srv->broker, topic, true, &info) == PULSE_OK && info->stats != NULL &&
+        partition < info->partitions) {
+        int64_t ls = info->stats[partition].log_start_offset;
+        int64_t hw = info->stats[partition].high_watermark;
+        pulse_topic_info_free(info);
+        pulse_server_reply_range(r, ls, hw, msg);
+        return;
+    }
+    pulse_topic_info_free(info);
+    pulse_server_reply_status(r, PULSE_RANGE, msg);
+}
+
+/* Checks that topic exists and has the partition: 404s otherwise. */
+static bool check_partition(struct pulse_hreq *r, const char *topic, uint32_t partition)
+{
+    struct pulse_topic_info *info = NULL;
+    pulse_status_t st = pulse_broker_topic_get(r->srv->broker, topic, false, &info);
+    if (st == PULSE_TOPIC_NOT_FOUND) {
+        pulse_server_reply_error(r, 404, "topic_not_found", "topic \"%s\" does not exist", topic);
+        return false;
+    }
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, NULL);
+        return false;
+    }
+    uint32_t parts = info->partitions;
+    pulse_topic_info_free(info);
+    if (partition >= parts) {
+        pulse_server_reply_error(r, 404, "partition_not_found", "topic \"%s\" has %u partition(s)", topic, parts);
+        return false;
+    }
+    return true;
+}
+
+void pulse_h_consumers_list(struct pulse_hreq *r)
+{
+    char **names = NULL;
+    size_t n = 0;
+    pulse_status_t st = pulse_broker_consumer_list(r->srv->broker, &names, &n);
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, NULL);
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        if (json_array_append_new(arr, json_string(names[i])) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    pulse_broker_names_free(names, n);
+    if (arr == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply_json(r, 200, json_pack("{s:o}", "consumers", arr));
+}
+
+void pulse_h_consumers_delete(struct pulse_hreq *r)
+{
+    if (!pulse_server_path_consumer(r))
+        return;
+    pulse_status_t st = pulse_broker_consumer_delete(r->srv->broker, r->consumer);
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, NULL);
+        return;
+    }
+    pulse_server_reply_empty(r, 204);
+}
+
+void pulse_h_consumers_cursors_list(struct pulse_hreq *r)
+{
+    if (!pulse_server_path_consumer(r))
+        return;
+    struct pulse_cursor *cursors = NULL;
+    size_t n = 0;
+    pulse_status_t st = pulse_broker_cursor_list(r->srv->broker, r->consumer, &cursors, &n);
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, NULL);
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        if (json_array_append_new(arr, cursor_object(&cursors[i], true)) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    pulse_free(cursors);
+    if (arr == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply_json(r, 200, json_pack("{s:s,s:o}", "consumer", r->consumer, "cursors", arr));
+}
+
+/* Runs the commit and answers its errors; true on success. */
+static bool commit(struct pulse_hreq *r, const struct pulse_cursor *cursors, size_t n)
+{
+    char err[256] = "";
+    pulse_status_t st = pulse_broker_cursor_commit(r->srv->broker, r->consumer, cursors, n, err, sizeof err);
+    if (st == PULSE_OK)
+        return true;
+    if (st == PULSE_RANGE) {
+        /* Report the bounds of the first cursor that is out of them. */
+        for (size_t i = 0; i < n; i++) {
+            struct pulse_topic_info *info = NULL;
+            if (pulse_broker_topic_get(r->srv->broker, cursors[i].topic, true, &info) != PULSE_OK)
+                continue;
+            bool out = info->stats != NULL && cursors[i].partition < info->partitions &&
+                       (cursors[i].offset < 0 || cursors[i].offset > info->stats[cursors[i].partition].high_watermark);
+            pulse_topic_info_free(info);
+            if (out) {
+                reply_range_for(r, cursors[i].topic, cursors[i].partition, err);
+                return false;
+            }
+        }
+        pulse_server_reply_status(r, st, err);
+        return false;
+    }
+    pulse_server_reply_status(r, st, err);
+    return false;
+}
+
+void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
+{
+    static const char *const top_allowed[] = {"cursors", NULL};
+    static const char *const allowed[] = {"topic", "partition", "offset", NULL};
+    if (!pulse_server_path_consumer(r))
+        return;
+    json_t *body = pulse_server_body_object(r);
+    if (body == NULL || !pulse_server_only_fields(r, body, top_allowed, "the cursor commit"))
+        return;
+    json_t *arr = json_object_get(body, "cursors");
+    if (!json_is_array(arr) || json_array_size(arr) == 0) {
+        pulse_server_reply_error(r, 400, "invalid_request", "\"cursors\" must be a non-empty array");
+        return;
+    }
+    size_t n = json_array_size(arr);
+    if (n > (size_t)r->srv->cfg->max_records_per_request) {
+        pulse_server_reply_error(r, 413, "payload_too_large", "too many cursors in one commit");
+        return;
+    }
+    struct pulse_cursor *cursors = pulse_server_palloc(r, n * sizeof *cursors);
+    if (cursors == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *c = json_array_get(arr, i);
+        if (!json_is_object(c)) {
+            pulse_server_reply_error(r, 400, "invalid_request", "cursors[%zu] must be an object", i);
+            return;
+        }
+        if (!pulse_server_only_fields(r, c, allowed, "a cursor"))
+            return;
+        json_t *t = json_object_get(c, "topic");
+        json_t *p = json_object_get(c, "partition");
+        json_t *o = json_object_get(c, "offset");
+        if (!json_is_string(t) || !json_is_integer(p) || !json_is_integer(o)) {
+            pulse_server_reply_error(r, 400, "invalid_request",
+                                     "cursors[%zu] needs \"topic\" (string), \"partition\" and \"offset\" (integers)",
+                                     i);
+            return;
+        }
+        const char *tn = json_string_value(t);
+        size_t tlen = json_string_length(t);
+        if (strlen(tn) != tlen || !pulse_broker_name_valid(tn, tlen)) {
+            pulse_server_reply_error(r, 400, "invalid_name", "cursors[%zu]: bad topic name", i);
+            return;
+        }
+        if (json_integer_value(p) < 0 || json_integer_value(p) > (json_int_t)UINT32_MAX) {
+            pulse_server_reply_error(r, 400, "invalid_request", "cursors[%zu]: bad partition", i);
+            return;
+        }
+        memcpy(cursors[i].topic, tn, tlen + 1);
+        cursors[i].partition = (uint32_t)json_integer_value(p);
+        cursors[i].offset = (int64_t)json_integer_value(o);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (cursors[i].offset < 0) {
+            reply_range_for(r, cursors[i].topic, cursors[i].partition, "a cursor offset is negative");
+            return;
+        }
+    }
+    if (!commit(r, cursors, n))
+        return;
+    json_t *out = json_array();
+    for (size_t i = 0; out != NULL && i < n; i++) {
+        if (json_array_append_new(out, cursor_object(&cursors[i], false)) != 0) {
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    if (out == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply_json(r, 200, json_pack("{s:s,s:o}", "consumer", r->consumer, "cursors", out));
+}
+
+void pulse_h_consumers_cursor_get(struct pulse_hreq *r)
+{
+    if (!pulse_server_path_consumer(r) || !pulse_server_path_topic(r) || !pulse_server_path_partition(r))
+        return;
+    if (!check_partition(r, r->topic, r->partition))
+        return;
+    struct pulse_cursor c;
+    memset(&c, 0, sizeof c);
+    pulse_status_t st = pulse_broker_cursor_get(r->srv->broker, r->consumer, r->topic, r->partition, &c);
+    if (st == PULSE_CURSOR_NOT_FOUND) {
+        pulse_server_reply_error(r, 404, "cursor_not_found", "consumer \"%s\" has no cursor on %s/%u", r->consumer,
+                                 r->topic, r->partition);
+        return;
+    }
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, NULL);
+        return;
+    }
+    pulse_server_reply_json(r, 200,
+                            json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "consumer", r->consumer, "topic", r->topic,
+                                      "partition", (json_int_t)r->partition, "offset", (json_int_t)c.offset,
+                                      "high_watermark", (json_int_t)c.high_watermark, "lag", (json_int_t)c.lag));
+}
+
+void pulse_h_consumers_cursor_put(struct pulse_hreq *r)
+{
+    static const char *const allowed[] = {"offset", NULL};
+    if (!pulse_server_path_consumer(r) || !pulse_server_path_topic(r) || !pulse_server_path_partition(r))
+        return;
+    json_t *body = pulse_server_body_object(r);
+    if (body == NULL || !pulse_server_only_fields(r, body, allowed, "the cursor"))
+        return;
+    json_t *o = json_object_get(body, "offset");
+    if (!json_is_integer(o)) {
+        pulse_server_reply_error(r, 400, "invalid_request", "\"offset\" is required and must be an integer");
+        return;
+    }
+    if (!check_partition(r, r->topic, r->partition))
+        return;
+    struct pulse_cursor c;
+    memset(&c, 0, sizeof c);
+    memcpy(c.topic, r->topic, sizeof c.topic);
+    c.partition = r->partition;
+    c.offset = (int64_t)json_integer_value(o);
+    if (c.offset < 0) {
+        reply_range_for(r, r->topic, r->partition, "the offset is negative");
+        return;
+    }
+    if (!commit(r, &c, 1))
+        return;
+    pulse_server_reply_json(r, 200,
+                            json_pack("{s:s,s:s,s:I,s:I}", "consumer", r->consumer, "topic", r->topic, "partition",
+                                      (json_int_t)r->partition, "offset", (json_int_t)c.offset));
+}

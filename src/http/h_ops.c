@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * h_ops.c - operational routes: /healthz (process alive), /readyz (recovery
+ * done and not draining), /metrics (Prometheus text 0.0.4: the gateway's
+ * request metrics, then the broker's), /v1/broker (identity, uptime and the
+ * effective configuration) and /openapi.yaml (the compiled-in description).
+ */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "http/http_int.h"
+#include "http/openapi.h"
+
+/* Metrics text can grow with topics and partitions; a hard cap keeps a
+ * runaway from eating memory. */
+#define METRICS_MAX_BYTES (64u * 1024 * 1024)
+
+void pulse_h_ops_healthz(struct pulse_hreq *r)
+{
+    pulse_server_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+void pulse_h_ops_readyz(struct pulse_hreq *r)
+{
+    if (!atomic_load(&r->srv->ready) || atomic_load(&r->srv->stopping)) {
+        pulse_server_reply_error(r, 503, "unavailable", "not ready");
+        return;
+    }
+    pulse_server_reply_json(r, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+void pulse_h_ops_metrics(struct pulse_hreq *r)
+{
+    struct pulse_buf out;
+    pulse_buf_init(&out, METRICS_MAX_BYTES);
+    pulse_status_t st = pulse_server_metrics(r->srv, &out);
+    if (st == PULSE_OK)
+        st = pulse_broker_metrics(r->srv->broker, &out);
+    if (st != PULSE_OK) {
+        pulse_buf_fini(&out);
+        pulse_server_reply_status(r, st, "cannot render metrics");
+        return;
+    }
+    size_t len = 0;
+    uint8_t *text = pulse_buf_steal(&out, &len);
+    struct MHD_Response *resp = NULL;
+    if (text == NULL)
+        resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t) "", MHD_RESPMEM_PERSISTENT);
+    else
+        resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
+    if (resp == NULL) {
+        pulse_free(text);
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply(r, 200, resp, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void pulse_h_ops_openapi(struct pulse_hreq *r)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        pulse_openapi_yaml_len, (void *)(uintptr_t)pulse_openapi_yaml, MHD_RESPMEM_PERSISTENT);
+    pulse_server_reply(r, 200, resp, "application/yaml");
+}
+
+void pulse_h_ops_broker(struct pulse_hreq *r)
+{
+    struct pulse_broker *b = r->srv->broker;
+    json_t *config = pulse_config_to_json(r->srv->cfg);
+    if (config == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    int64_t uptime_ms = (pulse_clock_mono_us() - r->srv->started_mono_us) / 1000;
+    pulse_server_reply_json(r, 200,
+                            json_pack("{s:s,s:s,s:s,s:I,s:o}", "cluster_id", pulse_broker_cluster_id(b), "broker_id",
+                                      pulse_broker_broker_id(b), "version", PULSE_HTTP_VERSION, "uptime_ms",
+                                      (json_int_t)uptime_ms, "config", config));
+}

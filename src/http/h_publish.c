@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * h_publish.c - POST /v1/topics/{topic}/records in its three body forms
+ * (JSON {"records": [...]}, NDJSON, raw octets).
+ *
+ * The records borrow their bytes from the parsed body (r->doc) or from
+ * buffers in the request pool, all alive until the request completes.
+ *
+ * Durability: the answer is sent only from publish_resume, after the
+ * broker reported the batches durable (its done callback), or at once when
+ * the sync mode acknowledges on write. The connection is suspended BEFORE
+ * pulse_broker_publish is called, because the callback may run on the
+ * syncer thread before publish even returns; every path then resumes
+ * exactly once (the callback, or this thread when no callback will come).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "http/http_int.h"
+#include "http/json.h"
+
+static const char *const record_fields[] = {"key",       "key_base64", "value", "value_base64",
+                                            "headers",   "partition",  "timestamp", NULL};
+
+/* Bytes of a JSON string field, or base64-decoded into the pool. */
+static bool decode_b64(struct pulse_hreq *r, json_t *s, const char *field, size_t idx, const uint8_t **out,
+                       uint32_t *len)
+{
+    if (!json_is_string(s)) {
+        pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].%s must be a string", idx, field);
+        return false;
+    }
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    pulse_status_t st = pulse_json_b64_decode(json_string_value(s), json_string_length(s), &bytes, &n);
+    if (st == PULSE_INVALID) {
+        pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].%s is not valid base64", idx, field);
+        return false;
+    }
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, NULL);
+        return false;
+    }
+    uint8_t *kept = pulse_server_palloc(r, n);
+    if (kept == NULL) {
+        pulse_free(bytes);
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return false;
+    }
+    memcpy(kept, bytes, n);
+    pulse_free(bytes);
+    *out = kept;
+    *len = (uint32_t)n;
+    return true;
+}
+
+/* Fewest significant digits (1..17) that print d so it reads back as d. */
+static int digits_for(double d)
+{
+    char text[40];
+    for (int p = 1; p < 17; p++) {
+        snprintf(text, sizeof text, "%.*g", p, d);
+        if (strtod(text, NULL) == d)
+            return p;
+    }
+    return 17;
+}
+
+/* The precision that prints every real inside v exactly and shortest
+ * (0.1 as 0.1, not 0.10000000000000001); 0 when v holds no reals. */
+static int real_precision(json_t *v, int depth)
+{
+    int best = 0;
+    if (depth > 64)
+        return 17;
+    if (json_is_real(v)) {
+        best = digits_for(json_real_value(v));
+    } else if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            int p = real_precision(json_array_get(v, i), depth + 1);
+            best = p > best ? p : best;
+        }
+    } else if (json_is_object(v)) {
+        const char *k;
+        json_t *m;
+        json_object_foreach(v, k, m)
+        {
+            int p = real_precision(m, depth + 1);
+            best = p > best ? p : best;
+        }
+    }
+    return best;
+}
+
+/* Maps one record object to rec; answers 400 and returns false when bad. */
+static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct pulse_publish_record *rec)
+{
+    if (!json_is_object(obj)) {
+        pulse_server_reply_error(r, 400, "invalid_request", "records[%zu] must be an object", idx);
+        return false;
+    }
+    if (!pulse_server_only_fields(r, obj, record_fields, "a record"))
+        return false;
+    memset(rec, 0, sizeof *rec);
+    rec->partition = -1;
+    rec->rec.key_len = PULSE_BATCH_NULL;
+
+    json_t *key = json_object_get(obj, "key");
+    json_t *key64 = json_object_get(obj, "key_base64");
+    if (key != NULL && key64 != NULL) {
+        pulse_server_reply_error(r, 400, "invalid_request", "records[%zu] has both key and key_base64", idx);
+        return false;
+    }
+    if (key != NULL && !json_is_null(key)) {
+        if (!json_is_string(key)) {
+            pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].key must be a string or null", idx);
+            return false;
+        }
+        rec->rec.key = (const uint8_t *)json_string_value(key);
+        rec->rec.key_len = (uint32_t)json_string_length(key);
+    } else if (key64 != NULL && !decode_b64(r, key64, "key_base64", idx, &rec->rec.key, &rec->rec.key_len)) {
+        return false;
+    }
+
+    json_t *value = json_object_get(obj, "value");
+    json_t *value64 = json_object_get(obj, "value_base64");
+    if ((value == NULL) == (value64 == NULL)) {
+        pulse_server_reply_error(r, 400, "invalid_request", "records[%zu] needs exactly one of value and value_base64",
+                                 idx);
+        return false;
+    }
+    if (value64 != NULL) {
+        if (!decode_b64(r, value64, "value_base64", idx, &rec->rec.value, &rec->rec.value_len))
+            return false;
+    } else if (json_is_null(value)) {
+        rec->rec.value = NULL;
+        rec->rec.value_len = PULSE_BATCH_NULL;
+    } else if (json_is_string(value)) {
+        rec->rec.value = (const uint8_t *)json_string_value(value);
+        rec->rec.value_len = (uint32_t)json_string_length(value);
+    } else {
+        /* Any other JSON is stored as its compact text, keys in the order
+         * the client sent them. */
+        char *text = NULL;
+        size_t len = 0;
+        int prec = real_precision(value, 0);
+        size_t flags = JSON_PRESERVE_ORDER | (prec > 0 ? JSON_REAL_PRECISION(prec) : 0);
+        pulse_status_t st = pulse_json_dump(value, flags, &text, &len);
+        if (st != PULSE_OK) {
+            pulse_server_reply_status(r, st, NULL);
+            return false;
+        }
+        uint8_t *kept = pulse_server_palloc(r, len);
+        if (kept == NULL) {
+            pulse_free(text);
+            pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+            return false;
+        }
+        memcpy(kept, text, len);
+        pulse_free(text);
+        rec->rec.value = kept;
+        rec->rec.value_len = (uint32_t)len;
+    }
+
+    json_t *headers = json_object_get(obj, "headers");
+    if (headers != NULL && !json_is_null(headers)) {
+        if (!json_is_object(headers)) {
+            pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].headers must be an object", idx);
+            return false;
+        }
+        size_t nh = json_object_size(headers);
+        struct pulse_header_in *hs = nh > 0 ? pulse_server_palloc(r, nh * sizeof *hs) : NULL;
+        if (nh > 0 && hs == NULL) {
+            pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+            return false;
+        }
+        size_t i = 0;
+        const char *hk;
+        json_t *hv;
+        json_object_foreach(headers, hk, hv)
+        {
+            if (!json_is_string(hv)) {
+                pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].headers.%s must be a string", idx,
+                                         hk);
+                return false;
+            }
+            hs[i].key = (const uint8_t *)hk;
+            hs[i].key_len = (uint32_t)strlen(hk);
+            hs[i].value = (const uint8_t *)json_string_value(hv);
+            hs[i].value_len = (uint32_t)json_string_length(hv);
+            i++;
+        }
+        rec->rec.headers = hs;
+        rec->rec.header_count = (uint32_t)i;
+    }
+
+    int64_t v = 0;
+    bool present = false;
+    if (!pulse_server_int_field(r, obj, "partition", 0, INT32_MAX, &v, &present))
+        return false;
+    if (present)
+        rec->partition = (int32_t)v;
+    if (!pulse_server_int_field(r, obj, "timestamp", 0, INT64_MAX, &v, &present))
+        return false;
+    if (present) {
+        rec->has_timestamp = true;
+        rec->rec.timestamp = v;
+    }
+    return true;
+}
+
+static bool alloc_records(struct pulse_hreq *r, size_t n)
+{
+    if (n == 0) {
+        pulse_server_reply_error(r, 400, "invalid_request", "no records to publish");
+        return false;
+    }
+    if (n > (size_t)r->srv->cfg->max_records_per_request) {
+        pulse_server_reply_error(r, 413, "payload_too_large", "more than %lld records in one request",
+                                 (long long)r->srv->cfg->max_records_per_request);
+        return false;
+    }
+    r->recs = pulse_server_palloc(r, n * sizeof *r->recs);
+    r->offsets = pulse_server_palloc(r, n * sizeof *r->offsets);
+    if (r->recs == NULL || r->offsets == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return false;
+    }
+    r->n_recs = n;
+    return true;
+}
+
+static bool parse_json_body(struct pulse_hreq *r)
+{
+    static const char *const allowed[] = {"records", NULL};
+    json_t *body = pulse_server_body_object(r);
+    if (body == NULL || !pulse_server_only_fields(r, body, allowed, "the publish body"))
+        return false;
+    json_t *arr = json_object_get(body, "records");
+    if (!json_is_array(arr)) {
+        pulse_server_reply_error(r, 400, "invalid_request", "\"records\" is required and must be an array");
+        return false;
+    }
+    if (!alloc_records(r, json_array_size(arr)))
+        return false;
+    for (size_t i = 0; i < r->n_recs; i++)
+        if (!parse_record(r, json_array_get(arr, i), i, &r->recs[i]))
+            return false;
+    return true;
+}
+
+static bool parse_ndjson_body(struct pulse_hreq *r)
+{
+    json_t *lines = json_array();
+    if (lines == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return false;
+    }
+    json_decref(r->doc);
+    r->doc = lines; /* keeps every parsed line alive */
+    const char *p = r->body.data != NULL ? (const char *)r->body.data : "";
+    const char *end = p + r->body.len;
+    size_t lineno = 0;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl != NULL ? nl : end;
+        lineno++;
+        const char *q = p;
+        while (q < le && (*q == ' ' || *q == '\t' || *q == '\r'))
+            q++;
+        if (q < le) {
+            if (json_array_size(lines) >= (size_t)r->srv->cfg->max_records_per_request) {
+                pulse_server_reply_error(r, 413, "payload_too_large", "more than %lld records in one request",
+                                         (long long)r->srv->cfg->max_records_per_request);
+                return false;
+            }
+            json_error_t jerr;
+            json_t *obj = json_loadb(q, (size_t)(le - q), JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+            if (obj == NULL) {
+                pulse_server_reply_error(r, 400, "invalid_request", "line %zu: malformed JSON: %s", lineno,
+                                         jerr.text);
+                return false;
+            }
+            if (json_array_append_new(lines, obj) != 0) {
+                pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+                return false;
+            }
+        }
+        p = nl != NULL ? nl + 1 : end;
+    }
+    if (!alloc_records(r, json_array_size(lines)))
+        return false;
+    for (size_t i = 0; i < r->n_recs; i++)
+        if (!parse_record(r, json_array_get(lines, i), i, &r->recs[i]))
+            return false;
+    return true;
+}
+
+static bool parse_octets_body(struct pulse_hreq *r)
+{
+    if (!alloc_records(r, 1))
+        return false;
+    struct pulse_publish_record *rec = &r->recs[0];
+    memset(rec, 0, sizeof *rec);
+    rec->partition = -1;
+    rec->rec.key_len = PULSE_BATCH_NULL;
+    rec->rec.value = r->body.data != NULL ? r->body.data : (const uint8_t *)"";
+    rec->rec.value_len = (uint32_t)r->body.len;
+    const char *key = pulse_server_query(r, "key");
+    if (key != NULL) {
+        rec->rec.key = (const uint8_t *)key;
+        rec->rec.key_len = (uint32_t)strlen(key);
+    }
+    const char *part = pulse_server_query(r, "partition");
+    if (part != NULL) {
+        int64_t v = 0;
+        if (pulse_request_parse_i64(part, 0, INT32_MAX, &v) != PULSE_OK) {
+            pulse_server_reply_error(r, 400, "invalid_request", "partition must be a non-negative integer");
+            return false;
+        }
+        rec->partition = (int32_t)v;
+    }
+    return true;
+}
+
+static void publish_resume(struct pulse_hreq *r)
+{
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
+    if (st != PULSE_OK) {
+        if (st == PULSE_TOPIC_NOT_FOUND)
+            pulse_server_reply_error(r, 404, "topic_not_found", "topic \"%s\" does not exist", r->topic);
+        else
+            pulse_server_reply_status(r, st, r->errmsg);
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; arr != NULL && i < r->n_recs; i++) {
+        if (json_array_append_new(arr, json_pack("{s:I,s:I}", "partition", (json_int_t)r->offsets[i].partition,
+                                                 "offset", (json_int_t)r->offsets[i].offset)) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    if (arr == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply_json(r, 200, json_pack("{s:o}", "offsets", arr));
+}
+
+static void on_published(void *arg, pulse_status_t st)
+{
+    pulse_server_wake(arg, st);
+}
+
+void pulse_h_publish_post(struct pulse_hreq *r)
+{
+    if (!pulse_server_path_topic(r))
+        return;
+    bool ok = false;
+    switch (r->body_kind) {
+    case PULSE_BODY_JSON:
+        ok = parse_json_body(r);
+        break;
+    case PULSE_BODY_NDJSON:
+        ok = parse_ndjson_body(r);
+        break;
+    case PULSE_BODY_OCTETS:
+        ok = parse_octets_body(r);
+        break;
+    }
+    if (!ok)
+        return;
+
+    pulse_server_suspend(r, publish_resume);
+    bool pending = false;
+    pulse_status_t st = pulse_broker_publish(r->srv->broker, r->topic, r->recs, r->n_recs, r->offsets, on_published,
+                                             r, &pending, r->errmsg, sizeof r->errmsg);
+    /* No callback will come: resume from here (exactly once). */
+    if (st != PULSE_OK || !pending)
+        pulse_server_wake(r, st);
+}

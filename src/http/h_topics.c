@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * h_topics.c - /v1/topics and /v1/topics/{topic}: create, list, get, change
+ * retention, delete. Validation is strict and happens before the broker is
+ * called, so a bad request never changes stored state; the broker checks
+ * again (names, ranges) and its refusals map through the errmap.
+ */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "http/http_int.h"
+#include "http/json.h"
+
+json_t *pulse_h_topics_object(const struct pulse_topic_info *info)
+{
+    char created[32];
+    pulse_json_rfc3339_ms(info->created_at_ms, created);
+    json_t *stats = json_array();
+    if (stats == NULL)
+        return NULL;
+    for (uint32_t i = 0; info->stats != NULL && i < info->partitions; i++) {
+        const struct pulse_partition_stats *ps = &info->stats[i];
+        if (json_array_append_new(stats, json_pack("{s:I,s:I,s:I,s:I,s:I}", "partition", (json_int_t)ps->partition,
+                                                   "log_start_offset", (json_int_t)ps->log_start_offset,
+                                                   "high_watermark", (json_int_t)ps->high_watermark, "size_bytes",
+                                                   (json_int_t)ps->size_bytes, "segments",
+                                                   (json_int_t)ps->segments)) != 0) {
+            json_decref(stats);
+            return NULL;
+        }
+    }
+    return json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:s,s:o}", "name", info->name, "partitions",
+                     (json_int_t)info->partitions, "cleanup",
+                     info->cleanup == PULSE_CLEANUP_COMPACT ? "compact" : "delete", "retention_ms",
+                     (json_int_t)info->retention_ms, "retention_bytes", (json_int_t)info->retention_bytes,
+                     "segment_bytes", (json_int_t)info->segment_bytes, "created_at", created, "partition_stats",
+                     stats);
+}
+
+static void reply_topic(struct pulse_hreq *r, unsigned status, struct pulse_topic_info *info)
+{
+    json_t *obj = pulse_h_topics_object(info);
+    pulse_topic_info_free(info);
+    if (obj == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply_json(r, status, obj);
+}
+
+void pulse_h_topics_list(struct pulse_hreq *r)
+{
+    struct pulse_topic_info **list = NULL;
+    size_t n = 0;
+    pulse_status_t st = pulse_broker_topic_list(r->srv->broker, true, &list, &n);
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, NULL);
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        if (json_array_append_new(arr, pulse_h_topics_object(list[i])) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    pulse_topic_info_list_free(list, n);
+    if (arr == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply_json(r, 200, json_pack("{s:o}", "topics", arr));
+}
+
+void pulse_h_topics_create(struct pulse_hreq *r)
+{
+    static const char *const allowed[] = {"name",         "partitions", "cleanup", "retention_ms", "retention_bytes",
+                                          "segment_bytes", NULL};
+    json_t *body = pulse_server_body_object(r);
+    if (body == NULL)
+        return;
+    if (!pulse_server_only_fields(r, body, allowed, "the topic"))
+        return;
+    json_t *name = json_object_get(body, "name");
+    if (name == NULL || !json_is_string(name)) {
+        pulse_server_reply_error(r, 400, "invalid_request", "\"name\" is required and must be a string");
+        return;
+    }
+    const char *nm = json_string_value(name);
+    size_t nlen = json_string_length(name);
+    if (strlen(nm) != nlen || !pulse_broker_name_valid(nm, nlen)) {
+        pulse_server_reply_error(r, 400, "invalid_name",
+                                 "topic name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or \"..\", "
+                                 "not starting with \"__\"");
+        return;
+    }
+    struct pulse_topic_spec spec = {nm, -1, -1, -1, -1, -1};
+    int64_t v = 0;
+    bool present = false;
+    if (!pulse_server_int_field(r, body, "partitions", 1, 256, &v, &present))
+        return;
+    if (present)
+        spec.partitions = (int32_t)v;
+    json_t *cleanup = json_object_get(body, "cleanup");
+    if (cleanup != NULL) {
+        const char *c = json_string_value(cleanup);
+        if (c != NULL && strcmp(c, "delete") == 0 && json_string_length(cleanup) == 6) {
+            spec.cleanup = PULSE_CLEANUP_DELETE;
+        } else if (c != NULL && strcmp(c, "compact") == 0 && json_string_length(cleanup) == 7) {
+            spec.cleanup = PULSE_CLEANUP_COMPACT;
+        } else {
+            pulse_server_reply_error(r, 400, "invalid_request", "\"cleanup\" must be \"delete\" or \"compact\"");
+            return;
+        }
+    }
+    if (!pulse_server_int_field(r, body, "retention_ms", 0, INT64_MAX, &spec.retention_ms, NULL))
+        return;
+    if (!pulse_server_int_field(r, body, "retention_bytes", 0, INT64_MAX, &spec.retention_bytes, NULL))
+        return;
+    if (!pulse_server_int_field(r, body, "segment_bytes", 1024, 2147483647, &spec.segment_bytes, &present))
+        return;
+    if (!present && r->srv->cfg->segment_bytes != 0)
+        spec.segment_bytes = (int64_t)r->srv->cfg->segment_bytes;
+
+    struct pulse_topic_info *info = NULL;
+    char err[256] = "";
+    pulse_status_t st = pulse_broker_topic_create(r->srv->broker, &spec, &info, err, sizeof err);
+    if (st == PULSE_EXISTS) {
+        pulse_server_reply_error(r, 409, "topic_exists", "topic \"%s\" already exists", nm);
+        return;
+    }
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, err);
+        return;
+    }
+    if (info == NULL)
+        st = pulse_broker_topic_get(r->srv->broker, nm, true, &info);
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, NULL);
+        return;
+    }
+    reply_topic(r, 201, info);
+}
+
+static void reply_not_found(struct pulse_hreq *r, pulse_status_t st)
+{
+    if (st == PULSE_TOPIC_NOT_FOUND)
+        pulse_server_reply_error(r, 404, "topic_not_found", "topic \"%s\" does not exist", r->topic);
+    else
+        pulse_server_reply_status(r, st, NULL);
+}
+
+void pulse_h_topics_get(struct pulse_hreq *r)
+{
+    if (!pulse_server_path_topic(r))
+        return;
+    struct pulse_topic_info *info = NULL;
+    pulse_status_t st = pulse_broker_topic_get(r->srv->broker, r->topic, true, &info);
+    if (st != PULSE_OK) {
+        reply_not_found(r, st);
+        return;
+    }
+    reply_topic(r, 200, info);
+}
+
+void pulse_h_topics_patch(struct pulse_hreq *r)
+{
+    static const char *const allowed[] = {"retention_ms", "retention_bytes", NULL};
+    if (!pulse_server_path_topic(r))
+        return;
+    json_t *body = pulse_server_body_object(r);
+    if (body == NULL)
+        return;
+    if (!pulse_server_only_fields(r, body, allowed, "a topic change (only retention_ms and retention_bytes)"))
+        return;
+    if (json_object_size(body) == 0) {
+        pulse_server_reply_error(r, 400, "invalid_request", "nothing to change: give retention_ms or retention_bytes");
+        return;
+    }
+    int64_t rms = -1;
+    int64_t rbytes = -1;
+    if (!pulse_server_int_field(r, body, "retention_ms", 0, INT64_MAX, &rms, NULL))
+        return;
+    if (!pulse_server_int_field(r, body, "retention_bytes", 0, INT64_MAX, &rbytes, NULL))
+        return;
+    struct pulse_topic_info *info = NULL;
+    pulse_status_t st = pulse_broker_topic_set_retention(r->srv->broker, r->topic, rms, rbytes, &info);
+    if (st == PULSE_OK && (info == NULL || info->stats == NULL)) {
+        pulse_topic_info_free(info);
+        info = NULL;
+        st = pulse_broker_topic_get(r->srv->broker, r->topic, true, &info);
+    }
+    if (st != PULSE_OK) {
+        reply_not_found(r, st);
+        return;
+    }
+    reply_topic(r, 200, info);
+}
+
+void pulse_h_topics_delete(struct pulse_hreq *r)
+{
+    if (!pulse_server_path_topic(r))
+        return;
+    pulse_status_t st = pulse_broker_topic_delete(r->srv->broker, r->topic);
+    if (st != PULSE_OK) {
+        reply_not_found(r, st);
+        return;
+    }
+    pulse_server_reply_empty(r, 204);
+}

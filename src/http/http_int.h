@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http_int.h - private to src/http: the server and per-request structs and
+ * the helpers the route handlers share. Never included outside src/http.
+ *
+ * Request lifetime: the access handler creates a struct pulse_hreq on the
+ * first call for a request and MHD's request-completed callback frees it;
+ * nothing else frees it, so a broker callback that resumes a connection can
+ * never race with its context's free (the context outlives the suspension).
+ * Everything a request allocates goes through its pool (pulse_hreq_alloc)
+ * and is released in one place.
+ *
+ * Thread: the helpers below run on the MHD worker that owns the request's
+ * connection, except pulse_server_wake (any thread, typically the broker's
+ * syncer). Locks: none, except the metrics mutex noted below.
+ */
+#ifndef PULSE_HTTP_HTTP_INT_H
+#define PULSE_HTTP_HTTP_INT_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "broker/broker.h"
+#include "common/buf.h"
+#include "http/config.h"
+#include "http/request.h"
+#include "http/router.h"
+
+#define PULSE_HTTP_VERSION PACKAGE_VERSION
+#define PULSE_HTTP_LATENCY_BUCKETS 12
+
+struct pulse_http_metric_row {
+    enum pulse_route route;
+    enum pulse_method method;
+    unsigned status;
+    uint64_t count;
+};
+
+struct pulse_server {
+    const struct pulse_config *cfg;
+    /* NULL until pulse_server_attach: requests answer 503 meanwhile */
+    struct pulse_broker *_Atomic broker;
+    struct MHD_Daemon *daemon;
+    int listen_fd; /* ours again after MHD_quiesce_daemon; else MHD's */
+    bool quiesced;
+    uint16_t port;
+    int64_t started_mono_us;
+    atomic_bool ready;
+    atomic_bool stopping;
+    atomic_long inflight;  /* contexts created and not yet completed */
+    atomic_long suspended; /* connections suspended right now */
+    /* metrics; one mutex, taken once per completed request */
+    pthread_mutex_t mlock;
+    struct pulse_http_metric_row *rows;
+    size_t n_rows;
+    size_t cap_rows;
+    uint64_t lat_buckets[PULSE_ROUTE_NONE + 1][PULSE_HTTP_LATENCY_BUCKETS];
+    uint64_t lat_count[PULSE_ROUTE_NONE + 1];
+    double lat_sum[PULSE_ROUTE_NONE + 1];
+};
+
+enum pulse_hreq_state {
+    PULSE_HREQ_NEW = 0,  /* headers seen, body (if any) arriving */
+    PULSE_HREQ_SUSPENDED, /* waiting for a broker callback */
+    PULSE_HREQ_ANSWERED  /* a response is queued */
+};
+
+enum pulse_body_kind { PULSE_BODY_JSON = 0, PULSE_BODY_OCTETS, PULSE_BODY_NDJSON };
+
+struct pulse_hreq_chunk;
+struct pulse_hreq;
+
+typedef void (*pulse_hreq_resume_fn)(struct pulse_hreq *r);
+
+struct pulse_hreq {
+    struct pulse_server *srv;
+    struct MHD_Connection *conn;
+    const char *url; /* borrowed from MHD for the request's life */
+    enum pulse_method method;
+    struct pulse_route_match match;
+    char id[PULSE_REQUEST_ID_MAX + 1];
+    int64_t start_us;
+    enum pulse_hreq_state state;
+    unsigned status; /* HTTP status of the queued answer; 0 = none */
+    /* body */
+    bool wants_body;
+    bool gzip;
+    bool too_large;
+    enum pulse_body_kind body_kind;
+    struct pulse_buf body;
+    /* suspension: written by a broker thread before MHD_resume_connection */
+    pulse_hreq_resume_fn resume;
+    atomic_int async_status;
+    char errmsg[256];
+    /* handler state */
+    struct pulse_hreq_chunk *pool;
+    json_t *doc; /* parsed body kept alive while records borrow from it */
+    char topic[PULSE_NAME_MAX + 1];
+    char consumer[PULSE_NAME_MAX + 1];
+    uint32_t partition;
+    struct pulse_publish_record *recs;
+    size_t n_recs;
+    struct pulse_offset_pair *offsets;
+    /* fetch */
+    int64_t f_offset; /* -1 = log start */
+    int64_t f_max_records;
+    int64_t f_max_bytes;
+    int64_t f_wait_ms;
+    bool f_raw;
+};
+
+/* ---- server.c: request plumbing shared by the handlers ---------------- */
+
+/* Zeroed memory that lives until the request completes; NULL on NOMEM. */
+void *pulse_server_palloc(struct pulse_hreq *r, size_t n);
+
+/* Queues resp (taking it) with status plus the common headers. */
+void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Response *resp, const char *content_type);
+/* Serialises body (stolen) as the answer. */
+void pulse_server_reply_json(struct pulse_hreq *r, unsigned status, json_t *body);
+void pulse_server_reply_error(struct pulse_hreq *r, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Error answer for st through the errmap; msg NULL = the status message. */
+void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const char *msg);
+/* 416 offset_out_of_range with log_start_offset and high_watermark. */
+void pulse_server_reply_range(struct pulse_hreq *r, int64_t log_start, int64_t hw, const char *msg);
+/* An answer without a body (204). */
+void pulse_server_reply_empty(struct pulse_hreq *r, unsigned status);
+/* Parses the body as one JSON object; on failure answers 400 and gives NULL.
+ * The returned reference is kept in r->doc (borrowed by the caller). */
+json_t *pulse_server_body_object(struct pulse_hreq *r);
+/* A query argument or NULL. */
+const char *pulse_server_query(struct pulse_hreq *r, const char *name);
+/* Copies the {topic}/{consumer} path parameter into r->topic / r->consumer
+ * after checking the name rule; answers 400 invalid_name and returns false. */
+bool pulse_server_path_topic(struct pulse_hreq *r);
+bool pulse_server_path_consumer(struct pulse_hreq *r);
+/* Parses {partition}; answers 400 invalid_request and returns false. */
+bool pulse_server_path_partition(struct pulse_hreq *r);
+/* Suspends r's connection before a broker call whose callback resumes it;
+ * resume runs on re-entry. */
+void pulse_server_suspend(struct pulse_hreq *r, pulse_hreq_resume_fn resume);
+/* Called by a broker callback (any thread): stores st and resumes. r must
+ * not be touched after this returns. */
+void pulse_server_wake(struct pulse_hreq *r, pulse_status_t st);
+/* Checks that only the allowed keys are in obj; answers 400 naming the
+ * first unknown one and returns false. allowed is NULL-terminated. */
+bool pulse_server_only_fields(struct pulse_hreq *r, json_t *obj, const char *const *allowed, const char *what);
+/* Reads an optional integer field in [min, max]: true when absent (*out
+ * untouched) or valid; false after answering 400. */
+bool pulse_server_int_field(struct pulse_hreq *r, json_t *obj, const char *name, int64_t min, int64_t max,
+                            int64_t *out, bool *present);
+
+/* ---- handlers --------------------------------------------------------- */
+void pulse_h_topics_list(struct pulse_hreq *r);
+void pulse_h_topics_create(struct pulse_hreq *r);
+void pulse_h_topics_get(struct pulse_hreq *r);
+void pulse_h_topics_patch(struct pulse_hreq *r);
+void pulse_h_topics_delete(struct pulse_hreq *r);
+/* The topic object of the API (with partition_stats when info has them). */
+json_t *pulse_h_topics_object(const struct pulse_topic_info *info);
+void pulse_h_publish_post(struct pulse_hreq *r);
+void pulse_h_fetch_get(struct pulse_hreq *r);
+void pulse_h_consumers_list(struct pulse_hreq *r);
+void pulse_h_consumers_delete(struct pulse_hreq *r);
+void pulse_h_consumers_cursors_list(struct pulse_hreq *r);
+void pulse_h_consumers_cursors_commit(struct pulse_hreq *r);
+void pulse_h_consumers_cursor_get(struct pulse_hreq *r);
+void pulse_h_consumers_cursor_put(struct pulse_hreq *r);
+void pulse_h_ops_healthz(struct pulse_hreq *r);
+void pulse_h_ops_readyz(struct pulse_hreq *r);
+void pulse_h_ops_metrics(struct pulse_hreq *r);
+void pulse_h_ops_openapi(struct pulse_hreq *r);
+void pulse_h_ops_broker(struct pulse_hreq *r);
+/* Appends the HTTP metrics (Prometheus text) to out. Locks: srv->mlock. */
+pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *out);
+
+#endif

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * router.h - maps a request path to one of the API's route templates and
+ * its path parameters, and knows which methods each route allows (for 405
+ * and its Allow header). Templates double as the metrics "route" label, so a
+ * raw path never becomes a label value.
+ *
+ * Thread: any. Locks: none (static tables).
+ */
+#ifndef PULSE_HTTP_ROUTER_H
+#define PULSE_HTTP_ROUTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/status.h"
+
+enum pulse_route {
+    PULSE_ROUTE_HEALTHZ,
+    PULSE_ROUTE_READYZ,
+    PULSE_ROUTE_METRICS,
+    PULSE_ROUTE_OPENAPI,
+    PULSE_ROUTE_BROKER,
+    PULSE_ROUTE_TOPICS,
+    PULSE_ROUTE_TOPIC,
+    PULSE_ROUTE_PUBLISH,
+    PULSE_ROUTE_FETCH,
+    PULSE_ROUTE_CONSUMERS,
+    PULSE_ROUTE_CONSUMER,
+    PULSE_ROUTE_CURSORS,
+    PULSE_ROUTE_CURSOR,
+    PULSE_ROUTE_NONE /* unknown path; also the number of routes */
+};
+
+enum pulse_method {
+    PULSE_METHOD_GET = 0,
+    PULSE_METHOD_POST,
+    PULSE_METHOD_PUT,
+    PULSE_METHOD_PATCH,
+    PULSE_METHOD_DELETE,
+    PULSE_METHOD_OTHER,
+    PULSE_METHOD_COUNT
+};
+
+/* A path parameter: a slice of the request path (borrowed from it). */
+struct pulse_route_param {
+    const char *p;
+    size_t len;
+};
+
+struct pulse_route_match {
+    enum pulse_route route;
+    struct pulse_route_param topic;
+    struct pulse_route_param partition;
+    struct pulse_route_param consumer;
+};
+
+/* PULSE_OK with *m filled, or PULSE_NOT_FOUND (m->route = PULSE_ROUTE_NONE). */
+pulse_status_t pulse_router_match(const char *path, struct pulse_route_match *m);
+
+/* "GET" -> PULSE_METHOD_GET; anything unknown (HEAD too) -> OTHER. */
+enum pulse_method pulse_router_method(const char *method);
+
+/* Method name for labels ("GET", ..., "OTHER"). */
+const char *pulse_router_method_name(enum pulse_method m);
+
+/* The route template, e.g. "/v1/topics/{topic}"; "unmatched" for NONE. */
+const char *pulse_router_template(enum pulse_route r);
+
+/* True when route r serves method m. */
+bool pulse_router_allows(enum pulse_route r, enum pulse_method m);
+
+/* Writes the Allow header value ("GET, POST") for r into buf. */
+void pulse_router_allow_header(enum pulse_route r, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,929 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server.c - the libmicrohttpd daemon and the request plumbing: context
+ * lifetime, early refusals, body collection, dispatch, answers, metrics and
+ * the graceful stop.
+ *
+ * Threading: MHD runs an epoll thread pool; every handler runs on the worker
+ * that owns its connection and must never block. A publish or long-poll
+ * suspends its connection first and then calls the broker; the broker's
+ * callback (syncer thread, or this thread) stores a status and resumes the
+ * connection; MHD calls the access handler again on the owning worker, which
+ * answers. Resume is called exactly once per suspend.
+ *
+ * Request flow in on_access:
+ *   1st call  create the context; refuse early what can be refused from the
+ *             headers alone (404, 405, 503, 406, 415, 413 on Content-Length),
+ *             so an oversized body is never read.
+ *   body      append to a capped buffer; a chunked body past the cap is still
+ *             consumed but remembered as too large (413 at the end).
+ *   last call (size 0) decode gzip, then run the route's handler, or the
+ *             resume function after a suspension.
+ * The context is freed only in on_completed (MHD_OPTION_NOTIFY_COMPLETED),
+ * which also counts the request out of the in-flight gauge and records its
+ * metrics.
+ */
+#include "http/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "http/errmap.h"
+#include "http/http_int.h"
+#include "http/json.h"
+
+#define CONNECTION_MEMORY_LIMIT (64u * 1024)
+
+static const double latency_bounds[PULSE_HTTP_LATENCY_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                                   0.1,   0.25,   0.5,   1.0,  5.0,   30.0};
+
+struct pulse_hreq_chunk {
+    struct pulse_hreq_chunk *next;
+    _Alignas(max_align_t) unsigned char data[];
+};
+
+/* ---- per-request pool ------------------------------------------------- */
+
+void *pulse_server_palloc(struct pulse_hreq *r, size_t n)
+{
+    if (n > SIZE_MAX - sizeof(struct pulse_hreq_chunk))
+        return NULL;
+    struct pulse_hreq_chunk *c = pulse_calloc(1, sizeof *c + n);
+    if (c == NULL)
+        return NULL;
+    c->next = r->pool;
+    r->pool = c;
+    return c->data;
+}
+
+static struct pulse_hreq *hreq_create(struct pulse_server *srv, struct MHD_Connection *conn, const char *url,
+                                      const char *method)
+{
+    struct pulse_hreq *r = pulse_calloc(1, sizeof *r);
+    if (r == NULL)
+        return NULL;
+    r->srv = srv;
+    r->conn = conn;
+    r->url = url;
+    r->method = pulse_router_method(method);
+    r->start_us = pulse_clock_mono_us();
+    r->f_offset = -1;
+    atomic_init(&r->async_status, PULSE_OK);
+    pulse_buf_init(&r->body, (size_t)srv->cfg->max_body_bytes);
+    const char *id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+    if (pulse_request_id_valid(id))
+        snprintf(r->id, sizeof r->id, "%s", id);
+    else
+        pulse_request_id_generate(r->id);
+    (void)pulse_router_match(url, &r->match);
+    return r;
+}
+
+static void hreq_free(struct pulse_hreq *r)
+{
+    if (r == NULL)
+        return;
+    struct pulse_hreq_chunk *c = r->pool;
+    while (c != NULL) {
+        struct pulse_hreq_chunk *next = c->next;
+        pulse_free(c);
+        c = next;
+    }
+    json_decref(r->doc);
+    pulse_buf_fini(&r->body);
+    pulse_free(r);
+}
+
+/* ---- answers ---------------------------------------------------------- */
+
+static const char oom_body[] = "{\"error\":{\"code\":\"storage_error\",\"message\":\"out of memory\"}}";
+
+void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Response *resp, const char *content_type)
+{
+    if (resp == NULL) {
+        PULSE_ERROR("request %s: cannot create a response (status %u)", r->id, status);
+        return;
+    }
+    MHD_add_response_header(resp, "X-Request-Id", r->id);
+    if (content_type != NULL)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (atomic_load(&r->srv->stopping))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (MHD_queue_response(r->conn, status, resp) == MHD_YES) {
+        r->state = PULSE_HREQ_ANSWERED;
+        r->status = status;
+    } else {
+        PULSE_WARN("request %s: MHD refused to queue a %u answer", r->id, status);
+    }
+    MHD_destroy_response(resp);
+}
+
+static void reply_oom(struct pulse_hreq *r)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(sizeof oom_body - 1, (void *)(uintptr_t)oom_body, MHD_RESPMEM_PERSISTENT);
+    pulse_server_reply(r, 500, resp, PULSE_MEDIA_JSON);
+}
+
+void pulse_server_reply_json(struct pulse_hreq *r, unsigned status, json_t *body)
+{
+    char *text = NULL;
+    size_t len = 0;
+    /* 15 significant digits print 0.1 as 0.1 (the few reals we answer
+     * with are configuration ratios, not stored data). */
+    if (body == NULL || pulse_json_dump(body, JSON_REAL_PRECISION(15), &text, &len) != PULSE_OK) {
+        json_decref(body);
+        reply_oom(r);
+        return;
+    }
+    json_decref(body);
+    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
+    if (resp == NULL) {
+        pulse_free(text);
+        reply_oom(r);
+        return;
+    }
+    pulse_server_reply(r, status, resp, PULSE_MEDIA_JSON);
+}
+
+static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *code, json_t *extra, const char *fmt,
+                          va_list ap) __attribute__((format(printf, 5, 0)));
+
+static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *code, json_t *extra, const char *fmt,
+                          va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    json_t *body = pulse_json_error(code, msg);
+    if (body != NULL && extra != NULL) {
+        json_t *err = json_object_get(body, "error");
+        if (json_object_update(err, extra) != 0) {
+            json_decref(body);
+            body = NULL;
+        }
+    }
+    json_decref(extra);
+    if (status >= 500)
+        PULSE_WARN("request %s %s %s: %u %s: %s", r->id, pulse_router_method_name(r->method), r->url, status, code,
+                   msg);
+    pulse_server_reply_json(r, status, body);
+}
+
+void pulse_server_reply_error(struct pulse_hreq *r, unsigned status, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reply_error_v(r, status, code, NULL, fmt, ap);
+    va_end(ap);
+}
+
+static void reply_error_extra(struct pulse_hreq *r, unsigned status, const char *code, json_t *extra,
+                              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void reply_error_extra(struct pulse_hreq *r, unsigned status, const char *code, json_t *extra,
+                              const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reply_error_v(r, status, code, extra, fmt, ap);
+    va_end(ap);
+}
+
+void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const char *msg)
+{
+    const struct pulse_errmap_entry *e = pulse_errmap_lookup(st);
+    pulse_server_reply_error(r, e->http_status, e->code, "%s",
+                             msg != NULL && msg[0] != '\0' ? msg : pulse_status_message(st));
+}
+
+void pulse_server_reply_range(struct pulse_hreq *r, int64_t log_start, int64_t hw, const char *msg)
+{
+    json_t *extra = json_pack("{s:I,s:I}", "log_start_offset", (json_int_t)log_start, "high_watermark",
+                              (json_int_t)hw);
+    const struct pulse_errmap_entry *e = pulse_errmap_lookup(PULSE_RANGE);
+    if (extra == NULL) {
+        reply_oom(r);
+        return;
+    }
+    reply_error_extra(r, e->http_status, e->code, extra, "%s",
+                      msg != NULL && msg[0] != '\0' ? msg : "offset is outside the log");
+}
+
+void pulse_server_reply_empty(struct pulse_hreq *r, unsigned status)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t) "", MHD_RESPMEM_PERSISTENT);
+    pulse_server_reply(r, status, resp, NULL);
+}
+
+/* ---- request helpers -------------------------------------------------- */
+
+json_t *pulse_server_body_object(struct pulse_hreq *r)
+{
+    json_error_t jerr;
+    const char *data = r->body.data != NULL ? (const char *)r->body.data : "";
+    json_t *doc = json_loadb(data, r->body.len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    if (doc == NULL) {
+        pulse_server_reply_error(r, 400, "invalid_request", "malformed JSON body: %s", jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        pulse_server_reply_error(r, 400, "invalid_request", "the request body must be a JSON object");
+        return NULL;
+    }
+    json_decref(r->doc);
+    r->doc = doc;
+    return doc;
+}
+
+const char *pulse_server_query(struct pulse_hreq *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static bool path_name(struct pulse_hreq *r, const struct pulse_route_param *prm, char *dst, const char *what)
+{
+    if (prm->p == NULL || !pulse_broker_name_valid(prm->p, prm->len) || prm->len > PULSE_NAME_MAX) {
+        pulse_server_reply_error(r, 400, "invalid_name",
+                                 "%s name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or \"..\", "
+                                 "not starting with \"__\"",
+                                 what);
+        return false;
+    }
+    memcpy(dst, prm->p, prm->len);
+    dst[prm->len] = '\0';
+    return true;
+}
+
+bool pulse_server_path_topic(struct pulse_hreq *r)
+{
+    return path_name(r, &r->match.topic, r->topic, "topic");
+}
+
+bool pulse_server_path_consumer(struct pulse_hreq *r)
+{
+    return path_name(r, &r->match.consumer, r->consumer, "consumer");
+}
+
+bool pulse_server_path_partition(struct pulse_hreq *r)
+{
+    char text[24];
+    int64_t v = 0;
+    const struct pulse_route_param *prm = &r->match.partition;
+    if (prm->p == NULL || prm->len == 0 || prm->len >= sizeof text)
+        goto bad;
+    memcpy(text, prm->p, prm->len);
+    text[prm->len] = '\0';
+    if (text[0] == '-' || pulse_request_parse_i64(text, 0, UINT32_MAX, &v) != PULSE_OK)
+        goto bad;
+    r->partition = (uint32_t)v;
+    return true;
+bad:
+    pulse_server_reply_error(r, 400, "invalid_request", "partition must be a non-negative integer");
+    return false;
+}
+
+bool pulse_server_only_fields(struct pulse_hreq *r, json_t *obj, const char *const *allowed, const char *what)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach(obj, key, val)
+    {
+        bool ok = false;
+        for (size_t i = 0; allowed[i] != NULL; i++)
+            if (strcmp(key, allowed[i]) == 0)
+                ok = true;
+        if (!ok) {
+            pulse_server_reply_error(r, 400, "invalid_request", "unknown field \"%s\" in %s", key, what);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool pulse_server_int_field(struct pulse_hreq *r, json_t *obj, const char *name, int64_t min, int64_t max,
+                            int64_t *out, bool *present)
+{
+    json_t *v = json_object_get(obj, name);
+    if (present != NULL)
+        *present = v != NULL;
+    if (v == NULL)
+        return true;
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+        pulse_server_reply_error(r, 400, "invalid_request", "\"%s\" must be an integer in %lld..%lld", name,
+                                 (long long)min, (long long)max);
+        return false;
+    }
+    *out = (int64_t)json_integer_value(v);
+    return true;
+}
+
+void pulse_server_suspend(struct pulse_hreq *r, pulse_hreq_resume_fn resume)
+{
+    r->resume = resume;
+    r->state = PULSE_HREQ_SUSPENDED;
+    atomic_store(&r->async_status, PULSE_OK);
+    atomic_fetch_add(&r->srv->suspended, 1);
+    MHD_suspend_connection(r->conn);
+}
+
+void pulse_server_wake(struct pulse_hreq *r, pulse_status_t st)
+{
+    atomic_store(&r->async_status, (int)st);
+    /* After this call the owning worker may answer and free r. */
+    MHD_resume_connection(r->conn);
+}
+
+/* ---- the access handler ----------------------------------------------- */
+
+static bool route_wants_body(enum pulse_route route, enum pulse_method m)
+{
+    return (route == PULSE_ROUTE_TOPICS && m == PULSE_METHOD_POST) ||
+           (route == PULSE_ROUTE_TOPIC && m == PULSE_METHOD_PATCH) ||
+           (route == PULSE_ROUTE_PUBLISH && m == PULSE_METHOD_POST) ||
+           (route == PULSE_ROUTE_CURSORS && m == PULSE_METHOD_POST) ||
+           (route == PULSE_ROUTE_CURSOR && m == PULSE_METHOD_PUT);
+}
+
+static bool route_answers_json(enum pulse_route route)
+{
+    return route != PULSE_ROUTE_METRICS && route != PULSE_ROUTE_OPENAPI && route != PULSE_ROUTE_FETCH;
+}
+
+/* Refusals decided from the request line and headers alone. */
+static void begin(struct pulse_hreq *r)
+{
+    struct pulse_server *srv = r->srv;
+    enum pulse_route route = r->match.route;
+    if (route == PULSE_ROUTE_NONE) {
+        pulse_server_reply_error(r, 404, "not_found", "no such resource: %s", r->url);
+        return;
+    }
+    if (!pulse_router_allows(route, r->method)) {
+        char allow[64];
+        pulse_router_allow_header(route, allow, sizeof allow);
+        char msg[128];
+        snprintf(msg, sizeof msg, "method not allowed; allowed: %s", allow);
+        json_t *body = pulse_json_error("method_not_allowed", msg);
+        char *text = NULL;
+        size_t len = 0;
+        if (body == NULL || pulse_json_dump(body, 0, &text, &len) != PULSE_OK) {
+            json_decref(body);
+            reply_oom(r);
+            return;
+        }
+        json_decref(body);
+        struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
+        if (resp == NULL) {
+            pulse_free(text);
+            reply_oom(r);
+            return;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+        pulse_server_reply(r, 405, resp, PULSE_MEDIA_JSON);
+        return;
+    }
+    if (atomic_load(&srv->stopping) && route != PULSE_ROUTE_HEALTHZ) {
+        pulse_server_reply_error(r, 503, "unavailable", "the broker is shutting down");
+        return;
+    }
+    if (srv->broker == NULL && route != PULSE_ROUTE_HEALTHZ) {
+        pulse_server_reply_error(r, 503, "unavailable", "the broker is starting (recovery in progress)");
+        return;
+    }
+    if (route_answers_json(route)) {
+        const char *accept = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+        if (pulse_request_accept(accept, false) == PULSE_ACCEPT_NONE) {
+            pulse_server_reply_error(r, 406, "not_acceptable", "this resource is only available as %s",
+                                     PULSE_MEDIA_JSON);
+            return;
+        }
+    }
+    r->wants_body = route_wants_body(route, r->method);
+    if (!r->wants_body)
+        return;
+
+    const char *enc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if (enc != NULL && !pulse_request_media_is(enc, "identity")) {
+        if (!pulse_request_media_is(enc, "gzip")) {
+            pulse_server_reply_error(r, 415, "unsupported_media_type", "Content-Encoding \"%s\" is not supported",
+                                     enc);
+            return;
+        }
+        r->gzip = true;
+    }
+    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (ct == NULL || pulse_request_media_is(ct, PULSE_MEDIA_JSON)) {
+        r->body_kind = PULSE_BODY_JSON;
+    } else if (route == PULSE_ROUTE_PUBLISH && pulse_request_media_is(ct, PULSE_MEDIA_OCTETS)) {
+        r->body_kind = PULSE_BODY_OCTETS;
+    } else if (route == PULSE_ROUTE_PUBLISH && pulse_request_media_is(ct, PULSE_MEDIA_NDJSON)) {
+        r->body_kind = PULSE_BODY_NDJSON;
+    } else {
+        pulse_server_reply_error(r, 415, "unsupported_media_type", "Content-Type \"%s\" is not accepted here", ct);
+        return;
+    }
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    int64_t len = 0;
+    if (cl != NULL && pulse_request_parse_i64(cl, 0, INT64_MAX, &len) == PULSE_OK &&
+        (uint64_t)len > srv->cfg->max_body_bytes) {
+        /* Answered before the body is read: MHD skips "100 Continue" and
+         * closes the connection instead of reading megabytes we refuse. */
+        pulse_server_reply_error(r, 413, "payload_too_large", "request body is larger than %llu bytes",
+                                 (unsigned long long)srv->cfg->max_body_bytes);
+    }
+}
+
+static void dispatch(struct pulse_hreq *r)
+{
+    switch (r->match.route) {
+    case PULSE_ROUTE_HEALTHZ:
+        pulse_h_ops_healthz(r);
+        return;
+    case PULSE_ROUTE_READYZ:
+        pulse_h_ops_readyz(r);
+        return;
+    case PULSE_ROUTE_METRICS:
+        pulse_h_ops_metrics(r);
+        return;
+    case PULSE_ROUTE_OPENAPI:
+        pulse_h_ops_openapi(r);
+        return;
+    case PULSE_ROUTE_BROKER:
+        pulse_h_ops_broker(r);
+        return;
+    case PULSE_ROUTE_TOPICS:
+        if (r->method == PULSE_METHOD_POST)
+            pulse_h_topics_create(r);
+        else
+            pulse_h_topics_list(r);
+        return;
+    case PULSE_ROUTE_TOPIC:
+        if (r->method == PULSE_METHOD_PATCH)
+            pulse_h_topics_patch(r);
+        else if (r->method == PULSE_METHOD_DELETE)
+            pulse_h_topics_delete(r);
+        else
+            pulse_h_topics_get(r);
+        return;
+    case PULSE_ROUTE_PUBLISH:
+        pulse_h_publish_post(r);
+        return;
+    case PULSE_ROUTE_FETCH:
+        pulse_h_fetch_get(r);
+        return;
+    case PULSE_ROUTE_CONSUMERS:
+        pulse_h_consumers_list(r);
+        return;
+    case PULSE_ROUTE_CONSUMER:
+        pulse_h_consumers_delete(r);
+        return;
+    case PULSE_ROUTE_CURSORS:
+        if (r->method == PULSE_METHOD_POST)
+            pulse_h_consumers_cursors_commit(r);
+        else
+            pulse_h_consumers_cursors_list(r);
+        return;
+    case PULSE_ROUTE_CURSOR:
+        if (r->method == PULSE_METHOD_PUT)
+            pulse_h_consumers_cursor_put(r);
+        else
+            pulse_h_consumers_cursor_get(r);
+        return;
+    case PULSE_ROUTE_NONE:
+        break;
+    }
+    pulse_server_reply_error(r, 404, "not_found", "no such resource: %s", r->url);
+}
+
+/* The whole request is in: decode the body and run the handler. */
+static void finish(struct pulse_hreq *r)
+{
+    struct pulse_server *srv = r->srv;
+    if (atomic_load(&srv->stopping) && r->match.route != PULSE_ROUTE_HEALTHZ) {
+        pulse_server_reply_error(r, 503, "unavailable", "the broker is shutting down");
+        return;
+    }
+    if (r->too_large) {
+        pulse_server_reply_error(r, 413, "payload_too_large", "request body is larger than %llu bytes",
+                                 (unsigned long long)srv->cfg->max_body_bytes);
+        return;
+    }
+    if (r->gzip) {
+        struct pulse_buf plain;
+        pulse_buf_init(&plain, (size_t)srv->cfg->max_body_bytes);
+        pulse_status_t st = pulse_request_gunzip(r->body.data, r->body.len, &plain);
+        if (st != PULSE_OK) {
+            pulse_buf_fini(&plain);
+            if (st == PULSE_TOO_LARGE)
+                pulse_server_reply_error(r, 413, "payload_too_large",
+                                         "decompressed request body is larger than %llu bytes",
+                                         (unsigned long long)srv->cfg->max_body_bytes);
+            else if (st == PULSE_INVALID)
+                pulse_server_reply_error(r, 400, "invalid_request", "request body is not valid gzip");
+            else
+                pulse_server_reply_status(r, st, NULL);
+            return;
+        }
+        pulse_buf_fini(&r->body);
+        r->body = plain;
+    }
+    dispatch(r);
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                 const char *version, const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls)
+{
+    (void)version;
+    struct pulse_server *srv = cls;
+    struct pulse_hreq *r = *con_cls;
+
+    if (r == NULL) {
+        r = hreq_create(srv, conn, url, method);
+        if (r == NULL)
+            return MHD_NO; /* out of memory: drop the connection */
+        atomic_fetch_add(&srv->inflight, 1);
+        *con_cls = r;
+        begin(r);
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        if (r->state == PULSE_HREQ_NEW && r->wants_body && !r->too_large &&
+            pulse_buf_append(&r->body, upload_data, *upload_data_size) != PULSE_OK) {
+            /* Keep consuming a body past the cap and answer 413 at the end,
+             * so the client sees the answer instead of a reset. */
+            r->too_large = true;
+            pulse_buf_fini(&r->body);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    switch (r->state) {
+    case PULSE_HREQ_NEW:
+        finish(r);
+        break;
+    case PULSE_HREQ_SUSPENDED:
+        r->state = PULSE_HREQ_NEW;
+        atomic_fetch_sub(&srv->suspended, 1);
+        r->resume(r);
+        break;
+    case PULSE_HREQ_ANSWERED:
+        return MHD_YES;
+    }
+    /* Neither answered nor suspended: the answer could not be queued. */
+    return r->state == PULSE_HREQ_NEW ? MHD_NO : MHD_YES;
+}
+
+static size_t latency_bucket(double secs)
+{
+    size_t i = 0;
+    while (i < PULSE_HTTP_LATENCY_BUCKETS && secs > latency_bounds[i])
+        i++;
+    return i; /* PULSE_HTTP_LATENCY_BUCKETS = +Inf only */
+}
+
+static void record_metrics(struct pulse_server *srv, const struct pulse_hreq *r, double secs)
+{
+    enum pulse_route route = r->match.route;
+    pthread_mutex_lock(&srv->mlock);
+    if (r->status != 0) {
+        size_t i = 0;
+        for (; i < srv->n_rows; i++) {
+            struct pulse_http_metric_row *row = &srv->rows[i];
+            if (row->route == route && row->method == r->method && row->status == r->status)
+                break;
+        }
+        if (i == srv->n_rows && srv->n_rows == srv->cap_rows) {
+            size_t ncap = srv->cap_rows == 0 ? 32 : srv->cap_rows * 2;
+            struct pulse_http_metric_row *nrows = pulse_realloc(srv->rows, ncap * sizeof *nrows);
+            if (nrows != NULL) {
+                srv->rows = nrows;
+                srv->cap_rows = ncap;
+            }
+        }
+        if (i < srv->n_rows) {
+            srv->rows[i].count++;
+        } else if (srv->n_rows < srv->cap_rows) {
+            srv->rows[i] = (struct pulse_http_metric_row){route, r->method, r->status, 1};
+            srv->n_rows++;
+        }
+    }
+    size_t b = latency_bucket(secs);
+    if (b < PULSE_HTTP_LATENCY_BUCKETS)
+        srv->lat_buckets[route][b]++;
+    srv->lat_count[route]++;
+    srv->lat_sum[route] += secs;
+    pthread_mutex_unlock(&srv->mlock);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    struct pulse_server *srv = cls;
+    struct pulse_hreq *r = *con_cls;
+    if (r == NULL)
+        return;
+    *con_cls = NULL;
+    double secs = (double)(pulse_clock_mono_us() - r->start_us) / 1e6;
+    record_metrics(srv, r, secs);
+    if (pulse_log_enabled(PULSE_LOG_DEBUG))
+        PULSE_DEBUG_LOG("http %s %s status=%u duration_ms=%.3f request_id=%s%s",
+                        pulse_router_method_name(r->method), r->url, r->status, secs * 1000.0, r->id,
+                        toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+    hreq_free(r);
+    atomic_fetch_sub(&srv->inflight, 1);
+}
+
+/* ---- metrics ---------------------------------------------------------- */
+
+pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *out)
+{
+    pulse_status_t st = PULSE_OK;
+    pthread_mutex_lock(&srv->mlock);
+    st = pulse_buf_printf(out, "# HELP pulse_http_requests_total HTTP requests answered.\n"
+                               "# TYPE pulse_http_requests_total counter\n");
+    for (size_t i = 0; st == PULSE_OK && i < srv->n_rows; i++) {
+        const struct pulse_http_metric_row *row = &srv->rows[i];
+        st = pulse_buf_printf(out, "pulse_http_requests_total{route=\"%s\",method=\"%s\",status=\"%u\"} %llu\n",
+                              pulse_router_template(row->route), pulse_router_method_name(row->method),
+                              row->status, (unsigned long long)row->count);
+    }
+    if (st == PULSE_OK)
+        st = pulse_buf_printf(out, "# HELP pulse_http_request_duration_seconds Time from request to answer.\n"
+                                   "# TYPE pulse_http_request_duration_seconds histogram\n");
+    for (size_t rt = 0; st == PULSE_OK && rt <= PULSE_ROUTE_NONE; rt++) {
+        if (srv->lat_count[rt] == 0)
+            continue;
+        const char *tmpl = pulse_router_template((enum pulse_route)rt);
+        uint64_t cum = 0;
+        for (size_t b = 0; st == PULSE_OK && b < PULSE_HTTP_LATENCY_BUCKETS; b++) {
+            cum += srv->lat_buckets[rt][b];
+            st = pulse_buf_printf(out, "pulse_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                                  tmpl, latency_bounds[b], (unsigned long long)cum);
+        }
+        if (st == PULSE_OK)
+            st = pulse_buf_printf(out,
+                                  "pulse_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n"
+                                  "pulse_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n"
+                                  "pulse_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+                                  tmpl, (unsigned long long)srv->lat_count[rt], tmpl, srv->lat_sum[rt], tmpl,
+                                  (unsigned long long)srv->lat_count[rt]);
+    }
+    pthread_mutex_unlock(&srv->mlock);
+    if (st == PULSE_OK)
+        st = pulse_buf_printf(out,
+                              "# HELP pulse_http_requests_in_flight Requests received and not yet completed.\n"
+                              "# TYPE pulse_http_requests_in_flight gauge\n"
+                              "pulse_http_requests_in_flight %ld\n"
+                              "# HELP pulse_build_info Build information.\n"
+                              "# TYPE pulse_build_info gauge\n"
+                              "pulse_build_info{version=\"%s\"} 1\n"
+                              "# HELP pulse_uptime_seconds Seconds since the server started.\n"
+                              "# TYPE pulse_uptime_seconds gauge\n"
+                              "pulse_uptime_seconds %.3f\n",
+                              atomic_load(&srv->inflight), PULSE_HTTP_VERSION,
+                              (double)(pulse_clock_mono_us() - srv->started_mono_us) / 1e6);
+    return st;
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    PULSE_WARN("libmicrohttpd: %s", msg);
+}
+
+static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+    if (errbuf == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* Binds and listens ourselves so a busy port is reported with its errno,
+ * then hands the socket to MHD. */
+static pulse_status_t open_listener(const char *listen_addr, int *fd_out, bool *v6_out, uint16_t *port_out,
+                                    char *errbuf, size_t errlen)
+{
+    pulse_status_t st = PULSE_OK;
+    char host[256];
+    uint16_t port = 0;
+    bool v6 = false;
+    int fd = -1;
+    struct sockaddr_storage ss;
+    socklen_t sslen = 0;
+    memset(&ss, 0, sizeof ss);
+
+    if (pulse_config_split_listen(listen_addr, host, sizeof host, &port, &v6) != PULSE_OK) {
+        st = PULSE_INVALID;
+        set_err(errbuf, errlen, "server.listen: \"%s\" is not HOST:PORT", listen_addr);
+        goto out;
+    }
+    if (!v6 && strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof host, "127.0.0.1");
+    if (v6) {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons(port);
+        if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1)
+            st = PULSE_INVALID;
+        sslen = sizeof *a6;
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons(port);
+        if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+            st = PULSE_INVALID;
+        sslen = sizeof *a4;
+    }
+    if (st != PULSE_OK) {
+        set_err(errbuf, errlen, "server.listen: \"%s\" is not an IP address", host);
+        goto out;
+    }
+    fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        int err = errno;
+        st = PULSE_IO;
+        set_err(errbuf, errlen, "socket: %s", strerror(err));
+        goto out;
+    }
+    int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 || listen(fd, 511) != 0) {
+        int err = errno;
+        st = PULSE_IO;
+        set_err(errbuf, errlen, "cannot listen on %s: %s", listen_addr, strerror(err));
+        goto out;
+    }
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof bound;
+    if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0)
+        port = ntohs(v6 ? ((struct sockaddr_in6 *)&bound)->sin6_port : ((struct sockaddr_in *)&bound)->sin_port);
+    *fd_out = fd;
+    *v6_out = v6;
+    *port_out = port;
+    fd = -1;
+out:
+    if (fd >= 0)
+        close(fd);
+    return st;
+}
+
+pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_broker *broker,
+                                   struct pulse_server **out, char *errbuf, size_t errlen)
+{
+    pulse_status_t st = PULSE_OK;
+    struct pulse_server *srv = NULL;
+    int fd = -1;
+    bool v6 = false;
+    uint16_t port = 0;
+
+    st = open_listener(cfg->listen, &fd, &v6, &port, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
+    srv = pulse_calloc(1, sizeof *srv);
+    if (srv == NULL) {
+        st = PULSE_NOMEM;
+        set_err(errbuf, errlen, "out of memory");
+        goto out;
+    }
+    srv->cfg = cfg;
+    srv->broker = broker;
+    srv->port = port;
+    srv->listen_fd = -1;
+    srv->started_mono_us = pulse_clock_mono_us();
+    pthread_mutex_init(&srv->mlock, NULL);
+
+    unsigned threads = (unsigned)cfg->threads;
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (unsigned)n : 1;
+    }
+    /* One worker means MHD's single internal thread: the pool option is
+     * passed only for two or more (MHD warns about a pool of 0 or 1). */
+    struct MHD_OptionItem pool[2] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+    if (threads > 1)
+        pool[0] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads, NULL};
+    /* MHD's timeout is whole seconds; 0 would mean "never", so round up. */
+    unsigned timeout_s = (unsigned)((cfg->connection_timeout_ms + 999) / 1000);
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (v6)
+        flags |= MHD_USE_IPv6;
+    srv->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, srv,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+        MHD_OPTION_ARRAY, pool, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+    if (srv->daemon == NULL) {
+        st = PULSE_IO;
+        set_err(errbuf, errlen, "cannot start the HTTP server on %s (see the libmicrohttpd message above)",
+                cfg->listen);
+        goto out;
+    }
+    fd = -1; /* the daemon owns it now */
+    *out = srv;
+    srv = NULL;
+out:
+    if (fd >= 0)
+        close(fd);
+    if (srv != NULL) {
+        pthread_mutex_destroy(&srv->mlock);
+        pulse_free(srv);
+    }
+    return st;
+}
+
+uint16_t pulse_server_port(const struct pulse_server *srv)
+{
+    return srv->port;
+}
+
+void pulse_server_attach(struct pulse_server *srv, struct pulse_broker *broker)
+{
+    srv->broker = broker;
+}
+
+void pulse_server_set_ready(struct pulse_server *srv, bool ready)
+{
+    atomic_store(&srv->ready, ready);
+}
+
+pulse_status_t pulse_server_shutdown(struct pulse_server *srv, int64_t deadline_ms)
+{
+    if (srv->daemon == NULL)
+        return PULSE_OK;
+    atomic_store(&srv->ready, false);
+    MHD_socket ls = MHD_quiesce_daemon(srv->daemon);
+    if (ls != MHD_INVALID_SOCKET) {
+        srv->listen_fd = ls;
+        srv->quiesced = true;
+    }
+    /* From here handlers answer 503 and never suspend. */
+    atomic_store(&srv->stopping, true);
+    /* Parked long-polls are completed (their connections resume and
+     * answer); publishes already written reach durability and answer. */
+    if (srv->broker != NULL)
+        pulse_broker_drain(srv->broker);
+    int64_t until = pulse_clock_mono_us() + deadline_ms * 1000;
+    while (atomic_load(&srv->inflight) > 0 && pulse_clock_mono_us() < until) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    long left = atomic_load(&srv->inflight);
+    if (left > 0)
+        PULSE_WARN("shutdown: %ld request(s) still in flight after %lld ms", left, (long long)deadline_ms);
+    if (atomic_load(&srv->suspended) > 0) {
+        /* MHD_stop_daemon aborts the process with a suspended connection. */
+        PULSE_ERROR("shutdown: %ld connection(s) still suspended; not stopping the HTTP server cleanly",
+                    atomic_load(&srv->suspended));
+        return PULSE_BUSY;
+    }
+    MHD_stop_daemon(srv->daemon);
+    srv->daemon = NULL;
+    if (srv->quiesced && srv->listen_fd >= 0)
+        close(srv->listen_fd);
+    srv->listen_fd = -1;
+    return PULSE_OK;
+}
+
+void pulse_server_destroy(struct pulse_server *srv)
+{
+    if (srv == NULL)
+        return;
+    if (srv->daemon != NULL && atomic_load(&srv->suspended) == 0) {
+        MHD_stop_daemon(srv->daemon);
+        srv->daemon = NULL;
+        if (srv->quiesced && srv->listen_fd >= 0)
+            close(srv->listen_fd);
+    }
+    pthread_mutex_destroy(&srv->mlock);
+    pulse_free(srv->rows);
+    pulse_free(srv);
+}

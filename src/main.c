@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * main.c - pulsed: command line, configuration, signals, wiring and exit
+ * codes; nothing else.
+ *
+ * Exit codes: 0 after a clean stop; 1 when the broker or the server cannot
+ * start (data directory in use, port busy, recovery failed) or a second
+ * signal cut the drain short; 2 for a bad command line or configuration.
+ *
+ * Signals: SIGINT and SIGTERM are blocked before any thread exists (every
+ * thread inherits the mask) and taken by sigwait in the main thread, so no
+ * handler runs in async-signal context. The first starts the graceful stop;
+ * a watcher thread then waits for a second one and _exits at once (recovery
+ * at the next start deals with whatever was not finished).
+ */
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "broker/broker.h"
+#include "common/log.h"
+#include "http/config.h"
+#include "http/server.h"
+
+#define EXIT_CONFIG 2
+#define SHUTDOWN_DEADLINE_MS 10000
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: pulsed [-c FILE] [--data-dir DIR] [--listen HOST:PORT] [-o section.key=value]...\n"
+               "              [--version] [--help]\n"
+               "  -c, --config FILE     read settings from an INI-style file\n"
+               "  --data-dir DIR        data directory (server.data-dir, default ./data)\n"
+               "  --listen HOST:PORT    listen address (server.listen, default 127.0.0.1:8080)\n"
+               "  -o section.key=value  set any setting (repeatable)\n"
+               "Precedence: defaults < config file < PULSE_<SECTION>_<KEY> environment < command line.\n"
+               "See docs/Configuration.md for every setting.\n");
+}
+
+static void *second_signal(void *arg)
+{
+    sigset_t *set = arg;
+    int sig = 0;
+    if (sigwait(set, &sig) == 0) {
+        static const char msg[] = "pulsed: second signal, exiting immediately\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)w;
+        _exit(1);
+    }
+    return NULL;
+}
+
+/* Applies command-line settings in order; -c is read separately first. */
+static int parse_cli(int argc, char **argv, struct pulse_config *cfg, const char **config_file, bool apply)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'}, {"data-dir", required_argument, NULL, 'd'},
+        {"listen", required_argument, NULL, 'l'}, {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    char err[512];
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "c:o:hV", opts, NULL)) != -1) {
+        pulse_status_t st = PULSE_OK;
+        err[0] = '\0';
+        switch (c) {
+        case 'c':
+            *config_file = optarg;
+            break;
+        case 'd':
+            if (apply)
+                st = pulse_config_set(cfg, "server.data-dir", optarg, err, sizeof err);
+            break;
+        case 'l':
+            if (apply)
+                st = pulse_config_set(cfg, "server.listen", optarg, err, sizeof err);
+            break;
+        case 'o':
+            if (apply)
+                st = pulse_config_set_assignment(cfg, optarg, err, sizeof err);
+            break;
+        case 'V':
+            printf("pulsed %s\n", PACKAGE_VERSION);
+            return -1;
+        case 'h':
+            usage(stdout);
+            return -1;
+        default:
+            usage(stderr);
+            return EXIT_CONFIG;
+        }
+        if (st != PULSE_OK) {
+            fprintf(stderr, "pulsed: %s\n", err);
+            return EXIT_CONFIG;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "pulsed: unexpected argument \"%s\"\n", argv[optind]);
+        usage(stderr);
+        return EXIT_CONFIG;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = 1;
+    struct pulse_config cfg;
+    struct pulse_broker *broker = NULL;
+    struct pulse_server *srv = NULL;
+    const char *config_file = NULL;
+    char err[512] = "";
+    sigset_t stopset;
+
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&stopset);
+    sigaddset(&stopset, SIGINT);
+    sigaddset(&stopset, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stopset, NULL);
+
+    if (pulse_config_init(&cfg) != PULSE_OK) {
+        fprintf(stderr, "pulsed: out of memory\n");
+        return 1;
+    }
+    /* Pass 1 finds -c (and handles --help/--version); pass 2 applies the
+     * command line after the file and the environment, so it wins. */
+    int cli = parse_cli(argc, argv, &cfg, &config_file, false);
+    if (cli != 0) {
+        rc = cli < 0 ? 0 : cli;
+        goto out;
+    }
+    if (config_file != NULL && pulse_config_load_file(&cfg, config_file, err, sizeof err) != PULSE_OK) {
+        fprintf(stderr, "pulsed: %s\n", err);
+        rc = EXIT_CONFIG;
+        goto out;
+    }
+    if (pulse_config_load_env(&cfg, NULL, err, sizeof err) != PULSE_OK) {
+        fprintf(stderr, "pulsed: %s\n", err);
+        rc = EXIT_CONFIG;
+        goto out;
+    }
+    cli = parse_cli(argc, argv, &cfg, &config_file, true);
+    if (cli != 0) {
+        rc = cli < 0 ? 0 : cli;
+        goto out;
+    }
+    enum pulse_log_level level = PULSE_LOG_INFO;
+    (void)pulse_log_parse_level(cfg.level, &level);
+    pulse_log_set_level(level);
+
+    /* Listen first: a busy port is reported before the data directory is
+     * touched, and /readyz answers 503 while recovery runs. */
+    pulse_status_t st = pulse_server_create(&cfg, NULL, &srv, err, sizeof err);
+    if (st != PULSE_OK) {
+        PULSE_ERROR("%s", err);
+        rc = 1;
+        goto out;
+    }
+
+    struct pulse_broker_config bcfg;
+    pulse_broker_config_init(&bcfg);
+    pulse_config_to_broker(&cfg, &bcfg);
+    struct pulse_broker_open_report report;
+    memset(&report, 0, sizeof report);
+    err[0] = '\0';
+    st = pulse_broker_open(&bcfg, &broker, &report, err, sizeof err);
+    if (st != PULSE_OK) {
+        if (st == PULSE_BUSY && err[0] == '\0')
+            PULSE_ERROR("data directory %s is in use by another process", cfg.data_dir);
+        else if (st == PULSE_BUSY)
+            PULSE_ERROR("%s", err);
+        else
+            PULSE_ERROR("cannot open data directory %s: %s", cfg.data_dir, err[0] ? err : pulse_status_message(st));
+        broker = NULL;
+        rc = 1;
+        goto out;
+    }
+    PULSE_INFO("recovered %u topic(s), %u partition(s) in %.1f ms (truncated %llu torn bytes, %u corrupt "
+               "segment(s), %u leftover(s) removed)",
+               report.topics, report.partitions, (double)report.recovery_us / 1000.0,
+               (unsigned long long)report.truncated_bytes, report.corrupt_segments, report.deleted_leftovers);
+    pulse_server_attach(srv, broker);
+    pulse_server_set_ready(srv, true);
+    char host[256] = "";
+    uint16_t port = 0;
+    bool v6 = false;
+    (void)pulse_config_split_listen(cfg.listen, host, sizeof host, &port, &v6);
+    PULSE_INFO("pulsed %s listening on %s%s%s:%u data-dir=%s", PACKAGE_VERSION, v6 ? "[" : "", host, v6 ? "]" : "",
+               (unsigned)pulse_server_port(srv), cfg.data_dir);
+
+    int sig = 0;
+    while (sigwait(&stopset, &sig) != 0)
+        ;
+    PULSE_INFO("signal %d: draining (a second signal exits at once)", sig);
+    pthread_t watcher;
+    if (pthread_create(&watcher, NULL, second_signal, &stopset) == 0)
+        pthread_detach(watcher);
+
+    if (pulse_server_shutdown(srv, SHUTDOWN_DEADLINE_MS) != PULSE_OK) {
+        /* A connection is still suspended: stopping MHD would abort. The
+         * logs are durable up to what was acknowledged; recovery handles
+         * the rest at the next start. */
+        PULSE_ERROR("could not drain every request; exiting without a clean close");
+        _exit(1);
+    }
+    pulse_server_destroy(srv);
+    srv = NULL;
+    pulse_broker_close(broker);
+    broker = NULL;
+    PULSE_INFO("stopped cleanly");
+    rc = 0;
+out:
+    /* The server goes first: no request may reach a closed broker. */
+    if (srv != NULL)
+        (void)pulse_server_shutdown(srv, 0);
+    pulse_server_destroy(srv);
+    pulse_broker_close(broker);
+    pulse_config_fini(&cfg);
+    return rc;
+}

@@ -1,0 +1,678 @@
+/* SPDX-License-Identifier: MIT */
+/* check_http.c - the HTTP layer's pure parts: configuration parsing and
+ * precedence, the status -> HTTP error table, base64, media types and
+ * Accept negotiation, request ids, strict integers, gzip bodies with a cap,
+ * routing and timestamps. The server itself is exercised end to end by
+ * tests/integration. */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/status.h"
+#include "http/config.h"
+#include "http/errmap.h"
+#include "http/json.h"
+#include "http/request.h"
+#include "http/router.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static char tmpdir[64];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_http.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/pulse.conf", tmpdir);
+    unlink(path);
+    rmdir(tmpdir);
+}
+
+/* Writes text into <tmpdir>/pulse.conf and returns the path (static). */
+static const char *write_conf(const char *text)
+{
+    static char path[128];
+    snprintf(path, sizeof path, "%s/pulse.conf", tmpdir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static const char *fake_env_name;
+static const char *fake_env_value;
+
+static const char *fake_getenv(const char *name)
+{
+    if (fake_env_name != NULL && strcmp(name, fake_env_name) == 0)
+        return fake_env_value;
+    return NULL;
+}
+
+/* ---- configuration ---------------------------------------------------- */
+
+START_TEST(test_config_defaults_match_the_documented_values)
+{
+    struct pulse_config cfg;
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    ck_assert_str_eq(cfg.listen, "127.0.0.1:8080");
+    ck_assert_str_eq(cfg.data_dir, "./data");
+    ck_assert_uint_eq(cfg.max_body_bytes, 16u * 1024 * 1024);
+    ck_assert_int_eq(cfg.max_records_per_request, 10000);
+    ck_assert_int_eq(cfg.max_connections, 1000);
+    ck_assert_int_eq(cfg.max_connections_per_ip, 256);
+    ck_assert_int_eq(cfg.connection_timeout_ms, 30000);
+    ck_assert_int_eq(cfg.threads, 0);
+    ck_assert_uint_eq(cfg.segment_max_bytes, 512ull * 1024 * 1024);
+    ck_assert_uint_eq(cfg.index_interval_bytes, 4096);
+    ck_assert_str_eq(cfg.sync_mode, "every-write");
+    ck_assert_int_eq(cfg.sync_interval_ms, 1000);
+    ck_assert_int_eq(cfg.retention_interval_ms, 30000);
+    ck_assert_int_eq(cfg.compaction_interval_ms, 30000);
+    ck_assert_int_eq(cfg.compaction_tombstone_retention_ms, 24 * 3600 * 1000);
+    ck_assert(cfg.compaction_min_gain_ratio > 0.0999 && cfg.compaction_min_gain_ratio < 0.1001);
+    ck_assert_int_eq(cfg.partitions, 1);
+    ck_assert_int_eq(cfg.retention_ms, 7ll * 86400 * 1000);
+    ck_assert_uint_eq(cfg.retention_bytes, 0);
+    ck_assert_str_eq(cfg.level, "info");
+    pulse_config_fini(&cfg);
+}
+END_TEST
+
+START_TEST(test_sizes_accept_bytes_and_binary_units_only)
+{
+    uint64_t v = 0;
+    ck_assert_int_eq(pulse_config_parse_size("123", &v), PULSE_OK);
+    ck_assert_uint_eq(v, 123);
+    ck_assert_int_eq(pulse_config_parse_size("7B", &v), PULSE_OK);
+    ck_assert_uint_eq(v, 7);
+    ck_assert_int_eq(pulse_config_parse_size("2KiB", &v), PULSE_OK);
+    ck_assert_uint_eq(v, 2048);
+    ck_assert_int_eq(pulse_config_parse_size("16MiB", &v), PULSE_OK);
+    ck_assert_uint_eq(v, 16u * 1024 * 1024);
+    ck_assert_int_eq(pulse_config_parse_size("3 GiB", &v), PULSE_OK);
+    ck_assert_uint_eq(v, 3ull * 1024 * 1024 * 1024);
+    ck_assert_int_ne(pulse_config_parse_size("1KB", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_config_parse_size("1MB", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_config_parse_size("-1", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_config_parse_size("", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_config_parse_size("1.5MiB", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_config_parse_size("99999999999999999999", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_config_parse_size("17179869184GiB", &v), PULSE_OK);
+}
+END_TEST
+
+START_TEST(test_durations_are_milliseconds_unless_suffixed)
+{
+    int64_t v = 0;
+    ck_assert_int_eq(pulse_config_parse_duration_ms("250", &v), PULSE_OK);
+    ck_assert_int_eq(v, 250);
+    ck_assert_int_eq(pulse_config_parse_duration_ms("250ms", &v), PULSE_OK);
+    ck_assert_int_eq(v, 250);
+    ck_assert_int_eq(pulse_config_parse_duration_ms("30s", &v), PULSE_OK);
+    ck_assert_int_eq(v, 30000);
+    ck_assert_int_eq(pulse_config_parse_duration_ms("2m", &v), PULSE_OK);
+    ck_assert_int_eq(v, 120000);
+    ck_assert_int_eq(pulse_config_parse_duration_ms("24h", &v), PULSE_OK);
+    ck_assert_int_eq(v, 86400000);
+    ck_assert_int_eq(pulse_config_parse_duration_ms("7d", &v), PULSE_OK);
+    ck_assert_int_eq(v, 604800000);
+    ck_assert_int_ne(pulse_config_parse_duration_ms("1w", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_config_parse_duration_ms("1.5s", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_config_parse_duration_ms("s", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_config_parse_duration_ms("-5s", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_config_parse_duration_ms("999999999999999999d", &v), PULSE_OK);
+}
+END_TEST
+
+START_TEST(test_unknown_key_is_refused_and_named)
+{
+    struct pulse_config cfg;
+    char err[256] = "";
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.bogus", "1", err, sizeof err), PULSE_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(err, "server.bogus"));
+    ck_assert_int_ne(pulse_config_set_assignment(&cfg, "storage.nope=3", err, sizeof err), PULSE_OK);
+    ck_assert_ptr_nonnull(strstr(err, "storage.nope"));
+    ck_assert_int_ne(pulse_config_set_assignment(&cfg, "no-equals-sign", err, sizeof err), PULSE_OK);
+
+    make_tmpdir();
+    const char *path = write_conf("[server]\nlisten = 127.0.0.1:9\n[storage]\ncolour = blue\n");
+    ck_assert_int_ne(pulse_config_load_file(&cfg, path, err, sizeof err), PULSE_OK);
+    ck_assert_ptr_nonnull(strstr(err, "storage.colour"));
+    ck_assert_ptr_nonnull(strstr(err, ":4:"));
+    remove_tmpdir();
+    pulse_config_fini(&cfg);
+}
+END_TEST
+
+START_TEST(test_bad_values_are_refused_and_leave_the_setting_unchanged)
+{
+    struct pulse_config cfg;
+    char err[256] = "";
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.sync-mode", "sometimes", err, sizeof err), PULSE_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "storage.sync-mode"));
+    ck_assert_str_eq(cfg.sync_mode, "every-write");
+    ck_assert_int_eq(pulse_config_set(&cfg, "topic-defaults.partitions", "0", err, sizeof err), PULSE_INVALID);
+    ck_assert_int_eq(pulse_config_set(&cfg, "topic-defaults.partitions", "257", err, sizeof err), PULSE_INVALID);
+    ck_assert_int_eq(pulse_config_set(&cfg, "topic-defaults.partitions", "2x", err, sizeof err), PULSE_INVALID);
+    ck_assert_int_eq(cfg.partitions, 1);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.max-body-bytes", "0", err, sizeof err), PULSE_INVALID);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.max-body-bytes", "12KB", err, sizeof err), PULSE_INVALID);
+    ck_assert_uint_eq(cfg.max_body_bytes, 16u * 1024 * 1024);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.connection-timeout", "0", err, sizeof err), PULSE_INVALID);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "localhost", err, sizeof err), PULSE_INVALID);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "1.2.3.4:70000", err, sizeof err), PULSE_INVALID);
+    ck_assert_str_eq(cfg.listen, "127.0.0.1:8080");
+    ck_assert_int_eq(pulse_config_set(&cfg, "log.level", "loud", err, sizeof err), PULSE_INVALID);
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.compaction-min-gain-ratio", "1.5", err, sizeof err),
+                     PULSE_INVALID);
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.segment-max-bytes", "1000", err, sizeof err), PULSE_INVALID);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.data-dir", "", err, sizeof err), PULSE_INVALID);
+    /* and good values do take */
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.sync-mode", "interval", err, sizeof err), PULSE_OK);
+    ck_assert_str_eq(cfg.sync_mode, "interval");
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "[::1]:0", err, sizeof err), PULSE_OK);
+    pulse_config_fini(&cfg);
+}
+END_TEST
+
+START_TEST(test_precedence_is_default_then_file_then_env_then_command_line)
+{
+    struct pulse_config cfg;
+    char err[256] = "";
+    make_tmpdir();
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    const char *path = write_conf("# comment\n"
+                                  "[storage]\n"
+                                  "  sync-mode = interval\n"
+                                  "segment-max-bytes = 1MiB\n"
+                                  "\n"
+                                  "[server]\n"
+                                  "data-dir = \"/from/file\"\n"
+                                  "max-body-bytes = 1KiB\n");
+    ck_assert_int_eq(pulse_config_load_file(&cfg, path, err, sizeof err), PULSE_OK);
+    ck_assert_str_eq(cfg.sync_mode, "interval");
+    ck_assert_str_eq(cfg.data_dir, "/from/file");
+    ck_assert_uint_eq(cfg.segment_max_bytes, 1024 * 1024);
+    ck_assert_uint_eq(cfg.max_body_bytes, 1024);
+
+    fake_env_name = "PULSE_STORAGE_SYNC_MODE";
+    fake_env_value = "every-write";
+    ck_assert_int_eq(pulse_config_load_env(&cfg, fake_getenv, err, sizeof err), PULSE_OK);
+    ck_assert_str_eq(cfg.sync_mode, "every-write");
+    ck_assert_str_eq(cfg.data_dir, "/from/file");
+
+    fake_env_name = "PULSE_SERVER_DATA_DIR";
+    fake_env_value = "/from/env";
+    ck_assert_int_eq(pulse_config_load_env(&cfg, fake_getenv, err, sizeof err), PULSE_OK);
+    ck_assert_str_eq(cfg.data_dir, "/from/env");
+
+    ck_assert_int_eq(pulse_config_set_assignment(&cfg, "server.data-dir=/from/cli", err, sizeof err), PULSE_OK);
+    ck_assert_str_eq(cfg.data_dir, "/from/cli");
+
+    fake_env_name = "PULSE_TOPIC_DEFAULTS_PARTITIONS";
+    fake_env_value = "zero";
+    ck_assert_int_ne(pulse_config_load_env(&cfg, fake_getenv, err, sizeof err), PULSE_OK);
+    ck_assert_ptr_nonnull(strstr(err, "PULSE_TOPIC_DEFAULTS_PARTITIONS"));
+    fake_env_name = NULL;
+    pulse_config_fini(&cfg);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_malformed_config_file_lines_are_refused)
+{
+    struct pulse_config cfg;
+    char err[256] = "";
+    make_tmpdir();
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    ck_assert_int_ne(pulse_config_load_file(&cfg, write_conf("listen = 1.2.3.4:5\n"), err, sizeof err), PULSE_OK);
+    ck_assert_int_ne(pulse_config_load_file(&cfg, write_conf("[server\nlisten = 1.2.3.4:5\n"), err, sizeof err),
+                     PULSE_OK);
+    ck_assert_int_ne(pulse_config_load_file(&cfg, write_conf("[server]\njust words\n"), err, sizeof err), PULSE_OK);
+    ck_assert_str_eq(cfg.listen, "127.0.0.1:8080");
+    remove_tmpdir();
+    ck_assert_int_eq(pulse_config_load_file(&cfg, "/nonexistent/pulse.conf", err, sizeof err), PULSE_IO);
+    pulse_config_fini(&cfg);
+}
+END_TEST
+
+START_TEST(test_topic_segment_bytes_follows_storage_until_set)
+{
+    struct pulse_config cfg;
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.segment-max-bytes", "2MiB", NULL, 0), PULSE_OK);
+    ck_assert_uint_eq(pulse_config_topic_segment_bytes(&cfg), 2 * 1024 * 1024);
+    ck_assert_int_eq(pulse_config_set(&cfg, "topic-defaults.segment-bytes", "4KiB", NULL, 0), PULSE_OK);
+    ck_assert_uint_eq(pulse_config_topic_segment_bytes(&cfg), 4096);
+    pulse_config_fini(&cfg);
+}
+END_TEST
+
+START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
+{
+    struct pulse_config cfg;
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    json_t *j = pulse_config_to_json(&cfg);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_uint_eq(json_object_size(j), 21);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "server.listen")), "127.0.0.1:8080");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "server.max-body-bytes")), 16 * 1024 * 1024);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "topic-defaults.segment-bytes")), 512 * 1024 * 1024);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.sync-interval")), 1000);
+    ck_assert(json_is_real(json_object_get(j, "storage.compaction-min-gain-ratio")));
+    json_decref(j);
+    pulse_config_fini(&cfg);
+}
+END_TEST
+
+START_TEST(test_listen_address_splits_into_host_and_port)
+{
+    char host[64];
+    uint16_t port = 0;
+    bool v6 = true;
+    ck_assert_int_eq(pulse_config_split_listen("127.0.0.1:8080", host, sizeof host, &port, &v6), PULSE_OK);
+    ck_assert_str_eq(host, "127.0.0.1");
+    ck_assert_uint_eq(port, 8080);
+    ck_assert(!v6);
+    ck_assert_int_eq(pulse_config_split_listen("[::1]:99", host, sizeof host, &port, &v6), PULSE_OK);
+    ck_assert_str_eq(host, "::1");
+    ck_assert_uint_eq(port, 99);
+    ck_assert(v6);
+    ck_assert_int_ne(pulse_config_split_listen(":80", host, sizeof host, &port, &v6), PULSE_OK);
+    ck_assert_int_ne(pulse_config_split_listen("::1:80", host, sizeof host, &port, &v6), PULSE_OK);
+    ck_assert_int_ne(pulse_config_split_listen("h:", host, sizeof host, &port, &v6), PULSE_OK);
+    ck_assert_int_ne(pulse_config_split_listen("h:65536", host, sizeof host, &port, &v6), PULSE_OK);
+}
+END_TEST
+
+/* ---- errmap ----------------------------------------------------------- */
+
+START_TEST(test_every_status_has_its_own_http_mapping)
+{
+    const struct pulse_errmap_entry *fallback = pulse_errmap_lookup((pulse_status_t)-1);
+    ck_assert_ptr_eq(fallback, pulse_errmap_lookup(PULSE_STATUS_COUNT));
+    for (int st = 0; st < PULSE_STATUS_COUNT; st++) {
+        const struct pulse_errmap_entry *e = pulse_errmap_lookup((pulse_status_t)st);
+        ck_assert_msg(e != fallback, "status %s has no row in errmap.c", pulse_status_name((pulse_status_t)st));
+        ck_assert_ptr_nonnull(e->code);
+        ck_assert(e->http_status >= 200 && e->http_status <= 599);
+        /* only OK is a success */
+        ck_assert_int_eq(e->http_status < 300, st == PULSE_OK);
+    }
+}
+END_TEST
+
+START_TEST(test_api_statuses_map_to_the_contract_codes)
+{
+    static const struct {
+        pulse_status_t st;
+        unsigned http;
+        const char *code;
+    } want[] = {
+        {PULSE_INVALID, 400, "invalid_request"},      {PULSE_INVALID_NAME, 400, "invalid_name"},
+        {PULSE_TOPIC_NOT_FOUND, 404, "topic_not_found"}, {PULSE_PARTITION_NOT_FOUND, 404, "partition_not_found"},
+        {PULSE_CURSOR_NOT_FOUND, 404, "cursor_not_found"}, {PULSE_EXISTS, 409, "topic_exists"},
+        {PULSE_TOO_LARGE, 413, "payload_too_large"},  {PULSE_RANGE, 416, "offset_out_of_range"},
+        {PULSE_NOSPACE, 507, "storage_full"},         {PULSE_IO, 500, "storage_error"},
+        {PULSE_FENCED, 500, "storage_error"},         {PULSE_SHUTDOWN, 503, "unavailable"},
+        {PULSE_NOT_FOUND, 404, "not_found"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const struct pulse_errmap_entry *e = pulse_errmap_lookup(want[i].st);
+        ck_assert_uint_eq(e->http_status, want[i].http);
+        ck_assert_str_eq(e->code, want[i].code);
+    }
+}
+END_TEST
+
+/* ---- base64 and JSON helpers ------------------------------------------ */
+
+START_TEST(test_base64_matches_rfc4648_vectors)
+{
+    static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    static const char *const enc[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    for (size_t i = 0; i < 7; i++) {
+        char out[16];
+        size_t n = strlen(plain[i]);
+        ck_assert_uint_eq(pulse_json_b64_encoded_len(n), strlen(enc[i]));
+        pulse_json_b64_encode((const uint8_t *)plain[i], n, out);
+        ck_assert_str_eq(out, enc[i]);
+        uint8_t *dec = NULL;
+        size_t dlen = 0;
+        ck_assert_int_eq(pulse_json_b64_decode(enc[i], strlen(enc[i]), &dec, &dlen), PULSE_OK);
+        ck_assert_uint_eq(dlen, n);
+        ck_assert(memcmp(dec, plain[i], n) == 0);
+        pulse_free(dec);
+    }
+}
+END_TEST
+
+START_TEST(test_base64_round_trips_every_byte_value)
+{
+    uint8_t data[300];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 7 + 3);
+    for (size_t n = 0; n <= sizeof data; n += 1) {
+        char enc[401];
+        pulse_json_b64_encode(data, n, enc);
+        uint8_t *dec = NULL;
+        size_t dlen = 0;
+        ck_assert_int_eq(pulse_json_b64_decode(enc, strlen(enc), &dec, &dlen), PULSE_OK);
+        ck_assert_uint_eq(dlen, n);
+        ck_assert(n == 0 || memcmp(dec, data, n) == 0);
+        pulse_free(dec);
+    }
+}
+END_TEST
+
+START_TEST(test_bad_base64_is_refused)
+{
+    static const char *const bad[] = {"Zg=", "Z", "Zm9v!", "Zm 9v", "=Zg=", "Zg==Zg==", "Zh==", "Zm9=", "Zg==="};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t *dec = NULL;
+        size_t dlen = 0;
+        ck_assert_msg(pulse_json_b64_decode(bad[i], strlen(bad[i]), &dec, &dlen) == PULSE_INVALID, "accepted %s",
+                      bad[i]);
+    }
+    /* padding is required: "Zm8" (for "fo") is refused */
+    uint8_t *dec = NULL;
+    size_t dlen = 0;
+    ck_assert_int_eq(pulse_json_b64_decode("Zm8", 3, &dec, &dlen), PULSE_INVALID);
+    ck_assert_int_eq(pulse_json_b64_decode("YQ", 2, &dec, &dlen), PULSE_INVALID);
+}
+END_TEST
+
+START_TEST(test_rfc3339_has_milliseconds_and_utc)
+{
+    char out[32];
+    pulse_json_rfc3339_ms(0, out);
+    ck_assert_str_eq(out, "1970-01-01T00:00:00.000Z");
+    pulse_json_rfc3339_ms(1795982400123ll, out);
+    ck_assert_str_eq(out, "2026-11-29T20:00:00.123Z");
+}
+END_TEST
+
+START_TEST(test_error_body_has_the_contract_shape)
+{
+    json_t *e = pulse_json_error("topic_not_found", "topic \"x\" does not exist");
+    char *text = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(pulse_json_dump(e, 0, &text, &len), PULSE_OK);
+    const char *want = "{\"error\":{\"code\":\"topic_not_found\",\"message\":\"topic \\\"x\\\" does not exist\"}}";
+    ck_assert_uint_eq(len, strlen(want));
+    ck_assert(memcmp(text, want, len) == 0);
+    pulse_free(text);
+    json_decref(e);
+}
+END_TEST
+
+/* ---- request helpers -------------------------------------------------- */
+
+START_TEST(test_content_type_matches_ignoring_case_and_parameters)
+{
+    ck_assert(pulse_request_media_is("application/json", PULSE_MEDIA_JSON));
+    ck_assert(pulse_request_media_is("Application/JSON; charset=utf-8", PULSE_MEDIA_JSON));
+    ck_assert(pulse_request_media_is("  application/json ;charset=UTF-8", PULSE_MEDIA_JSON));
+    ck_assert(!pulse_request_media_is("application/jsonx", PULSE_MEDIA_JSON));
+    ck_assert(!pulse_request_media_is("text/plain", PULSE_MEDIA_JSON));
+    ck_assert(!pulse_request_media_is("", PULSE_MEDIA_JSON));
+    ck_assert(!pulse_request_media_is(NULL, PULSE_MEDIA_JSON));
+    ck_assert(pulse_request_media_is("gzip", "gzip"));
+}
+END_TEST
+
+START_TEST(test_accept_negotiation_prefers_the_first_acceptable_range)
+{
+    ck_assert_int_eq(pulse_request_accept(NULL, false), PULSE_ACCEPT_JSON);
+    ck_assert_int_eq(pulse_request_accept("", false), PULSE_ACCEPT_JSON);
+    ck_assert_int_eq(pulse_request_accept("application/json", false), PULSE_ACCEPT_JSON);
+    ck_assert_int_eq(pulse_request_accept("*/*", false), PULSE_ACCEPT_JSON);
+    ck_assert_int_eq(pulse_request_accept("application/*", false), PULSE_ACCEPT_JSON);
+    ck_assert_int_eq(pulse_request_accept("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", false),
+                     PULSE_ACCEPT_JSON);
+    ck_assert_int_eq(pulse_request_accept("text/html", false), PULSE_ACCEPT_NONE);
+    ck_assert_int_eq(pulse_request_accept("application/json;q=0", false), PULSE_ACCEPT_NONE);
+    ck_assert_int_eq(pulse_request_accept("application/vnd.pulse.batches", false), PULSE_ACCEPT_NONE);
+    ck_assert_int_eq(pulse_request_accept("application/vnd.pulse.batches", true), PULSE_ACCEPT_RAW);
+    ck_assert_int_eq(pulse_request_accept("application/vnd.pulse.batches, application/json", true), PULSE_ACCEPT_RAW);
+    ck_assert_int_eq(pulse_request_accept("application/json, application/vnd.pulse.batches", true),
+                     PULSE_ACCEPT_JSON);
+    ck_assert_int_eq(pulse_request_accept("text/plain, application/json;q=0.5", false), PULSE_ACCEPT_JSON);
+}
+END_TEST
+
+START_TEST(test_request_ids_are_validated_and_generated_as_16_hex)
+{
+    ck_assert(pulse_request_id_valid("abc-123"));
+    ck_assert(pulse_request_id_valid("with space"));
+    ck_assert(!pulse_request_id_valid(""));
+    ck_assert(!pulse_request_id_valid(NULL));
+    ck_assert(!pulse_request_id_valid("tab\there"));
+    ck_assert(!pulse_request_id_valid("caf\xc3\xa9"));
+    char longid[130];
+    memset(longid, 'a', 128);
+    longid[128] = '\0';
+    ck_assert(pulse_request_id_valid(longid));
+    longid[128] = 'a';
+    longid[129] = '\0';
+    ck_assert(!pulse_request_id_valid(longid));
+
+    char a[17], b[17];
+    pulse_request_id_generate(a);
+    pulse_request_id_generate(b);
+    ck_assert_uint_eq(strlen(a), 16);
+    ck_assert_uint_eq(strspn(a, "0123456789abcdef"), 16);
+    ck_assert_str_ne(a, b);
+}
+END_TEST
+
+START_TEST(test_integers_are_parsed_strictly)
+{
+    int64_t v = 0;
+    ck_assert_int_eq(pulse_request_parse_i64("42", 0, 100, &v), PULSE_OK);
+    ck_assert_int_eq(v, 42);
+    ck_assert_int_eq(pulse_request_parse_i64("-5", -10, 100, &v), PULSE_OK);
+    ck_assert_int_eq(v, -5);
+    ck_assert_int_eq(pulse_request_parse_i64("9223372036854775807", 0, INT64_MAX, &v), PULSE_OK);
+    ck_assert_int_eq(v, INT64_MAX);
+    ck_assert_int_ne(pulse_request_parse_i64("9223372036854775808", 0, INT64_MAX, &v), PULSE_OK);
+    ck_assert_int_ne(pulse_request_parse_i64("-1", 0, 100, &v), PULSE_OK);
+    ck_assert_int_ne(pulse_request_parse_i64("101", 0, 100, &v), PULSE_OK);
+    ck_assert_int_ne(pulse_request_parse_i64("", 0, 100, &v), PULSE_OK);
+    ck_assert_int_ne(pulse_request_parse_i64("+1", 0, 100, &v), PULSE_OK);
+    ck_assert_int_ne(pulse_request_parse_i64(" 1", 0, 100, &v), PULSE_OK);
+    ck_assert_int_ne(pulse_request_parse_i64("1x", 0, 100, &v), PULSE_OK);
+    ck_assert_int_ne(pulse_request_parse_i64("0x10", 0, 100, &v), PULSE_OK);
+    ck_assert_int_ne(pulse_request_parse_i64(NULL, 0, 100, &v), PULSE_OK);
+}
+END_TEST
+
+/* gzip-compresses in into a new buffer. */
+static uint8_t *gzip_bytes(const uint8_t *in, size_t n, size_t *out_len)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    ck_assert_int_eq(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    size_t cap = deflateBound(&z, (uLong)n) + 64;
+    uint8_t *out = pulse_malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    z.next_in = (Bytef *)(uintptr_t)in;
+    z.avail_in = (uInt)n;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    ck_assert_int_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+    *out_len = cap - z.avail_out;
+    deflateEnd(&z);
+    return out;
+}
+
+START_TEST(test_gzip_body_is_inflated_within_the_cap)
+{
+    uint8_t plain[50000];
+    for (size_t i = 0; i < sizeof plain; i++)
+        plain[i] = (uint8_t)"pulse records "[i % 14];
+    size_t glen = 0;
+    uint8_t *gz = gzip_bytes(plain, sizeof plain, &glen);
+    struct pulse_buf out;
+    pulse_buf_init(&out, sizeof plain);
+    ck_assert_int_eq(pulse_request_gunzip(gz, glen, &out), PULSE_OK);
+    ck_assert_uint_eq(out.len, sizeof plain);
+    ck_assert(memcmp(out.data, plain, sizeof plain) == 0);
+    pulse_buf_fini(&out);
+
+    /* one byte less room: refused as too large (a gzip bomb stops here) */
+    pulse_buf_init(&out, sizeof plain - 1);
+    ck_assert_int_eq(pulse_request_gunzip(gz, glen, &out), PULSE_TOO_LARGE);
+    pulse_buf_fini(&out);
+    pulse_free(gz);
+}
+END_TEST
+
+START_TEST(test_corrupt_truncated_or_trailing_gzip_is_invalid)
+{
+    const char *msg = "hello, hello, hello, gzip";
+    size_t glen = 0;
+    uint8_t *gz = gzip_bytes((const uint8_t *)msg, strlen(msg), &glen);
+    struct pulse_buf out;
+
+    pulse_buf_init(&out, 1024);
+    ck_assert_int_eq(pulse_request_gunzip(gz, glen - 3, &out), PULSE_INVALID);
+    pulse_buf_fini(&out);
+
+    uint8_t *longer = pulse_malloc(glen + 2);
+    memcpy(longer, gz, glen);
+    longer[glen] = 'x';
+    longer[glen + 1] = 'y';
+    pulse_buf_init(&out, 1024);
+    ck_assert_int_eq(pulse_request_gunzip(longer, glen + 2, &out), PULSE_INVALID);
+    pulse_buf_fini(&out);
+    pulse_free(longer);
+
+    gz[glen - 6] ^= 0xff; /* the CRC32 trailer */
+    pulse_buf_init(&out, 1024);
+    ck_assert_int_eq(pulse_request_gunzip(gz, glen, &out), PULSE_INVALID);
+    pulse_buf_fini(&out);
+
+    pulse_buf_init(&out, 1024);
+    ck_assert_int_eq(pulse_request_gunzip((const uint8_t *)"not gzip at all", 15, &out), PULSE_INVALID);
+    pulse_buf_fini(&out);
+    pulse_buf_init(&out, 1024);
+    ck_assert_int_eq(pulse_request_gunzip((const uint8_t *)"", 0, &out), PULSE_INVALID);
+    pulse_buf_fini(&out);
+    pulse_free(gz);
+}
+END_TEST
+
+/* ---- router ----------------------------------------------------------- */
+
+static int param_is(const struct pulse_route_param *p, const char *s)
+{
+    return p->p != NULL && p->len == strlen(s) && memcmp(p->p, s, p->len) == 0;
+}
+
+START_TEST(test_paths_map_to_route_templates_and_parameters)
+{
+    struct pulse_route_match m;
+    ck_assert_int_eq(pulse_router_match("/v1/topics", &m), PULSE_OK);
+    ck_assert_int_eq(m.route, PULSE_ROUTE_TOPICS);
+    ck_assert_int_eq(pulse_router_match("/v1/topics/orders", &m), PULSE_OK);
+    ck_assert_int_eq(m.route, PULSE_ROUTE_TOPIC);
+    ck_assert(param_is(&m.topic, "orders"));
+    ck_assert_int_eq(pulse_router_match("/v1/topics/orders/partitions/12/records", &m), PULSE_OK);
+    ck_assert_int_eq(m.route, PULSE_ROUTE_FETCH);
+    ck_assert(param_is(&m.topic, "orders"));
+    ck_assert(param_is(&m.partition, "12"));
+    ck_assert_int_eq(pulse_router_match("/v1/consumers/c1/cursors/t/3", &m), PULSE_OK);
+    ck_assert_int_eq(m.route, PULSE_ROUTE_CURSOR);
+    ck_assert(param_is(&m.consumer, "c1"));
+    ck_assert(param_is(&m.topic, "t"));
+    ck_assert(param_is(&m.partition, "3"));
+    ck_assert_str_eq(pulse_router_template(m.route), "/v1/consumers/{consumer}/cursors/{topic}/{partition}");
+    ck_assert_int_eq(pulse_router_match("/v1/topics/", &m), PULSE_NOT_FOUND);
+    ck_assert_int_eq(pulse_router_match("/v1//topics", &m), PULSE_NOT_FOUND);
+    ck_assert_int_eq(pulse_router_match("/v1/topics/a/b", &m), PULSE_NOT_FOUND);
+    ck_assert_int_eq(pulse_router_match("/", &m), PULSE_NOT_FOUND);
+    ck_assert_int_eq(m.route, PULSE_ROUTE_NONE);
+    ck_assert_str_eq(pulse_router_template(PULSE_ROUTE_NONE), "unmatched");
+}
+END_TEST
+
+START_TEST(test_allow_header_lists_the_route_methods)
+{
+    char allow[64];
+    pulse_router_allow_header(PULSE_ROUTE_TOPICS, allow, sizeof allow);
+    ck_assert_str_eq(allow, "GET, POST");
+    pulse_router_allow_header(PULSE_ROUTE_TOPIC, allow, sizeof allow);
+    ck_assert_str_eq(allow, "GET, PATCH, DELETE");
+    ck_assert(pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST));
+    ck_assert(!pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_GET));
+    ck_assert_int_eq(pulse_router_method("HEAD"), PULSE_METHOD_OTHER);
+    ck_assert(!pulse_router_allows(PULSE_ROUTE_HEALTHZ, pulse_router_method("HEAD")));
+    ck_assert_int_eq(pulse_router_method("PATCH"), PULSE_METHOD_PATCH);
+}
+END_TEST
+
+static Suite *http_suite(void)
+{
+    Suite *s = suite_create("http");
+    TCase *tc = tcase_create("config");
+    tcase_add_test(tc, test_config_defaults_match_the_documented_values);
+    tcase_add_test(tc, test_sizes_accept_bytes_and_binary_units_only);
+    tcase_add_test(tc, test_durations_are_milliseconds_unless_suffixed);
+    tcase_add_test(tc, test_unknown_key_is_refused_and_named);
+    tcase_add_test(tc, test_bad_values_are_refused_and_leave_the_setting_unchanged);
+    tcase_add_test(tc, test_precedence_is_default_then_file_then_env_then_command_line);
+    tcase_add_test(tc, test_malformed_config_file_lines_are_refused);
+    tcase_add_test(tc, test_topic_segment_bytes_follows_storage_until_set);
+    tcase_add_test(tc, test_effective_config_json_lists_every_key_with_typed_values);
+    tcase_add_test(tc, test_listen_address_splits_into_host_and_port);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("errmap");
+    tcase_add_test(tc, test_every_status_has_its_own_http_mapping);
+    tcase_add_test(tc, test_api_statuses_map_to_the_contract_codes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("json");
+    tcase_add_test(tc, test_base64_matches_rfc4648_vectors);
+    tcase_add_test(tc, test_base64_round_trips_every_byte_value);
+    tcase_add_test(tc, test_bad_base64_is_refused);
+    tcase_add_test(tc, test_rfc3339_has_milliseconds_and_utc);
+    tcase_add_test(tc, test_error_body_has_the_contract_shape);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("request");
+    tcase_add_test(tc, test_content_type_matches_ignoring_case_and_parameters);
+    tcase_add_test(tc, test_accept_negotiation_prefers_the_first_acceptable_range);
+    tcase_add_test(tc, test_request_ids_are_validated_and_generated_as_16_hex);
+    tcase_add_test(tc, test_integers_are_parsed_strictly);
+    tcase_add_test(tc, test_gzip_body_is_inflated_within_the_cap);
+    tcase_add_test(tc, test_corrupt_truncated_or_trailing_gzip_is_invalid);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("router");
+    tcase_add_test(tc, test_paths_map_to_route_templates_and_parameters);
+    tcase_add_test(tc, test_allow_header_lists_the_route_methods);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(http_suite());
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
