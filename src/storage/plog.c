@@ -1,0 +1,969 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * plog.c - the partition log: append, group commit, reads, rotation, trim
+ * (storage contract sections 1, 2, 4, 5, 8; docs/Storage.md).
+ *
+ * Design.
+ *   Appends take the writer lock, give the batch the next offset, pwrite it
+ *   at the explicit end of the active segment, add an index entry when due,
+ *   and only then publish the new written end and LEO. Nothing a reader can
+ *   see moves here: readers are bounded by HW and by each segment's durable
+ *   byte end, both published by a sync.
+ *
+ *   Group commit: a waiter that finds no sync running becomes the leader. It
+ *   captures (active segment, written end, LEO) under the writer lock, drops
+ *   the lock, fdatasyncs the data file (and the index file when it has new
+ *   entries), then publishes durable end and HW under sync_lock and wakes
+ *   everyone. Appends that landed during the fdatasync are covered by the
+ *   next leader, so N concurrent appenders share far fewer than N syncs.
+ *
+ *   Rotation fdatasyncs the old segment under the writer lock before the new
+ *   file exists, so HW can never pass the end of a segment that is not on
+ *   disk; the new file's directory entry is fsynced before anything in it
+ *   can be acknowledged.
+ *
+ *   Failure fencing: a failed pwrite or fdatasync sets fenced (sticky, under
+ *   sync_lock so that no leader can publish HW after it) and cuts the active
+ *   file back to its durable size, so a short write leaves no half batch. An
+ *   fdatasync is never retried: after a failed one the kernel may have
+ *   dropped the dirty pages and a retry would report success over lost data.
+ */
+#include "storage/plog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "storage/batch.h"
+#include "storage/io.h"
+#include "storage/plog_int.h"
+#include "storage/recover.h"
+#include "storage/segment.h"
+#include "storage/snapshot.h"
+
+void pulse_plog_config_init(struct pulse_plog_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->segment_max_bytes = PULSE_PLOG_DEFAULT_SEGMENT_BYTES;
+    cfg->index_interval_bytes = PULSE_PLOG_DEFAULT_INDEX_INTERVAL;
+    cfg->sync_mode = PULSE_SYNC_EVERY_WRITE;
+    cfg->sync_interval_ms = 1000;
+    cfg->io = NULL;
+    cfg->sync_observer = NULL;
+    cfg->sync_observer_arg = NULL;
+}
+
+static void store_max_u64(_Atomic uint64_t *a, uint64_t v)
+{
+    uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (cur < v && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_release, memory_order_relaxed))
+        ;
+}
+
+static void store_max_i64(_Atomic int64_t *a, int64_t v)
+{
+    int64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (cur < v && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_release, memory_order_relaxed))
+        ;
+}
+
+static void store_max_size(_Atomic size_t *a, size_t v)
+{
+    size_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (cur < v && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_release, memory_order_relaxed))
+        ;
+}
+
+/* The active segment. Caller holds wlock (or is the only user). */
+static struct pulse_segment *active_seg(struct pulse_plog *plog)
+{
+    return plog->segs[plog->nsegs - 1];
+}
+
+static void observe(struct pulse_plog *plog, int64_t t0, bool ok)
+{
+    if (plog->cfg.sync_observer != NULL)
+        plog->cfg.sync_observer(plog->cfg.sync_observer_arg, pulse_clock_mono_us() - t0, ok);
+}
+
+/*
+ * Fences the log after a failed write or sync. Caller holds wlock. When
+ * truncate is set (a write failed), the active file is cut back to its
+ * durable size so no partial batch stays behind; this happens under
+ * sync_lock, so a leader either published before (and the cut keeps its
+ * bytes) or sees fenced and publishes nothing.
+ */
+static void fence_locked(struct pulse_plog *plog, struct pulse_segment *seg, const char *what, bool truncate)
+{
+    pthread_mutex_lock(&plog->sync_lock);
+    if (!atomic_load(&plog->fenced)) {
+        atomic_store(&plog->fenced, true);
+        PULSE_ERROR("plog %s: fenced after a failed %s; appends are refused until the log is reopened", plog->dir,
+                    what);
+    }
+    if (truncate && seg != NULL) {
+        uint64_t durable = atomic_load_explicit(&seg->durable_size, memory_order_relaxed);
+        if (plog->io->ftruncate(plog->io, seg->fd, (off_t)durable) < 0) {
+            int err = errno;
+            PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable, strerror(err));
+        }
+        atomic_store_explicit(&seg->size, durable, memory_order_release);
+    }
+    pthread_cond_broadcast(&plog->sync_cond);
+    pthread_mutex_unlock(&plog->sync_lock);
+}
+
+/* Writes the snapshot describing the durable state. Caller holds wlock.
+ * A failed snapshot write is logged but not fatal: the snapshot is only a
+ * shortcut and a stale or missing one sends recovery to the full scan. */
+static pulse_status_t write_snapshot_locked(struct pulse_plog *plog)
+{
+    struct pulse_segment *seg = active_seg(plog);
+    struct pulse_snapshot snap;
+
+    if (atomic_load(&plog->fenced))
+        return PULSE_FENCED;
+    pthread_mutex_lock(&plog->sync_lock);
+    snap.leo = atomic_load(&plog->hw);
+    snap.active_base = seg->base;
+    snap.active_size = (int64_t)atomic_load(&seg->durable_size);
+    snap.active_next = snap.leo;
+    pthread_mutex_unlock(&plog->sync_lock);
+    if (snap.leo < snap.active_base)
+        return PULSE_OK; /* cannot happen unfenced: rotation publishes HW = new base */
+    return pulse_snapshot_write(plog->io, plog->dir, &snap);
+}
+
+/* Appends seg to the list. Caller holds wlock. */
+static pulse_status_t list_push(struct pulse_plog *plog, struct pulse_segment *seg)
+{
+    pthread_mutex_lock(&plog->list_lock);
+    if (plog->nsegs == plog->cap) {
+        size_t ncap = plog->cap == 0 ? 8 : plog->cap * 2;
+        struct pulse_segment **ns = pulse_realloc(plog->segs, ncap * sizeof *ns);
+        if (ns == NULL) {
+            pthread_mutex_unlock(&plog->list_lock);
+            return PULSE_NOMEM;
+        }
+        plog->segs = ns;
+        plog->cap = ncap;
+    }
+    plog->segs[plog->nsegs++] = seg;
+    pthread_mutex_unlock(&plog->list_lock);
+    return PULSE_OK;
+}
+
+/*
+ * Seals the active segment and starts a new one at LEO (contract section 5).
+ * Caller holds wlock.
+ */
+static pulse_status_t rotate_locked(struct pulse_plog *plog)
+{
+    struct pulse_segment *old = active_seg(plog);
+    struct pulse_segment *seg = NULL;
+    int64_t leo = atomic_load_explicit(&plog->leo, memory_order_relaxed);
+    size_t idx_n = old->index_written;
+    int64_t t0 = pulse_clock_mono_us();
+    pulse_status_t st = PULSE_OK;
+
+    /* The old segment must be on disk before HW may pass its end, and before
+     * a newer segment exists: recovery treats every segment but the last as
+     * complete. */
+    if (plog->io->fdatasync(plog->io, old->fd) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: fdatasync %s failed: %s", old->log_path, strerror(err));
+        observe(plog, t0, false);
+        fence_locked(plog, old, "fdatasync", false);
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    if (idx_n > atomic_load(&old->index_synced) && plog->io->fdatasync(plog->io, old->index_fd) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: fdatasync %s failed: %s", old->index_path, strerror(err));
+        observe(plog, t0, false);
+        fence_locked(plog, old, "fdatasync", false);
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    observe(plog, t0, true);
+    atomic_fetch_add(&plog->syncs, 1);
+    store_max_size(&old->index_synced, idx_n);
+    pthread_mutex_lock(&plog->sync_lock);
+    if (!atomic_load(&plog->fenced)) {
+        store_max_u64(&old->durable_size, atomic_load_explicit(&old->size, memory_order_relaxed));
+        store_max_i64(&plog->hw, leo);
+        atomic_store(&plog->last_sync_us, pulse_clock_mono_us());
+        pthread_cond_broadcast(&plog->sync_cond);
+    }
+    pthread_mutex_unlock(&plog->sync_lock);
+
+    st = pulse_segment_open(plog->io, plog->dir, leo, &seg);
+    if (st != PULSE_OK)
+        goto out;
+    /* The new name must be durable before its first byte is acknowledged. */
+    if (plog->io->fsync_dir(plog->io, plog->dir) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: fsync directory %s failed: %s", plog->dir, strerror(err));
+        fence_locked(plog, NULL, "directory fsync", false);
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    st = list_push(plog, seg);
+    if (st != PULSE_OK)
+        goto out;
+    seg = NULL;
+    PULSE_INFO("plog %s: rolled to segment %020" PRId64 " (previous %" PRIu64 " bytes)", plog->dir, leo,
+               atomic_load(&old->size));
+    /* Best effort (see write_snapshot_locked). */
+    (void)write_snapshot_locked(plog);
+out:
+    pulse_segment_release(seg);
+    return st;
+}
+
+pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out,
+                                       int64_t *end_out)
+{
+    struct pulse_batch_header hdr;
+    struct pulse_segment *seg;
+    int64_t last = 0;
+    int64_t base = 0;
+    uint64_t pos;
+    bool locked = false;
+    pulse_status_t st;
+
+    if (atomic_load(&plog->fenced))
+        return PULSE_FENCED;
+    /* Verify outside the lock: it is pure CPU work on the caller's bytes. */
+    if (batch == NULL || pulse_batch_verify(batch, len, &hdr, &last) != PULSE_OK || len != pulse_batch_total_size(&hdr) ||
+        (hdr.flags & PULSE_BATCH_FLAG_SPARSE) != 0 || hdr.record_count == 0) {
+        st = PULSE_INVALID;
+        goto out;
+    }
+    if (len > PULSE_PLOG_MAX_SEGMENT_BYTES) {
+        st = PULSE_TOO_LARGE;
+        goto out;
+    }
+    pthread_mutex_lock(&plog->wlock);
+    locked = true;
+    if (atomic_load(&plog->fenced)) {
+        st = PULSE_FENCED;
+        goto out;
+    }
+    seg = active_seg(plog);
+    base = atomic_load_explicit(&plog->leo, memory_order_relaxed);
+    pos = atomic_load_explicit(&seg->size, memory_order_relaxed);
+    /* Roll when the batch would not fit (contract section 5); a batch bigger
+     * than a whole segment still gets an empty segment of its own. The
+     * second test keeps relative offsets within the index's 32 bits. */
+    if (pos > 0 && (pos + len > plog->cfg.segment_max_bytes ||
+                    (uint64_t)(base - seg->base) + hdr.record_count > UINT32_MAX)) {
+        st = rotate_locked(plog);
+        if (st != PULSE_OK)
+            goto out;
+        seg = active_seg(plog);
+        pos = 0;
+    }
+    pulse_batch_set_base_offset(batch, len, base);
+    {
+        size_t done = 0;
+        if (pulse_io_pwrite_all(plog->io, seg->fd, batch, len, (off_t)pos, &done) < 0) {
+            int err = errno;
+            PULSE_ERROR("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s", seg->log_path, pos,
+                        done, len, strerror(err));
+            fence_locked(plog, seg, "write", true);
+            st = pulse_status_from_errno(err);
+            goto out;
+        }
+    }
+    if (seg->index.n == 0 || seg->since_entry >= plog->cfg.index_interval_bytes) {
+        st = pulse_segment_index_add(seg, (uint32_t)(base - seg->base), (uint32_t)pos);
+        if (st != PULSE_OK) {
+            fence_locked(plog, seg, "index write", true);
+            goto out;
+        }
+        seg->since_entry = 0;
+    }
+    seg->since_entry += len;
+    {
+        int64_t ts = hdr.first_timestamp > hdr.last_timestamp ? hdr.first_timestamp : hdr.last_timestamp;
+        if (ts > atomic_load_explicit(&seg->max_ts, memory_order_relaxed))
+            atomic_store_explicit(&seg->max_ts, ts, memory_order_relaxed);
+    }
+    /* Publish last: the new end is visible only once its bytes exist. */
+    atomic_store_explicit(&seg->size, pos + len, memory_order_release);
+    atomic_store_explicit(&seg->next_offset, base + hdr.record_count, memory_order_release);
+    atomic_store_explicit(&plog->leo, base + hdr.record_count, memory_order_release);
+    *base_out = base;
+    if (end_out != NULL)
+        *end_out = base + hdr.record_count;
+    st = PULSE_OK;
+out:
+    if (locked)
+        pthread_mutex_unlock(&plog->wlock);
+    return st;
+}
+
+/*
+ * Runs one fdatasync as the group-commit leader. Called and returns with
+ * sync_lock held; drops it while syncing.
+ */
+static pulse_status_t lead_sync(struct pulse_plog *plog)
+{
+    struct pulse_segment *seg;
+    uint64_t target_size;
+    int64_t target_leo;
+    size_t idx_n;
+    int64_t t0;
+    int rc;
+    int err = 0;
+    const char *failed_path = NULL;
+    pulse_status_t st = PULSE_OK;
+
+    plog->syncing = true;
+    pthread_mutex_unlock(&plog->sync_lock);
+
+    pthread_mutex_lock(&plog->wlock);
+    seg = active_seg(plog);
+    pulse_segment_acquire(seg);
+    target_size = atomic_load_explicit(&seg->size, memory_order_relaxed);
+    target_leo = atomic_load_explicit(&plog->leo, memory_order_relaxed);
+    idx_n = seg->index_written;
+    pthread_mutex_unlock(&plog->wlock);
+
+    /* Outside the writer lock: appends keep landing while we wait, and the
+     * next leader covers them in one go. */
+    t0 = pulse_clock_mono_us();
+    rc = plog->io->fdatasync(plog->io, seg->fd);
+    if (rc < 0) {
+        err = errno;
+        failed_path = seg->log_path;
+    } else if (idx_n > atomic_load(&seg->index_synced)) {
+        rc = plog->io->fdatasync(plog->io, seg->index_fd);
+        if (rc < 0) {
+            err = errno;
+            failed_path = seg->index_path;
+        }
+    }
+    observe(plog, t0, rc == 0);
+
+    pthread_mutex_lock(&plog->sync_lock);
+    plog->syncing = false;
+    if (rc < 0) {
+        PULSE_ERROR("plog: fdatasync %s failed: %s", failed_path, strerror(err));
+        if (!atomic_load(&plog->fenced)) {
+            atomic_store(&plog->fenced, true);
+            PULSE_ERROR("plog %s: fenced after a failed fdatasync; appends are refused until the log is reopened",
+                        plog->dir);
+        }
+        st = pulse_status_from_errno(err);
+    } else if (atomic_load(&plog->fenced)) {
+        st = PULSE_FENCED;
+    } else {
+        atomic_fetch_add(&plog->syncs, 1);
+        store_max_size(&seg->index_synced, idx_n);
+        store_max_u64(&seg->durable_size, target_size);
+        store_max_i64(&plog->hw, target_leo);
+        atomic_store(&plog->last_sync_us, pulse_clock_mono_us());
+    }
+    pthread_cond_broadcast(&plog->sync_cond);
+    pulse_segment_release(seg);
+    return st;
+}
+
+pulse_status_t pulse_plog_wait_durable(struct pulse_plog *plog, int64_t end_offset)
+{
+    pulse_status_t st = PULSE_OK;
+
+    if (end_offset > atomic_load_explicit(&plog->leo, memory_order_acquire))
+        return PULSE_INVALID;
+    pthread_mutex_lock(&plog->sync_lock);
+    for (;;) {
+        if (atomic_load_explicit(&plog->hw, memory_order_acquire) >= end_offset) {
+            st = PULSE_OK;
+            break;
+        }
+        if (atomic_load(&plog->fenced)) {
+            st = PULSE_FENCED;
+            break;
+        }
+        if (!plog->syncing) {
+            st = lead_sync(plog);
+            if (st != PULSE_OK)
+                break;
+            continue;
+        }
+        pthread_cond_wait(&plog->sync_cond, &plog->sync_lock);
+    }
+    pthread_mutex_unlock(&plog->sync_lock);
+    return st;
+}
+
+pulse_status_t pulse_plog_sync(struct pulse_plog *plog)
+{
+    return pulse_plog_wait_durable(plog, atomic_load_explicit(&plog->leo, memory_order_acquire));
+}
+
+pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out)
+{
+    int64_t base = 0, end = 0;
+    pulse_status_t st;
+
+    st = pulse_plog_append_async(plog, batch, len, &base, &end);
+    if (st != PULSE_OK)
+        return st;
+    if (plog->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE) {
+        st = pulse_plog_wait_durable(plog, end);
+    } else {
+        /* Interval mode acknowledges after the write; whoever appends once
+         * the interval has passed pays for the sync. */
+        int64_t since = pulse_clock_mono_us() - atomic_load(&plog->last_sync_us);
+        if (since >= (int64_t)plog->cfg.sync_interval_ms * 1000)
+            st = pulse_plog_wait_durable(plog, end);
+    }
+    if (st == PULSE_OK)
+        *base_out = base;
+    return st;
+}
+
+bool pulse_plog_needs_sync(const struct pulse_plog *plog)
+{
+    return atomic_load_explicit(&plog->leo, memory_order_acquire) >
+           atomic_load_explicit(&plog->hw, memory_order_acquire);
+}
+
+int64_t pulse_plog_high_watermark(const struct pulse_plog *plog)
+{
+    return atomic_load_explicit(&plog->hw, memory_order_acquire);
+}
+
+int64_t pulse_plog_log_start(const struct pulse_plog *plog)
+{
+    return atomic_load_explicit(&plog->log_start, memory_order_acquire);
+}
+
+int64_t pulse_plog_log_end(const struct pulse_plog *plog)
+{
+    return atomic_load_explicit(&plog->leo, memory_order_acquire);
+}
+
+bool pulse_plog_fenced(const struct pulse_plog *plog)
+{
+    return atomic_load(&plog->fenced);
+}
+
+/* The segment holding offset (greatest base <= offset, else the first), or
+ * with after set, the first segment whose base is greater than after_base.
+ * Returns an acquired reference or NULL. */
+static struct pulse_segment *find_segment(struct pulse_plog *plog, int64_t offset, bool after, int64_t after_base)
+{
+    struct pulse_segment *seg = NULL;
+
+    pthread_mutex_lock(&plog->list_lock);
+    if (plog->nsegs > 0) {
+        if (after) {
+            for (size_t i = 0; i < plog->nsegs; i++) {
+                if (plog->segs[i]->base > after_base) {
+                    seg = plog->segs[i];
+                    break;
+                }
+            }
+        } else {
+            size_t lo = 0, hi = plog->nsegs;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (plog->segs[mid]->base <= offset)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            seg = plog->segs[lo == 0 ? 0 : lo - 1];
+        }
+        if (seg != NULL)
+            pulse_segment_acquire(seg);
+    }
+    pthread_mutex_unlock(&plog->list_lock);
+    return seg;
+}
+
+/* The offset after the last record of the batch at pos. Sparse batches
+ * (compacted) need their records decoded to know it. */
+static pulse_status_t batch_end_offset(struct pulse_segment *seg, const struct pulse_batch_header *hdr, uint64_t pos,
+                                       int64_t *end_out)
+{
+    uint8_t *buf = NULL;
+    size_t total = pulse_batch_total_size(hdr);
+    int64_t last = 0;
+    pulse_status_t st = PULSE_OK;
+
+    if ((hdr->flags & PULSE_BATCH_FLAG_SPARSE) == 0) {
+        *end_out = hdr->base_offset + hdr->record_count;
+        goto out;
+    }
+    buf = pulse_malloc(total);
+    if (buf == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    if (pulse_io_pread_all(seg->io, seg->fd, buf, total, (off_t)pos) != (ssize_t)total) {
+        int err = errno;
+        PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
+        st = PULSE_IO;
+        goto out;
+    }
+    struct pulse_batch_header full;
+    st = pulse_batch_verify(buf, total, &full, &last);
+    if (st != PULSE_OK) {
+        st = PULSE_CORRUPT;
+        goto out;
+    }
+    *end_out = last + 1;
+out:
+    pulse_free(buf);
+    return st;
+}
+
+/*
+ * The slice for offset, with the reference on its segment handed to the
+ * caller in *seg_out (NULL when len is 0).
+ */
+static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_slice *out,
+                               struct pulse_segment **seg_out)
+{
+    struct pulse_segment *seg = NULL;
+    int64_t hw, ls, next = offset;
+    uint64_t first_pos = 0, len = 0;
+    bool done = false;
+    pulse_status_t st = PULSE_OK;
+
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    /* HW first: everything below it was published before it. */
+    hw = atomic_load_explicit(&plog->hw, memory_order_acquire);
+    ls = atomic_load_explicit(&plog->log_start, memory_order_acquire);
+    out->log_start = ls;
+    out->high_watermark = hw;
+    if (offset > hw) {
+        st = PULSE_RANGE;
+        goto out;
+    }
+    if (offset < ls)
+        offset = ls;
+    out->start_offset = offset;
+    next = offset;
+    if (offset >= hw)
+        goto out;
+    seg = find_segment(plog, offset, false, 0);
+    if (seg == NULL)
+        goto out;
+    if (seg->base > offset) {
+        /* A trim raced with us: the log now starts later. */
+        offset = seg->base;
+        out->start_offset = offset;
+        out->log_start = offset;
+        next = offset;
+        if (offset >= hw)
+            goto out;
+    }
+    while (!done) {
+        uint64_t bound = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
+        uint64_t pos = pulse_segment_lookup(seg, offset);
+
+        while (pos + PULSE_BATCH_HEADER_SIZE <= bound) {
+            uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
+            struct pulse_batch_header hdr;
+            int64_t bend = 0;
+            size_t total;
+            ssize_t got = pulse_io_pread_all(seg->io, seg->fd, hraw, sizeof hraw, (off_t)pos);
+
+            if (got < 0) {
+                int err = errno;
+                PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
+                st = pulse_status_from_errno(err);
+                goto out;
+            }
+            if ((size_t)got < sizeof hraw)
+                break;
+            st = pulse_batch_parse_header(hraw, (size_t)(bound - pos), &hdr);
+            if (st == PULSE_EOF) {
+                st = PULSE_OK;
+                break;
+            }
+            if (st != PULSE_OK) {
+                PULSE_ERROR("plog: %s: invalid batch header at byte %" PRIu64 "; not serving past it",
+                            seg->log_path, pos);
+                st = len > 0 ? PULSE_OK : PULSE_CORRUPT;
+                done = true;
+                break;
+            }
+            total = pulse_batch_total_size(&hdr);
+            if (hdr.base_offset >= hw) {
+                done = true;
+                break;
+            }
+            st = batch_end_offset(seg, &hdr, pos, &bend);
+            if (st != PULSE_OK) {
+                if (len > 0)
+                    st = PULSE_OK;
+                done = true;
+                break;
+            }
+            if (bend <= offset) {
+                pos += total;
+                continue;
+            }
+            if (len > 0 && len + total > max_bytes) {
+                done = true;
+                break;
+            }
+            if (len == 0)
+                first_pos = pos;
+            len += total;
+            next = bend;
+            pos += total;
+        }
+        if (len > 0 || done || st != PULSE_OK)
+            break;
+        /* Nothing at or after offset here (compaction removed it, or a
+         * corrupt sealed segment ends early): go on with the next segment. */
+        {
+            struct pulse_segment *nseg = find_segment(plog, 0, true, seg->base);
+            pulse_segment_release(seg);
+            seg = nseg;
+            if (seg == NULL)
+                break;
+        }
+    }
+out:
+    if (st == PULSE_OK || st == PULSE_RANGE) {
+        out->pos = first_pos;
+        out->len = len;
+        out->next_offset = len > 0 ? next : out->start_offset;
+    }
+    if (st == PULSE_OK && len > 0) {
+        *seg_out = seg;
+        seg = NULL;
+    } else {
+        *seg_out = NULL;
+    }
+    pulse_segment_release(seg);
+    return st;
+}
+
+pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, bool want_fd,
+                                struct pulse_slice *out)
+{
+    struct pulse_segment *seg = NULL;
+    pulse_status_t st;
+
+    st = do_slice(plog, offset, max_bytes, out, &seg);
+    if (st != PULSE_OK)
+        goto out;
+    if (want_fd && seg != NULL) {
+        int fd = fcntl(seg->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
+            int err = errno;
+            PULSE_ERROR("plog: dup of %s failed: %s", seg->log_path, strerror(err));
+            st = pulse_status_from_errno(err);
+            goto out;
+        }
+        out->fd = fd;
+    }
+out:
+    pulse_segment_release(seg);
+    return st;
+}
+
+pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
+                               struct pulse_slice *info)
+{
+    struct pulse_segment *seg = NULL;
+    struct pulse_slice sl;
+    size_t old_len = out->len;
+    uint64_t good = 0;
+    int64_t next;
+    pulse_status_t st;
+
+    st = do_slice(plog, offset, max_bytes, &sl, &seg);
+    if (st != PULSE_OK || sl.len == 0)
+        goto out;
+    next = sl.start_offset;
+    if (sl.len > SIZE_MAX) {
+        st = PULSE_TOO_LARGE;
+        goto out;
+    }
+    st = pulse_buf_reserve(out, (size_t)sl.len);
+    if (st != PULSE_OK)
+        goto out;
+    {
+        ssize_t got = pulse_io_pread_all(seg->io, seg->fd, out->data + out->len, (size_t)sl.len, (off_t)sl.pos);
+        if (got < 0 || (uint64_t)got != sl.len) {
+            int err = got < 0 ? errno : EIO;
+            PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, sl.pos, strerror(err));
+            st = pulse_status_from_errno(err);
+            goto out;
+        }
+    }
+    /* Never hand out a batch that fails its CRC: stop before it. */
+    while (good < sl.len) {
+        struct pulse_batch_header hdr;
+        int64_t last = 0;
+        const uint8_t *p = out->data + out->len + good;
+        if (pulse_batch_verify(p, (size_t)(sl.len - good), &hdr, &last) != PULSE_OK) {
+            PULSE_ERROR("plog: %s: batch at byte %" PRIu64 " fails verification; not serving it or anything "
+                        "after it in this read",
+                        seg->log_path, sl.pos + good);
+            break;
+        }
+        good += pulse_batch_total_size(&hdr);
+        next = last + 1;
+    }
+    if (good == 0) {
+        st = PULSE_CORRUPT;
+        goto out;
+    }
+    out->len += (size_t)good;
+    sl.len = good;
+    sl.next_offset = next;
+out:
+    if (st != PULSE_OK)
+        out->len = old_len;
+    if (info != NULL && (st == PULSE_OK || st == PULSE_RANGE)) {
+        sl.fd = -1;
+        *info = sl;
+    }
+    pulse_segment_release(seg);
+    return st;
+}
+
+void pulse_plog_get_stats(struct pulse_plog *plog, struct pulse_plog_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->high_watermark = pulse_plog_high_watermark(plog);
+    out->log_end = pulse_plog_log_end(plog);
+    out->log_start = pulse_plog_log_start(plog);
+    out->syncs = atomic_load(&plog->syncs);
+    out->fenced = pulse_plog_fenced(plog);
+    pthread_mutex_lock(&plog->list_lock);
+    out->segments = (uint32_t)plog->nsegs;
+    for (size_t i = 0; i < plog->nsegs; i++)
+        out->size_bytes += atomic_load_explicit(&plog->segs[i]->size, memory_order_acquire);
+    pthread_mutex_unlock(&plog->list_lock);
+}
+
+pulse_status_t pulse_plog_list_segments(struct pulse_plog *plog, struct pulse_segment_info **out, size_t *n_out)
+{
+    struct pulse_segment_info *arr = NULL;
+    size_t n;
+    pulse_status_t st = PULSE_OK;
+    int64_t hw = pulse_plog_high_watermark(plog);
+
+    pthread_mutex_lock(&plog->list_lock);
+    n = plog->nsegs;
+    arr = pulse_calloc(n > 0 ? n : 1, sizeof *arr);
+    if (arr == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct pulse_segment *seg = plog->segs[i];
+        arr[i].base_offset = seg->base;
+        arr[i].active = i == n - 1;
+        arr[i].next_offset = arr[i].active ? hw : plog->segs[i + 1]->base;
+        arr[i].size_bytes = atomic_load_explicit(&seg->size, memory_order_acquire);
+        arr[i].max_timestamp = atomic_load_explicit(&seg->max_ts, memory_order_relaxed);
+    }
+out:
+    pthread_mutex_unlock(&plog->list_lock);
+    if (st == PULSE_OK) {
+        *out = arr;
+        *n_out = n;
+    }
+    return st;
+}
+
+pulse_status_t pulse_plog_trim(struct pulse_plog *plog, size_t count, size_t *removed_out)
+{
+    struct pulse_segment **gone = NULL;
+    size_t n = 0;
+    pulse_status_t st = PULSE_OK;
+
+    pthread_mutex_lock(&plog->wlock);
+    if (atomic_load(&plog->fenced)) {
+        st = PULSE_FENCED;
+        goto out;
+    }
+    n = count < plog->nsegs - 1 ? count : plog->nsegs - 1;
+    if (n == 0)
+        goto out;
+    gone = pulse_calloc(n, sizeof *gone);
+    if (gone == NULL) {
+        st = PULSE_NOMEM;
+        n = 0;
+        goto out;
+    }
+    pthread_mutex_lock(&plog->list_lock);
+    memcpy(gone, plog->segs, n * sizeof *gone);
+    memmove(plog->segs, plog->segs + n, (plog->nsegs - n) * sizeof *plog->segs);
+    plog->nsegs -= n;
+    atomic_store_explicit(&plog->log_start, plog->segs[0]->base, memory_order_release);
+    pthread_mutex_unlock(&plog->list_lock);
+    /* Unlink at once; readers holding a reference or a dup()'ed descriptor
+     * keep the inode alive and finish with the right bytes. */
+    for (size_t i = 0; i < n; i++) {
+        if (plog->io->unlink(plog->io, gone[i]->log_path) < 0) {
+            int err = errno;
+            PULSE_ERROR("plog: unlink %s failed: %s", gone[i]->log_path, strerror(err));
+            st = pulse_status_from_errno(err);
+        }
+        if (plog->io->unlink(plog->io, gone[i]->index_path) < 0 && errno != ENOENT) {
+            int err = errno;
+            PULSE_ERROR("plog: unlink %s failed: %s", gone[i]->index_path, strerror(err));
+            st = pulse_status_from_errno(err);
+        }
+        PULSE_INFO("plog %s: trimmed segment %020" PRId64, plog->dir, gone[i]->base);
+    }
+    if (plog->io->fsync_dir(plog->io, plog->dir) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: fsync directory %s failed: %s", plog->dir, strerror(err));
+        st = pulse_status_from_errno(err);
+    }
+    /* The snapshot follows the trim so a restart trusts the trimmed state;
+     * a failure only costs the next start a full scan. */
+    (void)write_snapshot_locked(plog);
+out:
+    pthread_mutex_unlock(&plog->wlock);
+    for (size_t i = 0; i < n; i++)
+        pulse_segment_release(gone[i]);
+    pulse_free(gone);
+    if (removed_out != NULL)
+        *removed_out = n;
+    return st;
+}
+
+static pulse_status_t mkdir_p(const struct pulse_io *io, const char *dir)
+{
+    char *tmp = pulse_strdup(dir);
+    pulse_status_t st = PULSE_OK;
+
+    if (tmp == NULL)
+        return PULSE_NOMEM;
+    for (char *p = tmp + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (io->mkdir(io, tmp, 0755) < 0 && errno != EEXIST) {
+                int err = errno;
+                PULSE_ERROR("plog: mkdir %s failed: %s", tmp, strerror(err));
+                st = pulse_status_from_errno(err);
+                break;
+            }
+            *p = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    pulse_free(tmp);
+    return st;
+}
+
+static void plog_free(struct pulse_plog *plog)
+{
+    if (plog == NULL)
+        return;
+    for (size_t i = 0; i < plog->nsegs; i++)
+        pulse_segment_release(plog->segs[i]);
+    pulse_free(plog->segs);
+    pthread_mutex_destroy(&plog->wlock);
+    pthread_mutex_destroy(&plog->list_lock);
+    pthread_mutex_destroy(&plog->sync_lock);
+    pthread_cond_destroy(&plog->sync_cond);
+    pulse_free(plog->dir);
+    pulse_free(plog);
+}
+
+pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *cfg, struct pulse_plog **plog_out,
+                               struct pulse_plog_recovery *rec_out)
+{
+    struct pulse_plog *plog = NULL;
+    struct pulse_recover_result res = {NULL, 0, 0};
+    struct pulse_plog_recovery rec;
+    const struct pulse_io *io;
+    pulse_status_t st = PULSE_OK;
+
+    if (dir == NULL || cfg == NULL || plog_out == NULL || dir[0] == '\0' ||
+        cfg->segment_max_bytes < PULSE_PLOG_MIN_SEGMENT_BYTES ||
+        cfg->segment_max_bytes > PULSE_PLOG_MAX_SEGMENT_BYTES ||
+        (cfg->sync_mode != PULSE_SYNC_EVERY_WRITE && cfg->sync_mode != PULSE_SYNC_INTERVAL)) {
+        st = PULSE_INVALID;
+        goto out;
+    }
+    io = cfg->io != NULL ? cfg->io : pulse_io_posix();
+    plog = pulse_calloc(1, sizeof *plog);
+    if (plog == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    pthread_mutex_init(&plog->wlock, NULL);
+    pthread_mutex_init(&plog->list_lock, NULL);
+    pthread_mutex_init(&plog->sync_lock, NULL);
+    pthread_cond_init(&plog->sync_cond, NULL);
+    plog->cfg = *cfg;
+    plog->cfg.io = io;
+    plog->io = io;
+    plog->dir = pulse_strdup(dir);
+    if (plog->dir == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    st = mkdir_p(io, dir);
+    if (st != PULSE_OK)
+        goto out;
+    st = pulse_recover_run(io, dir, cfg->index_interval_bytes, &res, &rec);
+    if (st != PULSE_OK)
+        goto out;
+    plog->segs = res.segs;
+    plog->nsegs = res.n;
+    plog->cap = res.n;
+    res.segs = NULL;
+    /* Recovery synced everything it kept: all of it is durable. */
+    atomic_init(&plog->hw, res.leo);
+    atomic_init(&plog->leo, res.leo);
+    atomic_init(&plog->log_start, plog->segs[0]->base);
+    atomic_init(&plog->fenced, false);
+    atomic_init(&plog->syncs, 0);
+    atomic_init(&plog->last_sync_us, pulse_clock_mono_us());
+    if (rec_out != NULL)
+        *rec_out = rec;
+    *plog_out = plog;
+    plog = NULL;
+out:
+    plog_free(plog);
+    return st;
+}
+
+pulse_status_t pulse_plog_close(struct pulse_plog *plog)
+{
+    pulse_status_t st = PULSE_OK;
+
+    if (plog == NULL)
+        return PULSE_OK;
+    if (!atomic_load(&plog->fenced) && pulse_plog_needs_sync(plog))
+        st = pulse_plog_sync(plog);
+    if (st == PULSE_OK && !atomic_load(&plog->fenced)) {
+        pthread_mutex_lock(&plog->wlock);
+        st = write_snapshot_locked(plog);
+        pthread_mutex_unlock(&plog->wlock);
+    }
+    if (st == PULSE_OK && atomic_load(&plog->fenced))
+        st = PULSE_FENCED;
+    plog_free(plog);
+    return st;
+}

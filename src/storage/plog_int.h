@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * plog_int.h - the inside of struct pulse_plog, for plog.c, its tests and a
+ * later compaction module of src/storage. Never included outside
+ * src/storage and its unit tests.
+ *
+ * Lock order: wlock -> list_lock, wlock -> sync_lock; list_lock and
+ * sync_lock are never held together, and nothing is waited for (no I/O, no
+ * condition wait) while list_lock is held.
+ */
+#ifndef PULSE_STORAGE_PLOG_INT_H
+#define PULSE_STORAGE_PLOG_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/plog.h"
+
+struct pulse_segment;
+
+struct pulse_plog {
+    char *dir; /* owned */
+    struct pulse_plog_config cfg;
+    const struct pulse_io *io;
+
+    /* Serializes appends, rotation, trim and the sync leader's capture of
+     * its target. Readers never take it. */
+    pthread_mutex_t wlock;
+
+    /* Guards the segment array for readers. Changed only with wlock held
+     * too, so the writer may read it (and the active segment, the last one)
+     * under wlock alone. Each listed segment holds one reference. */
+    pthread_mutex_t list_lock;
+    struct pulse_segment **segs;
+    size_t nsegs;
+    size_t cap;
+
+    /* Group commit: at most one leader runs an fdatasync; followers wait on
+     * sync_cond. HW, durable sizes and fenced change under sync_lock. */
+    pthread_mutex_t sync_lock;
+    pthread_cond_t sync_cond;
+    bool syncing;
+
+    _Atomic int64_t hw;
+    _Atomic int64_t leo;
+    _Atomic int64_t log_start;
+    atomic_bool fenced;
+    _Atomic uint64_t syncs;
+    _Atomic int64_t last_sync_us; /* monotonic time of the last good sync */
+};
+
+#endif

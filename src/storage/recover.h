@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * recover.h - log recovery at open (storage contract sections 7 and 8).
+ *
+ * Turns whatever a crash left in a partition directory into a list of
+ * segments whose every byte below its published bound is a whole,
+ * CRC-valid batch, with the active segment's torn tail cut off and synced.
+ * Internal to src/storage (used by plog.c).
+ */
+#ifndef PULSE_STORAGE_RECOVER_H
+#define PULSE_STORAGE_RECOVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+struct pulse_io;
+struct pulse_segment;
+struct pulse_plog_recovery;
+
+struct pulse_recover_result {
+    struct pulse_segment **segs; /* owned array, oldest first; the last is active */
+    size_t n;
+    int64_t leo;
+};
+
+/*
+ * Recovers dir (which must exist): removes .tmp-* leftovers, then takes the
+ * snapshot fast path when the snapshot matches the files, else the full
+ * scan. Creates the first segment of an empty directory. On PULSE_OK, res
+ * holds one reference per segment (the caller releases them and frees
+ * segs); rec (never NULL) says what was done. On failure res is untouched.
+ * Thread: the opener only; nothing else may use dir meanwhile.
+ */
+pulse_status_t pulse_recover_run(const struct pulse_io *io, const char *dir, uint32_t index_interval,
+                                 struct pulse_recover_result *res, struct pulse_plog_recovery *rec);
+
+#endif

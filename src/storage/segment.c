@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * segment.c - segment files, their sparse index file, and the batch scanner
+ * used by recovery (storage contract sections 2, 4, 7).
+ *
+ * Files are opened with O_CREAT and never O_TRUNC: reopening a log must never
+ * lose its tail. Data is only ever written with pwrite at an explicit
+ * position (plog.c); nothing here depends on a file position.
+ *
+ * The index file is a flat array of 8-byte entries. Entry i is written at
+ * byte 8*i when the writer adds it, and flushed together with the data by
+ * the log's sync, so an index on disk is at most a few entries behind its
+ * data. It is only a hint: recovery checks every entry against the data it
+ * points at and rewrites the file whole when it had to rebuild it.
+ */
+#include "storage/segment.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "storage/batch.h"
+#include "storage/io.h"
+
+char *pulse_segment_path(const char *dir, int64_t base, const char *ext)
+{
+    size_t need = strlen(dir) + 1 + 20 + 1 + strlen(ext) + 1;
+    char *p = pulse_malloc(need);
+    if (p == NULL)
+        return NULL;
+    snprintf(p, need, "%s/%020" PRId64 ".%s", dir, base, ext);
+    return p;
+}
+
+bool pulse_segment_parse_name(const char *name, int64_t *base_out)
+{
+    uint64_t v = 0;
+
+    if (strlen(name) != 24 || strcmp(name + 20, ".log") != 0)
+        return false;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return false;
+        uint64_t d = (uint64_t)(name[i] - '0');
+        if (v > ((uint64_t)INT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *base_out = (int64_t)v;
+    return true;
+}
+
+pulse_status_t pulse_segment_open(const struct pulse_io *io, const char *dir, int64_t base,
+                                  struct pulse_segment **seg_out)
+{
+    struct pulse_segment *seg = NULL;
+    pulse_status_t st = PULSE_OK;
+
+    seg = pulse_calloc(1, sizeof *seg);
+    if (seg == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    seg->io = io;
+    seg->base = base;
+    seg->fd = -1;
+    seg->index_fd = -1;
+    atomic_init(&seg->refs, 1);
+    pthread_mutex_init(&seg->index_lock, NULL);
+    pulse_index_init(&seg->index);
+    atomic_init(&seg->size, 0);
+    atomic_init(&seg->durable_size, 0);
+    atomic_init(&seg->next_offset, base);
+    atomic_init(&seg->max_ts, INT64_MIN);
+    atomic_init(&seg->index_synced, 0);
+    seg->log_path = pulse_segment_path(dir, base, "log");
+    seg->index_path = pulse_segment_path(dir, base, "index");
+    if (seg->log_path == NULL || seg->index_path == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    /* No O_TRUNC, ever: a reopened segment keeps every byte it had. */
+    seg->fd = io->open(io, seg->log_path, O_CREAT | O_RDWR, 0644);
+    if (seg->fd < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: open %s failed: %s", seg->log_path, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    seg->index_fd = io->open(io, seg->index_path, O_CREAT | O_RDWR, 0644);
+    if (seg->index_fd < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: open %s failed: %s", seg->index_path, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    *seg_out = seg;
+    seg = NULL;
+out:
+    pulse_segment_release(seg);
+    return st;
+}
+
+void pulse_segment_acquire(struct pulse_segment *seg)
+{
+    atomic_fetch_add_explicit(&seg->refs, 1, memory_order_relaxed);
+}
+
+void pulse_segment_release(struct pulse_segment *seg)
+{
+    if (seg == NULL)
+        return;
+    if (atomic_fetch_sub_explicit(&seg->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (seg->fd >= 0)
+        seg->io->close(seg->io, seg->fd);
+    if (seg->index_fd >= 0)
+        seg->io->close(seg->io, seg->index_fd);
+    pulse_index_fini(&seg->index);
+    pthread_mutex_destroy(&seg->index_lock);
+    pulse_free(seg->log_path);
+    pulse_free(seg->index_path);
+    pulse_free(seg);
+}
+
+pulse_status_t pulse_segment_index_add(struct pulse_segment *seg, uint32_t rel_offset, uint32_t rel_pos)
+{
+    struct pulse_index_entry e = {rel_offset, rel_pos};
+    uint8_t raw[PULSE_INDEX_ENTRY_SIZE];
+    size_t slot;
+    pulse_status_t st;
+
+    pthread_mutex_lock(&seg->index_lock);
+    st = pulse_index_append(&seg->index, rel_offset, rel_pos);
+    slot = seg->index.n - 1;
+    pthread_mutex_unlock(&seg->index_lock);
+    if (st != PULSE_OK)
+        return st;
+    pulse_index_encode_entry(&e, raw);
+    if (pulse_io_pwrite_all(seg->io, seg->index_fd, raw, sizeof raw, (off_t)slot * PULSE_INDEX_ENTRY_SIZE, NULL) <
+        0) {
+        int err = errno;
+        PULSE_ERROR("segment: pwrite %s failed: %s", seg->index_path, strerror(err));
+        return pulse_status_from_errno(err);
+    }
+    seg->index_written = slot + 1;
+    return PULSE_OK;
+}
+
+uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset)
+{
+    struct pulse_index_entry e;
+    uint64_t pos = 0;
+    int64_t rel = offset - seg->base;
+
+    if (rel <= 0)
+        return 0;
+    if (rel > (int64_t)UINT32_MAX)
+        rel = UINT32_MAX;
+    pthread_mutex_lock(&seg->index_lock);
+    if (pulse_index_lookup(&seg->index, (uint32_t)rel, &e))
+        pos = e.rel_pos;
+    pthread_mutex_unlock(&seg->index_lock);
+    return pos;
+}
+
+pulse_status_t pulse_segment_rewrite_index(struct pulse_segment *seg)
+{
+    uint8_t *raw = NULL;
+    size_t n = seg->index.n;
+    size_t len = n * PULSE_INDEX_ENTRY_SIZE;
+    pulse_status_t st = PULSE_OK;
+
+    raw = pulse_malloc(len > 0 ? len : 1);
+    if (raw == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        pulse_index_encode_entry(&seg->index.entries[i], raw + i * PULSE_INDEX_ENTRY_SIZE);
+    /* Written in place rather than via rename: a crash halfway leaves an
+     * index that fails validation, and recovery rebuilds it again. */
+    if (pulse_io_pwrite_all(seg->io, seg->index_fd, raw, len, 0, NULL) < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: pwrite %s failed: %s", seg->index_path, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    if (seg->io->ftruncate(seg->io, seg->index_fd, (off_t)len) < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: ftruncate %s failed: %s", seg->index_path, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    if (seg->io->fdatasync(seg->io, seg->index_fd) < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: fdatasync %s failed: %s", seg->index_path, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    seg->index_written = n;
+    atomic_store_explicit(&seg->index_synced, n, memory_order_release);
+out:
+    pulse_free(raw);
+    return st;
+}
+
+static int64_t batch_max_ts(const struct pulse_batch_header *hdr)
+{
+    return hdr->first_timestamp > hdr->last_timestamp ? hdr->first_timestamp : hdr->last_timestamp;
+}
+
+pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file_size, bool *clean_out,
+                                        int64_t *max_ts_io)
+{
+    uint8_t *raw = NULL;
+    uint64_t isize = 0;
+    bool clean = false;
+    int64_t max_ts = *max_ts_io;
+    pulse_status_t st = PULSE_OK;
+
+    if (seg->io->fsize(seg->io, seg->index_fd, &isize) < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    /* An index can never need more than one entry per batch header of data. */
+    if (isize > (file_size / PULSE_BATCH_HEADER_SIZE + 1) * PULSE_INDEX_ENTRY_SIZE)
+        isize = (file_size / PULSE_BATCH_HEADER_SIZE + 1) * PULSE_INDEX_ENTRY_SIZE;
+    raw = pulse_malloc(isize > 0 ? (size_t)isize : 1);
+    if (raw == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    ssize_t got = pulse_io_pread_all(seg->io, seg->index_fd, raw, (size_t)isize, 0);
+    if (got < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: pread %s failed: %s", seg->index_path, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    st = pulse_index_decode(&seg->index, raw, (size_t)got, &clean);
+    if (st != PULSE_OK)
+        goto out;
+    {
+        uint64_t full = 0;
+        if (seg->io->fsize(seg->io, seg->index_fd, &full) == 0 && full != (uint64_t)got)
+            clean = false;
+    }
+    /* The first batch of a segment always has the entry (0, 0). */
+    if (seg->index.n > 0 && (seg->index.entries[0].rel_offset != 0 || seg->index.entries[0].rel_pos != 0)) {
+        pulse_index_truncate(&seg->index, 0);
+        clean = false;
+    }
+    /* Every entry must point at a batch header carrying its offset: this is
+     * what catches an index left over from before a compaction or pointing
+     * into the middle of a batch. */
+    for (size_t i = 0; i < seg->index.n; i++) {
+        const struct pulse_index_entry *e = &seg->index.entries[i];
+        uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
+        struct pulse_batch_header hdr;
+
+        if ((uint64_t)e->rel_pos + PULSE_BATCH_HEADER_SIZE > file_size) {
+            pulse_index_truncate(&seg->index, i);
+            clean = false;
+            break;
+        }
+        got = pulse_io_pread_all(seg->io, seg->fd, hraw, sizeof hraw, (off_t)e->rel_pos);
+        if (got < 0) {
+            int err = errno;
+            PULSE_ERROR("segment: pread %s failed: %s", seg->log_path, strerror(err));
+            st = pulse_status_from_errno(err);
+            goto out;
+        }
+        if ((size_t)got < sizeof hraw ||
+            pulse_batch_parse_header(hraw, file_size - e->rel_pos, &hdr) != PULSE_OK ||
+            hdr.base_offset != seg->base + (int64_t)e->rel_offset) {
+            pulse_index_truncate(&seg->index, i);
+            clean = false;
+            break;
+        }
+        if (batch_max_ts(&hdr) > max_ts)
+            max_ts = batch_max_ts(&hdr);
+    }
+    *clean_out = clean;
+    *max_ts_io = max_ts;
+out:
+    pulse_free(raw);
+    return st;
+}
+
+pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64_t expect_offset,
+                                  int64_t limit_offset, uint64_t file_size, uint32_t interval,
+                                  uint64_t since_entry, int64_t max_ts, struct pulse_segment_scan *out)
+{
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    pulse_status_t st = PULSE_OK;
+    pulse_status_t stop = PULSE_OK;
+
+    while (pos < file_size) {
+        uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
+        struct pulse_batch_header hdr;
+        int64_t last = 0;
+        size_t total;
+        ssize_t got;
+
+        if (file_size - pos < PULSE_BATCH_HEADER_SIZE) {
+            stop = PULSE_EOF;
+            break;
+        }
+        got = pulse_io_pread_all(seg->io, seg->fd, hraw, sizeof hraw, (off_t)pos);
+        if (got < 0) {
+            int err = errno;
+            PULSE_ERROR("segment: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
+            st = pulse_status_from_errno(err);
+            goto out;
+        }
+        if ((size_t)got < sizeof hraw) {
+            stop = PULSE_EOF;
+            break;
+        }
+        /* parse_header reports EOF when batchLen runs past the bytes left:
+         * that is a torn write, not corruption. */
+        stop = pulse_batch_parse_header(hraw, (size_t)(file_size - pos), &hdr);
+        if (stop != PULSE_OK)
+            break;
+        total = pulse_batch_total_size(&hdr);
+        if (total > cap) {
+            uint8_t *nb = pulse_realloc(buf, total);
+            if (nb == NULL) {
+                st = PULSE_NOMEM;
+                goto out;
+            }
+            buf = nb;
+            cap = total;
+        }
+        got = pulse_io_pread_all(seg->io, seg->fd, buf, total, (off_t)pos);
+        if (got < 0) {
+            int err = errno;
+            PULSE_ERROR("segment: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
+            st = pulse_status_from_errno(err);
+            goto out;
+        }
+        if ((size_t)got < total) {
+            stop = PULSE_EOF;
+            break;
+        }
+        stop = pulse_batch_verify(buf, total, &hdr, &last);
+        if (stop != PULSE_OK)
+            break;
+        /* Offsets only ever grow, stay inside the segment's range and must
+         * be expressible in the 32-bit index. */
+        if (hdr.base_offset < expect_offset || last >= limit_offset || last < hdr.base_offset ||
+            hdr.base_offset - seg->base > (int64_t)UINT32_MAX || pos > UINT32_MAX) {
+            stop = PULSE_CORRUPT;
+            break;
+        }
+        if (seg->index.n == 0 || since_entry >= interval) {
+            pthread_mutex_lock(&seg->index_lock);
+            st = pulse_index_append(&seg->index, (uint32_t)(hdr.base_offset - seg->base), (uint32_t)pos);
+            pthread_mutex_unlock(&seg->index_lock);
+            if (st != PULSE_OK)
+                goto out;
+            since_entry = 0;
+        }
+        since_entry += total;
+        if (batch_max_ts(&hdr) > max_ts)
+            max_ts = batch_max_ts(&hdr);
+        expect_offset = last + 1;
+        pos += total;
+    }
+    out->end_pos = pos;
+    out->next_offset = expect_offset;
+    out->max_ts = max_ts;
+    out->since_entry = since_entry;
+    out->stop = stop;
+out:
+    pulse_free(buf);
+    return st;
+}

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * segment.h - one segment of a partition log: the data file
+ * NNNNNNNNNNNNNNNNNNNN.log, its sparse index NNNNNNNNNNNNNNNNNNNN.index, and
+ * the bounds published to lock-free readers (storage contract sections 2, 4).
+ *
+ * Internal to src/storage: the struct is visible so that plog.c and
+ * recover.c can reach the published bounds without a call per field; other
+ * layers only see struct pulse_plog.
+ *
+ * Lifetime: a segment is reference counted. pulse_segment_open returns one
+ * reference; the segment list of the log holds one per listed segment;
+ * readers hold one while they pread. The last pulse_segment_release closes
+ * the descriptors, so a segment that trim unlinked stays readable until then.
+ *
+ * Locks:
+ *   - the log's writer lock guards the writer-only fields (marked W) and the
+ *     stores to the atomic bounds;
+ *   - index_lock guards index (the writer appends, readers look up);
+ *   - atomics are published with release and read with acquire.
+ */
+#ifndef PULSE_STORAGE_SEGMENT_H
+#define PULSE_STORAGE_SEGMENT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "storage/index.h"
+
+struct pulse_io;
+
+/* "%020" PRId64 ".index" plus NUL */
+#define PULSE_SEGMENT_NAME_MAX 32
+
+struct pulse_segment {
+    const struct pulse_io *io;
+    int64_t base;        /* base offset, from the file name */
+    int fd;              /* data file, read/write */
+    int index_fd;        /* index file, read/write */
+    char *log_path;      /* owned */
+    char *index_path;    /* owned */
+    atomic_uint refs;
+
+    pthread_mutex_t index_lock;
+    struct pulse_index index; /* index_lock */
+
+    _Atomic uint64_t size;         /* written byte end (readable end once sealed) */
+    _Atomic uint64_t durable_size; /* readers never read at or past this */
+    _Atomic int64_t next_offset;   /* offset after the last batch in the file */
+    _Atomic int64_t max_ts;        /* newest record timestamp, INT64_MIN if none */
+    _Atomic size_t index_synced;   /* entries known durable in the index file */
+
+    uint64_t since_entry;  /* W: data bytes appended since the last index entry */
+    size_t index_written;  /* W: entries written to the index file */
+};
+
+/* Formats "<dir>/<base %020>.<ext>" into a new string (pulse_free). NULL on
+ * out of memory. */
+char *pulse_segment_path(const char *dir, int64_t base, const char *ext);
+
+/* Parses a segment data file name "<20 digits>.log". Returns false for any
+ * other name. */
+bool pulse_segment_parse_name(const char *name, int64_t *base_out);
+
+/*
+ * Opens (creating when missing, never truncating) the data and index files
+ * of the segment with this base in dir. The caller owns one reference.
+ * Bounds start at zero; the caller sets them (recovery or rotation).
+ * Creating files does not fsync the directory: the caller must, before
+ * anything in the segment is acknowledged.
+ */
+pulse_status_t pulse_segment_open(const struct pulse_io *io, const char *dir, int64_t base,
+                                  struct pulse_segment **seg_out);
+
+void pulse_segment_acquire(struct pulse_segment *seg);
+/* Drops a reference; the last one closes the files and frees. NULL ok. */
+void pulse_segment_release(struct pulse_segment *seg);
+
+/* Adds an index entry in memory and writes it to the index file at its slot.
+ * PULSE_IO/PULSE_NOSPACE on a write failure (logged), PULSE_NOMEM,
+ * PULSE_INVALID when out of order. Locks: takes index_lock; caller holds the
+ * writer lock. */
+pulse_status_t pulse_segment_index_add(struct pulse_segment *seg, uint32_t rel_offset, uint32_t rel_pos);
+
+/* Finds where to start decoding for offset: the position of the greatest
+ * index entry at or before it (0 when none). Locks: index_lock briefly. */
+uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset);
+
+/* Writes the in-memory index over the index file whole, cuts the file to
+ * its length and fdatasyncs it. Used after recovery rebuilt an index. */
+pulse_status_t pulse_segment_rewrite_index(struct pulse_segment *seg);
+
+/* Loads the index file into seg->index (which must be empty), keeping only
+ * the prefix of entries that are sorted, lie below file_size and point at a
+ * batch header whose base offset is base + relativeOffset. *clean_out tells
+ * whether the whole file was accepted. PULSE_IO/PULSE_NOMEM. */
+pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file_size, bool *clean_out,
+                                        int64_t *max_ts_io);
+
+/* What a scan found. */
+struct pulse_segment_scan {
+    uint64_t end_pos;     /* end of the last valid batch */
+    int64_t next_offset;  /* offset after the last valid batch's last record */
+    int64_t max_ts;       /* max of the timestamps seen, and of the input */
+    uint64_t since_entry; /* bytes since the last index entry at end_pos */
+    pulse_status_t stop;  /* PULSE_OK: ended exactly at file_size;
+                             PULSE_EOF: a batch overruns file_size (torn);
+                             PULSE_CORRUPT: a bad header, CRC or offset */
+};
+
+/*
+ * Decodes and CRC-verifies batches from byte pos up to file_size. A batch is
+ * accepted when it verifies, its base is >= the previous end (expect_offset
+ * at the start) and its last offset is below limit_offset. Every accepted
+ * batch that is first in the index or comes at least interval bytes after
+ * the previous entry gets an in-memory index entry (since_entry carries the
+ * count in; pass UINT64_MAX to force an entry for the first batch).
+ * Returns PULSE_OK with *out filled, or PULSE_IO/PULSE_NOMEM for a failure
+ * of the scan itself (not of the data).
+ */
+pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64_t expect_offset,
+                                  int64_t limit_offset, uint64_t file_size, uint32_t interval,
+                                  uint64_t since_entry, int64_t max_ts, struct pulse_segment_scan *out);
+
+#endif

@@ -1,0 +1,444 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_fault.c - durability under injected failures (tests/lib/faultio):
+ * group commit shares fdatasyncs and never acknowledges before one covers
+ * the batch; a failed write or sync fences the log, returns IO/NOSPACE once
+ * and FENCED after, never advances HW; a short write is cut back; a
+ * simulated power cut keeps every acknowledged batch.
+ */
+#include "plogtest.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "faultio.h"
+#include "storage/io.h"
+
+struct env {
+    char *dir;
+    struct faultio *fio;
+    struct pulse_plog *plog;
+    struct pulse_plog_config cfg;
+};
+
+static void env_open(struct env *e, uint64_t seg, enum pulse_sync_mode mode)
+{
+    memset(e, 0, sizeof *e);
+    e->dir = pt_tmpdir();
+    e->fio = faultio_create();
+    ck_assert_ptr_nonnull(e->fio);
+    pt_cfg(&e->cfg, seg, 4096, faultio_io(e->fio));
+    e->cfg.sync_mode = mode;
+    e->cfg.sync_interval_ms = 3600 * 1000;
+    ck_assert_int_eq(pulse_plog_open(e->dir, &e->cfg, &e->plog, NULL), PULSE_OK);
+}
+
+static void env_close(struct env *e)
+{
+    (void)pulse_plog_close(e->plog);
+    faultio_destroy(e->fio);
+    pt_cleanup(e->dir);
+}
+
+/* Reopens the directory with the plain POSIX io and returns the log. */
+static struct pulse_plog *reopen_posix(const char *dir, uint64_t seg, struct pulse_plog_recovery *rec)
+{
+    struct pulse_plog_config cfg;
+    struct pulse_plog *plog = NULL;
+    pt_cfg(&cfg, seg, 4096, NULL);
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, rec), PULSE_OK);
+    return plog;
+}
+
+static pulse_status_t append_one(struct pulse_plog *plog, uint64_t id, uint32_t n, int64_t *base)
+{
+    struct pulse_buf b;
+    pulse_buf_init(&b, 1 << 20);
+    pt_batch(&b, id, n, 64, 0);
+    pulse_status_t st = pulse_plog_append(plog, b.data, b.len, base);
+    pulse_buf_fini(&b);
+    return st;
+}
+
+struct gc_arg {
+    struct env *e;
+    int thread;
+    int appends;
+    atomic_int *violations;
+};
+
+static void *gc_worker(void *p)
+{
+    struct gc_arg *a = p;
+    struct pulse_buf b;
+    char path[512];
+    pt_path(path, sizeof path, a->e->dir, 0, "log");
+    pulse_buf_init(&b, 1 << 20);
+    for (int i = 0; i < a->appends; i++) {
+        int64_t base = -1;
+        struct pulse_slice sl;
+        pt_batch(&b, (uint64_t)a->thread * 100000 + (uint64_t)i, 1, 64, 0);
+        if (pulse_plog_append(a->e->plog, b.data, b.len, &base) != PULSE_OK) {
+            atomic_fetch_add(a->violations, 1);
+            continue;
+        }
+        /* Acknowledged: an fdatasync must already cover the whole batch. */
+        if (pulse_plog_slice(a->e->plog, base, 1, false, &sl) != PULSE_OK || sl.len == 0 ||
+            faultio_synced_size(a->e->fio, path) < sl.pos + sl.len || pulse_plog_high_watermark(a->e->plog) <= base)
+            atomic_fetch_add(a->violations, 1);
+    }
+    pulse_buf_fini(&b);
+    return NULL;
+}
+
+static atomic_int observed_ok;
+
+static void observer(void *arg, int64_t us, bool ok)
+{
+    (void)arg;
+    (void)us;
+    if (ok)
+        atomic_fetch_add(&observed_ok, 1);
+}
+
+START_TEST(test_concurrent_appenders_share_fdatasyncs_and_none_is_acked_before_its_sync)
+{
+    struct env e;
+    enum { THREADS = 8, APPENDS = 200 };
+    pthread_t th[THREADS];
+    struct gc_arg args[THREADS];
+    atomic_int violations;
+    atomic_init(&violations, 0);
+    atomic_init(&observed_ok, 0);
+    memset(&e, 0, sizeof e);
+    e.dir = pt_tmpdir();
+    e.fio = faultio_create();
+    pt_cfg(&e.cfg, 1 << 24, 4096, faultio_io(e.fio));
+    e.cfg.sync_observer = observer;
+    ck_assert_int_eq(pulse_plog_open(e.dir, &e.cfg, &e.plog, NULL), PULSE_OK);
+    /* A disk that takes a while per sync, so appenders really overlap. */
+    faultio_set_sync_delay_us(e.fio, 500);
+    unsigned long before = faultio_count(e.fio, FAULTIO_FDATASYNC);
+    for (int i = 0; i < THREADS; i++) {
+        args[i] = (struct gc_arg){&e, i, APPENDS, &violations};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, gc_worker, &args[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    unsigned long syncs = faultio_count(e.fio, FAULTIO_FDATASYNC) - before;
+    ck_assert_int_eq(atomic_load(&violations), 0);
+    ck_assert_int_eq(pulse_plog_log_end(e.plog), THREADS * APPENDS);
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), THREADS * APPENDS);
+    ck_assert_uint_lt(syncs, THREADS * APPENDS / 2);
+    ck_assert_uint_gt(syncs, 0);
+    struct pulse_plog_stats st;
+    pulse_plog_get_stats(e.plog, &st);
+    ck_assert_uint_eq(st.syncs, (uint64_t)atomic_load(&observed_ok));
+    /* Every record is there exactly once. */
+    struct pt_log l = {0};
+    pt_read_all(e.plog, 0, 1 << 20, &l);
+    ck_assert_uint_eq(l.n, THREADS * APPENDS);
+    pt_log_free(&l);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_failed_fdatasync_fences_the_log_and_hw_does_not_advance)
+{
+    struct env e;
+    int64_t base;
+    env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
+    ck_assert_int_eq(append_one(e.plog, 0, 3, &base), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 3);
+    faultio_fail_nth(e.fio, FAULTIO_FDATASYNC, 1, EIO);
+    ck_assert_int_eq(append_one(e.plog, 3, 3, &base), PULSE_IO);
+    ck_assert(pulse_plog_fenced(e.plog));
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 3);
+    unsigned long syncs = faultio_count(e.fio, FAULTIO_FDATASYNC);
+    /* Sticky: never retried, every later call is refused. */
+    ck_assert_int_eq(append_one(e.plog, 6, 1, &base), PULSE_FENCED);
+    ck_assert_int_eq(pulse_plog_sync(e.plog), PULSE_FENCED);
+    ck_assert_int_eq(pulse_plog_wait_durable(e.plog, 6), PULSE_FENCED);
+    ck_assert_uint_eq(faultio_count(e.fio, FAULTIO_FDATASYNC), syncs);
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 3);
+    struct pulse_slice sl;
+    ck_assert_int_eq(pulse_plog_slice(e.plog, 3, 1, false, &sl), PULSE_OK);
+    ck_assert_uint_eq(sl.len, 0);
+    ck_assert_int_eq(pulse_plog_close(e.plog), PULSE_FENCED);
+    e.plog = NULL;
+    /* Recovery decides: the acknowledged batch is there. */
+    struct pulse_plog *plog = reopen_posix(e.dir, 1 << 20, NULL);
+    ck_assert_int_ge(pulse_plog_log_end(plog), 3);
+    ck_assert(!pulse_plog_fenced(plog));
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_enospc_on_write_returns_nospace_then_fenced)
+{
+    struct env e;
+    int64_t base;
+    char p[512];
+    env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
+    ck_assert_int_eq(append_one(e.plog, 0, 2, &base), PULSE_OK);
+    pt_path(p, sizeof p, e.dir, 0, "log");
+    long long size = pt_file_size(p);
+    faultio_fail_nth(e.fio, FAULTIO_PWRITE, 1, ENOSPC);
+    ck_assert_int_eq(append_one(e.plog, 2, 2, &base), PULSE_NOSPACE);
+    ck_assert_int_eq(append_one(e.plog, 2, 2, &base), PULSE_FENCED);
+    ck_assert_int_eq(pt_file_size(p), size);
+    ck_assert_int_eq(pulse_plog_log_end(e.plog), 2);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_short_write_is_cut_back_to_the_durable_size)
+{
+    struct env e;
+    int64_t base = -1;
+    char p[512];
+    env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
+    ck_assert_int_eq(append_one(e.plog, 0, 2, &base), PULSE_OK);
+    pt_path(p, sizeof p, e.dir, 0, "log");
+    long long size = pt_file_size(p);
+    /* 10 bytes land, then the device is full. */
+    faultio_short_write_nth(e.fio, 1, 10, ENOSPC);
+    ck_assert_int_eq(append_one(e.plog, 2, 2, &base), PULSE_NOSPACE);
+    ck_assert(pulse_plog_fenced(e.plog));
+    ck_assert_int_eq(pt_file_size(p), size);
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 2);
+    ck_assert_int_eq(pulse_plog_close(e.plog), PULSE_FENCED);
+    e.plog = NULL;
+    struct pulse_plog_recovery rec;
+    struct pulse_plog *plog = reopen_posix(e.dir, 1 << 20, &rec);
+    ck_assert_uint_eq(rec.truncated_bytes, 0);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 2);
+    ck_assert_int_eq(append_one(plog, 2, 2, &base), PULSE_OK);
+    ck_assert_int_eq(base, 2);
+    struct pt_log l = {0};
+    pt_read_all(plog, 0, 1 << 20, &l);
+    ck_assert_uint_eq(l.n, 4);
+    ck_assert_uint_eq(l.ids[3], 3);
+    pt_log_free(&l);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_waiters_of_a_failed_sync_get_fenced_and_the_leader_gets_io)
+{
+    struct env e;
+    struct pulse_buf b;
+    int64_t base, end1, end2;
+    env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
+    pulse_buf_init(&b, 1 << 20);
+    pt_batch(&b, 0, 2, 64, 0);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end1), PULSE_OK);
+    pt_batch(&b, 2, 2, 64, 0);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end2), PULSE_OK);
+    ck_assert_int_eq(end2, 4);
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 0);
+    faultio_fail_nth(e.fio, FAULTIO_FDATASYNC, 1, EIO);
+    ck_assert_int_eq(pulse_plog_wait_durable(e.plog, end1), PULSE_IO);
+    ck_assert_int_eq(pulse_plog_wait_durable(e.plog, end2), PULSE_FENCED);
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 0);
+    pulse_buf_fini(&b);
+    env_close(&e);
+}
+END_TEST
+
+struct race {
+    struct env *e;
+    pulse_status_t st;
+};
+
+/* Runs inside the leader's fdatasync: another append's write fails now. */
+static void fail_write_during_sync(void *arg)
+{
+    struct race *r = arg;
+    int64_t base;
+    faultio_set_sync_hook(r->e->fio, NULL, NULL);
+    faultio_fail_nth(r->e->fio, FAULTIO_PWRITE, 1, EIO);
+    r->st = append_one(r->e->plog, 100, 1, &base);
+}
+
+START_TEST(test_a_sync_that_finishes_after_a_fence_does_not_publish_hw)
+{
+    struct env e;
+    struct pulse_buf b;
+    int64_t base, end;
+    char p[512];
+    env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
+    pulse_buf_init(&b, 1 << 20);
+    pt_batch(&b, 0, 2, 64, 0);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end), PULSE_OK);
+    pulse_buf_fini(&b);
+    struct race r = {&e, PULSE_OK};
+    faultio_set_sync_hook(e.fio, fail_write_during_sync, &r);
+    /* The leader captured [0, end) and is syncing when the failed write
+     * fences the log and cuts the file back to its durable size (0). */
+    ck_assert_int_eq(pulse_plog_wait_durable(e.plog, end), PULSE_FENCED);
+    ck_assert_int_eq(r.st, PULSE_IO);
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 0);
+    pt_path(p, sizeof p, e.dir, 0, "log");
+    ck_assert_int_eq(pt_file_size(p), 0);
+    struct pulse_slice sl;
+    ck_assert_int_eq(pulse_plog_slice(e.plog, 0, 1, false, &sl), PULSE_OK);
+    ck_assert_uint_eq(sl.len, 0);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_failed_directory_fsync_at_rotation_fences_the_log)
+{
+    struct env e;
+    int64_t base;
+    env_open(&e, 1024, PULSE_SYNC_EVERY_WRITE);
+    ck_assert_int_eq(append_one(e.plog, 0, 8, &base), PULSE_OK); /* ~ 800 bytes */
+    faultio_fail_nth(e.fio, FAULTIO_FSYNC_DIR, 1, EIO);
+    ck_assert_int_eq(append_one(e.plog, 8, 8, &base), PULSE_IO);
+    ck_assert(pulse_plog_fenced(e.plog));
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 8);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_failed_snapshot_write_does_not_fence_the_log)
+{
+    struct env e;
+    int64_t base;
+    env_open(&e, 1024, PULSE_SYNC_EVERY_WRITE);
+    ck_assert_int_eq(append_one(e.plog, 0, 8, &base), PULSE_OK);
+    faultio_fail_nth(e.fio, FAULTIO_RENAME, 1, EIO);
+    ck_assert_int_eq(append_one(e.plog, 8, 8, &base), PULSE_OK); /* rotation */
+    ck_assert(!pulse_plog_fenced(e.plog));
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 16);
+    char p[512];
+    snprintf(p, sizeof p, "%s/.tmp-snapshot", e.dir);
+    ck_assert_int_eq(pt_file_size(p), -1); /* the temp file was removed */
+    ck_assert_int_eq(pulse_plog_close(e.plog), PULSE_OK);
+    e.plog = NULL;
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_power_cut_keeps_every_acknowledged_batch_and_drops_unsynced_tail)
+{
+    struct env e;
+    struct pulse_buf b;
+    int64_t base, end;
+    env_open(&e, 4096, PULSE_SYNC_EVERY_WRITE);
+    for (uint64_t i = 0; i < 30; i++)
+        ck_assert_int_eq(append_one(e.plog, i * 3, 3, &base), PULSE_OK);
+    pulse_buf_init(&b, 1 << 20);
+    pt_batch(&b, 90, 3, 64, 0);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end), PULSE_OK);
+    pulse_buf_fini(&b);
+    faultio_crash(e.fio);
+    (void)pulse_plog_close(e.plog);
+    e.plog = NULL;
+
+    struct pulse_plog *plog = reopen_posix(e.dir, 4096, NULL);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 90);
+    struct pt_log l = {0};
+    pt_read_all(plog, 0, 1 << 20, &l);
+    ck_assert_uint_eq(l.n, 90);
+    for (size_t i = 0; i < l.n; i++) {
+        ck_assert_int_eq(l.offs[i], (int64_t)i);
+        ck_assert_uint_eq(l.ids[i], i);
+    }
+    pt_log_free(&l);
+    /* The next offset continues right after the acknowledged ones. */
+    ck_assert_int_eq(append_one(plog, 90, 1, &base), PULSE_OK);
+    ck_assert_int_eq(base, 90);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_interval_mode_power_cut_keeps_everything_below_hw)
+{
+    struct env e;
+    int64_t base;
+    env_open(&e, 2048, PULSE_SYNC_INTERVAL);
+    for (uint64_t i = 0; i < 20; i++)
+        ck_assert_int_eq(append_one(e.plog, i * 2, 2, &base), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_sync(e.plog), PULSE_OK);
+    int64_t hw = pulse_plog_high_watermark(e.plog);
+    ck_assert_int_eq(hw, 40);
+    for (uint64_t i = 20; i < 30; i++)
+        ck_assert_int_eq(append_one(e.plog, i * 2, 2, &base), PULSE_OK);
+    faultio_crash(e.fio);
+    (void)pulse_plog_close(e.plog);
+    e.plog = NULL;
+    struct pulse_plog *plog = reopen_posix(e.dir, 2048, NULL);
+    ck_assert_int_ge(pulse_plog_log_end(plog), hw);
+    struct pt_log l = {0};
+    pt_read_all(plog, 0, 1 << 20, &l);
+    ck_assert_uint_ge(l.n, (size_t)hw);
+    for (size_t i = 0; i < l.n; i++)
+        ck_assert_uint_eq(l.ids[i], i);
+    pt_log_free(&l);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_replace_file_removes_its_temp_and_keeps_the_old_file_on_failure)
+{
+    char *dir = pt_tmpdir();
+    struct faultio *fio = faultio_create();
+    const struct pulse_io *io = faultio_io(fio);
+    char p[512];
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    ck_assert_int_eq(pulse_io_replace_file(io, dir, "f", "old", 3), 0);
+    faultio_fail_nth(fio, FAULTIO_FDATASYNC, 1, EIO);
+    errno = 0;
+    ck_assert_int_eq(pulse_io_replace_file(io, dir, "f", "new!", 4), -1);
+    ck_assert_int_eq(errno, EIO);
+    snprintf(p, sizeof p, "%s/.tmp-f", dir);
+    ck_assert_int_eq(pt_file_size(p), -1);
+    snprintf(p, sizeof p, "%s/f", dir);
+    char got[8] = {0};
+    pt_read_file(p, 0, got, 3);
+    ck_assert_str_eq(got, "old");
+    ck_assert_int_eq(pt_file_size(p), 3);
+    /* pwrite_all loops over short writes and reports what landed. */
+    int fd = open(p, O_RDWR);
+    size_t done = 0;
+    faultio_short_write_nth(fio, 1, 2, 0);
+    ck_assert_int_eq(pulse_io_pwrite_all(io, fd, "abcdef", 6, 0, &done), 0);
+    ck_assert_uint_eq(done, 6);
+    faultio_short_write_nth(fio, 1, 2, ENOSPC);
+    ck_assert_int_eq(pulse_io_pwrite_all(io, fd, "ghijkl", 6, 0, &done), -1);
+    ck_assert_int_eq(errno, ENOSPC);
+    ck_assert_uint_eq(done, 2);
+    char buf[8] = {0};
+    ck_assert_int_eq(pulse_io_pread_all(io, fd, buf, 7, 0), 6);
+    ck_assert_str_eq(buf, "ghcdef");
+    close(fd);
+    faultio_destroy(fio);
+    pt_cleanup(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fault");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_concurrent_appenders_share_fdatasyncs_and_none_is_acked_before_its_sync);
+    tcase_add_test(tc, test_failed_fdatasync_fences_the_log_and_hw_does_not_advance);
+    tcase_add_test(tc, test_enospc_on_write_returns_nospace_then_fenced);
+    tcase_add_test(tc, test_short_write_is_cut_back_to_the_durable_size);
+    tcase_add_test(tc, test_waiters_of_a_failed_sync_get_fenced_and_the_leader_gets_io);
+    tcase_add_test(tc, test_a_sync_that_finishes_after_a_fence_does_not_publish_hw);
+    tcase_add_test(tc, test_failed_directory_fsync_at_rotation_fences_the_log);
+    tcase_add_test(tc, test_failed_snapshot_write_does_not_fence_the_log);
+    tcase_add_test(tc, test_power_cut_keeps_every_acknowledged_batch_and_drops_unsynced_tail);
+    tcase_add_test(tc, test_interval_mode_power_cut_keeps_everything_below_hw);
+    tcase_add_test(tc, test_replace_file_removes_its_temp_and_keeps_the_old_file_on_failure);
+    suite_add_tcase(s, tc);
+    return pt_run(s);
+}

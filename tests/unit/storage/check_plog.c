@@ -1,0 +1,581 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_plog.c - the partition log's append/read/rotation/trim rules on the
+ * real file system: offsets, layout, sparse index, rotation boundaries,
+ * slice bounds, CRC-checked reads, trim under readers, interval mode.
+ */
+#include "plogtest.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+
+#include "storage/plog_int.h"
+#include "storage/segment.h"
+#include "storage/snapshot.h"
+
+static struct pulse_plog *open_log(const char *dir, uint64_t seg, uint32_t interval)
+{
+    struct pulse_plog_config cfg;
+    struct pulse_plog *plog = NULL;
+    pt_cfg(&cfg, seg, interval, NULL);
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, NULL), PULSE_OK);
+    return plog;
+}
+
+/* Appends n batches of recs records each; ids continue from *next_id. */
+static void append_n(struct pulse_plog *plog, int batches, uint32_t recs, size_t vlen, uint64_t *next_id)
+{
+    struct pulse_buf b;
+    pulse_buf_init(&b, 1 << 24);
+    for (int i = 0; i < batches; i++) {
+        int64_t base = -1;
+        size_t len = pt_batch(&b, *next_id, recs, vlen, 1000 + (int64_t)*next_id);
+        int64_t leo = pulse_plog_log_end(plog);
+        ck_assert_int_eq(pulse_plog_append(plog, b.data, len, &base), PULSE_OK);
+        ck_assert_int_eq(base, leo);
+        *next_id += recs;
+    }
+    pulse_buf_fini(&b);
+}
+
+static void check_all(struct pulse_plog *plog, uint64_t first_id, uint64_t n, uint64_t max_bytes)
+{
+    struct pt_log l = {0};
+    pt_read_all(plog, pulse_plog_log_start(plog), max_bytes, &l);
+    ck_assert_uint_eq(l.n, n);
+    for (size_t i = 0; i < l.n; i++) {
+        ck_assert_int_eq(l.offs[i], pulse_plog_log_start(plog) + (int64_t)i);
+        ck_assert_uint_eq(l.ids[i], first_id + i);
+    }
+    pt_log_free(&l);
+}
+
+START_TEST(test_appends_get_contiguous_offsets_and_read_back_byte_identical)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog *plog = open_log(dir, 1 << 20, 4096);
+    uint64_t id = 0;
+    ck_assert_int_eq(pulse_plog_log_end(plog), 0);
+    append_n(plog, 20, 5, 100, &id);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 100);
+    ck_assert_int_eq(pulse_plog_high_watermark(plog), 100);
+    ck_assert(!pulse_plog_needs_sync(plog));
+    check_all(plog, 0, 100, 1);
+    check_all(plog, 0, 100, 1 << 20);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_files_are_named_by_20_digit_base_with_index_and_snapshot)
+{
+    char *dir = pt_tmpdir();
+    char p[512];
+    struct pulse_plog *plog = open_log(dir, 2048, 4096);
+    uint64_t id = 0;
+    append_n(plog, 10, 2, 300, &id); /* ~700-byte batches: rolls every 2 */
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_path(p, sizeof p, dir, 0, "log");
+    ck_assert_int_gt(pt_file_size(p), 0);
+    pt_path(p, sizeof p, dir, 0, "index");
+    ck_assert_int_eq(pt_file_size(p), 8);
+    pt_path(p, sizeof p, dir, 4, "log");
+    ck_assert_int_gt(pt_file_size(p), 0);
+    snprintf(p, sizeof p, "%s/00000000000000000004.log", dir);
+    ck_assert_int_gt(pt_file_size(p), 0);
+    snprintf(p, sizeof p, "%s/snapshot", dir);
+    ck_assert_int_eq(pt_file_size(p), 40);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_reopened_log_appends_at_recovered_end_not_at_file_start)
+{
+    char *dir = pt_tmpdir();
+    uint64_t id = 0;
+    struct pulse_plog *plog = open_log(dir, 1 << 20, 512);
+    append_n(plog, 7, 3, 64, &id);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    plog = open_log(dir, 1 << 20, 512);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 21);
+    ck_assert_int_eq(pulse_plog_high_watermark(plog), 21);
+    append_n(plog, 5, 3, 64, &id);
+    check_all(plog, 0, 36, 300);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_index_gets_an_entry_once_interval_bytes_were_appended)
+{
+    char *dir = pt_tmpdir();
+    uint64_t id = 0;
+    struct pulse_buf b;
+    size_t blen;
+    char p[512];
+    pulse_buf_init(&b, 1 << 20);
+    blen = pt_batch(&b, 0, 1, 300, 0);
+    pulse_buf_fini(&b);
+    /* Exactly two batches per interval: "at least" means every second
+     * batch gets an entry, not every third. */
+    struct pulse_plog *plog = open_log(dir, 1 << 20, (uint32_t)(2 * blen));
+    append_n(plog, 20, 1, 300, &id);
+    struct pulse_segment *seg = plog->segs[0];
+    ck_assert_uint_eq(seg->index.n, 10);
+    for (size_t i = 0; i < seg->index.n; i++) {
+        ck_assert_uint_eq(seg->index.entries[i].rel_offset, i * 2);
+        ck_assert_uint_eq(seg->index.entries[i].rel_pos, i * 2 * blen);
+    }
+    size_t n = seg->index.n;
+    uint8_t raw[8 * 64];
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    /* The file holds the same entries, big-endian. */
+    pt_path(p, sizeof p, dir, 0, "index");
+    ck_assert_int_eq(pt_file_size(p), (long long)(8 * n));
+    pt_read_file(p, 0, raw, 8 * n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(pulse_get_be32(raw + 8 * i), i * 2);
+        ck_assert_uint_eq(pulse_get_be32(raw + 8 * i + 4), i * 2 * blen);
+    }
+    /* A full scan rebuilds exactly the same table. */
+    snprintf(p, sizeof p, "%s/snapshot", dir);
+    ck_assert_int_eq(unlink(p), 0);
+    pt_path(p, sizeof p, dir, 0, "index");
+    ck_assert_int_eq(unlink(p), 0);
+    plog = open_log(dir, 1 << 20, (uint32_t)(2 * blen));
+    seg = plog->segs[0];
+    ck_assert_uint_eq(seg->index.n, 10);
+    for (size_t i = 0; i < seg->index.n; i++)
+        ck_assert_uint_eq(seg->index.entries[i].rel_pos, i * 2 * blen);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_batch_exactly_filling_segment_stays_and_next_batch_rolls)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_buf b;
+    int64_t base;
+    pulse_buf_init(&b, 1 << 20);
+    size_t blen = pt_batch(&b, 0, 1, 200, 0);
+    struct pulse_plog *plog = open_log(dir, 4 * blen, 4096);
+    for (uint64_t i = 0; i < 5; i++) {
+        pt_batch(&b, i, 1, 200, 0);
+        ck_assert_int_eq(pulse_plog_append(plog, b.data, b.len, &base), PULSE_OK);
+        ck_assert_int_eq(base, (int64_t)i);
+    }
+    struct pulse_segment_info *segs = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_plog_list_segments(plog, &segs, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(segs[0].base_offset, 0);
+    ck_assert_uint_eq(segs[0].size_bytes, 4 * blen);
+    ck_assert_int_eq(segs[0].next_offset, 4);
+    ck_assert(!segs[0].active);
+    ck_assert_int_eq(segs[1].base_offset, 4);
+    ck_assert_uint_eq(segs[1].size_bytes, blen);
+    ck_assert(segs[1].active);
+    ck_assert_int_eq(segs[1].next_offset, 5);
+    pulse_free(segs);
+    check_all(plog, 0, 5, 1 << 20);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pulse_buf_fini(&b);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_batch_larger_than_segment_gets_a_segment_of_its_own)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_buf b;
+    int64_t base;
+    struct pulse_plog *plog = open_log(dir, 1024, 4096);
+    pulse_buf_init(&b, 1 << 20);
+    pt_batch(&b, 0, 1, 100, 0);
+    ck_assert_int_eq(pulse_plog_append(plog, b.data, b.len, &base), PULSE_OK);
+    size_t big = pt_batch(&b, 1, 2, 1500, 0);
+    ck_assert_uint_gt(big, 1024);
+    ck_assert_int_eq(pulse_plog_append(plog, b.data, b.len, &base), PULSE_OK);
+    ck_assert_int_eq(base, 1);
+    pt_batch(&b, 3, 1, 100, 0);
+    ck_assert_int_eq(pulse_plog_append(plog, b.data, b.len, &base), PULSE_OK);
+    ck_assert_int_eq(base, 3);
+    struct pulse_segment_info *segs = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_plog_list_segments(plog, &segs, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(segs[1].base_offset, 1);
+    ck_assert_uint_eq(segs[1].size_bytes, big);
+    ck_assert_int_eq(segs[2].base_offset, 3);
+    pulse_free(segs);
+    check_all(plog, 0, 4, 1);
+    /* The same after recovery. */
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    plog = open_log(dir, 1024, 4096);
+    check_all(plog, 0, 4, 1 << 20);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pulse_buf_fini(&b);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_slice_never_crosses_a_segment_and_reads_continue_in_the_next)
+{
+    char *dir = pt_tmpdir();
+    uint64_t id = 0;
+    struct pulse_plog *plog = open_log(dir, 4096, 512);
+    append_n(plog, 40, 4, 100, &id); /* ~ 580-byte batches */
+    struct pulse_segment_info *segs = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_plog_list_segments(plog, &segs, &n), PULSE_OK);
+    ck_assert_uint_gt(n, 3);
+    for (size_t i = 0; i + 1 < n; i++) {
+        struct pulse_slice sl;
+        ck_assert_int_eq(pulse_plog_slice(plog, segs[i].base_offset, 1 << 30, false, &sl), PULSE_OK);
+        ck_assert_uint_eq(sl.pos, 0);
+        ck_assert_uint_eq(sl.len, segs[i].size_bytes);
+        ck_assert_int_eq(sl.next_offset, segs[i + 1].base_offset);
+        ck_assert_int_eq(sl.fd, -1);
+    }
+    pulse_free(segs);
+    check_all(plog, 0, 160, 1 << 30);
+    /* Random offsets land in the right batch. */
+    for (int64_t off = 0; off < 160; off += 7) {
+        struct pt_log l = {0};
+        struct pulse_buf buf;
+        struct pulse_slice info;
+        pulse_buf_init(&buf, 1 << 20);
+        ck_assert_int_eq(pulse_plog_read(plog, off, 1, &buf, &info), PULSE_OK);
+        pt_decode(buf.data, buf.len, off, &l);
+        ck_assert_uint_ge(l.n, 1);
+        ck_assert_int_eq(l.offs[0], off);
+        ck_assert_uint_eq(l.ids[0], (uint64_t)off);
+        ck_assert_int_eq(info.next_offset, (off / 4 + 1) * 4);
+        pt_log_free(&l);
+        pulse_buf_fini(&buf);
+    }
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_slice_bounds_below_start_at_hw_and_past_hw)
+{
+    char *dir = pt_tmpdir();
+    uint64_t id = 0;
+    struct pulse_slice sl;
+    struct pulse_plog *plog = open_log(dir, 2048, 4096);
+    append_n(plog, 10, 2, 300, &id);
+    size_t removed = 0;
+    ck_assert_int_eq(pulse_plog_trim(plog, 1, &removed), PULSE_OK);
+    ck_assert_uint_eq(removed, 1);
+    int64_t start = pulse_plog_log_start(plog);
+    ck_assert_int_eq(start, 4);
+    /* Below the start: starts at the start. */
+    ck_assert_int_eq(pulse_plog_slice(plog, 0, 1, false, &sl), PULSE_OK);
+    ck_assert_int_eq(sl.start_offset, 4);
+    ck_assert_int_eq(sl.log_start, 4);
+    ck_assert_uint_gt(sl.len, 0);
+    /* At HW: empty. */
+    ck_assert_int_eq(pulse_plog_slice(plog, 20, 1, false, &sl), PULSE_OK);
+    ck_assert_uint_eq(sl.len, 0);
+    ck_assert_int_eq(sl.next_offset, 20);
+    ck_assert_int_eq(sl.high_watermark, 20);
+    /* Past HW: RANGE, bounds still reported. */
+    ck_assert_int_eq(pulse_plog_slice(plog, 21, 1, false, &sl), PULSE_RANGE);
+    ck_assert_int_eq(sl.high_watermark, 20);
+    ck_assert_int_eq(sl.log_start, 4);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_slice_returns_one_whole_batch_even_when_larger_than_max_bytes)
+{
+    char *dir = pt_tmpdir();
+    uint64_t id = 0;
+    struct pulse_slice sl;
+    struct pulse_plog *plog = open_log(dir, 1 << 20, 4096);
+    append_n(plog, 3, 4, 500, &id);
+    ck_assert_int_eq(pulse_plog_slice(plog, 5, 10, false, &sl), PULSE_OK);
+    ck_assert_uint_gt(sl.len, 10);
+    ck_assert_int_eq(sl.start_offset, 5);
+    ck_assert_int_eq(sl.next_offset, 8);
+    ck_assert_uint_eq(sl.pos, sl.len); /* the second batch */
+    /* max_bytes of two batches gives exactly two. */
+    ck_assert_int_eq(pulse_plog_slice(plog, 0, 2 * sl.len + 1, false, &sl), PULSE_OK);
+    ck_assert_int_eq(sl.next_offset, 8);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_read_never_returns_a_batch_that_fails_its_crc)
+{
+    char *dir = pt_tmpdir();
+    uint64_t id = 0;
+    char p[512];
+    struct pulse_buf buf;
+    struct pulse_slice info;
+    struct pulse_plog *plog = open_log(dir, 1 << 20, 4096);
+    append_n(plog, 3, 2, 100, &id);
+    ck_assert_int_eq(pulse_plog_slice(plog, 2, 1, false, &info), PULSE_OK);
+    /* Rot one record byte of the second batch under the open log. */
+    pt_path(p, sizeof p, dir, 0, "log");
+    uint8_t x;
+    pt_read_file(p, (long long)(info.pos + 60), &x, 1);
+    x ^= 0x40;
+    pt_patch(p, (long long)(info.pos + 60), &x, 1);
+    pulse_buf_init(&buf, 1 << 20);
+    ck_assert_int_eq(pulse_plog_read(plog, 0, 1 << 20, &buf, &info), PULSE_OK);
+    ck_assert_uint_eq(buf.len, info.len);
+    ck_assert_int_eq(info.next_offset, 2); /* stopped before the bad batch */
+    pulse_buf_reset(&buf);
+    ck_assert_int_eq(pulse_plog_read(plog, 2, 1 << 20, &buf, &info), PULSE_CORRUPT);
+    ck_assert_uint_eq(buf.len, 0);
+    /* The raw slice still describes it: the client verifies sendfile bytes. */
+    ck_assert_int_eq(pulse_plog_slice(plog, 2, 1, false, &info), PULSE_OK);
+    ck_assert_uint_gt(info.len, 0);
+    pulse_buf_fini(&buf);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_invalid_or_sparse_batch_is_refused_and_nothing_is_written)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_buf b;
+    int64_t base = -7, end = -7;
+    struct pulse_plog *plog = open_log(dir, 1 << 20, 4096);
+    pulse_buf_init(&b, 1 << 20);
+    size_t len = pt_batch(&b, 0, 2, 50, 0);
+    b.data[60] ^= 1; /* CRC mismatch */
+    ck_assert_int_eq(pulse_plog_append(plog, b.data, len, &base), PULSE_INVALID);
+    ck_assert_int_eq(pulse_plog_append(plog, b.data, 30, &base), PULSE_INVALID);
+    b.data[60] ^= 1;
+    ck_assert_int_eq(pulse_plog_append(plog, b.data, len - 1, &base), PULSE_INVALID);
+    /* Trailing garbage after a whole batch is refused too. */
+    ck_assert_int_eq(pulse_buf_append_u8(&b, 0), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_append(plog, b.data, len + 1, &base), PULSE_INVALID);
+    /* A sparse (compacted) batch cannot be appended. */
+    {
+        struct pulse_record_in recs[2];
+        uint8_t v[8] = {0};
+        memset(recs, 0, sizeof recs);
+        for (int i = 0; i < 2; i++) {
+            recs[i].key_len = PULSE_BATCH_NULL;
+            recs[i].value = v;
+            recs[i].value_len = 8;
+            recs[i].offset_delta = (uint32_t)(i * 5);
+        }
+        pulse_buf_reset(&b);
+        ck_assert_int_eq(pulse_batch_encode(&b, 0, PULSE_BATCH_FLAG_SPARSE, recs, 2), PULSE_OK);
+        ck_assert_int_eq(pulse_plog_append_async(plog, b.data, b.len, &base, &end), PULSE_INVALID);
+    }
+    ck_assert_int_eq(base, -7);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 0);
+    struct pulse_plog_stats stats;
+    pulse_plog_get_stats(plog, &stats);
+    ck_assert_uint_eq(stats.size_bytes, 0);
+    ck_assert(!stats.fenced);
+    pulse_buf_fini(&b);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_config_outside_limits_is_invalid)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog_config cfg;
+    struct pulse_plog *plog = NULL;
+    pt_cfg(&cfg, PULSE_PLOG_MIN_SEGMENT_BYTES - 1, 4096, NULL);
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, NULL), PULSE_INVALID);
+    pt_cfg(&cfg, PULSE_PLOG_MAX_SEGMENT_BYTES + 1, 4096, NULL);
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, NULL), PULSE_INVALID);
+    pt_cfg(&cfg, 1 << 20, 4096, NULL);
+    cfg.sync_mode = (enum pulse_sync_mode)7;
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, NULL), PULSE_INVALID);
+    ck_assert_ptr_null(plog);
+    pt_cfg(&cfg, PULSE_PLOG_MAX_SEGMENT_BYTES, 4096, NULL);
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, NULL), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_close(NULL), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_trim_keeps_in_flight_slice_readable_through_its_fd)
+{
+    char *dir = pt_tmpdir();
+    uint64_t id = 0;
+    char p[512];
+    struct pulse_slice sl;
+    struct pulse_plog *plog = open_log(dir, 2048, 4096);
+    append_n(plog, 10, 2, 300, &id);
+    ck_assert_int_eq(pulse_plog_slice(plog, 0, 1 << 20, true, &sl), PULSE_OK);
+    ck_assert_int_ge(sl.fd, 0);
+    ck_assert_uint_gt(sl.len, 0);
+    uint8_t *before = pulse_malloc(sl.len);
+    pt_path(p, sizeof p, dir, 0, "log");
+    pt_read_file(p, (long long)sl.pos, before, sl.len);
+
+    size_t removed = 0;
+    ck_assert_int_eq(pulse_plog_trim(plog, 2, &removed), PULSE_OK);
+    ck_assert_uint_eq(removed, 2);
+    ck_assert_int_eq(pt_file_size(p), -1); /* unlinked at once */
+    pt_path(p, sizeof p, dir, 0, "index");
+    ck_assert_int_eq(pt_file_size(p), -1);
+    ck_assert_int_eq(pulse_plog_log_start(plog), 8);
+
+    uint8_t *after = pulse_malloc(sl.len);
+    ck_assert_int_eq(pread(sl.fd, after, sl.len, (off_t)sl.pos), (ssize_t)sl.len);
+    ck_assert_mem_eq(before, after, sl.len);
+    struct pt_log l = {0};
+    pt_decode(after, sl.len, 0, &l);
+    ck_assert_uint_eq(l.n, 4);
+    ck_assert_uint_eq(l.ids[3], 3);
+    pt_log_free(&l);
+    close(sl.fd);
+    pulse_free(before);
+    pulse_free(after);
+
+    /* The snapshot was rewritten and a reopen agrees with the trim. */
+    check_all(plog, 8, 12, 1 << 20);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    struct pulse_plog_recovery rec;
+    struct pulse_plog_config cfg;
+    pt_cfg(&cfg, 2048, 4096, NULL);
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, &rec), PULSE_OK);
+    ck_assert(rec.used_snapshot);
+    ck_assert_int_eq(pulse_plog_log_start(plog), 8);
+    check_all(plog, 8, 12, 1 << 20);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_trim_never_removes_the_active_segment)
+{
+    char *dir = pt_tmpdir();
+    uint64_t id = 0;
+    size_t removed = 9;
+    struct pulse_plog *plog = open_log(dir, 2048, 4096);
+    ck_assert_int_eq(pulse_plog_trim(plog, 5, &removed), PULSE_OK);
+    ck_assert_uint_eq(removed, 0);
+    append_n(plog, 6, 2, 300, &id);
+    ck_assert_int_eq(pulse_plog_trim(plog, 100, &removed), PULSE_OK);
+    ck_assert_uint_eq(removed, 2);
+    struct pulse_plog_stats st;
+    pulse_plog_get_stats(plog, &st);
+    ck_assert_uint_eq(st.segments, 1);
+    ck_assert_int_eq(st.log_start, 8);
+    ck_assert_int_eq(st.log_end, 12);
+    check_all(plog, 8, 4, 1);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_interval_mode_publishes_records_only_at_the_next_sync)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog_config cfg;
+    struct pulse_plog *plog = NULL;
+    struct pulse_buf b;
+    int64_t base;
+    struct pulse_slice sl;
+    pt_cfg(&cfg, 1 << 20, 4096, NULL);
+    cfg.sync_mode = PULSE_SYNC_INTERVAL;
+    cfg.sync_interval_ms = 3600 * 1000; /* never elapses during the test */
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, NULL), PULSE_OK);
+    pulse_buf_init(&b, 1 << 20);
+    for (int i = 0; i < 3; i++) {
+        pt_batch(&b, (uint64_t)i * 2, 2, 40, 0);
+        ck_assert_int_eq(pulse_plog_append(plog, b.data, b.len, &base), PULSE_OK);
+        ck_assert_int_eq(base, i * 2);
+    }
+    ck_assert_int_eq(pulse_plog_log_end(plog), 6);
+    ck_assert_int_eq(pulse_plog_high_watermark(plog), 0);
+    ck_assert(pulse_plog_needs_sync(plog));
+    ck_assert_int_eq(pulse_plog_slice(plog, 0, 1 << 20, false, &sl), PULSE_OK);
+    ck_assert_uint_eq(sl.len, 0);
+    ck_assert_int_eq(pulse_plog_sync(plog), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_high_watermark(plog), 6);
+    ck_assert(!pulse_plog_needs_sync(plog));
+    check_all(plog, 0, 6, 1 << 20);
+    ck_assert_int_eq(pulse_plog_wait_durable(plog, 7), PULSE_INVALID);
+    /* Interval 0: every append syncs inline. */
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    cfg.sync_interval_ms = 0;
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, NULL), PULSE_OK);
+    pt_batch(&b, 6, 2, 40, 0);
+    ck_assert_int_eq(pulse_plog_append(plog, b.data, b.len, &base), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_high_watermark(plog), 8);
+    pulse_buf_fini(&b);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_segments_track_newest_timestamp_for_retention)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_buf b;
+    int64_t base;
+    struct pulse_plog *plog = open_log(dir, 2048, 4096);
+    pulse_buf_init(&b, 1 << 20);
+    int64_t ts[] = {5000, 9000, 7000, 100, 200};
+    for (int i = 0; i < 5; i++) {
+        pt_batch(&b, (uint64_t)i, 1, 600, ts[i]);
+        ck_assert_int_eq(pulse_plog_append(plog, b.data, b.len, &base), PULSE_OK);
+    }
+    struct pulse_segment_info *segs = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_plog_list_segments(plog, &segs, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(segs[0].max_timestamp, 9000);
+    ck_assert_int_eq(segs[1].max_timestamp, 200);
+    pulse_free(segs);
+    /* Recovery by full scan finds the same. */
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    char p[512];
+    snprintf(p, sizeof p, "%s/snapshot", dir);
+    unlink(p);
+    plog = open_log(dir, 2048, 4096);
+    ck_assert_int_eq(pulse_plog_list_segments(plog, &segs, &n), PULSE_OK);
+    ck_assert_int_eq(segs[0].max_timestamp, 9000);
+    ck_assert_int_eq(segs[1].max_timestamp, 200);
+    pulse_free(segs);
+    pulse_buf_fini(&b);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("plog");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_appends_get_contiguous_offsets_and_read_back_byte_identical);
+    tcase_add_test(tc, test_files_are_named_by_20_digit_base_with_index_and_snapshot);
+    tcase_add_test(tc, test_reopened_log_appends_at_recovered_end_not_at_file_start);
+    tcase_add_test(tc, test_index_gets_an_entry_once_interval_bytes_were_appended);
+    tcase_add_test(tc, test_batch_exactly_filling_segment_stays_and_next_batch_rolls);
+    tcase_add_test(tc, test_batch_larger_than_segment_gets_a_segment_of_its_own);
+    tcase_add_test(tc, test_slice_never_crosses_a_segment_and_reads_continue_in_the_next);
+    tcase_add_test(tc, test_slice_bounds_below_start_at_hw_and_past_hw);
+    tcase_add_test(tc, test_slice_returns_one_whole_batch_even_when_larger_than_max_bytes);
+    tcase_add_test(tc, test_read_never_returns_a_batch_that_fails_its_crc);
+    tcase_add_test(tc, test_invalid_or_sparse_batch_is_refused_and_nothing_is_written);
+    tcase_add_test(tc, test_config_outside_limits_is_invalid);
+    tcase_add_test(tc, test_trim_keeps_in_flight_slice_readable_through_its_fd);
+    tcase_add_test(tc, test_trim_never_removes_the_active_segment);
+    tcase_add_test(tc, test_interval_mode_publishes_records_only_at_the_next_sync);
+    tcase_add_test(tc, test_segments_track_newest_timestamp_for_retention);
+    suite_add_tcase(s, tc);
+    return pt_run(s);
+}
