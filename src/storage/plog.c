@@ -228,12 +228,57 @@ out:
     return st;
 }
 
+/*
+ * Checks a buffer of one or more consecutive contiguous batches (an append
+ * unit) outside any lock: pure CPU work on the caller's bytes. Fills the
+ * unit's record count and newest timestamp.
+ */
+static pulse_status_t verify_unit(const uint8_t *buf, size_t len, uint64_t *records_out, int64_t *max_ts_out)
+{
+    uint64_t records = 0;
+    int64_t max_ts = INT64_MIN;
+    size_t pos = 0;
+
+    if (buf == NULL || len == 0)
+        return PULSE_INVALID;
+    while (pos < len) {
+        struct pulse_batch_header hdr;
+        int64_t last = 0;
+        if (pulse_batch_verify(buf + pos, len - pos, &hdr, &last) != PULSE_OK ||
+            (hdr.flags & PULSE_BATCH_FLAG_SPARSE) != 0 || hdr.record_count == 0)
+            return PULSE_INVALID;
+        records += hdr.record_count;
+        if (hdr.first_timestamp > max_ts)
+            max_ts = hdr.first_timestamp;
+        if (hdr.last_timestamp > max_ts)
+            max_ts = hdr.last_timestamp;
+        pos += pulse_batch_total_size(&hdr);
+    }
+    *records_out = records;
+    *max_ts_out = max_ts;
+    return PULSE_OK;
+}
+
+/* Gives each batch of a verified unit its base offset, consecutively. */
+static void number_unit(uint8_t *buf, size_t len, int64_t base)
+{
+    size_t pos = 0;
+    while (pos < len) {
+        struct pulse_batch_header hdr;
+        (void)pulse_batch_parse_header(buf + pos, len - pos, &hdr);
+        size_t size = pulse_batch_total_size(&hdr);
+        pulse_batch_set_base_offset(buf + pos, size, base);
+        base += hdr.record_count;
+        pos += size;
+    }
+}
+
 pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out,
                                        int64_t *end_out)
 {
-    struct pulse_batch_header hdr;
     struct pulse_segment *seg;
-    int64_t last = 0;
+    uint64_t records = 0;
+    int64_t max_ts = INT64_MIN;
     int64_t base = 0;
     uint64_t pos;
     bool locked = false;
@@ -241,13 +286,10 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
 
     if (atomic_load(&plog->fenced))
         return PULSE_FENCED;
-    /* Verify outside the lock: it is pure CPU work on the caller's bytes. */
-    if (batch == NULL || pulse_batch_verify(batch, len, &hdr, &last) != PULSE_OK || len != pulse_batch_total_size(&hdr) ||
-        (hdr.flags & PULSE_BATCH_FLAG_SPARSE) != 0 || hdr.record_count == 0) {
-        st = PULSE_INVALID;
+    st = verify_unit(batch, len, &records, &max_ts);
+    if (st != PULSE_OK)
         goto out;
-    }
-    if (len > PULSE_PLOG_MAX_SEGMENT_BYTES) {
+    if (len > PULSE_PLOG_MAX_SEGMENT_BYTES || records > UINT32_MAX) {
         st = PULSE_TOO_LARGE;
         goto out;
     }
@@ -264,14 +306,14 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
      * than a whole segment still gets an empty segment of its own. The
      * second test keeps relative offsets within the index's 32 bits. */
     if (pos > 0 && (pos + len > plog->cfg.segment_max_bytes ||
-                    (uint64_t)(base - seg->base) + hdr.record_count > UINT32_MAX)) {
+                    (uint64_t)(base - seg->base) + records > UINT32_MAX)) {
         st = rotate_locked(plog);
         if (st != PULSE_OK)
             goto out;
         seg = active_seg(plog);
         pos = 0;
     }
-    pulse_batch_set_base_offset(batch, len, base);
+    number_unit(batch, len, base);
     {
         size_t done = 0;
         if (pulse_io_pwrite_all(plog->io, seg->fd, batch, len, (off_t)pos, &done) < 0) {
@@ -283,6 +325,8 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
             goto out;
         }
     }
+    /* One index entry at most per unit, at its first batch: entries must
+     * point at batch boundaries, and the unit's start is one. */
     if (seg->index.n == 0 || seg->since_entry >= plog->cfg.index_interval_bytes) {
         st = pulse_segment_index_add(seg, (uint32_t)(base - seg->base), (uint32_t)pos);
         if (st != PULSE_OK) {
@@ -292,18 +336,15 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
         seg->since_entry = 0;
     }
     seg->since_entry += len;
-    {
-        int64_t ts = hdr.first_timestamp > hdr.last_timestamp ? hdr.first_timestamp : hdr.last_timestamp;
-        if (ts > atomic_load_explicit(&seg->max_ts, memory_order_relaxed))
-            atomic_store_explicit(&seg->max_ts, ts, memory_order_relaxed);
-    }
+    if (max_ts > atomic_load_explicit(&seg->max_ts, memory_order_relaxed))
+        atomic_store_explicit(&seg->max_ts, max_ts, memory_order_relaxed);
     /* Publish last: the new end is visible only once its bytes exist. */
     atomic_store_explicit(&seg->size, pos + len, memory_order_release);
-    atomic_store_explicit(&seg->next_offset, base + hdr.record_count, memory_order_release);
-    atomic_store_explicit(&plog->leo, base + hdr.record_count, memory_order_release);
+    atomic_store_explicit(&seg->next_offset, base + (int64_t)records, memory_order_release);
+    atomic_store_explicit(&plog->leo, base + (int64_t)records, memory_order_release);
     *base_out = base;
     if (end_out != NULL)
-        *end_out = base + hdr.record_count;
+        *end_out = base + (int64_t)records;
     st = PULSE_OK;
 out:
     if (locked)

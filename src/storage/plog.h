@@ -111,6 +111,11 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog);
  * baseOffset with the next offset and recomputes its CRC, so batch is
  * modified. The batch is verified first: a batch that does not decode is
  * refused with PULSE_INVALID and nothing is written.
+ * batch may also hold several batches back to back (an append unit): they
+ * get consecutive offsets with no other append between them and go to disk
+ * in one write, which is how a caller keeps records whose timestamps span
+ * more than one batch's int32 delta contiguous. (A crash that tears that
+ * write keeps a prefix of whole batches; none of it was acknowledged.)
  * Rolls to a new segment first when the batch would not fit the active one
  * (a batch larger than segment_max_bytes gets a segment of its own).
  * *base_out gets the batch's first offset; its records occupy

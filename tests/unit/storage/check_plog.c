@@ -68,6 +68,50 @@ START_TEST(test_appends_get_contiguous_offsets_and_read_back_byte_identical)
 }
 END_TEST
 
+START_TEST(test_append_unit_of_several_batches_gets_consecutive_offsets_in_one_write)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog *plog = open_log(dir, 1 << 20, 4096);
+    uint64_t id = 0;
+    append_n(plog, 1, 3, 50, &id); /* offsets 0..2 */
+
+    /* Three batches back to back: 4 + 2 + 5 records, ids 3..13. */
+    struct pulse_buf one, unit;
+    pulse_buf_init(&one, 1 << 20);
+    pulse_buf_init(&unit, 1 << 20);
+    const uint32_t counts[3] = {4, 2, 5};
+    for (int i = 0; i < 3; i++) {
+        size_t len = pt_batch(&one, id, counts[i], 60, 5000 + (int64_t)id);
+        ck_assert_int_eq(pulse_buf_append(&unit, one.data, len), PULSE_OK);
+        id += counts[i];
+    }
+    int64_t base = -1, end = -1;
+    ck_assert_int_eq(pulse_plog_append_async(plog, unit.data, unit.len, &base, &end), PULSE_OK);
+    ck_assert_int_eq(base, 3);
+    ck_assert_int_eq(end, 14);
+    ck_assert_int_eq(pulse_plog_wait_durable(plog, end), PULSE_OK);
+    check_all(plog, 0, 14, 1 << 20);
+    check_all(plog, 0, 14, 1);
+
+    /* A unit whose second batch is damaged is refused whole. */
+    unit.data[unit.len - 1] ^= 0x40;
+    ck_assert_int_eq(pulse_plog_append_async(plog, unit.data, unit.len, &base, &end), PULSE_INVALID);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 14);
+
+    /* Recovery sees the unit as ordinary batches. */
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    plog = open_log(dir, 1 << 20, 4096);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 14);
+    check_all(plog, 0, 14, 1);
+    append_n(plog, 1, 1, 50, &id);
+    check_all(plog, 0, 15, 1 << 20);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pulse_buf_fini(&one);
+    pulse_buf_fini(&unit);
+    pt_cleanup(dir);
+}
+END_TEST
+
 START_TEST(test_files_are_named_by_20_digit_base_with_index_and_snapshot)
 {
     char *dir = pt_tmpdir();
@@ -576,6 +620,7 @@ int main(void)
     tcase_add_test(tc, test_trim_never_removes_the_active_segment);
     tcase_add_test(tc, test_interval_mode_publishes_records_only_at_the_next_sync);
     tcase_add_test(tc, test_segments_track_newest_timestamp_for_retention);
+    tcase_add_test(tc, test_append_unit_of_several_batches_gets_consecutive_offsets_in_one_write);
     suite_add_tcase(s, tc);
     return pt_run(s);
 }
