@@ -1,1 +1,24 @@
 # SPDX-License-Identifier: MIT
+# tests/integration: black-box tests of the real pulsed binary over HTTP.
+# Each script starts its own pulsed from $(abs_top_builddir) on a free port
+# with a private mkdtemp() data directory (pulsetest.py), exits 0/1/77, and
+# runs through PY_LOG_COMPILER.  They need pulsed built first.
+INTEGRATION_TESTS = \
+	tests/integration/10_topics.py \
+	tests/integration/20_publish.py \
+	tests/integration/30_fetch.py \
+	tests/integration/40_cursors.py \
+	tests/integration/50_ops.py \
+	tests/integration/60_bad_input.py \
+	tests/integration/70_restart.py \
+	tests/integration/80_crash_kill9.py \
+	tests/integration/85_torn_tail.py \
+	tests/integration/90_longpoll.py \
+	tests/integration/95_sendfile.py \
+	tests/integration/96_examples.py \
+	tests/integration/99_openapi_routes.py
+
+TESTS += $(INTEGRATION_TESTS)
+EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/pulsetest.py \
+	docs/API.md \
+	examples/walkthrough.sh examples/producer.py examples/consumer.py examples/decode_raw.py

@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: MIT
+"""The programs in examples/ work as documented against a live server, with
+the address given through PULSE_URL: walkthrough.sh (curl), producer.py,
+consumer.py (commits cursors and resumes where it stopped) and
+decode_raw.py (verifies CRC32C and prints records, refuses a damaged body)."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pulsetest import (Skip, check, eq, expect_status, main, srcdir, uniq)  # noqa: E402
+
+
+def example(name):
+    return os.path.join(srcdir(), "examples", name)
+
+
+def run(cmd, srv, timeout=120, extra_env=None):
+    env = dict(os.environ)
+    env["PULSE_URL"] = srv.url
+    env.update(extra_env or {})
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, env=env)
+    out = p.stdout.decode("utf-8", "replace")
+    err = p.stderr.decode("utf-8", "replace")
+    return p.returncode, out, err
+
+
+def must(rc_out_err, what):
+    rc, out, err = rc_out_err
+    if rc != 0:
+        raise AssertionError("%s exited %d\n--- stdout ---\n%s\n--- stderr ---\n%s" % (what, rc, out[-3000:], err[-3000:]))
+    return out
+
+
+def test_walkthrough_runs_twice_against_the_server(ctx):
+    if not shutil.which("curl"):
+        raise Skip("curl is not installed")
+    srv = ctx.srv
+    topic = uniq("walk")
+    env = {"PULSE_TOPIC": topic, "PULSE_CONSUMER": uniq("walker")}
+    out = must(run(["sh", example("walkthrough.sh")], srv, extra_env=env), "walkthrough.sh")
+    check("walkthrough done" in out, "walkthrough finished")
+    eq(srv.hw(topic, 0), 4, "records published by the walkthrough")
+    cur = srv.get("/v1/consumers/%s/cursors/%s/0" % (env["PULSE_CONSUMER"], topic)).json()
+    eq((cur["offset"], cur["lag"]), (2, 2), "cursor committed by the walkthrough")
+    must(run(["sh", example("walkthrough.sh")], srv, extra_env=env), "walkthrough.sh (second run)")
+    eq(srv.hw(topic, 0), 8, "second run appends to the same topic")
+
+
+def test_producer_then_consumer_resumes_after_restart(ctx):
+    srv = ctx.srv
+    topic, group = uniq("shop"), uniq("billing")
+    out = must(run([sys.executable, example("producer.py"), "--topic", topic, "--count", "25",
+                    "--batch", "4", "--partitions", "2"], srv), "producer.py")
+    produced = re.findall(r"order (\d+) -> partition (\d+) offset (\d+)", out)
+    eq(len(produced), 25, "producer printed one line per record")
+    positions = set((int(p), int(o)) for _, p, o in produced)
+    eq(len(positions), 25, "distinct positions")
+
+    def consume(*extra):
+        out = must(run([sys.executable, example("consumer.py"), "--topic", topic, "--group", group,
+                        "--wait-ms", "100"] + list(extra), srv), "consumer.py")
+        return [(int(p), int(o)) for p, o in re.findall(r"^%s/(\d+)@(\d+) " % re.escape(topic), out, re.M)]
+
+    first = consume("--limit", "10")
+    eq(len(first), 10, "first run handles --limit records")
+    # The committed cursors outlive a broker restart too.
+    srv.stop()
+    srv.start()
+    rest = consume("--exit-when-idle")
+    eq(len(set(first) & set(rest)), 0, "the second run resumes after the committed records")
+    eq(set(first) | set(rest), positions, "both runs together saw every produced record")
+    again = consume("--exit-when-idle")
+    eq(again, [], "a third run finds nothing new")
+    lst = srv.get("/v1/consumers/%s/cursors" % group).json()
+    eq(sum(c["lag"] for c in lst["cursors"]), 0, "no lag left")
+
+
+def test_decode_raw_prints_records_and_rejects_damage(ctx):
+    srv = ctx.srv
+    topic = uniq("decode")
+    srv.create_topic(topic)
+    srv.publish(topic, [{"key": "a", "value": "first"}, {"value_base64": "AAEC/w=="}])
+    srv.publish(topic, [{"key": "b", "value": "third", "headers": {"h": "v"}}])
+    r = srv.fetch(topic, 0, format="raw")
+    expect_status(r, 200, "raw fetch")
+    path = os.path.join(ctx.tmp, "body.bin")
+    with open(path, "wb") as f:
+        f.write(r.body)
+    out = must(run([sys.executable, example("decode_raw.py"), path], srv), "decode_raw.py")
+    eq(re.findall(r"offset=(\d+)", out), ["0", "1", "2"], "decoded offsets")
+    check("value='first'" in out and "value=0x000102ff" in out and "value='third'" in out,
+          "decoded values in output:\n" + out)
+    check("'h'='v'" in out, "decoded headers in output")
+    check("all checksums valid" in out, "summary line")
+    out = must(run([sys.executable, example("decode_raw.py"), "--from", "1", path], srv), "decode_raw.py --from")
+    eq(re.findall(r"offset=(\d+)", out), ["1", "2"], "--from skips earlier records")
+    bad = bytearray(r.body)
+    bad[60] ^= 0xFF
+    with open(path, "wb") as f:
+        f.write(bytes(bad))
+    rc, out, err = run([sys.executable, example("decode_raw.py"), path], srv)
+    eq(rc, 1, "exit status on a corrupt body")
+    check("CRC32C mismatch" in err, "names the CRC failure: %r" % err)
+    check("offset=" not in out, "prints no record of a corrupt batch")
+    with open(path, "wb") as f:
+        f.write(r.body[:-3])
+    rc, out, err = run([sys.executable, example("decode_raw.py"), path], srv)
+    eq(rc, 1, "exit status on a truncated body")
+
+
+def doc_examples(text):
+    """(expected status, shell command) for every sh block of docs/API.md
+    preceded by an <!-- expect: NNN --> marker."""
+    out = []
+    for m in re.finditer(r"<!-- expect: (\d{3}) -->\n```sh\n(.*?)\n```", text, re.S):
+        out.append((int(m.group(1)), m.group(2)))
+    return out
+
+
+# Route templates as regular expressions, to prove every route has an example.
+ROUTE_RES = [
+    ("GET", r"/v1/topics"), ("POST", r"/v1/topics"), ("GET", r"/v1/topics/[^/]+"),
+    ("PATCH", r"/v1/topics/[^/]+"), ("DELETE", r"/v1/topics/[^/]+"), ("POST", r"/v1/topics/[^/]+/records"),
+    ("GET", r"/v1/topics/[^/]+/partitions/[^/]+/records"), ("GET", r"/v1/consumers"),
+    ("DELETE", r"/v1/consumers/[^/]+"), ("GET", r"/v1/consumers/[^/]+/cursors"),
+    ("POST", r"/v1/consumers/[^/]+/cursors"), ("GET", r"/v1/consumers/[^/]+/cursors/[^/]+/[^/]+"),
+    ("PUT", r"/v1/consumers/[^/]+/cursors/[^/]+/[^/]+"), ("GET", r"/healthz"), ("GET", r"/readyz"),
+    ("GET", r"/metrics"), ("GET", r"/v1/broker"), ("GET", r"/openapi.yaml"),
+]
+
+
+def test_api_md_curl_examples_answer_as_documented(ctx):
+    if not shutil.which("curl"):
+        raise Skip("curl is not installed")
+    with open(os.path.join(srcdir(), "docs", "API.md"), encoding="utf-8") as f:
+        text = f.read()
+    examples = doc_examples(text)
+    check(len(examples) >= 20, "docs/API.md has its curl examples (found %d)" % len(examples))
+    covered = set()
+    for status, cmd in examples:
+        flat = cmd.replace("\\\n", " ")
+        m = re.search(r"-X (\w+)", flat)
+        method = m.group(1) if m else ("POST" if re.search(r" -d |--data", flat) else "GET")
+        m = re.search(r"http://127\.0\.0\.1:8080(/[^?' ]*)", flat)
+        check(m, "example without the documented address: %r" % cmd)
+        for meth, rx in ROUTE_RES:
+            if meth == method and re.fullmatch(rx, m.group(1)) and 200 <= status < 300:
+                covered.add((meth, rx))
+    missing = [r for r in ROUTE_RES if r not in covered]
+    check(not missing, "routes without a successful curl example in docs/API.md: %r" % missing)
+
+    # A fresh broker, as `make run` on a new data directory would be.
+    srv = ctx.new_server()
+    srv.start()
+    work = os.path.join(ctx.tmp, "docwork")
+    os.makedirs(work)
+    with open(os.path.join(work, ".curlrc"), "w") as f:
+        f.write('write-out = "\\n@@STATUS@@%{http_code}\\n"\n')
+    env = dict(os.environ)
+    env["CURL_HOME"] = work
+    env["HOME"] = work
+    for i, (status, cmd) in enumerate(examples):
+        live = cmd.replace("http://127.0.0.1:8080", srv.url)
+        p = subprocess.run(["sh", "-c", "set -e\n" + live], cwd=work, env=env, capture_output=True,
+                           timeout=60, stdin=subprocess.DEVNULL)
+        out = p.stdout.decode("utf-8", "replace")
+        codes = re.findall(r"@@STATUS@@(\d{3})", out)
+        if p.returncode != 0 or not codes or int(codes[-1]) != status:
+            raise AssertionError("docs/API.md example %d (expect %d) gave exit %d, status %s\n%s\n--- output ---\n%s%s"
+                                 % (i, status, p.returncode, codes, cmd, out[-1500:],
+                                    p.stderr.decode("utf-8", "replace")[-500:]))
+    srv.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main(globals()))
