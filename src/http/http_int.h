@@ -53,6 +53,7 @@ struct pulse_server {
     atomic_bool stopping;
     atomic_long inflight;  /* contexts created and not yet completed */
     atomic_long suspended; /* connections suspended right now */
+    atomic_long receiving; /* in flight whose body has not fully arrived */
     /* metrics; one mutex, taken once per completed request */
     pthread_mutex_t mlock;
     struct pulse_http_metric_row *rows;
@@ -90,6 +91,7 @@ struct pulse_hreq {
     bool wants_body;
     bool gzip;
     bool too_large;
+    bool received; /* the whole request has arrived (counted out of receiving) */
     enum pulse_body_kind body_kind;
     struct pulse_buf body;
     /* suspension: written by a broker thread before MHD_resume_connection */

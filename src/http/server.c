@@ -555,6 +555,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (r == NULL)
             return MHD_NO; /* out of memory: drop the connection */
         atomic_fetch_add(&srv->inflight, 1);
+        atomic_fetch_add(&srv->receiving, 1);
         *con_cls = r;
         begin(r);
         return MHD_YES;
@@ -569,6 +570,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         }
         *upload_data_size = 0;
         return MHD_YES;
+    }
+    if (!r->received) {
+        r->received = true;
+        atomic_fetch_sub(&srv->receiving, 1);
     }
     switch (r->state) {
     case PULSE_HREQ_NEW:
@@ -642,6 +647,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         PULSE_DEBUG_LOG("http %s %s status=%u duration_ms=%.3f request_id=%s%s",
                         pulse_router_method_name(r->method), r->url, r->status, secs * 1000.0, r->id,
                         toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+    if (!r->received)
+        atomic_fetch_sub(&srv->receiving, 1);
     hreq_free(r);
     atomic_fetch_sub(&srv->inflight, 1);
 }
@@ -891,14 +898,21 @@ pulse_status_t pulse_server_shutdown(struct pulse_server *srv, int64_t deadline_
      * answer); publishes already written reach durability and answer. */
     if (srv->broker != NULL)
         pulse_broker_drain(srv->broker);
+    /* Wait for every request that has fully arrived to be answered. A
+     * request whose body is still coming in is not waited for: its client
+     * may have gone away without MHD noticing (a suspended-free idle
+     * upload), and MHD_stop_daemon closes it; it was never acted on. */
     int64_t until = pulse_clock_mono_us() + deadline_ms * 1000;
-    while (atomic_load(&srv->inflight) > 0 && pulse_clock_mono_us() < until) {
+    while (atomic_load(&srv->inflight) - atomic_load(&srv->receiving) > 0 && pulse_clock_mono_us() < until) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    long left = atomic_load(&srv->inflight);
+    long left = atomic_load(&srv->inflight) - atomic_load(&srv->receiving);
     if (left > 0)
         PULSE_WARN("shutdown: %ld request(s) still in flight after %lld ms", left, (long long)deadline_ms);
+    if (atomic_load(&srv->receiving) > 0)
+        PULSE_INFO("shutdown: closing %ld connection(s) whose request body never finished arriving",
+                   atomic_load(&srv->receiving));
     if (atomic_load(&srv->suspended) > 0) {
         /* MHD_stop_daemon aborts the process with a suspended connection. */
         PULSE_ERROR("shutdown: %ld connection(s) still suspended; not stopping the HTTP server cleanly",
