@@ -1,0 +1,915 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * broker.c - the broker's lifecycle and its syncer thread: open (metadata,
+ * leftovers, recovery of every partition log), drain, close, long-poll
+ * waiters, and the Prometheus metrics.
+ *
+ * The syncer is the only thread that makes appended bytes durable in
+ * every-write mode. Publishers append to the page cache, register a pending
+ * publish and kick the syncer; the syncer fdatasyncs every partition that has
+ * unsynced bytes (pulse_plog_sync: one fdatasync covers every batch written
+ * before it began, which is the group commit), then completes the publishes
+ * whose partitions' high watermarks reached their end offsets and wakes the
+ * waiters whose partitions grew. Appends that arrive during an fdatasync are
+ * covered by the next pass, so there is no timer in the commit path.
+ *
+ * In interval mode publishes are answered right after the append and the
+ * syncer syncs dirty partitions every sync_interval_ms; the high watermark
+ * (and thus what readers see) advances only then.
+ *
+ * A failed fdatasync fences the log inside the storage engine; the syncer
+ * then fails the pending publishes of that partition with PULSE_FENCED and
+ * never retries the sync (a retried fsync can report success after the
+ * kernel dropped the dirty pages).
+ */
+#include "broker/broker.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker/broker_int.h"
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "meta/meta.h"
+
+/* The syncer never sleeps longer than this, so a lost wake-up (there should
+ * be none) costs at most this much latency. */
+#define SYNCER_MAX_SLEEP_US 1000000
+
+static const double fsync_bounds[PULSE_BROKER_FSYNC_BUCKETS] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                               0.01,   0.025,   0.05,   0.1,   0.5,    1.0};
+
+static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (errbuf == NULL || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, errlen, fmt, ap);
+    va_end(ap);
+}
+
+void pulse_broker_config_init(struct pulse_broker_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->data_dir = "./data";
+    cfg->segment_max_bytes = PULSE_PLOG_DEFAULT_SEGMENT_BYTES;
+    cfg->index_interval_bytes = PULSE_PLOG_DEFAULT_INDEX_INTERVAL;
+    cfg->sync_mode = PULSE_SYNC_EVERY_WRITE;
+    cfg->sync_interval_ms = 1000;
+    cfg->default_partitions = 1;
+    cfg->default_retention_ms = 7LL * 24 * 3600 * 1000;
+    cfg->default_retention_bytes = 0;
+    cfg->max_records_per_publish = 10000;
+    cfg->max_key_bytes = 64 * 1024;
+    cfg->max_headers_bytes = 64 * 1024;
+    cfg->max_headers_per_record = 128;
+    cfg->retention_interval_ms = 30000;
+    cfg->compaction_interval_ms = 30000;
+    cfg->compaction_tombstone_retention_ms = 24LL * 3600 * 1000;
+    cfg->compaction_min_gain_ratio = 0.1;
+    cfg->io = NULL;
+}
+
+/* ---- small file-system helpers --------------------------------------- */
+
+void pulse_broker_failpoint(const char *name)
+{
+    const char *fp = getenv("PULSE_FAILPOINT");
+
+    if (fp != NULL && strcmp(fp, name) == 0) {
+        PULSE_WARN("failpoint %s reached: exiting with status 99", name);
+        _exit(99);
+    }
+}
+
+static int remove_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    if (remove(path) != 0) {
+        int e = errno;
+        if (e != ENOENT) {
+            PULSE_ERROR("remove %s failed: %s", path, strerror(e));
+            return flag == FTW_DP ? 0 : -1;
+        }
+    }
+    return 0;
+}
+
+int pulse_broker_remove_tree(const char *path)
+{
+    struct stat st;
+
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -1;
+    /* FTW_DEPTH: children before their directory; FTW_PHYS: never follow a
+     * symlink out of the data directory. */
+    if (nftw(path, remove_cb, 8, FTW_DEPTH | FTW_PHYS) != 0)
+        return -1;
+    return lstat(path, &st) == 0 ? -1 : 0;
+}
+
+int pulse_broker_fsync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc;
+
+    if (fd < 0) {
+        int e = errno;
+        PULSE_ERROR("open %s failed: %s", path, strerror(e));
+        return -1;
+    }
+    rc = fsync(fd);
+    if (rc != 0) {
+        int e = errno;
+        PULSE_ERROR("fsync %s failed: %s", path, strerror(e));
+    }
+    close(fd);
+    return rc == 0 ? 0 : -1;
+}
+
+static pulse_status_t ensure_dir(const char *path)
+{
+    if (mkdir(path, 0755) != 0) {
+        int e = errno;
+        if (e != EEXIST) {
+            PULSE_ERROR("mkdir %s failed: %s", path, strerror(e));
+            return pulse_status_from_errno(e);
+        }
+    }
+    return PULSE_OK;
+}
+
+/* ---- waiters and pending publishes ----------------------------------- */
+
+static void waiter_list_complete(struct pulse_broker *b, struct pulse_broker_waiter *w, pulse_status_t st)
+{
+    while (w != NULL) {
+        struct pulse_broker_waiter *next = w->next;
+        w->fn(w->arg, st);
+        pulse_broker_topic_release(b, w->topic);
+        pulse_free(w);
+        w = next;
+    }
+}
+
+/* The callbacks of n items taken off the lists have returned. */
+static void completing_done(struct pulse_broker *b, uint32_t n)
+{
+    pthread_mutex_lock(&b->mu);
+    b->completing -= n;
+    pthread_cond_broadcast(&b->idle_cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Completes what the last sync pass made ready. Collects under mu, calls
+ * the callbacks after releasing it. */
+static void complete_ready(struct pulse_broker *b)
+{
+    struct pulse_broker_pending *done_head = NULL, **done_tail = &done_head;
+    struct pulse_broker_pending *failed_head = NULL, **failed_tail = &failed_head;
+    struct pulse_broker_waiter *woken = NULL;
+    int64_t now = pulse_clock_mono_us();
+    uint32_t taken = 0;
+
+    pthread_mutex_lock(&b->mu);
+    for (struct pulse_broker_pending **pp = &b->pending_head; *pp != NULL;) {
+        struct pulse_broker_pending *p = *pp;
+        bool all = true;
+        bool fenced = false;
+
+        for (uint32_t i = 0; i < p->n; i++) {
+            struct pulse_plog *plog = p->topic->plogs[p->parts[i]];
+            if (pulse_plog_high_watermark(plog) < p->ends[i]) {
+                all = false;
+                if (pulse_plog_fenced(plog))
+                    fenced = true;
+            }
+        }
+        if (all || fenced) {
+            *pp = p->next;
+            p->next = NULL;
+            taken++;
+            if (all) {
+                *done_tail = p;
+                done_tail = &p->next;
+            } else {
+                *failed_tail = p;
+                failed_tail = &p->next;
+            }
+            continue;
+        }
+        pp = &p->next;
+    }
+    b->pending_tail = &b->pending_head;
+    while (*b->pending_tail != NULL)
+        b->pending_tail = &(*b->pending_tail)->next;
+
+    for (struct pulse_broker_waiter **wp = &b->waiters; *wp != NULL;) {
+        struct pulse_broker_waiter *w = *wp;
+        struct pulse_plog *plog = w->topic->plogs[w->partition];
+        if (pulse_plog_high_watermark(plog) > w->offset || now >= w->deadline_us) {
+            *wp = w->next;
+            w->next = woken;
+            woken = w;
+            taken++;
+            continue;
+        }
+        wp = &w->next;
+    }
+    /* Counted until their callbacks have returned, so that a drain does not
+     * return while a completion is still on its way. */
+    b->completing += taken;
+    pthread_mutex_unlock(&b->mu);
+
+    for (struct pulse_broker_pending *p = done_head; p != NULL;) {
+        struct pulse_broker_pending *next = p->next;
+        p->done(p->arg, PULSE_OK);
+        pulse_broker_topic_release(b, p->topic);
+        pulse_free(p);
+        p = next;
+    }
+    for (struct pulse_broker_pending *p = failed_head; p != NULL;) {
+        struct pulse_broker_pending *next = p->next;
+        p->done(p->arg, PULSE_FENCED);
+        pulse_broker_topic_release(b, p->topic);
+        pulse_free(p);
+        p = next;
+    }
+    waiter_list_complete(b, woken, PULSE_OK);
+    if (taken > 0)
+        completing_done(b, taken);
+}
+
+/* fdatasyncs every partition with unsynced bytes. */
+static void sync_pass(struct pulse_broker *b)
+{
+    struct pulse_broker_topic **list = NULL;
+    size_t n = 0;
+
+    if (b->cfg.sync_mode == PULSE_SYNC_INTERVAL) {
+        int64_t now = pulse_clock_mono_us();
+        if (now < b->next_interval_sync_us)
+            return;
+        b->next_interval_sync_us = now + (int64_t)b->cfg.sync_interval_ms * 1000;
+    }
+    if (pulse_broker_topic_snapshot(b, &list, &n) != PULSE_OK)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        struct pulse_broker_topic *t = list[i];
+        for (uint32_t p = 0; p < t->nparts; p++) {
+            struct pulse_plog *plog = t->plogs[p];
+            if (pulse_plog_fenced(plog) || !pulse_plog_needs_sync(plog))
+                continue;
+            /* Never retried on failure: the engine fences the log and
+             * complete_ready fails its publishes. */
+            pulse_status_t st = pulse_plog_sync(plog);
+            if (st != PULSE_OK)
+                PULSE_ERROR("topic %s partition %" PRIu32 ": sync failed (%s); partition fenced until restart",
+                            t->name, p, pulse_status_name(st));
+        }
+        pulse_broker_topic_release(b, t);
+    }
+    pulse_free(list);
+}
+
+/* The wake-up time of the syncer, under mu. */
+static int64_t next_wake_us(struct pulse_broker *b, int64_t now)
+{
+    int64_t wake = now + SYNCER_MAX_SLEEP_US;
+
+    for (struct pulse_broker_waiter *w = b->waiters; w != NULL; w = w->next)
+        if (w->deadline_us < wake)
+            wake = w->deadline_us;
+    if (b->cfg.sync_mode == PULSE_SYNC_INTERVAL && b->next_interval_sync_us < wake)
+        wake = b->next_interval_sync_us;
+    return wake;
+}
+
+static void *syncer_main(void *arg)
+{
+    struct pulse_broker *b = arg;
+
+    pthread_mutex_lock(&b->mu);
+    while (!b->stop) {
+        int64_t now = pulse_clock_mono_us();
+        int64_t wake = next_wake_us(b, now);
+        if (!b->kick && wake > now) {
+            struct timespec ts;
+            ts.tv_sec = (time_t)(wake / 1000000);
+            ts.tv_nsec = (long)(wake % 1000000) * 1000;
+            pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+        }
+        b->kick = false;
+        if (b->stop)
+            break;
+        pthread_mutex_unlock(&b->mu);
+        sync_pass(b);
+        complete_ready(b);
+        pthread_mutex_lock(&b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+static void sync_observer(void *arg, int64_t duration_us, bool ok)
+{
+    struct pulse_broker *b = arg;
+    double secs = (double)duration_us / 1e6;
+
+    atomic_fetch_add(&b->fsync_total, 1);
+    if (!ok)
+        atomic_fetch_add(&b->fsync_failed, 1);
+    atomic_fetch_add(&b->fsync_sum_us, (uint64_t)(duration_us > 0 ? duration_us : 0));
+    for (int i = 0; i < PULSE_BROKER_FSYNC_BUCKETS; i++) {
+        if (secs <= fsync_bounds[i]) {
+            atomic_fetch_add(&b->fsync_buckets[i], 1);
+            break;
+        }
+    }
+}
+
+pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse_broker_topic *t,
+                                            struct pulse_broker_open_report *report)
+{
+    pulse_status_t st = PULSE_OK;
+    struct pulse_plog_config pcfg;
+    char path[PATH_MAX];
+
+    pulse_plog_config_init(&pcfg);
+    pcfg.segment_max_bytes = (uint64_t)t->segment_bytes;
+    pcfg.index_interval_bytes = b->cfg.index_interval_bytes;
+    pcfg.sync_mode = b->cfg.sync_mode;
+    pcfg.sync_interval_ms = b->cfg.sync_interval_ms;
+    pcfg.io = b->cfg.io;
+    pcfg.sync_observer = sync_observer;
+    pcfg.sync_observer_arg = b;
+
+    snprintf(path, sizeof path, "%s/%s", b->topics_dir, t->name);
+    st = ensure_dir(path);
+    if (st != PULSE_OK)
+        return st;
+    for (uint32_t p = 0; p < t->nparts; p++) {
+        struct pulse_plog_recovery rec;
+        memset(&rec, 0, sizeof rec);
+        snprintf(path, sizeof path, "%s/%s/%" PRIu32, b->topics_dir, t->name, p);
+        st = ensure_dir(path);
+        if (st != PULSE_OK)
+            return st;
+        st = pulse_plog_open(path, &pcfg, &t->plogs[p], &rec);
+        if (st != PULSE_OK) {
+            PULSE_ERROR("topic %s partition %" PRIu32 ": open failed: %s", t->name, p, pulse_status_message(st));
+            return st;
+        }
+        if (rec.truncated_bytes > 0 || rec.corrupt_segments > 0)
+            PULSE_WARN("topic %s partition %" PRIu32 ": recovery cut %" PRIu64 " torn bytes, %" PRIu32
+                       " corrupt segments",
+                       t->name, p, rec.truncated_bytes, rec.corrupt_segments);
+        if (report != NULL) {
+            report->truncated_bytes += rec.truncated_bytes;
+            report->corrupt_segments += rec.corrupt_segments;
+            report->partitions++;
+        }
+    }
+    return PULSE_OK;
+}
+
+/* Removes topic directories that have no metadata: the remains of a delete
+ * interrupted after its metadata batch (renamed aside or not) or of a create
+ * interrupted before its metadata batch. Neither was acknowledged as
+ * existing, so removing them is what makes a crash never resurrect a deleted
+ * topic or hand old data to a recreated name. */
+static pulse_status_t remove_leftovers(struct pulse_broker *b, const struct pulse_meta_topic *defs, size_t ndefs,
+                                       uint32_t *removed_out)
+{
+    DIR *dir;
+    struct dirent *de;
+    uint32_t removed = 0;
+    char path[PATH_MAX];
+
+    dir = opendir(b->topics_dir);
+    if (dir == NULL) {
+        int e = errno;
+        PULSE_ERROR("opendir %s failed: %s", b->topics_dir, strerror(e));
+        return pulse_status_from_errno(e);
+    }
+    while ((de = readdir(dir)) != NULL) {
+        bool known = false;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        for (size_t i = 0; i < ndefs && !known; i++)
+            known = strcmp(defs[i].name, de->d_name) == 0;
+        if (known)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", b->topics_dir, de->d_name);
+        if (strncmp(de->d_name, PULSE_BROKER_DELETED_PREFIX, strlen(PULSE_BROKER_DELETED_PREFIX)) == 0)
+            PULSE_INFO("removing %s left by an interrupted topic delete", path);
+        else
+            PULSE_WARN("removing %s: a topic directory without metadata (interrupted create or delete)", path);
+        if (pulse_broker_remove_tree(path) == 0)
+            removed++;
+    }
+    closedir(dir);
+    if (removed > 0)
+        pulse_broker_fsync_dir(b->topics_dir);
+    *removed_out = removed;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
+                                 struct pulse_broker_open_report *report, char *errbuf, size_t errlen)
+{
+    pulse_status_t st = PULSE_OK;
+    struct pulse_broker *b = NULL;
+    struct pulse_broker_open_report rep;
+    struct pulse_meta_topic *defs = NULL;
+    size_t ndefs = 0;
+    char path[PATH_MAX];
+    char merr[512] = "";
+    pthread_condattr_t cattr;
+    pthread_rwlockattr_t rwattr;
+    int64_t t0;
+
+    memset(&rep, 0, sizeof rep);
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
+    if (cfg == NULL || cfg->data_dir == NULL || cfg->data_dir[0] == '\0' || cfg->default_partitions < 1 ||
+        cfg->default_partitions > PULSE_BROKER_MAX_PARTITIONS ||
+        cfg->segment_max_bytes < PULSE_PLOG_MIN_SEGMENT_BYTES ||
+        cfg->segment_max_bytes > PULSE_PLOG_MAX_SEGMENT_BYTES ||
+        (cfg->sync_mode == PULSE_SYNC_INTERVAL && cfg->sync_interval_ms == 0) ||
+        strlen(cfg->data_dir) > PATH_MAX - PULSE_NAME_MAX - 64) {
+        set_err(errbuf, errlen, "invalid broker configuration");
+        return PULSE_INVALID;
+    }
+    b = pulse_calloc(1, sizeof *b);
+    if (b == NULL)
+        return PULSE_NOMEM;
+    b->cfg = *cfg;
+    b->data_dir = pulse_strdup(cfg->data_dir);
+    snprintf(path, sizeof path, "%s/topics", cfg->data_dir);
+    b->topics_dir = pulse_strdup(path);
+    b->cfg.data_dir = b->data_dir;
+    if (b->data_dir == NULL || b->topics_dir == NULL) {
+        pulse_free(b->data_dir);
+        pulse_free(b->topics_dir);
+        pulse_free(b);
+        return PULSE_NOMEM;
+    }
+    b->started_at_ms = pulse_clock_wall_ms();
+    pthread_rwlockattr_init(&rwattr);
+    /* Writers (create/delete) must not starve behind a stream of cursor
+     * commits. */
+    pthread_rwlockattr_setkind_np(&rwattr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&b->admin_lock, &rwattr);
+    pthread_rwlock_init(&b->map_lock, &rwattr);
+    pthread_rwlockattr_destroy(&rwattr);
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->cv, &cattr);
+    pthread_cond_init(&b->idle_cv, &cattr);
+    pthread_condattr_destroy(&cattr);
+    b->pending_tail = &b->pending_head;
+
+    st = ensure_dir(b->data_dir);
+    if (st == PULSE_OK)
+        st = ensure_dir(b->topics_dir);
+    if (st != PULSE_OK) {
+        set_err(errbuf, errlen, "cannot create data directory %s: %s", b->data_dir, pulse_status_message(st));
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/meta", b->data_dir);
+    st = pulse_meta_open(path, &b->meta, merr, sizeof merr);
+    if (st == PULSE_BUSY) {
+        set_err(errbuf, errlen, "data directory %s is in use by another process", b->data_dir);
+        goto out;
+    }
+    if (st != PULSE_OK) {
+        set_err(errbuf, errlen, "%s", merr);
+        goto out;
+    }
+    st = pulse_meta_topic_list(b->meta, &defs, &ndefs);
+    if (st != PULSE_OK) {
+        set_err(errbuf, errlen, "cannot read topic metadata: %s", pulse_status_message(st));
+        goto out;
+    }
+    st = remove_leftovers(b, defs, ndefs, &rep.deleted_leftovers);
+    if (st != PULSE_OK) {
+        set_err(errbuf, errlen, "cannot scan %s: %s", b->topics_dir, pulse_status_message(st));
+        goto out;
+    }
+
+    t0 = pulse_clock_mono_us();
+    for (size_t i = 0; i < ndefs; i++) {
+        struct pulse_broker_topic *t = pulse_calloc(1, sizeof *t);
+        if (t == NULL) {
+            st = PULSE_NOMEM;
+            goto out;
+        }
+        memcpy(t->name, defs[i].name, sizeof t->name);
+        t->nparts = defs[i].partitions;
+        t->cleanup = defs[i].cleanup == 1 ? PULSE_CLEANUP_COMPACT : PULSE_CLEANUP_DELETE;
+        atomic_init(&t->retention_ms, defs[i].retention_ms);
+        atomic_init(&t->retention_bytes, defs[i].retention_bytes);
+        t->segment_bytes = defs[i].segment_bytes;
+        t->created_at_ms = defs[i].created_at_ms;
+        atomic_init(&t->refs, 1);
+        if (t->nparts > PULSE_BROKER_MAX_PARTITIONS || t->segment_bytes < (int64_t)PULSE_PLOG_MIN_SEGMENT_BYTES ||
+            t->segment_bytes > (int64_t)PULSE_PLOG_MAX_SEGMENT_BYTES) {
+            set_err(errbuf, errlen, "topic %s has an invalid stored definition", t->name);
+            pulse_free(t);
+            st = PULSE_CORRUPT;
+            goto out;
+        }
+        st = pulse_broker_topic_alloc_parts(t);
+        if (st != PULSE_OK) {
+            pulse_free(t);
+            goto out;
+        }
+        /* Names come sorted from the store: appending keeps the map sorted. */
+        if (b->ntopics == b->topics_cap) {
+            size_t ncap = b->topics_cap ? b->topics_cap * 2 : 16;
+            struct pulse_broker_topic **nt = pulse_realloc(b->topics, ncap * sizeof *nt);
+            if (nt == NULL) {
+                pulse_broker_topic_destroy(t);
+                st = PULSE_NOMEM;
+                goto out;
+            }
+            b->topics = nt;
+            b->topics_cap = ncap;
+        }
+        b->topics[b->ntopics++] = t;
+        st = pulse_broker_topic_open_logs(b, t, &rep);
+        if (st != PULSE_OK) {
+            set_err(errbuf, errlen, "cannot open the logs of topic %s: %s", t->name, pulse_status_message(st));
+            goto out;
+        }
+        rep.topics++;
+    }
+    rep.recovery_us = pulse_clock_mono_us() - t0;
+    b->recovery_us = rep.recovery_us;
+    b->recovery_truncated_bytes = rep.truncated_bytes;
+    PULSE_INFO("broker: %" PRIu32 " topics, %" PRIu32 " partitions recovered in %" PRId64 " us", rep.topics,
+               rep.partitions, rep.recovery_us);
+
+    b->next_interval_sync_us = pulse_clock_mono_us() + (int64_t)b->cfg.sync_interval_ms * 1000;
+    if (pthread_create(&b->syncer, NULL, syncer_main, b) != 0) {
+        set_err(errbuf, errlen, "cannot start the syncer thread");
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    b->syncer_started = true;
+    if (report != NULL)
+        *report = rep;
+    *out = b;
+    b = NULL;
+out:
+    pulse_free(defs);
+    pulse_broker_close(b);
+    return st;
+}
+
+void pulse_broker_drain(struct pulse_broker *b)
+{
+    struct pulse_broker_waiter *w;
+
+    if (b == NULL)
+        return;
+    pthread_mutex_lock(&b->mu);
+    b->draining = true;
+    w = b->waiters;
+    b->waiters = NULL;
+    pthread_mutex_unlock(&b->mu);
+    waiter_list_complete(b, w, PULSE_SHUTDOWN);
+
+    pthread_mutex_lock(&b->mu);
+    if (b->syncer_started) {
+        b->kick = true;
+        pthread_cond_signal(&b->cv);
+        while (b->inflight > 0 || b->pending_head != NULL || b->completing > 0)
+            pthread_cond_wait(&b->idle_cv, &b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+void pulse_broker_close(struct pulse_broker *b)
+{
+    struct pulse_broker_pending *p;
+
+    if (b == NULL)
+        return;
+    pulse_broker_drain(b);
+    if (b->syncer_started) {
+        pthread_mutex_lock(&b->mu);
+        b->stop = true;
+        pthread_cond_signal(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        pthread_join(b->syncer, NULL);
+        b->syncer_started = false;
+    }
+    /* Nothing can be left after a drain with a running syncer; without one
+     * (a failed open) nothing was ever registered. Fail defensively. */
+    p = b->pending_head;
+    b->pending_head = NULL;
+    while (p != NULL) {
+        struct pulse_broker_pending *next = p->next;
+        p->done(p->arg, PULSE_SHUTDOWN);
+        pulse_broker_topic_release(b, p->topic);
+        pulse_free(p);
+        p = next;
+    }
+    for (size_t i = 0; i < b->ntopics; i++)
+        pulse_broker_topic_destroy(b->topics[i]);
+    pulse_free(b->topics);
+    pulse_meta_close(b->meta);
+    pthread_cond_destroy(&b->cv);
+    pthread_cond_destroy(&b->idle_cv);
+    pthread_mutex_destroy(&b->mu);
+    pthread_rwlock_destroy(&b->map_lock);
+    pthread_rwlock_destroy(&b->admin_lock);
+    pulse_free(b->data_dir);
+    pulse_free(b->topics_dir);
+    pulse_free(b);
+}
+
+const char *pulse_broker_cluster_id(const struct pulse_broker *b)
+{
+    return pulse_meta_cluster_id(b->meta);
+}
+
+const char *pulse_broker_broker_id(const struct pulse_broker *b)
+{
+    return pulse_meta_broker_id(b->meta);
+}
+
+int64_t pulse_broker_started_at_ms(const struct pulse_broker *b)
+{
+    return b->started_at_ms;
+}
+
+/* ---- topic-wide failure (delete) ------------------------------------- */
+
+void pulse_broker_fail_topic(struct pulse_broker *b, struct pulse_broker_topic *t, pulse_status_t st)
+{
+    struct pulse_broker_pending *plist = NULL;
+    struct pulse_broker_waiter *wlist = NULL;
+    uint32_t taken = 0;
+
+    pthread_mutex_lock(&b->mu);
+    for (struct pulse_broker_pending **pp = &b->pending_head; *pp != NULL;) {
+        struct pulse_broker_pending *p = *pp;
+        if (p->topic == t) {
+            *pp = p->next;
+            p->next = plist;
+            plist = p;
+            taken++;
+            continue;
+        }
+        pp = &p->next;
+    }
+    b->pending_tail = &b->pending_head;
+    while (*b->pending_tail != NULL)
+        b->pending_tail = &(*b->pending_tail)->next;
+    for (struct pulse_broker_waiter **wp = &b->waiters; *wp != NULL;) {
+        struct pulse_broker_waiter *w = *wp;
+        if (w->topic == t) {
+            *wp = w->next;
+            w->next = wlist;
+            wlist = w;
+            taken++;
+            continue;
+        }
+        wp = &w->next;
+    }
+    b->completing += taken;
+    pthread_mutex_unlock(&b->mu);
+
+    while (plist != NULL) {
+        struct pulse_broker_pending *next = plist->next;
+        plist->done(plist->arg, st);
+        pulse_broker_topic_release(b, plist->topic);
+        pulse_free(plist);
+        plist = next;
+    }
+    waiter_list_complete(b, wlist, st);
+    if (taken > 0)
+        completing_done(b, taken);
+}
+
+void pulse_broker_wait_unreferenced(struct pulse_broker *b, struct pulse_broker_topic *t)
+{
+    pthread_mutex_lock(&b->mu);
+    while (atomic_load(&t->refs) > 1)
+        pthread_cond_wait(&b->idle_cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* ---- long-poll ------------------------------------------------------- */
+
+pulse_status_t pulse_broker_wait_data(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
+                                      int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
+{
+    pulse_status_t st = PULSE_OK;
+    struct pulse_broker_topic *t = NULL;
+    struct pulse_broker_waiter *w = NULL;
+    bool parked = false;
+
+    if (fn == NULL)
+        return PULSE_INVALID;
+    t = pulse_broker_topic_acquire(b, topic);
+    if (t == NULL) {
+        st = PULSE_TOPIC_NOT_FOUND;
+        goto out;
+    }
+    if (partition >= t->nparts) {
+        st = PULSE_PARTITION_NOT_FOUND;
+        goto out;
+    }
+    w = pulse_calloc(1, sizeof *w);
+    if (w == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    w->topic = t;
+    w->partition = partition;
+    w->offset = offset;
+    w->deadline_us = deadline_mono_us;
+    w->fn = fn;
+    w->arg = arg;
+
+    pthread_mutex_lock(&b->mu);
+    if (b->draining) {
+        st = PULSE_SHUTDOWN;
+    } else if (atomic_load(&t->deleted)) {
+        st = PULSE_TOPIC_NOT_FOUND;
+    } else if (pulse_plog_high_watermark(t->plogs[partition]) > offset) {
+        /* Checked under mu: the syncer advances HW and then scans waiters
+         * under mu, so a waiter parked after this check cannot miss it. */
+        parked = false;
+    } else {
+        w->next = b->waiters;
+        b->waiters = w;
+        w = NULL;
+        t = NULL; /* the waiter owns the reference now */
+        parked = true;
+        b->kick = true; /* recompute the nearest deadline */
+        pthread_cond_signal(&b->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+out:
+    pulse_free(w);
+    if (t != NULL)
+        pulse_broker_topic_release(b, t);
+    if (st == PULSE_OK)
+        *parked_out = parked;
+    return st;
+}
+
+/* ---- metrics --------------------------------------------------------- */
+
+static pulse_status_t metrics_lag(struct pulse_broker *b, struct pulse_buf *out)
+{
+    pulse_status_t st;
+    char **names = NULL;
+    size_t nnames = 0;
+
+    st = pulse_buf_printf(out, "# HELP pulse_consumer_lag High watermark minus the committed cursor.\n"
+                               "# TYPE pulse_consumer_lag gauge\n");
+    if (st != PULSE_OK)
+        return st;
+    st = pulse_broker_consumer_list(b, &names, &nnames);
+    if (st != PULSE_OK)
+        return st;
+    for (size_t i = 0; i < nnames && st == PULSE_OK; i++) {
+        struct pulse_cursor *cs = NULL;
+        size_t nc = 0;
+        st = pulse_broker_cursor_list(b, names[i], &cs, &nc);
+        for (size_t j = 0; j < nc && st == PULSE_OK; j++)
+            st = pulse_buf_printf(out, "pulse_consumer_lag{consumer=\"%s\",topic=\"%s\",partition=\"%" PRIu32
+                                       "\"} %" PRId64 "\n",
+                                  names[i], cs[j].topic, cs[j].partition, cs[j].lag);
+        pulse_free(cs);
+    }
+    pulse_broker_names_free(names, nnames);
+    return st;
+}
+
+pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *out)
+{
+    pulse_status_t st = PULSE_OK;
+    struct pulse_broker_topic **list = NULL;
+    size_t n = 0;
+    uint64_t cum = 0;
+
+    st = pulse_broker_topic_snapshot(b, &list, &n);
+    if (st != PULSE_OK)
+        return st;
+
+    st = pulse_buf_printf(out,
+                          "# HELP pulse_fsync_total fdatasync calls on partition logs.\n"
+                          "# TYPE pulse_fsync_total counter\n"
+                          "pulse_fsync_total %" PRIu64 "\n"
+                          "# HELP pulse_fsync_failures_total fdatasync calls that failed (each fences a log).\n"
+                          "# TYPE pulse_fsync_failures_total counter\n"
+                          "pulse_fsync_failures_total %" PRIu64 "\n"
+                          "# HELP pulse_fsync_duration_seconds fdatasync latency of partition logs.\n"
+                          "# TYPE pulse_fsync_duration_seconds histogram\n",
+                          (uint64_t)atomic_load(&b->fsync_total), (uint64_t)atomic_load(&b->fsync_failed));
+    for (int i = 0; i < PULSE_BROKER_FSYNC_BUCKETS && st == PULSE_OK; i++) {
+        cum += atomic_load(&b->fsync_buckets[i]);
+        st = pulse_buf_printf(out, "pulse_fsync_duration_seconds_bucket{le=\"%g\"} %" PRIu64 "\n", fsync_bounds[i],
+                              cum);
+    }
+    if (st == PULSE_OK) {
+        uint64_t total = atomic_load(&b->fsync_total);
+        st = pulse_buf_printf(out,
+                              "pulse_fsync_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+                              "pulse_fsync_duration_seconds_sum %.6f\n"
+                              "pulse_fsync_duration_seconds_count %" PRIu64 "\n",
+                              total, (double)atomic_load(&b->fsync_sum_us) / 1e6, total);
+    }
+
+    static const struct {
+        const char *name;
+        const char *help;
+    } part_metrics[] = {
+        {"pulse_partition_high_watermark", "End of the durable log: the offset the next record gets once synced."},
+        {"pulse_partition_log_start_offset", "First offset still stored."},
+        {"pulse_partition_size_bytes", "Bytes of all segment files."},
+    };
+    for (size_t m = 0; m < 3 && st == PULSE_OK; m++) {
+        st = pulse_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", part_metrics[m].name, part_metrics[m].help,
+                              part_metrics[m].name);
+        for (size_t i = 0; i < n && st == PULSE_OK; i++) {
+            for (uint32_t p = 0; p < list[i]->nparts && st == PULSE_OK; p++) {
+                struct pulse_plog_stats ps;
+                pulse_plog_get_stats(list[i]->plogs[p], &ps);
+                int64_t v = m == 0 ? ps.high_watermark : m == 1 ? ps.log_start : (int64_t)ps.size_bytes;
+                st = pulse_buf_printf(out, "%s{topic=\"%s\",partition=\"%" PRIu32 "\"} %" PRId64 "\n",
+                                      part_metrics[m].name, list[i]->name, p, v);
+            }
+        }
+    }
+
+    static const struct {
+        const char *name;
+        const char *help;
+    } topic_metrics[] = {
+        {"pulse_published_records_total", "Records appended by publishes."},
+        {"pulse_published_bytes_total", "Encoded batch bytes appended by publishes."},
+        {"pulse_fetched_records_total", "Records served by fetches."},
+        {"pulse_fetched_bytes_total", "Bytes served by fetches."},
+    };
+    for (size_t m = 0; m < 4 && st == PULSE_OK; m++) {
+        st = pulse_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", topic_metrics[m].name,
+                              topic_metrics[m].help, topic_metrics[m].name);
+        for (size_t i = 0; i < n && st == PULSE_OK; i++) {
+            struct pulse_broker_topic *t = list[i];
+            uint64_t v = m == 0   ? atomic_load(&t->published_records)
+                         : m == 1 ? atomic_load(&t->published_bytes)
+                         : m == 2 ? atomic_load(&t->fetched_records)
+                                  : atomic_load(&t->fetched_bytes);
+            st = pulse_buf_printf(out, "%s{topic=\"%s\"} %" PRIu64 "\n", topic_metrics[m].name, t->name, v);
+        }
+    }
+    if (st == PULSE_OK)
+        st = metrics_lag(b, out);
+    if (st == PULSE_OK)
+        st = pulse_buf_printf(out,
+                              "# HELP pulse_recovery_truncated_bytes_total Torn tail bytes cut by recovery at start.\n"
+                              "# TYPE pulse_recovery_truncated_bytes_total counter\n"
+                              "pulse_recovery_truncated_bytes_total %" PRIu64 "\n"
+                              "# HELP pulse_recovery_duration_seconds Time to recover every partition log at start.\n"
+                              "# TYPE pulse_recovery_duration_seconds gauge\n"
+                              "pulse_recovery_duration_seconds %.6f\n"
+                              "# HELP pulse_retention_segments_deleted_total Segments removed by retention.\n"
+                              "# TYPE pulse_retention_segments_deleted_total counter\n"
+                              "pulse_retention_segments_deleted_total 0\n"
+                              "# HELP pulse_compaction_passes_total Compaction passes run.\n"
+                              "# TYPE pulse_compaction_passes_total counter\n"
+                              "pulse_compaction_passes_total 0\n",
+                              b->recovery_truncated_bytes, (double)b->recovery_us / 1e6);
+
+    for (size_t i = 0; i < n; i++)
+        pulse_broker_topic_release(b, list[i]);
+    pulse_free(list);
+    return st;
+}

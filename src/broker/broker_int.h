@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * broker_int.h - state shared by the broker's files (broker.c: lifecycle,
+ * syncer, waiters, metrics; topic.c: topic admin; publish.c: routing,
+ * publish, fetch; cursor.c: cursors). Never included outside src/broker
+ * except by the broker's unit tests.
+ *
+ * Topic objects are reference-counted. The name map holds one reference;
+ * every lookup takes another (pulse_broker_topic_acquire) and gives it back
+ * with pulse_broker_topic_release. Pending publishes and parked waiters hold
+ * one each. Delete removes the topic from the map, fails its pending
+ * publishes and waiters, then waits until only its own reference is left
+ * before closing the partition logs, so no plog is closed under a reader.
+ *
+ * Lock order (outer first): admin_lock -> map_lock -> mu. Callbacks
+ * (publish done, waiter fn) are always called with none of them held.
+ */
+#ifndef PULSE_BROKER_BROKER_INT_H
+#define PULSE_BROKER_BROKER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "broker/broker.h"
+
+struct pulse_meta;
+
+#define PULSE_BROKER_MAX_PARTITIONS 256
+/* Cap of one encoded batch (one partition's share of one publish). */
+#define PULSE_BROKER_MAX_BATCH_BYTES (64u * 1024 * 1024)
+/* Prefix of a topic directory renamed aside by delete. Topic names may not
+ * start with "__", so this can never be a live topic's directory. */
+#define PULSE_BROKER_DELETED_PREFIX "__deleted-"
+/* fsync latency histogram bounds, seconds. */
+#define PULSE_BROKER_FSYNC_BUCKETS 12
+
+struct pulse_broker_topic {
+    char name[PULSE_NAME_MAX + 1];
+    uint32_t nparts;
+    enum pulse_cleanup cleanup;
+    _Atomic int64_t retention_ms;
+    _Atomic int64_t retention_bytes;
+    int64_t segment_bytes;
+    int64_t created_at_ms;
+    struct pulse_plog **plogs; /* nparts entries */
+    /* Per partition: held around a publish's appends to that partition, so
+     * that when one publish needs several batches there (see publish.c)
+     * they get adjacent offsets. Never held while waiting for a sync. */
+    pthread_mutex_t *append_mu;
+    atomic_int refs;
+    atomic_bool deleted;
+    atomic_uint rr; /* round-robin counter for keyless publishes */
+    atomic_uint_fast64_t published_records;
+    atomic_uint_fast64_t published_bytes;
+    atomic_uint_fast64_t fetched_records;
+    atomic_uint_fast64_t fetched_bytes;
+};
+
+/* A publish waiting for durability (every-write mode). */
+struct pulse_broker_pending {
+    struct pulse_broker_pending *next;
+    struct pulse_broker_topic *topic; /* holds a reference */
+    uint32_t n;
+    uint32_t parts[PULSE_BROKER_MAX_PARTITIONS];
+    int64_t ends[PULSE_BROKER_MAX_PARTITIONS];
+    pulse_publish_done_fn done;
+    void *arg;
+};
+
+/* A parked long-poll waiter. */
+struct pulse_broker_waiter {
+    struct pulse_broker_waiter *next;
+    struct pulse_broker_topic *topic; /* holds a reference */
+    uint32_t partition;
+    int64_t offset;
+    int64_t deadline_us;
+    pulse_wait_fn fn;
+    void *arg;
+};
+
+struct pulse_broker {
+    struct pulse_broker_config cfg;
+    char *data_dir;
+    char *topics_dir;
+    struct pulse_meta *meta;
+    int64_t started_at_ms;
+
+    /* Topic create/delete take it for writing; cursor commits for reading,
+     * so a commit never lands for a topic being deleted. */
+    pthread_rwlock_t admin_lock;
+    /* The name map: sorted by name, for binary search. */
+    pthread_rwlock_t map_lock;
+    struct pulse_broker_topic **topics;
+    size_t ntopics;
+    size_t topics_cap;
+
+    /* Syncer state, pending publishes and waiters. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* wakes the syncer (CLOCK_MONOTONIC) */
+    pthread_cond_t idle_cv; /* drain and delete wait on it */
+    struct pulse_broker_pending *pending_head;
+    struct pulse_broker_pending **pending_tail;
+    struct pulse_broker_waiter *waiters;
+    bool kick;
+    bool stop;
+    bool draining;
+    uint32_t inflight;   /* publishes between their draining check and registration */
+    uint32_t completing; /* publishes and waiters taken off the lists whose callbacks are running */
+    atomic_uint deleting; /* deletes waiting for a topic's last reference */
+    pthread_t syncer;
+    bool syncer_started;
+    int64_t next_interval_sync_us;
+
+    /* Metrics. */
+    atomic_uint_fast64_t fsync_total;
+    atomic_uint_fast64_t fsync_failed;
+    atomic_uint_fast64_t fsync_sum_us;
+    atomic_uint_fast64_t fsync_buckets[PULSE_BROKER_FSYNC_BUCKETS];
+    uint64_t recovery_truncated_bytes;
+    int64_t recovery_us;
+};
+
+/* Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2), as the
+ * signed 32-bit Java result reinterpreted unsigned. */
+uint32_t pulse_broker_murmur2(const uint8_t *data, size_t len);
+
+/* Kafka's default partition for a key: (murmur2(key) & 0x7fffffff) % n. */
+uint32_t pulse_broker_key_partition(const uint8_t *key, size_t len, uint32_t nparts);
+
+/* Looks a topic up and takes a reference; NULL if absent. Locks: map_lock
+ * (read) briefly. */
+struct pulse_broker_topic *pulse_broker_topic_acquire(struct pulse_broker *b, const char *name);
+void pulse_broker_topic_release(struct pulse_broker *b, struct pulse_broker_topic *t);
+
+/* References to every live topic, sorted by name; *out allocated
+ * (pulse_free), each entry released by the caller. */
+pulse_status_t pulse_broker_topic_snapshot(struct pulse_broker *b, struct pulse_broker_topic ***out, size_t *n_out);
+
+/* Allocates t->plogs and t->append_mu for t->nparts partitions. */
+pulse_status_t pulse_broker_topic_alloc_parts(struct pulse_broker_topic *t);
+
+/* Closes a topic's logs and frees it (refs must be down to the caller's). */
+void pulse_broker_topic_destroy(struct pulse_broker_topic *t);
+
+/* Opens the partition logs of t under <topics>/<name>/<p>, adding what
+ * recovery did to the totals (nullable). */
+pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse_broker_topic *t,
+                                            struct pulse_broker_open_report *report);
+
+/* Fails every pending publish and waiter of t with st (delete). Locks: mu,
+ * released before the callbacks run. */
+void pulse_broker_fail_topic(struct pulse_broker *b, struct pulse_broker_topic *t, pulse_status_t st);
+
+/* Blocks until only the caller's reference to t is left. Locks: mu. */
+void pulse_broker_wait_unreferenced(struct pulse_broker *b, struct pulse_broker_topic *t);
+
+/* Test hook: when the environment variable PULSE_FAILPOINT equals name, the
+ * process exits at once with status 99, as if it had crashed there. Always
+ * compiled in; an unset variable costs one getenv at topic create/delete. */
+void pulse_broker_failpoint(const char *name);
+
+/* rm -rf of path; 0 or -1 (logged). */
+int pulse_broker_remove_tree(const char *path);
+
+/* fsync of a directory; 0 or -1 (logged). */
+int pulse_broker_fsync_dir(const char *path);
+
+#endif

@@ -1,0 +1,598 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * topic.c - topics: the name rule, the in-memory name map with reference
+ * counts, and the crash-safe create, retention change and delete.
+ *
+ * Create order: the partition directories are made and fsynced first, the
+ * logs opened, and only then the metadata (topic + partitions) committed in
+ * one sync batch. A crash before the batch leaves directories without
+ * metadata, which the next start removes; a crash after it leaves a complete
+ * topic. Delete order is the mirror: metadata (topic, partitions, the
+ * topic's cursors) goes first in one sync batch, so from that instant the
+ * topic is gone for good; the directory is then renamed aside to
+ * <data>/topics/__deleted-<nonce> (names cannot start with "__", so the
+ * aside name never collides with a topic), the parent fsynced, and the tree
+ * removed. Whatever step a crash interrupts, the next start finds either a
+ * live topic with metadata or a directory without metadata, and removes the
+ * latter, so a deleted topic never comes back and a recreated name never
+ * sees old data.
+ *
+ * Create and delete serialise on the broker's admin lock, which is what
+ * makes "two concurrent creates of one name: exactly one wins" hold.
+ */
+#include "broker/broker.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "broker/broker_int.h"
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "meta/meta.h"
+
+_Static_assert(PULSE_NAME_MAX == PULSE_META_NAME_MAX, "name limits of broker and meta differ");
+
+static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (errbuf == NULL || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, errlen, fmt, ap);
+    va_end(ap);
+}
+
+bool pulse_broker_name_valid(const char *name, size_t len)
+{
+    if (name == NULL || len < 1 || len > PULSE_NAME_MAX)
+        return false;
+    if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+        return false;
+    if (len >= 2 && name[0] == '_' && name[1] == '_')
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* A NUL-terminated name that passes the rule. */
+static bool cname_valid(const char *name)
+{
+    return name != NULL && pulse_broker_name_valid(name, strnlen(name, PULSE_NAME_MAX + 1));
+}
+
+void pulse_topic_info_free(struct pulse_topic_info *info)
+{
+    if (info == NULL)
+        return;
+    pulse_free(info->stats);
+    pulse_free(info);
+}
+
+void pulse_topic_info_list_free(struct pulse_topic_info **list, size_t n)
+{
+    if (list == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        pulse_topic_info_free(list[i]);
+    pulse_free(list);
+}
+
+/* ---- the name map ---------------------------------------------------- */
+
+/* Index of name in the sorted map, or where it would go (*found false).
+ * Caller holds map_lock. */
+static size_t map_find(struct pulse_broker *b, const char *name, bool *found)
+{
+    size_t lo = 0, hi = b->ntopics;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(b->topics[mid]->name, name);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = false;
+    return lo;
+}
+
+struct pulse_broker_topic *pulse_broker_topic_acquire(struct pulse_broker *b, const char *name)
+{
+    struct pulse_broker_topic *t = NULL;
+    bool found;
+    size_t i;
+
+    if (name == NULL)
+        return NULL;
+    pthread_rwlock_rdlock(&b->map_lock);
+    i = map_find(b, name, &found);
+    if (found) {
+        t = b->topics[i];
+        atomic_fetch_add(&t->refs, 1);
+    }
+    pthread_rwlock_unlock(&b->map_lock);
+    return t;
+}
+
+void pulse_broker_topic_release(struct pulse_broker *b, struct pulse_broker_topic *t)
+{
+    if (t == NULL)
+        return;
+    /* Only a deleter waits for the count to drop (to 1, its own); wake it
+     * when this was the last other reference. t must not be touched after
+     * the decrement (the deleter may free it at once), so the check reads
+     * the broker's count of waiting deleters. Either that load sees the
+     * deleter's increment, or the deleter's later look at refs sees this
+     * decrement (sequentially consistent atomics). */
+    if (atomic_fetch_sub(&t->refs, 1) == 2 && atomic_load(&b->deleting) > 0) {
+        pthread_mutex_lock(&b->mu);
+        pthread_cond_broadcast(&b->idle_cv);
+        pthread_mutex_unlock(&b->mu);
+    }
+}
+
+pulse_status_t pulse_broker_topic_snapshot(struct pulse_broker *b, struct pulse_broker_topic ***out, size_t *n_out)
+{
+    struct pulse_broker_topic **list = NULL;
+    size_t n;
+
+    pthread_rwlock_rdlock(&b->map_lock);
+    n = b->ntopics;
+    if (n > 0) {
+        list = pulse_malloc(n * sizeof *list);
+        if (list == NULL) {
+            pthread_rwlock_unlock(&b->map_lock);
+            return PULSE_NOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+            list[i] = b->topics[i];
+            atomic_fetch_add(&list[i]->refs, 1);
+        }
+    }
+    pthread_rwlock_unlock(&b->map_lock);
+    *out = list;
+    *n_out = n;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_broker_topic_alloc_parts(struct pulse_broker_topic *t)
+{
+    t->plogs = pulse_calloc(t->nparts, sizeof *t->plogs);
+    t->append_mu = pulse_calloc(t->nparts, sizeof *t->append_mu);
+    if (t->plogs == NULL || t->append_mu == NULL) {
+        pulse_free(t->plogs);
+        pulse_free(t->append_mu);
+        t->plogs = NULL;
+        t->append_mu = NULL;
+        return PULSE_NOMEM;
+    }
+    for (uint32_t p = 0; p < t->nparts; p++)
+        pthread_mutex_init(&t->append_mu[p], NULL);
+    return PULSE_OK;
+}
+
+void pulse_broker_topic_destroy(struct pulse_broker_topic *t)
+{
+    if (t == NULL)
+        return;
+    if (t->plogs != NULL) {
+        for (uint32_t p = 0; p < t->nparts; p++) {
+            pulse_status_t st = pulse_plog_close(t->plogs[p]);
+            if (st != PULSE_OK && t->plogs[p] != NULL)
+                PULSE_WARN("topic %s partition %" PRIu32 ": close: %s", t->name, p, pulse_status_message(st));
+        }
+    }
+    if (t->append_mu != NULL) {
+        for (uint32_t p = 0; p < t->nparts; p++)
+            pthread_mutex_destroy(&t->append_mu[p]);
+    }
+    pulse_free(t->append_mu);
+    pulse_free(t->plogs);
+    pulse_free(t);
+}
+
+/* ---- info ------------------------------------------------------------ */
+
+static pulse_status_t make_info(struct pulse_broker_topic *t, bool with_stats, struct pulse_topic_info **out)
+{
+    struct pulse_topic_info *info = pulse_calloc(1, sizeof *info);
+
+    if (info == NULL)
+        return PULSE_NOMEM;
+    memcpy(info->name, t->name, sizeof info->name);
+    info->partitions = t->nparts;
+    info->cleanup = t->cleanup;
+    info->retention_ms = atomic_load(&t->retention_ms);
+    info->retention_bytes = atomic_load(&t->retention_bytes);
+    info->segment_bytes = t->segment_bytes;
+    info->created_at_ms = t->created_at_ms;
+    if (with_stats) {
+        info->stats = pulse_calloc(t->nparts, sizeof *info->stats);
+        if (info->stats == NULL) {
+            pulse_free(info);
+            return PULSE_NOMEM;
+        }
+        for (uint32_t p = 0; p < t->nparts; p++) {
+            struct pulse_plog_stats ps;
+            pulse_plog_get_stats(t->plogs[p], &ps);
+            info->stats[p].partition = p;
+            info->stats[p].log_start_offset = ps.log_start;
+            info->stats[p].high_watermark = ps.high_watermark;
+            info->stats[p].size_bytes = ps.size_bytes;
+            info->stats[p].segments = ps.segments;
+        }
+    }
+    *out = info;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_broker_topic_get(struct pulse_broker *b, const char *name, bool with_stats,
+                                      struct pulse_topic_info **out)
+{
+    struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, name);
+    pulse_status_t st;
+
+    if (t == NULL)
+        return PULSE_TOPIC_NOT_FOUND;
+    st = make_info(t, with_stats, out);
+    pulse_broker_topic_release(b, t);
+    return st;
+}
+
+pulse_status_t pulse_broker_topic_list(struct pulse_broker *b, bool with_stats, struct pulse_topic_info ***out,
+                                       size_t *n_out)
+{
+    pulse_status_t st = PULSE_OK;
+    struct pulse_broker_topic **list = NULL;
+    struct pulse_topic_info **infos = NULL;
+    size_t n = 0, done = 0;
+
+    st = pulse_broker_topic_snapshot(b, &list, &n);
+    if (st != PULSE_OK)
+        return st;
+    if (n > 0) {
+        infos = pulse_calloc(n, sizeof *infos);
+        if (infos == NULL) {
+            st = PULSE_NOMEM;
+            goto out;
+        }
+    }
+    for (; done < n; done++) {
+        st = make_info(list[done], with_stats, &infos[done]);
+        if (st != PULSE_OK)
+            goto out;
+    }
+    *out = infos;
+    *n_out = n;
+    infos = NULL;
+out:
+    pulse_topic_info_list_free(infos, done);
+    for (size_t i = 0; i < n; i++)
+        pulse_broker_topic_release(b, list[i]);
+    pulse_free(list);
+    return st;
+}
+
+/* ---- create ---------------------------------------------------------- */
+
+static pulse_status_t resolve_spec(struct pulse_broker *b, const struct pulse_topic_spec *spec,
+                                   struct pulse_meta_topic *def, char *errbuf, size_t errlen)
+{
+    memset(def, 0, sizeof *def);
+    if (spec == NULL || !cname_valid(spec->name)) {
+        set_err(errbuf, errlen,
+                "topic name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or \"..\", "
+                "and must not begin with \"__\"");
+        return PULSE_INVALID_NAME;
+    }
+    memcpy(def->name, spec->name, strlen(spec->name) + 1);
+    int64_t parts = spec->partitions < 0 ? (int64_t)b->cfg.default_partitions : spec->partitions;
+    if (parts < 1 || parts > PULSE_BROKER_MAX_PARTITIONS) {
+        set_err(errbuf, errlen, "partitions must be between 1 and %d", PULSE_BROKER_MAX_PARTITIONS);
+        return PULSE_INVALID;
+    }
+    def->partitions = (uint32_t)parts;
+    if (spec->cleanup < 0)
+        def->cleanup = PULSE_CLEANUP_DELETE;
+    else if (spec->cleanup == PULSE_CLEANUP_DELETE || spec->cleanup == PULSE_CLEANUP_COMPACT)
+        def->cleanup = spec->cleanup;
+    else {
+        set_err(errbuf, errlen, "cleanup must be \"delete\" or \"compact\"");
+        return PULSE_INVALID;
+    }
+    def->retention_ms = spec->retention_ms < 0 ? b->cfg.default_retention_ms : spec->retention_ms;
+    def->retention_bytes = spec->retention_bytes < 0 ? b->cfg.default_retention_bytes : spec->retention_bytes;
+    if (def->retention_ms < 0 || def->retention_bytes < 0) {
+        set_err(errbuf, errlen, "retention_ms and retention_bytes must be >= 0");
+        return PULSE_INVALID;
+    }
+    def->segment_bytes = spec->segment_bytes < 0 ? (int64_t)b->cfg.segment_max_bytes : spec->segment_bytes;
+    if (def->segment_bytes < (int64_t)PULSE_PLOG_MIN_SEGMENT_BYTES ||
+        def->segment_bytes > (int64_t)PULSE_PLOG_MAX_SEGMENT_BYTES) {
+        set_err(errbuf, errlen, "segment_bytes must be between %llu and %llu", PULSE_PLOG_MIN_SEGMENT_BYTES,
+                PULSE_PLOG_MAX_SEGMENT_BYTES);
+        return PULSE_INVALID;
+    }
+    def->created_at_ms = pulse_clock_wall_ms();
+    return PULSE_OK;
+}
+
+/* Makes <topics>/<name>/<p> for every partition, durable before any
+ * metadata names them. */
+static pulse_status_t make_dirs(struct pulse_broker *b, const struct pulse_meta_topic *def)
+{
+    char path[PATH_MAX];
+
+    snprintf(path, sizeof path, "%s/%s", b->topics_dir, def->name);
+    if (mkdir(path, 0755) != 0) {
+        int e = errno;
+        PULSE_ERROR("mkdir %s failed: %s", path, strerror(e));
+        return pulse_status_from_errno(e);
+    }
+    for (uint32_t p = 0; p < def->partitions; p++) {
+        snprintf(path, sizeof path, "%s/%s/%" PRIu32, b->topics_dir, def->name, p);
+        if (mkdir(path, 0755) != 0) {
+            int e = errno;
+            PULSE_ERROR("mkdir %s failed: %s", path, strerror(e));
+            return pulse_status_from_errno(e);
+        }
+    }
+    snprintf(path, sizeof path, "%s/%s", b->topics_dir, def->name);
+    if (pulse_broker_fsync_dir(path) != 0 || pulse_broker_fsync_dir(b->topics_dir) != 0)
+        return PULSE_IO;
+    return PULSE_OK;
+}
+
+static pulse_status_t map_insert(struct pulse_broker *b, struct pulse_broker_topic *t)
+{
+    pulse_status_t st = PULSE_OK;
+    bool found;
+    size_t i;
+
+    pthread_rwlock_wrlock(&b->map_lock);
+    if (b->ntopics == b->topics_cap) {
+        size_t ncap = b->topics_cap ? b->topics_cap * 2 : 16;
+        struct pulse_broker_topic **nt = pulse_realloc(b->topics, ncap * sizeof *nt);
+        if (nt == NULL) {
+            st = PULSE_NOMEM;
+            goto out;
+        }
+        b->topics = nt;
+        b->topics_cap = ncap;
+    }
+    i = map_find(b, t->name, &found);
+    memmove(&b->topics[i + 1], &b->topics[i], (b->ntopics - i) * sizeof *b->topics);
+    b->topics[i] = t;
+    b->ntopics++;
+out:
+    pthread_rwlock_unlock(&b->map_lock);
+    return st;
+}
+
+pulse_status_t pulse_broker_topic_create(struct pulse_broker *b, const struct pulse_topic_spec *spec,
+                                         struct pulse_topic_info **out, char *errbuf, size_t errlen)
+{
+    pulse_status_t st;
+    struct pulse_meta_topic def;
+    struct pulse_meta_topic existing;
+    struct pulse_broker_topic *t = NULL;
+    struct pulse_broker_topic *found = NULL;
+    bool dirs_made = false;
+    char path[PATH_MAX];
+
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
+    st = resolve_spec(b, spec, &def, errbuf, errlen);
+    if (st != PULSE_OK)
+        return st;
+
+    pthread_rwlock_wrlock(&b->admin_lock);
+    found = pulse_broker_topic_acquire(b, def.name);
+    if (found != NULL) {
+        pulse_broker_topic_release(b, found);
+        set_err(errbuf, errlen, "topic \"%s\" already exists", def.name);
+        st = PULSE_EXISTS;
+        goto out;
+    }
+    st = pulse_meta_topic_get(b->meta, def.name, &existing);
+    if (st != PULSE_NOT_FOUND) {
+        if (st == PULSE_OK) {
+            set_err(errbuf, errlen, "topic \"%s\" already exists", def.name);
+            st = PULSE_EXISTS;
+        }
+        goto out;
+    }
+
+    /* A directory of this name without metadata is the leftover of an
+     * interrupted create; it was never a topic, so it goes. */
+    snprintf(path, sizeof path, "%s/%s", b->topics_dir, def.name);
+    if (pulse_broker_remove_tree(path) != 0) {
+        st = PULSE_IO;
+        goto out;
+    }
+    t = pulse_calloc(1, sizeof *t);
+    if (t == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    memcpy(t->name, def.name, sizeof t->name);
+    t->nparts = def.partitions;
+    t->cleanup = def.cleanup == 1 ? PULSE_CLEANUP_COMPACT : PULSE_CLEANUP_DELETE;
+    atomic_init(&t->retention_ms, def.retention_ms);
+    atomic_init(&t->retention_bytes, def.retention_bytes);
+    t->segment_bytes = def.segment_bytes;
+    t->created_at_ms = def.created_at_ms;
+    atomic_init(&t->refs, 1);
+    st = pulse_broker_topic_alloc_parts(t);
+    if (st != PULSE_OK)
+        goto out;
+    dirs_made = true;
+    st = make_dirs(b, &def);
+    if (st != PULSE_OK)
+        goto out;
+    pulse_broker_failpoint("topic_create_after_dirs");
+    st = pulse_broker_topic_open_logs(b, t, NULL);
+    if (st != PULSE_OK)
+        goto out;
+    /* The commit point: one sync batch with the topic and its partitions. */
+    st = pulse_meta_topic_create(b->meta, &def);
+    if (st != PULSE_OK)
+        goto out;
+    pulse_broker_failpoint("topic_create_after_meta");
+    dirs_made = false;
+    st = map_insert(b, t);
+    if (st != PULSE_OK) {
+        /* Committed but not servable: undo the metadata so the topic does
+         * not appear after a restart either. */
+        if (pulse_meta_topic_delete(b->meta, def.name, NULL) == PULSE_OK)
+            dirs_made = true;
+        goto out;
+    }
+    PULSE_INFO("topic %s created with %" PRIu32 " partitions", t->name, t->nparts);
+    if (out != NULL) {
+        /* The topic exists now; failing to describe it is not a failed
+         * create, but the caller gets no info. */
+        if (make_info(t, true, out) != PULSE_OK)
+            *out = NULL;
+    }
+    t = NULL;
+out:
+    if (t != NULL) {
+        pulse_broker_topic_destroy(t);
+        if (dirs_made) {
+            snprintf(path, sizeof path, "%s/%s", b->topics_dir, def.name);
+            pulse_broker_remove_tree(path);
+            pulse_broker_fsync_dir(b->topics_dir);
+        }
+    }
+    pthread_rwlock_unlock(&b->admin_lock);
+    return st;
+}
+
+/* ---- retention ------------------------------------------------------- */
+
+pulse_status_t pulse_broker_topic_set_retention(struct pulse_broker *b, const char *name, int64_t retention_ms,
+                                                int64_t retention_bytes, struct pulse_topic_info **out)
+{
+    pulse_status_t st;
+    struct pulse_broker_topic *t;
+    struct pulse_meta_topic def;
+
+    pthread_rwlock_wrlock(&b->admin_lock);
+    t = pulse_broker_topic_acquire(b, name);
+    if (t == NULL) {
+        st = PULSE_TOPIC_NOT_FOUND;
+        goto out;
+    }
+    memset(&def, 0, sizeof def);
+    memcpy(def.name, t->name, sizeof def.name);
+    def.partitions = t->nparts;
+    def.cleanup = t->cleanup;
+    def.retention_ms = retention_ms >= 0 ? retention_ms : atomic_load(&t->retention_ms);
+    def.retention_bytes = retention_bytes >= 0 ? retention_bytes : atomic_load(&t->retention_bytes);
+    def.segment_bytes = t->segment_bytes;
+    def.created_at_ms = t->created_at_ms;
+    /* Durable first, then visible. */
+    st = pulse_meta_topic_put(b->meta, &def);
+    if (st != PULSE_OK)
+        goto out;
+    atomic_store(&t->retention_ms, def.retention_ms);
+    atomic_store(&t->retention_bytes, def.retention_bytes);
+    if (out != NULL)
+        st = make_info(t, true, out);
+out:
+    pulse_broker_topic_release(b, t);
+    pthread_rwlock_unlock(&b->admin_lock);
+    return st;
+}
+
+/* ---- delete ---------------------------------------------------------- */
+
+pulse_status_t pulse_broker_topic_delete(struct pulse_broker *b, const char *name)
+{
+    pulse_status_t st = PULSE_OK;
+    struct pulse_broker_topic *t = NULL;
+    size_t cursors = 0;
+    bool found = false;
+    size_t i = 0;
+    char path[PATH_MAX];
+    char aside[PATH_MAX];
+    uint64_t nonce = 0;
+
+    pthread_rwlock_wrlock(&b->admin_lock);
+    pthread_rwlock_wrlock(&b->map_lock);
+    if (name != NULL)
+        i = map_find(b, name, &found);
+    if (!found) {
+        pthread_rwlock_unlock(&b->map_lock);
+        st = PULSE_TOPIC_NOT_FOUND;
+        goto out;
+    }
+    t = b->topics[i];
+    pthread_rwlock_unlock(&b->map_lock);
+
+    /* The commit point: topic, partitions and cursors in one sync batch.
+     * If it fails, nothing changed. */
+    st = pulse_meta_topic_delete(b->meta, t->name, &cursors);
+    if (st != PULSE_OK)
+        goto out;
+    pulse_broker_failpoint("topic_delete_after_meta");
+
+    pthread_rwlock_wrlock(&b->map_lock);
+    i = map_find(b, t->name, &found);
+    memmove(&b->topics[i], &b->topics[i + 1], (b->ntopics - i - 1) * sizeof *b->topics);
+    b->ntopics--;
+    pthread_rwlock_unlock(&b->map_lock);
+    /* The map's reference is now this function's. */
+    atomic_store(&t->deleted, true);
+    atomic_fetch_add(&b->deleting, 1);
+    pulse_broker_fail_topic(b, t, PULSE_TOPIC_NOT_FOUND);
+    pulse_broker_wait_unreferenced(b, t);
+    atomic_fetch_sub(&b->deleting, 1);
+
+    snprintf(path, sizeof path, "%s/%s", b->topics_dir, t->name);
+    pulse_broker_topic_destroy(t);
+    t = NULL;
+
+    if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
+        nonce = (uint64_t)pulse_clock_mono_us();
+    snprintf(aside, sizeof aside, "%s/" PULSE_BROKER_DELETED_PREFIX "%016" PRIx64, b->topics_dir, nonce);
+    /* Renamed aside first so that the topic's name is free at once and a
+     * half-removed tree is never found under it. */
+    if (rename(path, aside) != 0) {
+        int e = errno;
+        PULSE_ERROR("rename %s -> %s failed: %s (removed at the next start)", path, aside, strerror(e));
+        goto out;
+    }
+    pulse_broker_fsync_dir(b->topics_dir);
+    pulse_broker_failpoint("topic_delete_after_rename");
+    if (pulse_broker_remove_tree(aside) != 0)
+        PULSE_ERROR("could not remove %s; it is removed at the next start", aside);
+    pulse_broker_fsync_dir(b->topics_dir);
+    PULSE_INFO("topic %s deleted (%zu cursors)", name, cursors);
+out:
+    pthread_rwlock_unlock(&b->admin_lock);
+    return st;
+}

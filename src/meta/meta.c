@@ -1,0 +1,1003 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * meta.c - the LevelDB metadata store (the only file that includes
+ * <leveldb/c.h>).
+ *
+ * Everything here is small and rare compared with event data: identity,
+ * topic definitions and cursors. The layout is the key list of meta.h
+ * (storage contract section 6). Design points:
+ *   - One leveldb_t per broker; LevelDB's LOCK file is what refuses a second
+ *     process on the same data directory, so an open error that mentions the
+ *     lock becomes PULSE_BUSY with a message an operator understands.
+ *   - Every write is a sync write: LevelDB appends the batch to its log and
+ *     fdatasyncs it before returning, so an acknowledged topic create,
+ *     delete or cursor commit survives a crash. Multi-key changes use one
+ *     leveldb_writebatch_t, which LevelDB applies atomically after a crash.
+ *   - Prefix scans always end their prefix with '/', and names cannot
+ *     contain '/', so a scan for one topic or consumer never matches another
+ *     whose name merely starts the same way.
+ *   - LevelDB error strings are malloc'd by LevelDB: each is freed with
+ *     leveldb_free right after it has been logged or copied, and err is
+ *     reset to NULL before every call (c-notes section 2).
+ */
+#include "meta/meta.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <jansson.h>
+#include <leveldb/c.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/endian.h"
+#include "common/log.h"
+
+/* Longest key: "cursor/" + name + "/" + name + "/" + a 10-digit partition. */
+#define KEY_MAX 640
+/* Identity and topic records are tiny; anything bigger is not ours. */
+#define RECORD_MAX 65536
+
+struct pulse_meta {
+    leveldb_t *db;
+    leveldb_options_t *opts;
+    leveldb_readoptions_t *ropts;
+    leveldb_writeoptions_t *wopts; /* sync = 1 */
+    char cluster_id[PULSE_META_ID_LEN + 1];
+    char broker_id[PULSE_META_ID_LEN + 1];
+};
+
+static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (errbuf == NULL || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* Logs and frees a LevelDB error string; returns the status to report.
+ * LevelDB reports a full disk as an IO error whose text carries strerror. */
+static pulse_status_t level_fail(const char *what, char **err)
+{
+    pulse_status_t st = PULSE_IO;
+
+    if (*err != NULL) {
+        PULSE_ERROR("meta: %s failed: %s", what, *err);
+        if (strstr(*err, "No space left") != NULL || strstr(*err, "quota") != NULL)
+            st = PULSE_NOSPACE;
+        leveldb_free(*err);
+        *err = NULL;
+    }
+    return st;
+}
+
+static bool key_fmt(char *key, size_t *len_out, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Formats a key into a KEY_MAX buffer; false if it would not fit. */
+static bool key_fmt(char *key, size_t *len_out, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(key, KEY_MAX, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= KEY_MAX)
+        return false;
+    *len_out = (size_t)n;
+    return true;
+}
+
+static bool name_ok(const char *name)
+{
+    size_t len;
+
+    if (name == NULL)
+        return false;
+    len = strnlen(name, PULSE_META_NAME_MAX + 1);
+    return len >= 1 && len <= PULSE_META_NAME_MAX && strchr(name, '/') == NULL;
+}
+
+/* Gets a key. *val_out is leveldb-malloc'd (leveldb_free) or NULL when the
+ * key is absent. */
+static pulse_status_t get_raw(struct pulse_meta *meta, const char *key, size_t klen, char **val_out,
+                              size_t *vlen_out)
+{
+    char *err = NULL;
+    char *val;
+    size_t vlen = 0;
+
+    val = leveldb_get(meta->db, meta->ropts, key, klen, &vlen, &err);
+    if (err != NULL) {
+        leveldb_free(val);
+        return level_fail("get", &err);
+    }
+    *val_out = val;
+    *vlen_out = vlen;
+    return PULSE_OK;
+}
+
+static pulse_status_t write_batch(struct pulse_meta *meta, leveldb_writebatch_t *wb, const char *what)
+{
+    char *err = NULL;
+
+    leveldb_write(meta->db, meta->wopts, wb, &err);
+    if (err != NULL)
+        return level_fail(what, &err);
+    return PULSE_OK;
+}
+
+typedef pulse_status_t (*scan_fn)(void *ctx, const char *key, size_t klen, const char *val, size_t vlen);
+
+/* Calls fn for every key that starts with prefix, in key order. The key and
+ * value pointers live only during the call. */
+static pulse_status_t scan_prefix(struct pulse_meta *meta, const char *prefix, scan_fn fn, void *ctx)
+{
+    pulse_status_t st = PULSE_OK;
+    size_t plen = strlen(prefix);
+    leveldb_iterator_t *it;
+    char *err = NULL;
+
+    it = leveldb_create_iterator(meta->db, meta->ropts);
+    if (it == NULL)
+        return PULSE_NOMEM;
+    for (leveldb_iter_seek(it, prefix, plen); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+        size_t klen = 0;
+        size_t vlen = 0;
+        const char *key = leveldb_iter_key(it, &klen);
+        const char *val;
+
+        if (klen < plen || memcmp(key, prefix, plen) != 0)
+            break;
+        val = leveldb_iter_value(it, &vlen);
+        st = fn(ctx, key, klen, val, vlen);
+        if (st != PULSE_OK)
+            goto out;
+    }
+    leveldb_iter_get_error(it, &err);
+    if (err != NULL)
+        st = level_fail("scan", &err);
+out:
+    leveldb_iter_destroy(it);
+    return st;
+}
+
+#if defined(__SANITIZE_THREAD__)
+/*
+ * ThreadSanitizer builds only. The system libleveldb is not instrumented, so
+ * TSan sees the memcpy/memcmp it does on its lock-free memtable but not the
+ * atomics that order them, and reports races inside LevelDB between a writer
+ * and a concurrent iterator. Those accesses are LevelDB's own business
+ * (a shared leveldb_t is documented thread-safe); ignore what the library
+ * itself does, while every access of ours stays checked.
+ */
+const char *__tsan_default_suppressions(void);
+const char *__tsan_default_suppressions(void)
+{
+    return "race:libleveldb.so\n";
+}
+#endif
+
+/* ---- JSON records ---------------------------------------------------- */
+
+/* Adds key -> compact JSON text of doc to the batch. Steals doc (NULL means
+ * the caller's json_pack ran out of memory). */
+static pulse_status_t put_json(leveldb_writebatch_t *wb, const char *key, size_t klen, json_t *doc)
+{
+    char text[2048];
+    size_t n;
+
+    if (doc == NULL)
+        return PULSE_NOMEM;
+    n = json_dumpb(doc, text, sizeof text, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(doc);
+    if (n == 0 || n > sizeof text)
+        return PULSE_TOO_LARGE;
+    leveldb_writebatch_put(wb, key, klen, text, n);
+    return PULSE_OK;
+}
+
+static json_t *load_json(const char *val, size_t vlen)
+{
+    json_error_t jerr;
+
+    if (vlen == 0 || vlen > RECORD_MAX)
+        return NULL;
+    return json_loadb(val, vlen, JSON_REJECT_DUPLICATES, &jerr);
+}
+
+static json_t *topic_to_json(const struct pulse_meta_topic *t)
+{
+    return json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I}", "name", t->name, "partitions",
+                     (json_int_t)t->partitions, "cleanup", t->cleanup == 1 ? "compact" : "delete",
+                     "retention_ms", (json_int_t)t->retention_ms, "retention_bytes",
+                     (json_int_t)t->retention_bytes, "segment_bytes", (json_int_t)t->segment_bytes,
+                     "created_at_ms", (json_int_t)t->created_at_ms);
+}
+
+static pulse_status_t topic_from_json(const char *val, size_t vlen, struct pulse_meta_topic *out)
+{
+    pulse_status_t st = PULSE_CORRUPT;
+    json_t *doc = load_json(val, vlen);
+    const char *name = NULL;
+    const char *cleanup = NULL;
+    json_int_t parts = 0, rms = 0, rbytes = 0, segb = 0, created = 0;
+
+    if (doc == NULL)
+        goto out;
+    if (json_unpack(doc, "{s:s, s:I, s:s, s:I, s:I, s:I, s:I}", "name", &name, "partitions", &parts, "cleanup",
+                    &cleanup, "retention_ms", &rms, "retention_bytes", &rbytes, "segment_bytes", &segb,
+                    "created_at_ms", &created) != 0)
+        goto out;
+    if (!name_ok(name) || parts < 1 || parts > 65536 || rms < 0 || rbytes < 0 || segb <= 0)
+        goto out;
+    memset(out, 0, sizeof *out);
+    if (strcmp(cleanup, "delete") == 0)
+        out->cleanup = 0;
+    else if (strcmp(cleanup, "compact") == 0)
+        out->cleanup = 1;
+    else
+        goto out;
+    memcpy(out->name, name, strlen(name) + 1);
+    out->partitions = (uint32_t)parts;
+    out->retention_ms = rms;
+    out->retention_bytes = rbytes;
+    out->segment_bytes = segb;
+    out->created_at_ms = created;
+    st = PULSE_OK;
+out:
+    json_decref(doc);
+    return st;
+}
+
+/* ---- identity -------------------------------------------------------- */
+
+static pulse_status_t random_id(char *id)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t raw[PULSE_META_ID_LEN / 2];
+    size_t got = 0;
+
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0) {
+            int e = errno;
+            if (e == EINTR)
+                continue;
+            PULSE_ERROR("meta: getrandom failed: %s", strerror(e));
+            return PULSE_IO;
+        }
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof raw; i++) {
+        id[2 * i] = hex[raw[i] >> 4];
+        id[2 * i + 1] = hex[raw[i] & 15];
+    }
+    id[PULSE_META_ID_LEN] = '\0';
+    return PULSE_OK;
+}
+
+static bool id_ok(const char *val, size_t vlen)
+{
+    if (vlen != PULSE_META_ID_LEN)
+        return false;
+    for (size_t i = 0; i < vlen; i++)
+        if (!((val[i] >= '0' && val[i] <= '9') || (val[i] >= 'a' && val[i] <= 'f')))
+            return false;
+    return true;
+}
+
+/*
+ * Loads <kind>/current into id, or creates a fresh id: the <kind>/<id>
+ * record and the pointer go in one sync batch, so a crash leaves either no
+ * identity (created again at the next start) or a complete one.
+ */
+static pulse_status_t load_or_create_id(struct pulse_meta *meta, const char *kind, char *id, char *errbuf,
+                                        size_t errlen)
+{
+    pulse_status_t st;
+    char key[KEY_MAX];
+    size_t klen;
+    char *val = NULL;
+    size_t vlen = 0;
+    leveldb_writebatch_t *wb = NULL;
+    json_t *doc = NULL;
+
+    if (!key_fmt(key, &klen, "%s/current", kind))
+        return PULSE_INVALID;
+    st = get_raw(meta, key, klen, &val, &vlen);
+    if (st != PULSE_OK)
+        goto out;
+    if (val != NULL) {
+        if (!id_ok(val, vlen)) {
+            set_err(errbuf, errlen, "metadata key %s holds a malformed id", key);
+            st = PULSE_CORRUPT;
+            goto out;
+        }
+        memcpy(id, val, vlen);
+        id[vlen] = '\0';
+        goto out;
+    }
+    st = random_id(id);
+    if (st != PULSE_OK)
+        goto out;
+    wb = leveldb_writebatch_create();
+    doc = json_pack("{s:s, s:I}", "id", id, "created_at_ms", (json_int_t)pulse_clock_wall_ms());
+    if (!key_fmt(key, &klen, "%s/%s", kind, id)) {
+        st = PULSE_INVALID;
+        goto out;
+    }
+    st = put_json(wb, key, klen, doc);
+    doc = NULL;
+    if (st != PULSE_OK)
+        goto out;
+    if (!key_fmt(key, &klen, "%s/current", kind)) {
+        st = PULSE_INVALID;
+        goto out;
+    }
+    leveldb_writebatch_put(wb, key, klen, id, PULSE_META_ID_LEN);
+    st = write_batch(meta, wb, "identity create");
+    if (st == PULSE_OK)
+        PULSE_INFO("meta: created %s id %s", kind, id);
+out:
+    if (st != PULSE_OK && errbuf != NULL && errlen > 0 && errbuf[0] == '\0')
+        set_err(errbuf, errlen, "cannot load or create the %s identity: %s", kind, pulse_status_message(st));
+    leveldb_free(val);
+    if (wb != NULL)
+        leveldb_writebatch_destroy(wb);
+    json_decref(doc);
+    return st;
+}
+
+/* Writes the schema version on a fresh store; refuses a newer one. */
+static pulse_status_t check_schema(struct pulse_meta *meta, char *errbuf, size_t errlen)
+{
+    static const char key[] = "meta/schema-version";
+    pulse_status_t st;
+    char *val = NULL;
+    size_t vlen = 0;
+    uint8_t be[8];
+    char *err = NULL;
+
+    st = get_raw(meta, key, sizeof key - 1, &val, &vlen);
+    if (st != PULSE_OK)
+        goto out;
+    if (val == NULL) {
+        pulse_put_be64(be, PULSE_META_SCHEMA_VERSION);
+        leveldb_put(meta->db, meta->wopts, key, sizeof key - 1, (const char *)be, sizeof be, &err);
+        if (err != NULL)
+            st = level_fail("schema version write", &err);
+        goto out;
+    }
+    if (vlen != 8) {
+        set_err(errbuf, errlen, "metadata schema version has %zu bytes instead of 8", vlen);
+        st = PULSE_CORRUPT;
+        goto out;
+    }
+    int64_t version = (int64_t)pulse_get_be64((const uint8_t *)val);
+    if (version > PULSE_META_SCHEMA_VERSION) {
+        set_err(errbuf, errlen,
+                "metadata schema version %" PRId64 " is newer than this build supports (%d); "
+                "run a newer pulsed on this data directory",
+                version, PULSE_META_SCHEMA_VERSION);
+        st = PULSE_INVALID;
+        goto out;
+    }
+    if (version < 1) {
+        set_err(errbuf, errlen, "metadata schema version %" PRId64 " is invalid", version);
+        st = PULSE_CORRUPT;
+        goto out;
+    }
+out:
+    leveldb_free(val);
+    return st;
+}
+
+pulse_status_t pulse_meta_open(const char *dir, struct pulse_meta **out, char *errbuf, size_t errlen)
+{
+    pulse_status_t st = PULSE_OK;
+    struct pulse_meta *meta = NULL;
+    char *err = NULL;
+
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
+    meta = pulse_calloc(1, sizeof *meta);
+    if (meta == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    meta->opts = leveldb_options_create();
+    meta->ropts = leveldb_readoptions_create();
+    meta->wopts = leveldb_writeoptions_create();
+    if (meta->opts == NULL || meta->ropts == NULL || meta->wopts == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    leveldb_options_set_create_if_missing(meta->opts, 1);
+    /* Paranoid checks stay off: with them LevelDB refuses to open when the
+     * last record of its log was torn by a power cut. Every write we
+     * acknowledge was fdatasynced whole, so a torn record can only be one we
+     * never acknowledged, and dropping it (LevelDB logs that) is right.
+     * Reads still verify block checksums. */
+    leveldb_options_set_paranoid_checks(meta->opts, 0);
+    leveldb_readoptions_set_verify_checksums(meta->ropts, 1);
+    /* Sync writes: the metadata log is fdatasynced before a write returns,
+     * which is what lets the broker acknowledge topic and cursor changes. */
+    leveldb_writeoptions_set_sync(meta->wopts, 1);
+
+    meta->db = leveldb_open(meta->opts, dir, &err);
+    if (err != NULL) {
+        /* LevelDB reports a held LOCK file as "IO error: lock <path>/LOCK:
+         * ..."; that is another process (or another broker in this one). */
+        if (strstr(err, "/LOCK") != NULL || strstr(err, "lock ") != NULL) {
+            set_err(errbuf, errlen, "metadata store %s is in use by another process (%s)", dir, err);
+            st = PULSE_BUSY;
+        } else if (strstr(err, "Corruption") != NULL) {
+            set_err(errbuf, errlen, "metadata store %s is corrupt: %s", dir, err);
+            st = PULSE_CORRUPT;
+        } else {
+            set_err(errbuf, errlen, "cannot open metadata store %s: %s", dir, err);
+            st = PULSE_IO;
+        }
+        PULSE_ERROR("meta: open %s failed: %s", dir, err);
+        leveldb_free(err);
+        err = NULL;
+        meta->db = NULL;
+        goto out;
+    }
+    st = check_schema(meta, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
+    st = load_or_create_id(meta, "cluster", meta->cluster_id, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
+    st = load_or_create_id(meta, "broker", meta->broker_id, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
+    *out = meta;
+    meta = NULL;
+out:
+    if (st != PULSE_OK && errbuf != NULL && errlen > 0 && errbuf[0] == '\0')
+        set_err(errbuf, errlen, "cannot open metadata store %s: %s", dir, pulse_status_message(st));
+    pulse_meta_close(meta);
+    return st;
+}
+
+void pulse_meta_close(struct pulse_meta *meta)
+{
+    if (meta == NULL)
+        return;
+    if (meta->db != NULL)
+        leveldb_close(meta->db);
+    if (meta->wopts != NULL)
+        leveldb_writeoptions_destroy(meta->wopts);
+    if (meta->ropts != NULL)
+        leveldb_readoptions_destroy(meta->ropts);
+    if (meta->opts != NULL)
+        leveldb_options_destroy(meta->opts);
+    pulse_free(meta);
+}
+
+const char *pulse_meta_cluster_id(const struct pulse_meta *meta)
+{
+    return meta->cluster_id;
+}
+
+const char *pulse_meta_broker_id(const struct pulse_meta *meta)
+{
+    return meta->broker_id;
+}
+
+/* ---- topics ---------------------------------------------------------- */
+
+pulse_status_t pulse_meta_topic_create(struct pulse_meta *meta, const struct pulse_meta_topic *topic)
+{
+    pulse_status_t st = PULSE_OK;
+    leveldb_writebatch_t *wb = NULL;
+    json_t *doc = NULL;
+    char key[KEY_MAX];
+    size_t klen;
+
+    if (!name_ok(topic->name) || topic->partitions == 0)
+        return PULSE_INVALID;
+    wb = leveldb_writebatch_create();
+    if (!key_fmt(key, &klen, "topic/%s", topic->name)) {
+        st = PULSE_INVALID;
+        goto out;
+    }
+    st = put_json(wb, key, klen, topic_to_json(topic));
+    if (st != PULSE_OK)
+        goto out;
+    for (uint32_t p = 0; p < topic->partitions; p++) {
+        doc = json_pack("{s:s, s:I, s:I}", "topic", topic->name, "partition", (json_int_t)p, "created_at_ms",
+                        (json_int_t)topic->created_at_ms);
+        if (!key_fmt(key, &klen, "partition/%s/%" PRIu32, topic->name, p)) {
+            st = PULSE_INVALID;
+            goto out;
+        }
+        st = put_json(wb, key, klen, doc);
+        doc = NULL;
+        if (st != PULSE_OK)
+            goto out;
+    }
+    /* One batch: after a crash the topic exists with all its partitions or
+     * not at all. */
+    st = write_batch(meta, wb, "topic create");
+out:
+    json_decref(doc);
+    leveldb_writebatch_destroy(wb);
+    return st;
+}
+
+pulse_status_t pulse_meta_topic_put(struct pulse_meta *meta, const struct pulse_meta_topic *topic)
+{
+    pulse_status_t st;
+    leveldb_writebatch_t *wb;
+    char key[KEY_MAX];
+    size_t klen;
+
+    if (!name_ok(topic->name) || !key_fmt(key, &klen, "topic/%s", topic->name))
+        return PULSE_INVALID;
+    wb = leveldb_writebatch_create();
+    st = put_json(wb, key, klen, topic_to_json(topic));
+    if (st == PULSE_OK)
+        st = write_batch(meta, wb, "topic update");
+    leveldb_writebatch_destroy(wb);
+    return st;
+}
+
+pulse_status_t pulse_meta_topic_get(struct pulse_meta *meta, const char *name, struct pulse_meta_topic *out)
+{
+    pulse_status_t st;
+    char key[KEY_MAX];
+    size_t klen;
+    char *val = NULL;
+    size_t vlen = 0;
+
+    if (!name_ok(name) || !key_fmt(key, &klen, "topic/%s", name))
+        return PULSE_NOT_FOUND;
+    st = get_raw(meta, key, klen, &val, &vlen);
+    if (st != PULSE_OK)
+        goto out;
+    if (val == NULL) {
+        st = PULSE_NOT_FOUND;
+        goto out;
+    }
+    st = topic_from_json(val, vlen, out);
+    if (st == PULSE_OK && strcmp(out->name, name) != 0)
+        st = PULSE_CORRUPT;
+    if (st != PULSE_OK)
+        PULSE_ERROR("meta: record %s is malformed", key);
+out:
+    leveldb_free(val);
+    return st;
+}
+
+struct topic_list_ctx {
+    struct pulse_meta_topic *items;
+    size_t n;
+    size_t cap;
+};
+
+static pulse_status_t topic_list_cb(void *ctx, const char *key, size_t klen, const char *val, size_t vlen)
+{
+    struct topic_list_ctx *tl = ctx;
+    pulse_status_t st;
+
+    if (tl->n == tl->cap) {
+        size_t ncap = tl->cap ? tl->cap * 2 : 16;
+        struct pulse_meta_topic *items = pulse_realloc(tl->items, ncap * sizeof *items);
+        if (items == NULL)
+            return PULSE_NOMEM;
+        tl->items = items;
+        tl->cap = ncap;
+    }
+    st = topic_from_json(val, vlen, &tl->items[tl->n]);
+    if (st != PULSE_OK || klen != 6 + strlen(tl->items[tl->n].name) ||
+        memcmp(key + 6, tl->items[tl->n].name, klen - 6) != 0) {
+        PULSE_ERROR("meta: topic record %.*s is malformed", (int)(klen > 300 ? 300 : klen), key);
+        return PULSE_CORRUPT;
+    }
+    tl->n++;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_meta_topic_list(struct pulse_meta *meta, struct pulse_meta_topic **out, size_t *n_out)
+{
+    struct topic_list_ctx tl = {0};
+    pulse_status_t st;
+
+    /* Keys sort bytewise and so do names: the list comes out sorted. */
+    st = scan_prefix(meta, "topic/", topic_list_cb, &tl);
+    if (st != PULSE_OK) {
+        pulse_free(tl.items);
+        return st;
+    }
+    if (tl.n == 0) {
+        pulse_free(tl.items);
+        tl.items = NULL;
+    }
+    *out = tl.items;
+    *n_out = tl.n;
+    return PULSE_OK;
+}
+
+struct delete_ctx {
+    leveldb_writebatch_t *wb;
+    const char *topic; /* NULL: delete every key seen */
+    size_t count;
+};
+
+static pulse_status_t delete_all_cb(void *ctx, const char *key, size_t klen, const char *val, size_t vlen)
+{
+    struct delete_ctx *dc = ctx;
+
+    (void)val;
+    (void)vlen;
+    leveldb_writebatch_delete(dc->wb, key, klen);
+    dc->count++;
+    return PULSE_OK;
+}
+
+/* cursor/<consumer>/<topic>/<p>: deletes the key when <topic> is exactly
+ * dc->topic. */
+static pulse_status_t delete_topic_cursor_cb(void *ctx, const char *key, size_t klen, const char *val, size_t vlen)
+{
+    struct delete_ctx *dc = ctx;
+    const char *end = key + klen;
+    const char *c = key + 7; /* after "cursor/" */
+    const char *t;
+    const char *slash;
+    size_t tlen = strlen(dc->topic);
+
+    (void)val;
+    (void)vlen;
+    slash = memchr(c, '/', (size_t)(end - c));
+    if (slash == NULL)
+        return PULSE_OK;
+    t = slash + 1;
+    slash = memchr(t, '/', (size_t)(end - t));
+    if (slash == NULL)
+        return PULSE_OK;
+    if ((size_t)(slash - t) == tlen && memcmp(t, dc->topic, tlen) == 0) {
+        leveldb_writebatch_delete(dc->wb, key, klen);
+        dc->count++;
+    }
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_meta_topic_delete(struct pulse_meta *meta, const char *name, size_t *cursors_out)
+{
+    pulse_status_t st = PULSE_OK;
+    struct delete_ctx dc = {0};
+    char key[KEY_MAX];
+    size_t klen;
+
+    if (!name_ok(name) || !key_fmt(key, &klen, "partition/%s/", name))
+        return PULSE_INVALID;
+    dc.wb = leveldb_writebatch_create();
+    dc.topic = name;
+    /* The trailing '/' keeps "orders" from matching "orders2". */
+    st = scan_prefix(meta, key, delete_all_cb, &dc);
+    if (st != PULSE_OK)
+        goto out;
+    dc.count = 0;
+    st = scan_prefix(meta, "cursor/", delete_topic_cursor_cb, &dc);
+    if (st != PULSE_OK)
+        goto out;
+    if (!key_fmt(key, &klen, "topic/%s", name)) {
+        st = PULSE_INVALID;
+        goto out;
+    }
+    leveldb_writebatch_delete(dc.wb, key, klen);
+    /* One sync batch: the topic, its partitions and its cursors go together,
+     * so a crash never leaves a half-deleted topic visible. */
+    st = write_batch(meta, dc.wb, "topic delete");
+    if (st == PULSE_OK && cursors_out != NULL)
+        *cursors_out = dc.count;
+out:
+    leveldb_writebatch_destroy(dc.wb);
+    return st;
+}
+
+static pulse_status_t count_cb(void *ctx, const char *key, size_t klen, const char *val, size_t vlen)
+{
+    (void)key;
+    (void)klen;
+    (void)val;
+    (void)vlen;
+    (*(uint32_t *)ctx)++;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_meta_partition_count(struct pulse_meta *meta, const char *name, uint32_t *n_out)
+{
+    char key[KEY_MAX];
+    size_t klen;
+    uint32_t n = 0;
+    pulse_status_t st;
+
+    if (!name_ok(name) || !key_fmt(key, &klen, "partition/%s/", name))
+        return PULSE_INVALID;
+    st = scan_prefix(meta, key, count_cb, &n);
+    if (st == PULSE_OK)
+        *n_out = n;
+    return st;
+}
+
+/* ---- cursors --------------------------------------------------------- */
+
+pulse_status_t pulse_meta_cursor_put(struct pulse_meta *meta, const char *consumer,
+                                     const struct pulse_meta_cursor *cursors, size_t n)
+{
+    pulse_status_t st = PULSE_OK;
+    leveldb_writebatch_t *wb;
+    char key[KEY_MAX];
+    size_t klen;
+    uint8_t be[8];
+
+    if (!name_ok(consumer) || n == 0)
+        return PULSE_INVALID;
+    wb = leveldb_writebatch_create();
+    for (size_t i = 0; i < n; i++) {
+        if (!name_ok(cursors[i].topic) || cursors[i].offset < 0 ||
+            !key_fmt(key, &klen, "cursor/%s/%s/%" PRIu32, consumer, cursors[i].topic, cursors[i].partition)) {
+            st = PULSE_INVALID;
+            goto out;
+        }
+        pulse_put_be64(be, (uint64_t)cursors[i].offset);
+        leveldb_writebatch_put(wb, key, klen, (const char *)be, sizeof be);
+    }
+    /* All cursors of one commit in one sync batch: all or none. */
+    st = write_batch(meta, wb, "cursor commit");
+out:
+    leveldb_writebatch_destroy(wb);
+    return st;
+}
+
+static pulse_status_t cursor_value(const char *val, size_t vlen, int64_t *offset_out)
+{
+    int64_t off;
+
+    if (vlen != 8)
+        return PULSE_CORRUPT;
+    off = (int64_t)pulse_get_be64((const uint8_t *)val);
+    if (off < 0)
+        return PULSE_CORRUPT;
+    *offset_out = off;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_meta_cursor_get(struct pulse_meta *meta, const char *consumer, const char *topic,
+                                     uint32_t partition, int64_t *offset_out)
+{
+    pulse_status_t st;
+    char key[KEY_MAX];
+    size_t klen;
+    char *val = NULL;
+    size_t vlen = 0;
+
+    if (!name_ok(consumer) || !name_ok(topic) ||
+        !key_fmt(key, &klen, "cursor/%s/%s/%" PRIu32, consumer, topic, partition))
+        return PULSE_NOT_FOUND;
+    st = get_raw(meta, key, klen, &val, &vlen);
+    if (st != PULSE_OK)
+        goto out;
+    if (val == NULL) {
+        st = PULSE_NOT_FOUND;
+        goto out;
+    }
+    st = cursor_value(val, vlen, offset_out);
+    if (st != PULSE_OK)
+        PULSE_ERROR("meta: cursor %s is malformed", key);
+out:
+    leveldb_free(val);
+    return st;
+}
+
+struct cursor_list_ctx {
+    size_t prefix_len;
+    struct pulse_meta_cursor *items;
+    size_t n;
+    size_t cap;
+};
+
+/* Parses "<topic>/<decimal partition>" (the key after the consumer). */
+static bool parse_topic_partition(const char *s, size_t len, struct pulse_meta_cursor *out)
+{
+    const char *slash = NULL;
+    uint64_t p = 0;
+    size_t tlen;
+
+    for (size_t i = len; i > 0; i--) {
+        if (s[i - 1] == '/') {
+            slash = s + i - 1;
+            break;
+        }
+    }
+    if (slash == NULL)
+        return false;
+    tlen = (size_t)(slash - s);
+    if (tlen == 0 || tlen > PULSE_META_NAME_MAX || memchr(s, '/', tlen) != NULL)
+        return false;
+    const char *d = slash + 1;
+    size_t dlen = len - tlen - 1;
+    if (dlen == 0 || dlen > 10)
+        return false;
+    for (size_t i = 0; i < dlen; i++) {
+        if (d[i] < '0' || d[i] > '9')
+            return false;
+        p = p * 10 + (uint64_t)(d[i] - '0');
+    }
+    if (p > UINT32_MAX)
+        return false;
+    memcpy(out->topic, s, tlen);
+    out->topic[tlen] = '\0';
+    out->partition = (uint32_t)p;
+    return true;
+}
+
+static pulse_status_t cursor_list_cb(void *ctx, const char *key, size_t klen, const char *val, size_t vlen)
+{
+    struct cursor_list_ctx *cl = ctx;
+
+    if (cl->n == cl->cap) {
+        size_t ncap = cl->cap ? cl->cap * 2 : 16;
+        struct pulse_meta_cursor *items = pulse_realloc(cl->items, ncap * sizeof *items);
+        if (items == NULL)
+            return PULSE_NOMEM;
+        cl->items = items;
+        cl->cap = ncap;
+    }
+    if (!parse_topic_partition(key + cl->prefix_len, klen - cl->prefix_len, &cl->items[cl->n]) ||
+        cursor_value(val, vlen, &cl->items[cl->n].offset) != PULSE_OK) {
+        PULSE_ERROR("meta: cursor record %.*s is malformed", (int)(klen > 600 ? 600 : klen), key);
+        return PULSE_CORRUPT;
+    }
+    cl->n++;
+    return PULSE_OK;
+}
+
+static int cursor_cmp(const void *a, const void *b)
+{
+    const struct pulse_meta_cursor *x = a;
+    const struct pulse_meta_cursor *y = b;
+    int c = strcmp(x->topic, y->topic);
+
+    if (c != 0)
+        return c;
+    return x->partition < y->partition ? -1 : x->partition > y->partition;
+}
+
+pulse_status_t pulse_meta_cursor_list(struct pulse_meta *meta, const char *consumer,
+                                      struct pulse_meta_cursor **out, size_t *n_out)
+{
+    struct cursor_list_ctx cl = {0};
+    char key[KEY_MAX];
+    size_t klen;
+    pulse_status_t st;
+
+    *out = NULL;
+    *n_out = 0;
+    if (!name_ok(consumer) || !key_fmt(key, &klen, "cursor/%s/", consumer))
+        return PULSE_OK;
+    cl.prefix_len = klen;
+    st = scan_prefix(meta, key, cursor_list_cb, &cl);
+    if (st != PULSE_OK) {
+        pulse_free(cl.items);
+        return st;
+    }
+    /* Key order puts partition "10" before "2" and "a.b" before "a": sort
+     * into the documented order. */
+    if (cl.n > 1)
+        qsort(cl.items, cl.n, sizeof *cl.items, cursor_cmp);
+    if (cl.n == 0) {
+        pulse_free(cl.items);
+        cl.items = NULL;
+    }
+    *out = cl.items;
+    *n_out = cl.n;
+    return PULSE_OK;
+}
+
+struct name_list_ctx {
+    char **names;
+    size_t n;
+    size_t cap;
+};
+
+static pulse_status_t consumer_list_cb(void *ctx, const char *key, size_t klen, const char *val, size_t vlen)
+{
+    struct name_list_ctx *nl = ctx;
+    const char *c = key + 7;
+    const char *slash;
+    size_t clen;
+
+    (void)val;
+    (void)vlen;
+    slash = memchr(c, '/', klen - 7);
+    if (slash == NULL)
+        return PULSE_OK;
+    clen = (size_t)(slash - c);
+    if (clen == 0 || clen > PULSE_META_NAME_MAX)
+        return PULSE_OK;
+    /* Keys of one consumer are adjacent, so comparing with the last name
+     * is enough to de-duplicate. */
+    if (nl->n > 0 && strlen(nl->names[nl->n - 1]) == clen && memcmp(nl->names[nl->n - 1], c, clen) == 0)
+        return PULSE_OK;
+    if (nl->n == nl->cap) {
+        size_t ncap = nl->cap ? nl->cap * 2 : 16;
+        char **names = pulse_realloc(nl->names, ncap * sizeof *names);
+        if (names == NULL)
+            return PULSE_NOMEM;
+        nl->names = names;
+        nl->cap = ncap;
+    }
+    nl->names[nl->n] = pulse_strndup(c, clen);
+    if (nl->names[nl->n] == NULL)
+        return PULSE_NOMEM;
+    nl->n++;
+    return PULSE_OK;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+pulse_status_t pulse_meta_consumer_list(struct pulse_meta *meta, char ***names_out, size_t *n_out)
+{
+    struct name_list_ctx nl = {0};
+    pulse_status_t st;
+
+    st = scan_prefix(meta, "cursor/", consumer_list_cb, &nl);
+    if (st != PULSE_OK) {
+        pulse_meta_names_free(nl.names, nl.n);
+        return st;
+    }
+    /* "a.b/" sorts before "a/" in key order; sort by name. */
+    if (nl.n > 1)
+        qsort(nl.names, nl.n, sizeof *nl.names, name_cmp);
+    if (nl.n == 0) {
+        pulse_free(nl.names);
+        nl.names = NULL;
+    }
+    *names_out = nl.names;
+    *n_out = nl.n;
+    return PULSE_OK;
+}
+
+void pulse_meta_names_free(char **names, size_t n)
+{
+    if (names == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        pulse_free(names[i]);
+    pulse_free(names);
+}
+
+pulse_status_t pulse_meta_consumer_delete(struct pulse_meta *meta, const char *consumer)
+{
+    pulse_status_t st;
+    struct delete_ctx dc = {0};
+    char key[KEY_MAX];
+    size_t klen;
+
+    if (!name_ok(consumer) || !key_fmt(key, &klen, "cursor/%s/", consumer))
+        return PULSE_INVALID;
+    dc.wb = leveldb_writebatch_create();
+    st = scan_prefix(meta, key, delete_all_cb, &dc);
+    if (st == PULSE_OK && dc.count > 0)
+        st = write_batch(meta, dc.wb, "consumer delete");
+    leveldb_writebatch_destroy(dc.wb);
+    return st;
+}
