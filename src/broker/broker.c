@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "broker/broker_int.h"
+#include "broker/maint.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/clock.h"
@@ -577,6 +578,13 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         goto out;
     }
     b->syncer_started = true;
+    /* Maintenance starts only after every log is recovered, so a trim or a
+     * compaction never meets a log still being scanned. */
+    st = pulse_broker_maint_start(b, &b->maint);
+    if (st != PULSE_OK) {
+        set_err(errbuf, errlen, "cannot start the maintenance thread");
+        goto out;
+    }
     if (report != NULL)
         *report = rep;
     *out = b;
@@ -616,6 +624,10 @@ void pulse_broker_close(struct pulse_broker *b)
 
     if (b == NULL)
         return;
+    /* First: a pass in progress finishes its partition and the thread
+     * exits, so no trim or rewrite runs while the logs close. */
+    pulse_broker_maint_stop(b->maint);
+    b->maint = NULL;
     pulse_broker_drain(b);
     if (b->syncer_started) {
         pthread_mutex_lock(&b->mu);
@@ -899,14 +911,10 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
                               "pulse_recovery_truncated_bytes_total %" PRIu64 "\n"
                               "# HELP pulse_recovery_duration_seconds Time to recover every partition log at start.\n"
                               "# TYPE pulse_recovery_duration_seconds gauge\n"
-                              "pulse_recovery_duration_seconds %.6f\n"
-                              "# HELP pulse_retention_segments_deleted_total Segments removed by retention.\n"
-                              "# TYPE pulse_retention_segments_deleted_total counter\n"
-                              "pulse_retention_segments_deleted_total 0\n"
-                              "# HELP pulse_compaction_passes_total Compaction passes run.\n"
-                              "# TYPE pulse_compaction_passes_total counter\n"
-                              "pulse_compaction_passes_total 0\n",
+                              "pulse_recovery_duration_seconds %.6f\n",
                               b->recovery_truncated_bytes, (double)b->recovery_us / 1e6);
+    if (st == PULSE_OK)
+        st = pulse_broker_maint_metrics(b->maint, out);
 
     for (size_t i = 0; i < n; i++)
         pulse_broker_topic_release(b, list[i]);

@@ -26,6 +26,8 @@
 #include "broker/broker.h"
 
 struct pulse_meta;
+struct pulse_compact;
+struct pulse_broker_maint;
 
 #define PULSE_BROKER_MAX_PARTITIONS 256
 /* Cap of one encoded batch (one partition's share of one publish). */
@@ -45,10 +47,9 @@ struct pulse_broker_topic {
     int64_t segment_bytes;
     int64_t created_at_ms;
     struct pulse_plog **plogs; /* nparts entries */
-    /* Per partition: held around a publish's appends to that partition, so
-     * that when one publish needs several batches there (see publish.c)
-     * they get adjacent offsets. Never held while waiting for a sync. */
-    pthread_mutex_t *append_mu;
+    /* Per partition compaction state (cleanup=compact topics only, else
+     * NULL); used by the maintenance thread alone. */
+    struct pulse_compact **compactors;
     atomic_int refs;
     atomic_bool deleted;
     atomic_uint rr; /* round-robin counter for keyless publishes */
@@ -111,6 +112,7 @@ struct pulse_broker {
     atomic_uint deleting; /* deletes waiting for a topic's last reference */
     pthread_t syncer;
     bool syncer_started;
+    struct pulse_broker_maint *maint; /* retention and compaction thread */
     int64_t next_interval_sync_us;
 
     /* Metrics. */
@@ -138,7 +140,8 @@ void pulse_broker_topic_release(struct pulse_broker *b, struct pulse_broker_topi
  * (pulse_free), each entry released by the caller. */
 pulse_status_t pulse_broker_topic_snapshot(struct pulse_broker *b, struct pulse_broker_topic ***out, size_t *n_out);
 
-/* Allocates t->plogs and t->append_mu for t->nparts partitions. */
+/* Allocates t->plogs (and t->compactors for a compacted topic) for
+ * t->nparts partitions; t->cleanup must be set. */
 pulse_status_t pulse_broker_topic_alloc_parts(struct pulse_broker_topic *t);
 
 /* Closes a topic's logs and frees it (refs must be down to the caller's). */

@@ -14,11 +14,12 @@
  * from its first record, so when a partition's records lie more than 2^31 ms
  * (about 24.8 days) apart - the API's own example mixes an explicit 2025
  * timestamp with records stamped by the broker's clock - that share is cut
- * into the fewest runs that each fit, and the runs are appended back to back
- * under the partition's publish lock. Offsets stay contiguous and the answer
- * still waits for all of them; only the all-or-none property after a crash
- * is lost for such a publish (a crash before its sync may keep a prefix of
- * its runs, never a part of one). Everything is validated and every batch
+ * into the fewest runs that each fit, encoded back to back and appended as
+ * one unit (pulse_plog_append_async numbers them consecutively and writes
+ * them in one pwrite). Offsets stay contiguous and the answer still waits
+ * for all of them; only the all-or-none property after a crash is weakened
+ * for such a publish (a crash that tears that one write may keep a prefix
+ * of its runs, never a part of one). Everything is validated and every batch
  * encoded before the first append, so a refused publish writes nothing. The appends only reach the
  * page cache (pulse_plog_append_async); durability comes from the syncer's
  * group commit, and the caller is told only then (every-write mode). Across
@@ -163,12 +164,10 @@ static pulse_status_t check_record(const struct pulse_broker_config *cfg, const 
     return PULSE_OK;
 }
 
-/* One batch to append: grouped[first, first + count) at bufs[p][off, off + len). */
+/* One batch of a partition's append unit: grouped[first, first + count). */
 struct run {
     uint32_t first;
     uint32_t count;
-    size_t off;
-    size_t len;
     int64_t base; /* offset the log gave its first record */
 };
 
@@ -307,7 +306,6 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
     for (uint32_t p = 0; p < t->nparts; p++) {
         pulse_buf_init(&bufs[p], PULSE_BROKER_MAX_BATCH_BYTES);
         for (size_t r = run_first[p]; r < run_end[p]; r++) {
-            runs[r].off = bufs[p].len;
             st = pulse_batch_encode(&bufs[p], 0, 0, &grouped[runs[r].first], runs[r].count);
             if (st == PULSE_TOO_LARGE) {
                 set_err(errbuf, errlen, "the records for partition %" PRIu32 " encode to more than %u bytes", p,
@@ -320,14 +318,11 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
                 st = st == PULSE_RANGE ? PULSE_INVALID : st;
                 goto out;
             }
-            runs[r].len = bufs[p].len - runs[r].off;
         }
         bytes += bufs[p].len;
     }
 
-    /* 3. Append (page cache only) and note what durability must reach.
-     * The partition's publish lock keeps the runs of one publish adjacent
-     * (contiguous offsets) when there is more than one. */
+    /* 3. Append (page cache only) and note what durability must reach. */
     if (b->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE) {
         pend = pulse_calloc(1, sizeof *pend);
         if (pend == NULL) {
@@ -339,13 +334,17 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
         int64_t end = 0;
         if (count[p] == 0)
             continue;
-        pthread_mutex_lock(&t->append_mu[p]);
-        for (size_t r = run_first[p]; r < run_end[p] && st == PULSE_OK; r++)
-            st = pulse_plog_append_async(t->plogs[p], bufs[p].data + runs[r].off, runs[r].len, &runs[r].base, &end);
-        pthread_mutex_unlock(&t->append_mu[p]);
+        /* All runs of the partition go in as one append unit: consecutive
+         * offsets, one write. */
+        int64_t base = 0;
+        st = pulse_plog_append_async(t->plogs[p], bufs[p].data, bufs[p].len, &base, &end);
         if (st != PULSE_OK) {
             set_err(errbuf, errlen, "append to partition %" PRIu32 " failed: %s", p, pulse_status_message(st));
             goto out;
+        }
+        for (size_t r = run_first[p]; r < run_end[p]; r++) {
+            runs[r].base = base;
+            base += runs[r].count;
         }
         if (pend != NULL) {
             pend->parts[pend->n] = p;

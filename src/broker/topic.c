@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "broker/broker_int.h"
+#include "storage/compact.h"
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -180,16 +181,18 @@ pulse_status_t pulse_broker_topic_snapshot(struct pulse_broker *b, struct pulse_
 pulse_status_t pulse_broker_topic_alloc_parts(struct pulse_broker_topic *t)
 {
     t->plogs = pulse_calloc(t->nparts, sizeof *t->plogs);
-    t->append_mu = pulse_calloc(t->nparts, sizeof *t->append_mu);
-    if (t->plogs == NULL || t->append_mu == NULL) {
-        pulse_free(t->plogs);
-        pulse_free(t->append_mu);
-        t->plogs = NULL;
-        t->append_mu = NULL;
+    if (t->plogs == NULL)
         return PULSE_NOMEM;
+    if (t->cleanup != PULSE_CLEANUP_COMPACT)
+        return PULSE_OK;
+    t->compactors = pulse_calloc(t->nparts, sizeof *t->compactors);
+    if (t->compactors == NULL)
+        return PULSE_NOMEM; /* topic_destroy frees what was allocated */
+    for (uint32_t p = 0; p < t->nparts; p++) {
+        pulse_status_t st = pulse_compact_create(&t->compactors[p]);
+        if (st != PULSE_OK)
+            return st;
     }
-    for (uint32_t p = 0; p < t->nparts; p++)
-        pthread_mutex_init(&t->append_mu[p], NULL);
     return PULSE_OK;
 }
 
@@ -204,11 +207,11 @@ void pulse_broker_topic_destroy(struct pulse_broker_topic *t)
                 PULSE_WARN("topic %s partition %" PRIu32 ": close: %s", t->name, p, pulse_status_message(st));
         }
     }
-    if (t->append_mu != NULL) {
+    if (t->compactors != NULL) {
         for (uint32_t p = 0; p < t->nparts; p++)
-            pthread_mutex_destroy(&t->append_mu[p]);
+            pulse_compact_destroy(t->compactors[p]);
     }
-    pulse_free(t->append_mu);
+    pulse_free(t->compactors);
     pulse_free(t->plogs);
     pulse_free(t);
 }

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * compact.h - log compaction of a partition log (storage contract section 8,
+ * "Compaction"; docs/Storage.md "Compaction").
+ *
+ * One call is one bounded, incremental pass over one log: it maps each key
+ * to its newest occurrence over the whole log (every sealed segment plus the
+ * durable prefix of the active one), then rewrites at most
+ * max_segments_per_pass sealed segments, oldest first from where the
+ * previous pass stopped, keeping only keyless records and the newest record
+ * of each key. Survivors keep their offsets; they are re-encoded into
+ * sparse-offset batches (PULSE_BATCH_FLAG_SPARSE). A rewrite is committed by
+ * copy and swap: temp files, fdatasync, rename over the originals under the
+ * log's writer lock, directory fsync. The active segment, the log end, the
+ * high watermark and the snapshot are never touched.
+ *
+ * State between passes lives in a struct pulse_compact (one per log): where
+ * the next pass starts, which slice of the key space it maps when the log
+ * holds more distinct keys than max_keys, and a fingerprint of what the last
+ * pass saw, so that a pass over an unchanged, already compacted log reads
+ * nothing.
+ */
+#ifndef PULSE_STORAGE_COMPACT_H
+#define PULSE_STORAGE_COMPACT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+struct pulse_plog;
+struct pulse_compact;
+
+#define PULSE_COMPACT_DEFAULT_TOMBSTONE_RETENTION_MS (24ll * 3600 * 1000)
+#define PULSE_COMPACT_DEFAULT_MIN_GAIN_RATIO 0.1
+#define PULSE_COMPACT_DEFAULT_MAX_KEYS ((size_t)1 << 18)
+#define PULSE_COMPACT_DEFAULT_MAX_SEGMENTS 4u
+#define PULSE_COMPACT_DEFAULT_BATCH_RECORDS 1000u
+#define PULSE_COMPACT_DEFAULT_BATCH_BYTES (1024u * 1024u)
+
+struct pulse_compact_config {
+    int64_t tombstone_retention_ms; /* a newest tombstone older than this may go */
+    double min_gain_ratio;          /* rewrite only if it shrinks a segment by this share */
+    size_t max_keys;                /* cap on the dedupe map's entries (>= 1) */
+    size_t max_segments_per_pass;   /* sealed segments evaluated per pass (>= 1) */
+    uint32_t batch_max_records;     /* records per rewritten batch (>= 1) */
+    uint32_t batch_max_bytes;       /* bytes per rewritten batch, header included */
+};
+
+/* What one pass did. reclaimed bytes = bytes_before - bytes_after. */
+struct pulse_compact_result {
+    uint32_t segments_scanned;     /* sealed segments evaluated for a rewrite */
+    uint32_t segments_rewritten;   /* rewrites committed */
+    uint32_t segments_deleted;     /* segments whose every record was dropped */
+    uint32_t skipped_by_gain_gate; /* rewrites discarded by the gain gate */
+    uint64_t bytes_before;         /* size of the evaluated segments before */
+    uint64_t bytes_after;          /* and after the pass */
+    int64_t duration_us;
+};
+
+/* Fills cfg with the defaults above (24 h tombstone retention, gain 0.1,
+ * 1<<18 keys, 4 segments, 1000 records / 1 MiB per batch). */
+void pulse_compact_config_init(struct pulse_compact_config *cfg);
+
+/*
+ * Creates the per-log compaction state. *out is owned by the caller and
+ * freed with pulse_compact_destroy. PULSE_NOMEM.
+ * Thread: any. One state belongs to one log; do not share it between logs.
+ */
+pulse_status_t pulse_compact_create(struct pulse_compact **out);
+
+/* Frees the state. NULL is a no-op. */
+void pulse_compact_destroy(struct pulse_compact *comp);
+
+/*
+ * Runs one pass on plog with the state comp (see the file comment). now_ms is
+ * the wall-clock time tombstone expiry is measured against. out (nullable)
+ * reports what the pass did; it is filled on failure too, with what was
+ * committed before the failure.
+ *
+ * Statuses: PULSE_OK (also when there was nothing to do); PULSE_INVALID for
+ * a bad config; PULSE_FENCED when the log is fenced; PULSE_IO/PULSE_NOSPACE
+ * for a failed temp write, sync, rename or directory fsync (temps are
+ * removed; what was committed before stays committed, and a failure between
+ * the renames leaves files that recovery accepts); PULSE_NOMEM;
+ * PULSE_TOO_LARGE when even the finest key slice does not fit max_keys.
+ * Corrupt batches are not an error: a segment holding one is left untouched.
+ *
+ * Thread: the log's maintenance thread; never two passes on one log at once,
+ * and not concurrently with pulse_plog_trim of the same log (retention and
+ * compaction share one maintenance loop). Appends, syncs and reads may run
+ * meanwhile. Locks: takes the segment-list lock briefly to capture the
+ * segment list, and the writer lock (then the list lock inside it) only for
+ * each commit; no lock is held while reading or writing temp files.
+ */
+pulse_status_t pulse_compact_run(struct pulse_compact *comp, struct pulse_plog *plog,
+                                 const struct pulse_compact_config *cfg, int64_t now_ms,
+                                 struct pulse_compact_result *out);
+
+/*
+ * A one-off pass with fresh state: pulse_compact_create, pulse_compact_run,
+ * pulse_compact_destroy. It always starts at the oldest sealed segment,
+ * cannot skip an unchanged log, and past the key cap only ever compacts the
+ * first key slice, so a maintenance loop should keep a struct pulse_compact
+ * per log and call pulse_compact_run instead.
+ * Same statuses, thread and lock rules as pulse_compact_run.
+ */
+pulse_status_t pulse_compact_pass(struct pulse_plog *plog, const struct pulse_compact_config *cfg, int64_t now_ms,
+                                  struct pulse_compact_result *out);
+
+#endif

@@ -1,0 +1,18 @@
+# SPDX-License-Identifier: MIT
+# Log compaction (storage contract section 8, "Compaction"), its tests and
+# its benchmark. bench_compact is only built, never run, by `make`; run it
+# by hand: ./bench/bench_compact --dir /tmp
+libpulsestore_a_SOURCES += src/storage/compact.c src/storage/compact.h
+
+check_PROGRAMS += tests/unit/check_compact tests/unit/check_compact_crash
+TESTS += tests/unit/check_compact tests/unit/check_compact_crash
+tests_unit_check_compact_SOURCES = tests/unit/storage/check_compact.c tests/unit/storage/compacttest.h
+tests_unit_check_compact_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_compact_LDADD = libpulsestore.a libpulsecommon.a $(CHECK_LDADD)
+tests_unit_check_compact_crash_SOURCES = tests/unit/storage/check_compact_crash.c tests/unit/storage/compacttest.h
+tests_unit_check_compact_crash_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_compact_crash_LDADD = libpulsestore.a libpulsecommon.a $(CHECK_LDADD)
+
+noinst_PROGRAMS += bench/bench_compact
+bench_bench_compact_SOURCES = bench/bench_compact.c
+bench_bench_compact_LDADD = libpulsestore.a libpulsecommon.a

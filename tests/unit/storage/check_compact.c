@@ -1,0 +1,960 @@
+/* SPDX-License-Identifier: MIT */
+/* check_compact.c - log compaction on real partition logs: which records
+ * survive, sparse batches that read and verify, reads that skip removed
+ * offsets, the untouched active segment, the gain gate, deleted segments,
+ * no tombstone resurrection, no timestamp wrap, progress past the key cap,
+ * passes over an unchanged log that read nothing, readers that keep the
+ * old bytes, and a seeded random model test with reopens. */
+#include <check.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/log.h"
+#include "storage/batch.h"
+#include "storage/compact.h"
+#include "storage/io.h"
+#include "storage/plog.h"
+
+#include "compacttest.h"
+
+#define SEG 1024
+
+/* A posix io that counts the bytes pread through it. */
+static _Atomic uint64_t bytes_read;
+static struct pulse_io counting;
+
+static ssize_t counting_pread(const struct pulse_io *io, int fd, void *buf, size_t n, off_t off)
+{
+    const struct pulse_io *posix = pulse_io_posix();
+    ssize_t got = posix->pread(posix, fd, buf, n, off);
+    (void)io;
+    if (got > 0)
+        atomic_fetch_add(&bytes_read, (uint64_t)got);
+    return got;
+}
+
+static const struct pulse_io *counting_io(void)
+{
+    counting = *pulse_io_posix();
+    counting.pread = counting_pread;
+    return &counting;
+}
+
+/* Runs passes until one commits nothing; returns the number of passes. */
+static int converge(struct pulse_compact *comp, struct pulse_plog *plog, const struct pulse_compact_config *cfg,
+                    int64_t now, int max_passes)
+{
+    for (int i = 1; i <= max_passes; i++) {
+        struct pulse_compact_result res;
+        ck_assert_int_eq(pulse_compact_run(comp, plog, cfg, now, &res), PULSE_OK);
+        if (res.segments_rewritten == 0 && res.segments_deleted == 0 && res.segments_scanned == 0)
+            return i;
+    }
+    return max_passes + 1;
+}
+
+static size_t nsegments(struct pulse_plog *plog)
+{
+    struct pulse_plog_stats st;
+    pulse_plog_get_stats(plog, &st);
+    return st.segments;
+}
+
+static void active_info(struct pulse_plog *plog, struct pulse_segment_info *out)
+{
+    struct pulse_segment_info *segs = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_plog_list_segments(plog, &segs, &n), PULSE_OK);
+    *out = segs[n - 1];
+    pulse_free(segs);
+}
+
+static uint8_t *file_bytes(const char *dir, int64_t base, size_t *len)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%020" PRId64 ".log", dir, base);
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *p = pulse_malloc(sz > 0 ? (size_t)sz : 1);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq(fread(p, 1, (size_t)sz, f), (size_t)sz);
+    fclose(f);
+    *len = (size_t)sz;
+    return p;
+}
+
+START_TEST(test_only_the_newest_record_of_each_key_survives)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact *comp = NULL;
+    struct pulse_compact_config cfg;
+    struct ct_reads rs;
+    int seen[10] = {0};
+
+    for (int round = 0; round < 5; round++)
+        for (int k = 0; k < 10; k++)
+            ct_append(plog, &m, k, false, CT_T0 + round, 0);
+    for (int i = 0; i < 12; i++)
+        ct_append(plog, &m, -1, false, CT_T0 + 10, 0); /* pushes the last keyed round out of the active */
+    ct_append(plog, &m, -1, false, CT_T0 + 11, 400);
+    ct_append(plog, &m, -1, false, CT_T0 + 11, 400);
+    ct_append(plog, &m, -1, false, CT_T0 + 11, 400);
+    ck_assert_uint_gt(nsegments(plog), 4);
+    ct_cfg(&cfg);
+    ck_assert_int_eq(pulse_compact_create(&comp), PULSE_OK);
+    ck_assert_int_lt(converge(comp, plog, &cfg, CT_T0, 20), 20);
+    ct_check_model(plog, &m, 10);
+    ct_read_all(plog, 0, &rs);
+    for (size_t i = 0; i < rs.n; i++)
+        if (rs.r[i].key >= 0)
+            seen[rs.r[i].key]++;
+    for (int k = 0; k < 10; k++)
+        ck_assert_int_eq(seen[k], 1); /* exactly one copy: the newest */
+    ck_assert_uint_gt(rs.sparse_batches, 0);
+    ct_reads_free(&rs);
+    pulse_compact_destroy(comp);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    /* The same after a reopen (recovery accepts the sparse segments). */
+    plog = ct_open(dir, SEG);
+    ct_check_model(plog, &m, 10);
+    ck_assert_int_eq(ct_append(plog, NULL, 3, false, CT_T0, 0), m.recs[m.n - 1].offset + 1);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_long_keys_are_deduplicated_like_short_ones)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog;
+    struct ct_model m = {0};
+    struct pulse_compact *comp = NULL;
+    struct pulse_compact_config cfg;
+    struct ct_reads rs;
+    int seen[10] = {0};
+
+    ct_key_pad = 40;
+    plog = ct_open(dir, SEG);
+    for (int round = 0; round < 4; round++)
+        for (int k = 0; k < 10; k++)
+            ct_append(plog, &m, k, round == 3 && k == 4, CT_T0, 0);
+    for (int i = 0; i < 3; i++)
+        ct_append(plog, &m, -1, false, CT_T0, 600);
+    ct_cfg(&cfg);
+    cfg.max_keys = 4; /* also splits the key space */
+    ck_assert_int_eq(pulse_compact_create(&comp), PULSE_OK);
+    for (int i = 0; i < 60; i++)
+        ck_assert_int_eq(pulse_compact_run(comp, plog, &cfg, CT_T0 + 2 * CT_DAY_MS, NULL), PULSE_OK);
+    ct_check_model(plog, &m, 10);
+    ct_read_all(plog, 0, &rs);
+    for (size_t i = 0; i < rs.n; i++)
+        if (rs.r[i].key >= 0)
+            seen[rs.r[i].key]++;
+    for (int k = 0; k < 10; k++)
+        ck_assert_int_eq(seen[k], k == 4 ? 0 : 1); /* key 4's expired tombstone went too */
+    ct_reads_free(&rs);
+    pulse_compact_destroy(comp);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_keyless_records_are_never_deduplicated)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact_config cfg;
+    struct pulse_compact_result res;
+    struct ct_reads rs;
+    size_t keyless = 0;
+
+    for (int i = 0; i < 40; i++)
+        ct_append(plog, &m, i % 3 == 0 ? -1 : 7, false, CT_T0, 0);
+    ct_append(plog, &m, -1, false, CT_T0, 500);
+    ct_append(plog, &m, -1, false, CT_T0, 500);
+    ct_cfg(&cfg);
+    cfg.max_segments_per_pass = 100;
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, &res), PULSE_OK);
+    ck_assert_uint_gt(res.segments_rewritten + res.segments_deleted, 0);
+    ct_read_all(plog, 0, &rs);
+    for (size_t i = 0; i < rs.n; i++)
+        keyless += rs.r[i].key < 0;
+    ck_assert_uint_eq(keyless, 14 + 2);
+    ct_check_model(plog, &m, 8);
+    ct_reads_free(&rs);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_read_of_a_removed_offset_starts_at_the_next_survivor)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact_config cfg;
+    struct pulse_buf b;
+    struct pulse_slice sl;
+    struct pulse_batch_iter it;
+    struct pulse_record_view rec;
+
+    /* offsets 0..9: keys 0..9; 10..19: keys 0..9 again (newest). */
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 10; k++)
+            ct_append(plog, &m, k, false, CT_T0, 0);
+    ct_append(plog, &m, -1, false, CT_T0, 0); /* offset 20, keyless */
+    ct_append(plog, &m, -1, false, CT_T0, 500);
+    ct_append(plog, &m, -1, false, CT_T0, 500);
+    ct_cfg(&cfg);
+    cfg.max_segments_per_pass = 100;
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, NULL), PULSE_OK);
+    pulse_buf_init(&b, 1 << 20);
+    /* Offsets 0..9 are gone: a read at 3 starts at 10, the next survivor. */
+    ck_assert_int_eq(pulse_plog_read(plog, 3, 1 << 16, &b, &sl), PULSE_OK);
+    ck_assert_uint_gt(sl.len, 0);
+    ck_assert_int_eq(pulse_batch_iter_init(&it, b.data, b.len), PULSE_OK);
+    int64_t first = -1;
+    while (pulse_batch_iter_next(&it, &rec) == PULSE_OK) {
+        if (rec.offset >= 3) {
+            first = rec.offset;
+            break;
+        }
+    }
+    ck_assert_int_eq(first, 10);
+    pulse_buf_fini(&b);
+    ct_check_model(plog, &m, 10);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+/* Base of the oldest segment file in dir. */
+static int64_t first_base(const char *dir)
+{
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    int64_t base = pulse_plog_log_start(plog);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    return base;
+}
+
+START_TEST(test_rewritten_batches_are_sparse_and_verify)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact_config cfg;
+    size_t len = 0, pos = 0, sparse = 0;
+    uint8_t *raw;
+
+    for (int r = 0; r < 4; r++)
+        for (int k = 0; k < 5; k++)
+            ct_append(plog, &m, k, false, CT_T0, 0);
+    for (int i = 0; i < 12; i++)
+        ct_append(plog, &m, -1, false, CT_T0, 40);
+    ct_cfg(&cfg);
+    cfg.batch_max_records = 3;
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, NULL), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    /* Walk the first segment file as pulse-log verify would. */
+    raw = file_bytes(dir, first_base(dir), &len);
+    while (pos < len) {
+        struct pulse_batch_header hdr;
+        int64_t last = 0;
+        ck_assert_int_eq(pulse_batch_verify(raw + pos, len - pos, &hdr, &last), PULSE_OK);
+        ck_assert_uint_le(hdr.record_count, 3);
+        if (hdr.flags & PULSE_BATCH_FLAG_SPARSE)
+            sparse++;
+        pos += pulse_batch_total_size(&hdr);
+    }
+    ck_assert_uint_eq(pos, len);
+    ck_assert_uint_gt(sparse, 0);
+    pulse_free(raw);
+    plog = ct_open(dir, SEG);
+    ct_check_model(plog, &m, 5);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_active_segment_is_never_rewritten)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, 4096);
+    struct ct_model m = {0};
+    struct pulse_compact_config cfg;
+    struct pulse_segment_info before, after;
+    uint8_t *b1, *b2;
+    size_t l1, l2;
+
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 10; k++)
+            ct_append(plog, &m, k, false, CT_T0, 100);
+    for (int k = 0; k < 10; k++)
+        ct_append(plog, &m, k, false, CT_T0, 0); /* duplicates inside the active */
+    active_info(plog, &before);
+    ck_assert_int_gt(before.base_offset, 0);
+    b1 = file_bytes(dir, before.base_offset, &l1);
+    ct_cfg(&cfg);
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, NULL), PULSE_OK);
+    active_info(plog, &after);
+    ck_assert_int_eq(after.base_offset, before.base_offset);
+    ck_assert_int_eq(pulse_plog_log_end(plog), m.recs[m.n - 1].offset + 1);
+    ck_assert_int_eq(pulse_plog_high_watermark(plog), m.recs[m.n - 1].offset + 1);
+    b2 = file_bytes(dir, after.base_offset, &l2);
+    ck_assert_uint_eq(l1, l2);
+    ck_assert_int_eq(memcmp(b1, b2, l1), 0);
+    ct_check_model(plog, &m, 10);
+    pulse_free(b1);
+    pulse_free(b2);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_gain_gate_leaves_a_segment_that_would_barely_shrink)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact_config cfg;
+    struct pulse_compact_result res;
+    uint8_t *b1, *b2;
+    size_t l1, l2;
+
+    /* Segment 0: one small superseded record among big unique ones. */
+    ct_append(plog, &m, 0, false, CT_T0, 0);
+    for (int k = 1; k < 4; k++)
+        ct_append(plog, &m, k, false, CT_T0, 200);
+    ct_append(plog, &m, 0, false, CT_T0, 500); /* rolls: newest key 0 in segment 1 */
+    ct_append(plog, &m, -1, false, CT_T0, 500);
+    ct_append(plog, &m, -1, false, CT_T0, 500);
+    ck_assert_uint_ge(nsegments(plog), 3);
+    b1 = file_bytes(dir, 0, &l1);
+    ct_cfg(&cfg);
+    cfg.min_gain_ratio = 0.5;
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, &res), PULSE_OK);
+    ck_assert_uint_ge(res.skipped_by_gain_gate, 1);
+    ck_assert_uint_eq(res.segments_rewritten, 0);
+    ck_assert_uint_eq(res.bytes_after, res.bytes_before);
+    b2 = file_bytes(dir, 0, &l2);
+    ck_assert_uint_eq(l1, l2);
+    ck_assert_int_eq(memcmp(b1, b2, l1), 0);
+    ck_assert_int_eq(ct_count_files(dir, ".tmp-"), 0);
+    /* Without the gate the same segment is rewritten. */
+    cfg.min_gain_ratio = 0.0;
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, &res), PULSE_OK);
+    ck_assert_uint_eq(res.segments_rewritten, 1);
+    ck_assert_uint_lt(res.bytes_after, res.bytes_before);
+    ct_check_model(plog, &m, 4);
+    pulse_free(b1);
+    pulse_free(b2);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_segment_with_no_survivors_is_deleted_even_in_the_middle)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact_config cfg;
+    struct pulse_compact_result res;
+    struct pulse_segment_info *segs = NULL;
+    size_t n = 0;
+    int64_t seg1_base;
+    char path[512];
+
+    /* Segment 0 keyless (survives), segment 1 keys 0..3 (all superseded
+     * later), segment 2 keys 0..3 again, then the active. */
+    ct_append(plog, &m, -1, false, CT_T0, 400);
+    ct_append(plog, &m, -1, false, CT_T0, 400);
+    seg1_base = ct_append(plog, &m, 0, false, CT_T0, 150);
+    for (int k = 1; k < 4; k++)
+        ct_append(plog, &m, k, false, CT_T0, 150);
+    for (int k = 0; k < 4; k++)
+        ct_append(plog, &m, k, false, CT_T0, 150);
+    ct_append(plog, &m, -1, false, CT_T0, 600);
+    ct_append(plog, &m, -1, false, CT_T0, 600);
+    ck_assert_int_eq(pulse_plog_list_segments(plog, &segs, &n), PULSE_OK);
+    ck_assert_uint_ge(n, 4);
+    ck_assert_int_eq(segs[1].base_offset, seg1_base);
+    pulse_free(segs);
+    ct_cfg(&cfg);
+    cfg.max_segments_per_pass = 10;
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, &res), PULSE_OK);
+    ck_assert_uint_eq(res.segments_deleted, 1);
+    snprintf(path, sizeof path, "%s/%020" PRId64 ".log", dir, seg1_base);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    snprintf(path, sizeof path, "%s/%020" PRId64 ".index", dir, seg1_base);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    ck_assert_int_eq(pulse_plog_log_start(plog), 0);
+    /* Reading from inside the deleted range skips to the next segment. */
+    ct_check_model(plog, &m, 4);
+    {
+        struct ct_reads rs;
+        ct_read_all(plog, seg1_base, &rs);
+        ck_assert_uint_gt(rs.n, 0);
+        ck_assert_int_gt(rs.r[0].offset, seg1_base + 3);
+        ct_reads_free(&rs);
+    }
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    plog = ct_open(dir, SEG);
+    ct_check_model(plog, &m, 4);
+    ck_assert_int_eq(ct_append(plog, NULL, 9, false, CT_T0, 0), m.recs[m.n - 1].offset + 1);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_deleting_the_oldest_segment_advances_the_log_start)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact_config cfg;
+    struct pulse_compact_result res;
+    int64_t second;
+
+    for (int k = 0; k < 4; k++)
+        ct_append(plog, &m, k, false, CT_T0, 150);
+    second = ct_append(plog, &m, 0, false, CT_T0, 150);
+    for (int k = 1; k < 4; k++)
+        ct_append(plog, &m, k, false, CT_T0, 150);
+    ct_append(plog, &m, -1, false, CT_T0, 600);
+    ct_cfg(&cfg);
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, &res), PULSE_OK);
+    ck_assert_uint_eq(res.segments_deleted, 1);
+    ck_assert_int_eq(pulse_plog_log_start(plog), second);
+    ct_check_model(plog, &m, 4);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    plog = ct_open(dir, SEG);
+    ck_assert_int_eq(pulse_plog_log_start(plog), second);
+    ct_check_model(plog, &m, 4);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+/* The older value of key 0 sits in a segment the gain gate keeps refusing;
+ * the expired tombstone must not be dropped while that value exists, or
+ * key 0 would come back. */
+START_TEST(test_expired_tombstone_is_kept_while_an_older_value_survives)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact *comp = NULL;
+    struct pulse_compact_config cfg;
+    struct pulse_compact_result res;
+    int64_t now = CT_T0 + 10 * CT_DAY_MS;
+    struct ct_reads rs;
+
+    ct_append(plog, &m, 0, false, CT_T0, 0); /* the value that must never come back */
+    for (int k = 1; k < 4; k++)
+        ct_append(plog, &m, k, false, CT_T0, 250);
+    ct_append(plog, &m, 0, true, CT_T0, 0); /* tombstone, segment 1, long expired */
+    ct_append(plog, &m, -1, false, CT_T0, 600);
+    ct_append(plog, &m, -1, false, CT_T0, 600);
+    ct_cfg(&cfg);
+    cfg.min_gain_ratio = 0.9;
+    cfg.max_segments_per_pass = 10;
+    ck_assert_int_eq(pulse_compact_create(&comp), PULSE_OK);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(pulse_compact_run(comp, plog, &cfg, now, &res), PULSE_OK);
+        ct_check_model(plog, &m, 4);
+        ct_read_all(plog, 0, &rs);
+        int last_k0 = -1;
+        for (size_t j = 0; j < rs.n; j++)
+            if (rs.r[j].key == 0)
+                last_k0 = rs.r[j].tomb ? 1 : 0;
+        ck_assert_int_eq(last_k0, 1); /* the tombstone still hides the value */
+        ct_reads_free(&rs);
+    }
+    /* Once the gate lets segment 0 go, the value goes first, then the
+     * tombstone, and key 0 is gone altogether. */
+    cfg.min_gain_ratio = 0.0;
+    ck_assert_int_lt(converge(comp, plog, &cfg, now, 10), 10);
+    ct_read_all(plog, 0, &rs);
+    for (size_t j = 0; j < rs.n; j++)
+        ck_assert_int_ne(rs.r[j].key, 0);
+    ct_reads_free(&rs);
+    ct_check_model(plog, &m, 4);
+    pulse_compact_destroy(comp);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+/* A bounded pass (one segment) reaches the tombstone's segment before the
+ * older value's segment has been rewritten: still no resurrection. */
+START_TEST(test_bounded_pass_never_resurrects_a_deleted_key)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact *comp = NULL;
+    struct pulse_compact_config cfg;
+    int64_t now = CT_T0 + 10 * CT_DAY_MS;
+
+    for (int s = 0; s < 3; s++) {
+        ct_append(plog, &m, 5, false, CT_T0, 300);
+        ct_append(plog, &m, 10 + s, false, CT_T0, 300);
+        ct_append(plog, &m, -1, false, CT_T0, 300);
+    }
+    ct_append(plog, &m, 5, true, CT_T0, 300);
+    ct_append(plog, &m, -1, false, CT_T0, 600);
+    ct_append(plog, &m, -1, false, CT_T0, 600);
+    ct_cfg(&cfg);
+    cfg.max_segments_per_pass = 1;
+    ck_assert_int_eq(pulse_compact_create(&comp), PULSE_OK);
+    for (int i = 0; i < 12; i++) {
+        ck_assert_int_eq(pulse_compact_run(comp, plog, &cfg, now, NULL), PULSE_OK);
+        ct_check_model(plog, &m, 20);
+    }
+    pulse_compact_destroy(comp);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    plog = ct_open(dir, SEG);
+    ct_check_model(plog, &m, 20);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_unexpired_tombstone_is_kept)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact *comp = NULL;
+    struct pulse_compact_config cfg;
+    struct ct_reads rs;
+    size_t tombs = 0;
+
+    ct_append(plog, &m, 0, true, CT_T0, 0);
+    ct_append(plog, &m, 1, false, CT_T0, 400);
+    ct_append(plog, &m, 1, false, CT_T0, 400);
+    ct_append(plog, &m, -1, false, CT_T0, 600);
+    ct_cfg(&cfg);
+    ck_assert_int_eq(pulse_compact_create(&comp), PULSE_OK);
+    converge(comp, plog, &cfg, CT_T0 + CT_DAY_MS, 10); /* exactly the retention: kept */
+    ct_read_all(plog, 0, &rs);
+    for (size_t j = 0; j < rs.n; j++)
+        tombs += rs.r[j].tomb;
+    ck_assert_uint_eq(tombs, 1);
+    ct_reads_free(&rs);
+    /* One millisecond later it expires, and the state notices without any
+     * change to the log. */
+    converge(comp, plog, &cfg, CT_T0 + CT_DAY_MS + 1, 10);
+    ct_read_all(plog, 0, &rs);
+    tombs = 0;
+    for (size_t j = 0; j < rs.n; j++)
+        tombs += rs.r[j].tomb;
+    ck_assert_uint_eq(tombs, 0);
+    ct_reads_free(&rs);
+    ct_check_model(plog, &m, 2);
+    pulse_compact_destroy(comp);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_survivors_30_days_apart_are_split_not_wrapped)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, 4096);
+    struct ct_model m = {0};
+    struct pulse_compact_config cfg;
+    struct pulse_compact_result res;
+    struct ct_reads rs;
+
+    for (int i = 0; i < 6; i++) {
+        ct_append(plog, &m, -1, false, CT_T0 + i * 30 * CT_DAY_MS, 0);
+        ct_append(plog, &m, 1, false, CT_T0, 0); /* duplicates to make the rewrite pay */
+    }
+    ct_append(plog, &m, -1, false, CT_T0, 500);
+    while (nsegments(plog) < 2)
+        ct_append(plog, &m, -1, false, CT_T0, 500);
+    ct_cfg(&cfg);
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, &res), PULSE_OK);
+    ck_assert_uint_eq(res.segments_rewritten, 1);
+    ct_read_all(plog, 0, &rs);
+    ck_assert_int_le(rs.max_ts_span, INT32_MAX);
+    ck_assert_uint_gt(rs.sparse_batches, 0);
+    ct_reads_free(&rs);
+    /* ct_check_model compares every timestamp with what was appended. */
+    ct_check_model(plog, &m, 2);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_more_keys_than_the_cap_still_converge)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, 8192);
+    struct ct_model m = {0};
+    struct pulse_compact *comp = NULL;
+    struct pulse_compact_config cfg;
+    struct ct_reads rs;
+    int seen[100] = {0};
+    uint64_t before, after;
+    struct pulse_plog_stats stats;
+
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 100; k++)
+            ct_append(plog, &m, k, false, CT_T0, 0);
+    for (int i = 0; i < 20; i++)
+        ct_append(plog, &m, -1, false, CT_T0, 500);
+    pulse_plog_get_stats(plog, &stats);
+    before = stats.size_bytes;
+    ct_cfg(&cfg);
+    cfg.max_keys = 8;
+    ck_assert_int_eq(pulse_compact_create(&comp), PULSE_OK);
+    for (int i = 0; i < 400; i++)
+        ck_assert_int_eq(pulse_compact_run(comp, plog, &cfg, CT_T0, NULL), PULSE_OK);
+    pulse_plog_get_stats(plog, &stats);
+    after = stats.size_bytes;
+    ck_assert_uint_lt(after, before);
+    ct_check_model(plog, &m, 100);
+    ct_read_all(plog, 0, &rs);
+    for (size_t i = 0; i < rs.n; i++)
+        if (rs.r[i].key >= 0)
+            seen[rs.r[i].key]++;
+    for (int k = 0; k < 100; k++)
+        ck_assert_int_eq(seen[k], 1);
+    ct_reads_free(&rs);
+    pulse_compact_destroy(comp);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_pass_over_an_unchanged_log_reads_nothing)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open_io(dir, SEG, counting_io());
+    struct ct_model m = {0};
+    struct pulse_compact *comp = NULL;
+    struct pulse_compact_config cfg;
+    struct pulse_compact_result res;
+
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 6; k++)
+            ct_append(plog, &m, k, false, CT_T0, 100);
+    ct_append(plog, &m, -1, false, CT_T0, 600);
+    ct_cfg(&cfg);
+    cfg.max_segments_per_pass = 100;
+    ck_assert_int_eq(pulse_compact_create(&comp), PULSE_OK);
+    atomic_store(&bytes_read, 0);
+    ck_assert_int_eq(pulse_compact_run(comp, plog, &cfg, CT_T0, &res), PULSE_OK);
+    ck_assert_uint_gt(res.segments_rewritten + res.segments_deleted, 0);
+    ck_assert_uint_gt(atomic_load(&bytes_read), 0);
+    /* Nothing changed since: no rewrite, no byte read. */
+    atomic_store(&bytes_read, 0);
+    ck_assert_int_eq(pulse_compact_run(comp, plog, &cfg, CT_T0, &res), PULSE_OK);
+    ck_assert_uint_eq(res.segments_rewritten + res.segments_deleted + res.segments_scanned, 0);
+    ck_assert_uint_eq(atomic_load(&bytes_read), 0);
+    /* New data is noticed. */
+    ct_append(plog, &m, 0, false, CT_T0, 0);
+    ck_assert_int_eq(pulse_compact_run(comp, plog, &cfg, CT_T0, &res), PULSE_OK);
+    ck_assert_uint_gt(atomic_load(&bytes_read), 0);
+    ct_check_model(plog, &m, 6);
+    pulse_compact_destroy(comp);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_reader_holding_a_slice_keeps_the_old_bytes)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact_config cfg;
+    struct pulse_compact_result res;
+    struct pulse_slice sl;
+    uint8_t *before, *after;
+
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 3; k++)
+            ct_append(plog, &m, k, false, CT_T0, 50);
+    ct_append(plog, &m, -1, false, CT_T0, 700);
+    ct_append(plog, &m, -1, false, CT_T0, 700);
+    ck_assert_int_eq(pulse_plog_slice(plog, 0, 1 << 20, true, &sl), PULSE_OK);
+    ck_assert_int_ge(sl.fd, 0);
+    before = pulse_malloc(sl.len);
+    after = pulse_malloc(sl.len);
+    ck_assert_int_eq(pread(sl.fd, before, sl.len, (off_t)sl.pos), (ssize_t)sl.len);
+    ct_cfg(&cfg);
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, &res), PULSE_OK);
+    ck_assert_uint_eq(res.segments_rewritten, 1);
+    ck_assert_int_eq(pread(sl.fd, after, sl.len, (off_t)sl.pos), (ssize_t)sl.len);
+    ck_assert_int_eq(memcmp(before, after, sl.len), 0);
+    close(sl.fd);
+    pulse_free(before);
+    pulse_free(after);
+    ct_check_model(plog, &m, 3);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_random_model_with_passes_and_reopens)
+{
+    unsigned seed = (unsigned)time(NULL);
+    const char *env = getenv("PULSE_TEST_SEED");
+    if (env != NULL)
+        seed = (unsigned)strtoul(env, NULL, 10);
+    fprintf(stderr, "test_random_model_with_passes_and_reopens: seed %u (PULSE_TEST_SEED)\n", seed);
+    srand(seed);
+
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact *comp = NULL;
+    struct pulse_compact_config cfg;
+    const int nkeys = 40;
+    int64_t now = CT_T0;
+
+    ck_assert_int_eq(pulse_compact_create(&comp), PULSE_OK);
+    for (int step = 0; step < 60; step++) {
+        int appends = rand() % 40;
+        for (int i = 0; i < appends; i++) {
+            int r = rand() % 10;
+            int key = r == 0 ? -1 : rand() % nkeys;
+            bool tomb = key >= 0 && r == 1;
+            now += rand() % (3 * 3600 * 1000);
+            ct_append(plog, &m, key, tomb, now, (size_t)(rand() % 120));
+        }
+        ct_cfg(&cfg);
+        cfg.tombstone_retention_ms = (int64_t)(rand() % 4) * 3600 * 1000;
+        cfg.min_gain_ratio = (rand() % 4) * 0.1;
+        cfg.max_keys = rand() % 3 == 0 ? 4 : 1024;
+        cfg.max_segments_per_pass = 1 + (size_t)(rand() % 4);
+        cfg.batch_max_records = 1 + (uint32_t)(rand() % 8);
+        ck_assert_int_eq(pulse_compact_run(comp, plog, &cfg, now, NULL), PULSE_OK);
+        ct_check_model(plog, &m, nkeys);
+        if (rand() % 6 == 0) {
+            ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+            plog = ct_open(dir, SEG);
+            ct_check_model(plog, &m, nkeys);
+            if (rand() % 2 == 0) {
+                pulse_compact_destroy(comp);
+                ck_assert_int_eq(pulse_compact_create(&comp), PULSE_OK);
+            }
+        }
+    }
+    ck_assert_int_eq(ct_count_files(dir, ".tmp-"), 0);
+    pulse_compact_destroy(comp);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_damaged_sealed_segment_is_left_alone_and_tombstones_stay)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct ct_model m = {0};
+    struct pulse_compact_config cfg;
+    struct pulse_compact_result res;
+    struct pulse_plog_recovery rec;
+    struct pulse_plog_config pcfg;
+    struct ct_reads rs;
+    char path[512];
+    uint8_t *b1, *b2;
+    size_t l1, l2, tombs = 0;
+    int64_t now = CT_T0 + 10 * CT_DAY_MS;
+
+    /* Segment 0: duplicates, then a batch that will be damaged. */
+    for (int k = 0; k < 3; k++)
+        ct_append(plog, &m, k, false, CT_T0, 100);
+    ct_append(plog, &m, 0, false, CT_T0, 100);
+    ct_append(plog, &m, 7, false, CT_T0, 300);
+    /* Segment 1: an expired tombstone alone in the readable log. */
+    ct_append(plog, &m, 9, true, CT_T0, 0);
+    ct_append(plog, &m, -1, false, CT_T0, 600);
+    ct_append(plog, &m, -1, false, CT_T0, 600);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    /* Flip a byte in the last batch of segment 0 and drop the snapshot so
+     * that recovery scans and finds it. */
+    b1 = file_bytes(dir, 0, &l1);
+    b1[l1 - 10] ^= 0x55;
+    snprintf(path, sizeof path, "%s/%020d.log", dir, 0);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(b1, 1, l1, f), l1);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/snapshot", dir);
+    unlink(path);
+    pulse_plog_config_init(&pcfg);
+    pcfg.segment_max_bytes = SEG;
+    pcfg.index_interval_bytes = 256;
+    ck_assert_int_eq(pulse_plog_open(dir, &pcfg, &plog, &rec), PULSE_OK);
+    ck_assert_uint_eq(rec.corrupt_segments, 1);
+    ct_cfg(&cfg);
+    cfg.max_segments_per_pass = 10;
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, now, &res), PULSE_OK);
+    ck_assert_uint_eq(res.segments_rewritten + res.segments_deleted, 0);
+    b2 = file_bytes(dir, 0, &l2);
+    ck_assert_uint_eq(l1, l2);
+    ck_assert_int_eq(memcmp(b1, b2, l1), 0);
+    ct_read_all(plog, 0, &rs);
+    for (size_t i = 0; i < rs.n; i++)
+        tombs += rs.r[i].tomb;
+    ck_assert_uint_eq(tombs, 1);
+    ct_reads_free(&rs);
+    pulse_free(b1);
+    pulse_free(b2);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+struct appender {
+    struct pulse_plog *plog;
+    struct ct_model *m;
+    atomic_bool done;
+};
+
+static void *append_thread(void *arg)
+{
+    struct appender *a = arg;
+    for (int i = 0; i < 400; i++)
+        ct_append(a->plog, a->m, i % 7 == 0 ? -1 : i % 13, i % 29 == 0, CT_T0 + i, (size_t)(i % 5) * 60);
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+START_TEST(test_passes_run_safely_beside_appends_and_reads)
+{
+    char *dir = ct_tmpdir();
+    struct ct_model m = {0};
+    struct appender a;
+    struct pulse_compact *comp = NULL;
+    struct pulse_compact_config cfg;
+    pthread_t th;
+    int passes = 0;
+
+    a.plog = ct_open(dir, SEG);
+    a.m = &m;
+    atomic_init(&a.done, false);
+    ct_cfg(&cfg);
+    cfg.tombstone_retention_ms = 0;
+    ck_assert_int_eq(pulse_compact_create(&comp), PULSE_OK);
+    ck_assert_int_eq(pthread_create(&th, NULL, append_thread, &a), 0);
+    while (!atomic_load(&a.done) || passes < 3) {
+        struct pulse_buf b;
+        struct pulse_slice sl;
+        ck_assert_int_eq(pulse_compact_run(comp, a.plog, &cfg, CT_T0 + 1000, NULL), PULSE_OK);
+        /* A reader racing the swaps always gets whole, valid batches. */
+        pulse_buf_init(&b, 1 << 20);
+        pulse_status_t st = pulse_plog_read(a.plog, 0, 1 << 16, &b, &sl);
+        ck_assert(st == PULSE_OK);
+        pulse_buf_fini(&b);
+        passes++;
+    }
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    converge(comp, a.plog, &cfg, CT_T0 + 1000, 20);
+    ct_check_model(a.plog, &m, 13);
+    pulse_compact_destroy(comp);
+    ck_assert_int_eq(pulse_plog_close(a.plog), PULSE_OK);
+    a.plog = ct_open(dir, SEG);
+    ct_check_model(a.plog, &m, 13);
+    ck_assert_int_eq(pulse_plog_close(a.plog), PULSE_OK);
+    ct_model_free(&m);
+    ct_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_bad_config_is_refused)
+{
+    char *dir = ct_tmpdir();
+    struct pulse_plog *plog = ct_open(dir, SEG);
+    struct pulse_compact_config cfg;
+
+    ct_cfg(&cfg);
+    cfg.max_keys = 0;
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, NULL), PULSE_INVALID);
+    ct_cfg(&cfg);
+    cfg.batch_max_bytes = 10;
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, NULL), PULSE_INVALID);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_cleanup(dir);
+}
+END_TEST
+
+static Suite *compact_suite(void)
+{
+    Suite *s = suite_create("compact");
+    TCase *tc = tcase_create("compact");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_only_the_newest_record_of_each_key_survives);
+    tcase_add_test(tc, test_long_keys_are_deduplicated_like_short_ones);
+    tcase_add_test(tc, test_keyless_records_are_never_deduplicated);
+    tcase_add_test(tc, test_read_of_a_removed_offset_starts_at_the_next_survivor);
+    tcase_add_test(tc, test_rewritten_batches_are_sparse_and_verify);
+    tcase_add_test(tc, test_active_segment_is_never_rewritten);
+    tcase_add_test(tc, test_gain_gate_leaves_a_segment_that_would_barely_shrink);
+    tcase_add_test(tc, test_segment_with_no_survivors_is_deleted_even_in_the_middle);
+    tcase_add_test(tc, test_deleting_the_oldest_segment_advances_the_log_start);
+    tcase_add_test(tc, test_expired_tombstone_is_kept_while_an_older_value_survives);
+    tcase_add_test(tc, test_bounded_pass_never_resurrects_a_deleted_key);
+    tcase_add_test(tc, test_unexpired_tombstone_is_kept);
+    tcase_add_test(tc, test_survivors_30_days_apart_are_split_not_wrapped);
+    tcase_add_test(tc, test_more_keys_than_the_cap_still_converge);
+    tcase_add_test(tc, test_pass_over_an_unchanged_log_reads_nothing);
+    tcase_add_test(tc, test_reader_holding_a_slice_keeps_the_old_bytes);
+    tcase_add_test(tc, test_random_model_with_passes_and_reopens);
+    tcase_add_test(tc, test_damaged_sealed_segment_is_left_alone_and_tombstones_stay);
+    tcase_add_test(tc, test_passes_run_safely_beside_appends_and_reads);
+    tcase_add_test(tc, test_bad_config_is_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(compact_suite());
+    int failed;
+
+    pulse_log_set_level(PULSE_LOG_ERROR);
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
