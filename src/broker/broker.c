@@ -90,16 +90,6 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg)
 
 /* ---- small file-system helpers --------------------------------------- */
 
-void pulse_broker_failpoint(const char *name)
-{
-    const char *fp = getenv("PULSE_FAILPOINT");
-
-    if (fp != NULL && strcmp(fp, name) == 0) {
-        PULSE_WARN("failpoint %s reached: exiting with status 99", name);
-        _exit(99);
-    }
-}
-
 static int remove_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;

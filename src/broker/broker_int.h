@@ -159,11 +159,6 @@ void pulse_broker_fail_topic(struct pulse_broker *b, struct pulse_broker_topic *
 /* Blocks until only the caller's reference to t is left. Locks: mu. */
 void pulse_broker_wait_unreferenced(struct pulse_broker *b, struct pulse_broker_topic *t);
 
-/* Test hook: when the environment variable PULSE_FAILPOINT equals name, the
- * process exits at once with status 99, as if it had crashed there. Always
- * compiled in; an unset variable costs one getenv at topic create/delete. */
-void pulse_broker_failpoint(const char *name);
-
 /* rm -rf of path; 0 or -1 (logged). */
 int pulse_broker_remove_tree(const char *path);
 

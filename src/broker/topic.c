@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "broker/broker_int.h"
+#include "common/failpoint.h"
 #include "storage/compact.h"
 #include "common/alloc.h"
 #include "common/clock.h"
@@ -455,7 +456,7 @@ pulse_status_t pulse_broker_topic_create(struct pulse_broker *b, const struct pu
     st = make_dirs(b, &def);
     if (st != PULSE_OK)
         goto out;
-    pulse_broker_failpoint("topic_create_after_dirs");
+    pulse_failpoint("topic_create_after_dirs");
     st = pulse_broker_topic_open_logs(b, t, NULL);
     if (st != PULSE_OK)
         goto out;
@@ -463,7 +464,7 @@ pulse_status_t pulse_broker_topic_create(struct pulse_broker *b, const struct pu
     st = pulse_meta_topic_create(b->meta, &def);
     if (st != PULSE_OK)
         goto out;
-    pulse_broker_failpoint("topic_create_after_meta");
+    pulse_failpoint("topic_create_after_meta");
     dirs_made = false;
     st = map_insert(b, t);
     if (st != PULSE_OK) {
@@ -561,7 +562,7 @@ pulse_status_t pulse_broker_topic_delete(struct pulse_broker *b, const char *nam
     st = pulse_meta_topic_delete(b->meta, t->name, &cursors);
     if (st != PULSE_OK)
         goto out;
-    pulse_broker_failpoint("topic_delete_after_meta");
+    pulse_failpoint("topic_delete_after_meta");
 
     pthread_rwlock_wrlock(&b->map_lock);
     i = map_find(b, t->name, &found);
@@ -590,7 +591,7 @@ pulse_status_t pulse_broker_topic_delete(struct pulse_broker *b, const char *nam
         goto out;
     }
     pulse_broker_fsync_dir(b->topics_dir);
-    pulse_broker_failpoint("topic_delete_after_rename");
+    pulse_failpoint("topic_delete_after_rename");
     if (pulse_broker_remove_tree(aside) != 0)
         PULSE_ERROR("could not remove %s; it is removed at the next start", aside);
     pulse_broker_fsync_dir(b->topics_dir);

@@ -1,24 +1,21 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * failpoint.c - see failpoint.h.
+ *
+ * The environment is read at every call rather than cached: tests arm a
+ * failpoint with setenv() in a forked child, after the parent may already
+ * have passed the same point, and failpoints sit only on rare paths (topic
+ * create/delete, compaction commits), never on a per-record one.
+ */
 #include "common/failpoint.h"
 
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static const char *armed; /* the environment's string, or NULL */
-
-static void load(void)
-{
-    const char *fp = getenv("PULSE_FAILPOINT");
-    armed = (fp != NULL && fp[0] != '\0') ? fp : NULL;
-}
-
 void pulse_failpoint(const char *name)
 {
-    pthread_once(&once, load);
+    const char *armed = getenv("PULSE_FAILPOINT");
     if (armed == NULL || strcmp(armed, name) != 0)
         return;
     /* write(2), not stdio: nothing buffered may be flushed on the way out. */

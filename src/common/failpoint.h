@@ -7,8 +7,7 @@
  * reaches pulse_failpoint("that-name") the process leaves at once with
  * _exit(99): no atexit handlers, no buffered stdio, no close-time snapshot,
  * just as a crash would leave the files. The test then reopens the data and
- * checks it. Unset (the normal case), a failpoint costs one cached pointer
- * comparison.
+ * checks it. Failpoints sit on rare paths only; unset, one costs a getenv.
  */
 #ifndef PULSE_COMMON_FAILPOINT_H
 #define PULSE_COMMON_FAILPOINT_H
