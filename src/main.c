@@ -16,6 +16,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,19 @@
 
 #define EXIT_CONFIG 2
 #define SHUTDOWN_DEADLINE_MS 10000
+
+/* Each open segment holds descriptors (data and index), and every
+ * connection one more: a broker with many partitions or long retention
+ * needs more than the usual soft limit of 1024. Raise it to the hard limit;
+ * failing that is not fatal, the limit just stays. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+}
 
 static void usage(FILE *f)
 {
@@ -117,6 +131,7 @@ int main(int argc, char **argv)
     sigset_t stopset;
 
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
     sigemptyset(&stopset);
     sigaddset(&stopset, SIGINT);
     sigaddset(&stopset, SIGTERM);

@@ -252,8 +252,11 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
         if (seg->io->fsize(seg->io, seg->index_fd, &full) == 0 && full != (uint64_t)got)
             clean = false;
     }
-    /* The first batch of a segment always has the entry (0, 0). */
-    if (seg->index.n > 0 && (seg->index.entries[0].rel_offset != 0 || seg->index.entries[0].rel_pos != 0)) {
+    /* The first batch of a segment always has an entry at position 0. Its
+     * offset is 0 unless compaction removed the segment's first records
+     * (then it is the first survivor's); the header check below verifies it
+     * either way. */
+    if (seg->index.n > 0 && seg->index.entries[0].rel_pos != 0) {
         pulse_index_truncate(&seg->index, 0);
         clean = false;
     }
