@@ -40,6 +40,7 @@
 
 #include "broker/broker_int.h"
 #include "broker/maint.h"
+#include "common/status.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/clock.h"
@@ -52,19 +53,6 @@
 
 static const double fsync_bounds[PULSE_BROKER_FSYNC_BUCKETS] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                                                0.01,   0.025,   0.05,   0.1,   0.5,    1.0};
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errbuf == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void pulse_broker_config_init(struct pulse_broker_config *cfg)
 {
@@ -447,7 +435,7 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         cfg->segment_max_bytes > PULSE_PLOG_MAX_SEGMENT_BYTES ||
         (cfg->sync_mode == PULSE_SYNC_INTERVAL && cfg->sync_interval_ms == 0) ||
         strlen(cfg->data_dir) > PATH_MAX - PULSE_NAME_MAX - 64) {
-        set_err(errbuf, errlen, "invalid broker configuration");
+        pulse_errbuf_set(errbuf, errlen, "invalid broker configuration");
         return PULSE_INVALID;
     }
     b = pulse_calloc(1, sizeof *b);
@@ -484,27 +472,27 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     if (st == PULSE_OK)
         st = ensure_dir(b->topics_dir);
     if (st != PULSE_OK) {
-        set_err(errbuf, errlen, "cannot create data directory %s: %s", b->data_dir, pulse_status_message(st));
+        pulse_errbuf_set(errbuf, errlen, "cannot create data directory %s: %s", b->data_dir, pulse_status_message(st));
         goto out;
     }
     snprintf(path, sizeof path, "%s/meta", b->data_dir);
     st = pulse_meta_open(path, &b->meta, merr, sizeof merr);
     if (st == PULSE_BUSY) {
-        set_err(errbuf, errlen, "data directory %s is in use by another process", b->data_dir);
+        pulse_errbuf_set(errbuf, errlen, "data directory %s is in use by another process", b->data_dir);
         goto out;
     }
     if (st != PULSE_OK) {
-        set_err(errbuf, errlen, "%s", merr);
+        pulse_errbuf_set(errbuf, errlen, "%s", merr);
         goto out;
     }
     st = pulse_meta_topic_list(b->meta, &defs, &ndefs);
     if (st != PULSE_OK) {
-        set_err(errbuf, errlen, "cannot read topic metadata: %s", pulse_status_message(st));
+        pulse_errbuf_set(errbuf, errlen, "cannot read topic metadata: %s", pulse_status_message(st));
         goto out;
     }
     st = remove_leftovers(b, defs, ndefs, &rep.deleted_leftovers);
     if (st != PULSE_OK) {
-        set_err(errbuf, errlen, "cannot scan %s: %s", b->topics_dir, pulse_status_message(st));
+        pulse_errbuf_set(errbuf, errlen, "cannot scan %s: %s", b->topics_dir, pulse_status_message(st));
         goto out;
     }
 
@@ -525,7 +513,7 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         atomic_init(&t->refs, 1);
         if (t->nparts > PULSE_BROKER_MAX_PARTITIONS || t->segment_bytes < (int64_t)PULSE_PLOG_MIN_SEGMENT_BYTES ||
             t->segment_bytes > (int64_t)PULSE_PLOG_MAX_SEGMENT_BYTES) {
-            set_err(errbuf, errlen, "topic %s has an invalid stored definition", t->name);
+            pulse_errbuf_set(errbuf, errlen, "topic %s has an invalid stored definition", t->name);
             pulse_free(t);
             st = PULSE_CORRUPT;
             goto out;
@@ -550,7 +538,7 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         b->topics[b->ntopics++] = t;
         st = pulse_broker_topic_open_logs(b, t, &rep);
         if (st != PULSE_OK) {
-            set_err(errbuf, errlen, "cannot open the logs of topic %s: %s", t->name, pulse_status_message(st));
+            pulse_errbuf_set(errbuf, errlen, "cannot open the logs of topic %s: %s", t->name, pulse_status_message(st));
             goto out;
         }
         rep.topics++;
@@ -563,7 +551,7 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
 
     b->next_interval_sync_us = pulse_clock_mono_us() + (int64_t)b->cfg.sync_interval_ms * 1000;
     if (pthread_create(&b->syncer, NULL, syncer_main, b) != 0) {
-        set_err(errbuf, errlen, "cannot start the syncer thread");
+        pulse_errbuf_set(errbuf, errlen, "cannot start the syncer thread");
         st = PULSE_NOMEM;
         goto out;
     }
@@ -572,7 +560,7 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
      * compaction never meets a log still being scanned. */
     st = pulse_broker_maint_start(b, &b->maint);
     if (st != PULSE_OK) {
-        set_err(errbuf, errlen, "cannot start the maintenance thread");
+        pulse_errbuf_set(errbuf, errlen, "cannot start the maintenance thread");
         goto out;
     }
     if (report != NULL)

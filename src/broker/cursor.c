@@ -19,21 +19,9 @@
 #include <string.h>
 
 #include "broker/broker_int.h"
+#include "common/status.h"
 #include "common/alloc.h"
 #include "meta/meta.h"
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errbuf == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static bool cname_valid(const char *name)
 {
@@ -49,13 +37,13 @@ pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *co
     if (errbuf != NULL && errlen > 0)
         errbuf[0] = '\0';
     if (!cname_valid(consumer)) {
-        set_err(errbuf, errlen,
+        pulse_errbuf_set(errbuf, errlen,
                 "consumer name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or \"..\", "
                 "and must not begin with \"__\"");
         return PULSE_INVALID_NAME;
     }
     if (cursors == NULL || n == 0) {
-        set_err(errbuf, errlen, "no cursors to commit");
+        pulse_errbuf_set(errbuf, errlen, "no cursors to commit");
         return PULSE_INVALID;
     }
     mc = pulse_calloc(n, sizeof *mc);
@@ -72,12 +60,12 @@ pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *co
         if (strnlen(c->topic, sizeof c->topic) < sizeof c->topic)
             t = pulse_broker_topic_acquire(b, c->topic);
         if (t == NULL) {
-            set_err(errbuf, errlen, "cursor %zu: topic \"%.*s\" does not exist", i, PULSE_NAME_MAX, c->topic);
+            pulse_errbuf_set(errbuf, errlen, "cursor %zu: topic \"%.*s\" does not exist", i, PULSE_NAME_MAX, c->topic);
             st = PULSE_TOPIC_NOT_FOUND;
             goto out;
         }
         if (c->partition >= t->nparts) {
-            set_err(errbuf, errlen, "cursor %zu: topic \"%s\" has no partition %" PRIu32, i, t->name, c->partition);
+            pulse_errbuf_set(errbuf, errlen, "cursor %zu: topic \"%s\" has no partition %" PRIu32, i, t->name, c->partition);
             pulse_broker_topic_release(b, t);
             st = PULSE_PARTITION_NOT_FOUND;
             goto out;
@@ -85,7 +73,7 @@ pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *co
         hw = pulse_plog_high_watermark(t->plogs[c->partition]);
         pulse_broker_topic_release(b, t);
         if (c->offset < 0 || c->offset > hw) {
-            set_err(errbuf, errlen,
+            pulse_errbuf_set(errbuf, errlen,
                     "cursor %zu: offset %" PRId64 " is outside [0, %" PRId64 "] of %s/%" PRIu32, i, c->offset, hw,
                     c->topic, c->partition);
             st = PULSE_RANGE;
@@ -97,7 +85,7 @@ pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *co
     }
     st = pulse_meta_cursor_put(b->meta, consumer, mc, n);
     if (st != PULSE_OK)
-        set_err(errbuf, errlen, "cannot store the cursors: %s", pulse_status_message(st));
+        pulse_errbuf_set(errbuf, errlen, "cannot store the cursors: %s", pulse_status_message(st));
 out:
     pthread_rwlock_unlock(&b->admin_lock);
     pulse_free(mc);

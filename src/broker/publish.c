@@ -40,23 +40,11 @@
 #include <string.h>
 
 #include "broker/broker_int.h"
+#include "common/status.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errbuf == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Kafka's Utils.murmur2, with Java's wrapping int arithmetic done in
  * uint32_t and ">>>" as an unsigned shift. */
@@ -111,45 +99,45 @@ static pulse_status_t check_record(const struct pulse_broker_config *cfg, const 
     uint64_t hbytes = 0;
 
     if (r->partition < -1 || (r->partition >= 0 && (uint32_t)r->partition >= nparts)) {
-        set_err(errbuf, errlen, "record %zu: partition %" PRId32 " does not exist (the topic has %" PRIu32 ")", i,
+        pulse_errbuf_set(errbuf, errlen, "record %zu: partition %" PRId32 " does not exist (the topic has %" PRIu32 ")", i,
                 r->partition, nparts);
         return PULSE_PARTITION_NOT_FOUND;
     }
     if (rec->key_len != PULSE_BATCH_NULL) {
         if (rec->key_len > cfg->max_key_bytes) {
-            set_err(errbuf, errlen, "record %zu: key of %" PRIu32 " bytes is over the %" PRIu32 "-byte limit", i,
+            pulse_errbuf_set(errbuf, errlen, "record %zu: key of %" PRIu32 " bytes is over the %" PRIu32 "-byte limit", i,
                     rec->key_len, cfg->max_key_bytes);
             return PULSE_TOO_LARGE;
         }
         if (rec->key == NULL && rec->key_len > 0) {
-            set_err(errbuf, errlen, "record %zu: key bytes missing", i);
+            pulse_errbuf_set(errbuf, errlen, "record %zu: key bytes missing", i);
             return PULSE_INVALID;
         }
     }
     if (rec->value_len != PULSE_BATCH_NULL) {
         if (rec->value == NULL && rec->value_len > 0) {
-            set_err(errbuf, errlen, "record %zu: value bytes missing", i);
+            pulse_errbuf_set(errbuf, errlen, "record %zu: value bytes missing", i);
             return PULSE_INVALID;
         }
         if (rec->value_len > PULSE_BROKER_MAX_BATCH_BYTES) {
-            set_err(errbuf, errlen, "record %zu: value of %" PRIu32 " bytes is too large", i, rec->value_len);
+            pulse_errbuf_set(errbuf, errlen, "record %zu: value of %" PRIu32 " bytes is too large", i, rec->value_len);
             return PULSE_TOO_LARGE;
         }
     }
     if (rec->header_count > cfg->max_headers_per_record) {
-        set_err(errbuf, errlen, "record %zu: %" PRIu32 " headers is over the limit of %" PRIu32, i, rec->header_count,
+        pulse_errbuf_set(errbuf, errlen, "record %zu: %" PRIu32 " headers is over the limit of %" PRIu32, i, rec->header_count,
                 cfg->max_headers_per_record);
         return PULSE_TOO_LARGE;
     }
     if (rec->header_count > 0 && rec->headers == NULL) {
-        set_err(errbuf, errlen, "record %zu: headers missing", i);
+        pulse_errbuf_set(errbuf, errlen, "record %zu: headers missing", i);
         return PULSE_INVALID;
     }
     for (uint32_t h = 0; h < rec->header_count; h++) {
         const struct pulse_header_in *hd = &rec->headers[h];
         if (hd->key_len == PULSE_BATCH_NULL || (hd->key == NULL && hd->key_len > 0) ||
             (hd->value_len != PULSE_BATCH_NULL && hd->value == NULL && hd->value_len > 0)) {
-            set_err(errbuf, errlen, "record %zu: header %" PRIu32 " is malformed", i, h);
+            pulse_errbuf_set(errbuf, errlen, "record %zu: header %" PRIu32 " is malformed", i, h);
             return PULSE_INVALID;
         }
         hbytes += hd->key_len;
@@ -157,7 +145,7 @@ static pulse_status_t check_record(const struct pulse_broker_config *cfg, const 
             hbytes += hd->value_len;
     }
     if (hbytes > cfg->max_headers_bytes) {
-        set_err(errbuf, errlen, "record %zu: headers of %" PRIu64 " bytes are over the %" PRIu32 "-byte limit", i,
+        pulse_errbuf_set(errbuf, errlen, "record %zu: headers of %" PRIu64 " bytes are over the %" PRIu32 "-byte limit", i,
                 hbytes, cfg->max_headers_bytes);
         return PULSE_TOO_LARGE;
     }
@@ -199,11 +187,11 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
     if (errbuf != NULL && errlen > 0)
         errbuf[0] = '\0';
     if (recs == NULL || n == 0) {
-        set_err(errbuf, errlen, "a publish needs at least one record");
+        pulse_errbuf_set(errbuf, errlen, "a publish needs at least one record");
         return PULSE_INVALID;
     }
     if (n > b->cfg.max_records_per_publish) {
-        set_err(errbuf, errlen, "%zu records is over the limit of %" PRIu32 " per publish", n,
+        pulse_errbuf_set(errbuf, errlen, "%zu records is over the limit of %" PRIu32 " per publish", n,
                 b->cfg.max_records_per_publish);
         return PULSE_TOO_LARGE;
     }
@@ -213,7 +201,7 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
     pthread_mutex_lock(&b->mu);
     if (b->draining) {
         pthread_mutex_unlock(&b->mu);
-        set_err(errbuf, errlen, "the broker is shutting down");
+        pulse_errbuf_set(errbuf, errlen, "the broker is shutting down");
         return PULSE_SHUTDOWN;
     }
     b->inflight++;
@@ -222,7 +210,7 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
 
     t = pulse_broker_topic_acquire(b, topic);
     if (t == NULL) {
-        set_err(errbuf, errlen, "topic \"%s\" does not exist", topic != NULL ? topic : "");
+        pulse_errbuf_set(errbuf, errlen, "topic \"%s\" does not exist", topic != NULL ? topic : "");
         st = PULSE_TOPIC_NOT_FOUND;
         goto out;
     }
@@ -308,12 +296,12 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
         for (size_t r = run_first[p]; r < run_end[p]; r++) {
             st = pulse_batch_encode(&bufs[p], 0, 0, &grouped[runs[r].first], runs[r].count);
             if (st == PULSE_TOO_LARGE) {
-                set_err(errbuf, errlen, "the records for partition %" PRIu32 " encode to more than %u bytes", p,
+                pulse_errbuf_set(errbuf, errlen, "the records for partition %" PRIu32 " encode to more than %u bytes", p,
                         PULSE_BROKER_MAX_BATCH_BYTES);
                 goto out;
             }
             if (st != PULSE_OK) {
-                set_err(errbuf, errlen, "cannot encode the batch for partition %" PRIu32 ": %s", p,
+                pulse_errbuf_set(errbuf, errlen, "cannot encode the batch for partition %" PRIu32 ": %s", p,
                         pulse_status_message(st));
                 st = st == PULSE_RANGE ? PULSE_INVALID : st;
                 goto out;
@@ -339,7 +327,7 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
         int64_t base = 0;
         st = pulse_plog_append_async(t->plogs[p], bufs[p].data, bufs[p].len, &base, &end);
         if (st != PULSE_OK) {
-            set_err(errbuf, errlen, "append to partition %" PRIu32 " failed: %s", p, pulse_status_message(st));
+            pulse_errbuf_set(errbuf, errlen, "append to partition %" PRIu32 " failed: %s", p, pulse_status_message(st));
             goto out;
         }
         for (size_t r = run_first[p]; r < run_end[p]; r++) {
@@ -370,7 +358,7 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
         if (atomic_load(&t->deleted)) {
             /* Deleted while appending; its data is going away. */
             pthread_mutex_unlock(&b->mu);
-            set_err(errbuf, errlen, "topic \"%s\" was deleted", t->name);
+            pulse_errbuf_set(errbuf, errlen, "topic \"%s\" was deleted", t->name);
             st = PULSE_TOPIC_NOT_FOUND;
             goto out;
         }
@@ -444,7 +432,7 @@ pulse_status_t pulse_broker_publish_wait(struct pulse_broker *b, const char *top
         st = w.st;
         pthread_mutex_unlock(&w.mu);
         if (st != PULSE_OK)
-            set_err(errbuf, errlen, "the records did not become durable: %s", pulse_status_message(st));
+            pulse_errbuf_set(errbuf, errlen, "the records did not become durable: %s", pulse_status_message(st));
     }
     pthread_cond_destroy(&w.cv);
     pthread_mutex_destroy(&w.mu);

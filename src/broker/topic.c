@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "broker/broker_int.h"
+#include "common/status.h"
 #include "common/failpoint.h"
 #include "storage/compact.h"
 #include "common/alloc.h"
@@ -42,19 +43,6 @@
 #include "meta/meta.h"
 
 _Static_assert(PULSE_NAME_MAX == PULSE_META_NAME_MAX, "name limits of broker and meta differ");
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errbuf == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, errlen, fmt, ap);
-    va_end(ap);
-}
 
 bool pulse_broker_name_valid(const char *name, size_t len)
 {
@@ -306,7 +294,7 @@ static pulse_status_t resolve_spec(struct pulse_broker *b, const struct pulse_to
 {
     memset(def, 0, sizeof *def);
     if (spec == NULL || !cname_valid(spec->name)) {
-        set_err(errbuf, errlen,
+        pulse_errbuf_set(errbuf, errlen,
                 "topic name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or \"..\", "
                 "and must not begin with \"__\"");
         return PULSE_INVALID_NAME;
@@ -314,7 +302,7 @@ static pulse_status_t resolve_spec(struct pulse_broker *b, const struct pulse_to
     memcpy(def->name, spec->name, strlen(spec->name) + 1);
     int64_t parts = spec->partitions < 0 ? (int64_t)b->cfg.default_partitions : spec->partitions;
     if (parts < 1 || parts > PULSE_BROKER_MAX_PARTITIONS) {
-        set_err(errbuf, errlen, "partitions must be between 1 and %d", PULSE_BROKER_MAX_PARTITIONS);
+        pulse_errbuf_set(errbuf, errlen, "partitions must be between 1 and %d", PULSE_BROKER_MAX_PARTITIONS);
         return PULSE_INVALID;
     }
     def->partitions = (uint32_t)parts;
@@ -323,19 +311,19 @@ static pulse_status_t resolve_spec(struct pulse_broker *b, const struct pulse_to
     else if (spec->cleanup == PULSE_CLEANUP_DELETE || spec->cleanup == PULSE_CLEANUP_COMPACT)
         def->cleanup = spec->cleanup;
     else {
-        set_err(errbuf, errlen, "cleanup must be \"delete\" or \"compact\"");
+        pulse_errbuf_set(errbuf, errlen, "cleanup must be \"delete\" or \"compact\"");
         return PULSE_INVALID;
     }
     def->retention_ms = spec->retention_ms < 0 ? b->cfg.default_retention_ms : spec->retention_ms;
     def->retention_bytes = spec->retention_bytes < 0 ? b->cfg.default_retention_bytes : spec->retention_bytes;
     if (def->retention_ms < 0 || def->retention_bytes < 0) {
-        set_err(errbuf, errlen, "retention_ms and retention_bytes must be >= 0");
+        pulse_errbuf_set(errbuf, errlen, "retention_ms and retention_bytes must be >= 0");
         return PULSE_INVALID;
     }
     def->segment_bytes = spec->segment_bytes < 0 ? (int64_t)b->cfg.segment_max_bytes : spec->segment_bytes;
     if (def->segment_bytes < (int64_t)PULSE_PLOG_MIN_SEGMENT_BYTES ||
         def->segment_bytes > (int64_t)PULSE_PLOG_MAX_SEGMENT_BYTES) {
-        set_err(errbuf, errlen, "segment_bytes must be between %llu and %llu", PULSE_PLOG_MIN_SEGMENT_BYTES,
+        pulse_errbuf_set(errbuf, errlen, "segment_bytes must be between %llu and %llu", PULSE_PLOG_MIN_SEGMENT_BYTES,
                 PULSE_PLOG_MAX_SEGMENT_BYTES);
         return PULSE_INVALID;
     }
@@ -416,14 +404,14 @@ pulse_status_t pulse_broker_topic_create(struct pulse_broker *b, const struct pu
     found = pulse_broker_topic_acquire(b, def.name);
     if (found != NULL) {
         pulse_broker_topic_release(b, found);
-        set_err(errbuf, errlen, "topic \"%s\" already exists", def.name);
+        pulse_errbuf_set(errbuf, errlen, "topic \"%s\" already exists", def.name);
         st = PULSE_EXISTS;
         goto out;
     }
     st = pulse_meta_topic_get(b->meta, def.name, &existing);
     if (st != PULSE_NOT_FOUND) {
         if (st == PULSE_OK) {
-            set_err(errbuf, errlen, "topic \"%s\" already exists", def.name);
+            pulse_errbuf_set(errbuf, errlen, "topic \"%s\" already exists", def.name);
             st = PULSE_EXISTS;
         }
         goto out;

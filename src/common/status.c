@@ -3,6 +3,8 @@
 #include "common/status.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 
 static const char *const names[] = {
 #define PULSE_STATUS_NAME(name, msg) #name,
@@ -43,4 +45,15 @@ pulse_status_t pulse_status_from_errno(int err)
     default:
         return PULSE_IO;
     }
+}
+
+void pulse_errbuf_set(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (errbuf == NULL || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, errlen, fmt, ap);
+    va_end(ap);
 }

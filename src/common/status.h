@@ -14,6 +14,8 @@
 #ifndef PULSE_COMMON_STATUS_H
 #define PULSE_COMMON_STATUS_H
 
+#include <stddef.h>
+
 #define PULSE_STATUS_MAP(X)                                                        \
     X(OK, "ok")                                                                    \
     X(NOMEM, "out of memory")                                                      \
@@ -50,5 +52,10 @@ const char *pulse_status_message(pulse_status_t st);
 /* Maps a saved errno of a failed syscall: ENOSPC/EDQUOT -> NOSPACE,
  * ENOMEM -> NOMEM, anything else -> IO. */
 pulse_status_t pulse_status_from_errno(int err);
+
+/* Formats a one-line reason into a caller's error buffer (errbuf, errlen),
+ * the companion of a failing status in APIs that take one. Does nothing
+ * when errbuf is NULL or errlen is 0; always NUL-terminates otherwise. */
+void pulse_errbuf_set(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "broker/broker.h"
+#include "common/status.h"
 #include "common/alloc.h"
 #include "common/log.h"
 
@@ -62,18 +63,6 @@ static const struct key_def keys[] = {
 };
 
 #define N_KEYS (sizeof keys / sizeof keys[0])
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-    if (errbuf == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Parses a non-negative decimal integer prefix; *end gets the rest. */
 static pulse_status_t parse_u64_prefix(const char *text, uint64_t *out, const char **end)
@@ -202,7 +191,7 @@ static pulse_status_t apply(struct pulse_config *cfg, const struct key_def *k, c
     case KT_LEVEL: {
         if (value[0] == '\0') {
             st = PULSE_INVALID;
-            set_err(errbuf, errlen, "%s: empty value", k->name);
+            pulse_errbuf_set(errbuf, errlen, "%s: empty value", k->name);
             goto out;
         }
         if (k->type == KT_LISTEN) {
@@ -211,27 +200,27 @@ static pulse_status_t apply(struct pulse_config *cfg, const struct key_def *k, c
             bool v6 = false;
             if (pulse_config_split_listen(value, host, sizeof host, &port, &v6) != PULSE_OK) {
                 st = PULSE_INVALID;
-                set_err(errbuf, errlen, "%s: \"%s\" is not HOST:PORT", k->name, value);
+                pulse_errbuf_set(errbuf, errlen, "%s: \"%s\" is not HOST:PORT", k->name, value);
                 goto out;
             }
         } else if (k->type == KT_SYNC) {
             if (strcmp(value, "every-write") != 0 && strcmp(value, "interval") != 0) {
                 st = PULSE_INVALID;
-                set_err(errbuf, errlen, "%s: \"%s\" is not every-write or interval", k->name, value);
+                pulse_errbuf_set(errbuf, errlen, "%s: \"%s\" is not every-write or interval", k->name, value);
                 goto out;
             }
         } else if (k->type == KT_LEVEL) {
             enum pulse_log_level lvl;
             if (pulse_log_parse_level(value, &lvl) != 0) {
                 st = PULSE_INVALID;
-                set_err(errbuf, errlen, "%s: \"%s\" is not debug, info, warn, error or off", k->name, value);
+                pulse_errbuf_set(errbuf, errlen, "%s: \"%s\" is not debug, info, warn, error or off", k->name, value);
                 goto out;
             }
         }
         copy = pulse_strdup(value);
         if (copy == NULL) {
             st = PULSE_NOMEM;
-            set_err(errbuf, errlen, "%s: out of memory", k->name);
+            pulse_errbuf_set(errbuf, errlen, "%s: out of memory", k->name);
             goto out;
         }
         char **slot = (char **)(void *)field;
@@ -244,7 +233,7 @@ static pulse_status_t apply(struct pulse_config *cfg, const struct key_def *k, c
         uint64_t v = 0;
         if (pulse_config_parse_size(value, &v) != PULSE_OK || v < (uint64_t)k->min || v > (uint64_t)k->max) {
             st = PULSE_INVALID;
-            set_err(errbuf, errlen, "%s: \"%s\" is not a size in %lld..%lld bytes (units B, KiB, MiB, GiB)",
+            pulse_errbuf_set(errbuf, errlen, "%s: \"%s\" is not a size in %lld..%lld bytes (units B, KiB, MiB, GiB)",
                     k->name, value, (long long)k->min, (long long)k->max);
             goto out;
         }
@@ -255,7 +244,7 @@ static pulse_status_t apply(struct pulse_config *cfg, const struct key_def *k, c
         int64_t v = 0;
         if (pulse_config_parse_duration_ms(value, &v) != PULSE_OK || v < k->min || v > k->max) {
             st = PULSE_INVALID;
-            set_err(errbuf, errlen, "%s: \"%s\" is not a duration in %lld..%lld ms (units ms, s, m, h, d)",
+            pulse_errbuf_set(errbuf, errlen, "%s: \"%s\" is not a duration in %lld..%lld ms (units ms, s, m, h, d)",
                     k->name, value, (long long)k->min, (long long)k->max);
             goto out;
         }
@@ -268,7 +257,7 @@ static pulse_status_t apply(struct pulse_config *cfg, const struct key_def *k, c
         if (parse_u64_prefix(value, &v, &rest) != PULSE_OK || *rest != '\0' || v < (uint64_t)k->min ||
             v > (uint64_t)k->max) {
             st = PULSE_INVALID;
-            set_err(errbuf, errlen, "%s: \"%s\" is not an integer in %lld..%lld", k->name, value,
+            pulse_errbuf_set(errbuf, errlen, "%s: \"%s\" is not an integer in %lld..%lld", k->name, value,
                     (long long)k->min, (long long)k->max);
             goto out;
         }
@@ -283,7 +272,7 @@ static pulse_status_t apply(struct pulse_config *cfg, const struct key_def *k, c
         int err = errno;
         if (err != 0 || end == value || *end != '\0' || !(d >= (double)k->min && d <= (double)k->max)) {
             st = PULSE_INVALID;
-            set_err(errbuf, errlen, "%s: \"%s\" is not a number in %lld..%lld", k->name, value,
+            pulse_errbuf_set(errbuf, errlen, "%s: \"%s\" is not a number in %lld..%lld", k->name, value,
                     (long long)k->min, (long long)k->max);
             goto out;
         }
@@ -301,7 +290,7 @@ pulse_status_t pulse_config_set(struct pulse_config *cfg, const char *key, const
 {
     const struct key_def *k = find_key(key);
     if (k == NULL) {
-        set_err(errbuf, errlen, "unknown configuration key \"%s\"", key);
+        pulse_errbuf_set(errbuf, errlen, "unknown configuration key \"%s\"", key);
         return PULSE_NOT_FOUND;
     }
     return apply(cfg, k, value, errbuf, errlen);
@@ -317,7 +306,7 @@ pulse_status_t pulse_config_set_assignment(struct pulse_config *cfg, const char 
     char *eq = strchr(copy, '=');
     if (eq == NULL) {
         st = PULSE_INVALID;
-        set_err(errbuf, errlen, "\"%s\" is not section.key=value", assignment);
+        pulse_errbuf_set(errbuf, errlen, "\"%s\" is not section.key=value", assignment);
         goto out;
     }
     *eq = '\0';
@@ -373,14 +362,14 @@ pulse_status_t pulse_config_load_file(struct pulse_config *cfg, const char *path
     FILE *f = fopen(path, "r");
     if (f == NULL) {
         int err = errno;
-        set_err(errbuf, errlen, "cannot read config file %s: %s", path, strerror(err));
+        pulse_errbuf_set(errbuf, errlen, "cannot read config file %s: %s", path, strerror(err));
         return PULSE_IO;
     }
     while (fgets(line, sizeof line, f) != NULL) {
         lineno++;
         if (strchr(line, '\n') == NULL && !feof(f)) {
             st = PULSE_INVALID;
-            set_err(errbuf, errlen, "%s:%u: line too long", path, lineno);
+            pulse_errbuf_set(errbuf, errlen, "%s:%u: line too long", path, lineno);
             goto out;
         }
         char *s = trim(line);
@@ -390,7 +379,7 @@ pulse_status_t pulse_config_load_file(struct pulse_config *cfg, const char *path
             size_t n = strlen(s);
             if (s[n - 1] != ']' || n - 2 >= sizeof section || n < 3) {
                 st = PULSE_INVALID;
-                set_err(errbuf, errlen, "%s:%u: bad section header \"%s\"", path, lineno, s);
+                pulse_errbuf_set(errbuf, errlen, "%s:%u: bad section header \"%s\"", path, lineno, s);
                 goto out;
             }
             memcpy(section, s + 1, n - 2);
@@ -400,7 +389,7 @@ pulse_status_t pulse_config_load_file(struct pulse_config *cfg, const char *path
         char *eq = strchr(s, '=');
         if (eq == NULL || section[0] == '\0') {
             st = PULSE_INVALID;
-            set_err(errbuf, errlen, "%s:%u: expected \"key = value\" inside a [section]", path, lineno);
+            pulse_errbuf_set(errbuf, errlen, "%s:%u: expected \"key = value\" inside a [section]", path, lineno);
             goto out;
         }
         *eq = '\0';
@@ -414,19 +403,19 @@ pulse_status_t pulse_config_load_file(struct pulse_config *cfg, const char *path
         char full[256];
         if ((size_t)snprintf(full, sizeof full, "%s.%s", section, k) >= sizeof full) {
             st = PULSE_INVALID;
-            set_err(errbuf, errlen, "%s:%u: key too long", path, lineno);
+            pulse_errbuf_set(errbuf, errlen, "%s:%u: key too long", path, lineno);
             goto out;
         }
         char msg[512] = "";
         st = pulse_config_set(cfg, full, v, msg, sizeof msg);
         if (st != PULSE_OK) {
-            set_err(errbuf, errlen, "%s:%u: %s", path, lineno, msg);
+            pulse_errbuf_set(errbuf, errlen, "%s:%u: %s", path, lineno, msg);
             goto out;
         }
     }
     if (ferror(f)) {
         st = PULSE_IO;
-        set_err(errbuf, errlen, "error reading config file %s", path);
+        pulse_errbuf_set(errbuf, errlen, "error reading config file %s", path);
     }
 out:
     fclose(f);
@@ -455,7 +444,7 @@ pulse_status_t pulse_config_load_env(struct pulse_config *cfg, pulse_config_gete
         char msg[512] = "";
         pulse_status_t st = apply(cfg, &keys[i], v, msg, sizeof msg);
         if (st != PULSE_OK) {
-            set_err(errbuf, errlen, "environment %s: %s", name, msg);
+            pulse_errbuf_set(errbuf, errlen, "environment %s: %s", name, msg);
             return st;
         }
     }

@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/status.h"
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -720,18 +721,6 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     PULSE_WARN("libmicrohttpd: %s", msg);
 }
 
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-    if (errbuf == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* Binds and listens ourselves so a busy port is reported with its errno,
  * then hands the socket to MHD. */
 static pulse_status_t open_listener(const char *listen_addr, int *fd_out, bool *v6_out, uint16_t *port_out,
@@ -748,7 +737,7 @@ static pulse_status_t open_listener(const char *listen_addr, int *fd_out, bool *
 
     if (pulse_config_split_listen(listen_addr, host, sizeof host, &port, &v6) != PULSE_OK) {
         st = PULSE_INVALID;
-        set_err(errbuf, errlen, "server.listen: \"%s\" is not HOST:PORT", listen_addr);
+        pulse_errbuf_set(errbuf, errlen, "server.listen: \"%s\" is not HOST:PORT", listen_addr);
         goto out;
     }
     if (!v6 && strcmp(host, "localhost") == 0)
@@ -769,14 +758,14 @@ static pulse_status_t open_listener(const char *listen_addr, int *fd_out, bool *
         sslen = sizeof *a4;
     }
     if (st != PULSE_OK) {
-        set_err(errbuf, errlen, "server.listen: \"%s\" is not an IP address", host);
+        pulse_errbuf_set(errbuf, errlen, "server.listen: \"%s\" is not an IP address", host);
         goto out;
     }
     fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         int err = errno;
         st = PULSE_IO;
-        set_err(errbuf, errlen, "socket: %s", strerror(err));
+        pulse_errbuf_set(errbuf, errlen, "socket: %s", strerror(err));
         goto out;
     }
     int one = 1;
@@ -784,7 +773,7 @@ static pulse_status_t open_listener(const char *listen_addr, int *fd_out, bool *
     if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 || listen(fd, 511) != 0) {
         int err = errno;
         st = PULSE_IO;
-        set_err(errbuf, errlen, "cannot listen on %s: %s", listen_addr, strerror(err));
+        pulse_errbuf_set(errbuf, errlen, "cannot listen on %s: %s", listen_addr, strerror(err));
         goto out;
     }
     struct sockaddr_storage bound;
@@ -816,7 +805,7 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     srv = pulse_calloc(1, sizeof *srv);
     if (srv == NULL) {
         st = PULSE_NOMEM;
-        set_err(errbuf, errlen, "out of memory");
+        pulse_errbuf_set(errbuf, errlen, "out of memory");
         goto out;
     }
     srv->cfg = cfg;
@@ -850,7 +839,7 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         st = PULSE_IO;
-        set_err(errbuf, errlen, "cannot start the HTTP server on %s (see the libmicrohttpd message above)",
+        pulse_errbuf_set(errbuf, errlen, "cannot start the HTTP server on %s (see the libmicrohttpd message above)",
                 cfg->listen);
         goto out;
     }

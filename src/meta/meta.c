@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "common/status.h"
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/endian.h"
@@ -50,19 +51,6 @@ struct pulse_meta {
     char cluster_id[PULSE_META_ID_LEN + 1];
     char broker_id[PULSE_META_ID_LEN + 1];
 };
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errbuf == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Logs and frees a LevelDB error string; returns the status to report.
  * LevelDB reports a full disk as an IO error whose text carries strerror. */
@@ -319,7 +307,7 @@ static pulse_status_t load_or_create_id(struct pulse_meta *meta, const char *kin
         goto out;
     if (val != NULL) {
         if (!id_ok(val, vlen)) {
-            set_err(errbuf, errlen, "metadata key %s holds a malformed id", key);
+            pulse_errbuf_set(errbuf, errlen, "metadata key %s holds a malformed id", key);
             st = PULSE_CORRUPT;
             goto out;
         }
@@ -350,7 +338,7 @@ static pulse_status_t load_or_create_id(struct pulse_meta *meta, const char *kin
         PULSE_INFO("meta: created %s id %s", kind, id);
 out:
     if (st != PULSE_OK && errbuf != NULL && errlen > 0 && errbuf[0] == '\0')
-        set_err(errbuf, errlen, "cannot load or create the %s identity: %s", kind, pulse_status_message(st));
+        pulse_errbuf_set(errbuf, errlen, "cannot load or create the %s identity: %s", kind, pulse_status_message(st));
     leveldb_free(val);
     if (wb != NULL)
         leveldb_writebatch_destroy(wb);
@@ -379,13 +367,13 @@ static pulse_status_t check_schema(struct pulse_meta *meta, char *errbuf, size_t
         goto out;
     }
     if (vlen != 8) {
-        set_err(errbuf, errlen, "metadata schema version has %zu bytes instead of 8", vlen);
+        pulse_errbuf_set(errbuf, errlen, "metadata schema version has %zu bytes instead of 8", vlen);
         st = PULSE_CORRUPT;
         goto out;
     }
     int64_t version = (int64_t)pulse_get_be64((const uint8_t *)val);
     if (version > PULSE_META_SCHEMA_VERSION) {
-        set_err(errbuf, errlen,
+        pulse_errbuf_set(errbuf, errlen,
                 "metadata schema version %" PRId64 " is newer than this build supports (%d); "
                 "run a newer pulsed on this data directory",
                 version, PULSE_META_SCHEMA_VERSION);
@@ -393,7 +381,7 @@ static pulse_status_t check_schema(struct pulse_meta *meta, char *errbuf, size_t
         goto out;
     }
     if (version < 1) {
-        set_err(errbuf, errlen, "metadata schema version %" PRId64 " is invalid", version);
+        pulse_errbuf_set(errbuf, errlen, "metadata schema version %" PRId64 " is invalid", version);
         st = PULSE_CORRUPT;
         goto out;
     }
@@ -439,13 +427,13 @@ pulse_status_t pulse_meta_open(const char *dir, struct pulse_meta **out, char *e
         /* LevelDB reports a held LOCK file as "IO error: lock <path>/LOCK:
          * ..."; that is another process (or another broker in this one). */
         if (strstr(err, "/LOCK") != NULL || strstr(err, "lock ") != NULL) {
-            set_err(errbuf, errlen, "metadata store %s is in use by another process (%s)", dir, err);
+            pulse_errbuf_set(errbuf, errlen, "metadata store %s is in use by another process (%s)", dir, err);
             st = PULSE_BUSY;
         } else if (strstr(err, "Corruption") != NULL) {
-            set_err(errbuf, errlen, "metadata store %s is corrupt: %s", dir, err);
+            pulse_errbuf_set(errbuf, errlen, "metadata store %s is corrupt: %s", dir, err);
             st = PULSE_CORRUPT;
         } else {
-            set_err(errbuf, errlen, "cannot open metadata store %s: %s", dir, err);
+            pulse_errbuf_set(errbuf, errlen, "cannot open metadata store %s: %s", dir, err);
             st = PULSE_IO;
         }
         PULSE_ERROR("meta: open %s failed: %s", dir, err);
@@ -467,7 +455,7 @@ pulse_status_t pulse_meta_open(const char *dir, struct pulse_meta **out, char *e
     meta = NULL;
 out:
     if (st != PULSE_OK && errbuf != NULL && errlen > 0 && errbuf[0] == '\0')
-        set_err(errbuf, errlen, "cannot open metadata store %s: %s", dir, pulse_status_message(st));
+        pulse_errbuf_set(errbuf, errlen, "cannot open metadata store %s: %s", dir, pulse_status_message(st));
     pulse_meta_close(meta);
     return st;
 }
