@@ -171,6 +171,11 @@ static int bench_retention(const char *root, unsigned nsegs)
          * descriptor limit (raised to its hard cap first). */
         struct rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            /* Root may raise the hard cap itself; others get the hard cap. */
+            rlim_t want = (rlim_t)nsegs * 2 + 64;
+            struct rlimit up = {want, want};
+            if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want && setrlimit(RLIMIT_NOFILE, &up) == 0)
+                rl = up;
             rl.rlim_cur = rl.rlim_max;
             (void)setrlimit(RLIMIT_NOFILE, &rl);
             if (rl.rlim_cur != RLIM_INFINITY && (rlim_t)nsegs * 2 + 64 > rl.rlim_cur) {
