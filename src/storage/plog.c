@@ -40,6 +40,7 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/io.h"
@@ -857,19 +858,24 @@ pulse_status_t pulse_plog_trim(struct pulse_plog *plog, size_t count, size_t *re
     atomic_store_explicit(&plog->log_start, plog->segs[0]->base, memory_order_release);
     pthread_mutex_unlock(&plog->list_lock);
     /* Unlink at once; readers holding a reference or a dup()'ed descriptor
-     * keep the inode alive and finish with the right bytes. */
+     * keep the inode alive and finish with the right bytes. Oldest first,
+     * and the index before its data file: a crash part way leaves a prefix
+     * removed and, at worst, one data file whose index recovery rebuilds,
+     * never an index without its data. */
     for (size_t i = 0; i < n; i++) {
-        if (plog->io->unlink(plog->io, gone[i]->log_path) < 0) {
-            int err = errno;
-            PULSE_ERROR("plog: unlink %s failed: %s", gone[i]->log_path, strerror(err));
-            st = pulse_status_from_errno(err);
-        }
         if (plog->io->unlink(plog->io, gone[i]->index_path) < 0 && errno != ENOENT) {
             int err = errno;
             PULSE_ERROR("plog: unlink %s failed: %s", gone[i]->index_path, strerror(err));
             st = pulse_status_from_errno(err);
         }
+        if (plog->io->unlink(plog->io, gone[i]->log_path) < 0) {
+            int err = errno;
+            PULSE_ERROR("plog: unlink %s failed: %s", gone[i]->log_path, strerror(err));
+            st = pulse_status_from_errno(err);
+        }
         PULSE_INFO("plog %s: trimmed segment %020" PRId64, plog->dir, gone[i]->base);
+        if (i == 0 && n > 1)
+            pulse_failpoint("plog_trim_mid");
     }
     if (plog->io->fsync_dir(plog->io, plog->dir) < 0) {
         int err = errno;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -216,6 +217,60 @@ START_TEST(test_a_slice_taken_before_a_trim_still_reads_its_bytes)
 }
 END_TEST
 
+START_TEST(test_a_crash_mid_trim_leaves_a_consistent_prefix_removed)
+{
+    make_dir();
+    struct pulse_plog *plog = open_small();
+    for (int i = 0; i < 6; i++)
+        append_one(plog, 1000 + i, 500);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setenv("PULSE_FAILPOINT", "plog_trim_mid", 1);
+        struct pulse_plog *child = open_small();
+        struct pulse_retention_policy pol = {.max_age_ms = 1, .max_bytes = 0};
+        (void)pulse_retention_apply(child, &pol, 1000000, NULL); /* exits at the failpoint */
+        _exit(0);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 99);
+
+    /* The first segment is gone, the second and later are whole. */
+    plog = open_small();
+    ck_assert_int_eq(pulse_plog_log_start(plog), 1);
+    ck_assert_int_eq(pulse_plog_high_watermark(plog), 6);
+    struct pulse_buf b;
+    pulse_buf_init(&b, 1 << 20);
+    int64_t off = 0;
+    int seen = 0;
+    for (;;) {
+        struct pulse_slice info;
+        pulse_buf_reset(&b);
+        ck_assert_int_eq(pulse_plog_read(plog, off, 1 << 20, &b, &info), PULSE_OK);
+        if (b.len == 0)
+            break;
+        struct pulse_batch_header hdr;
+        ck_assert_int_eq(pulse_batch_verify(b.data, b.len, &hdr, NULL), PULSE_OK);
+        ck_assert_int_eq(hdr.base_offset, 1 + seen);
+        seen++;
+        off = info.next_offset;
+    }
+    ck_assert_int_eq(seen, 5);
+    ck_assert_int_eq(append_one(plog, 5000, 10), 6);
+    /* No index is left without its data file. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/00000000000000000000.index", dir);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    pulse_buf_fini(&b);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    remove_dir();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("retention");
@@ -231,6 +286,7 @@ int main(void)
     tcase_add_test(apply, test_apply_by_time_trims_old_segments_and_keeps_offsets);
     tcase_add_test(apply, test_apply_by_size_leaves_the_log_within_the_limit);
     tcase_add_test(apply, test_a_slice_taken_before_a_trim_still_reads_its_bytes);
+    tcase_add_test(apply, test_a_crash_mid_trim_leaves_a_consistent_prefix_removed);
     suite_add_tcase(s, apply);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
