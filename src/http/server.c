@@ -44,7 +44,7 @@
 #include "http/http_int.h"
 #include "http/json.h"
 
-#define CONNECTION_MEMORY_LIMIT (64u * 1024)
+#define CONNECTION_MEMORY_LIMIT (16u * 1024)
 
 static const double latency_bounds[PULSE_HTTP_LATENCY_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                                    0.1,   0.25,   0.5,   1.0,  5.0,   30.0};
