@@ -12,6 +12,7 @@ libpulsehttp_a_SOURCES = \
 	src/http/server.c src/http/server.h \
 	src/http/h_topics.c src/http/h_publish.c src/http/h_fetch.c \
 	src/http/h_consumers.c src/http/h_ops.c \
+	src/http/fastpub.c src/http/fastpub.h \
 	src/http/http_int.h src/http/openapi.h
 nodist_libpulsehttp_a_SOURCES = src/http/openapi_data.c
 libpulsehttp_a_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
@@ -49,3 +50,10 @@ tests_unit_check_http_SOURCES = tests/unit/http/check_http.c
 tests_unit_check_http_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
 tests_unit_check_http_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_http_LDADD = libpulsehttp.a libpulsecommon.a $(JANSSON_LIBS) $(ZLIB_LIBS) $(CHECK_LDADD)
+
+check_PROGRAMS += tests/unit/check_fastpub
+TESTS += tests/unit/check_fastpub
+tests_unit_check_fastpub_SOURCES = tests/unit/http/check_fastpub.c
+tests_unit_check_fastpub_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_fastpub_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)

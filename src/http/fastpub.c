@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fastpub.c - see fastpub.h. A cursor over the body; every helper returns
+ * false as soon as the input leaves the accepted subset, and the caller
+ * then falls back to jansson.
+ */
+#include "http/fastpub.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "broker/broker.h"
+#include "common/alloc.h"
+
+struct cur {
+    const uint8_t *p;
+    const uint8_t *end;
+};
+
+static void skip_ws(struct cur *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+static bool take(struct cur *c, uint8_t ch)
+{
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return true;
+    }
+    return false;
+}
+
+static bool take_null(struct cur *c)
+{
+    skip_ws(c);
+    if (c->end - c->p >= 4 && memcmp(c->p, "null", 4) == 0) {
+        c->p += 4;
+        return true;
+    }
+    return false;
+}
+
+/* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF
+ * (what jansson accepts, byte for byte). */
+static bool utf8_valid(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint8_t b = s[i];
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        size_t need;
+        uint32_t cp;
+        if (b >= 0xC2 && b <= 0xDF) {
+            need = 1;
+            cp = b & 0x1Fu;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            need = 2;
+            cp = b & 0x0Fu;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            need = 3;
+            cp = b & 0x07u;
+        } else {
+            return false;
+        }
+        if (n - i - 1 < need)
+            return false;
+        for (size_t k = 1; k <= need; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return false;
+            cp = cp << 6 | (s[i + k] & 0x3Fu);
+        }
+        if ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        i += need + 1;
+    }
+    return true;
+}
+
+/* A string without escapes or control characters; *s and *n borrow it. */
+static bool take_string(struct cur *c, const uint8_t **s, size_t *n)
+{
+    if (!take(c, '"'))
+        return false;
+    const uint8_t *start = c->p;
+    while (c->p < c->end && *c->p != '"') {
+        if (*c->p < 0x20 || *c->p == '\\')
+            return false;
+        c->p++;
+    }
+    if (c->p == c->end)
+        return false;
+    *s = start;
+    *n = (size_t)(c->p - start);
+    c->p++;
+    return *n < UINT32_MAX && utf8_valid(start, *n);
+}
+
+/* A plain non-negative integer (no sign, fraction, exponent or leading
+ * zero) not above max. */
+static bool take_uint(struct cur *c, int64_t max, int64_t *out)
+{
+    skip_ws(c);
+    const uint8_t *start = c->p;
+    int64_t v = 0;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+        int d = *c->p - '0';
+        if (v > (max - d) / 10)
+            return false;
+        v = v * 10 + d;
+        c->p++;
+    }
+    if (c->p == start || (c->p - start > 1 && *start == '0'))
+        return false;
+    /* "1.5", "1e3" and the like are jansson's to judge. */
+    if (c->p < c->end && (*c->p == '.' || *c->p == 'e' || *c->p == 'E'))
+        return false;
+    *out = v;
+    return true;
+}
+
+enum { F_KEY = 1, F_VALUE = 2, F_PARTITION = 4, F_TIMESTAMP = 8 };
+
+static bool take_record(struct cur *c, struct pulse_publish_record *rec)
+{
+    unsigned seen = 0;
+    memset(rec, 0, sizeof *rec);
+    rec->partition = -1;
+    rec->rec.key_len = PULSE_BATCH_NULL;
+    if (!take(c, '{'))
+        return false;
+    do {
+        const uint8_t *name;
+        size_t nlen;
+        unsigned f;
+        if (!take_string(c, &name, &nlen) || !take(c, ':'))
+            return false;
+        if (nlen == 3 && memcmp(name, "key", 3) == 0)
+            f = F_KEY;
+        else if (nlen == 5 && memcmp(name, "value", 5) == 0)
+            f = F_VALUE;
+        else if (nlen == 9 && memcmp(name, "partition", 9) == 0)
+            f = F_PARTITION;
+        else if (nlen == 9 && memcmp(name, "timestamp", 9) == 0)
+            f = F_TIMESTAMP;
+        else
+            return false;
+        if (seen & f)
+            return false;
+        seen |= f;
+        if (f == F_KEY || f == F_VALUE) {
+            const uint8_t *s = NULL;
+            size_t n = 0;
+            uint32_t len = PULSE_BATCH_NULL;
+            if (!take_null(c)) {
+                if (!take_string(c, &s, &n))
+                    return false;
+                len = (uint32_t)n;
+            }
+            if (f == F_KEY) {
+                rec->rec.key = s;
+                rec->rec.key_len = len;
+            } else {
+                rec->rec.value = s;
+                rec->rec.value_len = len;
+            }
+        } else if (f == F_PARTITION) {
+            int64_t v;
+            if (!take_uint(c, INT32_MAX, &v))
+                return false;
+            rec->partition = (int32_t)v;
+        } else {
+            int64_t v;
+            if (!take_uint(c, INT64_MAX, &v))
+                return false;
+            rec->has_timestamp = true;
+            rec->rec.timestamp = v;
+        }
+    } while (take(c, ','));
+    return take(c, '}') && (seen & F_VALUE) != 0;
+}
+
+pulse_status_t pulse_fastpub_parse(const uint8_t *body, size_t len, size_t max_records,
+                                   struct pulse_publish_record **recs_out, size_t *n_out)
+{
+    struct cur c = {body, body + len};
+    struct pulse_publish_record *recs = NULL;
+    size_t n = 0, cap = 0;
+    pulse_status_t st = PULSE_INVALID;
+    const uint8_t *name;
+    size_t nlen;
+
+    if (!take(&c, '{') || !take_string(&c, &name, &nlen) || nlen != 7 || memcmp(name, "records", 7) != 0 ||
+        !take(&c, ':') || !take(&c, '['))
+        goto out;
+    do {
+        if (n == max_records)
+            goto out; /* the slow path answers 413 */
+        if (n == cap) {
+            size_t ncap = cap == 0 ? 16 : cap * 2;
+            struct pulse_publish_record *nr = pulse_realloc(recs, ncap * sizeof *nr);
+            if (nr == NULL) {
+                st = PULSE_NOMEM;
+                goto out;
+            }
+            recs = nr;
+            cap = ncap;
+        }
+        if (!take_record(&c, &recs[n]))
+            goto out;
+        n++;
+    } while (take(&c, ','));
+    if (!take(&c, ']') || !take(&c, '}'))
+        goto out;
+    skip_ws(&c);
+    if (c.p != c.end)
+        goto out;
+    *recs_out = recs;
+    *n_out = n;
+    recs = NULL;
+    st = PULSE_OK;
+out:
+    pulse_free(recs);
+    return st;
+}
