@@ -11,6 +11,7 @@
 
 #include "broker/broker.h"
 #include "common/alloc.h"
+#include "http/json.h"
 
 struct cur {
     const uint8_t *p;
@@ -43,46 +44,6 @@ static bool take_null(struct cur *c)
     return false;
 }
 
-/* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF
- * (what jansson accepts, byte for byte). */
-static bool utf8_valid(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t b = s[i];
-        if (b < 0x80) {
-            i++;
-            continue;
-        }
-        size_t need;
-        uint32_t cp;
-        if (b >= 0xC2 && b <= 0xDF) {
-            need = 1;
-            cp = b & 0x1Fu;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            need = 2;
-            cp = b & 0x0Fu;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            need = 3;
-            cp = b & 0x07u;
-        } else {
-            return false;
-        }
-        if (n - i - 1 < need)
-            return false;
-        for (size_t k = 1; k <= need; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return false;
-            cp = cp << 6 | (s[i + k] & 0x3Fu);
-        }
-        if ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += need + 1;
-    }
-    return true;
-}
-
 /* A string without escapes or control characters; *s and *n borrow it. */
 static bool take_string(struct cur *c, const uint8_t **s, size_t *n)
 {
@@ -99,7 +60,7 @@ static bool take_string(struct cur *c, const uint8_t **s, size_t *n)
     *s = start;
     *n = (size_t)(c->p - start);
     c->p++;
-    return *n < UINT32_MAX && utf8_valid(start, *n);
+    return *n < UINT32_MAX && pulse_json_utf8_valid(start, *n);
 }
 
 /* A plain non-negative integer (no sign, fraction, exponent or leading

@@ -27,6 +27,8 @@
 #define FETCH_MAX_RECORDS 10000
 #define FETCH_MAX_BYTES (64ll * 1024 * 1024)
 #define FETCH_MAX_WAIT_MS 30000
+/* First read of a JSON fetch; later reads grow fourfold. */
+#define FETCH_FIRST_CHUNK (64u * 1024)
 /* Upper bound of one JSON read: max_bytes, plus one batch, which can be as
  * large as a segment (< 2 GiB). */
 #define FETCH_BUF_SLACK (2ull * 1024 * 1024 * 1024)
@@ -55,123 +57,83 @@ static void reply_fetch_error(struct pulse_hreq *r, pulse_status_t st, const str
         pulse_server_reply_status(r, st, NULL);
 }
 
-/* Bytes (or a JSON string) for key/value: string when valid UTF-8, else
- * base64 under the *_base64 name; null stays null. */
-static int set_bytes(json_t *obj, const char *name, const char *name64, const uint8_t *p, uint32_t len, bool null)
-{
-    if (null)
-        return json_object_set_new(obj, name, json_null());
-    json_t *s = json_stringn(len > 0 ? (const char *)p : "", len);
-    if (s != NULL)
-        return json_object_set_new(obj, name, s);
-    size_t n = pulse_json_b64_encoded_len(len);
-    char *b64 = pulse_malloc(n + 1);
-    if (b64 == NULL)
-        return -1;
-    pulse_json_b64_encode(p, len, b64);
-    int rc = json_object_set_new(obj, name64, json_stringn(b64, n));
-    pulse_free(b64);
-    return rc;
-}
-
-static json_t *record_json(const struct pulse_record_view *rv)
-{
-    json_t *obj = json_pack("{s:I,s:I}", "offset", (json_int_t)rv->offset, "timestamp", (json_int_t)rv->timestamp);
-    json_t *headers = json_object();
-    if (obj == NULL || headers == NULL)
-        goto fail;
-    if (set_bytes(obj, "key", "key_base64", rv->key, rv->key_len, rv->key == NULL) != 0)
-        goto fail;
-    if (set_bytes(obj, "value", "value_base64", rv->value, rv->value_len, rv->value == NULL) != 0)
-        goto fail;
-    size_t pos = 0;
-    struct pulse_header_view hv;
-    while (pulse_record_header_next(rv, &pos, &hv) == PULSE_OK) {
-        json_t *val = NULL;
-        if (hv.value == NULL) {
-            val = json_null();
-        } else {
-            val = json_stringn(hv.value_len > 0 ? (const char *)hv.value : "", hv.value_len);
-            if (val == NULL) {
-                /* Not UTF-8: headers come from the API as strings, so this is
-                 * a record written by another tool; show it as base64. */
-                size_t n = pulse_json_b64_encoded_len(hv.value_len);
-                char *b64 = pulse_malloc(n + 1);
-                if (b64 == NULL)
-                    goto fail;
-                pulse_json_b64_encode(hv.value, hv.value_len, b64);
-                val = json_stringn(b64, n);
-                pulse_free(b64);
-            }
-        }
-        /* A key that is not UTF-8 cannot be a JSON member name: skipped. */
-        if (hv.key_len > 0 && memchr(hv.key, 0, hv.key_len) == NULL)
-            (void)json_object_setn_new(headers, (const char *)hv.key, hv.key_len, val);
-        else
-            json_decref(val);
-    }
-    if (json_object_set_new(obj, "headers", headers) != 0) {
-        headers = NULL;
-        goto fail;
-    }
-    return obj;
-fail:
-    json_decref(headers);
-    json_decref(obj);
-    return NULL;
-}
-
 static void answer_json(struct pulse_hreq *r)
 {
     struct pulse_buf buf;
     struct pulse_slice info;
     memset(&info, 0, sizeof info);
     pulse_buf_init(&buf, (size_t)r->f_max_bytes + (size_t)FETCH_BUF_SLACK);
-    json_t *records = NULL;
+    struct pulse_buf records;
+    pulse_buf_init(&records, SIZE_MAX);
+    /* Read in growing chunks rather than max_bytes at once: a JSON answer
+     * usually stops at max_records long before max_bytes (default 1 MiB),
+     * and every byte read is CRC-checked. Later reads never pass the
+     * max_bytes budget; only the first may, by one batch, so a reader always
+     * makes progress. */
+    uint64_t budget = (uint64_t)r->f_max_bytes;
+    uint64_t chunk = FETCH_FIRST_CHUNK;
     pulse_status_t st = pulse_broker_fetch(r->srv->broker, r->topic, r->partition, r->f_offset < 0 ? 0 : r->f_offset,
-                                           (uint64_t)r->f_max_bytes, &buf, &info);
+                                           budget < chunk ? budget : chunk, &buf, &info);
     if (st != PULSE_OK) {
         reply_fetch_error(r, st, &info);
         goto out;
     }
-    records = json_array();
-    if (records == NULL) {
-        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
-        goto out;
-    }
     int64_t start = info.start_offset;
     int64_t next = start;
+    int64_t read_end = info.next_offset;
     uint64_t n_out = 0;
     uint64_t bytes_out = 0;
     size_t pos = 0;
     bool full = false;
-    while (!full && pos < buf.len) {
-        struct pulse_batch_header hdr;
-        if (pulse_batch_parse_header(buf.data + pos, buf.len - pos, &hdr) != PULSE_OK)
-            break;
-        size_t total = pulse_batch_total_size(&hdr);
-        struct pulse_batch_iter it;
-        if (pulse_batch_iter_init(&it, buf.data + pos, total) != PULSE_OK)
-            break;
-        struct pulse_record_view rv;
-        while (pulse_batch_iter_next(&it, &rv) == PULSE_OK) {
-            if (rv.offset < start)
-                continue;
-            if ((int64_t)n_out >= r->f_max_records) {
-                full = true;
+    budget = buf.len >= budget ? 0 : budget - buf.len;
+    for (;;) {
+        while (!full && pos < buf.len) {
+            struct pulse_batch_header hdr;
+            if (pulse_batch_parse_header(buf.data + pos, buf.len - pos, &hdr) != PULSE_OK)
                 break;
+            size_t total = pulse_batch_total_size(&hdr);
+            struct pulse_batch_iter it;
+            if (pulse_batch_iter_init(&it, buf.data + pos, total) != PULSE_OK)
+                break;
+            struct pulse_record_view rv;
+            while (pulse_batch_iter_next(&it, &rv) == PULSE_OK) {
+                if (rv.offset < start)
+                    continue;
+                if ((int64_t)n_out >= r->f_max_records) {
+                    full = true;
+                    break;
+                }
+                /* Written directly, not through jansson objects: building and
+                 * dumping them was most of a JSON fetch's cost. */
+                if ((n_out > 0 && pulse_buf_append_u8(&records, ',') != PULSE_OK) ||
+                    pulse_json_append_record(&records, &rv) != PULSE_OK) {
+                    pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+                    goto out;
+                }
+                n_out++;
+                bytes_out += (rv.key != NULL ? rv.key_len : 0) + (rv.value != NULL ? rv.value_len : 0);
+                next = rv.offset + 1;
             }
-            json_t *rec = record_json(&rv);
-            if (rec == NULL || json_array_append_new(records, rec) != 0) {
-                pulse_server_reply_status(r, PULSE_NOMEM, NULL);
-                goto out;
-            }
-            n_out++;
-            bytes_out += (rv.key != NULL ? rv.key_len : 0) + (rv.value != NULL ? rv.value_len : 0);
-            next = rv.offset + 1;
+            pos += total;
         }
-        pos += total;
+        if (full || budget == 0 || pos < buf.len || read_end >= info.high_watermark)
+            break;
+        struct pulse_slice more;
+        size_t before = buf.len;
+        chunk *= 4;
+        if (pulse_broker_fetch(r->srv->broker, r->topic, r->partition, read_end, budget < chunk ? budget : chunk, &buf,
+                               &more) != PULSE_OK ||
+            buf.len == before)
+            break;
+        if (buf.len - before > budget) {
+            /* Only the first read may pass max_bytes. */
+            buf.len = before;
+            break;
+        }
+        budget -= buf.len - before;
+        read_end = more.next_offset;
     }
+    info.next_offset = read_end;
     /* Nothing at or after the start in what was read (a compacted batch
      * that ends below it): continue after the slice so readers progress. */
     if (n_out == 0 && buf.len > 0 && info.next_offset > next)
@@ -179,18 +141,24 @@ static void answer_json(struct pulse_hreq *r)
     if (n_out > 0)
         pulse_broker_note_fetched(r->srv->broker, r->topic, n_out, bytes_out);
 
-    json_t *body = json_pack("{s:s,s:I,s:I,s:I,s:I,s:o}", "topic", r->topic, "partition", (json_int_t)r->partition,
-                             "log_start_offset", (json_int_t)info.log_start, "high_watermark",
-                             (json_int_t)info.high_watermark, "next_offset", (json_int_t)next, "records", records);
-    records = NULL;
-    char *text = NULL;
-    size_t len = 0;
-    if (body == NULL || pulse_json_dump(body, 0, &text, &len) != PULSE_OK) {
-        json_decref(body);
+    struct pulse_buf body;
+    pulse_buf_init(&body, SIZE_MAX);
+    pulse_status_t bst = pulse_buf_printf(&body,
+                                          "{\"topic\":\"%s\",\"partition\":%u,\"log_start_offset\":%lld,"
+                                          "\"high_watermark\":%lld,\"next_offset\":%lld,\"records\":[",
+                                          r->topic, (unsigned)r->partition, (long long)info.log_start,
+                                          (long long)info.high_watermark, (long long)next);
+    if (bst == PULSE_OK)
+        bst = pulse_buf_append(&body, records.data, records.len);
+    if (bst == PULSE_OK)
+        bst = pulse_buf_append(&body, "]}", 2);
+    if (bst != PULSE_OK) {
+        pulse_buf_fini(&body);
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         goto out;
     }
-    json_decref(body);
+    size_t len = 0;
+    uint8_t *text = pulse_buf_steal(&body, &len);
     struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
     if (resp == NULL) {
         pulse_free(text);
@@ -200,7 +168,7 @@ static void answer_json(struct pulse_hreq *r)
     add_position_headers(resp, next, info.high_watermark, info.log_start);
     pulse_server_reply(r, 200, resp, PULSE_MEDIA_JSON);
 out:
-    json_decref(records);
+    pulse_buf_fini(&records);
     pulse_buf_fini(&buf);
 }
 

@@ -12,6 +12,8 @@
 #include <time.h>
 
 #include "common/alloc.h"
+#include "common/buf.h"
+#include "storage/batch.h"
 
 static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -157,4 +159,189 @@ pulse_status_t pulse_json_dump(const struct json_t *v, size_t extra_flags, char 
     *out = buf;
     *out_len = got;
     return PULSE_OK;
+}
+
+bool pulse_json_utf8_valid(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint8_t b = s[i];
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        size_t need;
+        uint32_t cp;
+        if (b >= 0xC2 && b <= 0xDF) {
+            need = 1;
+            cp = b & 0x1Fu;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            need = 2;
+            cp = b & 0x0Fu;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            need = 3;
+            cp = b & 0x07u;
+        } else {
+            return false;
+        }
+        if (n - i - 1 < need)
+            return false;
+        for (size_t k = 1; k <= need; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return false;
+            cp = cp << 6 | (s[i + k] & 0x3Fu);
+        }
+        if ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        i += need + 1;
+    }
+    return true;
+}
+
+pulse_status_t pulse_json_append_string(struct pulse_buf *out, const uint8_t *p, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    pulse_status_t st = pulse_buf_append_u8(out, '"');
+    size_t run = 0; /* bytes copied as they are, pending */
+    for (size_t i = 0; st == PULSE_OK && i < n; i++) {
+        uint8_t c = p[i];
+        const char *esc = NULL;
+        char u[6];
+        switch (c) {
+        case '"':
+            esc = "\\\"";
+            break;
+        case '\\':
+            esc = "\\\\";
+            break;
+        case '\b':
+            esc = "\\b";
+            break;
+        case '\f':
+            esc = "\\f";
+            break;
+        case '\n':
+            esc = "\\n";
+            break;
+        case '\r':
+            esc = "\\r";
+            break;
+        case '\t':
+            esc = "\\t";
+            break;
+        default:
+            if (c >= 0x20) {
+                run++;
+                continue;
+            }
+            u[0] = '\\';
+            u[1] = 'u';
+            u[2] = '0';
+            u[3] = '0';
+            u[4] = hex[c >> 4];
+            u[5] = hex[c & 15];
+            break;
+        }
+        st = pulse_buf_append(out, p + i - run, run);
+        run = 0;
+        if (st == PULSE_OK)
+            st = esc != NULL ? pulse_buf_append(out, esc, strlen(esc)) : pulse_buf_append(out, u, sizeof u);
+    }
+    if (st == PULSE_OK)
+        st = pulse_buf_append(out, p + n - run, run);
+    if (st == PULSE_OK)
+        st = pulse_buf_append_u8(out, '"');
+    return st;
+}
+
+/* "name":"text" for UTF-8, "name_base64":"..." otherwise, "name":null. */
+static pulse_status_t append_bytes_member(struct pulse_buf *out, const char *name, const uint8_t *p, uint32_t len,
+                                          bool null)
+{
+    pulse_status_t st;
+    if (null)
+        return pulse_buf_printf(out, ",\"%s\":null", name);
+    if (pulse_json_utf8_valid(p, len)) {
+        st = pulse_buf_printf(out, ",\"%s\":", name);
+        return st == PULSE_OK ? pulse_json_append_string(out, p, len) : st;
+    }
+    size_t n = pulse_json_b64_encoded_len(len);
+    st = pulse_buf_printf(out, ",\"%s_base64\":\"", name);
+    if (st == PULSE_OK)
+        st = pulse_buf_reserve(out, n + 2);
+    if (st != PULSE_OK)
+        return st;
+    pulse_json_b64_encode(p, len, (char *)out->data + out->len); /* writes n chars and a NUL */
+    out->len += n;
+    return pulse_buf_append_u8(out, '"');
+}
+
+/* Headers go through jansson: they are rare, and its object semantics
+ * (names skipped, repeats replaced in place) are the reference. */
+static pulse_status_t append_headers(struct pulse_buf *out, const struct pulse_record_view *rv)
+{
+    json_t *headers = json_object();
+    pulse_status_t st = PULSE_OK;
+    char *text = NULL;
+    size_t len = 0;
+    size_t pos = 0;
+    struct pulse_header_view hv;
+
+    if (headers == NULL)
+        return PULSE_NOMEM;
+    while (pulse_record_header_next(rv, &pos, &hv) == PULSE_OK) {
+        json_t *val = NULL;
+        if (hv.value == NULL) {
+            val = json_null();
+        } else if (pulse_json_utf8_valid(hv.value, hv.value_len)) {
+            val = json_stringn(hv.value_len > 0 ? (const char *)hv.value : "", hv.value_len);
+        } else {
+            /* Not UTF-8: the API only takes string headers, so another
+             * tool wrote this record; show the bytes as base64. */
+            size_t n = pulse_json_b64_encoded_len(hv.value_len);
+            char *b64 = pulse_malloc(n + 1);
+            if (b64 == NULL) {
+                st = PULSE_NOMEM;
+                goto out;
+            }
+            pulse_json_b64_encode(hv.value, hv.value_len, b64);
+            val = json_stringn(b64, n);
+            pulse_free(b64);
+        }
+        if (val == NULL) {
+            st = PULSE_NOMEM;
+            goto out;
+        }
+        /* A name that is empty, holds a NUL or is not UTF-8 cannot be a
+         * member name: skipped (setn_new drops val then). */
+        if (hv.key_len > 0 && memchr(hv.key, 0, hv.key_len) == NULL)
+            (void)json_object_setn_new(headers, (const char *)hv.key, hv.key_len, val);
+        else
+            json_decref(val);
+    }
+    st = pulse_json_dump(headers, 0, &text, &len);
+    if (st == PULSE_OK)
+        st = pulse_buf_append(out, text, len);
+out:
+    pulse_free(text);
+    json_decref(headers);
+    return st;
+}
+
+pulse_status_t pulse_json_append_record(struct pulse_buf *out, const struct pulse_record_view *rv)
+{
+    pulse_status_t st = pulse_buf_printf(out, "{\"offset\":%lld,\"timestamp\":%lld", (long long)rv->offset,
+                                         (long long)rv->timestamp);
+    if (st == PULSE_OK)
+        st = append_bytes_member(out, "key", rv->key, rv->key_len, rv->key == NULL);
+    if (st == PULSE_OK)
+        st = append_bytes_member(out, "value", rv->value, rv->value_len, rv->value == NULL);
+    if (st == PULSE_OK)
+        st = pulse_buf_append(out, ",\"headers\":", 11);
+    if (st == PULSE_OK)
+        st = rv->header_count == 0 ? pulse_buf_append(out, "{}", 2) : append_headers(out, rv);
+    if (st == PULSE_OK)
+        st = pulse_buf_append_u8(out, '}');
+    return st;
 }

@@ -15,6 +15,27 @@
 #include "common/status.h"
 
 struct json_t;
+struct pulse_buf;
+struct pulse_record_view;
+
+/* Strict UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF): exactly what jansson accepts in a string. */
+bool pulse_json_utf8_valid(const uint8_t *s, size_t n);
+
+/* Appends p[0, n), which must be valid UTF-8, as a JSON string with quotes,
+ * escaped byte for byte as jansson's compact dump escapes it. */
+pulse_status_t pulse_json_append_string(struct pulse_buf *out, const uint8_t *p, size_t n);
+
+/*
+ * Appends one fetched record as the API's JSON record object:
+ * {"offset":..,"timestamp":..,"key"|"key_base64":..,"value"|"value_base64":..,"headers":{..}}.
+ * Keys and values that are valid UTF-8 are strings, others base64, null
+ * stays null; header values likewise, header names that are empty, hold a
+ * NUL or are not UTF-8 are left out, and a repeated name keeps its first
+ * place with its last value (jansson's object semantics, which the output
+ * matches byte for byte). PULSE_NOMEM / PULSE_TOO_LARGE from the buffer.
+ */
+pulse_status_t pulse_json_append_record(struct pulse_buf *out, const struct pulse_record_view *rv);
 
 /* Characters (without NUL) that the base64 of n bytes takes. */
 size_t pulse_json_b64_encoded_len(size_t n);
