@@ -49,7 +49,7 @@ TESTS += tests/unit/check_http
 tests_unit_check_http_SOURCES = tests/unit/http/check_http.c
 tests_unit_check_http_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
 tests_unit_check_http_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_http_LDADD = libpulsehttp.a libpulsecommon.a $(JANSSON_LIBS) $(ZLIB_LIBS) $(CHECK_LDADD)
+tests_unit_check_http_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(ZLIB_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_fastpub
 TESTS += tests/unit/check_fastpub
