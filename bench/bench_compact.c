@@ -167,22 +167,22 @@ static int bench_retention(const char *root, unsigned nsegs)
     int rc = -1;
 
     {
-        /* The log keeps two descriptors open per segment: stay inside the
-         * descriptor limit (raised to its hard cap first). */
+        /* The log keeps one descriptor open per sealed segment (two for the
+         * active one): stay inside the descriptor limit (raised first). */
         struct rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
             /* Root may raise the hard cap itself; others get the hard cap. */
-            rlim_t want = (rlim_t)nsegs * 2 + 64;
+            rlim_t want = (rlim_t)nsegs + 64;
             struct rlimit up = {want, want};
             if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want && setrlimit(RLIMIT_NOFILE, &up) == 0)
                 rl = up;
             rl.rlim_cur = rl.rlim_max;
             (void)setrlimit(RLIMIT_NOFILE, &rl);
-            if (rl.rlim_cur != RLIM_INFINITY && (rlim_t)nsegs * 2 + 64 > rl.rlim_cur) {
+            if (rl.rlim_cur != RLIM_INFINITY && (rlim_t)nsegs + 64 > rl.rlim_cur) {
                 fprintf(stderr, "bench_compact: %u segments need %u descriptors; limit %llu: using %llu segments\n",
-                        nsegs, nsegs * 2 + 64, (unsigned long long)rl.rlim_cur,
-                        (unsigned long long)((rl.rlim_cur - 64) / 2));
-                nsegs = (unsigned)((rl.rlim_cur - 64) / 2);
+                        nsegs, nsegs + 64, (unsigned long long)rl.rlim_cur,
+                        (unsigned long long)(rl.rlim_cur - 64));
+                nsegs = (unsigned)(rl.rlim_cur - 64);
             }
         }
     }

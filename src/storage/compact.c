@@ -822,6 +822,7 @@ static pulse_status_t swap_in(struct pass *p, struct pulse_segment *seg, struct 
     atomic_store_explicit(&nseg->next_offset, atomic_load(&seg->next_offset), memory_order_relaxed);
     atomic_store_explicit(&nseg->max_ts, w->max_ts, memory_order_relaxed);
     nseg->since_entry = w->since_entry;
+    pulse_segment_close_index(nseg); /* sealed: its table is complete */
     pthread_mutex_lock(&plog->list_lock);
     plog->segs[at] = nseg; /* the list's reference moves to nseg */
     pthread_mutex_unlock(&plog->list_lock);

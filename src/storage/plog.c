@@ -197,6 +197,7 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     observe(plog, t0, true);
     atomic_fetch_add(&plog->syncs, 1);
     store_max_size(&old->index_synced, idx_n);
+    pulse_segment_close_index(old); /* sealed now: no more entries */
     pthread_mutex_lock(&plog->sync_lock);
     if (!atomic_load(&plog->fenced)) {
         store_max_u64(&old->durable_size, atomic_load_explicit(&old->size, memory_order_relaxed));

@@ -259,6 +259,8 @@ static pulse_status_t recover_segment(struct pulse_segment *seg, bool active, bo
     atomic_store_explicit(&seg->next_offset, active ? scan.next_offset : limit, memory_order_relaxed);
     atomic_store_explicit(&seg->max_ts, scan.max_ts, memory_order_relaxed);
     seg->since_entry = scan.since_entry;
+    if (!active)
+        pulse_segment_close_index(seg); /* sealed: the table is complete */
 out:
     pulse_index_fini(&disk);
     return st;

@@ -105,6 +105,14 @@ out:
     return st;
 }
 
+void pulse_segment_close_index(struct pulse_segment *seg)
+{
+    if (seg->index_fd >= 0) {
+        seg->io->close(seg->io, seg->index_fd);
+        seg->index_fd = -1;
+    }
+}
+
 void pulse_segment_acquire(struct pulse_segment *seg)
 {
     atomic_fetch_add_explicit(&seg->refs, 1, memory_order_relaxed);

@@ -94,6 +94,12 @@ uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset);
  * its length and fdatasyncs it. Used after recovery rebuilt an index. */
 pulse_status_t pulse_segment_rewrite_index(struct pulse_segment *seg);
 
+/* Closes the index file of a sealed segment whose index is complete and
+ * durable; the in-memory table stays and serves lookups. Halves the
+ * descriptors a long log holds (only the active segment still appends
+ * entries). Locks: the writer lock, or recovery before the log is shared. */
+void pulse_segment_close_index(struct pulse_segment *seg);
+
 /* Loads the index file into seg->index (which must be empty), keeping only
  * the prefix of entries that are sorted, lie below file_size and point at a
  * batch header whose base offset is base + relativeOffset. *clean_out tells
