@@ -30,7 +30,7 @@
 #define EXIT_CONFIG 2
 #define SHUTDOWN_DEADLINE_MS 10000
 
-/* Each open segment holds descriptors (data and index), and every
+/* Each open segment holds a descriptor (the active one two), and every
  * connection one more: a broker with many partitions or long retention
  * needs more than the usual soft limit of 1024. Raise it to the hard limit;
  * failing that is not fatal, the limit just stays. */
