@@ -1,1 +1,32 @@
 # SPDX-License-Identifier: MIT
+# bench/: benchmarks. They are programs, not tests: nothing here runs in
+# `make check`, and bench_storage is an EXTRA_PROGRAMS entry so that a plain
+# `make` never builds it (it is built on demand by `make bench`).
+#
+#   make bench                      storage engine vs the disk's own limits
+#   make bench BENCH_ARGS=--quick   the same with small sizes (~15 s)
+#   make bench-http                 pulsed over HTTP vs nginx, Redis, webdis
+#
+# BENCH_DIR is where the scratch data goes (a mkdtemp() directory below it,
+# removed at the end). Keep it off the source tree.
+EXTRA_PROGRAMS = bench/bench_storage
+bench_bench_storage_SOURCES = bench/bench_storage.c
+bench_bench_storage_LDADD = libpulsestore.a libpulsecommon.a -lm
+CLEANFILES += bench/bench_storage$(EXEEXT)
+
+EXTRA_DIST += bench/http_bench.sh bench/wrk_bench.lua
+
+BENCH_DIR = /tmp
+BENCH_ARGS =
+BENCH_HTTP_ARGS =
+
+bench: bench/bench_storage$(EXEEXT)
+	./bench/bench_storage --dir "$(BENCH_DIR)" $(BENCH_ARGS)
+
+# Builds nothing beyond the broker and bench_storage (for the bare disk
+# loops); the script installs wrk, nginx, Redis and webdis when missing.
+bench-http: bench/bench_storage$(EXEEXT) $(bin_PROGRAMS)
+	BENCH_DIR="$(BENCH_DIR)" PULSE_BUILDDIR="$(abs_top_builddir)" \
+	  $(SHELL) $(srcdir)/bench/http_bench.sh $(BENCH_HTTP_ARGS)
+
+.PHONY: bench bench-http

@@ -16,3 +16,9 @@ tests_unit_check_compact_crash_LDADD = libpulsestore.a libpulsecommon.a $(CHECK_
 noinst_PROGRAMS += bench/bench_compact
 bench_bench_compact_SOURCES = bench/bench_compact.c
 bench_bench_compact_LDADD = libpulsestore.a libpulsecommon.a
+
+# `make bench-compact`: compaction throughput and memory, and one retention
+# pass over 10,000 segments (JSON lines; see docs/Performance.md).
+bench-compact: bench/bench_compact$(EXEEXT)
+	./bench/bench_compact --dir "$(BENCH_DIR)"
+.PHONY: bench-compact
