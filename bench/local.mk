@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # bench/: benchmarks. They are programs, not tests: nothing here runs in
-# `make check`, and bench_storage is an EXTRA_PROGRAMS entry so that a plain
-# `make` never builds it (it is built on demand by `make bench`).
+# `make check`; a plain `make` builds them (so a change that breaks them
+# fails the build) but only `make bench*` runs them.
 #
 #   make bench                      storage engine vs the disk's own limits
 #   make bench BENCH_ARGS=--quick   the same with small sizes (~15 s)
@@ -9,10 +9,9 @@
 #
 # BENCH_DIR is where the scratch data goes (a mkdtemp() directory below it,
 # removed at the end). Keep it off the source tree.
-EXTRA_PROGRAMS = bench/bench_storage
+noinst_PROGRAMS += bench/bench_storage
 bench_bench_storage_SOURCES = bench/bench_storage.c
 bench_bench_storage_LDADD = libpulsestore.a libpulsecommon.a -lm
-CLEANFILES += bench/bench_storage$(EXEEXT)
 
 EXTRA_DIST += bench/http_bench.sh bench/wrk_bench.lua
 
