@@ -6,10 +6,10 @@ libpulsestore_a_SOURCES += src/storage/compact.c src/storage/compact.h
 
 check_PROGRAMS += tests/unit/check_compact tests/unit/check_compact_crash
 TESTS += tests/unit/check_compact tests/unit/check_compact_crash
-tests_unit_check_compact_SOURCES = tests/unit/storage/check_compact.c tests/unit/storage/compacttest.h
+tests_unit_check_compact_SOURCES = tests/unit/storage/check_compact.c tests/unit/storage/compacttest.h tests/unit/storage/plogtest.h
 tests_unit_check_compact_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_compact_LDADD = libpulsestore.a libpulsecommon.a $(CHECK_LDADD)
-tests_unit_check_compact_crash_SOURCES = tests/unit/storage/check_compact_crash.c tests/unit/storage/compacttest.h
+tests_unit_check_compact_crash_SOURCES = tests/unit/storage/check_compact_crash.c tests/unit/storage/compacttest.h tests/unit/storage/plogtest.h
 tests_unit_check_compact_crash_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_compact_crash_LDADD = libpulsestore.a libpulsecommon.a $(CHECK_LDADD)
 

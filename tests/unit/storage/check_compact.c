@@ -97,7 +97,7 @@ static uint8_t *file_bytes(const char *dir, int64_t base, size_t *len)
 
 START_TEST(test_only_the_newest_record_of_each_key_survives)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact *comp = NULL;
@@ -134,13 +134,13 @@ START_TEST(test_only_the_newest_record_of_each_key_survives)
     ck_assert_int_eq(ct_append(plog, NULL, 3, false, CT_T0, 0), m.recs[m.n - 1].offset + 1);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_long_keys_are_deduplicated_like_short_ones)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog;
     struct ct_model m = {0};
     struct pulse_compact *comp = NULL;
@@ -171,13 +171,13 @@ START_TEST(test_long_keys_are_deduplicated_like_short_ones)
     pulse_compact_destroy(comp);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_keyless_records_are_never_deduplicated)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact_config cfg;
@@ -201,13 +201,13 @@ START_TEST(test_keyless_records_are_never_deduplicated)
     ct_reads_free(&rs);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_read_of_a_removed_offset_starts_at_the_next_survivor)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact_config cfg;
@@ -243,7 +243,7 @@ START_TEST(test_read_of_a_removed_offset_starts_at_the_next_survivor)
     ct_check_model(plog, &m, 10);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
@@ -258,7 +258,7 @@ static int64_t first_base(const char *dir)
 
 START_TEST(test_rewritten_batches_are_sparse_and_verify)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact_config cfg;
@@ -292,13 +292,13 @@ START_TEST(test_rewritten_batches_are_sparse_and_verify)
     ct_check_model(plog, &m, 5);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_active_segment_is_never_rewritten)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, 4096);
     struct ct_model m = {0};
     struct pulse_compact_config cfg;
@@ -328,13 +328,13 @@ START_TEST(test_active_segment_is_never_rewritten)
     pulse_free(b2);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_gain_gate_leaves_a_segment_that_would_barely_shrink)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact_config cfg;
@@ -371,13 +371,13 @@ START_TEST(test_gain_gate_leaves_a_segment_that_would_barely_shrink)
     pulse_free(b2);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_segment_with_no_survivors_is_deleted_even_in_the_middle)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact_config cfg;
@@ -426,13 +426,13 @@ START_TEST(test_segment_with_no_survivors_is_deleted_even_in_the_middle)
     ck_assert_int_eq(ct_append(plog, NULL, 9, false, CT_T0, 0), m.recs[m.n - 1].offset + 1);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_deleting_the_oldest_segment_advances_the_log_start)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact_config cfg;
@@ -456,7 +456,7 @@ START_TEST(test_deleting_the_oldest_segment_advances_the_log_start)
     ct_check_model(plog, &m, 4);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
@@ -465,7 +465,7 @@ END_TEST
  * key 0 would come back. */
 START_TEST(test_expired_tombstone_is_kept_while_an_older_value_survives)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact *comp = NULL;
@@ -507,7 +507,7 @@ START_TEST(test_expired_tombstone_is_kept_while_an_older_value_survives)
     pulse_compact_destroy(comp);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
@@ -515,7 +515,7 @@ END_TEST
  * older value's segment has been rewritten: still no resurrection. */
 START_TEST(test_bounded_pass_never_resurrects_a_deleted_key)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact *comp = NULL;
@@ -543,13 +543,13 @@ START_TEST(test_bounded_pass_never_resurrects_a_deleted_key)
     ct_check_model(plog, &m, 20);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_unexpired_tombstone_is_kept)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact *comp = NULL;
@@ -582,13 +582,13 @@ START_TEST(test_unexpired_tombstone_is_kept)
     pulse_compact_destroy(comp);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_survivors_30_days_apart_are_split_not_wrapped)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, 4096);
     struct ct_model m = {0};
     struct pulse_compact_config cfg;
@@ -613,13 +613,13 @@ START_TEST(test_survivors_30_days_apart_are_split_not_wrapped)
     ct_check_model(plog, &m, 2);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_more_keys_than_the_cap_still_converge)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, 8192);
     struct ct_model m = {0};
     struct pulse_compact *comp = NULL;
@@ -655,13 +655,13 @@ START_TEST(test_more_keys_than_the_cap_still_converge)
     pulse_compact_destroy(comp);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_pass_over_an_unchanged_log_reads_nothing)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open_io(dir, SEG, counting_io());
     struct ct_model m = {0};
     struct pulse_compact *comp = NULL;
@@ -692,13 +692,13 @@ START_TEST(test_pass_over_an_unchanged_log_reads_nothing)
     pulse_compact_destroy(comp);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_reader_holding_a_slice_keeps_the_old_bytes)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact_config cfg;
@@ -727,7 +727,7 @@ START_TEST(test_reader_holding_a_slice_keeps_the_old_bytes)
     ct_check_model(plog, &m, 3);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
@@ -740,7 +740,7 @@ START_TEST(test_random_model_with_passes_and_reopens)
     fprintf(stderr, "test_random_model_with_passes_and_reopens: seed %u (PULSE_TEST_SEED)\n", seed);
     srand(seed);
 
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact *comp = NULL;
@@ -780,13 +780,13 @@ START_TEST(test_random_model_with_passes_and_reopens)
     pulse_compact_destroy(comp);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_damaged_sealed_segment_is_left_alone_and_tombstones_stay)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct ct_model m = {0};
     struct pulse_compact_config cfg;
@@ -841,7 +841,7 @@ START_TEST(test_damaged_sealed_segment_is_left_alone_and_tombstones_stay)
     pulse_free(b2);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
@@ -862,7 +862,7 @@ static void *append_thread(void *arg)
 
 START_TEST(test_passes_run_safely_beside_appends_and_reads)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct ct_model m = {0};
     struct appender a;
     struct pulse_compact *comp = NULL;
@@ -897,13 +897,13 @@ START_TEST(test_passes_run_safely_beside_appends_and_reads)
     ct_check_model(a.plog, &m, 13);
     ck_assert_int_eq(pulse_plog_close(a.plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
 START_TEST(test_bad_config_is_refused)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct pulse_plog *plog = ct_open(dir, SEG);
     struct pulse_compact_config cfg;
 
@@ -914,7 +914,7 @@ START_TEST(test_bad_config_is_refused)
     cfg.batch_max_bytes = 10;
     ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, NULL), PULSE_INVALID);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 

@@ -117,14 +117,14 @@ static void check_after_crash(const char *dir, const struct ct_model *m)
 
 static void crash_at(const char *failpoint)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct ct_model m = {0};
 
     build_log(dir, &m);
     ck_assert_int_eq(run_child(dir, failpoint), PULSE_FAILPOINT_EXIT_CODE);
     check_after_crash(dir, &m);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 
 START_TEST(test_crash_after_temps_are_synced_keeps_the_old_segment)
@@ -147,7 +147,7 @@ END_TEST
 
 START_TEST(test_orphan_compaction_temps_are_removed_at_open)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct ct_model m = {0};
     char path[512];
     struct pulse_plog *plog;
@@ -167,7 +167,7 @@ START_TEST(test_orphan_compaction_temps_are_removed_at_open)
     ct_check_model(plog, &m, NKEYS);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 
@@ -196,7 +196,7 @@ static void spit(const char *path, const uint8_t *p, size_t len)
 
 START_TEST(test_compacted_data_with_its_old_index_is_recovered)
 {
-    char *dir = ct_tmpdir();
+    char *dir = pt_tmpdir();
     struct ct_model m = {0};
     struct pulse_compact_config cfg;
     struct pulse_plog *plog;
@@ -243,7 +243,7 @@ START_TEST(test_compacted_data_with_its_old_index_is_recovered)
     pulse_free(olen);
     pulse_free(bases);
     ct_model_free(&m);
-    ct_cleanup(dir);
+    pt_cleanup(dir);
 }
 END_TEST
 

@@ -29,37 +29,11 @@
 #include "storage/compact.h"
 #include "storage/plog.h"
 
+/* Temporary directories: pt_tmpdir / pt_cleanup. */
+#include "plogtest.h"
+
 #define CT_DAY_MS (24ll * 3600 * 1000)
 #define CT_T0 1700000000000ll
-
-/* "<mkdtemp root>/part"; the log creates part. Free with ct_cleanup. */
-static inline char *ct_tmpdir(void)
-{
-    char tmpl[] = "/tmp/pulse-compact-XXXXXX";
-    char *root = mkdtemp(tmpl);
-    ck_assert_ptr_nonnull(root);
-    size_t n = strlen(root) + 8;
-    char *dir = pulse_malloc(n);
-    ck_assert_ptr_nonnull(dir);
-    snprintf(dir, n, "%s/part", root);
-    return dir;
-}
-
-static inline int ct_rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static inline void ct_cleanup(char *dir)
-{
-    char *slash = strrchr(dir, '/');
-    *slash = '\0';
-    nftw(dir, ct_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    pulse_free(dir);
-}
 
 static inline struct pulse_plog *ct_open_io(const char *dir, uint64_t seg_bytes, const struct pulse_io *io)
 {
