@@ -4,7 +4,9 @@
 # so GET /openapi.yaml serves exactly the file of the build.
 noinst_LIBRARIES += libpulsehttp.a
 libpulsehttp_a_SOURCES = \
+	src/http/budget.c src/http/budget.h \
 	src/http/config.c src/http/config.h \
+	src/http/conns.c src/http/conns.h \
 	src/http/errmap.c src/http/errmap.h \
 	src/http/json.c src/http/json.h \
 	src/http/request.c src/http/request.h \
