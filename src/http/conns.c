@@ -105,6 +105,8 @@ static void wait_next(struct pulse_conns *cs)
         pthread_cond_wait(&cs->wake, &cs->lock);
         return;
     }
+    /* pulse_clock_mono_us is CLOCK_MONOTONIC's own reading, the clock of
+     * the condition variable. */
     int64_t at = cs->head->deadline_us;
     struct timespec ts = {(time_t)(at / 1000000), (long)(at % 1000000) * 1000};
     (void)pthread_cond_timedwait(&cs->wake, &cs->lock, &ts);

@@ -141,10 +141,10 @@ static pulse_status_t read_at(struct pulse_hreq *r, int64_t offset, uint64_t wan
             *info = one;
             return st;
         }
-        if (one.len > limit)
-            return PULSE_TOO_LARGE;
         /* (one.len <= want: the segment changed under the read; again.) */
         want = one.len > want ? one.len : want + 1;
+        if (want > limit)
+            return PULSE_TOO_LARGE;
     }
     return st;
 }
