@@ -8,8 +8,8 @@
  * layer maps statuses to HTTP codes in one table of its own (http/errmap.c).
  *
  * errno is never part of a status: the code that made the failing syscall logs
- * the call, path and strerror, then maps ENOSPC/EDQUOT to PULSE_NOSPACE and
- * everything else to PULSE_IO.
+ * the call, path and strerror, then maps ENOSPC/EDQUOT to PULSE_NOSPACE,
+ * EMFILE/ENFILE to PULSE_NOFILES and everything else to PULSE_IO.
  */
 #ifndef PULSE_COMMON_STATUS_H
 #define PULSE_COMMON_STATUS_H
@@ -34,6 +34,7 @@
     X(BUSY, "resource busy")                                                       \
     X(FENCED, "log fenced after a failed write or sync; restart to recover")       \
     X(SHUTDOWN, "shutting down")                                                   \
+    X(NOFILES, "too many open files")                                              \
     X(EOF, "end of data")
 
 typedef enum {
@@ -50,6 +51,7 @@ const char *pulse_status_name(pulse_status_t st);
 const char *pulse_status_message(pulse_status_t st);
 
 /* Maps a saved errno of a failed syscall: ENOSPC/EDQUOT -> NOSPACE,
+ * EMFILE/ENFILE -> NOFILES (a descriptor limit, not a broken disk),
  * ENOMEM -> NOMEM, anything else -> IO. */
 pulse_status_t pulse_status_from_errno(int err);
 

@@ -7,7 +7,8 @@
  * Choices: PULSE_INVALID and PULSE_CORRUPT-in-a-request never reach a user
  * as 500 unless the fault is ours; CORRUPT, IO, FENCED and NOMEM are server
  * faults (500 storage_error); NOSPACE is 507 storage_full; BUSY and SHUTDOWN
- * are 503 unavailable (retry later); RANGE is 416 offset_out_of_range (the
+ * are 503 unavailable (retry later), and so is NOFILES (the process ran out
+ * of descriptors: a limit, not a broken disk, and it passes); RANGE is 416 offset_out_of_range (the
  * only range the API reports); EOF never leaves the engine, but maps to 500
  * so nothing can slip through unmapped.
  */
@@ -33,6 +34,7 @@ static const struct pulse_errmap_entry table[PULSE_STATUS_COUNT] = {
     [PULSE_BUSY] = {503, "unavailable"},
     [PULSE_FENCED] = {500, "storage_error"},
     [PULSE_SHUTDOWN] = {503, "unavailable"},
+    [PULSE_NOFILES] = {503, "unavailable"},
     [PULSE_EOF] = {500, "storage_error"},
 };
 

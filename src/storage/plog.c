@@ -20,7 +20,8 @@
  *   Rotation fdatasyncs the old segment under the writer lock before the new
  *   file exists, so HW can never pass the end of a segment that is not on
  *   disk; the new file's directory entry is fsynced before anything in it
- *   can be acknowledged.
+ *   can be acknowledged. The new segment is opened before the old one gives
+ *   anything up, so a failed open leaves the log as it was.
  *
  *   Failure fencing: a failed pwrite or fdatasync sets fenced (sticky, under
  *   sync_lock so that no leader can publish HW after it) and cuts the active
@@ -163,8 +164,48 @@ static pulse_status_t list_push(struct pulse_plog *plog, struct pulse_segment *s
 }
 
 /*
+ * Undoes the files a failed rotation created, so that a later restart does
+ * not take an empty newer segment for the active one while the old segment
+ * keeps receiving appends (their offsets would then lie past the new
+ * segment's base). The name is new (its base is the log end, above every
+ * existing segment), so whatever holds it now was created by this rotation.
+ * Returns false when that cannot be made durable; the caller fences then.
+ */
+static bool unmake_segment(struct pulse_plog *plog, int64_t base)
+{
+    char *paths[2] = {pulse_segment_path(plog->dir, base, "index"), pulse_segment_path(plog->dir, base, "log")};
+    bool ok = paths[0] != NULL && paths[1] != NULL;
+    bool removed = false;
+
+    for (int i = 0; i < 2 && ok; i++) {
+        if (plog->io->unlink(plog->io, paths[i]) == 0)
+            removed = true;
+        else if (errno != ENOENT) {
+            PULSE_ERROR("plog: unlink %s after a failed rotation failed: %s", paths[i], strerror(errno));
+            ok = false;
+        }
+    }
+    /* Nothing created (the usual EMFILE case): nothing to make durable, and
+     * no descriptor to spare for the directory anyway. */
+    if (ok && removed && plog->io->fsync_dir(plog->io, plog->dir) < 0) {
+        PULSE_ERROR("plog: fsync directory %s failed: %s", plog->dir, strerror(errno));
+        ok = false;
+    }
+    pulse_free(paths[0]);
+    pulse_free(paths[1]);
+    return ok;
+}
+
+/*
  * Seals the active segment and starts a new one at LEO (contract section 5).
  * Caller holds wlock.
+ *
+ * The new segment is opened before anything of the old one is given up (its
+ * index descriptor stays open), so a failed open (EMFILE, ENOSPC) leaves the
+ * old segment active and the log usable: the append that needed the
+ * rotation is refused with that status (PULSE_NOFILES, PULSE_NOSPACE) and
+ * the next one tries again. Only a failed fdatasync, or failing to undo a
+ * half-made segment, fences.
  */
 static pulse_status_t rotate_locked(struct pulse_plog *plog)
 {
@@ -197,7 +238,6 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     observe(plog, t0, true);
     atomic_fetch_add(&plog->syncs, 1);
     store_max_size(&old->index_synced, idx_n);
-    pulse_segment_close_index(old); /* sealed now: no more entries */
     pthread_mutex_lock(&plog->sync_lock);
     if (!atomic_load(&plog->fenced)) {
         store_max_u64(&old->durable_size, atomic_load_explicit(&old->size, memory_order_relaxed));
@@ -208,8 +248,14 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     pthread_mutex_unlock(&plog->sync_lock);
 
     st = pulse_segment_open(plog->io, plog->dir, leo, &seg);
-    if (st != PULSE_OK)
+    if (st != PULSE_OK) {
+        PULSE_ERROR("plog %s: cannot start segment %020" PRId64 " (%s); segment %020" PRId64
+                    " stays active and the append is refused",
+                    plog->dir, leo, pulse_status_message(st), old->base);
+        if (!unmake_segment(plog, leo))
+            fence_locked(plog, NULL, "cleanup of a failed rotation", false);
         goto out;
+    }
     /* The new name must be durable before its first byte is acknowledged. */
     if (plog->io->fsync_dir(plog->io, plog->dir) < 0) {
         int err = errno;
@@ -219,9 +265,15 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
         goto out;
     }
     st = list_push(plog, seg);
-    if (st != PULSE_OK)
+    if (st != PULSE_OK) {
+        pulse_segment_release(seg);
+        seg = NULL;
+        if (!unmake_segment(plog, leo))
+            fence_locked(plog, NULL, "cleanup of a failed rotation", false);
         goto out;
+    }
     seg = NULL;
+    pulse_segment_close_index(old); /* sealed now: no more entries */
     PULSE_INFO("plog %s: rolled to segment %020" PRId64 " (previous %" PRIu64 " bytes)", plog->dir, leo,
                atomic_load(&old->size));
     /* Best effort (see write_snapshot_locked). */

@@ -2,6 +2,7 @@
 /* check_common.c - CRC32C check values and path agreement, buffer caps,
  * status tables, allocation failure hook. */
 #include <check.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +112,16 @@ START_TEST(test_status_tables_name_every_status)
 }
 END_TEST
 
+START_TEST(test_status_from_errno_tells_descriptor_limits_from_io_errors)
+{
+    ck_assert_int_eq(pulse_status_from_errno(EMFILE), PULSE_NOFILES);
+    ck_assert_int_eq(pulse_status_from_errno(ENFILE), PULSE_NOFILES);
+    ck_assert_int_eq(pulse_status_from_errno(ENOSPC), PULSE_NOSPACE);
+    ck_assert_int_eq(pulse_status_from_errno(EIO), PULSE_IO);
+    ck_assert_str_eq(pulse_status_message(PULSE_NOFILES), "too many open files");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("common");
@@ -123,6 +134,7 @@ int main(void)
     tcase_add_test(tc, test_buf_big_endian_appends);
     tcase_add_test(tc, test_alloc_fail_after_n_returns_null);
     tcase_add_test(tc, test_status_tables_name_every_status);
+    tcase_add_test(tc, test_status_from_errno_tells_descriptor_limits_from_io_errors);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -338,7 +338,7 @@ START_TEST(test_api_statuses_map_to_the_contract_codes)
         {PULSE_TOO_LARGE, 413, "payload_too_large"},  {PULSE_RANGE, 416, "offset_out_of_range"},
         {PULSE_NOSPACE, 507, "storage_full"},         {PULSE_IO, 500, "storage_error"},
         {PULSE_FENCED, 500, "storage_error"},         {PULSE_SHUTDOWN, 503, "unavailable"},
-        {PULSE_NOT_FOUND, 404, "not_found"},
+        {PULSE_NOT_FOUND, 404, "not_found"},          {PULSE_NOFILES, 503, "unavailable"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const struct pulse_errmap_entry *e = pulse_errmap_lookup(want[i].st);
