@@ -23,6 +23,13 @@
  *   can be acknowledged. The new segment is opened before the old one gives
  *   anything up, so a failed open leaves the log as it was.
  *
+ *   Damage (docs/Storage.md "Corruption"): the log holds the damaged and
+ *   missing ranges recovery found, as an immutable set that readers take a
+ *   reference on. Slices never include damaged bytes and only skip offsets
+ *   before their first batch, reporting them. A read whose CRC check meets
+ *   damage nobody knew learns it with the recovery rule, publishes a new
+ *   set and records it in the damage record.
+ *
  *   Failure fencing: a failed pwrite or fdatasync sets fenced (sticky, under
  *   sync_lock so that no leader can publish HW after it) and cuts the active
  *   file back to its durable size, so a short write leaves no half batch. An
@@ -35,6 +42,7 @@
 #include <sched.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,6 +57,7 @@
 #include "storage/plog_int.h"
 #include "storage/recover.h"
 #include "storage/segment.h"
+#include "storage/segscan.h"
 #include "storage/snapshot.h"
 
 void pulse_plog_config_init(struct pulse_plog_config *cfg)
@@ -557,6 +566,76 @@ bool pulse_plog_fenced(const struct pulse_plog *plog)
     return atomic_load(&plog->fenced);
 }
 
+/* ---- damaged ranges --------------------------------------------------- */
+
+/* A set of n ranges, one reference, entries uninitialised. NULL on OOM. */
+static struct pulse_damage_set *dset_new(size_t n)
+{
+    struct pulse_damage_set *s = pulse_malloc(sizeof *s + n * sizeof s->r[0]);
+    if (s == NULL)
+        return NULL;
+    atomic_init(&s->refs, 1);
+    s->n = n;
+    return s;
+}
+
+static void dset_release(struct pulse_damage_set *s)
+{
+    if (s != NULL && atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+        pulse_free(s);
+}
+
+/* The log's current set, with a reference. */
+static struct pulse_damage_set *dset_get(struct pulse_plog *plog)
+{
+    struct pulse_damage_set *s;
+
+    pthread_mutex_lock(&plog->list_lock);
+    s = plog->damage;
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&plog->list_lock);
+    return s;
+}
+
+/* The first range of segment seg_base that keeps bytes ending after pos
+ * (its ranges are in byte order, as they are in offset order), or NULL. */
+static const struct pulse_damage *dset_bytes_from(const struct pulse_damage_set *s, int64_t seg_base, uint64_t pos)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const struct pulse_damage *r = &s->r[i];
+        if (r->seg_base == seg_base && pulse_damage_has_bytes(r) && r->end > pos)
+            return r;
+    }
+    return NULL;
+}
+
+/* True when some range holds offsets in [lo, hi). */
+static bool dset_between(const struct pulse_damage_set *s, int64_t lo, int64_t hi)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->r[i].to > s->r[i].from && s->r[i].from < hi && s->r[i].to > lo)
+            return true;
+    return false;
+}
+
+/* Fills the skip fields of out with the ranges that meet [lo, hi). */
+static void dset_skipped(const struct pulse_damage_set *s, int64_t lo, int64_t hi, struct pulse_slice *out)
+{
+    out->skip_from = out->skip_to = lo;
+    out->skip_damaged = false;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct pulse_damage *r = &s->r[i];
+        if (r->to <= r->from || r->from >= hi || r->to <= lo)
+            continue;
+        if (out->skip_to == out->skip_from)
+            out->skip_from = r->from > lo ? r->from : lo;
+        out->skip_to = r->to < hi ? r->to : hi;
+        out->skip_damaged = out->skip_damaged || pulse_damage_has_bytes(r);
+    }
+}
+
+/* ---- reads ------------------------------------------------------------ */
+
 /* The segment holding offset (greatest base <= offset, else the first), or
  * with after set, the first segment whose base is greater than after_base.
  * Returns an acquired reference or NULL. */
@@ -628,130 +707,165 @@ out:
     return st;
 }
 
+/* The state of one slice being built. */
+struct slicer {
+    struct pulse_damage_set *set; /* a reference */
+    int64_t hw;
+    uint64_t max_bytes;
+    int64_t offset;    /* records wanted from here */
+    int64_t next;      /* the offset after the slice so far */
+    int64_t first_base; /* base offset of the first batch taken */
+    uint64_t first_pos;
+    uint64_t len;
+    uint64_t bad_pos;  /* a batch header that did not parse (CORRUPT) */
+    bool done;         /* nothing more may join the slice */
+};
+
+/*
+ * Adds the batches of seg at and after sl->offset to the slice, walking
+ * headers from the index entry before it, stepping over damaged bytes
+ * while the slice is empty and stopping at them (and at any skipped range)
+ * once it is not. PULSE_CORRUPT when an unknown bad header comes first.
+ */
+static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg)
+{
+    uint64_t bound = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
+    uint64_t pos = pulse_segment_lookup(seg, sl->offset);
+    const struct pulse_damage *dr = dset_bytes_from(sl->set, seg->base, pos);
+    pulse_status_t st = PULSE_OK;
+
+    while (!sl->done && pos + PULSE_BATCH_HEADER_SIZE <= bound) {
+        uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
+        struct pulse_batch_header hdr;
+        int64_t bend = 0;
+        size_t total;
+        ssize_t got;
+
+        if (dr != NULL && dr->pos <= pos) {
+            /* Damaged bytes (recover.c) are never part of a slice. */
+            sl->done = sl->len > 0;
+            pos = dr->end;
+            dr = dset_bytes_from(sl->set, seg->base, pos);
+            continue;
+        }
+        got = pulse_io_pread_all(seg->io, seg->fd, hraw, sizeof hraw, (off_t)pos);
+        if (got < 0) {
+            int err = errno;
+            PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
+            return pulse_status_from_errno(err);
+        }
+        if ((size_t)got < sizeof hraw)
+            break;
+        /* The durable end is always a batch boundary, so a batch that
+         * claims to run past it is damaged, not incomplete. */
+        st = pulse_batch_parse_header(hraw, (size_t)(bound - pos), &hdr);
+        if (st == PULSE_EOF)
+            st = PULSE_CORRUPT;
+        if (st == PULSE_OK && hdr.base_offset >= sl->hw) {
+            sl->done = true;
+            break;
+        }
+        if (st == PULSE_OK)
+            st = batch_end_offset(seg, &hdr, pos, &bend);
+        if (st != PULSE_OK) {
+            if (st != PULSE_CORRUPT)
+                return st;
+            PULSE_ERROR("plog: %s: invalid batch at byte %" PRIu64 "; not serving past it", seg->log_path, pos);
+            sl->bad_pos = pos;
+            sl->done = true;
+            return sl->len > 0 ? PULSE_OK : PULSE_CORRUPT;
+        }
+        total = pulse_batch_total_size(&hdr);
+        if (bend <= sl->offset) {
+            pos += total;
+            continue;
+        }
+        /* A skipped range between the slice and this batch: the next read
+         * starts there and reports it. */
+        if (sl->len > 0 && (dset_between(sl->set, sl->next, hdr.base_offset) || sl->len + total > sl->max_bytes)) {
+            sl->done = true;
+            break;
+        }
+        if (sl->len == 0) {
+            sl->first_pos = pos;
+            sl->first_base = hdr.base_offset;
+        }
+        sl->len += total;
+        sl->next = bend;
+        pos += total;
+    }
+    return st;
+}
+
 /*
  * The slice for offset, with the reference on its segment handed to the
- * caller in *seg_out (NULL when len is 0).
+ * caller in *seg_out: when len > 0, or with PULSE_CORRUPT when an invalid
+ * batch header at *bad_pos of that segment came first (else NULL).
  */
 static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_slice *out,
-                               struct pulse_segment **seg_out)
+                               struct pulse_segment **seg_out, uint64_t *bad_pos)
 {
     struct pulse_segment *seg = NULL;
-    int64_t hw, ls, next = offset;
-    uint64_t first_pos = 0, len = 0;
-    bool done = false;
+    struct slicer sl = {.max_bytes = max_bytes, .bad_pos = UINT64_MAX};
+    int64_t ls;
     pulse_status_t st = PULSE_OK;
 
     memset(out, 0, sizeof *out);
     out->fd = -1;
+    sl.set = dset_get(plog);
     /* HW first: everything below it was published before it. */
-    hw = atomic_load_explicit(&plog->hw, memory_order_acquire);
+    sl.hw = atomic_load_explicit(&plog->hw, memory_order_acquire);
     ls = atomic_load_explicit(&plog->log_start, memory_order_acquire);
     out->log_start = ls;
-    out->high_watermark = hw;
-    if (offset > hw) {
+    out->high_watermark = sl.hw;
+    if (offset > sl.hw) {
         st = PULSE_RANGE;
         goto out;
     }
     if (offset < ls)
         offset = ls;
     out->start_offset = offset;
-    next = offset;
-    if (offset >= hw)
+    if (offset >= sl.hw)
         goto out;
     seg = find_segment(plog, offset, false, 0);
-    if (seg == NULL)
-        goto out;
-    if (seg->base > offset) {
+    if (seg != NULL && seg->base > offset) {
         /* A trim raced with us: the log now starts later. */
         offset = seg->base;
         out->start_offset = offset;
         out->log_start = offset;
-        next = offset;
-        if (offset >= hw)
-            goto out;
     }
-    while (!done) {
-        uint64_t bound = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
-        uint64_t pos = pulse_segment_lookup(seg, offset);
-
-        while (pos + PULSE_BATCH_HEADER_SIZE <= bound) {
-            uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
-            struct pulse_batch_header hdr;
-            int64_t bend = 0;
-            size_t total;
-            ssize_t got = pulse_io_pread_all(seg->io, seg->fd, hraw, sizeof hraw, (off_t)pos);
-
-            if (got < 0) {
-                int err = errno;
-                PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
-                st = pulse_status_from_errno(err);
-                goto out;
-            }
-            if ((size_t)got < sizeof hraw)
-                break;
-            st = pulse_batch_parse_header(hraw, (size_t)(bound - pos), &hdr);
-            if (st == PULSE_EOF) {
-                st = PULSE_OK;
-                break;
-            }
-            if (st != PULSE_OK) {
-                PULSE_ERROR("plog: %s: invalid batch header at byte %" PRIu64 "; not serving past it",
-                            seg->log_path, pos);
-                st = len > 0 ? PULSE_OK : PULSE_CORRUPT;
-                done = true;
-                break;
-            }
-            total = pulse_batch_total_size(&hdr);
-            if (hdr.base_offset >= hw) {
-                done = true;
-                break;
-            }
-            st = batch_end_offset(seg, &hdr, pos, &bend);
-            if (st != PULSE_OK) {
-                if (len > 0)
-                    st = PULSE_OK;
-                done = true;
-                break;
-            }
-            if (bend <= offset) {
-                pos += total;
-                continue;
-            }
-            if (len > 0 && len + total > max_bytes) {
-                done = true;
-                break;
-            }
-            if (len == 0)
-                first_pos = pos;
-            len += total;
-            next = bend;
-            pos += total;
-        }
-        if (len > 0 || done || st != PULSE_OK)
+    sl.offset = sl.next = offset;
+    while (seg != NULL && offset < sl.hw) {
+        st = walk_segment(&sl, seg);
+        if (sl.len > 0 || sl.done || st != PULSE_OK)
             break;
-        /* Nothing at or after offset here (compaction removed it, or a
-         * corrupt sealed segment ends early): go on with the next segment. */
-        {
-            struct pulse_segment *nseg = find_segment(plog, 0, true, seg->base);
-            pulse_segment_release(seg);
-            seg = nseg;
-            if (seg == NULL)
-                break;
-        }
+        /* Nothing at or after offset here (compaction removed it, damage
+         * ends the segment): go on with the next segment. */
+        struct pulse_segment *nseg = find_segment(plog, 0, true, seg->base);
+        pulse_segment_release(seg);
+        seg = nseg;
     }
 out:
     if (st == PULSE_OK || st == PULSE_RANGE) {
-        out->pos = first_pos;
-        out->len = len;
-        out->next_offset = len > 0 ? next : out->start_offset;
+        out->pos = sl.first_pos;
+        out->len = sl.len;
+        out->next_offset = sl.len > 0 ? sl.next : out->start_offset;
     }
-    if (st == PULSE_OK && len > 0) {
+    if (st == PULSE_OK && out->start_offset < sl.hw) {
+        int64_t first = sl.len == 0 ? sl.hw : sl.first_base > out->start_offset ? sl.first_base : out->start_offset;
+        dset_skipped(sl.set, out->start_offset, first, out);
+        if (sl.len == 0 && out->skip_to > out->skip_from)
+            out->next_offset = out->skip_to;
+    }
+    *bad_pos = sl.bad_pos;
+    if ((st == PULSE_OK && sl.len > 0) || (st == PULSE_CORRUPT && sl.bad_pos != UINT64_MAX)) {
         *seg_out = seg;
         seg = NULL;
     } else {
         *seg_out = NULL;
     }
     pulse_segment_release(seg);
+    dset_release(sl.set);
     return st;
 }
 
@@ -759,9 +873,10 @@ pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_
                                 struct pulse_slice *out)
 {
     struct pulse_segment *seg = NULL;
+    uint64_t bad_pos;
     pulse_status_t st;
 
-    st = do_slice(plog, offset, max_bytes, out, &seg);
+    st = do_slice(plog, offset, max_bytes, out, &seg, &bad_pos);
     if (st != PULSE_OK)
         goto out;
     if (want_fd && seg != NULL) {
@@ -779,45 +894,208 @@ out:
     return st;
 }
 
-pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
-                               struct pulse_slice *info)
+/* ---- damage found by a read ------------------------------------------- */
+
+/* Where a walk to pos may start: the greatest index entry at or before it. */
+static void entry_before(struct pulse_segment *seg, uint64_t pos, uint64_t *pos_out, int64_t *off_out)
+{
+    size_t lo = 0, hi;
+
+    *pos_out = 0;
+    *off_out = seg->base;
+    pthread_mutex_lock(&seg->index_lock);
+    hi = seg->index.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (seg->index.entries[mid].rel_pos <= pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0) {
+        *pos_out = seg->index.entries[lo - 1].rel_pos;
+        *off_out = seg->base + seg->index.entries[lo - 1].rel_offset;
+    }
+    pthread_mutex_unlock(&seg->index_lock);
+}
+
+/* True when r overlaps a range of s, in offsets or in bytes. */
+static bool dset_clashes(const struct pulse_damage_set *s, const struct pulse_damage *r)
+{
+    for (size_t m = 0; m < s->n; m++) {
+        const struct pulse_damage *o = &s->r[m];
+        if ((o->from < r->to && r->from < o->to) || (o->seg_base == r->seg_base && o->pos < r->end && r->pos < o->end))
+            return true;
+    }
+    return false;
+}
+
+/* Adds the ranges in add (sorted, n of them) that overlap nothing known
+ * to the log's set. Returns how many were added. Locks: list_lock. */
+static size_t dset_merge(struct pulse_plog *plog, const struct pulse_damage *add, size_t n)
+{
+    struct pulse_damage_set *old, *s;
+    size_t k = 0, added = 0;
+
+    pthread_mutex_lock(&plog->list_lock);
+    old = plog->damage;
+    s = dset_new(old->n + n);
+    if (s != NULL) {
+        size_t i = 0;
+        for (size_t j = 0; j < n; j++) {
+            if (dset_clashes(old, &add[j]))
+                continue;
+            while (i < old->n && old->r[i].from <= add[j].from)
+                s->r[k++] = old->r[i++];
+            s->r[k++] = add[j];
+            added++;
+        }
+        while (i < old->n)
+            s->r[k++] = old->r[i++];
+        s->n = k;
+        if (added > 0) {
+            plog->damage = s;
+            s = old;
+        }
+    }
+    pthread_mutex_unlock(&plog->list_lock);
+    dset_release(s);
+    return added;
+}
+
+/* The next segment's base (the offset limit of seg), INT64_MAX for the
+ * active one. */
+static int64_t segment_limit(struct pulse_plog *plog, const struct pulse_segment *seg)
+{
+    struct pulse_segment *next = find_segment(plog, 0, true, seg->base);
+    int64_t limit = next != NULL ? next->base : INT64_MAX;
+    pulse_segment_release(next);
+    return limit;
+}
+
+/*
+ * Records the log's ranges in the damage record, so that the next open
+ * scans the damaged segment whole even on the snapshot fast path, never
+ * hands out its offsets again, and keeps a forensic copy then (a copy of a
+ * whole segment is too slow for a reader's thread). Under the writer lock:
+ * it serializes writers of the record, and each writes the current set, so
+ * the last one written holds every range learned so far.
+ */
+static void record_damage(struct pulse_plog *plog)
+{
+    struct pulse_damage_set *set;
+
+    pthread_mutex_lock(&plog->wlock);
+    set = dset_get(plog);
+    if (pulse_damage_write(plog->io, plog->dir, set->r, set->n) != PULSE_OK)
+        PULSE_ERROR("plog %s: the damage just found could not be recorded; reads skip it until the log is closed, "
+                    "and the next start finds it again only if it scans that far",
+                    plog->dir);
+    dset_release(set);
+    pthread_mutex_unlock(&plog->wlock);
+}
+
+/*
+ * A read met a batch at pos of seg that fails validation and is in no
+ * known range: locate the damage with the recovery rule, from the index
+ * entry before it up to pos, and publish it. Returns true when a range now
+ * covers pos, so the read can be retried past it.
+ */
+static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, uint64_t pos)
+{
+    struct pulse_damage_set *set = dset_get(plog);
+    struct pulse_damage found[8];
+    struct pulse_segscan sc;
+    struct pulse_segscan_item it;
+    size_t n = 0, hfirst = 0, nh = 0;
+    uint64_t spos, bound;
+    int64_t soff, hw, limit = segment_limit(plog, seg);
+    bool covered = false;
+
+    pthread_mutex_lock(&plog->sync_lock);
+    bound = atomic_load_explicit(&seg->durable_size, memory_order_relaxed);
+    hw = atomic_load_explicit(&plog->hw, memory_order_relaxed);
+    pthread_mutex_unlock(&plog->sync_lock);
+    if (hw > atomic_load_explicit(&seg->next_offset, memory_order_acquire))
+        hw = atomic_load_explicit(&seg->next_offset, memory_order_acquire);
+    entry_before(seg, pos, &spos, &soff);
+    for (size_t i = 0; i < set->n; i++) {
+        if (set->r[i].seg_base == seg->base && nh++ == 0)
+            hfirst = i;
+    }
+    pulse_segscan_init(&sc, seg->io, seg->fd, seg->log_path, seg->base, bound, spos, soff, limit);
+    pulse_segscan_set_hints(&sc, nh > 0 ? &set->r[hfirst] : NULL, nh);
+    while (n < sizeof found / sizeof found[0] && pulse_segscan_next(&sc, &it) == PULSE_OK &&
+           it.kind != PULSE_SEGSCAN_END && it.pos <= pos) {
+        if (it.kind != PULSE_SEGSCAN_DAMAGE)
+            continue;
+        struct pulse_damage r = {seg->base, it.pos, it.end, it.from,
+                                 it.tail ? (limit != INT64_MAX ? limit : hw) : it.next_base, pulse_clock_wall_ms(), 0};
+        if (r.to < r.from)
+            r.to = r.from;
+        covered = covered || (it.pos <= pos && pos < it.end);
+        if (dset_clashes(set, &r))
+            continue; /* known already (another reader learned it) */
+        PULSE_ERROR("plog: CORRUPT %s: bytes %" PRIu64 "..%" PRIu64 " fail validation (%s); offsets %" PRId64
+                    "..%" PRId64 " are skipped from now on and recorded; the next start keeps a forensic copy of "
+                    "the file; check the disk",
+                    seg->log_path, r.pos, r.end, it.problem, r.from, r.to);
+        found[n++] = r;
+    }
+    pulse_segscan_fini(&sc);
+    dset_release(set);
+    if (n > 0 && dset_merge(plog, found, n) > 0)
+        record_damage(plog);
+    return covered;
+}
+
+/* One attempt of pulse_plog_read. *bad_seg and *bad_pos name a batch that
+ * failed validation (the caller learns it), when there is one. */
+static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
+                                struct pulse_slice *sl, struct pulse_segment **bad_seg, uint64_t *bad_pos)
 {
     struct pulse_segment *seg = NULL;
-    struct pulse_slice sl;
     size_t old_len = out->len;
     uint64_t good = 0;
     int64_t next;
     pulse_status_t st;
 
-    st = do_slice(plog, offset, max_bytes, &sl, &seg);
-    if (st != PULSE_OK || sl.len == 0)
+    *bad_seg = NULL;
+    st = do_slice(plog, offset, max_bytes, sl, &seg, bad_pos);
+    if (st == PULSE_CORRUPT) {
+        *bad_seg = seg;
+        return st;
+    }
+    if (st != PULSE_OK || sl->len == 0)
         goto out;
-    next = sl.start_offset;
-    if (sl.len > SIZE_MAX) {
+    next = sl->start_offset;
+    if (sl->len > SIZE_MAX) {
         st = PULSE_TOO_LARGE;
         goto out;
     }
-    st = pulse_buf_reserve(out, (size_t)sl.len);
+    st = pulse_buf_reserve(out, (size_t)sl->len);
     if (st != PULSE_OK)
         goto out;
     {
-        ssize_t got = pulse_io_pread_all(seg->io, seg->fd, out->data + out->len, (size_t)sl.len, (off_t)sl.pos);
-        if (got < 0 || (uint64_t)got != sl.len) {
+        ssize_t got = pulse_io_pread_all(seg->io, seg->fd, out->data + out->len, (size_t)sl->len, (off_t)sl->pos);
+        if (got < 0 || (uint64_t)got != sl->len) {
             int err = got < 0 ? errno : EIO;
-            PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, sl.pos, strerror(err));
+            PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, sl->pos, strerror(err));
             st = pulse_status_from_errno(err);
             goto out;
         }
     }
     /* Never hand out a batch that fails its CRC: stop before it. */
-    while (good < sl.len) {
+    while (good < sl->len) {
         struct pulse_batch_header hdr;
         int64_t last = 0;
         const uint8_t *p = out->data + out->len + good;
-        if (pulse_batch_verify(p, (size_t)(sl.len - good), &hdr, &last) != PULSE_OK) {
-            PULSE_ERROR("plog: %s: batch at byte %" PRIu64 " fails verification; not serving it or anything "
-                        "after it in this read",
-                        seg->log_path, sl.pos + good);
+        if (pulse_batch_verify(p, (size_t)(sl->len - good), &hdr, &last) != PULSE_OK) {
+            PULSE_ERROR("plog: %s: batch at byte %" PRIu64 " fails verification; not serving it", seg->log_path,
+                        sl->pos + good);
+            *bad_pos = sl->pos + good;
+            *bad_seg = seg;
+            seg = NULL;
             break;
         }
         good += pulse_batch_total_size(&hdr);
@@ -828,16 +1106,40 @@ pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t
         goto out;
     }
     out->len += (size_t)good;
-    sl.len = good;
-    sl.next_offset = next;
+    sl->len = good;
+    sl->next_offset = next;
 out:
     if (st != PULSE_OK)
         out->len = old_len;
+    pulse_segment_release(seg);
+    return st;
+}
+
+pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
+                               struct pulse_slice *info)
+{
+    struct pulse_slice sl;
+    pulse_status_t st;
+
+    /* Each retry happens only after a new range was learned, and a learned
+     * range is never learned again, so this ends; the bound is a guard. */
+    for (int attempt = 0;; attempt++) {
+        struct pulse_segment *bad = NULL;
+        uint64_t bad_pos = UINT64_MAX;
+        bool learned = false;
+
+        st = read_once(plog, offset, max_bytes, out, &sl, &bad, &bad_pos);
+        if (bad != NULL) {
+            learned = learn_damage(plog, bad, bad_pos);
+            pulse_segment_release(bad);
+        }
+        if (st != PULSE_CORRUPT || !learned || attempt >= 16)
+            break;
+    }
     if (info != NULL && (st == PULSE_OK || st == PULSE_RANGE)) {
         sl.fd = -1;
         *info = sl;
     }
-    pulse_segment_release(seg);
     return st;
 }
 
@@ -853,6 +1155,14 @@ void pulse_plog_get_stats(struct pulse_plog *plog, struct pulse_plog_stats *out)
     out->segments = (uint32_t)plog->nsegs;
     for (size_t i = 0; i < plog->nsegs; i++)
         out->size_bytes += atomic_load_explicit(&plog->segs[i]->size, memory_order_acquire);
+    /* Ranges of trimmed segments are gone with them. */
+    for (size_t i = 0; i < plog->damage->n; i++) {
+        const struct pulse_damage *r = &plog->damage->r[i];
+        if (plog->nsegs > 0 && r->seg_base >= plog->segs[0]->base) {
+            out->damaged_ranges++;
+            out->damaged_bytes += r->end - r->pos;
+        }
+    }
     pthread_mutex_unlock(&plog->list_lock);
 }
 
@@ -984,6 +1294,7 @@ static void plog_free(struct pulse_plog *plog)
     for (size_t i = 0; i < plog->nsegs; i++)
         pulse_segment_release(plog->segs[i]);
     pulse_free(plog->segs);
+    dset_release(plog->damage);
     pthread_mutex_destroy(&plog->wlock);
     pthread_mutex_destroy(&plog->list_lock);
     pthread_mutex_destroy(&plog->sync_lock);
@@ -996,7 +1307,7 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
                                struct pulse_plog_recovery *rec_out)
 {
     struct pulse_plog *plog = NULL;
-    struct pulse_recover_result res = {NULL, 0, 0};
+    struct pulse_recover_result res = {NULL, 0, 0, NULL, 0};
     struct pulse_plog_recovery rec;
     const struct pulse_io *io;
     pulse_status_t st = PULSE_OK;
@@ -1036,6 +1347,15 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     plog->nsegs = res.n;
     plog->cap = res.n;
     res.segs = NULL;
+    plog->damage = dset_new(res.ndamage);
+    if (plog->damage == NULL) {
+        pulse_free(res.damage);
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    if (res.ndamage > 0)
+        memcpy(plog->damage->r, res.damage, res.ndamage * sizeof res.damage[0]);
+    pulse_free(res.damage);
     /* Recovery synced everything it kept: all of it is durable. */
     atomic_init(&plog->hw, res.leo);
     atomic_init(&plog->leo, res.leo);
