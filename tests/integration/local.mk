@@ -9,8 +9,10 @@ INTEGRATION_TESTS = \
 	tests/integration/30_fetch.py \
 	tests/integration/40_cursors.py \
 	tests/integration/50_ops.py \
+	tests/integration/55_start_errors.py \
 	tests/integration/60_bad_input.py \
 	tests/integration/70_restart.py \
+	tests/integration/72_meta_loss.py \
 	tests/integration/80_crash_kill9.py \
 	tests/integration/85_torn_tail.py \
 	tests/integration/90_longpoll.py \
