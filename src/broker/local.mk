@@ -22,6 +22,6 @@ tests_unit_check_maint_LDADD = libpulsebroker.a libpulsemeta.a libpulsestore.a l
 check_PROGRAMS += tests/unit/check_datadir
 TESTS += tests/unit/check_datadir
 tests_unit_check_datadir_SOURCES = tests/unit/broker/check_datadir.c
-tests_unit_check_datadir_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_datadir_LDADD = libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
+tests_unit_check_datadir_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_datadir_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
 	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)

@@ -28,6 +28,7 @@
 #include "meta/dirfile.h"
 #include "meta/meta.h"
 #include "storage/batch.h"
+#include "faultio.h"
 
 static char tmpdir[256];
 
@@ -797,6 +798,53 @@ START_TEST(test_symlinked_topic_directory_works_and_a_dangling_one_is_not_a_dele
 }
 END_TEST
 
+START_TEST(test_failed_marker_and_file_writes_leave_nothing_half_done)
+{
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b = NULL;
+    struct pulse_broker_open_report rep;
+    struct pulse_topic_spec spec = {"alpha", 2, -1, -1, -1, 2048};
+    struct pulse_topic_info *info = NULL;
+    char err[1024] = "";
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    ck_assert_int_eq(pulse_broker_open(&cfg, &b, NULL, err, sizeof err), PULSE_OK);
+    /* The "creating" marker cannot be renamed into place: no topic, and
+     * no directory left under its name. */
+    faultio_fail_nth(fio, FAULTIO_RENAME, 1, EIO);
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_IO);
+    ck_assert(!path_exists("topics/alpha"));
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_OK);
+    fill(b, "alpha", 2);
+    /* topic.json cannot be replaced: the retention change fails whole. */
+    faultio_fail_nth(fio, FAULTIO_FDATASYNC, 1, EIO);
+    ck_assert_int_ne(pulse_broker_topic_set_retention(b, "alpha", 5, 5, NULL), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_OK);
+    ck_assert_int_eq(info->retention_ms, 7LL * 24 * 3600 * 1000);
+    pulse_topic_info_free(info);
+    /* The "deleting" marker cannot be written: the topic stays, unmarked. */
+    faultio_fail_nth(fio, FAULTIO_RENAME, 1, EIO);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "alpha"), PULSE_IO);
+    ck_assert(!path_exists("topics/alpha/deleting"));
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_OK);
+    pulse_topic_info_free(info);
+    pulse_broker_close(b);
+    faultio_destroy(fio);
+
+    b = open_ok(&rep);
+    ck_assert_uint_eq(rep.topics, 1);
+    ck_assert_uint_eq(rep.deleted_leftovers, 0);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", true, &info), PULSE_OK);
+    ck_assert_int_eq(info->retention_ms, 7LL * 24 * 3600 * 1000);
+    ck_assert_int_eq(info->stats[0].high_watermark, 20);
+    pulse_topic_info_free(info);
+    pulse_broker_close(b);
+}
+END_TEST
+
 static Suite *datadir_suite(void)
 {
     Suite *s = suite_create("datadir");
@@ -820,6 +868,7 @@ static Suite *datadir_suite(void)
     tcase_add_test(tc, test_truncated_current_is_refused_then_repaired_with_cursors);
     tcase_add_test(tc, test_unusable_data_directory_names_the_cause);
     tcase_add_test(tc, test_symlinked_topic_directory_works_and_a_dangling_one_is_not_a_delete);
+    tcase_add_test(tc, test_failed_marker_and_file_writes_leave_nothing_half_done);
     suite_add_tcase(s, tc);
     return s;
 }
