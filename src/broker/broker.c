@@ -353,6 +353,13 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
         st = ensure_dir(path);
         if (st != PULSE_OK)
             return st;
+        /* A partition directory this process may not write would open and
+         * then fail at the first rotation or snapshot: refuse now. */
+        if (faccessat(AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) != 0) {
+            int e = errno;
+            PULSE_ERROR("topic %s partition %" PRIu32 ": %s: %s", t->name, p, path, strerror(e));
+            return pulse_status_from_errno(e);
+        }
         st = pulse_plog_open(path, &pcfg, &t->plogs[p], &rec);
         if (st != PULSE_OK) {
             PULSE_ERROR("topic %s partition %" PRIu32 ": open failed: %s", t->name, p, pulse_status_message(st));
@@ -371,48 +378,6 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
     return PULSE_OK;
 }
 
-/* Removes topic directories that have no metadata: the remains of a delete
- * interrupted after its metadata batch (renamed aside or not) or of a create
- * interrupted before its metadata batch. Neither was acknowledged as
- * existing, so removing them is what makes a crash never resurrect a deleted
- * topic or hand old data to a recreated name. */
-static pulse_status_t remove_leftovers(struct pulse_broker *b, const struct pulse_meta_topic *defs, size_t ndefs,
-                                       uint32_t *removed_out)
-{
-    DIR *dir;
-    struct dirent *de;
-    uint32_t removed = 0;
-    char path[PATH_MAX];
-
-    dir = opendir(b->topics_dir);
-    if (dir == NULL) {
-        int e = errno;
-        PULSE_ERROR("opendir %s failed: %s", b->topics_dir, strerror(e));
-        return pulse_status_from_errno(e);
-    }
-    while ((de = readdir(dir)) != NULL) {
-        bool known = false;
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        for (size_t i = 0; i < ndefs && !known; i++)
-            known = strcmp(defs[i].name, de->d_name) == 0;
-        if (known)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", b->topics_dir, de->d_name);
-        if (strncmp(de->d_name, PULSE_BROKER_DELETED_PREFIX, strlen(PULSE_BROKER_DELETED_PREFIX)) == 0)
-            PULSE_INFO("removing %s left by an interrupted topic delete", path);
-        else
-            PULSE_WARN("removing %s: a topic directory without metadata (interrupted create or delete)", path);
-        if (pulse_broker_remove_tree(path) == 0)
-            removed++;
-    }
-    closedir(dir);
-    if (removed > 0)
-        pulse_broker_fsync_dir(b->topics_dir);
-    *removed_out = removed;
-    return PULSE_OK;
-}
-
 pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
                                  struct pulse_broker_open_report *report, char *errbuf, size_t errlen)
 {
@@ -422,7 +387,6 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     struct pulse_meta_topic *defs = NULL;
     size_t ndefs = 0;
     char path[PATH_MAX];
-    char merr[512] = "";
     pthread_condattr_t cattr;
     pthread_rwlockattr_t rwattr;
     int64_t t0;
@@ -467,33 +431,25 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     pthread_condattr_destroy(&cattr);
     b->pending_tail = &b->pending_head;
 
-    st = ensure_dir(b->data_dir);
-    if (st == PULSE_OK)
-        st = ensure_dir(b->topics_dir);
-    if (st != PULSE_OK) {
-        pulse_errbuf_set(errbuf, errlen, "cannot create data directory %s: %s", b->data_dir, pulse_status_message(st));
+    /* The data directory's own metadata (datadir.c): usable directories,
+     * the store opened with the directory's identity, then topics/ and the
+     * store brought into agreement (unfinished creates and deletes removed,
+     * topics the store lost adopted from their topic.json). */
+    st = pulse_broker_datadir_prepare(b, errbuf, errlen);
+    if (st != PULSE_OK)
         goto out;
-    }
-    snprintf(path, sizeof path, "%s/meta", b->data_dir);
-    st = pulse_meta_open(path, &b->meta, merr, sizeof merr);
-    if (st == PULSE_BUSY) {
-        pulse_errbuf_set(errbuf, errlen, "data directory %s is in use by another process", b->data_dir);
+    st = pulse_broker_datadir_open_store(b, &rep, errbuf, errlen);
+    if (st != PULSE_OK)
         goto out;
-    }
-    if (st != PULSE_OK) {
-        pulse_errbuf_set(errbuf, errlen, "%s", merr);
-        goto out;
-    }
     st = pulse_meta_topic_list(b->meta, &defs, &ndefs);
     if (st != PULSE_OK) {
-        pulse_errbuf_set(errbuf, errlen, "cannot read topic metadata: %s", pulse_status_message(st));
+        pulse_errbuf_set(errbuf, errlen, "cannot read topic metadata: %s%s", pulse_status_message(st),
+                         st == PULSE_CORRUPT ? "; run pulsed --repair-metadata (see docs/Operations.md)" : "");
         goto out;
     }
-    st = remove_leftovers(b, defs, ndefs, &rep.deleted_leftovers);
-    if (st != PULSE_OK) {
-        pulse_errbuf_set(errbuf, errlen, "cannot scan %s: %s", b->topics_dir, pulse_status_message(st));
+    st = pulse_broker_datadir_reconcile(b, &defs, &ndefs, &rep, errbuf, errlen);
+    if (st != PULSE_OK)
         goto out;
-    }
 
     t0 = pulse_clock_mono_us();
     for (size_t i = 0; i < ndefs; i++) {
@@ -537,7 +493,9 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         b->topics[b->ntopics++] = t;
         st = pulse_broker_topic_open_logs(b, t, &rep);
         if (st != PULSE_OK) {
-            pulse_errbuf_set(errbuf, errlen, "cannot open the logs of topic %s: %s", t->name, pulse_status_message(st));
+            if (!pulse_broker_datadir_explain(b, t->name, errbuf, errlen))
+                pulse_errbuf_set(errbuf, errlen, "cannot open the logs of topic %s: %s", t->name,
+                                 pulse_status_message(st));
             goto out;
         }
         rep.topics++;

@@ -7,6 +7,8 @@
  *
  * A broker owns a data directory:
  *   <data-dir>/meta/                       LevelDB metadata (src/meta)
+ *   <data-dir>/cluster.json                the identity, also kept outside the store
+ *   <data-dir>/topics/<topic>/topic.json   the topic's definition (datadir.c)
  *   <data-dir>/topics/<topic>/<partition>/ one plog per partition
  *
  * Threads it runs between open and close:
@@ -83,19 +85,78 @@ struct pulse_broker_open_report {
     uint64_t truncated_bytes;  /* torn tails cut, all partitions */
     uint32_t corrupt_segments; /* sealed segments cut short */
     uint32_t deleted_leftovers; /* half-deleted topic directories removed */
+    /* What the data directory's own metadata restored (docs/Operations.md
+     * "When the metadata store is lost or damaged"). */
+    uint32_t adopted_topics;  /* directories without metadata adopted from their topic.json */
+    uint32_t migrated_topics; /* topic.json written for topics of an older data directory */
+    bool identity_restored;   /* the store had no identity; cluster.json supplied it */
+    bool metadata_damaged;    /* LevelDB reported dropping damaged records at open */
 };
 
 /*
- * Opens the metadata store (creating identity on first start), removes
- * leftovers of interrupted topic deletes, opens every partition log with
- * recovery, and starts the broker's threads.
- * errbuf (nullable, errlen bytes) gets a one-line reason on failure, e.g.
- * "data directory ./data is in use by another process".
+ * Opens the metadata store (creating identity on first start, or taking it
+ * from <data>/cluster.json when the store lost it), brings topics/ and the
+ * store into agreement (removes unfinished creates and deletes, adopts topic
+ * directories the store lost from their topic.json; see datadir.c), opens
+ * every partition log with recovery, and starts the broker's threads.
+ * errbuf (nullable, errlen bytes) gets a one-line reason on failure that
+ * names the cause, e.g. "data directory ./data is in use by another
+ * process", "permission denied: ./data (running as uid 1000)", "not a
+ * directory: ./data".
  * PULSE_BUSY when the data directory is locked by another process;
- * PULSE_CORRUPT / PULSE_INVALID for a metadata schema newer than this code.
+ * PULSE_CORRUPT for a store LevelDB reports damaged (errbuf names
+ * pulsed --repair-metadata); PULSE_INVALID for a metadata schema newer
+ * than this code, a store of another data directory, or a topic directory
+ * pulsed cannot decide about (errbuf names it and pulsed --adopt-topic).
  */
 pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
                                  struct pulse_broker_open_report *report, char *errbuf, size_t errlen);
+
+/* ---- offline maintenance of a data directory (pulsed stopped) -------- */
+
+#define PULSE_BROKER_REPAIR_NOTES 8
+
+struct pulse_topic_spec;
+struct pulse_topic_info;
+
+/* What pulse_broker_repair_metadata did. */
+struct pulse_broker_repair_report {
+    bool store_found;          /* there was a metadata store to repair */
+    uint32_t tables_set_aside; /* unreadable LevelDB tables moved to meta/lost: their records are lost */
+    uint32_t damage_lines;     /* LevelDB's lines about damage; the first ones: */
+    char damage[PULSE_BROKER_REPAIR_NOTES][256];
+    struct pulse_broker_open_report open; /* the rebuild (adoptions, identity) */
+    uint64_t cursors;                     /* cursor records after the repair */
+};
+
+/*
+ * `pulsed --repair-metadata`: runs LevelDB's repair on <data>/meta (which
+ * keeps every record it can read and sets unreadable files aside in
+ * meta/lost), then opens and closes the broker once, which rebuilds what
+ * the store lost from the data directory (identity, topics adopted from
+ * their topic.json). Cursors that were lost stay lost: they are counted,
+ * never made up. PULSE_BUSY when a broker runs on the directory; any
+ * pulse_broker_open failure (errbuf says what to do, e.g. adopt a topic).
+ * Thread: main, with no broker open on the directory in this process.
+ */
+pulse_status_t pulse_broker_repair_metadata(const struct pulse_broker_config *cfg,
+                                            struct pulse_broker_repair_report *report, char *errbuf, size_t errlen);
+
+/*
+ * `pulsed --adopt-topic NAME`: writes <data>/topics/NAME/topic.json for a
+ * topic directory that has no metadata and no valid topic.json (data of an
+ * older version whose store was lost, or a damaged topic.json), so that the
+ * next start adopts it. The partition count is that of the partition
+ * directories (0..N-1, all present; spec->partitions >= 0 must match it);
+ * cleanup, retention and segment size come from spec, or the configured
+ * topic defaults where spec has -1. Refuses a topic with metadata
+ * (PULSE_EXISTS), no directory (PULSE_TOPIC_NOT_FOUND) or an unfinished
+ * create or delete (PULSE_INVALID). *out (nullable) gets what was written.
+ * Thread: main, with no broker running on the directory (the store's lock
+ * is held meanwhile).
+ */
+pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, const struct pulse_topic_spec *spec,
+                                        struct pulse_topic_info *out, char *errbuf, size_t errlen);
 
 /*
  * First half of shutdown (Thread: any but the broker's own; Locks: none held
@@ -201,8 +262,9 @@ pulse_status_t pulse_broker_topic_get(struct pulse_broker *b, const char *name, 
 pulse_status_t pulse_broker_topic_list(struct pulse_broker *b, bool with_stats, struct pulse_topic_info ***out,
                                        size_t *n_out);
 
-/* Changes retention; a negative argument keeps that value. Takes effect at
- * the next retention pass. *out (nullable) gets the updated topic.
+/* Changes retention; a negative argument keeps that value. Written to the
+ * topic's topic.json, then to the store. Takes effect at the next retention
+ * pass. *out (nullable) gets the updated topic.
  * Blocking form of pulse_broker_topic_set_retention_async. Thread: any but
  * the broker's own. Locks: none held while it waits. Blocks for one
  * metadata sync write (and the committer's queue ahead of it). */
@@ -219,8 +281,9 @@ pulse_status_t pulse_broker_topic_set_retention_async(struct pulse_broker *b, co
                                                       struct pulse_topic_info **out, pulse_admin_done_fn done,
                                                       void *arg);
 
-/* Crash-safe delete: metadata (topic, partitions, the topic's cursors) in one
- * sync batch, then the directory is renamed aside and removed. Pending
+/* Crash-safe delete: a "deleting" marker in the topic's directory (the
+ * decision), metadata (topic, partitions, the topic's cursors) in one sync
+ * batch, then the directory is renamed aside and removed. Pending
  * long-poll waiters on it complete with PULSE_TOPIC_NOT_FOUND.
  * Blocking form of pulse_broker_topic_delete_async. Thread: any but the
  * broker's own. Locks: none held while it waits. Blocks until the topic's

@@ -8,6 +8,7 @@
  */
 #include "http/config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
@@ -170,6 +171,40 @@ pulse_status_t pulse_config_split_listen(const char *listen, char *host, size_t 
     return PULSE_OK;
 }
 
+pulse_status_t pulse_config_check_listen(const char *listen, char *errbuf, size_t errlen)
+{
+    char host[256];
+    uint16_t port = 0;
+    bool v6 = false;
+    unsigned char addr[16];
+
+    if (pulse_config_split_listen(listen, host, sizeof host, &port, &v6) != PULSE_OK) {
+        /* Tell a port out of range from a value of the wrong shape. */
+        const char *colon = strrchr(listen, ':');
+        const char *d = colon != NULL ? colon + 1 : "";
+        size_t digits = strspn(d, "0123456789");
+        if (colon != NULL && colon != listen && digits > 0 && d[digits] == '\0' &&
+            (digits > 5 || strtoul(d, NULL, 10) > 65535)) {
+            pulse_errbuf_set(errbuf, errlen,
+                             "server.listen: \"%s\": port must be 1..65535 (or 0 to pick a free port)", listen);
+            return PULSE_INVALID;
+        }
+        pulse_errbuf_set(errbuf, errlen, "server.listen: \"%s\" is not HOST:PORT", listen);
+        return PULSE_INVALID;
+    }
+    /* Names are not resolved (a listener bound to whatever a name resolves
+     * to at start is a surprise waiting to happen); only localhost is
+     * known. Checked here, so that pulsed exits 2 like for any bad setting,
+     * rather than 1 when it later fails to bind. */
+    if ((!v6 && strcmp(host, "localhost") == 0) || inet_pton(v6 ? AF_INET6 : AF_INET, host, addr) == 1)
+        return PULSE_OK;
+    pulse_errbuf_set(errbuf, errlen,
+                     "server.listen: host \"%s\" is not an IP address (use an IPv4 address, [IPv6] in brackets or "
+                     "localhost; names are not resolved)",
+                     host);
+    return PULSE_INVALID;
+}
+
 static const struct key_def *find_key(const char *name)
 {
     for (size_t i = 0; i < N_KEYS; i++)
@@ -197,14 +232,9 @@ static pulse_status_t apply(struct pulse_config *cfg, const struct key_def *k, c
             goto out;
         }
         if (k->type == KT_LISTEN) {
-            char host[256];
-            uint16_t port = 0;
-            bool v6 = false;
-            if (pulse_config_split_listen(value, host, sizeof host, &port, &v6) != PULSE_OK) {
-                st = PULSE_INVALID;
-                pulse_errbuf_set(errbuf, errlen, "%s: \"%s\" is not HOST:PORT", k->name, value);
+            st = pulse_config_check_listen(value, errbuf, errlen);
+            if (st != PULSE_OK)
                 goto out;
-            }
         } else if (k->type == KT_SYNC) {
             if (strcmp(value, "every-write") != 0 && strcmp(value, "interval") != 0) {
                 st = PULSE_INVALID;

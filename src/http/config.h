@@ -112,6 +112,15 @@ pulse_status_t pulse_config_parse_duration_ms(const char *text, int64_t *out);
 pulse_status_t pulse_config_split_listen(const char *listen, char *host, size_t hostlen, uint16_t *port,
                                          bool *is_v6);
 
+/*
+ * Checks a server.listen value the way pulse_config_set does: HOST:PORT
+ * with a port in 0..65535 (0 picks a free port; otherwise "port must be
+ * 1..65535") and a host that is an IPv4 address, a bracketed IPv6 address
+ * or localhost (names are not resolved). PULSE_INVALID with a message
+ * naming server.listen.
+ */
+pulse_status_t pulse_config_check_listen(const char *listen, char *errbuf, size_t errlen);
+
 /* Fills the broker's settings from cfg (after pulse_broker_config_init). */
 void pulse_config_to_broker(const struct pulse_config *cfg, struct pulse_broker_config *bcfg);
 

@@ -380,7 +380,10 @@ START_TEST(test_concurrent_creates_of_one_name_exactly_one_wins)
     }
     ck_assert_int_eq(ok, 1);
     ck_assert_int_eq(exists, 5);
-    ck_assert_int_eq(count_entries("topics/race"), 4);
+    /* Four partition directories and topic.json; no marker left over. */
+    ck_assert_int_eq(count_entries("topics/race"), 5);
+    ck_assert(path_exists("topics/race/topic.json"));
+    ck_assert(!path_exists("topics/race/creating"));
     pulse_broker_close(b);
 }
 END_TEST
@@ -982,6 +985,9 @@ START_TEST(test_crash_after_create_dirs_leaves_no_topic)
 
     run_to_failpoint("topic_create_after_dirs", child_create);
     ck_assert(path_exists("topics/crashy/0"));
+    /* A valid definition is there, but so is the marker: never adopted. */
+    ck_assert(path_exists("topics/crashy/topic.json"));
+    ck_assert(path_exists("topics/crashy/creating"));
     b = open_default(&rep);
     ck_assert_uint_eq(rep.deleted_leftovers, 1);
     ck_assert_uint_eq(rep.topics, 0);
@@ -1001,10 +1007,15 @@ START_TEST(test_crash_after_create_commit_leaves_a_whole_topic)
     char err[256];
 
     run_to_failpoint("topic_create_after_meta", child_create);
+    ck_assert(path_exists("topics/crashy/creating"));
     b = open_default(&rep);
     ck_assert_uint_eq(rep.deleted_leftovers, 0);
+    ck_assert_uint_eq(rep.adopted_topics, 0);
     ck_assert_uint_eq(rep.topics, 1);
     ck_assert_uint_eq(rep.partitions, 3);
+    /* Committed: the marker goes, the topic stays. */
+    ck_assert(!path_exists("topics/crashy/creating"));
+    ck_assert(path_exists("topics/crashy/topic.json"));
     ck_assert_int_eq(pulse_broker_publish_wait(b, "crashy", &rec, 1, &off, err, sizeof err), PULSE_OK);
     ck_assert_int_eq(off.offset, 0);
     pulse_broker_close(b);
@@ -1039,11 +1050,25 @@ static void check_deleted_for_good(unsigned leftovers)
     pulse_broker_close(b);
 }
 
+START_TEST(test_crash_after_delete_mark_completes_the_delete)
+{
+    seed_crashy();
+    run_to_failpoint("topic_delete_after_mark", child_delete);
+    /* The metadata is still there, but the marker is the decision. */
+    ck_assert(path_exists("topics/crashy/deleting"));
+    check_deleted_for_good(1);
+}
+END_TEST
+
 START_TEST(test_crash_after_delete_commit_never_resurrects_the_topic)
 {
     seed_crashy();
     run_to_failpoint("topic_delete_after_meta", child_delete);
+    /* No metadata, a valid topic.json and the data: without the marker this
+     * directory would be adopted. */
     ck_assert(path_exists("topics/crashy/0"));
+    ck_assert(path_exists("topics/crashy/topic.json"));
+    ck_assert(path_exists("topics/crashy/deleting"));
     check_deleted_for_good(1);
 }
 END_TEST
@@ -1058,11 +1083,13 @@ START_TEST(test_crash_after_delete_rename_removes_the_leftover)
 }
 END_TEST
 
-START_TEST(test_directory_without_metadata_is_removed_at_start)
+START_TEST(test_directory_without_metadata_or_definition_refuses_to_start)
 {
-    struct pulse_broker_open_report rep;
     struct pulse_broker *b = open_default(NULL);
+    struct pulse_broker *b2 = NULL;
+    struct pulse_broker_config cfg;
     char path[512];
+    char err[1024] = "";
     FILE *f;
 
     create_topic(b, "keep", 1);
@@ -1077,10 +1104,33 @@ START_TEST(test_directory_without_metadata_is_removed_at_start)
     fputs("old bytes", f);
     fclose(f);
 
+    /* It may be data (an older version's topic whose store was lost):
+     * refused, named with the command that resolves it, nothing changed. */
+    test_config(&cfg);
+    ck_assert_int_eq(pulse_broker_open(&cfg, &b2, NULL, err, sizeof err), PULSE_INVALID);
+    ck_assert_ptr_null(b2);
+    ck_assert_msg(strstr(err, "topics/ghost") != NULL, "message: %s", err);
+    ck_assert_msg(strstr(err, "--adopt-topic ghost") != NULL, "message: %s", err);
+    ck_assert(path_exists("topics/ghost/0/00000000000000000000.log"));
+    ck_assert(path_exists("topics/keep/0"));
+}
+END_TEST
+
+START_TEST(test_empty_directory_without_metadata_is_removed_at_start)
+{
+    struct pulse_broker_open_report rep;
+    struct pulse_broker *b;
+    char path[512];
+
+    snprintf(path, sizeof path, "%s/topics", tmpdir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/topics/hollow", tmpdir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/topics/hollow/0", tmpdir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
     b = open_default(&rep);
     ck_assert_uint_eq(rep.deleted_leftovers, 1);
-    ck_assert(!path_exists("topics/ghost"));
-    ck_assert(path_exists("topics/keep/0"));
+    ck_assert(!path_exists("topics/hollow"));
     pulse_broker_close(b);
 }
 END_TEST
@@ -1734,9 +1784,11 @@ static Suite *broker_suite(void)
     tcase_add_test(tc, test_delete_removes_data_and_cursors_but_not_a_prefixed_name);
     tcase_add_test(tc, test_crash_after_create_dirs_leaves_no_topic);
     tcase_add_test(tc, test_crash_after_create_commit_leaves_a_whole_topic);
+    tcase_add_test(tc, test_crash_after_delete_mark_completes_the_delete);
     tcase_add_test(tc, test_crash_after_delete_commit_never_resurrects_the_topic);
     tcase_add_test(tc, test_crash_after_delete_rename_removes_the_leftover);
-    tcase_add_test(tc, test_directory_without_metadata_is_removed_at_start);
+    tcase_add_test(tc, test_directory_without_metadata_or_definition_refuses_to_start);
+    tcase_add_test(tc, test_empty_directory_without_metadata_is_removed_at_start);
     tcase_add_test(tc, test_second_broker_on_one_data_dir_is_refused);
     tcase_add_test(tc, test_metrics_expose_the_documented_families);
     tcase_add_test(tc, test_concurrent_publishers_and_cursor_writers_lose_nothing);

@@ -308,6 +308,32 @@ START_TEST(test_listen_address_splits_into_host_and_port)
 }
 END_TEST
 
+START_TEST(test_listen_value_is_checked_when_the_configuration_is_read)
+{
+    struct pulse_config cfg;
+    char err[256] = "";
+
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "127.0.0.1:70000", err, sizeof err), PULSE_INVALID);
+    ck_assert_msg(strstr(err, "port must be 1..65535") != NULL, "%s", err);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "[::1]:123456789012345678901", err, sizeof err),
+                     PULSE_INVALID);
+    ck_assert_msg(strstr(err, "port must be 1..65535") != NULL, "%s", err);
+    /* A name is not resolved: refused here (exit 2), not at bind (exit 1). */
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "no-such-host.invalid:80", err, sizeof err),
+                     PULSE_INVALID);
+    ck_assert_msg(strstr(err, "not an IP address") != NULL, "%s", err);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "[not-v6]:80", err, sizeof err), PULSE_INVALID);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "127.0.0.1:x", err, sizeof err), PULSE_INVALID);
+    ck_assert_msg(strstr(err, "is not HOST:PORT") != NULL, "%s", err);
+    ck_assert_str_eq(cfg.listen, "127.0.0.1:8080");
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "localhost:65535", err, sizeof err), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "0.0.0.0:1", err, sizeof err), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "[::]:0", err, sizeof err), PULSE_OK);
+    pulse_config_fini(&cfg);
+}
+END_TEST
+
 /* ---- errmap ----------------------------------------------------------- */
 
 START_TEST(test_every_status_has_its_own_http_mapping)
@@ -773,6 +799,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_topic_segment_bytes_follows_storage_until_set);
     tcase_add_test(tc, test_effective_config_json_lists_every_key_with_typed_values);
     tcase_add_test(tc, test_listen_address_splits_into_host_and_port);
+    tcase_add_test(tc, test_listen_value_is_checked_when_the_configuration_is_read);
     suite_add_tcase(s, tc);
     tc = tcase_create("errmap");
     tcase_add_test(tc, test_every_status_has_its_own_http_mapping);
