@@ -91,6 +91,8 @@ START_TEST(test_config_defaults_match_the_documented_values)
     ck_assert_int_eq(cfg.compaction_interval_ms, 30000);
     ck_assert_int_eq(cfg.compaction_tombstone_retention_ms, 24 * 3600 * 1000);
     ck_assert(cfg.compaction_min_gain_ratio > 0.0999 && cfg.compaction_min_gain_ratio < 0.1001);
+    ck_assert_uint_eq(cfg.compaction_max_bytes_per_pass, 1024ull * 1024 * 1024);
+    ck_assert_int_eq(cfg.compaction_max_pass_ms, 5000);
     ck_assert_int_eq(cfg.partitions, 1);
     ck_assert_int_eq(cfg.retention_ms, 7ll * 86400 * 1000);
     ck_assert_uint_eq(cfg.retention_bytes, 0);
@@ -277,7 +279,7 @@ START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
     json_t *j = pulse_config_to_json(&cfg);
     ck_assert_ptr_nonnull(j);
-    ck_assert_uint_eq(json_object_size(j), 23);
+    ck_assert_uint_eq(json_object_size(j), 25);
     ck_assert_str_eq(json_string_value(json_object_get(j, "server.listen")), "127.0.0.1:8080");
     ck_assert_int_eq(json_integer_value(json_object_get(j, "server.max-body-bytes")), 16 * 1024 * 1024);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "topic-defaults.segment-bytes")), 512 * 1024 * 1024);
