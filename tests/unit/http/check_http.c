@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "broker/broker.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/status.h"
@@ -269,6 +270,26 @@ START_TEST(test_topic_segment_bytes_follows_storage_until_set)
     ck_assert_uint_eq(pulse_config_topic_segment_bytes(&cfg), 2 * 1024 * 1024);
     ck_assert_int_eq(pulse_config_set(&cfg, "topic-defaults.segment-bytes", "4KiB", NULL, 0), PULSE_OK);
     ck_assert_uint_eq(pulse_config_topic_segment_bytes(&cfg), 4096);
+    pulse_config_fini(&cfg);
+}
+END_TEST
+
+START_TEST(test_compaction_budget_keys_reach_the_broker_config)
+{
+    struct pulse_config cfg;
+    struct pulse_broker_config bcfg;
+    char err[256];
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.compaction-max-bytes-per-pass", "64MiB", err, sizeof err),
+                     PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.compaction-max-pass-time", "250ms", err, sizeof err), PULSE_OK);
+    memset(&bcfg, 0, sizeof bcfg);
+    pulse_config_to_broker(&cfg, &bcfg);
+    ck_assert_uint_eq(bcfg.compaction_max_bytes_per_pass, 64u * 1024 * 1024);
+    ck_assert_int_eq(bcfg.compaction_max_pass_ms, 250);
+    /* 0 turns the time bound off; a zero byte budget would stop every pass. */
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.compaction-max-pass-time", "0", err, sizeof err), PULSE_OK);
+    ck_assert_int_ne(pulse_config_set(&cfg, "storage.compaction-max-bytes-per-pass", "0", err, sizeof err), PULSE_OK);
     pulse_config_fini(&cfg);
 }
 END_TEST
@@ -774,6 +795,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_malformed_config_file_lines_are_refused);
     tcase_add_test(tc, test_topic_segment_bytes_follows_storage_until_set);
     tcase_add_test(tc, test_effective_config_json_lists_every_key_with_typed_values);
+    tcase_add_test(tc, test_compaction_budget_keys_reach_the_broker_config);
     tcase_add_test(tc, test_listen_address_splits_into_host_and_port);
     suite_add_tcase(s, tc);
     tc = tcase_create("errmap");
