@@ -45,9 +45,10 @@
  * fewest groups of adjacent whole segments; it still leaves two neighbours
  * apart when together they exceed a segment, so a converged log holds at
  * most 2 * ceil(sealed bytes / segment size) + 1 sealed segments, and its
- * sealed bytes are the live records. Merging writes at most one segment per
- * segment it removes, so its cost is paid for by the appends that created
- * those segments.
+ * sealed bytes are the live records. A merge writes at most one segment per
+ * segment file it removes, and every segment file was once filled by
+ * appends, so over a log's life merges write about as much as was appended,
+ * at most.
  *
  * Tombstones and resurrection. Dropping a tombstone is only safe when no
  * older value of its key is left anywhere: otherwise that value would become
