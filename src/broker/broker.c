@@ -74,6 +74,8 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg)
     cfg->compaction_interval_ms = 30000;
     cfg->compaction_tombstone_retention_ms = 24LL * 3600 * 1000;
     cfg->compaction_min_gain_ratio = 0.1;
+    cfg->compaction_max_bytes_per_pass = 1024ull * 1024 * 1024;
+    cfg->compaction_max_pass_ms = 5000;
     cfg->io = NULL;
 }
 

@@ -71,6 +71,8 @@ struct pulse_broker_config {
     int64_t compaction_interval_ms;
     int64_t compaction_tombstone_retention_ms;
     double compaction_min_gain_ratio;
+    uint64_t compaction_max_bytes_per_pass; /* sealed bytes one pass evaluates per partition */
+    int64_t compaction_max_pass_ms;         /* 0 = no time bound */
     const struct pulse_io *io; /* NULL = posix; tests inject faults */
 };
 

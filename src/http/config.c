@@ -57,6 +57,8 @@ static const struct key_def keys[] = {
     {"storage.compaction-tombstone-retention", KT_DUR, F(compaction_tombstone_retention_ms), "24h", 0,
      100000 * DAY_MS},
     {"storage.compaction-min-gain-ratio", KT_RATIO, F(compaction_min_gain_ratio), "0.1", 0, 1},
+    {"storage.compaction-max-bytes-per-pass", KT_SIZE, F(compaction_max_bytes_per_pass), "1GiB", 1, INT64_MAX},
+    {"storage.compaction-max-pass-time", KT_DUR, F(compaction_max_pass_ms), "5s", 0, DAY_MS},
     {"topic-defaults.partitions", KT_INT, F(partitions), "1", 1, 256},
     {"topic-defaults.retention-ms", KT_DUR, F(retention_ms), "7d", 0, INT64_MAX},
     {"topic-defaults.retention-bytes", KT_SIZE, F(retention_bytes), "0", 0, INT64_MAX},
@@ -503,6 +505,8 @@ void pulse_config_to_broker(const struct pulse_config *cfg, struct pulse_broker_
     bcfg->compaction_interval_ms = cfg->compaction_interval_ms;
     bcfg->compaction_tombstone_retention_ms = cfg->compaction_tombstone_retention_ms;
     bcfg->compaction_min_gain_ratio = cfg->compaction_min_gain_ratio;
+    bcfg->compaction_max_bytes_per_pass = cfg->compaction_max_bytes_per_pass;
+    bcfg->compaction_max_pass_ms = cfg->compaction_max_pass_ms;
 }
 
 struct json_t *pulse_config_to_json(const struct pulse_config *cfg)

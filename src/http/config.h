@@ -53,6 +53,8 @@ struct pulse_config {
     int64_t compaction_interval_ms;
     int64_t compaction_tombstone_retention_ms;
     double compaction_min_gain_ratio;
+    uint64_t compaction_max_bytes_per_pass;
+    int64_t compaction_max_pass_ms; /* 0 = no time bound */
     /* [topic-defaults] */
     int64_t partitions;
     int64_t retention_ms;

@@ -539,6 +539,49 @@ static struct pulse_segment *find_segment(struct pulse_plog *plog, int64_t offse
     return seg;
 }
 
+/* The index of the first listed segment whose base is greater than
+ * offset (nsegs when none). Caller holds list_lock. */
+static size_t first_base_after(const struct pulse_plog *plog, int64_t offset)
+{
+    size_t lo = 0, hi = plog->nsegs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (plog->segs[mid]->base <= offset)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/*
+ * The segment to read after seg, which held nothing at or after offset: the
+ * next one in the list. If seg is no longer listed, the list changed since
+ * the reader found it: compaction may have merged seg and the segments
+ * after it into an earlier file (compact.c, "Merging"), so the segment
+ * after seg's base could lie past records that now live in that file. Look
+ * offset up again instead; each lookup lands on a listed segment, so this
+ * cannot loop. Returns an acquired reference or NULL.
+ */
+static struct pulse_segment *next_segment(struct pulse_plog *plog, struct pulse_segment *seg, int64_t offset)
+{
+    struct pulse_segment *next = NULL;
+    size_t i;
+
+    pthread_mutex_lock(&plog->list_lock);
+    i = first_base_after(plog, seg->base);
+    if (i > 0 && plog->segs[i - 1] == seg) {
+        next = i < plog->nsegs ? plog->segs[i] : NULL; /* still listed: the one after it */
+    } else if (plog->nsegs > 0) {
+        i = first_base_after(plog, offset);
+        next = plog->segs[i == 0 ? 0 : i - 1]; /* the one holding offset now */
+    }
+    if (next != NULL)
+        pulse_segment_acquire(next);
+    pthread_mutex_unlock(&plog->list_lock);
+    return next;
+}
+
 /* The offset after the last record of the batch at pos. Sparse batches
  * (compacted) need their records decoded to know it. */
 static pulse_status_t batch_end_offset(struct pulse_segment *seg, const struct pulse_batch_header *hdr, uint64_t pos,
@@ -680,7 +723,7 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
         /* Nothing at or after offset here (compaction removed it, or a
          * corrupt sealed segment ends early): go on with the next segment. */
         {
-            struct pulse_segment *nseg = find_segment(plog, 0, true, seg->base);
+            struct pulse_segment *nseg = next_segment(plog, seg, offset);
             pulse_segment_release(seg);
             seg = nseg;
             if (seg == NULL)

@@ -39,6 +39,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "storage/compact.h"
 #include "storage/io.h"
 #include "storage/plog.h"
 #include "storage/segment.h"
@@ -281,6 +282,11 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, const char *dir, uin
     pulse_status_t st;
 
     memset(rec, 0, sizeof *rec);
+    /* A merge of segments that compaction left half done is finished first,
+     * so that the listing below sees the merged segment (compact.h). */
+    st = pulse_compact_finish_merges(io, dir, rec);
+    if (st != PULSE_OK)
+        goto out;
     st = list_dir(io, dir, &bases, &n, &temps);
     if (st != PULSE_OK)
         goto out;

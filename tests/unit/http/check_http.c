@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "broker/broker.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/status.h"
@@ -91,6 +92,8 @@ START_TEST(test_config_defaults_match_the_documented_values)
     ck_assert_int_eq(cfg.compaction_interval_ms, 30000);
     ck_assert_int_eq(cfg.compaction_tombstone_retention_ms, 24 * 3600 * 1000);
     ck_assert(cfg.compaction_min_gain_ratio > 0.0999 && cfg.compaction_min_gain_ratio < 0.1001);
+    ck_assert_uint_eq(cfg.compaction_max_bytes_per_pass, 1024ull * 1024 * 1024);
+    ck_assert_int_eq(cfg.compaction_max_pass_ms, 5000);
     ck_assert_int_eq(cfg.partitions, 1);
     ck_assert_int_eq(cfg.retention_ms, 7ll * 86400 * 1000);
     ck_assert_uint_eq(cfg.retention_bytes, 0);
@@ -271,13 +274,33 @@ START_TEST(test_topic_segment_bytes_follows_storage_until_set)
 }
 END_TEST
 
+START_TEST(test_compaction_budget_keys_reach_the_broker_config)
+{
+    struct pulse_config cfg;
+    struct pulse_broker_config bcfg;
+    char err[256];
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.compaction-max-bytes-per-pass", "64MiB", err, sizeof err),
+                     PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.compaction-max-pass-time", "250ms", err, sizeof err), PULSE_OK);
+    memset(&bcfg, 0, sizeof bcfg);
+    pulse_config_to_broker(&cfg, &bcfg);
+    ck_assert_uint_eq(bcfg.compaction_max_bytes_per_pass, 64u * 1024 * 1024);
+    ck_assert_int_eq(bcfg.compaction_max_pass_ms, 250);
+    /* 0 turns the time bound off; a zero byte budget would stop every pass. */
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.compaction-max-pass-time", "0", err, sizeof err), PULSE_OK);
+    ck_assert_int_ne(pulse_config_set(&cfg, "storage.compaction-max-bytes-per-pass", "0", err, sizeof err), PULSE_OK);
+    pulse_config_fini(&cfg);
+}
+END_TEST
+
 START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
 {
     struct pulse_config cfg;
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
     json_t *j = pulse_config_to_json(&cfg);
     ck_assert_ptr_nonnull(j);
-    ck_assert_uint_eq(json_object_size(j), 23);
+    ck_assert_uint_eq(json_object_size(j), 25);
     ck_assert_str_eq(json_string_value(json_object_get(j, "server.listen")), "127.0.0.1:8080");
     ck_assert_int_eq(json_integer_value(json_object_get(j, "server.max-body-bytes")), 16 * 1024 * 1024);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "topic-defaults.segment-bytes")), 512 * 1024 * 1024);
@@ -798,6 +821,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_malformed_config_file_lines_are_refused);
     tcase_add_test(tc, test_topic_segment_bytes_follows_storage_until_set);
     tcase_add_test(tc, test_effective_config_json_lists_every_key_with_typed_values);
+    tcase_add_test(tc, test_compaction_budget_keys_reach_the_broker_config);
     tcase_add_test(tc, test_listen_address_splits_into_host_and_port);
     tcase_add_test(tc, test_listen_value_is_checked_when_the_configuration_is_read);
     suite_add_tcase(s, tc);
