@@ -117,6 +117,12 @@ void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Respon
         return;
     }
     MHD_add_response_header(resp, "X-Request-Id", r->id);
+    /* Both mean "come back later": a full disk usually takes an operator,
+     * a fenced partition or a busy broker a moment. */
+    if (status == 503)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, PULSE_HTTP_RETRY_AFTER_UNAVAILABLE);
+    else if (status == 507)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, PULSE_HTTP_RETRY_AFTER_FULL);
     if (content_type != NULL)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (atomic_load(&r->srv->stopping))
@@ -175,9 +181,11 @@ static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *cod
         }
     }
     json_decref(extra);
+    /* Rate-limited per error code (a static string): a full disk answers
+     * every publish with 507, and one line per request would flood. */
     if (status >= 500)
-        PULSE_WARN("request %s %s %s: %u %s: %s", r->id, pulse_router_method_name(r->method), r->url, status, code,
-                   msg);
+        pulse_log_limited(PULSE_LOG_WARN, code, "request %s %s %s: %u %s: %s", r->id,
+                          pulse_router_method_name(r->method), r->url, status, code, msg);
     pulse_server_reply_json(r, status, body);
 }
 
@@ -710,6 +718,8 @@ pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
+/* Rate-limited by MHD's format string: at the descriptor limit MHD retries
+ * accept() in a loop and reports every failure (c-notes section 8). */
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -718,7 +728,7 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    PULSE_WARN("libmicrohttpd: %s", msg);
+    pulse_log_limited(PULSE_LOG_WARN, fmt, "libmicrohttpd: %s", msg);
 }
 
 /* Binds and listens ourselves so a busy port is reported with its errno,
