@@ -122,6 +122,30 @@ static void fence_locked(struct pulse_plog *plog, struct pulse_segment *seg, con
     pthread_mutex_unlock(&plog->sync_lock);
 }
 
+/*
+ * Takes back an append whose write failed for lack of space (contract
+ * section 5, "Full disk"). Caller holds wlock. Every byte from pos on was
+ * written by this append alone: seg->size (the writer's end, and the target
+ * any sync leader captures) is still pos, so no fdatasync ever covered them,
+ * and nothing published (size, next offset, LEO, an index entry) points at
+ * them yet. Cutting the file back to pos restores it exactly, appends queued
+ * before this one stay where they are (their sync is still to come), and the
+ * log keeps accepting appends: a later one succeeds once space returns.
+ * Only if the cut itself fails is the tail unknown; the log then fences as
+ * for any other failed write. Returns why (the caller's status).
+ */
+static pulse_status_t undo_write_locked(struct pulse_plog *plog, struct pulse_segment *seg, uint64_t pos,
+                                        pulse_status_t why)
+{
+    if (plog->io->ftruncate(plog->io, seg->fd, (off_t)pos) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " after a failed write failed: %s", seg->log_path, pos,
+                    strerror(err));
+        fence_locked(plog, seg, "write", true);
+    }
+    return why;
+}
+
 /* Writes the snapshot describing the durable state. Caller holds wlock.
  * A failed snapshot write is logged but not fatal: the snapshot is only a
  * shortcut and a stale or missing one sends recovery to the full scan. */
@@ -321,10 +345,18 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
         size_t done = 0;
         if (pulse_io_pwrite_all(plog->io, seg->fd, batch, len, (off_t)pos, &done) < 0) {
             int err = errno;
+            st = pulse_status_from_errno(err);
+            if (st == PULSE_NOSPACE) {
+                /* A full disk is expected to pass: refuse this append only. */
+                PULSE_WARN_RL("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s; append refused, "
+                              "the log keeps accepting appends",
+                              seg->log_path, pos, done, len, strerror(err));
+                st = undo_write_locked(plog, seg, pos, st);
+                goto out;
+            }
             PULSE_ERROR("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s", seg->log_path, pos,
                         done, len, strerror(err));
             fence_locked(plog, seg, "write", true);
-            st = pulse_status_from_errno(err);
             goto out;
         }
     }
@@ -332,6 +364,11 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
      * point at batch boundaries, and the unit's start is one. */
     if (seg->index.n == 0 || seg->since_entry >= plog->cfg.index_interval_bytes) {
         st = pulse_segment_index_add(seg, (uint32_t)(base - seg->base), (uint32_t)pos);
+        if (st == PULSE_NOSPACE || st == PULSE_NOMEM) {
+            /* index_add left the table as it was; take the data back too. */
+            st = undo_write_locked(plog, seg, pos, st);
+            goto out;
+        }
         if (st != PULSE_OK) {
             fence_locked(plog, seg, "index write", true);
             goto out;
@@ -460,6 +497,7 @@ pulse_status_t pulse_plog_sync(struct pulse_plog *plog)
 pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out)
 {
     int64_t base = 0, end = 0;
+    uint64_t epoch = pulse_plog_epoch(plog);
     pulse_status_t st;
 
     st = pulse_plog_append_async(plog, batch, len, &base, &end);
@@ -474,6 +512,10 @@ pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t
         if (since >= (int64_t)plog->cfg.sync_interval_ms * 1000)
             st = pulse_plog_wait_durable(plog, end);
     }
+    /* A reopen in between discarded the batch; HW may have passed its end
+     * with other data (see "Epochs" in plog.h). */
+    if (st == PULSE_OK && pulse_plog_epoch(plog) != epoch)
+        st = PULSE_FENCED;
     if (st == PULSE_OK)
         *base_out = base;
     return st;
@@ -503,6 +545,11 @@ int64_t pulse_plog_log_end(const struct pulse_plog *plog)
 bool pulse_plog_fenced(const struct pulse_plog *plog)
 {
     return atomic_load(&plog->fenced);
+}
+
+uint64_t pulse_plog_epoch(const struct pulse_plog *plog)
+{
+    return atomic_load(&plog->epoch);
 }
 
 /* The segment holding offset (greatest base <= offset, else the first), or
@@ -989,6 +1036,7 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     atomic_init(&plog->leo, res.leo);
     atomic_init(&plog->log_start, plog->segs[0]->base);
     atomic_init(&plog->fenced, false);
+    atomic_init(&plog->epoch, 0);
     atomic_init(&plog->syncs, 0);
     atomic_init(&plog->last_sync_us, pulse_clock_mono_us());
     if (rec_out != NULL)
@@ -997,6 +1045,113 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     plog = NULL;
 out:
     plog_free(plog);
+    return st;
+}
+
+/* Step 1 of a reopen: cuts the active segment back to its durable size.
+ * Caller holds wlock; the log is fenced and no sync leader runs. */
+static pulse_status_t cut_to_durable_locked(struct pulse_plog *plog)
+{
+    struct pulse_segment *seg = active_seg(plog);
+    uint64_t durable = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
+    uint64_t fsize = 0;
+
+    if (plog->io->fsize(plog->io, seg->fd, &fsize) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: fstat %s failed: %s", seg->log_path, strerror(err));
+        return pulse_status_from_errno(err);
+    }
+    if (fsize <= durable)
+        return PULSE_OK;
+    if (plog->io->ftruncate(plog->io, seg->fd, (off_t)durable) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable, strerror(err));
+        return pulse_status_from_errno(err);
+    }
+    PULSE_WARN("plog %s: reopen cut %" PRIu64 " bytes that were never durable from %s", plog->dir, fsize - durable,
+               seg->log_path);
+    return PULSE_OK;
+}
+
+/* Step 3 of a reopen: installs what recovery found and lifts the fence.
+ * Caller holds wlock. Takes res's segments; *old_out and *nold_out get the
+ * previous list (the caller releases it outside the locks). */
+static void install_recovered_locked(struct pulse_plog *plog, struct pulse_recover_result *res,
+                                     struct pulse_segment ***old_out, size_t *nold_out)
+{
+    pthread_mutex_lock(&plog->list_lock);
+    *old_out = plog->segs;
+    *nold_out = plog->nsegs;
+    plog->segs = res->segs;
+    plog->nsegs = res->n;
+    plog->cap = res->n;
+    atomic_store_explicit(&plog->log_start, plog->segs[0]->base, memory_order_release);
+    pthread_mutex_unlock(&plog->list_lock);
+    res->segs = NULL;
+    res->n = 0;
+    pthread_mutex_lock(&plog->sync_lock);
+    /* Recovery synced everything it kept, as at open: HW = LEO. HW only
+     * grows (the caller checked res->leo against it). */
+    atomic_store_explicit(&plog->leo, res->leo, memory_order_release);
+    atomic_store_explicit(&plog->hw, res->leo, memory_order_release);
+    atomic_store(&plog->last_sync_us, pulse_clock_mono_us());
+    /* The epoch moves before the fence lifts, so a waiter woken below sees
+     * both (see "Epochs" in plog.h). */
+    atomic_fetch_add(&plog->epoch, 1);
+    atomic_store(&plog->fenced, false);
+    pthread_cond_broadcast(&plog->sync_cond);
+    pthread_mutex_unlock(&plog->sync_lock);
+}
+
+pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_recovery *rec_out)
+{
+    struct pulse_recover_result res = {NULL, 0, 0};
+    struct pulse_plog_recovery rec;
+    struct pulse_segment **old = NULL;
+    size_t nold = 0;
+    int64_t hw;
+    pulse_status_t st = PULSE_OK;
+
+    if (!atomic_load(&plog->fenced))
+        return PULSE_INVALID;
+    /* No leader starts once the log is fenced (wait_durable checks first);
+     * one that started before may still be in its fdatasync. It publishes
+     * nothing now, but it must be done with the files before they change. */
+    pthread_mutex_lock(&plog->sync_lock);
+    while (plog->syncing)
+        pthread_cond_wait(&plog->sync_cond, &plog->sync_lock);
+    pthread_mutex_unlock(&plog->sync_lock);
+
+    pthread_mutex_lock(&plog->wlock);
+    hw = atomic_load(&plog->hw);
+    st = cut_to_durable_locked(plog);
+    if (st != PULSE_OK)
+        goto out;
+    /* Step 2: the same recovery as at open, on the files as they are now. */
+    st = pulse_recover_run(plog->io, plog->dir, plog->cfg.index_interval_bytes, &res, &rec);
+    if (st != PULSE_OK)
+        goto out;
+    if (res.leo < hw) {
+        PULSE_ERROR("plog %s: recovery found the log ending at offset %" PRId64 ", below its high watermark %" PRId64
+                    "; offsets that readers saw would be handed out again, so the log stays fenced until a "
+                    "restart (inspect it with pulse-log verify first)",
+                    plog->dir, res.leo, hw);
+        st = PULSE_CORRUPT;
+        goto out;
+    }
+    install_recovered_locked(plog, &res, &old, &nold);
+    PULSE_WARN("plog %s: reopened after a fence; log end %" PRId64 ", %" PRIu64 " bytes truncated by recovery",
+               plog->dir, res.leo, rec.truncated_bytes);
+    if (rec_out != NULL)
+        *rec_out = rec;
+out:
+    pthread_mutex_unlock(&plog->wlock);
+    for (size_t i = 0; i < res.n; i++)
+        pulse_segment_release(res.segs[i]);
+    pulse_free(res.segs);
+    for (size_t i = 0; i < nold; i++)
+        pulse_segment_release(old[i]);
+    pulse_free(old);
     return st;
 }
 

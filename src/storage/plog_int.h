@@ -48,6 +48,9 @@ struct pulse_plog {
     _Atomic int64_t leo;
     _Atomic int64_t log_start;
     atomic_bool fenced;
+    /* Bumped by each pulse_plog_reopen, before the fence is lifted and
+     * under wlock, so an append made after it reads the new value. */
+    _Atomic uint64_t epoch;
     _Atomic uint64_t syncs;
     _Atomic int64_t last_sync_us; /* monotonic time of the last good sync */
 };

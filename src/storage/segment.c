@@ -152,7 +152,15 @@ pulse_status_t pulse_segment_index_add(struct pulse_segment *seg, uint32_t rel_o
     if (pulse_io_pwrite_all(seg->io, seg->index_fd, raw, sizeof raw, (off_t)slot * PULSE_INDEX_ENTRY_SIZE, NULL) <
         0) {
         int err = errno;
-        PULSE_ERROR("segment: pwrite %s failed: %s", seg->index_path, strerror(err));
+        PULSE_WARN_RL("segment: pwrite %s failed: %s", seg->index_path, strerror(err));
+        /* Take the entry back: the table must not point at data the
+         * caller is about to cut. A partial entry left in the file sits
+         * past index_written, where the next entry overwrites it (and
+         * recovery checks every entry anyway), so cutting it is tidiness. */
+        pthread_mutex_lock(&seg->index_lock);
+        pulse_index_truncate(&seg->index, slot);
+        pthread_mutex_unlock(&seg->index_lock);
+        (void)seg->io->ftruncate(seg->io, seg->index_fd, (off_t)slot * PULSE_INDEX_ENTRY_SIZE);
         return pulse_status_from_errno(err);
     }
     seg->index_written = slot + 1;

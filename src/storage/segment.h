@@ -82,8 +82,9 @@ void pulse_segment_release(struct pulse_segment *seg);
 
 /* Adds an index entry in memory and writes it to the index file at its slot.
  * PULSE_IO/PULSE_NOSPACE on a write failure (logged), PULSE_NOMEM,
- * PULSE_INVALID when out of order. Locks: takes index_lock; caller holds the
- * writer lock. */
+ * PULSE_INVALID when out of order. On any failure the in-memory table is as
+ * it was before the call. Locks: takes index_lock; caller holds the writer
+ * lock. */
 pulse_status_t pulse_segment_index_add(struct pulse_segment *seg, uint32_t rel_offset, uint32_t rel_pos);
 
 /* Finds where to start decoding for offset: the position of the greatest
