@@ -20,7 +20,10 @@
  * A failed fdatasync fences the log inside the storage engine; the syncer
  * then fails the pending publishes of that partition with PULSE_FENCED and
  * never retries the sync (a retried fsync can report success after the
- * kernel dropped the dirty pages).
+ * kernel dropped the dirty pages). The heal thread (heal.c) reopens the log
+ * in process later; a pending publish whose partition was reopened in
+ * between (its epoch moved) is failed too, never completed by the data
+ * appended after the reopen.
  */
 #include "broker/broker.h"
 
@@ -39,6 +42,7 @@
 #include <unistd.h>
 
 #include "broker/broker_int.h"
+#include "broker/heal.h"
 #include "broker/maint.h"
 #include "common/status.h"
 #include "common/alloc.h"
@@ -73,6 +77,8 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg)
     cfg->compaction_interval_ms = 30000;
     cfg->compaction_tombstone_retention_ms = 24LL * 3600 * 1000;
     cfg->compaction_min_gain_ratio = 0.1;
+    cfg->fence_retry_initial_ms = 1000;
+    cfg->fence_retry_max_ms = 60000;
     cfg->io = NULL;
 }
 
@@ -176,10 +182,22 @@ static void complete_ready(struct pulse_broker *b)
 
         for (uint32_t i = 0; i < p->n; i++) {
             struct pulse_plog *plog = p->topic->plogs[p->parts[i]];
-            if (pulse_plog_high_watermark(plog) < p->ends[i]) {
+            /* Epoch first: after a reopen HW may pass the end of an
+             * append that the reopen discarded. */
+            if (pulse_plog_epoch(plog) != p->epochs[i]) {
+                all = false;
+                fenced = true;
+            } else if (pulse_plog_high_watermark(plog) < p->ends[i]) {
                 all = false;
                 if (pulse_plog_fenced(plog))
                     fenced = true;
+            }
+            if (fenced && !all) {
+                pulse_errbuf_set(p->errbuf, p->errlen,
+                                 "partition %" PRIu32 " of topic \"%s\" was fenced after a failed write or sync "
+                                 "before this publish was durable; it is being reopened, retry later",
+                                 p->parts[i], p->topic->name);
+                break;
             }
         }
         if (all || fenced) {
@@ -257,12 +275,16 @@ static void sync_pass(struct pulse_broker *b)
             struct pulse_plog *plog = t->plogs[p];
             if (pulse_plog_fenced(plog) || !pulse_plog_needs_sync(plog))
                 continue;
-            /* Never retried on failure: the engine fences the log and
-             * complete_ready fails its publishes. */
+            /* Never retried on failure: the engine fences the log,
+             * complete_ready fails its publishes and the heal thread
+             * reopens it. */
             pulse_status_t st = pulse_plog_sync(plog);
-            if (st != PULSE_OK)
-                PULSE_ERROR("topic %s partition %" PRIu32 ": sync failed (%s); partition fenced until restart",
+            if (st != PULSE_OK) {
+                PULSE_ERROR("topic %s partition %" PRIu32 ": sync failed (%s); partition fenced until it is "
+                            "reopened",
                             t->name, p, pulse_status_name(st));
+                pulse_broker_heal_kick(b->heal);
+            }
         }
         pulse_broker_topic_release(b, t);
     }
@@ -549,6 +571,12 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     PULSE_INFO("broker: %" PRIu32 " topics, %" PRIu32 " partitions recovered in %" PRId64 " us", rep.topics,
                rep.partitions, rep.recovery_us);
 
+    /* Before the syncer, which kicks it. */
+    st = pulse_broker_heal_start(b, &b->heal);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot start the heal thread");
+        goto out;
+    }
     b->next_interval_sync_us = pulse_clock_mono_us() + (int64_t)b->cfg.sync_interval_ms * 1000;
     if (pthread_create(&b->syncer, NULL, syncer_main, b) != 0) {
         pulse_errbuf_set(errbuf, errlen, "cannot start the syncer thread");
@@ -615,6 +643,9 @@ void pulse_broker_close(struct pulse_broker *b)
         pthread_join(b->syncer, NULL);
         b->syncer_started = false;
     }
+    /* After the syncer, which kicks it; before the logs close. */
+    pulse_broker_heal_stop(b->heal);
+    b->heal = NULL;
     /* Nothing can be left after a drain with a running syncer; without one
      * (a failed open) nothing was ever registered. Fail defensively. */
     p = b->pending_head;
@@ -653,6 +684,21 @@ const char *pulse_broker_broker_id(const struct pulse_broker *b)
 int64_t pulse_broker_started_at_ms(const struct pulse_broker *b)
 {
     return b->started_at_ms;
+}
+
+pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out)
+{
+    struct pulse_broker_topic **list = NULL;
+    size_t n = 0;
+    pulse_status_t st = pulse_broker_topic_snapshot(b, &list, &n);
+
+    if (st != PULSE_OK)
+        return st;
+    st = pulse_broker_heal_list(b->heal, list, n, out, n_out);
+    for (size_t i = 0; i < n; i++)
+        pulse_broker_topic_release(b, list[i]);
+    pulse_free(list);
+    return st;
 }
 
 /* ---- topic-wide failure (delete) ------------------------------------- */
@@ -893,6 +939,8 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
                               b->recovery_truncated_bytes, (double)b->recovery_us / 1e6);
     if (st == PULSE_OK)
         st = pulse_broker_maint_metrics(b->maint, out);
+    if (st == PULSE_OK)
+        st = pulse_broker_heal_metrics(b->heal, list, n, out);
 
     for (size_t i = 0; i < n; i++)
         pulse_broker_topic_release(b, list[i]);

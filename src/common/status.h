@@ -32,7 +32,7 @@
     X(RANGE, "value out of range")                                                 \
     X(TOO_LARGE, "too large")                                                      \
     X(BUSY, "resource busy")                                                       \
-    X(FENCED, "log fenced after a failed write or sync; restart to recover")       \
+    X(FENCED, "partition fenced after a failed write or sync; it is being reopened, retry later") \
     X(SHUTDOWN, "shutting down")                                                   \
     X(EOF, "end of data")
 

@@ -329,7 +329,7 @@ START_TEST(test_api_statuses_map_to_the_contract_codes)
         {PULSE_CURSOR_NOT_FOUND, 404, "cursor_not_found"}, {PULSE_EXISTS, 409, "topic_exists"},
         {PULSE_TOO_LARGE, 413, "payload_too_large"},  {PULSE_RANGE, 416, "offset_out_of_range"},
         {PULSE_NOSPACE, 507, "storage_full"},         {PULSE_IO, 500, "storage_error"},
-        {PULSE_FENCED, 500, "storage_error"},         {PULSE_SHUTDOWN, 503, "unavailable"},
+        {PULSE_FENCED, 503, "partition_fenced"},      {PULSE_SHUTDOWN, 503, "unavailable"},
         {PULSE_NOT_FOUND, 404, "not_found"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
