@@ -249,7 +249,8 @@ void pulse_compact_destroy(struct pulse_compact *comp)
  * segment size). */
 struct reader {
     const struct pulse_io *io;
-    int fd;
+    struct pulse_segment *seg; /* its data file pinned from the first fill */
+    int fd;                    /* -1 until then */
     const char *path;
     uint64_t pos; /* file position of the next batch */
     uint64_t end;
@@ -259,17 +260,21 @@ struct reader {
     size_t buf_len;
 };
 
-static void reader_init(struct reader *r, const struct pulse_segment *seg, uint64_t end)
+static void reader_init(struct reader *r, struct pulse_segment *seg, uint64_t end)
 {
     memset(r, 0, sizeof *r);
     r->io = seg->io;
-    r->fd = seg->fd;
+    r->seg = seg;
+    r->fd = -1;
     r->path = seg->log_path;
     r->end = end;
 }
 
 static void reader_fini(struct reader *r)
 {
+    if (r->fd >= 0)
+        pulse_segment_unpin(r->seg);
+    r->fd = -1;
     pulse_free(r->buf);
     r->buf = NULL;
 }
@@ -282,6 +287,13 @@ static pulse_status_t reader_fill(struct reader *r, size_t need)
 
     if (r->pos >= r->buf_pos && r->pos + need <= r->buf_pos + r->buf_len)
         return PULSE_OK;
+    if (r->fd < 0) {
+        pulse_status_t st = pulse_segment_pin(r->seg, &r->fd);
+        if (st != PULSE_OK) {
+            r->fd = -1;
+            return st;
+        }
+    }
     want = need > READ_CHUNK ? need : READ_CHUNK;
     if (want > r->end - r->pos)
         want = (size_t)(r->end - r->pos);
@@ -439,8 +451,7 @@ static pulse_status_t build_map(struct pass *p, const struct captured *caps, siz
         /* A sealed segment longer than its published end had a bad batch at
          * recovery: what lies past it is unknown, so it might hold an older
          * value of any key. */
-        if (i + 1 < n && caps[i].seg->io->fsize(caps[i].seg->io, caps[i].seg->fd, &fsize) == 0 &&
-            fsize != caps[i].size)
+        if (i + 1 < n && pulse_segment_file_size(caps[i].seg, &fsize) == PULSE_OK && fsize != caps[i].size)
             p->map_corrupt = true;
         reader_init(&r, caps[i].seg, caps[i].size);
         for (;;) {
@@ -692,6 +703,10 @@ static pulse_status_t delete_segment(struct pass *p, struct pulse_segment *seg)
         st = PULSE_BUSY; /* trimmed meanwhile: nothing to do */
         goto out;
     }
+    /* Readers holding the segment keep its descriptor (fdcache.h). */
+    st = pulse_segment_retire(seg);
+    if (st != PULSE_OK)
+        goto out;
     if (io->unlink(io, seg->index_path) < 0 && errno != ENOENT) {
         int err = errno;
         PULSE_ERROR("compact: unlink %s failed: %s", seg->index_path, strerror(err));
@@ -782,6 +797,11 @@ static pulse_status_t swap_in(struct pass *p, struct pulse_segment *seg, struct 
         st = PULSE_BUSY;
         goto out;
     }
+    /* Readers holding the old segment keep its inode through its retired
+     * descriptor; a reopen by path would find the new file. */
+    st = pulse_segment_retire(seg);
+    if (st != PULSE_OK)
+        goto out;
     if (io->rename(io, dpath, seg->log_path) < 0) {
         int err = errno;
         PULSE_ERROR("compact: rename %s -> %s failed: %s", dpath, seg->log_path, strerror(err));
@@ -807,7 +827,7 @@ static pulse_status_t swap_in(struct pass *p, struct pulse_segment *seg, struct 
         st = pulse_status_from_errno(err);
         goto out;
     }
-    st = pulse_segment_open(io, plog->dir, seg->base, &nseg);
+    st = pulse_segment_open(io, plog->fdcache, plog->dir, seg->base, false, &nseg);
     if (st != PULSE_OK)
         goto out;
     for (size_t i = 0; i < w->index.n; i++) {
@@ -877,12 +897,9 @@ static pulse_status_t compact_segment(struct pass *p, const struct captured *cap
          * a bad batch; its file is longer. Leave such a segment alone: a
          * rewrite would silently drop the evidence. */
         uint64_t fsize = 0;
-        if (io->fsize(io, seg->fd, &fsize) < 0) {
-            int err = errno;
-            PULSE_ERROR("compact: fstat %s failed: %s", seg->log_path, strerror(err));
-            st = pulse_status_from_errno(err);
+        st = pulse_segment_file_size(seg, &fsize);
+        if (st != PULSE_OK)
             goto out;
-        }
         if (fsize != cap->size) {
             PULSE_WARN("compact %s: %s holds %" PRIu64 " bytes but only %" PRIu64
                        " are valid; segment left as is",

@@ -44,6 +44,7 @@
 #include "common/failpoint.h"
 #include "common/log.h"
 #include "storage/batch.h"
+#include "storage/fdcache.h"
 #include "storage/io.h"
 #include "storage/plog_int.h"
 #include "storage/recover.h"
@@ -58,6 +59,7 @@ void pulse_plog_config_init(struct pulse_plog_config *cfg)
     cfg->sync_mode = PULSE_SYNC_EVERY_WRITE;
     cfg->sync_interval_ms = 1000;
     cfg->io = NULL;
+    cfg->fdcache = NULL;
     cfg->sync_observer = NULL;
     cfg->sync_observer_arg = NULL;
 }
@@ -112,9 +114,16 @@ static void fence_locked(struct pulse_plog *plog, struct pulse_segment *seg, con
     }
     if (truncate && seg != NULL) {
         uint64_t durable = atomic_load_explicit(&seg->durable_size, memory_order_relaxed);
-        if (plog->io->ftruncate(plog->io, seg->fd, (off_t)durable) < 0) {
-            int err = errno;
-            PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable, strerror(err));
+        int fd;
+        /* Should the cut fail, pulse_plog_reopen cuts again before anything
+         * else touches the file. */
+        if (pulse_segment_pin(seg, &fd) == PULSE_OK) {
+            if (plog->io->ftruncate(plog->io, fd, (off_t)durable) < 0) {
+                int err = errno;
+                PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable,
+                            strerror(err));
+            }
+            pulse_segment_unpin(seg);
         }
         atomic_store_explicit(&seg->size, durable, memory_order_release);
     }
@@ -134,10 +143,10 @@ static void fence_locked(struct pulse_plog *plog, struct pulse_segment *seg, con
  * Only if the cut itself fails is the tail unknown; the log then fences as
  * for any other failed write. Returns why (the caller's status).
  */
-static pulse_status_t undo_write_locked(struct pulse_plog *plog, struct pulse_segment *seg, uint64_t pos,
+static pulse_status_t undo_write_locked(struct pulse_plog *plog, struct pulse_segment *seg, int fd, uint64_t pos,
                                         pulse_status_t why)
 {
-    if (plog->io->ftruncate(plog->io, seg->fd, (off_t)pos) < 0) {
+    if (plog->io->ftruncate(plog->io, fd, (off_t)pos) < 0) {
         int err = errno;
         PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " after a failed write failed: %s", seg->log_path, pos,
                     strerror(err));
@@ -187,6 +196,28 @@ static pulse_status_t list_push(struct pulse_plog *plog, struct pulse_segment *s
 }
 
 /*
+ * Pins one file of a segment and fdatasyncs it. A failed pin (out of
+ * descriptors) syncs nothing and leaves *sync_failed false: the caller must
+ * not fence for it. A failed fdatasync sets *sync_failed (and is logged).
+ */
+static pulse_status_t pin_and_sync(struct pulse_plog *plog, struct pulse_fdc_file *f, bool *sync_failed)
+{
+    int fd;
+    pulse_status_t st = pulse_fdc_pin(f, &fd);
+
+    if (st != PULSE_OK)
+        return st;
+    if (plog->io->fdatasync(plog->io, fd) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: fdatasync %s failed: %s", f->path, strerror(err));
+        *sync_failed = true;
+        st = pulse_status_from_errno(err);
+    }
+    pulse_fdc_unpin(f);
+    return st;
+}
+
+/*
  * Seals the active segment and starts a new one at LEO (contract section 5).
  * Caller holds wlock.
  */
@@ -197,31 +228,29 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     int64_t leo = atomic_load_explicit(&plog->leo, memory_order_relaxed);
     size_t idx_n = old->index_written;
     int64_t t0 = pulse_clock_mono_us();
+    bool failed = false;
     pulse_status_t st = PULSE_OK;
 
     /* The old segment must be on disk before HW may pass its end, and before
      * a newer segment exists: recovery treats every segment but the last as
      * complete. */
-    if (plog->io->fdatasync(plog->io, old->fd) < 0) {
-        int err = errno;
-        PULSE_ERROR("plog: fdatasync %s failed: %s", old->log_path, strerror(err));
-        observe(plog, t0, false);
-        fence_locked(plog, old, "fdatasync", false);
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
-    if (idx_n > atomic_load(&old->index_synced) && plog->io->fdatasync(plog->io, old->index_fd) < 0) {
-        int err = errno;
-        PULSE_ERROR("plog: fdatasync %s failed: %s", old->index_path, strerror(err));
-        observe(plog, t0, false);
-        fence_locked(plog, old, "fdatasync", false);
-        st = pulse_status_from_errno(err);
+    st = pin_and_sync(plog, &old->data, &failed);
+    if (st == PULSE_OK && idx_n > atomic_load(&old->index_synced))
+        st = pin_and_sync(plog, &old->idx, &failed);
+    if (st != PULSE_OK) {
+        if (failed) {
+            observe(plog, t0, false);
+            fence_locked(plog, old, "fdatasync", false);
+        }
         goto out;
     }
     observe(plog, t0, true);
     atomic_fetch_add(&plog->syncs, 1);
     store_max_size(&old->index_synced, idx_n);
-    pulse_segment_close_index(old); /* sealed now: no more entries */
+    /* Sealed and synced: its descriptors may go back to the cache, and
+     * the index file is not written again. */
+    pulse_fdc_clean(&old->data, old->dirty_ticket);
+    pulse_segment_close_index(old);
     pthread_mutex_lock(&plog->sync_lock);
     if (!atomic_load(&plog->fenced)) {
         store_max_u64(&old->durable_size, atomic_load_explicit(&old->size, memory_order_relaxed));
@@ -231,7 +260,7 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     }
     pthread_mutex_unlock(&plog->sync_lock);
 
-    st = pulse_segment_open(plog->io, plog->dir, leo, &seg);
+    st = pulse_segment_open(plog->io, plog->fdcache, plog->dir, leo, true, &seg);
     if (st != PULSE_OK)
         goto out;
     /* The new name must be durable before its first byte is acknowledged. */
@@ -309,6 +338,8 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
     int64_t base = 0;
     uint64_t pos;
     bool locked = false;
+    struct pulse_segment *pinned = NULL;
+    int fd = -1;
     pulse_status_t st;
 
     if (atomic_load(&plog->fenced))
@@ -340,10 +371,15 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
         seg = active_seg(plog);
         pos = 0;
     }
+    /* Out of descriptors: refused before anything is written. */
+    st = pulse_segment_pin(seg, &fd);
+    if (st != PULSE_OK)
+        goto out;
+    pinned = seg;
     number_unit(batch, len, base);
     {
         size_t done = 0;
-        if (pulse_io_pwrite_all(plog->io, seg->fd, batch, len, (off_t)pos, &done) < 0) {
+        if (pulse_io_pwrite_all(plog->io, fd, batch, len, (off_t)pos, &done) < 0) {
             int err = errno;
             st = pulse_status_from_errno(err);
             if (st == PULSE_NOSPACE) {
@@ -351,7 +387,7 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
                 PULSE_WARN_RL("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s; append refused, "
                               "the log keeps accepting appends",
                               seg->log_path, pos, done, len, strerror(err));
-                st = undo_write_locked(plog, seg, pos, st);
+                st = undo_write_locked(plog, seg, fd, pos, st);
                 goto out;
             }
             PULSE_ERROR("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s", seg->log_path, pos,
@@ -364,9 +400,9 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
      * point at batch boundaries, and the unit's start is one. */
     if (seg->index.n == 0 || seg->since_entry >= plog->cfg.index_interval_bytes) {
         st = pulse_segment_index_add(seg, (uint32_t)(base - seg->base), (uint32_t)pos);
-        if (st == PULSE_NOSPACE || st == PULSE_NOMEM) {
+        if (st == PULSE_NOSPACE || st == PULSE_NOMEM || st == PULSE_NOFILE) {
             /* index_add left the table as it was; take the data back too. */
-            st = undo_write_locked(plog, seg, pos, st);
+            st = undo_write_locked(plog, seg, fd, pos, st);
             goto out;
         }
         if (st != PULSE_OK) {
@@ -378,6 +414,9 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
     seg->since_entry += len;
     if (max_ts > atomic_load_explicit(&seg->max_ts, memory_order_relaxed))
         atomic_store_explicit(&seg->max_ts, max_ts, memory_order_relaxed);
+    /* Unsynced bytes: the descriptor stays open until a sync covers them
+     * (see fdcache.h); the ticket tells that sync what it covered. */
+    seg->dirty_ticket = pulse_fdc_dirty(&seg->data);
     /* Publish last: the new end is visible only once its bytes exist. */
     atomic_store_explicit(&seg->size, pos + len, memory_order_release);
     atomic_store_explicit(&seg->next_offset, base + (int64_t)records, memory_order_release);
@@ -387,6 +426,8 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
         *end_out = base + (int64_t)records;
     st = PULSE_OK;
 out:
+    if (pinned != NULL)
+        pulse_segment_unpin(pinned);
     if (locked)
         pthread_mutex_unlock(&plog->wlock);
     return st;
@@ -400,9 +441,11 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
 {
     struct pulse_segment *seg;
     uint64_t target_size;
+    uint64_t ticket;
     int64_t target_leo;
     int64_t t0;
     int rc;
+    int fd = -1;
     int err = 0;
     const char *failed_path = NULL;
     pulse_status_t st = PULSE_OK;
@@ -420,7 +463,19 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
     pulse_segment_acquire(seg);
     target_size = atomic_load_explicit(&seg->size, memory_order_relaxed);
     target_leo = atomic_load_explicit(&plog->leo, memory_order_relaxed);
+    ticket = seg->dirty_ticket;
     pthread_mutex_unlock(&plog->wlock);
+
+    /* A dirty file is held open, so this is a cache hit; if it fails
+     * (out of descriptors) nothing was synced and nothing is fenced. */
+    st = pulse_segment_pin(seg, &fd);
+    if (st != PULSE_OK) {
+        pthread_mutex_lock(&plog->sync_lock);
+        plog->syncing = false;
+        pthread_cond_broadcast(&plog->sync_cond);
+        pulse_segment_release(seg);
+        return st;
+    }
 
     /* Outside the writer lock: appends keep landing while we wait, and the
      * next leader covers them in one go.
@@ -431,12 +486,13 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
      * (an entry lands every index-interval bytes) for nothing recovery needs.
      * It is synced when the segment is sealed and when the log closes. */
     t0 = pulse_clock_mono_us();
-    rc = plog->io->fdatasync(plog->io, seg->fd);
+    rc = plog->io->fdatasync(plog->io, fd);
     if (rc < 0) {
         err = errno;
         failed_path = seg->log_path;
     }
     observe(plog, t0, rc == 0);
+    pulse_segment_unpin(seg);
 
     pthread_mutex_lock(&plog->sync_lock);
     plog->syncing = false;
@@ -455,6 +511,8 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
         store_max_u64(&seg->durable_size, target_size);
         store_max_i64(&plog->hw, target_leo);
         atomic_store(&plog->last_sync_us, pulse_clock_mono_us());
+        /* Unless written again meanwhile, its descriptor may be closed. */
+        pulse_fdc_clean(&seg->data, ticket);
     }
     pthread_cond_broadcast(&plog->sync_cond);
     pulse_segment_release(seg);
@@ -588,8 +646,8 @@ static struct pulse_segment *find_segment(struct pulse_plog *plog, int64_t offse
 
 /* The offset after the last record of the batch at pos. Sparse batches
  * (compacted) need their records decoded to know it. */
-static pulse_status_t batch_end_offset(struct pulse_segment *seg, const struct pulse_batch_header *hdr, uint64_t pos,
-                                       int64_t *end_out)
+static pulse_status_t batch_end_offset(struct pulse_segment *seg, int fd, const struct pulse_batch_header *hdr,
+                                       uint64_t pos, int64_t *end_out)
 {
     uint8_t *buf = NULL;
     size_t total = pulse_batch_total_size(hdr);
@@ -605,7 +663,7 @@ static pulse_status_t batch_end_offset(struct pulse_segment *seg, const struct p
         st = PULSE_NOMEM;
         goto out;
     }
-    if (pulse_io_pread_all(seg->io, seg->fd, buf, total, (off_t)pos) != (ssize_t)total) {
+    if (pulse_io_pread_all(seg->io, fd, buf, total, (off_t)pos) != (ssize_t)total) {
         int err = errno;
         PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
         st = PULSE_IO;
@@ -625,12 +683,14 @@ out:
 
 /*
  * The slice for offset, with the reference on its segment handed to the
- * caller in *seg_out (NULL when len is 0).
+ * caller in *seg_out (NULL when len is 0), its data file pinned: *fd_out is
+ * the descriptor until the caller's pulse_segment_unpin.
  */
 static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_slice *out,
-                               struct pulse_segment **seg_out)
+                               struct pulse_segment **seg_out, int *fd_out)
 {
     struct pulse_segment *seg = NULL;
+    int fd = -1;
     int64_t hw, ls, next = offset;
     uint64_t first_pos = 0, len = 0;
     bool done = false;
@@ -656,6 +716,12 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
     seg = find_segment(plog, offset, false, 0);
     if (seg == NULL)
         goto out;
+    st = pulse_segment_pin(seg, &fd);
+    if (st != PULSE_OK) {
+        pulse_segment_release(seg);
+        seg = NULL;
+        goto out;
+    }
     if (seg->base > offset) {
         /* A trim raced with us: the log now starts later. */
         offset = seg->base;
@@ -674,7 +740,7 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
             struct pulse_batch_header hdr;
             int64_t bend = 0;
             size_t total;
-            ssize_t got = pulse_io_pread_all(seg->io, seg->fd, hraw, sizeof hraw, (off_t)pos);
+            ssize_t got = pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)pos);
 
             if (got < 0) {
                 int err = errno;
@@ -701,7 +767,7 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
                 done = true;
                 break;
             }
-            st = batch_end_offset(seg, &hdr, pos, &bend);
+            st = batch_end_offset(seg, fd, &hdr, pos, &bend);
             if (st != PULSE_OK) {
                 if (len > 0)
                     st = PULSE_OK;
@@ -728,10 +794,17 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
          * corrupt sealed segment ends early): go on with the next segment. */
         {
             struct pulse_segment *nseg = find_segment(plog, 0, true, seg->base);
+            pulse_segment_unpin(seg);
             pulse_segment_release(seg);
             seg = nseg;
             if (seg == NULL)
                 break;
+            st = pulse_segment_pin(seg, &fd);
+            if (st != PULSE_OK) {
+                pulse_segment_release(seg);
+                seg = NULL;
+                break;
+            }
         }
     }
 out:
@@ -742,11 +815,15 @@ out:
     }
     if (st == PULSE_OK && len > 0) {
         *seg_out = seg;
+        *fd_out = fd;
         seg = NULL;
     } else {
         *seg_out = NULL;
     }
-    pulse_segment_release(seg);
+    if (seg != NULL) {
+        pulse_segment_unpin(seg);
+        pulse_segment_release(seg);
+    }
     return st;
 }
 
@@ -754,23 +831,29 @@ pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_
                                 struct pulse_slice *out)
 {
     struct pulse_segment *seg = NULL;
+    int sfd = -1;
     pulse_status_t st;
 
-    st = do_slice(plog, offset, max_bytes, out, &seg);
+    st = do_slice(plog, offset, max_bytes, out, &seg, &sfd);
     if (st != PULSE_OK)
         goto out;
+    /* The dup is the caller's: it keeps the inode readable whatever the
+     * cache or retention do with the segment afterwards. */
     if (want_fd && seg != NULL) {
-        int fd = fcntl(seg->fd, F_DUPFD_CLOEXEC, 0);
+        int fd = fcntl(sfd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0) {
             int err = errno;
-            PULSE_ERROR("plog: dup of %s failed: %s", seg->log_path, strerror(err));
+            PULSE_ERROR_RL("plog: dup of %s failed: %s", seg->log_path, strerror(err));
             st = pulse_status_from_errno(err);
             goto out;
         }
         out->fd = fd;
     }
 out:
-    pulse_segment_release(seg);
+    if (seg != NULL) {
+        pulse_segment_unpin(seg);
+        pulse_segment_release(seg);
+    }
     return st;
 }
 
@@ -782,9 +865,10 @@ pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t
     size_t old_len = out->len;
     uint64_t good = 0;
     int64_t next;
+    int fd = -1;
     pulse_status_t st;
 
-    st = do_slice(plog, offset, max_bytes, &sl, &seg);
+    st = do_slice(plog, offset, max_bytes, &sl, &seg, &fd);
     if (st != PULSE_OK || sl.len == 0)
         goto out;
     next = sl.start_offset;
@@ -796,7 +880,7 @@ pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t
     if (st != PULSE_OK)
         goto out;
     {
-        ssize_t got = pulse_io_pread_all(seg->io, seg->fd, out->data + out->len, (size_t)sl.len, (off_t)sl.pos);
+        ssize_t got = pulse_io_pread_all(seg->io, fd, out->data + out->len, (size_t)sl.len, (off_t)sl.pos);
         if (got < 0 || (uint64_t)got != sl.len) {
             int err = got < 0 ? errno : EIO;
             PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, sl.pos, strerror(err));
@@ -832,7 +916,10 @@ out:
         sl.fd = -1;
         *info = sl;
     }
-    pulse_segment_release(seg);
+    if (seg != NULL) {
+        pulse_segment_unpin(seg);
+        pulse_segment_release(seg);
+    }
     return st;
 }
 
@@ -909,11 +996,17 @@ pulse_status_t pulse_plog_trim(struct pulse_plog *plog, size_t count, size_t *re
     atomic_store_explicit(&plog->log_start, plog->segs[0]->base, memory_order_release);
     pthread_mutex_unlock(&plog->list_lock);
     /* Unlink at once; readers holding a reference or a dup()'ed descriptor
-     * keep the inode alive and finish with the right bytes. Oldest first,
+     * keep the inode alive and finish with the right bytes: no new
+     * reference can appear now the segment is off the list, and one held
+     * already gets its data descriptor kept open (retired) first, since the
+     * cache could otherwise close it and find no path to reopen. Oldest first,
      * and the index before its data file: a crash part way leaves a prefix
      * removed and, at worst, one data file whose index recovery rebuilds,
      * never an index without its data. */
     for (size_t i = 0; i < n; i++) {
+        if (atomic_load(&gone[i]->refs) > 1 && pulse_segment_retire(gone[i]) != PULSE_OK)
+            PULSE_WARN("plog: %s is still being read but cannot be kept open; that read may fail",
+                       gone[i]->log_path);
         if (plog->io->unlink(plog->io, gone[i]->index_path) < 0 && errno != ENOENT) {
             int err = errno;
             PULSE_ERROR("plog: unlink %s failed: %s", gone[i]->index_path, strerror(err));
@@ -979,6 +1072,8 @@ static void plog_free(struct pulse_plog *plog)
     for (size_t i = 0; i < plog->nsegs; i++)
         pulse_segment_release(plog->segs[i]);
     pulse_free(plog->segs);
+    if (plog->own_fdcache)
+        pulse_fdcache_destroy(plog->fdcache);
     pthread_mutex_destroy(&plog->wlock);
     pthread_mutex_destroy(&plog->list_lock);
     pthread_mutex_destroy(&plog->sync_lock);
@@ -1021,10 +1116,17 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
         st = PULSE_NOMEM;
         goto out;
     }
+    plog->fdcache = cfg->fdcache;
+    if (plog->fdcache == NULL) {
+        st = pulse_fdcache_create(PULSE_FDCACHE_DEFAULT_CAPACITY, &plog->fdcache);
+        if (st != PULSE_OK)
+            goto out;
+        plog->own_fdcache = true;
+    }
     st = mkdir_p(io, dir);
     if (st != PULSE_OK)
         goto out;
-    st = pulse_recover_run(io, dir, cfg->index_interval_bytes, &res, &rec);
+    st = pulse_recover_run(io, plog->fdcache, dir, cfg->index_interval_bytes, &res, &rec);
     if (st != PULSE_OK)
         goto out;
     plog->segs = res.segs;
@@ -1055,22 +1157,25 @@ static pulse_status_t cut_to_durable_locked(struct pulse_plog *plog)
     struct pulse_segment *seg = active_seg(plog);
     uint64_t durable = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
     uint64_t fsize = 0;
+    int fd;
+    pulse_status_t st = pulse_segment_pin(seg, &fd);
 
-    if (plog->io->fsize(plog->io, seg->fd, &fsize) < 0) {
+    if (st != PULSE_OK)
+        return st;
+    if (plog->io->fsize(plog->io, fd, &fsize) < 0) {
         int err = errno;
         PULSE_ERROR("plog: fstat %s failed: %s", seg->log_path, strerror(err));
-        return pulse_status_from_errno(err);
-    }
-    if (fsize <= durable)
-        return PULSE_OK;
-    if (plog->io->ftruncate(plog->io, seg->fd, (off_t)durable) < 0) {
+        st = pulse_status_from_errno(err);
+    } else if (fsize > durable && plog->io->ftruncate(plog->io, fd, (off_t)durable) < 0) {
         int err = errno;
         PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable, strerror(err));
-        return pulse_status_from_errno(err);
+        st = pulse_status_from_errno(err);
+    } else if (fsize > durable) {
+        PULSE_WARN("plog %s: reopen cut %" PRIu64 " bytes that were never durable from %s", plog->dir,
+                   fsize - durable, seg->log_path);
     }
-    PULSE_WARN("plog %s: reopen cut %" PRIu64 " bytes that were never durable from %s", plog->dir, fsize - durable,
-               seg->log_path);
-    return PULSE_OK;
+    pulse_segment_unpin(seg);
+    return st;
 }
 
 /* Step 3 of a reopen: installs what recovery found and lifts the fence.
@@ -1128,7 +1233,7 @@ pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_reco
     if (st != PULSE_OK)
         goto out;
     /* Step 2: the same recovery as at open, on the files as they are now. */
-    st = pulse_recover_run(plog->io, plog->dir, plog->cfg.index_interval_bytes, &res, &rec);
+    st = pulse_recover_run(plog->io, plog->fdcache, plog->dir, plog->cfg.index_interval_bytes, &res, &rec);
     if (st != PULSE_OK)
         goto out;
     if (res.leo < hw) {
@@ -1149,8 +1254,14 @@ out:
     for (size_t i = 0; i < res.n; i++)
         pulse_segment_release(res.segs[i]);
     pulse_free(res.segs);
-    for (size_t i = 0; i < nold; i++)
+    for (size_t i = 0; i < nold; i++) {
+        /* A reader still holding an old segment reads the same file as the
+         * new one, until a trim or a compaction of the new list removes
+         * the path: keep its descriptor (best effort). */
+        if (atomic_load(&old[i]->refs) > 1)
+            (void)pulse_segment_retire(old[i]);
         pulse_segment_release(old[i]);
+    }
     pulse_free(old);
     return st;
 }
@@ -1170,11 +1281,11 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog)
          * fast path finds it whole. */
         struct pulse_segment *seg = active_seg(plog);
         if (seg->index_written > atomic_load(&seg->index_synced)) {
-            if (plog->io->fdatasync(plog->io, seg->index_fd) == 0)
+            bool failed = false;
+            if (pin_and_sync(plog, &seg->idx, &failed) == PULSE_OK)
                 store_max_size(&seg->index_synced, seg->index_written);
             else
-                PULSE_WARN("plog: fdatasync %s failed at close: %s (the next open rebuilds it)", seg->index_path,
-                           strerror(errno));
+                PULSE_WARN("plog: index %s not synced at close (the next open rebuilds it)", seg->index_path);
         }
         st = write_snapshot_locked(plog);
         pthread_mutex_unlock(&plog->wlock);

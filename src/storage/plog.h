@@ -56,6 +56,7 @@
 #include "common/status.h"
 
 struct pulse_buf;
+struct pulse_fdcache;
 struct pulse_io;
 struct pulse_plog;
 
@@ -80,6 +81,10 @@ struct pulse_plog_config {
     enum pulse_sync_mode sync_mode;
     uint32_t sync_interval_ms; /* interval mode only */
     const struct pulse_io *io; /* NULL = pulse_io_posix() */
+    /* The descriptor cache the segments' files are opened through
+     * (fdcache.h), shared by every log of a broker; it must outlive the
+     * log. NULL = a private one of PULSE_FDCACHE_DEFAULT_CAPACITY. */
+    struct pulse_fdcache *fdcache;
     pulse_plog_sync_observer_fn sync_observer; /* nullable */
     void *sync_observer_arg;
 };

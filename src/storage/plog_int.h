@@ -19,12 +19,17 @@
 
 #include "storage/plog.h"
 
+struct pulse_fdcache;
 struct pulse_segment;
 
 struct pulse_plog {
     char *dir; /* owned */
     struct pulse_plog_config cfg;
     const struct pulse_io *io;
+    /* Where the segments' descriptors come from: cfg.fdcache, or one of
+     * our own (own_fdcache) when none was given. */
+    struct pulse_fdcache *fdcache;
+    bool own_fdcache;
 
     /* Serializes appends, rotation, trim and the sync leader's capture of
      * its target. Readers never take it. */

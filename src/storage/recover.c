@@ -26,6 +26,10 @@
  *   6. Everything kept is fdatasynced before the log opens with HW = LEO,
  *      since after a process crash the page cache may hold bytes the disk
  *      does not.
+ *   Segments are recovered one at a time, each one's files opened through
+ *   the descriptor cache and closed again when it is done (the active one's
+ *   stay cached), so a log of any number of segments recovers within a few
+ *   descriptors.
  */
 #include "storage/recover.h"
 
@@ -119,22 +123,41 @@ out:
 
 static pulse_status_t file_size(struct pulse_segment *seg, uint64_t *size_out)
 {
-    if (seg->io->fsize(seg->io, seg->fd, size_out) < 0) {
-        int err = errno;
-        PULSE_ERROR("recover: fstat %s failed: %s", seg->log_path, strerror(err));
-        return pulse_status_from_errno(err);
-    }
-    return PULSE_OK;
+    return pulse_segment_file_size(seg, size_out);
 }
 
-static pulse_status_t sync_fd(struct pulse_segment *seg, int fd, const char *path)
+/* fdatasyncs one of the segment's files (data or index). */
+static pulse_status_t sync_file(struct pulse_segment *seg, struct pulse_fdc_file *f)
 {
+    int fd;
+    pulse_status_t st = pulse_fdc_pin(f, &fd);
+
+    if (st != PULSE_OK)
+        return st;
     if (seg->io->fdatasync(seg->io, fd) < 0) {
         int err = errno;
-        PULSE_ERROR("recover: fdatasync %s failed: %s", path, strerror(err));
-        return pulse_status_from_errno(err);
+        PULSE_ERROR("recover: fdatasync %s failed: %s", f->path, strerror(err));
+        st = pulse_status_from_errno(err);
     }
-    return PULSE_OK;
+    pulse_fdc_unpin(f);
+    return st;
+}
+
+/* Cuts the data file to len. */
+static pulse_status_t cut_file(struct pulse_segment *seg, uint64_t len)
+{
+    int fd;
+    pulse_status_t st = pulse_segment_pin(seg, &fd);
+
+    if (st != PULSE_OK)
+        return st;
+    if (seg->io->ftruncate(seg->io, fd, (off_t)len) < 0) {
+        int err = errno;
+        PULSE_ERROR("recover: ftruncate %s failed: %s", seg->log_path, strerror(err));
+        st = pulse_status_from_errno(err);
+    }
+    pulse_segment_unpin(seg);
+    return st;
 }
 
 /*
@@ -215,12 +238,9 @@ static pulse_status_t recover_segment(struct pulse_segment *seg, bool active, bo
                        "(last valid offset %" PRId64 ")",
                        seg->log_path, scan.stop == PULSE_EOF ? "incomplete batch" : "invalid batch",
                        scan.end_pos, fsize - scan.end_pos, scan.next_offset - 1);
-            if (seg->io->ftruncate(seg->io, seg->fd, (off_t)scan.end_pos) < 0) {
-                int err = errno;
-                PULSE_ERROR("recover: ftruncate %s failed: %s", seg->log_path, strerror(err));
-                st = pulse_status_from_errno(err);
+            st = cut_file(seg, scan.end_pos);
+            if (st != PULSE_OK)
                 goto out;
-            }
             rec->truncated_bytes += fsize - scan.end_pos;
             rewrite = true;
         } else {
@@ -235,7 +255,7 @@ static pulse_status_t recover_segment(struct pulse_segment *seg, bool active, bo
     }
     if (active) {
         /* Whatever survived must be on disk before HW = LEO is declared. */
-        st = sync_fd(seg, seg->fd, seg->log_path);
+        st = sync_file(seg, &seg->data);
         if (st != PULSE_OK)
             goto out;
     }
@@ -248,7 +268,7 @@ static pulse_status_t recover_segment(struct pulse_segment *seg, bool active, bo
     } else {
         seg->index_written = seg->index.n;
         if (active) {
-            st = sync_fd(seg, seg->index_fd, seg->index_path);
+            st = sync_file(seg, &seg->idx);
             if (st != PULSE_OK)
                 goto out;
         }
@@ -259,15 +279,14 @@ static pulse_status_t recover_segment(struct pulse_segment *seg, bool active, bo
     atomic_store_explicit(&seg->next_offset, active ? scan.next_offset : limit, memory_order_relaxed);
     atomic_store_explicit(&seg->max_ts, scan.max_ts, memory_order_relaxed);
     seg->since_entry = scan.since_entry;
-    if (!active)
-        pulse_segment_close_index(seg); /* sealed: the table is complete */
 out:
     pulse_index_fini(&disk);
     return st;
 }
 
-pulse_status_t pulse_recover_run(const struct pulse_io *io, const char *dir, uint32_t index_interval,
-                                 struct pulse_recover_result *res, struct pulse_plog_recovery *rec)
+pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
+                                 uint32_t index_interval, struct pulse_recover_result *res,
+                                 struct pulse_plog_recovery *rec)
 {
     int64_t t0 = pulse_clock_mono_us();
     int64_t *bases = NULL;
@@ -312,18 +331,16 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, const char *dir, uin
         st = PULSE_NOMEM;
         goto out;
     }
+    /* No I/O yet: each segment's files are opened when it is recovered. */
     for (opened = 0; opened < n; opened++) {
-        st = pulse_segment_open(io, dir, bases[opened], &segs[opened]);
+        st = pulse_segment_open(io, cache, dir, bases[opened], false, &segs[opened]);
         if (st != PULSE_OK)
             goto out;
     }
-    /* Files may just have been created (fresh log, or a missing index). */
-    if (io->fsync_dir(io, dir) < 0) {
-        int err = errno;
-        PULSE_ERROR("recover: fsync directory %s failed: %s", dir, strerror(err));
-        st = pulse_status_from_errno(err);
+    /* A fresh log's first segment is created here. */
+    st = pulse_segment_create_files(segs[n - 1]);
+    if (st != PULSE_OK)
         goto out;
-    }
     if (have_snap && snap.active_base == bases[n - 1]) {
         uint64_t asize = 0;
         st = file_size(segs[n - 1], &asize);
@@ -339,10 +356,25 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, const char *dir, uin
     for (size_t i = 0; i < n; i++) {
         bool active = i == n - 1;
         int64_t limit = active ? INT64_MAX : bases[i + 1];
+        /* Creates a missing index file. */
+        st = pulse_segment_create_files(segs[i]);
+        if (st != PULSE_OK)
+            goto out;
         st = recover_segment(segs[i], active, fast, active && fast ? (uint64_t)snap.active_size : 0, limit,
                              index_interval, rec);
         if (st != PULSE_OK)
             goto out;
+        /* Open, scan, close: a sealed segment's table is complete and in
+         * memory; its files reopen on demand. */
+        if (!active)
+            pulse_segment_close_files(segs[i]);
+    }
+    /* Files may have been created (fresh log, or a missing index). */
+    if (io->fsync_dir(io, dir) < 0) {
+        int err = errno;
+        PULSE_ERROR("recover: fsync directory %s failed: %s", dir, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
     }
     res->leo = atomic_load_explicit(&segs[n - 1]->next_offset, memory_order_relaxed);
     res->segs = segs;
