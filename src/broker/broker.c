@@ -50,6 +50,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "meta/meta.h"
+#include "storage/fdcache.h"
 
 /* The syncer never sleeps longer than this, so a lost wake-up (there should
  * be none) costs at most this much latency. */
@@ -79,6 +80,7 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg)
     cfg->compaction_min_gain_ratio = 0.1;
     cfg->fence_retry_initial_ms = 1000;
     cfg->fence_retry_max_ms = 60000;
+    cfg->segment_fd_cache = PULSE_FDCACHE_DEFAULT_CAPACITY;
     cfg->io = NULL;
 }
 
@@ -360,6 +362,7 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
     pcfg.sync_mode = b->cfg.sync_mode;
     pcfg.sync_interval_ms = b->cfg.sync_interval_ms;
     pcfg.io = b->cfg.io;
+    pcfg.fdcache = b->fdcache;
     pcfg.sync_observer = sync_observer;
     pcfg.sync_observer_arg = b;
 
@@ -489,6 +492,11 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     pthread_cond_init(&b->idle_cv, &cattr);
     pthread_condattr_destroy(&cattr);
     b->pending_tail = &b->pending_head;
+    st = pulse_fdcache_create(b->cfg.segment_fd_cache, &b->fdcache);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "out of memory");
+        goto out;
+    }
 
     st = ensure_dir(b->data_dir);
     if (st == PULSE_OK)
@@ -660,6 +668,7 @@ void pulse_broker_close(struct pulse_broker *b)
     for (size_t i = 0; i < b->ntopics; i++)
         pulse_broker_topic_destroy(b->topics[i]);
     pulse_free(b->topics);
+    pulse_fdcache_destroy(b->fdcache);
     pulse_meta_close(b->meta);
     pthread_cond_destroy(&b->cv);
     pthread_cond_destroy(&b->idle_cv);
@@ -848,6 +857,39 @@ static pulse_status_t metrics_lag(struct pulse_broker *b, struct pulse_buf *out)
     return st;
 }
 
+static pulse_status_t metrics_fdcache(struct pulse_broker *b, struct pulse_buf *out)
+{
+    struct pulse_fdcache_stats fs;
+
+    pulse_fdcache_get_stats(b->fdcache, &fs);
+    return pulse_buf_printf(
+        out,
+        "# HELP pulse_segment_fds_open Segment file descriptors open now (cached, in use, or holding unsynced "
+        "bytes).\n"
+        "# TYPE pulse_segment_fds_open gauge\n"
+        "pulse_segment_fds_open %zu\n"
+        "# HELP pulse_segment_fds_in_use Of them, in use or holding unsynced bytes (never closed by the cache).\n"
+        "# TYPE pulse_segment_fds_in_use gauge\n"
+        "pulse_segment_fds_in_use %zu\n"
+        "# HELP pulse_segment_fd_cache_capacity Segment files the cache keeps open at most when idle "
+        "(storage.segment-fd-cache).\n"
+        "# TYPE pulse_segment_fd_cache_capacity gauge\n"
+        "pulse_segment_fd_cache_capacity %zu\n"
+        "# HELP pulse_segment_fd_cache_hits_total Segment file uses that found it open.\n"
+        "# TYPE pulse_segment_fd_cache_hits_total counter\n"
+        "pulse_segment_fd_cache_hits_total %" PRIu64 "\n"
+        "# HELP pulse_segment_fd_cache_opens_total Segment file uses that had to open it.\n"
+        "# TYPE pulse_segment_fd_cache_opens_total counter\n"
+        "pulse_segment_fd_cache_opens_total %" PRIu64 "\n"
+        "# HELP pulse_segment_fd_cache_evictions_total Idle segment files closed to stay within the cache.\n"
+        "# TYPE pulse_segment_fd_cache_evictions_total counter\n"
+        "pulse_segment_fd_cache_evictions_total %" PRIu64 "\n"
+        "# HELP pulse_segment_fd_cache_emfile_total Opens that hit the process descriptor limit.\n"
+        "# TYPE pulse_segment_fd_cache_emfile_total counter\n"
+        "pulse_segment_fd_cache_emfile_total %" PRIu64 "\n",
+        fs.open, fs.pinned, fs.capacity, fs.hits, fs.opens, fs.evictions, fs.emfile);
+}
+
 pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *out)
 {
     pulse_status_t st = PULSE_OK;
@@ -941,6 +983,8 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
         st = pulse_broker_maint_metrics(b->maint, out);
     if (st == PULSE_OK)
         st = pulse_broker_heal_metrics(b->heal, list, n, out);
+    if (st == PULSE_OK)
+        st = metrics_fdcache(b, out);
 
     for (size_t i = 0; i < n; i++)
         pulse_broker_topic_release(b, list[i]);

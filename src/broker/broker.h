@@ -65,6 +65,9 @@ struct pulse_broker_config {
      * initial ms, then doubling up to max ms */
     int64_t fence_retry_initial_ms; /* default 1000 */
     int64_t fence_retry_max_ms;     /* default 60000 */
+    /* sealed and idle segment files kept open, shared by every partition
+     * (storage/fdcache.h); default 1024 */
+    uint32_t segment_fd_cache;
     const struct pulse_io *io; /* NULL = posix; tests inject faults */
 };
 
@@ -290,7 +293,8 @@ pulse_status_t pulse_broker_consumer_delete(struct pulse_broker *b, const char *
 /* Appends the broker's metrics in Prometheus text format 0.0.4: fsync count
  * and latency histogram, per-partition high watermark / log start / size,
  * published and fetched records and bytes by topic, consumer lag, recovery
- * truncations, retention and compaction counters. */
+ * truncations, retention and compaction counters, fenced partitions and the
+ * segment descriptor cache. */
 pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *out);
 
 /* A partition whose log is fenced, waiting to be reopened in process. */

@@ -27,6 +27,7 @@
 
 struct pulse_meta;
 struct pulse_compact;
+struct pulse_fdcache;
 struct pulse_broker_maint;
 
 #define PULSE_BROKER_MAX_PARTITIONS 256
@@ -91,6 +92,9 @@ struct pulse_broker {
     char *data_dir;
     char *topics_dir;
     struct pulse_meta *meta;
+    /* Every partition's segment files are opened through it; destroyed
+     * after the last log is closed. */
+    struct pulse_fdcache *fdcache;
     int64_t started_at_ms;
 
     /* Topic create/delete take it for writing; cursor commits for reading,

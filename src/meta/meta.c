@@ -500,6 +500,10 @@ pulse_status_t pulse_meta_open(const char *dir, struct pulse_meta **out, char *e
         goto out;
     }
     leveldb_options_set_create_if_missing(meta->opts, 1);
+    /* Bounded, and counted in the broker's descriptor budget
+     * (PULSE_CONFIG_FD_META, docs/Operations.md); LevelDB's default is
+     * 1000. The store is small: a few table files at most. */
+    leveldb_options_set_max_open_files(meta->opts, PULSE_META_MAX_OPEN_FILES);
     /* Paranoid checks stay off: with them LevelDB refuses to open when the
      * last record of its log was torn by a power cut. Every write we
      * acknowledge was fdatasynced whole, so a torn record can only be one we
