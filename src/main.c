@@ -240,6 +240,7 @@ int main(int argc, char **argv)
     srv = NULL;
     pulse_broker_close(broker);
     broker = NULL;
+    pulse_log_flush_limited();
     PULSE_INFO("stopped cleanly");
     rc = 0;
 out:

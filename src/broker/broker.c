@@ -281,11 +281,16 @@ static void sync_pass(struct pulse_broker *b)
              * complete_ready fails its publishes and the heal thread
              * reopens it. */
             pulse_status_t st = pulse_plog_sync(plog);
-            if (st != PULSE_OK) {
+            if (st != PULSE_OK && pulse_plog_fenced(plog)) {
                 PULSE_ERROR("topic %s partition %" PRIu32 ": sync failed (%s); partition fenced until it is "
                             "reopened",
                             t->name, p, pulse_status_name(st));
                 pulse_broker_heal_kick(b->heal);
+            } else if (st != PULSE_OK) {
+                /* Nothing was synced (out of descriptors): the next pass
+                 * tries again; the publishes stay pending meanwhile. */
+                PULSE_ERROR_RL("topic %s partition %" PRIu32 ": sync could not run (%s); retrying", t->name, p,
+                               pulse_status_message(st));
             }
         }
         pulse_broker_topic_release(b, t);

@@ -77,7 +77,8 @@ struct pulse_meta {
 };
 
 /* Logs and frees a LevelDB error string; returns the status to report.
- * LevelDB reports a full disk as an IO error whose text carries strerror. */
+ * LevelDB reports a full disk, or the descriptor limit, as an IO error whose
+ * text carries strerror. */
 static pulse_status_t level_fail(const char *what, char **err)
 {
     pulse_status_t st = PULSE_IO;
@@ -86,6 +87,8 @@ static pulse_status_t level_fail(const char *what, char **err)
         PULSE_ERROR("meta: %s failed: %s", what, *err);
         if (strstr(*err, "No space left") != NULL || strstr(*err, "quota") != NULL)
             st = PULSE_NOSPACE;
+        else if (strstr(*err, "Too many open files") != NULL)
+            st = PULSE_NOFILE;
         leveldb_free(*err);
         *err = NULL;
     }
