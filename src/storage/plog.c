@@ -644,6 +644,33 @@ static struct pulse_segment *find_segment(struct pulse_plog *plog, int64_t offse
     return seg;
 }
 
+/* find_segment, with the found segment's data file pinned (*fd_out). NULL
+ * when there is none, or when the pin failed (*st_out says why). */
+static struct pulse_segment *find_pinned(struct pulse_plog *plog, int64_t offset, bool after, int64_t after_base,
+                                         int *fd_out, pulse_status_t *st_out)
+{
+    struct pulse_segment *seg = find_segment(plog, offset, after, after_base);
+    pulse_status_t st;
+
+    if (seg == NULL)
+        return NULL;
+    st = pulse_segment_pin(seg, fd_out);
+    if (st != PULSE_OK) {
+        pulse_segment_release(seg);
+        *st_out = st;
+        return NULL;
+    }
+    return seg;
+}
+
+static void unpin_release(struct pulse_segment *seg)
+{
+    if (seg == NULL)
+        return;
+    pulse_segment_unpin(seg);
+    pulse_segment_release(seg);
+}
+
 /* The offset after the last record of the batch at pos. Sparse batches
  * (compacted) need their records decoded to know it. */
 static pulse_status_t batch_end_offset(struct pulse_segment *seg, int fd, const struct pulse_batch_header *hdr,
@@ -713,15 +740,9 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
     next = offset;
     if (offset >= hw)
         goto out;
-    seg = find_segment(plog, offset, false, 0);
+    seg = find_pinned(plog, offset, false, 0, &fd, &st);
     if (seg == NULL)
         goto out;
-    st = pulse_segment_pin(seg, &fd);
-    if (st != PULSE_OK) {
-        pulse_segment_release(seg);
-        seg = NULL;
-        goto out;
-    }
     if (seg->base > offset) {
         /* A trim raced with us: the log now starts later. */
         offset = seg->base;
@@ -792,20 +813,11 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
             break;
         /* Nothing at or after offset here (compaction removed it, or a
          * corrupt sealed segment ends early): go on with the next segment. */
-        {
-            struct pulse_segment *nseg = find_segment(plog, 0, true, seg->base);
-            pulse_segment_unpin(seg);
-            pulse_segment_release(seg);
-            seg = nseg;
-            if (seg == NULL)
-                break;
-            st = pulse_segment_pin(seg, &fd);
-            if (st != PULSE_OK) {
-                pulse_segment_release(seg);
-                seg = NULL;
-                break;
-            }
-        }
+        struct pulse_segment *nseg = find_pinned(plog, 0, true, seg->base, &fd, &st);
+        unpin_release(seg);
+        seg = nseg;
+        if (seg == NULL)
+            break;
     }
 out:
     if (st == PULSE_OK || st == PULSE_RANGE) {
@@ -813,17 +825,13 @@ out:
         out->len = len;
         out->next_offset = len > 0 ? next : out->start_offset;
     }
+    *seg_out = NULL;
     if (st == PULSE_OK && len > 0) {
-        *seg_out = seg;
+        *seg_out = seg; /* with its pin */
         *fd_out = fd;
         seg = NULL;
-    } else {
-        *seg_out = NULL;
     }
-    if (seg != NULL) {
-        pulse_segment_unpin(seg);
-        pulse_segment_release(seg);
-    }
+    unpin_release(seg);
     return st;
 }
 
@@ -850,10 +858,7 @@ pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_
         out->fd = fd;
     }
 out:
-    if (seg != NULL) {
-        pulse_segment_unpin(seg);
-        pulse_segment_release(seg);
-    }
+    unpin_release(seg);
     return st;
 }
 
@@ -916,10 +921,7 @@ out:
         sl.fd = -1;
         *info = sl;
     }
-    if (seg != NULL) {
-        pulse_segment_unpin(seg);
-        pulse_segment_release(seg);
-    }
+    unpin_release(seg);
     return st;
 }
 

@@ -284,6 +284,36 @@ out:
     return st;
 }
 
+/* Recovers every segment in turn (open, scan, close), then makes created
+ * files durable. active_size: the snapshot's, for the fast path. */
+static pulse_status_t recover_all(const struct pulse_io *io, const char *dir, struct pulse_segment **segs,
+                                  const int64_t *bases, size_t n, bool fast, uint64_t active_size,
+                                  uint32_t interval, struct pulse_plog_recovery *rec)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool active = i == n - 1;
+        int64_t limit = active ? INT64_MAX : bases[i + 1];
+        /* Creates a missing index file. */
+        pulse_status_t st = pulse_segment_create_files(segs[i]);
+        if (st != PULSE_OK)
+            return st;
+        st = recover_segment(segs[i], active, fast, active ? active_size : 0, limit, interval, rec);
+        if (st != PULSE_OK)
+            return st;
+        /* A sealed segment's table is complete and in memory; its files
+         * reopen on demand. */
+        if (!active)
+            pulse_segment_close_files(segs[i]);
+    }
+    /* Files may have been created (fresh log, or a missing index). */
+    if (io->fsync_dir(io, dir) < 0) {
+        int err = errno;
+        PULSE_ERROR("recover: fsync directory %s failed: %s", dir, strerror(err));
+        return pulse_status_from_errno(err);
+    }
+    return PULSE_OK;
+}
+
 pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
                                  uint32_t index_interval, struct pulse_recover_result *res,
                                  struct pulse_plog_recovery *rec)
@@ -353,29 +383,9 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
     rec->used_snapshot = fast;
     rec->segments = (uint32_t)n;
 
-    for (size_t i = 0; i < n; i++) {
-        bool active = i == n - 1;
-        int64_t limit = active ? INT64_MAX : bases[i + 1];
-        /* Creates a missing index file. */
-        st = pulse_segment_create_files(segs[i]);
-        if (st != PULSE_OK)
-            goto out;
-        st = recover_segment(segs[i], active, fast, active && fast ? (uint64_t)snap.active_size : 0, limit,
-                             index_interval, rec);
-        if (st != PULSE_OK)
-            goto out;
-        /* Open, scan, close: a sealed segment's table is complete and in
-         * memory; its files reopen on demand. */
-        if (!active)
-            pulse_segment_close_files(segs[i]);
-    }
-    /* Files may have been created (fresh log, or a missing index). */
-    if (io->fsync_dir(io, dir) < 0) {
-        int err = errno;
-        PULSE_ERROR("recover: fsync directory %s failed: %s", dir, strerror(err));
-        st = pulse_status_from_errno(err);
+    st = recover_all(io, dir, segs, bases, n, fast, fast ? (uint64_t)snap.active_size : 0, index_interval, rec);
+    if (st != PULSE_OK)
         goto out;
-    }
     res->leo = atomic_load_explicit(&segs[n - 1]->next_offset, memory_order_relaxed);
     res->segs = segs;
     res->n = n;
