@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "broker/admin.h"
 #include "broker/broker_int.h"
 #include "broker/heal.h"
 #include "broker/maint.h"
@@ -484,10 +485,8 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     }
     b->started_at_ms = pulse_clock_wall_ms();
     pthread_rwlockattr_init(&rwattr);
-    /* Writers (create/delete) must not starve behind a stream of cursor
-     * commits. */
+    /* Writers (create/delete) must not starve behind a stream of lookups. */
     pthread_rwlockattr_setkind_np(&rwattr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&b->admin_lock, &rwattr);
     pthread_rwlock_init(&b->map_lock, &rwattr);
     pthread_rwlockattr_destroy(&rwattr);
     pthread_mutex_init(&b->mu, NULL);
@@ -597,6 +596,11 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         goto out;
     }
     b->syncer_started = true;
+    st = pulse_broker_admin_start(b, &b->admin);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot start the committer and admin threads");
+        goto out;
+    }
     /* Maintenance starts only after every log is recovered, so a trim or a
      * compaction never meets a log still being scanned. */
     st = pulse_broker_maint_start(b, &b->maint);
@@ -635,6 +639,9 @@ void pulse_broker_drain(struct pulse_broker *b)
             pthread_cond_wait(&b->idle_cv, &b->mu);
     }
     pthread_mutex_unlock(&b->mu);
+    /* Queued creates, deletes, commits: run to their end, callbacks
+     * included; new ones are refused from here on. */
+    pulse_broker_admin_drain(b->admin);
 }
 
 void pulse_broker_close(struct pulse_broker *b)
@@ -659,6 +666,9 @@ void pulse_broker_close(struct pulse_broker *b)
     /* After the syncer, which kicks it; before the logs close. */
     pulse_broker_heal_stop(b->heal);
     b->heal = NULL;
+    /* Last: until here a release (syncer, drain) may still wake it. */
+    pulse_broker_admin_stop(b->admin);
+    b->admin = NULL;
     /* Nothing can be left after a drain with a running syncer; without one
      * (a failed open) nothing was ever registered. Fail defensively. */
     p = b->pending_head;
@@ -679,7 +689,6 @@ void pulse_broker_close(struct pulse_broker *b)
     pthread_cond_destroy(&b->idle_cv);
     pthread_mutex_destroy(&b->mu);
     pthread_rwlock_destroy(&b->map_lock);
-    pthread_rwlock_destroy(&b->admin_lock);
     pulse_free(b->data_dir);
     pulse_free(b->topics_dir);
     pulse_free(b);
@@ -762,14 +771,6 @@ void pulse_broker_fail_topic(struct pulse_broker *b, struct pulse_broker_topic *
     waiter_list_complete(b, wlist, st);
     if (taken > 0)
         completing_done(b, taken);
-}
-
-void pulse_broker_wait_unreferenced(struct pulse_broker *b, struct pulse_broker_topic *t)
-{
-    pthread_mutex_lock(&b->mu);
-    while (atomic_load(&t->refs) > 1)
-        pthread_cond_wait(&b->idle_cv, &b->mu);
-    pthread_mutex_unlock(&b->mu);
 }
 
 /* ---- long-poll ------------------------------------------------------- */
@@ -990,6 +991,8 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
         st = pulse_broker_heal_metrics(b->heal, list, n, out);
     if (st == PULSE_OK)
         st = metrics_fdcache(b, out);
+    if (st == PULSE_OK)
+        st = pulse_broker_admin_metrics(b, b->admin, out);
 
     for (size_t i = 0; i < n; i++)
         pulse_broker_topic_release(b, list[i]);

@@ -15,9 +15,17 @@
  *                 and wakes the long-poll waiters that were waiting for it;
  *                 also fires waiter deadlines and interval-mode syncs.
  *   maintenance - retention and compaction passes (issue 5; optional).
- * Callbacks (pulse_publish_done_fn, pulse_wait_fn) run on the syncer thread,
- * or on the caller's thread when noted. They must be quick and must not call
- * back into the broker.
+ *   committer   - metadata changes that must be ordered with each other:
+ *                 cursor commits (group-committed: every commit queued while
+ *                 one LevelDB sync write runs shares the next one), the
+ *                 first step of a topic delete, retention changes, consumer
+ *                 deletes.
+ *   admin       - the slow file-system work of topics: create (directories,
+ *                 logs, metadata) and the rest of a delete once the topic's
+ *                 last user has let go (metadata, close, rename, removal).
+ * Callbacks (pulse_publish_done_fn, pulse_wait_fn, pulse_admin_done_fn) run
+ * on the syncer, committer or admin thread, or on the caller's thread when
+ * noted. They must be quick and must not call back into the broker.
  *
  * Thread: every function may be called from any thread unless noted.
  * Names (topics, consumers): see pulse_broker_name_valid.
@@ -97,10 +105,15 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
                                  struct pulse_broker_open_report *report, char *errbuf, size_t errlen);
 
 /*
- * First half of shutdown: refuses new publishes and waits (PULSE_SHUTDOWN),
+ * First half of shutdown (Thread: any but the broker's own; Locks: none held
+ * while it waits): refuses new publishes and waits (PULSE_SHUTDOWN),
  * completes every parked long-poll waiter at once (its callback gets
  * PULSE_SHUTDOWN), and lets publishes already written reach durability (their
- * callbacks run as usual). Returns when no publish is pending. Idempotent.
+ * callbacks run as usual). Then refuses new admin operations (the *_async
+ * calls return PULSE_SHUTDOWN) and runs every one already queued to its end,
+ * callbacks included; a delete waiting for its topic's last user keeps
+ * waiting (at most one maintenance step of one partition). Returns when no
+ * publish and no admin operation is pending. Idempotent.
  */
 void pulse_broker_drain(struct pulse_broker *b);
 
@@ -151,11 +164,41 @@ void pulse_topic_info_free(struct pulse_topic_info *info);
 /* Frees an array from pulse_broker_topic_list. */
 void pulse_topic_info_list_free(struct pulse_topic_info **list, size_t n);
 
+/*
+ * Completion of an asynchronous admin operation (the *_async functions
+ * below): st is what the blocking form would have returned. Called exactly
+ * once, on the committer or the admin thread, possibly before the *_async
+ * call returns, so the caller must be ready for it first (e.g. its
+ * connection already suspended). Out-parameters and errbuf given to the
+ * *_async call are written before it runs, and must stay valid until then.
+ * It must be quick and must not call back into the broker.
+ */
+typedef void (*pulse_admin_done_fn)(void *arg, pulse_status_t st);
+
 /* PULSE_INVALID_NAME, PULSE_INVALID (a field out of range; errbuf says which),
  * PULSE_EXISTS (exactly one of two concurrent creates of a name wins).
- * *out (nullable) gets the created topic, with stats. */
+ * *out (nullable) gets the created topic, with stats.
+ * Blocking form of pulse_broker_topic_create_async (tests, tools).
+ * Thread: any but the broker's own (never from a broker callback). Locks:
+ * none held while it waits. Blocks for the directories' and the metadata's
+ * fsyncs, and behind a delete of the same name that is waiting for its
+ * topic's last user. */
 pulse_status_t pulse_broker_topic_create(struct pulse_broker *b, const struct pulse_topic_spec *spec,
                                          struct pulse_topic_info **out, char *errbuf, size_t errlen);
+
+/*
+ * Creates a topic on the admin thread and calls done(arg, st) with the
+ * result (PULSE_OK, PULSE_EXISTS, PULSE_IO, PULSE_NOSPACE, ...; errbuf says
+ * why). A create of a name whose delete is still finishing waits for it.
+ * The spec is checked first, on the caller's thread: PULSE_INVALID_NAME /
+ * PULSE_INVALID (errbuf says which field) are returned at once, as is
+ * PULSE_SHUTDOWN once the broker drains, and done is then never called.
+ * spec is copied. Thread: any. Locks: the admin queue's mutex, briefly;
+ * never blocks on I/O.
+ */
+pulse_status_t pulse_broker_topic_create_async(struct pulse_broker *b, const struct pulse_topic_spec *spec,
+                                               struct pulse_topic_info **out, pulse_admin_done_fn done, void *arg,
+                                               char *errbuf, size_t errlen);
 
 /* PULSE_TOPIC_NOT_FOUND. */
 pulse_status_t pulse_broker_topic_get(struct pulse_broker *b, const char *name, bool with_stats,
@@ -166,14 +209,46 @@ pulse_status_t pulse_broker_topic_list(struct pulse_broker *b, bool with_stats, 
                                        size_t *n_out);
 
 /* Changes retention; a negative argument keeps that value. Takes effect at
- * the next retention pass. *out (nullable) gets the updated topic. */
+ * the next retention pass. *out (nullable) gets the updated topic.
+ * Blocking form of pulse_broker_topic_set_retention_async. Thread: any but
+ * the broker's own. Locks: none held while it waits. Blocks for one
+ * metadata sync write (and the committer's queue ahead of it). */
 pulse_status_t pulse_broker_topic_set_retention(struct pulse_broker *b, const char *name, int64_t retention_ms,
                                                 int64_t retention_bytes, struct pulse_topic_info **out);
 
+/* The retention change on the committer thread (ordered with deletes, so it
+ * never rewrites the record of a topic being deleted); done(arg, st) gets
+ * PULSE_OK or PULSE_TOPIC_NOT_FOUND, PULSE_IO, ... Returns PULSE_SHUTDOWN or
+ * PULSE_NOMEM at once (done never called). Thread: any. Locks: the admin
+ * queue's mutex, briefly; never blocks on I/O. */
+pulse_status_t pulse_broker_topic_set_retention_async(struct pulse_broker *b, const char *name,
+                                                      int64_t retention_ms, int64_t retention_bytes,
+                                                      struct pulse_topic_info **out, pulse_admin_done_fn done,
+                                                      void *arg);
+
 /* Crash-safe delete: metadata (topic, partitions, the topic's cursors) in one
  * sync batch, then the directory is renamed aside and removed. Pending
- * long-poll waiters on it complete with PULSE_TOPIC_NOT_FOUND. */
+ * long-poll waiters on it complete with PULSE_TOPIC_NOT_FOUND.
+ * Blocking form of pulse_broker_topic_delete_async. Thread: any but the
+ * broker's own. Locks: none held while it waits. Blocks until the topic's
+ * last user (e.g. a compaction of one of its partitions) has let go and the
+ * files are gone. */
 pulse_status_t pulse_broker_topic_delete(struct pulse_broker *b, const char *name);
+
+/*
+ * Deletes a topic without blocking the caller. On the committer thread the
+ * topic leaves the name map at once (lookups, publishes, fetches, commits
+ * then see PULSE_TOPIC_NOT_FOUND; its pending publishes and waiters complete
+ * with it); the admin thread then waits, holding no lock, until the topic's
+ * last user lets go, commits the metadata removal and removes the files,
+ * and calls done(arg, st): PULSE_OK, PULSE_TOPIC_NOT_FOUND, or a metadata
+ * error (PULSE_IO, ...), after which the topic is back as it was. A create
+ * of the same name waits until the delete is done. Returns PULSE_SHUTDOWN or
+ * PULSE_NOMEM at once (done never called). Thread: any. Locks: the admin
+ * queue's mutex, briefly; never blocks on I/O.
+ */
+pulse_status_t pulse_broker_topic_delete_async(struct pulse_broker *b, const char *name, pulse_admin_done_fn done,
+                                               void *arg);
 
 /* ---- publish --------------------------------------------------------- */
 
@@ -267,9 +342,28 @@ struct pulse_cursor {
  * an existing topic and partition (PULSE_TOPIC_NOT_FOUND,
  * PULSE_PARTITION_NOT_FOUND) and an offset in [0, HW] (PULSE_RANGE);
  * PULSE_INVALID_NAME for a bad consumer name. errbuf says which cursor.
+ * Blocking form of pulse_broker_cursor_commit_async. Thread: any but the
+ * broker's own. Locks: none held while it waits. Blocks until the commit is
+ * durable (one metadata sync write, shared with concurrent commits).
  */
 pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *consumer,
                                           const struct pulse_cursor *cursors, size_t n, char *errbuf, size_t errlen);
+
+/*
+ * Queues a commit for the committer thread, which takes every commit queued
+ * while its previous write ran, validates each one alone against the live
+ * topics (the rules above), writes all the valid ones in one LevelDB sync
+ * batch and then calls each done(arg, st) with its own result: a commit that
+ * fails validation gets its error (errbuf says which cursor) and takes no
+ * part in the write; a failed write fails every commit in it. The consumer
+ * name and n are checked here: PULSE_INVALID_NAME / PULSE_INVALID (errbuf),
+ * PULSE_SHUTDOWN, PULSE_NOMEM are returned at once and done is never called.
+ * cursors is copied. Thread: any. Locks: the admin queue's mutex, briefly;
+ * never blocks on I/O.
+ */
+pulse_status_t pulse_broker_cursor_commit_async(struct pulse_broker *b, const char *consumer,
+                                                const struct pulse_cursor *cursors, size_t n,
+                                                pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);
 
 /* PULSE_CURSOR_NOT_FOUND if never committed. */
 pulse_status_t pulse_broker_cursor_get(struct pulse_broker *b, const char *consumer, const char *topic,
@@ -285,8 +379,18 @@ pulse_status_t pulse_broker_cursor_list(struct pulse_broker *b, const char *cons
 pulse_status_t pulse_broker_consumer_list(struct pulse_broker *b, char ***names_out, size_t *n_out);
 void pulse_broker_names_free(char **names, size_t n);
 
-/* Removes every cursor of the consumer; deleting an unknown one is PULSE_OK. */
+/* Removes every cursor of the consumer; deleting an unknown one is PULSE_OK.
+ * Blocking form of pulse_broker_consumer_delete_async. Thread: any but the
+ * broker's own. Locks: none held while it waits. Blocks for one metadata
+ * sync write. */
 pulse_status_t pulse_broker_consumer_delete(struct pulse_broker *b, const char *consumer);
+
+/* The same on the committer thread (ordered with commits); done(arg, st).
+ * PULSE_INVALID_NAME, PULSE_SHUTDOWN, PULSE_NOMEM at once (done never
+ * called). Thread: any. Locks: the admin queue's mutex, briefly; never
+ * blocks on I/O. */
+pulse_status_t pulse_broker_consumer_delete_async(struct pulse_broker *b, const char *consumer,
+                                                  pulse_admin_done_fn done, void *arg);
 
 /* ---- observability --------------------------------------------------- */
 

@@ -2,18 +2,23 @@
 /*
  * broker_int.h - state shared by the broker's files (broker.c: lifecycle,
  * syncer, waiters, metrics; topic.c: topic admin; publish.c: routing,
- * publish, fetch; cursor.c: cursors). Never included outside src/broker
- * except by the broker's unit tests.
+ * publish, fetch; cursor.c: cursors; admin.c: the committer and admin
+ * threads; maint.c: retention and compaction). Never included outside
+ * src/broker except by the broker's unit tests.
  *
  * Topic objects are reference-counted. The name map holds one reference;
  * every lookup takes another (pulse_broker_topic_acquire) and gives it back
  * with pulse_broker_topic_release. Pending publishes and parked waiters hold
- * one each. Delete removes the topic from the map, fails its pending
- * publishes and waiters, then waits until only its own reference is left
- * before closing the partition logs, so no plog is closed under a reader.
+ * one each; the maintenance thread holds one topic at a time. Delete moves
+ * the topic from the map to the dying list (which inherits the map's
+ * reference), fails its pending publishes and waiters, and leaves the rest
+ * to the admin thread, which waits - holding no lock - until only the dying
+ * list's reference is left before closing the partition logs, so no plog is
+ * closed under a reader and nobody waits for a delete but its own caller.
  *
- * Lock order (outer first): admin_lock -> map_lock -> mu. Callbacks
- * (publish done, waiter fn) are always called with none of them held.
+ * Lock order (outer first): admin queue mutex (admin.c) -> map_lock -> mu.
+ * Callbacks (publish done, waiter fn, admin done) are always called with
+ * none of them held.
  */
 #ifndef PULSE_BROKER_BROKER_INT_H
 #define PULSE_BROKER_BROKER_INT_H
@@ -26,9 +31,12 @@
 #include "broker/broker.h"
 
 struct pulse_meta;
+struct pulse_meta_topic;
 struct pulse_compact;
 struct pulse_fdcache;
 struct pulse_broker_maint;
+struct pulse_broker_admin;
+struct pulse_admin_job;
 
 #define PULSE_BROKER_MAX_PARTITIONS 256
 /* Cap of one encoded batch (one partition's share of one publish). */
@@ -51,6 +59,7 @@ struct pulse_broker_topic {
     /* Per partition compaction state (cleanup=compact topics only, else
      * NULL); used by the maintenance thread alone. */
     struct pulse_compact **compactors;
+    struct pulse_broker_topic *dying_next; /* the broker's dying list (map_lock) */
     atomic_int refs;
     atomic_bool deleted;
     atomic_uint rr; /* round-robin counter for keyless publishes */
@@ -97,14 +106,17 @@ struct pulse_broker {
     struct pulse_fdcache *fdcache;
     int64_t started_at_ms;
 
-    /* Topic create/delete take it for writing; cursor commits for reading,
-     * so a commit never lands for a topic being deleted. */
-    pthread_rwlock_t admin_lock;
     /* The name map: sorted by name, for binary search. */
     pthread_rwlock_t map_lock;
     struct pulse_broker_topic **topics;
     size_t ntopics;
     size_t topics_cap;
+    /* Topics a delete took off the map and the admin thread has not yet
+     * finished (map_lock): their names are reserved, so a create of one
+     * waits instead of reusing a directory still in use. */
+    struct pulse_broker_topic *dying;
+    /* The committer and admin threads and their queues (admin.c). */
+    struct pulse_broker_admin *admin;
 
     /* Syncer state, pending publishes and waiters. */
     pthread_mutex_t mu;
@@ -118,7 +130,7 @@ struct pulse_broker {
     bool draining;
     uint32_t inflight;   /* publishes between their draining check and registration */
     uint32_t completing; /* publishes and waiters taken off the lists whose callbacks are running */
-    atomic_uint deleting; /* deletes waiting for a topic's last reference */
+    atomic_uint deleting; /* topics on the dying list */
     pthread_t syncer;
     bool syncer_started;
     struct pulse_broker_maint *maint; /* retention and compaction thread */
@@ -147,8 +159,64 @@ struct pulse_broker_topic *pulse_broker_topic_acquire(struct pulse_broker *b, co
 void pulse_broker_topic_release(struct pulse_broker *b, struct pulse_broker_topic *t);
 
 /* References to every live topic, sorted by name; *out allocated
- * (pulse_free), each entry released by the caller. */
+ * (pulse_free), each entry released by the caller. Holds every topic: for
+ * short walks only (a sync pass, metrics), never for long work. */
 pulse_status_t pulse_broker_topic_snapshot(struct pulse_broker *b, struct pulse_broker_topic ***out, size_t *n_out);
+
+/* The live topic whose name follows `after` ("" for the first), with a
+ * reference; NULL past the last. Walks the map one topic at a time, so long
+ * work (maintenance) holds only the topic it is working on. Locks: map_lock
+ * (read) briefly. */
+struct pulse_broker_topic *pulse_broker_topic_acquire_next(struct pulse_broker *b, const char *after);
+
+/* The first step of a delete. Thread: the committer only (so it is ordered
+ * with cursor commits, see cursor.c). Moves the topic from the map to the
+ * dying list, marks it deleted and fails its pending publishes and waiters
+ * with PULSE_TOPIC_NOT_FOUND. *out gets the topic, borrowed: the dying list
+ * keeps it until pulse_broker_topic_delete_finish. PULSE_TOPIC_NOT_FOUND if
+ * it is not in the map. Locks: map_lock (write), then mu. Never blocks. */
+pulse_status_t pulse_broker_topic_delete_unmap(struct pulse_broker *b, const char *name,
+                                               struct pulse_broker_topic **out);
+
+/* The rest of a delete, once only the dying list's reference is left.
+ * Thread: the admin thread only. Commits the metadata removal, closes the
+ * logs, renames the directory aside, frees t, removes the files. On a
+ * metadata error the topic goes back into the map unchanged and the error is
+ * returned. Blocks on the metadata sync write and the file system. */
+pulse_status_t pulse_broker_topic_delete_finish(struct pulse_broker *b, struct pulse_broker_topic *t);
+
+/* A create whose spec pulse_broker_topic_create_async resolved into def.
+ * Thread: the admin thread only (the only thread that adds topics, which is
+ * what makes one of two creates of a name win). PULSE_BUSY when the name's
+ * delete has not finished yet: nothing was done, run it again after that
+ * delete. Blocks on the file system and the metadata sync write. */
+pulse_status_t pulse_broker_topic_create_run(struct pulse_broker *b, const struct pulse_meta_topic *def,
+                                             struct pulse_topic_info **out, char *errbuf, size_t errlen);
+
+/* A retention change. Thread: the committer only (ordered with deletes).
+ * Blocks on the metadata sync write. */
+pulse_status_t pulse_broker_topic_retention_run(struct pulse_broker *b, const char *name, int64_t retention_ms,
+                                                int64_t retention_bytes, struct pulse_topic_info **out);
+
+/* Validates and writes a group of queued cursor commits in one sync batch,
+ * setting each job's status (and errbuf). Thread: the committer only. */
+void pulse_broker_cursor_commit_group(struct pulse_broker *b, struct pulse_admin_job **jobs, size_t n);
+
+/* A done callback that a blocking caller waits on (the blocking forms of the
+ * asynchronous calls): init, pass pulse_broker_sync_done and &s as the
+ * callback, then pulse_broker_sync_wait, which returns the status and
+ * releases s. If the asynchronous call failed (no callback will come), call
+ * pulse_broker_sync_fini instead. */
+struct pulse_broker_sync {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    pulse_status_t st;
+};
+void pulse_broker_sync_init(struct pulse_broker_sync *s);
+void pulse_broker_sync_done(void *arg, pulse_status_t st);
+pulse_status_t pulse_broker_sync_wait(struct pulse_broker_sync *s);
+void pulse_broker_sync_fini(struct pulse_broker_sync *s);
 
 /* Allocates t->plogs (and t->compactors for a compacted topic) for
  * t->nparts partitions; t->cleanup must be set. */
@@ -165,9 +233,6 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
 /* Fails every pending publish and waiter of t with st (delete). Locks: mu,
  * released before the callbacks run. */
 void pulse_broker_fail_topic(struct pulse_broker *b, struct pulse_broker_topic *t, pulse_status_t st);
-
-/* Blocks until only the caller's reference to t is left. Locks: mu. */
-void pulse_broker_wait_unreferenced(struct pulse_broker *b, struct pulse_broker_topic *t);
 
 /* rm -rf of path; 0 or -1 (logged). */
 int pulse_broker_remove_tree(const char *path);

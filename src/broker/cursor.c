@@ -4,12 +4,37 @@
  * topic and partition, stored durably in the metadata store.
  *
  * A commit is validated completely (consumer name, every topic, partition
- * and offset in [0, high watermark]) and then written as one sync write
+ * and offset in [0, high watermark]) and then written in one sync write
  * batch, so a multi-cursor commit lands entirely or not at all, and is on
- * disk before the caller is answered. Commits hold the broker's admin lock
- * for reading: a topic delete (which removes the topic's cursors in its own
- * batch) cannot interleave between a commit's checks and its write, so no
- * cursor ever outlives its topic.
+ * disk before the caller is answered.
+ *
+ * Group commit. Commits are queued for the broker's committer thread
+ * (admin.h), which takes every commit queued while its previous write ran
+ * and hands them here as one group: each is validated alone, the valid ones
+ * go to LevelDB together in one sync batch (pulse_meta_cursor_put_sets), and
+ * each gets its own status. A commit that fails validation is left out of
+ * the batch and cannot affect the others; a failed write fails every commit
+ * in it. Nobody blocks: the HTTP request is suspended meanwhile.
+ *
+ * Why no cursor outlives its topic, without a lock (this replaced an admin
+ * read/write lock that made commits wait behind a delete waiting behind a
+ * compaction pass):
+ *   1. Validation and the write of a group happen on the committer, one
+ *      group after another, with nothing in between.
+ *   2. A delete's first step (pulse_broker_topic_delete_unmap) also runs on
+ *      the committer, between groups: it takes the topic off the map. So
+ *      every group is either wholly before it or wholly after it.
+ *   3. A group after it cannot validate a cursor of the topic: lookups no
+ *      longer find it, and the name stays reserved (the dying list) until
+ *      the delete has finished, so no new topic of that name exists either.
+ *   4. A group before it wrote its cursors before the unmap, and the
+ *      delete's metadata batch, which removes every cursor of the topic,
+ *      runs on the admin thread after the unmap (after the topic's last
+ *      user let go), so it removes them.
+ * Hence a commit for a topic being deleted, or already deleted, is refused
+ * (PULSE_TOPIC_NOT_FOUND) or removed by the delete; it never lands. If the
+ * delete's metadata batch fails, the topic returns to the map with whatever
+ * cursors it had, as if the delete never happened.
  */
 #include "broker/broker.h"
 
@@ -18,9 +43,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "broker/admin.h"
 #include "broker/broker_int.h"
 #include "common/status.h"
 #include "common/alloc.h"
+#include "common/failpoint.h"
 #include "meta/meta.h"
 
 static bool cname_valid(const char *name)
@@ -31,8 +58,24 @@ static bool cname_valid(const char *name)
 pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *consumer,
                                           const struct pulse_cursor *cursors, size_t n, char *errbuf, size_t errlen)
 {
+    struct pulse_broker_sync s;
+    pulse_status_t st;
+
+    pulse_broker_sync_init(&s);
+    st = pulse_broker_cursor_commit_async(b, consumer, cursors, n, pulse_broker_sync_done, &s, errbuf, errlen);
+    if (st != PULSE_OK) {
+        pulse_broker_sync_fini(&s);
+        return st;
+    }
+    return pulse_broker_sync_wait(&s);
+}
+
+pulse_status_t pulse_broker_cursor_commit_async(struct pulse_broker *b, const char *consumer,
+                                                const struct pulse_cursor *cursors, size_t n,
+                                                pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen)
+{
     pulse_status_t st = PULSE_OK;
-    struct pulse_meta_cursor *mc = NULL;
+    struct pulse_admin_job *job = NULL;
 
     if (errbuf != NULL && errlen > 0)
         errbuf[0] = '\0';
@@ -46,11 +89,35 @@ pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *co
         pulse_errbuf_set(errbuf, errlen, "no cursors to commit");
         return PULSE_INVALID;
     }
-    mc = pulse_calloc(n, sizeof *mc);
-    if (mc == NULL)
+    job = pulse_broker_admin_job_create(PULSE_ADMIN_COMMIT, done, arg);
+    if (job == NULL)
         return PULSE_NOMEM;
+    job->cursors = pulse_calloc(n, sizeof *job->cursors);
+    if (job->cursors == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    memcpy(job->cursors, cursors, n * sizeof *cursors);
+    job->n = n;
+    memcpy(job->name, consumer, strlen(consumer) + 1);
+    job->errbuf = errbuf;
+    job->errlen = errlen;
+    st = pulse_broker_admin_submit(b->admin, job);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "the broker is shutting down");
+        goto out;
+    }
+    job = NULL;
+out:
+    pulse_broker_admin_job_free(job);
+    return st;
+}
 
-    pthread_rwlock_rdlock(&b->admin_lock);
+/* Checks one commit against the live topics and fills mc (n entries).
+ * Thread: the committer (see the file comment for why that matters). */
+static pulse_status_t validate(struct pulse_broker *b, const struct pulse_cursor *cursors, size_t n,
+                               struct pulse_meta_cursor *mc, char *errbuf, size_t errlen)
+{
     for (size_t i = 0; i < n; i++) {
         const struct pulse_cursor *c = &cursors[i];
         struct pulse_broker_topic *t;
@@ -61,14 +128,12 @@ pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *co
             t = pulse_broker_topic_acquire(b, c->topic);
         if (t == NULL) {
             pulse_errbuf_set(errbuf, errlen, "cursor %zu: topic \"%.*s\" does not exist", i, PULSE_NAME_MAX, c->topic);
-            st = PULSE_TOPIC_NOT_FOUND;
-            goto out;
+            return PULSE_TOPIC_NOT_FOUND;
         }
         if (c->partition >= t->nparts) {
             pulse_errbuf_set(errbuf, errlen, "cursor %zu: topic \"%s\" has no partition %" PRIu32, i, t->name, c->partition);
             pulse_broker_topic_release(b, t);
-            st = PULSE_PARTITION_NOT_FOUND;
-            goto out;
+            return PULSE_PARTITION_NOT_FOUND;
         }
         hw = pulse_plog_high_watermark(t->plogs[c->partition]);
         pulse_broker_topic_release(b, t);
@@ -76,20 +141,50 @@ pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *co
             pulse_errbuf_set(errbuf, errlen,
                     "cursor %zu: offset %" PRId64 " is outside [0, %" PRId64 "] of %s/%" PRIu32, i, c->offset, hw,
                     c->topic, c->partition);
-            st = PULSE_RANGE;
-            goto out;
+            return PULSE_RANGE;
         }
         memcpy(mc[i].topic, c->topic, sizeof mc[i].topic);
         mc[i].partition = c->partition;
         mc[i].offset = c->offset;
     }
-    st = pulse_meta_cursor_put(b->meta, consumer, mc, n);
-    if (st != PULSE_OK)
-        pulse_errbuf_set(errbuf, errlen, "cannot store the cursors: %s", pulse_status_message(st));
-out:
-    pthread_rwlock_unlock(&b->admin_lock);
-    pulse_free(mc);
-    return st;
+    return PULSE_OK;
+}
+
+void pulse_broker_cursor_commit_group(struct pulse_broker *b, struct pulse_admin_job **jobs, size_t n)
+{
+    struct pulse_meta_cursor_set *sets = pulse_calloc(n, sizeof *sets);
+    struct pulse_meta_cursor **mcs = pulse_calloc(n, sizeof *mcs);
+    size_t nsets = 0;
+    pulse_status_t st = PULSE_OK;
+
+    for (size_t i = 0; i < n; i++) {
+        struct pulse_admin_job *job = jobs[i];
+        if (sets == NULL || mcs == NULL || (mcs[i] = pulse_calloc(job->n, sizeof *mcs[i])) == NULL) {
+            job->st = PULSE_NOMEM;
+            continue;
+        }
+        job->st = validate(b, job->cursors, job->n, mcs[i], job->errbuf, job->errlen);
+        if (job->st == PULSE_OK)
+            sets[nsets++] = (struct pulse_meta_cursor_set){job->name, mcs[i], job->n};
+    }
+    if (nsets > 0) {
+        /* Test hook: a slow metadata disk (see failpoint.h). */
+        pulse_failpoint_delay("cursor_commit_write");
+        st = pulse_meta_cursor_put_sets(b->meta, sets, nsets);
+        if (st == PULSE_OK)
+            pulse_broker_admin_count_commits(b->admin, nsets);
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct pulse_admin_job *job = jobs[i];
+        if (job->st == PULSE_OK && st != PULSE_OK) {
+            job->st = st;
+            pulse_errbuf_set(job->errbuf, job->errlen, "cannot store the cursors: %s", pulse_status_message(st));
+        }
+        if (mcs != NULL)
+            pulse_free(mcs[i]);
+    }
+    pulse_free(mcs);
+    pulse_free(sets);
 }
 
 pulse_status_t pulse_broker_cursor_get(struct pulse_broker *b, const char *consumer, const char *topic,
@@ -188,7 +283,32 @@ void pulse_broker_names_free(char **names, size_t n)
 
 pulse_status_t pulse_broker_consumer_delete(struct pulse_broker *b, const char *consumer)
 {
+    struct pulse_broker_sync s;
+    pulse_status_t st;
+
+    pulse_broker_sync_init(&s);
+    st = pulse_broker_consumer_delete_async(b, consumer, pulse_broker_sync_done, &s);
+    if (st != PULSE_OK) {
+        pulse_broker_sync_fini(&s);
+        return st;
+    }
+    return pulse_broker_sync_wait(&s);
+}
+
+pulse_status_t pulse_broker_consumer_delete_async(struct pulse_broker *b, const char *consumer,
+                                                  pulse_admin_done_fn done, void *arg)
+{
+    pulse_status_t st;
+    struct pulse_admin_job *job;
+
     if (!cname_valid(consumer))
         return PULSE_INVALID_NAME;
-    return pulse_meta_consumer_delete(b->meta, consumer);
+    job = pulse_broker_admin_job_create(PULSE_ADMIN_CONSUMER_DELETE, done, arg);
+    if (job == NULL)
+        return PULSE_NOMEM;
+    memcpy(job->name, consumer, strlen(consumer) + 1);
+    st = pulse_broker_admin_submit(b->admin, job);
+    if (st != PULSE_OK)
+        pulse_broker_admin_job_free(job);
+    return st;
 }

@@ -3,9 +3,12 @@
  * maint.c - see maint.h.
  *
  * The thread sleeps on a condition variable (CLOCK_MONOTONIC) until the next
- * pass is due or it is told to stop. Each pass takes a snapshot of the live
- * topics (each with a reference, so a concurrent delete waits for us to let
- * go rather than closing a log under us) and walks their partitions.
+ * pass is due or it is told to stop. Each pass walks the live topics in name
+ * order holding ONE at a time (pulse_broker_topic_acquire_next): the
+ * reference keeps that topic's logs open under us, and a delete of any other
+ * topic never waits for the pass. A delete of the topic in hand waits only
+ * until the current partition is done: the loop checks the topic's deleted
+ * flag (and the stop flag) between partitions and lets go.
  *
  * Retention applies to topics with cleanup=delete; a compacted topic keeps
  * every key's newest record, which is its cleanup. Compaction applies to
@@ -19,12 +22,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "broker/broker_int.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "storage/compact.h"
 #include "storage/retention.h"
@@ -59,85 +64,110 @@ static bool stopping(struct pulse_broker_maint *m)
     return s;
 }
 
-void pulse_broker_maint_retention_pass(struct pulse_broker_maint *m)
+/* The next topic of a pass after `after` (updated), with a reference; NULL
+ * at the end or when stopping. */
+static struct pulse_broker_topic *next_topic(struct pulse_broker_maint *m, char *after)
 {
-    struct pulse_broker_topic **topics = NULL;
-    size_t n = 0;
-    int64_t t0 = pulse_clock_mono_us();
+    struct pulse_broker_topic *t;
 
-    if (pulse_broker_topic_snapshot(m->b, &topics, &n) != PULSE_OK)
-        return;
-    int64_t now_ms = pulse_clock_wall_ms();
-    for (size_t i = 0; i < n; i++) {
-        struct pulse_broker_topic *t = topics[i];
-        struct pulse_retention_policy pol = {
-            .max_age_ms = atomic_load(&t->retention_ms),
-            .max_bytes = atomic_load(&t->retention_bytes),
-        };
-        if (t->cleanup != PULSE_CLEANUP_DELETE || atomic_load(&t->deleted))
-            continue;
-        for (uint32_t p = 0; p < t->nparts && !stopping(m); p++) {
-            struct pulse_retention_result res = {0};
-            pulse_status_t st = pulse_retention_apply(t->plogs[p], &pol, now_ms, &res);
-            if (st != PULSE_OK)
-                PULSE_WARN("retention: topic %s partition %u: %s", t->name, p, pulse_status_message(st));
-            if (res.segments_removed > 0) {
-                PULSE_INFO("retention: topic %s partition %u: removed %zu segment(s), %llu bytes, log start %lld",
-                           t->name, p, res.segments_removed, (unsigned long long)res.bytes_removed,
-                           (long long)res.new_log_start);
-                atomic_fetch_add(&m->retention_segments, res.segments_removed);
-                atomic_fetch_add(&m->retention_bytes, res.bytes_removed);
-            }
+    if (stopping(m))
+        return NULL;
+    t = pulse_broker_topic_acquire_next(m->b, after);
+    if (t != NULL)
+        memcpy(after, t->name, PULSE_NAME_MAX + 1);
+    return t;
+}
+
+/* Whether to go on to partition p of t: not stopping, and t not deleted
+ * (its delete is waiting for us to let go). */
+static bool go_on(struct pulse_broker_maint *m, struct pulse_broker_topic *t, uint32_t p)
+{
+    if (p >= t->nparts || atomic_load(&t->deleted) || stopping(m))
+        return false;
+    /* Test hook: a long pass over this partition (see failpoint.h). */
+    pulse_failpoint_delay("maint_partition");
+    return true;
+}
+
+static void retention_topic(struct pulse_broker_maint *m, struct pulse_broker_topic *t, int64_t now_ms)
+{
+    struct pulse_retention_policy pol = {
+        .max_age_ms = atomic_load(&t->retention_ms),
+        .max_bytes = atomic_load(&t->retention_bytes),
+    };
+
+    for (uint32_t p = 0; go_on(m, t, p); p++) {
+        struct pulse_retention_result res = {0};
+        pulse_status_t st = pulse_retention_apply(t->plogs[p], &pol, now_ms, &res);
+        if (st != PULSE_OK)
+            PULSE_WARN("retention: topic %s partition %u: %s", t->name, p, pulse_status_message(st));
+        if (res.segments_removed > 0) {
+            PULSE_INFO("retention: topic %s partition %u: removed %zu segment(s), %llu bytes, log start %lld",
+                       t->name, p, res.segments_removed, (unsigned long long)res.bytes_removed,
+                       (long long)res.new_log_start);
+            atomic_fetch_add(&m->retention_segments, res.segments_removed);
+            atomic_fetch_add(&m->retention_bytes, res.bytes_removed);
         }
     }
-    for (size_t i = 0; i < n; i++)
-        pulse_broker_topic_release(m->b, topics[i]);
-    pulse_free(topics);
+}
+
+void pulse_broker_maint_retention_pass(struct pulse_broker_maint *m)
+{
+    struct pulse_broker_topic *t;
+    char after[PULSE_NAME_MAX + 1] = "";
+    int64_t t0 = pulse_clock_mono_us();
+    int64_t now_ms = pulse_clock_wall_ms();
+
+    while ((t = next_topic(m, after)) != NULL) {
+        if (t->cleanup == PULSE_CLEANUP_DELETE)
+            retention_topic(m, t, now_ms);
+        pulse_broker_topic_release(m->b, t);
+    }
     atomic_fetch_add(&m->retention_passes, 1);
     atomic_store(&m->retention_last_us, pulse_clock_mono_us() - t0);
 }
 
+static void compaction_topic(struct pulse_broker_maint *m, struct pulse_broker_topic *t,
+                             const struct pulse_compact_config *ccfg, int64_t now_ms)
+{
+    for (uint32_t p = 0; go_on(m, t, p); p++) {
+        struct pulse_compact_result res = {0};
+        pulse_status_t st = pulse_compact_run(t->compactors[p], t->plogs[p], ccfg, now_ms, &res);
+        if (st != PULSE_OK) {
+            atomic_fetch_add(&m->compaction_errors, 1);
+            PULSE_WARN("compaction: topic %s partition %u: %s", t->name, p, pulse_status_message(st));
+            continue;
+        }
+        if (res.segments_rewritten > 0 || res.segments_deleted > 0)
+            PULSE_INFO("compaction: topic %s partition %u: %u segment(s) rewritten, %u deleted, %llu bytes "
+                       "reclaimed",
+                       t->name, p, res.segments_rewritten, res.segments_deleted,
+                       (unsigned long long)(res.bytes_before - res.bytes_after));
+        atomic_fetch_add(&m->compaction_rewrites, res.segments_rewritten);
+        atomic_fetch_add(&m->compaction_deleted, res.segments_deleted);
+        atomic_fetch_add(&m->compaction_skipped, res.skipped_by_gain_gate);
+        if (res.bytes_before > res.bytes_after)
+            atomic_fetch_add(&m->compaction_reclaimed, res.bytes_before - res.bytes_after);
+    }
+}
+
 void pulse_broker_maint_compaction_pass(struct pulse_broker_maint *m)
 {
-    struct pulse_broker_topic **topics = NULL;
-    size_t n = 0;
+    struct pulse_broker_topic *t;
+    char after[PULSE_NAME_MAX + 1] = "";
     int64_t t0 = pulse_clock_mono_us();
     const struct pulse_broker_config *cfg = &m->b->cfg;
-
-    if (pulse_broker_topic_snapshot(m->b, &topics, &n) != PULSE_OK)
-        return;
     struct pulse_compact_config ccfg;
+
     pulse_compact_config_init(&ccfg);
     ccfg.tombstone_retention_ms = cfg->compaction_tombstone_retention_ms;
     ccfg.min_gain_ratio = cfg->compaction_min_gain_ratio;
     int64_t now_ms = pulse_clock_wall_ms();
-    for (size_t i = 0; i < n; i++) {
-        struct pulse_broker_topic *t = topics[i];
-        if (t->cleanup != PULSE_CLEANUP_COMPACT || atomic_load(&t->deleted))
-            continue;
-        for (uint32_t p = 0; p < t->nparts && !stopping(m); p++) {
-            struct pulse_compact_result res = {0};
-            pulse_status_t st = pulse_compact_run(t->compactors[p], t->plogs[p], &ccfg, now_ms, &res);
-            if (st != PULSE_OK) {
-                atomic_fetch_add(&m->compaction_errors, 1);
-                PULSE_WARN("compaction: topic %s partition %u: %s", t->name, p, pulse_status_message(st));
-                continue;
-            }
-            if (res.segments_rewritten > 0 || res.segments_deleted > 0)
-                PULSE_INFO("compaction: topic %s partition %u: %u segment(s) rewritten, %u deleted, %llu bytes "
-                           "reclaimed",
-                           t->name, p, res.segments_rewritten, res.segments_deleted,
-                           (unsigned long long)(res.bytes_before - res.bytes_after));
-            atomic_fetch_add(&m->compaction_rewrites, res.segments_rewritten);
-            atomic_fetch_add(&m->compaction_deleted, res.segments_deleted);
-            atomic_fetch_add(&m->compaction_skipped, res.skipped_by_gain_gate);
-            if (res.bytes_before > res.bytes_after)
-                atomic_fetch_add(&m->compaction_reclaimed, res.bytes_before - res.bytes_after);
-        }
+    while ((t = next_topic(m, after)) != NULL) {
+        if (t->cleanup == PULSE_CLEANUP_COMPACT)
+            compaction_topic(m, t, &ccfg, now_ms);
+        pulse_broker_topic_release(m->b, t);
     }
-    for (size_t i = 0; i < n; i++)
-        pulse_broker_topic_release(m->b, topics[i]);
-    pulse_free(topics);
     atomic_fetch_add(&m->compaction_passes, 1);
     atomic_store(&m->compaction_last_us, pulse_clock_mono_us() - t0);
 }

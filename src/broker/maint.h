@@ -13,6 +13,8 @@
  * Bounded work: a retention pass trims each partition once; a compaction pass
  * rewrites at most a few segments per partition; the stop flag is checked
  * between partitions, so shutdown waits for at most one partition's work.
+ * A pass holds one topic at a time, so a topic delete waits for at most the
+ * partition in hand of its own topic, and never for the rest of the pass.
  * Publishes are never starved: the log's writer lock is held only for the
  * unlink of a trimmed segment or the rename of a compacted one, never for
  * the reading and writing.

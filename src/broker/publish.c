@@ -414,48 +414,23 @@ out:
     return st;
 }
 
-struct publish_waiter {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-    pulse_status_t st;
-};
-
-static void publish_wait_done(void *arg, pulse_status_t st)
-{
-    struct publish_waiter *w = arg;
-
-    pthread_mutex_lock(&w->mu);
-    w->st = st;
-    w->done = true;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
 pulse_status_t pulse_broker_publish_wait(struct pulse_broker *b, const char *topic,
                                          const struct pulse_publish_record *recs, size_t n,
                                          struct pulse_offset_pair *offsets_out, char *errbuf, size_t errlen)
 {
-    struct publish_waiter w;
+    struct pulse_broker_sync w;
     bool pending = false;
     pulse_status_t st;
 
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
-    w.done = false;
-    w.st = PULSE_OK;
-    st = pulse_broker_publish(b, topic, recs, n, offsets_out, publish_wait_done, &w, &pending, errbuf, errlen);
-    if (st == PULSE_OK && pending) {
-        pthread_mutex_lock(&w.mu);
-        while (!w.done)
-            pthread_cond_wait(&w.cv, &w.mu);
-        st = w.st;
-        pthread_mutex_unlock(&w.mu);
-        if (st != PULSE_OK)
-            pulse_errbuf_set(errbuf, errlen, "the records did not become durable: %s", pulse_status_message(st));
+    pulse_broker_sync_init(&w);
+    st = pulse_broker_publish(b, topic, recs, n, offsets_out, pulse_broker_sync_done, &w, &pending, errbuf, errlen);
+    if (st != PULSE_OK || !pending) {
+        pulse_broker_sync_fini(&w);
+        return st;
     }
-    pthread_cond_destroy(&w.cv);
-    pthread_mutex_destroy(&w.mu);
+    st = pulse_broker_sync_wait(&w);
+    if (st != PULSE_OK)
+        pulse_errbuf_set(errbuf, errlen, "the records did not become durable: %s", pulse_status_message(st));
     return st;
 }
 

@@ -9,8 +9,10 @@
  */
 #include "common/failpoint.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 void pulse_failpoint(const char *name)
@@ -23,4 +25,22 @@ void pulse_failpoint(const char *name)
     ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)ignored;
     _exit(PULSE_FAILPOINT_EXIT_CODE);
+}
+
+void pulse_failpoint_delay(const char *name)
+{
+    const char *armed = getenv("PULSE_FAILPOINT_DELAY");
+    size_t len = strlen(name);
+    char *end = NULL;
+    long ms;
+
+    if (armed == NULL || strncmp(armed, name, len) != 0 || armed[len] != ':')
+        return;
+    errno = 0;
+    ms = strtol(armed + len + 1, &end, 10);
+    if (errno != 0 || end == armed + len + 1 || *end != '\0' || ms < 1 || ms > 60000)
+        return;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
 }

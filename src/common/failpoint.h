@@ -16,4 +16,14 @@
 
 void pulse_failpoint(const char *name);
 
+/*
+ * A named slow point: when the environment variable PULSE_FAILPOINT_DELAY is
+ * "<name>:<ms>" (ms 1..60000) and name matches, the calling thread sleeps that
+ * long, as if the disk or the work behind that point were slow. Tests use it
+ * to make a maintenance pass or a metadata write take long for real, without
+ * a large data set. Unset, it costs a getenv; it sits on per-pass or
+ * per-write paths, never on a per-record one. Thread: any.
+ */
+void pulse_failpoint_delay(const char *name);
+
 #endif

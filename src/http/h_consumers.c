@@ -3,7 +3,10 @@
  * h_consumers.c - consumers and their cursors: list consumers, delete one,
  * list / commit (atomically, many) / get / put (one) cursors. A cursor is
  * the next offset to consume; commits are durable in the metadata store
- * before the broker returns, so the answer never precedes durability.
+ * before the broker reports them done, so the answer never precedes
+ * durability. Commits and consumer deletes suspend the connection and run on
+ * the broker's committer thread (concurrent commits share one metadata
+ * write); the answer is written on resume, as for publishes.
  */
 #include <string.h>
 
@@ -83,16 +86,25 @@ void pulse_h_consumers_list(struct pulse_hreq *r)
     pulse_server_reply_json(r, 200, json_pack("{s:o}", "consumers", arr));
 }
 
-void pulse_h_consumers_delete(struct pulse_hreq *r)
+static void consumer_delete_resume(struct pulse_hreq *r)
 {
-    if (!pulse_server_path_consumer(r))
-        return;
-    pulse_status_t st = pulse_broker_consumer_delete(r->srv->broker, r->consumer);
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st != PULSE_OK) {
         pulse_server_reply_status(r, st, NULL);
         return;
     }
     pulse_server_reply_empty(r, 204);
+}
+
+void pulse_h_consumers_delete(struct pulse_hreq *r)
+{
+    if (!pulse_server_path_consumer(r))
+        return;
+    /* Suspended first: the callback may come before the call returns. */
+    pulse_server_suspend(r, consumer_delete_resume);
+    pulse_status_t st = pulse_broker_consumer_delete_async(r->srv->broker, r->consumer, pulse_server_on_done, r);
+    if (st != PULSE_OK)
+        pulse_server_wake(r, st);
 }
 
 void pulse_h_consumers_cursors_list(struct pulse_hreq *r)
@@ -121,16 +133,13 @@ void pulse_h_consumers_cursors_list(struct pulse_hreq *r)
     pulse_server_reply_json(r, 200, json_pack("{s:s,s:o}", "consumer", r->consumer, "cursors", arr));
 }
 
-/* Runs the commit and answers its errors; true on success. */
-static bool commit(struct pulse_hreq *r, const struct pulse_cursor *cursors, size_t n)
+/* Answers a failed commit: 416 with the bounds of the first cursor out of
+ * them for PULSE_RANGE, else through the errmap with the broker's reason. */
+static void reply_commit_error(struct pulse_hreq *r, pulse_status_t st)
 {
-    char err[256] = "";
-    pulse_status_t st = pulse_broker_cursor_commit(r->srv->broker, r->consumer, cursors, n, err, sizeof err);
-    if (st == PULSE_OK)
-        return true;
+    const struct pulse_cursor *cursors = r->cursors;
     if (st == PULSE_RANGE) {
-        /* Report the bounds of the first cursor that is out of them. */
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < r->n_cursors; i++) {
             struct pulse_topic_info *info = NULL;
             if (pulse_broker_topic_get(r->srv->broker, cursors[i].topic, true, &info) != PULSE_OK)
                 continue;
@@ -138,15 +147,57 @@ static bool commit(struct pulse_hreq *r, const struct pulse_cursor *cursors, siz
                        (cursors[i].offset < 0 || cursors[i].offset > info->stats[cursors[i].partition].high_watermark);
             pulse_topic_info_free(info);
             if (out) {
-                reply_range_for(r, cursors[i].topic, cursors[i].partition, err);
-                return false;
+                reply_range_for(r, cursors[i].topic, cursors[i].partition, r->errmsg);
+                return;
             }
         }
-        pulse_server_reply_status(r, st, err);
-        return false;
     }
-    pulse_server_reply_status(r, st, err);
-    return false;
+    pulse_server_reply_status(r, st, r->errmsg);
+}
+
+/* Suspends r and hands its cursors (r->cursors, in the pool) to the
+ * committer; resume answers. */
+static void start_commit(struct pulse_hreq *r, pulse_hreq_resume_fn resume)
+{
+    pulse_server_suspend(r, resume);
+    pulse_status_t st = pulse_broker_cursor_commit_async(r->srv->broker, r->consumer, r->cursors, r->n_cursors,
+                                                         pulse_server_on_done, r, r->errmsg, sizeof r->errmsg);
+    /* No callback will come: resume from here (exactly once). */
+    if (st != PULSE_OK)
+        pulse_server_wake(r, st);
+}
+
+static void commit_many_resume(struct pulse_hreq *r)
+{
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
+    if (st != PULSE_OK) {
+        reply_commit_error(r, st);
+        return;
+    }
+    json_t *out = json_array();
+    for (size_t i = 0; out != NULL && i < r->n_cursors; i++) {
+        if (json_array_append_new(out, cursor_object(&r->cursors[i], false)) != 0) {
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    if (out == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply_json(r, 200, json_pack("{s:s,s:o}", "consumer", r->consumer, "cursors", out));
+}
+
+static void commit_one_resume(struct pulse_hreq *r)
+{
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
+    if (st != PULSE_OK) {
+        reply_commit_error(r, st);
+        return;
+    }
+    pulse_server_reply_json(r, 200,
+                            json_pack("{s:s,s:s,s:I,s:I}", "consumer", r->consumer, "topic", r->topic, "partition",
+                                      (json_int_t)r->partition, "offset", (json_int_t)r->cursors[0].offset));
 }
 
 void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
@@ -210,20 +261,9 @@ void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
             return;
         }
     }
-    if (!commit(r, cursors, n))
-        return;
-    json_t *out = json_array();
-    for (size_t i = 0; out != NULL && i < n; i++) {
-        if (json_array_append_new(out, cursor_object(&cursors[i], false)) != 0) {
-            json_decref(out);
-            out = NULL;
-        }
-    }
-    if (out == NULL) {
-        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
-        return;
-    }
-    pulse_server_reply_json(r, 200, json_pack("{s:s,s:o}", "consumer", r->consumer, "cursors", out));
+    r->cursors = cursors;
+    r->n_cursors = n;
+    start_commit(r, commit_many_resume);
 }
 
 void pulse_h_consumers_cursor_get(struct pulse_hreq *r)
@@ -265,18 +305,19 @@ void pulse_h_consumers_cursor_put(struct pulse_hreq *r)
     }
     if (!check_partition(r, r->topic, r->partition))
         return;
-    struct pulse_cursor c;
-    memset(&c, 0, sizeof c);
-    memcpy(c.topic, r->topic, sizeof c.topic);
-    c.partition = r->partition;
-    c.offset = (int64_t)json_integer_value(o);
-    if (c.offset < 0) {
+    struct pulse_cursor *c = pulse_server_palloc(r, sizeof *c);
+    if (c == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    memcpy(c->topic, r->topic, sizeof c->topic);
+    c->partition = r->partition;
+    c->offset = (int64_t)json_integer_value(o);
+    if (c->offset < 0) {
         reply_range_for(r, r->topic, r->partition, "the offset is negative");
         return;
     }
-    if (!commit(r, &c, 1))
-        return;
-    pulse_server_reply_json(r, 200,
-                            json_pack("{s:s,s:s,s:I,s:I}", "consumer", r->consumer, "topic", r->topic, "partition",
-                                      (json_int_t)r->partition, "offset", (json_int_t)c.offset));
+    r->cursors = c;
+    r->n_cursors = 1;
+    start_commit(r, commit_one_resume);
 }

@@ -389,11 +389,6 @@ static void publish_resume(struct pulse_hreq *r)
     pulse_server_reply(r, 200, resp, PULSE_MEDIA_JSON);
 }
 
-static void on_published(void *arg, pulse_status_t st)
-{
-    pulse_server_wake(arg, st);
-}
-
 void pulse_h_publish_post(struct pulse_hreq *r)
 {
     if (!pulse_server_path_topic(r))
@@ -415,8 +410,8 @@ void pulse_h_publish_post(struct pulse_hreq *r)
 
     pulse_server_suspend(r, publish_resume);
     bool pending = false;
-    pulse_status_t st = pulse_broker_publish(r->srv->broker, r->topic, r->recs, r->n_recs, r->offsets, on_published,
-                                             r, &pending, r->errmsg, sizeof r->errmsg);
+    pulse_status_t st = pulse_broker_publish(r->srv->broker, r->topic, r->recs, r->n_recs, r->offsets,
+                                             pulse_server_on_done, r, &pending, r->errmsg, sizeof r->errmsg);
     /* No callback will come: resume from here (exactly once). */
     if (st != PULSE_OK || !pending)
         pulse_server_wake(r, st);

@@ -3,7 +3,10 @@
  * h_topics.c - /v1/topics and /v1/topics/{topic}: create, list, get, change
  * retention, delete. Validation is strict and happens before the broker is
  * called, so a bad request never changes stored state; the broker checks
- * again (names, ranges) and its refusals map through the errmap.
+ * again (names, ranges) and its refusals map through the errmap. Create,
+ * patch and delete suspend the connection while the broker's committer or
+ * admin thread does the work (fsyncs, a delete waiting for its topic's last
+ * user), and answer on resume.
  */
 #include <string.h>
 
@@ -72,6 +75,42 @@ void pulse_h_topics_list(struct pulse_hreq *r)
     pulse_server_reply_json(r, 200, json_pack("{s:o}", "topics", arr));
 }
 
+/* Answers with r->info (taken) or, failing that, a fresh look-up of
+ * r->topic. */
+static void reply_changed_topic(struct pulse_hreq *r, unsigned status)
+{
+    struct pulse_topic_info *info = r->info;
+    pulse_status_t st = PULSE_OK;
+    r->info = NULL;
+    if (info == NULL || info->stats == NULL) {
+        pulse_topic_info_free(info);
+        info = NULL;
+        st = pulse_broker_topic_get(r->srv->broker, r->topic, true, &info);
+    }
+    if (st != PULSE_OK) {
+        if (st == PULSE_TOPIC_NOT_FOUND)
+            pulse_server_reply_error(r, 404, "topic_not_found", "topic \"%s\" does not exist", r->topic);
+        else
+            pulse_server_reply_status(r, st, NULL);
+        return;
+    }
+    reply_topic(r, status, info);
+}
+
+static void create_resume(struct pulse_hreq *r)
+{
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
+    if (st == PULSE_EXISTS) {
+        pulse_server_reply_error(r, 409, "topic_exists", "topic \"%s\" already exists", r->topic);
+        return;
+    }
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, r->errmsg);
+        return;
+    }
+    reply_changed_topic(r, 201);
+}
+
 void pulse_h_topics_create(struct pulse_hreq *r)
 {
     static const char *const allowed[] = {"name",         "partitions", "cleanup", "retention_ms", "retention_bytes",
@@ -122,24 +161,13 @@ void pulse_h_topics_create(struct pulse_hreq *r)
     if (!present && r->srv->cfg->segment_bytes != 0)
         spec.segment_bytes = (int64_t)r->srv->cfg->segment_bytes;
 
-    struct pulse_topic_info *info = NULL;
-    char err[256] = "";
-    pulse_status_t st = pulse_broker_topic_create(r->srv->broker, &spec, &info, err, sizeof err);
-    if (st == PULSE_EXISTS) {
-        pulse_server_reply_error(r, 409, "topic_exists", "topic \"%s\" already exists", nm);
-        return;
-    }
-    if (st != PULSE_OK) {
-        pulse_server_reply_status(r, st, err);
-        return;
-    }
-    if (info == NULL)
-        st = pulse_broker_topic_get(r->srv->broker, nm, true, &info);
-    if (st != PULSE_OK) {
-        pulse_server_reply_status(r, st, NULL);
-        return;
-    }
-    reply_topic(r, 201, info);
+    memcpy(r->topic, nm, nlen + 1);
+    pulse_server_suspend(r, create_resume);
+    pulse_status_t st = pulse_broker_topic_create_async(r->srv->broker, &spec, &r->info, pulse_server_on_done, r,
+                                                        r->errmsg, sizeof r->errmsg);
+    /* No callback will come: resume from here (exactly once). */
+    if (st != PULSE_OK)
+        pulse_server_wake(r, st);
 }
 
 static void reply_not_found(struct pulse_hreq *r, pulse_status_t st)
@@ -163,6 +191,16 @@ void pulse_h_topics_get(struct pulse_hreq *r)
     reply_topic(r, 200, info);
 }
 
+static void patch_resume(struct pulse_hreq *r)
+{
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
+    if (st != PULSE_OK) {
+        reply_not_found(r, st);
+        return;
+    }
+    reply_changed_topic(r, 200);
+}
+
 void pulse_h_topics_patch(struct pulse_hreq *r)
 {
     static const char *const allowed[] = {"retention_ms", "retention_bytes", NULL};
@@ -183,28 +221,31 @@ void pulse_h_topics_patch(struct pulse_hreq *r)
         return;
     if (!pulse_server_int_field(r, body, "retention_bytes", 0, INT64_MAX, &rbytes, NULL))
         return;
-    struct pulse_topic_info *info = NULL;
-    pulse_status_t st = pulse_broker_topic_set_retention(r->srv->broker, r->topic, rms, rbytes, &info);
-    if (st == PULSE_OK && (info == NULL || info->stats == NULL)) {
-        pulse_topic_info_free(info);
-        info = NULL;
-        st = pulse_broker_topic_get(r->srv->broker, r->topic, true, &info);
-    }
+    pulse_server_suspend(r, patch_resume);
+    pulse_status_t st = pulse_broker_topic_set_retention_async(r->srv->broker, r->topic, rms, rbytes, &r->info,
+                                                               pulse_server_on_done, r);
+    if (st != PULSE_OK)
+        pulse_server_wake(r, st);
+}
+
+static void delete_resume(struct pulse_hreq *r)
+{
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st != PULSE_OK) {
         reply_not_found(r, st);
         return;
     }
-    reply_topic(r, 200, info);
+    pulse_server_reply_empty(r, 204);
 }
 
 void pulse_h_topics_delete(struct pulse_hreq *r)
 {
     if (!pulse_server_path_topic(r))
         return;
-    pulse_status_t st = pulse_broker_topic_delete(r->srv->broker, r->topic);
-    if (st != PULSE_OK) {
-        reply_not_found(r, st);
-        return;
-    }
-    pulse_server_reply_empty(r, 204);
+    /* Answered once the topic's files are gone, which may wait for a
+     * maintenance step on one of its partitions: suspended meanwhile. */
+    pulse_server_suspend(r, delete_resume);
+    pulse_status_t st = pulse_broker_topic_delete_async(r->srv->broker, r->topic, pulse_server_on_done, r);
+    if (st != PULSE_OK)
+        pulse_server_wake(r, st);
 }

@@ -110,6 +110,11 @@ struct pulse_hreq {
     struct pulse_publish_record *recs;
     size_t n_recs;
     struct pulse_offset_pair *offsets;
+    /* admin (topic create/patch, cursor commit): filled by a broker thread
+     * before it resumes the connection */
+    struct pulse_topic_info *info; /* freed with the request */
+    struct pulse_cursor *cursors;  /* in the pool */
+    size_t n_cursors;
     /* fetch */
     int64_t f_offset; /* -1 = log start */
     int64_t f_max_records;
@@ -152,6 +157,9 @@ void pulse_server_suspend(struct pulse_hreq *r, pulse_hreq_resume_fn resume);
 /* Called by a broker callback (any thread): stores st and resumes. r must
  * not be touched after this returns. */
 void pulse_server_wake(struct pulse_hreq *r, pulse_status_t st);
+/* pulse_server_wake as a broker completion callback (pulse_publish_done_fn,
+ * pulse_admin_done_fn): arg is the suspended request. */
+void pulse_server_on_done(void *arg, pulse_status_t st);
 /* Checks that only the allowed keys are in obj; answers 400 naming the
  * first unknown one and returns false. allowed is NULL-terminated. */
 bool pulse_server_only_fields(struct pulse_hreq *r, json_t *obj, const char *const *allowed, const char *what);

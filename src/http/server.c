@@ -5,9 +5,10 @@
  * the graceful stop.
  *
  * Threading: MHD runs an epoll thread pool; every handler runs on the worker
- * that owns its connection and must never block. A publish or long-poll
- * suspends its connection first and then calls the broker; the broker's
- * callback (syncer thread, or this thread) stores a status and resumes the
+ * that owns its connection and must never block. A publish, long-poll,
+ * cursor commit, topic create/patch/delete or consumer delete suspends its
+ * connection first and then calls the broker; the broker's callback (syncer,
+ * committer or admin thread, or this thread) stores a status and resumes the
  * connection; MHD calls the access handler again on the owning worker, which
  * answers. Resume is called exactly once per suspend.
  *
@@ -102,6 +103,7 @@ static void hreq_free(struct pulse_hreq *r)
         c = next;
     }
     json_decref(r->doc);
+    pulse_topic_info_free(r->info);
     pulse_buf_fini(&r->body);
     pulse_free(r);
 }
@@ -352,6 +354,11 @@ void pulse_server_wake(struct pulse_hreq *r, pulse_status_t st)
     atomic_store(&r->async_status, (int)st);
     /* After this call the owning worker may answer and free r. */
     MHD_resume_connection(r->conn);
+}
+
+void pulse_server_on_done(void *arg, pulse_status_t st)
+{
+    pulse_server_wake(arg, st);
 }
 
 /* ---- the access handler ----------------------------------------------- */

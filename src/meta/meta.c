@@ -39,8 +39,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdarg.h>
 #include <jansson.h>
 #include <leveldb/c.h>
 #include <stdio.h>
@@ -74,6 +74,7 @@ struct pulse_meta {
     leveldb_writeoptions_t *wopts; /* sync = 1 */
     char cluster_id[PULSE_META_ID_LEN + 1];
     char broker_id[PULSE_META_ID_LEN + 1];
+    atomic_uint_fast64_t sync_writes; /* write_batch calls that succeeded */
 };
 
 /* Logs and frees a LevelDB error string; returns the status to report.
@@ -204,6 +205,7 @@ static pulse_status_t write_batch(struct pulse_meta *meta, leveldb_writebatch_t 
     db_leave(meta);
     if (err != NULL)
         return level_fail(what, &err);
+    atomic_fetch_add(&meta->sync_writes, 1);
     return PULSE_OK;
 }
 
@@ -825,29 +827,51 @@ pulse_status_t pulse_meta_partition_count(struct pulse_meta *meta, const char *n
 pulse_status_t pulse_meta_cursor_put(struct pulse_meta *meta, const char *consumer,
                                      const struct pulse_meta_cursor *cursors, size_t n)
 {
+    struct pulse_meta_cursor_set set = {consumer, cursors, n};
+
+    return pulse_meta_cursor_put_sets(meta, &set, 1);
+}
+
+pulse_status_t pulse_meta_cursor_put_sets(struct pulse_meta *meta, const struct pulse_meta_cursor_set *sets,
+                                          size_t nsets)
+{
     pulse_status_t st = PULSE_OK;
     leveldb_writebatch_t *wb;
     char key[KEY_MAX];
     size_t klen;
     uint8_t be[8];
 
-    if (!name_ok(consumer) || n == 0)
+    if (sets == NULL || nsets == 0)
         return PULSE_INVALID;
+    for (size_t s = 0; s < nsets; s++)
+        if (!name_ok(sets[s].consumer) || sets[s].cursors == NULL || sets[s].n == 0)
+            return PULSE_INVALID;
     wb = leveldb_writebatch_create();
-    for (size_t i = 0; i < n; i++) {
-        if (!name_ok(cursors[i].topic) || cursors[i].offset < 0 ||
-            !key_fmt(key, &klen, "cursor/%s/%s/%" PRIu32, consumer, cursors[i].topic, cursors[i].partition)) {
-            st = PULSE_INVALID;
-            goto out;
+    for (size_t s = 0; s < nsets; s++) {
+        const struct pulse_meta_cursor *cursors = sets[s].cursors;
+        for (size_t i = 0; i < sets[s].n; i++) {
+            if (!name_ok(cursors[i].topic) || cursors[i].offset < 0 ||
+                !key_fmt(key, &klen, "cursor/%s/%s/%" PRIu32, sets[s].consumer, cursors[i].topic,
+                         cursors[i].partition)) {
+                st = PULSE_INVALID;
+                goto out;
+            }
+            pulse_put_be64(be, (uint64_t)cursors[i].offset);
+            leveldb_writebatch_put(wb, key, klen, (const char *)be, sizeof be);
         }
-        pulse_put_be64(be, (uint64_t)cursors[i].offset);
-        leveldb_writebatch_put(wb, key, klen, (const char *)be, sizeof be);
     }
-    /* All cursors of one commit in one sync batch: all or none. */
+    /* Every set in one sync batch: all or none, and one fdatasync of the
+     * metadata log for all of them. Within the batch a later put of the
+     * same key wins, so sets keep the order they were given in. */
     st = write_batch(meta, wb, "cursor commit");
 out:
     leveldb_writebatch_destroy(wb);
     return st;
+}
+
+uint64_t pulse_meta_sync_writes(const struct pulse_meta *meta)
+{
+    return atomic_load(&meta->sync_writes);
 }
 
 static pulse_status_t cursor_value(const char *val, size_t vlen, int64_t *offset_out)

@@ -118,6 +118,26 @@ pulse_status_t pulse_meta_partition_count(struct pulse_meta *meta, const char *n
 pulse_status_t pulse_meta_cursor_put(struct pulse_meta *meta, const char *consumer,
                                      const struct pulse_meta_cursor *cursors, size_t n);
 
+/* Cursors of one consumer, for pulse_meta_cursor_put_sets. */
+struct pulse_meta_cursor_set {
+    const char *consumer;
+    const struct pulse_meta_cursor *cursors;
+    size_t n;
+};
+
+/* Writes the cursors of every set (several consumers, e.g. the commits the
+ * broker's committer gathered) in one sync batch: all sets or none, one
+ * fdatasync of the metadata log. A key given twice keeps the value of the
+ * later set. PULSE_INVALID (nothing written) if any set is malformed; the
+ * caller validated topics and ranges. */
+pulse_status_t pulse_meta_cursor_put_sets(struct pulse_meta *meta, const struct pulse_meta_cursor_set *sets,
+                                          size_t nsets);
+
+/* Sync writes (write batches) this store has completed since it opened:
+ * how many fdatasyncs of the metadata log the broker's changes cost (tests
+ * and metrics). */
+uint64_t pulse_meta_sync_writes(const struct pulse_meta *meta);
+
 /* PULSE_NOT_FOUND when never committed; PULSE_CORRUPT for a value that is not
  * 8 bytes or is negative. */
 pulse_status_t pulse_meta_cursor_get(struct pulse_meta *meta, const char *consumer, const char *topic,

@@ -8,6 +8,7 @@ INTEGRATION_TESTS = \
 	tests/integration/20_publish.py \
 	tests/integration/30_fetch.py \
 	tests/integration/40_cursors.py \
+	tests/integration/42_admin_async.py \
 	tests/integration/50_ops.py \
 	tests/integration/60_bad_input.py \
 	tests/integration/70_restart.py \

@@ -5,8 +5,11 @@
  * partition, validation before writing, durability before the answer),
  * cursors, long-poll waiters, drain, metrics, persistence across reopen,
  * crash safety of create and delete (a child process really exits at a
- * named failpoint and the parent reopens the data directory), and
- * concurrency (many publisher and cursor threads; run it under TSan too).
+ * named failpoint and the parent reopens the data directory),
+ * concurrency (many publisher and cursor threads; run it under TSan too),
+ * and the committer: concurrent cursor commits share one metadata write, a
+ * commit racing a topic delete never lands, drain completes queued admin
+ * work.
  */
 #include <check.h>
 #include <dirent.h>
@@ -27,6 +30,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "meta/meta.h"
 #include "storage/batch.h"
 #include "faultio.h"
 
@@ -1583,6 +1587,280 @@ START_TEST(test_delete_and_recreate_under_concurrent_publishers_is_safe)
 }
 END_TEST
 
+
+/* ---- the committer ---------------------------------------------------- */
+
+#define GROUP_THREADS 12
+
+struct group_commit {
+    struct pulse_broker *b;
+    pthread_barrier_t *start;
+    int id;
+    pulse_status_t st;
+    char err[256];
+};
+
+static void *group_committer(void *arg)
+{
+    struct group_commit *g = arg;
+    char consumer[32];
+    /* Thread 0 asks for an offset past the high watermark (1): refused. */
+    struct pulse_cursor c = cur("gc", 0, g->id == 0 ? 5 : 1);
+
+    snprintf(consumer, sizeof consumer, "c%d", g->id);
+    pthread_barrier_wait(g->start);
+    g->st = pulse_broker_cursor_commit(g->b, consumer, &c, 1, g->err, sizeof g->err);
+    return NULL;
+}
+
+START_TEST(test_concurrent_cursor_commits_share_one_synced_metadata_write)
+{
+    struct pulse_broker *b;
+    struct pulse_publish_record rec = rec_kv(NULL, "v", 0);
+    struct pulse_offset_pair off;
+    struct group_commit g[GROUP_THREADS];
+    pthread_t th[GROUP_THREADS];
+    pthread_barrier_t start;
+    struct pulse_cursor got;
+    char err[256];
+    uint64_t before;
+
+    /* A slow metadata disk: each group write takes 50 ms, so every commit
+     * that arrives meanwhile queues for the next one. */
+    setenv("PULSE_FAILPOINT_DELAY", "cursor_commit_write:50", 1);
+    b = open_default(NULL);
+    create_topic(b, "gc", 1);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "gc", &rec, 1, &off, err, sizeof err), PULSE_OK);
+    before = pulse_meta_sync_writes(b->meta);
+    pthread_barrier_init(&start, NULL, GROUP_THREADS);
+    for (int i = 0; i < GROUP_THREADS; i++) {
+        g[i] = (struct group_commit){.b = b, .start = &start, .id = i, .st = PULSE_OK};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, group_committer, &g[i]), 0);
+    }
+    for (int i = 0; i < GROUP_THREADS; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&start);
+    uint64_t writes = pulse_meta_sync_writes(b->meta) - before;
+
+    /* The refused commit failed alone, with its own reason... */
+    ck_assert_int_eq(g[0].st, PULSE_RANGE);
+    ck_assert_ptr_nonnull(strstr(g[0].err, "offset 5"));
+    ck_assert_int_eq(pulse_broker_cursor_get(b, "c0", "gc", 0, &got), PULSE_CURSOR_NOT_FOUND);
+    /* ...and every other one is stored, */
+    for (int i = 1; i < GROUP_THREADS; i++) {
+        char consumer[32];
+        snprintf(consumer, sizeof consumer, "c%d", i);
+        ck_assert_msg(g[i].st == PULSE_OK, "commit %d: %s (%s)", i, pulse_status_name(g[i].st), g[i].err);
+        ck_assert_int_eq(pulse_broker_cursor_get(b, consumer, "gc", 0, &got), PULSE_OK);
+        ck_assert_int_eq(got.offset, 1);
+    }
+    /* with far fewer synced writes than commits (one each would be 11). */
+    ck_assert_msg(writes >= 1 && writes <= GROUP_THREADS / 3, "%llu sync writes for %d commits",
+                  (unsigned long long)writes, GROUP_THREADS - 1);
+    pulse_broker_close(b);
+    unsetenv("PULSE_FAILPOINT_DELAY");
+}
+END_TEST
+
+#define RACE_THREADS 4
+
+struct delete_race {
+    struct pulse_broker *b;
+    int id;
+    atomic_bool *stop;
+    _Atomic int64_t *deleted_at; /* mono us when the delete returned; 0 before */
+    int ok;
+    int gone;
+    int late_ok; /* started after the delete returned, yet stored */
+    pulse_status_t bad;
+};
+
+static void *race_committer(void *arg)
+{
+    struct delete_race *d = arg;
+    char consumer[32];
+    char err[256];
+    struct pulse_cursor c = cur("doomed", 0, 0);
+
+    snprintf(consumer, sizeof consumer, "r%d", d->id);
+    while (!atomic_load(d->stop)) {
+        int64_t deleted_before = atomic_load(d->deleted_at);
+        pulse_status_t st = pulse_broker_cursor_commit(d->b, consumer, &c, 1, err, sizeof err);
+        if (st == PULSE_OK) {
+            d->ok++;
+            if (deleted_before != 0)
+                d->late_ok++;
+        } else if (st == PULSE_TOPIC_NOT_FOUND) {
+            d->gone++;
+        } else {
+            d->bad = st;
+        }
+    }
+    return NULL;
+}
+
+/* Cursors the metadata store holds for topic under consumer (read from the
+ * store itself, not through the broker's filter of live topics). */
+static size_t stored_cursors_of(struct pulse_broker *b, const char *consumer, const char *topic)
+{
+    struct pulse_meta_cursor *mc = NULL;
+    size_t n = 0, k = 0;
+
+    ck_assert_int_eq(pulse_meta_cursor_list(b->meta, consumer, &mc, &n), PULSE_OK);
+    for (size_t i = 0; i < n; i++)
+        k += strcmp(mc[i].topic, topic) == 0;
+    pulse_free(mc);
+    return k;
+}
+
+START_TEST(test_cursor_commit_racing_a_delete_is_refused_and_never_stored)
+{
+    struct pulse_broker *b;
+    struct delete_race d[RACE_THREADS];
+    pthread_t th[RACE_THREADS];
+    atomic_bool stop = false;
+    _Atomic int64_t deleted_at = 0;
+    struct pulse_cursor c = cur("doomed", 0, 0);
+    struct pulse_cursor got;
+    char err[256];
+
+    /* Slow group writes widen the window between a commit's validation
+     * and its write, where a commit could slip past a delete. */
+    setenv("PULSE_FAILPOINT_DELAY", "cursor_commit_write:5", 1);
+    b = open_default(NULL);
+    create_topic(b, "doomed", 1);
+    create_topic(b, "kept", 1);
+    for (int i = 0; i < RACE_THREADS; i++) {
+        d[i] = (struct delete_race){.b = b, .id = i, .stop = &stop, .deleted_at = &deleted_at};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, race_committer, &d[i]), 0);
+    }
+    /* Let commits land, then delete while they keep coming. */
+    while (stored_cursors_of(b, "r0", "doomed") == 0)
+        usleep(1000);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "doomed"), PULSE_OK);
+    atomic_store(&deleted_at, pulse_clock_mono_us());
+    usleep(100 * 1000);
+    atomic_store(&stop, true);
+    int ok = 0, gone = 0;
+    for (int i = 0; i < RACE_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(d[i].bad, PULSE_OK);
+        ck_assert_int_eq(d[i].late_ok, 0);
+        ok += d[i].ok;
+        gone += d[i].gone;
+    }
+    ck_assert_int_gt(ok, 0);
+    ck_assert_int_gt(gone, 0);
+    /* Nothing of the deleted topic is in the store, for any consumer. */
+    for (int i = 0; i < RACE_THREADS; i++) {
+        char consumer[32];
+        snprintf(consumer, sizeof consumer, "r%d", i);
+        ck_assert_uint_eq(stored_cursors_of(b, consumer, "doomed"), 0);
+    }
+    /* A commit now is refused; a recreated topic of the name has no cursor. */
+    ck_assert_int_eq(pulse_broker_cursor_commit(b, "late", &c, 1, err, sizeof err), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_uint_eq(stored_cursors_of(b, "late", "doomed"), 0);
+    create_topic(b, "doomed", 1);
+    ck_assert_int_eq(pulse_broker_cursor_get(b, "r0", "doomed", 0, &got), PULSE_CURSOR_NOT_FOUND);
+    pulse_broker_close(b);
+    unsetenv("PULSE_FAILPOINT_DELAY");
+
+    b = open_default(NULL);
+    for (int i = 0; i < RACE_THREADS; i++) {
+        char consumer[32];
+        snprintf(consumer, sizeof consumer, "r%d", i);
+        ck_assert_uint_eq(stored_cursors_of(b, consumer, "doomed"), 0);
+    }
+    pulse_broker_close(b);
+}
+END_TEST
+
+struct admin_done {
+    atomic_int calls;
+    _Atomic int st;
+};
+
+static void admin_done_fn(void *arg, pulse_status_t st)
+{
+    struct admin_done *d = arg;
+    atomic_store(&d->st, (int)st);
+    atomic_fetch_add(&d->calls, 1);
+}
+
+START_TEST(test_drain_completes_queued_admin_work_then_refuses_more)
+{
+    struct pulse_broker *b;
+    struct pulse_cursor c = cur("t", 0, 0);
+    struct pulse_topic_spec spec = {"fresh", 2, -1, -1, -1, -1};
+    struct pulse_topic_info *info = NULL;
+    struct admin_done commit[4], create, del, late;
+    char err[4][256];
+    char cerr[256];
+    int calls;
+
+    memset(commit, 0, sizeof commit);
+    memset(&create, 0, sizeof create);
+    memset(&del, 0, sizeof del);
+    memset(&late, 0, sizeof late);
+    /* Each group write takes 300 ms: the work is still queued when the
+     * drain starts. */
+    setenv("PULSE_FAILPOINT_DELAY", "cursor_commit_write:300", 1);
+    b = open_default(NULL);
+    create_topic(b, "t", 1);
+    create_topic(b, "gone", 1);
+    for (int i = 0; i < 4; i++) {
+        char consumer[16];
+        snprintf(consumer, sizeof consumer, "d%d", i);
+        ck_assert_int_eq(pulse_broker_cursor_commit_async(b, consumer, &c, 1, admin_done_fn, &commit[i], err[i],
+                                                          sizeof err[i]),
+                         PULSE_OK);
+    }
+    ck_assert_int_eq(pulse_broker_topic_create_async(b, &spec, &info, admin_done_fn, &create, cerr, sizeof cerr),
+                     PULSE_OK);
+    ck_assert_int_eq(pulse_broker_topic_delete_async(b, "gone", admin_done_fn, &del), PULSE_OK);
+    calls = atomic_load(&commit[3].calls);
+    ck_assert_int_eq(calls, 0);
+
+    pulse_broker_drain(b);
+    /* Everything queued before the drain completed, once and successfully. */
+    for (int i = 0; i < 4; i++) {
+        int n = atomic_load(&commit[i].calls), st = atomic_load(&commit[i].st);
+        ck_assert_msg(n == 1 && st == PULSE_OK, "commit %d: completed %d times, %s", i, n,
+                      pulse_status_name((pulse_status_t)st));
+    }
+    calls = atomic_load(&create.calls);
+    int cst = atomic_load(&create.st);
+    ck_assert_msg(calls == 1 && cst == PULSE_OK, "create: completed %d times, %s", calls,
+                  pulse_status_name((pulse_status_t)cst));
+    ck_assert_ptr_nonnull(info);
+    ck_assert_str_eq(info->name, "fresh");
+    ck_assert_uint_eq(info->partitions, 2);
+    pulse_topic_info_free(info);
+    calls = atomic_load(&del.calls);
+    cst = atomic_load(&del.st);
+    ck_assert_msg(calls == 1 && cst == PULSE_OK, "delete: completed %d times, %s", calls,
+                  pulse_status_name((pulse_status_t)cst));
+    ck_assert(!path_exists("topics/gone"));
+    /* New admin work is refused at once, and its callback never comes. */
+    ck_assert_int_eq(pulse_broker_cursor_commit_async(b, "d9", &c, 1, admin_done_fn, &late, NULL, 0), PULSE_SHUTDOWN);
+    ck_assert_int_eq(pulse_broker_topic_delete_async(b, "t", admin_done_fn, &late), PULSE_SHUTDOWN);
+    spec.name = "later";
+    ck_assert_int_eq(pulse_broker_topic_create_async(b, &spec, NULL, admin_done_fn, &late, NULL, 0), PULSE_SHUTDOWN);
+    ck_assert_int_eq(pulse_broker_topic_set_retention_async(b, "t", 5, -1, NULL, admin_done_fn, &late),
+                     PULSE_SHUTDOWN);
+    ck_assert_int_eq(pulse_broker_consumer_delete_async(b, "d0", admin_done_fn, &late), PULSE_SHUTDOWN);
+    pulse_broker_close(b);
+    calls = atomic_load(&late.calls);
+    ck_assert_int_eq(calls, 0);
+    unsetenv("PULSE_FAILPOINT_DELAY");
+
+    b = open_default(NULL);
+    ck_assert_int_eq(hw_of(b, "fresh", 1), 0);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "gone", false, &info), PULSE_TOPIC_NOT_FOUND);
+    pulse_broker_close(b);
+}
+END_TEST
+
 static Suite *broker_suite(void)
 {
     Suite *s = suite_create("broker");
@@ -1621,6 +1899,9 @@ static Suite *broker_suite(void)
     tcase_add_test(tc, test_concurrent_publishes_share_fdatasyncs);
     tcase_add_test(tc, test_drain_lets_written_publishes_reach_durability);
     tcase_add_test(tc, test_delete_and_recreate_under_concurrent_publishers_is_safe);
+    tcase_add_test(tc, test_concurrent_cursor_commits_share_one_synced_metadata_write);
+    tcase_add_test(tc, test_cursor_commit_racing_a_delete_is_refused_and_never_stored);
+    tcase_add_test(tc, test_drain_completes_queued_admin_work_then_refuses_more);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,15 +4,20 @@
  * segments of cleanup=delete topics (by size and by age), a fetch below the
  * new log start begins at it, offsets never move, a retention change takes
  * effect at the next pass, compacted topics are compacted rather than
- * trimmed, and the thread really runs on its interval and stops on close.
+ * trimmed, the thread really runs on its interval and stops on close, and a
+ * long pass holds only the topic it works on: a delete of that topic waits
+ * for it without holding up cursor commits, creates or other deletes.
  */
 #include <check.h>
 #include <ftw.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "broker/broker.h"
 #include "broker/broker_int.h"
@@ -22,6 +27,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "storage/batch.h"
+#include "faultio.h"
 
 static char tmpdir[256];
 
@@ -45,10 +51,12 @@ static void teardown(void)
     nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static struct pulse_broker *open_broker(int64_t retention_interval_ms, int64_t compaction_interval_ms)
+static struct pulse_broker *open_broker_io(int64_t retention_interval_ms, int64_t compaction_interval_ms,
+                                           const struct pulse_io *io)
 {
     struct pulse_broker_config cfg;
     pulse_broker_config_init(&cfg);
+    cfg.io = io;
     cfg.data_dir = tmpdir;
     cfg.retention_interval_ms = retention_interval_ms;
     cfg.compaction_interval_ms = compaction_interval_ms;
@@ -59,6 +67,11 @@ static struct pulse_broker *open_broker(int64_t retention_interval_ms, int64_t c
     pulse_status_t st = pulse_broker_open(&cfg, &b, NULL, err, sizeof err);
     ck_assert_msg(st == PULSE_OK, "open: %s (%s)", pulse_status_name(st), err);
     return b;
+}
+
+static struct pulse_broker *open_broker(int64_t retention_interval_ms, int64_t compaction_interval_ms)
+{
+    return open_broker_io(retention_interval_ms, compaction_interval_ms, NULL);
 }
 
 static void create(struct pulse_broker *b, const char *name, int cleanup, int64_t retention_ms,
@@ -284,6 +297,156 @@ START_TEST(test_compaction_pass_keeps_the_newest_value_of_each_key_at_its_offset
 }
 END_TEST
 
+
+/* ---- a long pass holds one topic ------------------------------------ */
+
+/* The compaction thread's disk is slow: every fdatasync it makes (the
+ * rewritten segments) first sleeps SLOW_SYNC_MS, so one pass over a topic
+ * with many superseded segments takes seconds, for real, while every other
+ * thread's syncs stay fast. */
+#define SLOW_SYNC_MS 300
+
+struct slow_pass {
+    struct pulse_broker *b;
+    pthread_t thread;
+    atomic_bool started; /* thread is set (by the thread itself) */
+    atomic_bool in_pass; /* the pass reached its first slow sync */
+    _Atomic int64_t start_us;
+    _Atomic int64_t end_us;
+};
+
+static void slow_sync_hook(void *arg)
+{
+    struct slow_pass *sp = arg;
+    if (!atomic_load(&sp->started) || !pthread_equal(pthread_self(), sp->thread))
+        return;
+    atomic_store(&sp->in_pass, true);
+    usleep(SLOW_SYNC_MS * 1000);
+}
+
+static void *slow_pass_main(void *arg)
+{
+    struct slow_pass *sp = arg;
+    sp->thread = pthread_self();
+    atomic_store(&sp->started, true);
+    atomic_store(&sp->start_us, pulse_clock_mono_us());
+    pulse_broker_maint_compaction_pass(sp->b->maint);
+    atomic_store(&sp->end_us, pulse_clock_mono_us());
+    return NULL;
+}
+
+struct timed_op {
+    struct pulse_broker *b;
+    const char *name;
+    pulse_status_t st;
+    _Atomic int64_t end_us;
+};
+
+static void *delete_main(void *arg)
+{
+    struct timed_op *op = arg;
+    op->st = pulse_broker_topic_delete(op->b, op->name);
+    atomic_store(&op->end_us, pulse_clock_mono_us());
+    return NULL;
+}
+
+static void async_done(void *arg, pulse_status_t st)
+{
+    struct timed_op *op = arg;
+    op->st = st;
+    atomic_store(&op->end_us, pulse_clock_mono_us());
+}
+
+START_TEST(test_a_delete_waiting_behind_a_long_compaction_blocks_no_other_request)
+{
+    struct faultio *fio = faultio_create();
+    ck_assert_ptr_nonnull(fio);
+    struct pulse_broker *b = open_broker_io(0, 0, faultio_io(fio));
+    char v[300];
+    char err[256];
+
+    /* "cmp": 60 records over 1 KiB segments of about three; every third
+     * has a key of its own (it survives), the others rewrite two keys, so
+     * each sealed segment keeps one record and is rewritten (fdatasync),
+     * not just deleted. "other" and "zzz": bystanders. */
+    create(b, "cmp", PULSE_CLEANUP_COMPACT, 0, 0);
+    create(b, "other", PULSE_CLEANUP_DELETE, 0, 0);
+    create(b, "zzz", PULSE_CLEANUP_DELETE, 0, 0);
+    for (int i = 0; i < 60; i++) {
+        char key[16];
+        snprintf(key, sizeof key, i % 3 == 0 ? "u%d" : "a%d", i % 3 == 0 ? i : i % 2);
+        snprintf(v, sizeof v, "%s-%02d-%.200s", key, i, big);
+        publish(b, "cmp", key, v, -1);
+    }
+    publish(b, "other", NULL, "x", -1);
+
+    struct slow_pass sp = {.b = b};
+    faultio_set_sync_hook(fio, slow_sync_hook, &sp);
+    pthread_t pass_thread;
+    ck_assert_int_eq(pthread_create(&pass_thread, NULL, slow_pass_main, &sp), 0);
+    while (!atomic_load(&sp.in_pass)) {
+        ck_assert_msg(atomic_load(&sp.end_us) == 0, "the compaction pass ended without rewriting a segment");
+        usleep(1000);
+    }
+
+    /* The pass holds "cmp": its delete must wait for it... */
+    struct timed_op del = {.b = b, .name = "cmp"};
+    pthread_t del_thread;
+    ck_assert_int_eq(pthread_create(&del_thread, NULL, delete_main, &del), 0);
+    struct pulse_topic_info *info = NULL;
+    while (pulse_broker_topic_get(b, "cmp", false, &info) == PULSE_OK) {
+        pulse_topic_info_free(info);
+        info = NULL;
+        usleep(1000);
+    }
+    /* ...and a create of the same name waits behind the delete. */
+    struct pulse_topic_spec spec = {.name = "cmp", .partitions = 1, .cleanup = PULSE_CLEANUP_COMPACT,
+                                    .retention_ms = 0, .retention_bytes = 0, .segment_bytes = 1024};
+    struct timed_op recreate = {.b = b, .name = "cmp"};
+    ck_assert_int_eq(pulse_broker_topic_create_async(b, &spec, NULL, async_done, &recreate, err, sizeof err),
+                     PULSE_OK);
+
+    /* Meanwhile unrelated admin work goes through at once. */
+    int64_t t0 = pulse_clock_mono_us();
+    struct pulse_cursor c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.topic, sizeof c.topic, "other");
+    c.offset = 1;
+    ck_assert_int_eq(pulse_broker_cursor_commit(b, "reader", &c, 1, err, sizeof err), PULSE_OK);
+    int64_t t1 = pulse_clock_mono_us();
+    create(b, "fresh", PULSE_CLEANUP_DELETE, 0, 0);
+    int64_t t2 = pulse_clock_mono_us();
+    /* The pass has not reached "zzz"; it holds no reference to it. */
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "zzz"), PULSE_OK);
+    int64_t t3 = pulse_clock_mono_us();
+
+    ck_assert_int_eq(pthread_join(del_thread, NULL), 0);
+    ck_assert_int_eq(pthread_join(pass_thread, NULL), 0);
+    pulse_broker_drain(b);
+    int64_t pass_us = atomic_load(&sp.end_us) - atomic_load(&sp.start_us);
+    int64_t delete_us = atomic_load(&del.end_us) - t0;
+    ck_assert_int_eq(del.st, PULSE_OK);
+    ck_assert_int_eq(recreate.st, PULSE_OK);
+    /* Order: the unrelated work all finished before the delete did, which
+     * had to wait for the pass to let go of "cmp"; the recreate only after
+     * the delete. Margins: the slow pass lasts many SLOW_SYNC_MS. */
+    ck_assert_int_ge(pass_us, 2 * SLOW_SYNC_MS * 1000);
+    ck_assert_msg(t3 < atomic_load(&del.end_us),
+                  "commit, create and delete of other topics ended %lld us after the waiting delete",
+                  (long long)(t3 - atomic_load(&del.end_us)));
+    ck_assert_msg((t1 - t0) * 4 < delete_us, "the commit took %lld us; the delete behind the pass %lld us",
+                  (long long)(t1 - t0), (long long)delete_us);
+    ck_assert_msg((t2 - t1) * 4 < delete_us, "the create took %lld us; the delete behind the pass %lld us",
+                  (long long)(t2 - t1), (long long)delete_us);
+    ck_assert_msg((t3 - t2) * 4 < delete_us, "the other delete took %lld us; the one behind the pass %lld us",
+                  (long long)(t3 - t2), (long long)delete_us);
+    ck_assert_int_ge(atomic_load(&recreate.end_us), atomic_load(&del.end_us));
+    ck_assert_int_eq(stats_of(b, "cmp").high_watermark, 0);
+    pulse_broker_close(b);
+    faultio_destroy(fio);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("maint");
@@ -295,6 +458,7 @@ int main(void)
     tcase_add_test(tc, test_the_thread_trims_on_its_interval_and_the_trim_survives_restart);
     tcase_add_test(tc, test_retention_leaves_compacted_topics_to_compaction);
     tcase_add_test(tc, test_compaction_pass_keeps_the_newest_value_of_each_key_at_its_offset);
+    tcase_add_test(tc, test_a_delete_waiting_behind_a_long_compaction_blocks_no_other_request);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
