@@ -29,6 +29,11 @@ void pulse_buf_reset(struct pulse_buf *buf)
     buf->len = 0;
 }
 
+void pulse_buf_set_max(struct pulse_buf *buf, size_t max)
+{
+    buf->max = max < buf->len ? buf->len : max;
+}
+
 pulse_status_t pulse_buf_reserve(struct pulse_buf *buf, size_t n)
 {
     if (n > buf->max || buf->len > buf->max - n)

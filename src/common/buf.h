@@ -31,6 +31,11 @@ void pulse_buf_fini(struct pulse_buf *buf);
 /* Sets len to 0, keeping the storage. */
 void pulse_buf_reset(struct pulse_buf *buf);
 
+/* Changes the hard cap to max (never below the current len), so a caller
+ * that accounts for memory can let a buffer grow in steps it reserved:
+ * the storage never grows past the cap. */
+void pulse_buf_set_max(struct pulse_buf *buf, size_t max);
+
 /* Makes room for n more bytes. NOMEM or TOO_LARGE on failure. */
 pulse_status_t pulse_buf_reserve(struct pulse_buf *buf, size_t n);
 

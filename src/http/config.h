@@ -41,6 +41,8 @@ struct pulse_config {
     int64_t max_connections;
     int64_t max_connections_per_ip; /* 0 = no per-address limit */
     int64_t connection_timeout_ms;
+    int64_t header_timeout_ms; /* a request head must arrive within this */
+    uint64_t memory_budget;    /* in-flight request/answer memory, all requests */
     int64_t threads; /* 0 = number of online cores */
     /* [storage] */
     uint64_t segment_max_bytes;

@@ -6,8 +6,14 @@
  * length already clamped by the engine to whole, durable batches, so the
  * bytes go out by sendfile without a copy and no byte past the high
  * watermark can be served. JSON answers read CRC-verified batches into a
- * buffer and decode them; a batch that failed its CRC is never returned by
- * the engine, so never served.
+ * buffer, plan the answer over them and stream it (fetch_json.h); a batch
+ * that failed its CRC is never returned by the engine, so never served.
+ *
+ * Memory: a JSON answer holds its batches (at most max_bytes of them, or
+ * the one batch at the offset when it is larger) and the stream's block
+ * plus one record's rendered headers, never the JSON text; all of it is
+ * reserved from the server's memory budget before it is allocated, and a
+ * fetch the budget cannot cover answers 503 with Retry-After.
  *
  * Long-poll: when the first read finds nothing at the offset and wait_ms >
  * 0, the connection is suspended and a broker waiter is parked; the waiter
@@ -21,6 +27,7 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "http/fetch_json.h"
 #include "http/http_int.h"
 #include "http/json.h"
 
@@ -29,9 +36,11 @@
 #define FETCH_MAX_WAIT_MS 30000
 /* First read of a JSON fetch; later reads grow fourfold. */
 #define FETCH_FIRST_CHUNK (64u * 1024)
-/* Upper bound of one JSON read: max_bytes, plus one batch, which can be as
- * large as a segment (< 2 GiB). */
-#define FETCH_BUF_SLACK (2ull * 1024 * 1024 * 1024)
+/* The block MHD asks the JSON stream to fill (MHD allocates it per answer). */
+#define FETCH_BLOCK (32u * 1024)
+/* Tries of a read when its first batch keeps changing size under it
+ * (compaction rewriting the segment). */
+#define FETCH_READ_TRIES 3
 
 static void add_position_headers(struct MHD_Response *resp, int64_t next, int64_t hw, int64_t log_start)
 {
@@ -57,118 +66,167 @@ static void reply_fetch_error(struct pulse_hreq *r, pulse_status_t st, const str
         pulse_server_reply_status(r, st, NULL);
 }
 
+static ssize_t read_json(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos; /* MHD reads the body in order */
+    ssize_t n = pulse_fetchjson_read(cls, (uint8_t *)out, max);
+    if (n == -1)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    return n < 0 ? MHD_CONTENT_READER_END_WITH_ERROR : n;
+}
+
+/* Answers 200 with the planned records, streamed; takes fj and the
+ * batches in buf (buf is left empty). */
+static void stream_json(struct pulse_hreq *r, struct pulse_fetchjson *fj, struct pulse_buf *buf,
+                        const struct pulse_slice *info, int64_t next)
+{
+    struct pulse_fetchjson_envelope env = {r->topic, r->partition, info->log_start, info->high_watermark, next};
+    size_t raw_len = 0;
+    uint8_t *raw = pulse_buf_steal(buf, &raw_len);
+    uint64_t body_len = 0;
+    if (pulse_fetchjson_finish(fj, raw, raw_len, &env, &body_len) != PULSE_OK) {
+        pulse_fetchjson_destroy(fj);
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    size_t block = body_len < FETCH_BLOCK ? (size_t)body_len : FETCH_BLOCK;
+    struct MHD_Response *resp = MHD_create_response_from_callback(body_len, block, read_json, fj,
+                                                                  pulse_fetchjson_destroy);
+    if (resp == NULL) {
+        pulse_fetchjson_destroy(fj);
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    add_position_headers(resp, next, info->high_watermark, info->log_start);
+    pulse_server_reply(r, 200, resp, PULSE_MEDIA_JSON);
+}
+
+/* Lets buf take n more bytes, reserving them from the budget first. */
+static bool reserve_read(struct pulse_hreq *r, struct pulse_buf *buf, uint64_t n)
+{
+    if (n > SIZE_MAX - buf->len)
+        return false;
+    size_t want = buf->len + (size_t)n;
+    if (want > buf->max && !pulse_server_mem_take(r, want - buf->max)) {
+        r->over_budget = true;
+        return false;
+    }
+    if (want > buf->max)
+        pulse_buf_set_max(buf, want);
+    return true;
+}
+
+/*
+ * One read at offset: up to want bytes of whole batches, or the first batch
+ * alone when it is larger and at most limit bytes (its size is learnt from
+ * the index and reserved before it is read). PULSE_TOO_LARGE when that
+ * batch is larger than limit; PULSE_BUSY with r->over_budget when the
+ * budget cannot cover the read.
+ */
+static pulse_status_t read_at(struct pulse_hreq *r, int64_t offset, uint64_t want, uint64_t limit,
+                              struct pulse_buf *buf, struct pulse_slice *info)
+{
+    pulse_status_t st = PULSE_TOO_LARGE;
+    for (int i = 0; i < FETCH_READ_TRIES; i++) {
+        if (!reserve_read(r, buf, want))
+            return PULSE_BUSY;
+        st = pulse_broker_fetch(r->srv->broker, r->topic, r->partition, offset, want, buf, info);
+        if (st != PULSE_TOO_LARGE)
+            return st;
+        struct pulse_slice one;
+        memset(&one, 0, sizeof one);
+        one.fd = -1;
+        st = pulse_broker_fetch_slice(r->srv->broker, r->topic, r->partition, offset, 1, false, &one);
+        if (st != PULSE_OK) {
+            *info = one;
+            return st;
+        }
+        /* (one.len <= want: the segment changed under the read; again.) */
+        want = one.len > want ? one.len : want + 1;
+        if (want > limit)
+            return PULSE_TOO_LARGE;
+    }
+    return st;
+}
+
+/*
+ * Reads verified batches into buf and plans the answer over them, in
+ * growing chunks: a JSON answer usually stops at max_records or at
+ * max_bytes of JSON long before max_bytes of batches, and every byte read
+ * is CRC-checked. The batches read stay within max_bytes, except the first
+ * one, which is always read (a reader always makes progress). *read_end
+ * gets the offset after the last batch read.
+ */
+static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson **fj_out, struct pulse_buf *buf,
+                                    struct pulse_slice *info, int64_t *read_end)
+{
+    uint64_t budget = (uint64_t)r->f_max_bytes;
+    uint64_t chunk = FETCH_FIRST_CHUNK;
+    pulse_status_t st = read_at(r, r->f_offset < 0 ? 0 : r->f_offset, budget < chunk ? budget : chunk, UINT64_MAX,
+                                buf, info);
+    /* The answer starts at the offset asked for, raised to the log start. */
+    if (st == PULSE_OK)
+        st = pulse_fetchjson_create(info->start_offset, (uint64_t)r->f_max_records, (uint64_t)r->f_max_bytes, fj_out);
+    if (st != PULSE_OK)
+        return st;
+    struct pulse_fetchjson *fj = *fj_out;
+    *read_end = info->next_offset;
+    budget = buf->len >= budget ? 0 : budget - buf->len;
+    for (;;) {
+        st = pulse_fetchjson_plan(fj, buf->data, buf->len);
+        if (st != PULSE_OK)
+            return st;
+        if (pulse_fetchjson_full(fj) || budget == 0 || *read_end >= info->high_watermark)
+            return PULSE_OK;
+        struct pulse_slice more;
+        size_t before = buf->len;
+        chunk *= 4;
+        /* Anything short of OK (the next batch is larger than what is left
+         * of max_bytes, the budget is spent, a read failed) ends the answer
+         * with what is planned. */
+        if (read_at(r, *read_end, budget < chunk ? budget : chunk, budget, buf, &more) != PULSE_OK ||
+            buf->len == before)
+            return PULSE_OK;
+        budget -= buf->len - before;
+        *read_end = more.next_offset;
+    }
+}
+
 static void answer_json(struct pulse_hreq *r)
 {
     struct pulse_buf buf;
     struct pulse_slice info;
+    struct pulse_fetchjson *fj = NULL;
     memset(&info, 0, sizeof info);
-    pulse_buf_init(&buf, (size_t)r->f_max_bytes + (size_t)FETCH_BUF_SLACK);
-    struct pulse_buf records;
-    pulse_buf_init(&records, SIZE_MAX);
-    /* Read in growing chunks rather than max_bytes at once: a JSON answer
-     * usually stops at max_records long before max_bytes (default 1 MiB),
-     * and every byte read is CRC-checked. Later reads never pass the
-     * max_bytes budget; only the first may, by one batch, so a reader always
-     * makes progress. */
-    uint64_t budget = (uint64_t)r->f_max_bytes;
-    uint64_t chunk = FETCH_FIRST_CHUNK;
-    pulse_status_t st = pulse_broker_fetch(r->srv->broker, r->topic, r->partition, r->f_offset < 0 ? 0 : r->f_offset,
-                                           budget < chunk ? budget : chunk, &buf, &info);
+    pulse_buf_init(&buf, 0); /* grows only within reserve_read */
+    int64_t read_end = 0;
+    pulse_status_t st = read_and_plan(r, &fj, &buf, &info, &read_end);
+    /* (A later read the budget refused just ends the answer early.) */
+    if (st == PULSE_BUSY && r->over_budget) {
+        pulse_server_reply_over_budget(r);
+        goto out;
+    }
     if (st != PULSE_OK) {
         reply_fetch_error(r, st, &info);
         goto out;
     }
-    int64_t start = info.start_offset;
-    int64_t next = start;
-    int64_t read_end = info.next_offset;
-    uint64_t n_out = 0;
-    uint64_t bytes_out = 0;
-    size_t pos = 0;
-    bool full = false;
-    budget = buf.len >= budget ? 0 : budget - buf.len;
-    for (;;) {
-        while (!full && pos < buf.len) {
-            struct pulse_batch_header hdr;
-            if (pulse_batch_parse_header(buf.data + pos, buf.len - pos, &hdr) != PULSE_OK)
-                break;
-            size_t total = pulse_batch_total_size(&hdr);
-            struct pulse_batch_iter it;
-            if (pulse_batch_iter_init(&it, buf.data + pos, total) != PULSE_OK)
-                break;
-            struct pulse_record_view rv;
-            while (pulse_batch_iter_next(&it, &rv) == PULSE_OK) {
-                if (rv.offset < start)
-                    continue;
-                if ((int64_t)n_out >= r->f_max_records) {
-                    full = true;
-                    break;
-                }
-                /* Written directly, not through jansson objects: building and
-                 * dumping them was most of a JSON fetch's cost. */
-                if ((n_out > 0 && pulse_buf_append_u8(&records, ',') != PULSE_OK) ||
-                    pulse_json_append_record(&records, &rv) != PULSE_OK) {
-                    pulse_server_reply_status(r, PULSE_NOMEM, NULL);
-                    goto out;
-                }
-                n_out++;
-                bytes_out += (rv.key != NULL ? rv.key_len : 0) + (rv.value != NULL ? rv.value_len : 0);
-                next = rv.offset + 1;
-            }
-            pos += total;
-        }
-        if (full || budget == 0 || pos < buf.len || read_end >= info.high_watermark)
-            break;
-        struct pulse_slice more;
-        size_t before = buf.len;
-        chunk *= 4;
-        if (pulse_broker_fetch(r->srv->broker, r->topic, r->partition, read_end, budget < chunk ? budget : chunk, &buf,
-                               &more) != PULSE_OK ||
-            buf.len == before)
-            break;
-        if (buf.len - before > budget) {
-            /* Only the first read may pass max_bytes. */
-            buf.len = before;
-            break;
-        }
-        budget -= buf.len - before;
-        read_end = more.next_offset;
+    /* The stream's block and one record's rendered headers. */
+    if (!pulse_server_mem_take(r, FETCH_BLOCK + pulse_fetchjson_max_headers(fj))) {
+        pulse_server_reply_over_budget(r);
+        goto out;
     }
-    info.next_offset = read_end;
+    int64_t next = pulse_fetchjson_next(fj);
     /* Nothing at or after the start in what was read (a compacted batch
      * that ends below it): continue after the slice so readers progress. */
-    if (n_out == 0 && buf.len > 0 && info.next_offset > next)
-        next = info.next_offset;
-    if (n_out > 0)
-        pulse_broker_note_fetched(r->srv->broker, r->topic, n_out, bytes_out);
-
-    struct pulse_buf body;
-    pulse_buf_init(&body, SIZE_MAX);
-    pulse_status_t bst = pulse_buf_printf(&body,
-                                          "{\"topic\":\"%s\",\"partition\":%u,\"log_start_offset\":%lld,"
-                                          "\"high_watermark\":%lld,\"next_offset\":%lld,\"records\":[",
-                                          r->topic, (unsigned)r->partition, (long long)info.log_start,
-                                          (long long)info.high_watermark, (long long)next);
-    if (bst == PULSE_OK)
-        bst = pulse_buf_append(&body, records.data, records.len);
-    if (bst == PULSE_OK)
-        bst = pulse_buf_append(&body, "]}", 2);
-    if (bst != PULSE_OK) {
-        pulse_buf_fini(&body);
-        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
-        goto out;
-    }
-    size_t len = 0;
-    uint8_t *text = pulse_buf_steal(&body, &len);
-    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
-    if (resp == NULL) {
-        pulse_free(text);
-        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
-        goto out;
-    }
-    add_position_headers(resp, next, info.high_watermark, info.log_start);
-    pulse_server_reply(r, 200, resp, PULSE_MEDIA_JSON);
+    if (pulse_fetchjson_records(fj) == 0 && buf.len > 0 && read_end > next)
+        next = read_end;
+    if (pulse_fetchjson_records(fj) > 0)
+        pulse_broker_note_fetched(r->srv->broker, r->topic, pulse_fetchjson_records(fj),
+                                  pulse_fetchjson_payload_bytes(fj));
+    stream_json(r, fj, &buf, &info, next);
+    fj = NULL; /* the answer owns it */
 out:
-    pulse_buf_fini(&records);
+    pulse_fetchjson_destroy(fj);
     pulse_buf_fini(&buf);
 }
 

@@ -393,6 +393,15 @@ void pulse_h_publish_post(struct pulse_hreq *r)
 {
     if (!pulse_server_path_topic(r))
         return;
+    /* key and partition describe the one record of a raw body; on a JSON
+     * or NDJSON body they would be ignored in silence. */
+    if (r->body_kind != PULSE_BODY_OCTETS &&
+        (pulse_server_query(r, "key") != NULL || pulse_server_query(r, "partition") != NULL)) {
+        pulse_server_reply_error(r, 400, "invalid_request",
+                                 "query parameters key and partition apply to %s bodies only; put them in the records",
+                                 PULSE_MEDIA_OCTETS);
+        return;
+    }
     bool ok = false;
     switch (r->body_kind) {
     case PULSE_BODY_JSON:

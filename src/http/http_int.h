@@ -26,6 +26,7 @@
 
 #include "broker/broker.h"
 #include "common/buf.h"
+#include "http/budget.h"
 #include "http/config.h"
 #include "http/request.h"
 #include "http/router.h"
@@ -43,6 +44,9 @@ struct pulse_http_metric_row {
     uint64_t count;
 };
 
+struct pulse_conns;
+struct pulse_conn;
+
 struct pulse_server {
     const struct pulse_config *cfg;
     /* NULL until pulse_server_attach: requests answer 503 meanwhile */
@@ -57,6 +61,11 @@ struct pulse_server {
     atomic_long inflight;  /* contexts created and not yet completed */
     atomic_long suspended; /* connections suspended right now */
     atomic_long receiving; /* in flight whose body has not fully arrived */
+    /* in-flight request and answer memory (server.memory-budget); every
+     * request gives back what it took in on_completed */
+    struct pulse_budget budget;
+    /* open connections and the request-head deadline (server.header-timeout) */
+    struct pulse_conns *conns;
     /* metrics; one mutex, taken once per completed request */
     pthread_mutex_t mlock;
     struct pulse_http_metric_row *rows;
@@ -83,6 +92,7 @@ typedef void (*pulse_hreq_resume_fn)(struct pulse_hreq *r);
 struct pulse_hreq {
     struct pulse_server *srv;
     struct MHD_Connection *conn;
+    struct pulse_conn *hc; /* the connection's registry entry (conns.h) */
     const char *url; /* borrowed from MHD for the request's life */
     enum pulse_method method;
     struct pulse_route_match match;
@@ -90,10 +100,14 @@ struct pulse_hreq {
     int64_t start_us;
     enum pulse_hreq_state state;
     unsigned status; /* HTTP status of the queued answer; 0 = none */
+    bool close;           /* answer with "Connection: close" (framing errors) */
+    unsigned retry_after; /* seconds for a Retry-After header; 0 = none */
+    uint64_t mem_held;    /* taken from srv->budget; given back in on_completed */
     /* body */
     bool wants_body;
     bool gzip;
     bool too_large;
+    bool over_budget; /* the body could not be reserved: 503 at the end */
     bool received; /* the whole request has arrived (counted out of receiving) */
     enum pulse_body_kind body_kind;
     struct pulse_buf body;
@@ -128,6 +142,18 @@ struct pulse_hreq {
 /* Zeroed memory that lives until the request completes; NULL on NOMEM. */
 void *pulse_server_palloc(struct pulse_hreq *r, size_t n);
 
+/* Takes n bytes of the memory budget for r (given back when r completes).
+ * false when the budget cannot cover them: answer with
+ * pulse_server_reply_over_budget. */
+bool pulse_server_mem_take(struct pulse_hreq *r, uint64_t n);
+/* Lets buf grow by n more bytes within cap (the request's size limit),
+ * raising buf's cap in steps taken from the budget first, so its storage
+ * never passes what r holds. PULSE_TOO_LARGE past cap, PULSE_BUSY when the
+ * budget refuses. */
+pulse_status_t pulse_server_mem_grow(struct pulse_hreq *r, struct pulse_buf *buf, size_t n, size_t cap);
+/* 503 unavailable with Retry-After, naming server.memory-budget. */
+void pulse_server_reply_over_budget(struct pulse_hreq *r);
+
 /* Queues resp (taking it) with status plus the common headers. */
 void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Response *resp, const char *content_type);
 /* Serialises body (stolen) as the answer. */
@@ -143,7 +169,8 @@ void pulse_server_reply_empty(struct pulse_hreq *r, unsigned status);
 /* Parses the body as one JSON object; on failure answers 400 and gives NULL.
  * The returned reference is kept in r->doc (borrowed by the caller). */
 json_t *pulse_server_body_object(struct pulse_hreq *r);
-/* A query argument or NULL. */
+/* A query argument or NULL. Only parameters the router lists for the route
+ * ever reach a handler (others were refused with 400). */
 const char *pulse_server_query(struct pulse_hreq *r, const char *name);
 /* Copies the {topic}/{consumer} path parameter into r->topic / r->consumer
  * after checking the name rule; answers 400 invalid_name and returns false. */

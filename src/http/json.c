@@ -6,6 +6,7 @@
  */
 #include "http/json.h"
 
+#include <assert.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +23,8 @@ size_t pulse_json_b64_encoded_len(size_t n)
     return (n + 2) / 3 * 4;
 }
 
-void pulse_json_b64_encode(const uint8_t *in, size_t n, char *out)
+/* Writes encoded_len(n) characters, without a NUL. */
+static void b64_encode_raw(const uint8_t *in, size_t n, char *out)
 {
     size_t i = 0;
     size_t o = 0;
@@ -47,7 +49,12 @@ void pulse_json_b64_encode(const uint8_t *in, size_t n, char *out)
         out[o++] = b64_alphabet[v >> 6 & 63];
         out[o++] = '=';
     }
-    out[o] = '\0';
+}
+
+void pulse_json_b64_encode(const uint8_t *in, size_t n, char *out)
+{
+    b64_encode_raw(in, n, out);
+    out[pulse_json_b64_encoded_len(n)] = '\0';
 }
 
 static int b64_value(char c)
@@ -199,92 +206,128 @@ bool pulse_json_utf8_valid(const uint8_t *s, size_t n)
     return true;
 }
 
-pulse_status_t pulse_json_append_string(struct pulse_buf *out, const uint8_t *p, size_t n)
+/* ---- escaping, a unit at a time -------------------------------------- */
+
+/* What jansson's compact dump writes for byte c: its length, and the text
+ * in esc when it is not the byte itself. */
+static size_t escape_of(uint8_t c, char esc[6])
 {
     static const char hex[] = "0123456789ABCDEF";
-    pulse_status_t st = pulse_buf_append_u8(out, '"');
-    size_t run = 0; /* bytes copied as they are, pending */
-    for (size_t i = 0; st == PULSE_OK && i < n; i++) {
-        uint8_t c = p[i];
-        const char *esc = NULL;
-        char u[6];
-        switch (c) {
-        case '"':
-            esc = "\\\"";
-            break;
-        case '\\':
-            esc = "\\\\";
-            break;
-        case '\b':
-            esc = "\\b";
-            break;
-        case '\f':
-            esc = "\\f";
-            break;
-        case '\n':
-            esc = "\\n";
-            break;
-        case '\r':
-            esc = "\\r";
-            break;
-        case '\t':
-            esc = "\\t";
-            break;
-        default:
-            if (c >= 0x20) {
-                run++;
-                continue;
-            }
-            u[0] = '\\';
-            u[1] = 'u';
-            u[2] = '0';
-            u[3] = '0';
-            u[4] = hex[c >> 4];
-            u[5] = hex[c & 15];
-            break;
-        }
-        st = pulse_buf_append(out, p + i - run, run);
-        run = 0;
-        if (st == PULSE_OK)
-            st = esc != NULL ? pulse_buf_append(out, esc, strlen(esc)) : pulse_buf_append(out, u, sizeof u);
+    char short_form = 0;
+    switch (c) {
+    case '"':
+        short_form = '"';
+        break;
+    case '\\':
+        short_form = '\\';
+        break;
+    case '\b':
+        short_form = 'b';
+        break;
+    case '\f':
+        short_form = 'f';
+        break;
+    case '\n':
+        short_form = 'n';
+        break;
+    case '\r':
+        short_form = 'r';
+        break;
+    case '\t':
+        short_form = 't';
+        break;
+    default:
+        if (c >= 0x20)
+            return 1;
+        esc[0] = '\\';
+        esc[1] = 'u';
+        esc[2] = '0';
+        esc[3] = '0';
+        esc[4] = hex[c >> 4];
+        esc[5] = hex[c & 15];
+        return 6;
     }
-    if (st == PULSE_OK)
-        st = pulse_buf_append(out, p + n - run, run);
-    if (st == PULSE_OK)
-        st = pulse_buf_append_u8(out, '"');
-    return st;
+    esc[0] = '\\';
+    esc[1] = short_form;
+    return 2;
 }
 
-/* "name":"text" for UTF-8, "name_base64":"..." otherwise, "name":null. */
-static pulse_status_t append_bytes_member(struct pulse_buf *out, const char *name, const uint8_t *p, uint32_t len,
-                                          bool null)
+static size_t escaped_len(const uint8_t *p, size_t n)
 {
-    pulse_status_t st;
-    if (null)
-        return pulse_buf_printf(out, ",\"%s\":null", name);
-    if (pulse_json_utf8_valid(p, len)) {
-        st = pulse_buf_printf(out, ",\"%s\":", name);
-        return st == PULSE_OK ? pulse_json_append_string(out, p, len) : st;
+    size_t len = 0;
+    char esc[6];
+    for (size_t i = 0; i < n; i++)
+        len += escape_of(p[i], esc);
+    return len;
+}
+
+/* Escapes p[*at, n) into out[0, room), whole escapes only; advances *at
+ * and returns the bytes written. */
+static size_t write_escaped(const uint8_t *p, size_t n, size_t *at, uint8_t *out, size_t room)
+{
+    size_t i = *at;
+    size_t o = 0;
+    char esc[6];
+    while (i < n && o < room) {
+        size_t k = escape_of(p[i], esc);
+        if (k == 1) {
+            /* A run of bytes that stand for themselves, copied at once. */
+            size_t run = 1;
+            while (i + run < n && o + run < room && escape_of(p[i + run], esc) == 1)
+                run++;
+            memcpy(out + o, p + i, run);
+            o += run;
+            i += run;
+            continue;
+        }
+        if (k > room - o)
+            break;
+        memcpy(out + o, esc, k);
+        o += k;
+        i++;
     }
-    size_t n = pulse_json_b64_encoded_len(len);
-    st = pulse_buf_printf(out, ",\"%s_base64\":\"", name);
-    if (st == PULSE_OK)
-        st = pulse_buf_reserve(out, n + 2);
+    *at = i;
+    return o;
+}
+
+/* Base64 of p[*at, n) into out[0, room), whole 4-character groups only;
+ * *at moves in steps of 3 (or to n). */
+static size_t write_base64(const uint8_t *p, size_t n, size_t *at, uint8_t *out, size_t room)
+{
+    size_t groups = room / 4;
+    size_t left = n - *at;
+    /* Everything when it fits (the padded last group included), else as
+     * many whole groups as fit. */
+    size_t take = left / 3 < groups ? left : groups * 3;
+    size_t len = pulse_json_b64_encoded_len(take);
+    b64_encode_raw(p + *at, take, (char *)out);
+    *at += take;
+    return len;
+}
+
+pulse_status_t pulse_json_append_string(struct pulse_buf *out, const uint8_t *p, size_t n)
+{
+    size_t len = escaped_len(p, n);
+    if (len > SIZE_MAX - 2)
+        return PULSE_TOO_LARGE;
+    pulse_status_t st = pulse_buf_reserve(out, len + 2);
     if (st != PULSE_OK)
         return st;
-    pulse_json_b64_encode(p, len, (char *)out->data + out->len); /* writes n chars and a NUL */
-    out->len += n;
-    return pulse_buf_append_u8(out, '"');
+    size_t at = 0;
+    out->data[out->len++] = '"';
+    out->len += write_escaped(p, n, &at, out->data + out->len, len);
+    out->data[out->len++] = '"';
+    return PULSE_OK;
 }
 
+/* ---- records ---------------------------------------------------------- */
+
 /* Headers go through jansson: they are rare, and its object semantics
- * (names skipped, repeats replaced in place) are the reference. */
-static pulse_status_t append_headers(struct pulse_buf *out, const struct pulse_record_view *rv)
+ * (names skipped, repeats replaced in place) are the reference. *out is a
+ * new object (json_decref) on success. */
+static pulse_status_t headers_object(const struct pulse_record_view *rv, json_t **out)
 {
     json_t *headers = json_object();
-    pulse_status_t st = PULSE_OK;
-    char *text = NULL;
-    size_t len = 0;
     size_t pos = 0;
     struct pulse_header_view hv;
 
@@ -302,16 +345,16 @@ static pulse_status_t append_headers(struct pulse_buf *out, const struct pulse_r
             size_t n = pulse_json_b64_encoded_len(hv.value_len);
             char *b64 = pulse_malloc(n + 1);
             if (b64 == NULL) {
-                st = PULSE_NOMEM;
-                goto out;
+                json_decref(headers);
+                return PULSE_NOMEM;
             }
             pulse_json_b64_encode(hv.value, hv.value_len, b64);
             val = json_stringn(b64, n);
             pulse_free(b64);
         }
         if (val == NULL) {
-            st = PULSE_NOMEM;
-            goto out;
+            json_decref(headers);
+            return PULSE_NOMEM;
         }
         /* A name that is empty, holds a NUL or is not UTF-8 cannot be a
          * member name: skipped (setn_new drops val then). */
@@ -320,28 +363,204 @@ static pulse_status_t append_headers(struct pulse_buf *out, const struct pulse_r
         else
             json_decref(val);
     }
-    st = pulse_json_dump(headers, 0, &text, &len);
+    *out = headers;
+    return PULSE_OK;
+}
+
+/*
+ * A record's text is a fixed sequence of pieces; each is literal text,
+ * bytes to escape as a JSON string body, or bytes to encode as base64:
+ *
+ *   {"offset":N,"timestamp":T  ,"key":null | ,"key":"<esc>" | ,"key_base64":"<b64>"
+ *   (the same for value)  ,"headers":  {} | <jansson's text>  }
+ */
+enum part {
+    P_OPEN,
+    P_KEY_NAME,
+    P_KEY_BODY,
+    P_KEY_CLOSE,
+    P_VALUE_NAME,
+    P_VALUE_BODY,
+    P_VALUE_CLOSE,
+    P_HEADERS_NAME,
+    P_HEADERS,
+    P_CLOSE,
+    P_DONE
+};
+
+enum piece_kind { K_TEXT, K_ESCAPED, K_BASE64 };
+
+struct piece {
+    enum piece_kind kind;
+    const uint8_t *p;
+    size_t n;
+};
+
+/* The member name piece: ,"key":null / ,"key":" / ,"key_base64":" */
+static const char *member_name(bool value, bool null, bool text)
+{
+    if (null)
+        return value ? ",\"value\":null" : ",\"key\":null";
+    if (text)
+        return value ? ",\"value\":\"" : ",\"key\":\"";
+    return value ? ",\"value_base64\":\"" : ",\"key_base64\":\"";
+}
+
+static struct piece piece_of(const struct pulse_json_record_writer *w, unsigned part)
+{
+    const struct pulse_record_view *rv = &w->rv;
+    bool value = part >= P_VALUE_NAME;
+    bool null = value ? rv->value == NULL : rv->key == NULL;
+    bool text = value ? w->value_text : w->key_text;
+    const uint8_t *bytes = value ? rv->value : rv->key;
+    size_t len = value ? rv->value_len : rv->key_len;
+    struct piece pc = {K_TEXT, NULL, 0};
+    const char *lit = NULL;
+
+    switch ((enum part)part) {
+    case P_OPEN:
+        return (struct piece){K_TEXT, (const uint8_t *)w->open, w->open_len};
+    case P_KEY_NAME:
+    case P_VALUE_NAME:
+        lit = member_name(value, null, text);
+        break;
+    case P_KEY_BODY:
+    case P_VALUE_BODY:
+        if (!null)
+            pc = (struct piece){text ? K_ESCAPED : K_BASE64, bytes, len};
+        return pc;
+    case P_KEY_CLOSE:
+    case P_VALUE_CLOSE:
+        lit = null ? "" : "\"";
+        break;
+    case P_HEADERS_NAME:
+        lit = ",\"headers\":";
+        break;
+    case P_HEADERS:
+        if (w->headers != NULL)
+            return (struct piece){K_TEXT, (const uint8_t *)w->headers, w->headers_len};
+        lit = "{}";
+        break;
+    case P_CLOSE:
+        lit = "}";
+        break;
+    case P_DONE:
+        lit = "";
+        break;
+    }
+    return (struct piece){K_TEXT, (const uint8_t *)lit, strlen(lit)};
+}
+
+static size_t piece_len(const struct piece *pc)
+{
+    if (pc->kind == K_ESCAPED)
+        return escaped_len(pc->p, pc->n);
+    if (pc->kind == K_BASE64)
+        return pulse_json_b64_encoded_len(pc->n);
+    return pc->n;
+}
+
+/* Everything but the rendered headers. */
+static void writer_init(struct pulse_json_record_writer *w, const struct pulse_record_view *rv)
+{
+    memset(w, 0, sizeof *w);
+    w->rv = *rv;
+    w->key_text = rv->key != NULL && pulse_json_utf8_valid(rv->key, rv->key_len);
+    w->value_text = rv->value != NULL && pulse_json_utf8_valid(rv->value, rv->value_len);
+    int n = snprintf(w->open, sizeof w->open, "{\"offset\":%lld,\"timestamp\":%lld", (long long)rv->offset,
+                     (long long)rv->timestamp);
+    w->open_len = (size_t)n;
+}
+
+static size_t writer_total(const struct pulse_json_record_writer *w)
+{
+    size_t total = 0;
+    for (unsigned part = P_OPEN; part < P_DONE; part++) {
+        struct piece pc = piece_of(w, part);
+        total += piece_len(&pc);
+    }
+    return total;
+}
+
+pulse_status_t pulse_json_record_size(const struct pulse_record_view *rv, size_t *len, size_t *headers_len)
+{
+    struct pulse_json_record_writer w;
+    writer_init(&w, rv);
+    size_t total = writer_total(&w); /* counts "{}" for the headers */
+    size_t hlen = 0;
+    if (rv->header_count > 0) {
+        json_t *headers = NULL;
+        pulse_status_t st = headers_object(rv, &headers);
+        if (st != PULSE_OK)
+            return st;
+        hlen = json_dumpb(headers, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY); /* as pulse_json_dump */
+        json_decref(headers);
+        if (hlen == 0)
+            return PULSE_INVALID;
+        total = total - 2 + hlen;
+    }
+    *len = total;
+    *headers_len = hlen;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_json_record_begin(struct pulse_json_record_writer *w, const struct pulse_record_view *rv)
+{
+    writer_init(w, rv);
+    if (rv->header_count == 0)
+        return PULSE_OK;
+    json_t *headers = NULL;
+    pulse_status_t st = headers_object(rv, &headers);
     if (st == PULSE_OK)
-        st = pulse_buf_append(out, text, len);
-out:
-    pulse_free(text);
+        st = pulse_json_dump(headers, 0, &w->headers, &w->headers_len);
     json_decref(headers);
     return st;
 }
 
+size_t pulse_json_record_write(struct pulse_json_record_writer *w, uint8_t *out, size_t room, bool *done)
+{
+    size_t o = 0;
+    while (w->part < P_DONE) {
+        struct piece pc = piece_of(w, w->part);
+        if (pc.kind == K_ESCAPED) {
+            o += write_escaped(pc.p, pc.n, &w->at, out + o, room - o);
+        } else if (pc.kind == K_BASE64) {
+            o += write_base64(pc.p, pc.n, &w->at, out + o, room - o);
+        } else {
+            size_t k = pc.n - w->at < room - o ? pc.n - w->at : room - o;
+            if (k > 0)
+                memcpy(out + o, pc.p + w->at, k);
+            w->at += k;
+            o += k;
+        }
+        if (w->at < pc.n)
+            break; /* out of room (or too little for the next unit) */
+        w->part++;
+        w->at = 0;
+    }
+    *done = w->part == P_DONE;
+    return o;
+}
+
+void pulse_json_record_end(struct pulse_json_record_writer *w)
+{
+    pulse_free(w->headers);
+    w->headers = NULL;
+}
+
 pulse_status_t pulse_json_append_record(struct pulse_buf *out, const struct pulse_record_view *rv)
 {
-    pulse_status_t st = pulse_buf_printf(out, "{\"offset\":%lld,\"timestamp\":%lld", (long long)rv->offset,
-                                         (long long)rv->timestamp);
+    struct pulse_json_record_writer w;
+    pulse_status_t st = pulse_json_record_begin(&w, rv);
+    size_t total = st == PULSE_OK ? writer_total(&w) : 0;
     if (st == PULSE_OK)
-        st = append_bytes_member(out, "key", rv->key, rv->key_len, rv->key == NULL);
-    if (st == PULSE_OK)
-        st = append_bytes_member(out, "value", rv->value, rv->value_len, rv->value == NULL);
-    if (st == PULSE_OK)
-        st = pulse_buf_append(out, ",\"headers\":", 11);
-    if (st == PULSE_OK)
-        st = rv->header_count == 0 ? pulse_buf_append(out, "{}", 2) : append_headers(out, rv);
-    if (st == PULSE_OK)
-        st = pulse_buf_append_u8(out, '}');
+        st = pulse_buf_reserve(out, total);
+    if (st == PULSE_OK) {
+        bool done = false;
+        size_t n = pulse_json_record_write(&w, out->data + out->len, total, &done);
+        assert(done && n == total);
+        out->len += n;
+    }
+    pulse_json_record_end(&w);
     return st;
 }

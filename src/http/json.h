@@ -13,10 +13,10 @@
 #include <stdint.h>
 
 #include "common/status.h"
+#include "storage/batch.h"
 
 struct json_t;
 struct pulse_buf;
-struct pulse_record_view;
 
 /* Strict UTF-8 (no overlong forms, surrogates or code points past
  * U+10FFFF): exactly what jansson accepts in a string. */
@@ -36,6 +36,52 @@ pulse_status_t pulse_json_append_string(struct pulse_buf *out, const uint8_t *p,
  * matches byte for byte). PULSE_NOMEM / PULSE_TOO_LARGE from the buffer.
  */
 pulse_status_t pulse_json_append_record(struct pulse_buf *out, const struct pulse_record_view *rv);
+
+/*
+ * The same record text, written a bounded piece at a time (a streamed
+ * fetch answer): pulse_json_record_begin, then pulse_json_record_write
+ * until *done, then pulse_json_record_end. The bytes rv points to must stay
+ * alive and unchanged until the end. The writer owns at most the record's
+ * rendered headers (see pulse_json_record_size); everything else is
+ * written straight from the record's bytes.
+ */
+struct pulse_json_record_writer {
+    struct pulse_record_view rv;
+    bool key_text;   /* key is UTF-8: a string; else base64 */
+    bool value_text; /* likewise for the value */
+    char open[80];   /* {"offset":N,"timestamp":T */
+    size_t open_len;
+    char *headers; /* rendered header object (pulse_free), NULL for {} */
+    size_t headers_len;
+    unsigned part; /* next piece to write */
+    size_t at;     /* progress inside it (input bytes for escaped/base64) */
+};
+
+/* Room that always lets pulse_json_record_write make progress (the
+ * longest unit it never splits: a \u00XX escape). */
+#define PULSE_JSON_WRITE_MIN 6
+
+/*
+ * The exact length of the record's text (as pulse_json_append_record
+ * writes it) and of its rendered headers (0 when it has none: "{}"),
+ * computed without writing it. PULSE_NOMEM.
+ */
+pulse_status_t pulse_json_record_size(const struct pulse_record_view *rv, size_t *len, size_t *headers_len);
+
+/* Prepares w for rv (renders its headers: PULSE_NOMEM). Call
+ * pulse_json_record_end even on failure. */
+pulse_status_t pulse_json_record_begin(struct pulse_json_record_writer *w, const struct pulse_record_view *rv);
+
+/*
+ * Writes the next bytes of the record into out[0, room) and returns how
+ * many; never splits an escape or a base64 group, so it may stop short of
+ * room, but writes at least one byte when room >= PULSE_JSON_WRITE_MIN and
+ * the record is not done. *done once the whole text is written.
+ */
+size_t pulse_json_record_write(struct pulse_json_record_writer *w, uint8_t *out, size_t room, bool *done);
+
+/* Frees what the writer holds. */
+void pulse_json_record_end(struct pulse_json_record_writer *w);
 
 /* Characters (without NUL) that the base64 of n bytes takes. */
 size_t pulse_json_b64_encoded_len(size_t n);

@@ -4,8 +4,11 @@
 # so GET /openapi.yaml serves exactly the file of the build.
 noinst_LIBRARIES += libpulsehttp.a
 libpulsehttp_a_SOURCES = \
+	src/http/budget.c src/http/budget.h \
 	src/http/config.c src/http/config.h \
+	src/http/conns.c src/http/conns.h \
 	src/http/errmap.c src/http/errmap.h \
+	src/http/fetch_json.c src/http/fetch_json.h \
 	src/http/json.c src/http/json.h \
 	src/http/request.c src/http/request.h \
 	src/http/router.c src/http/router.h \
@@ -57,3 +60,10 @@ tests_unit_check_fastpub_SOURCES = tests/unit/http/check_fastpub.c
 tests_unit_check_fastpub_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_fastpub_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
+
+check_PROGRAMS += tests/unit/check_fetch_json
+TESTS += tests/unit/check_fetch_json
+tests_unit_check_fetch_json_SOURCES = tests/unit/http/check_fetch_json.c
+tests_unit_check_fetch_json_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_fetch_json_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)

@@ -183,7 +183,8 @@ pulse_status_t pulse_request_parse_i64(const char *s, int64_t min, int64_t max, 
     return PULSE_OK;
 }
 
-pulse_status_t pulse_request_gunzip(const uint8_t *in, size_t len, struct pulse_buf *out)
+pulse_status_t pulse_request_gunzip(const uint8_t *in, size_t len, struct pulse_buf *out, pulse_request_grow_fn grow,
+                                    void *arg)
 {
     pulse_status_t st = PULSE_OK;
     z_stream z;
@@ -208,6 +209,11 @@ pulse_status_t pulse_request_gunzip(const uint8_t *in, size_t len, struct pulse_
         int zr = inflate(&z, Z_NO_FLUSH);
         size_t produced = sizeof chunk - z.avail_out;
         if (produced > 0) {
+            if (grow != NULL && produced > out->max - out->len) {
+                st = grow(arg, out, produced);
+                if (st != PULSE_OK)
+                    goto out;
+            }
             st = pulse_buf_append(out, chunk, produced);
             if (st != PULSE_OK)
                 goto out;

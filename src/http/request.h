@@ -59,12 +59,21 @@ void pulse_request_id_generate(char out[17]);
 pulse_status_t pulse_request_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 
 /*
- * Inflates a gzip member from in[0..len) and appends it to out, whose cap
- * bounds the decoded size. PULSE_TOO_LARGE when the output would pass the
- * cap, PULSE_INVALID for a corrupt or truncated stream or trailing bytes,
- * PULSE_NOMEM. out keeps whatever was appended on failure; callers discard
- * it.
+ * Called before out would pass its cap by n more bytes: may raise the cap
+ * (pulse_buf_set_max) after reserving the memory, and returns PULSE_OK, or
+ * the status that ends the decoding (PULSE_TOO_LARGE, PULSE_BUSY, ...).
  */
-pulse_status_t pulse_request_gunzip(const uint8_t *in, size_t len, struct pulse_buf *out);
+typedef pulse_status_t (*pulse_request_grow_fn)(void *arg, struct pulse_buf *out, size_t n);
+
+/*
+ * Inflates a gzip member from in[0..len) and appends it to out, whose cap
+ * bounds the decoded size; grow (nullable, with arg) is asked before the cap
+ * is passed. PULSE_TOO_LARGE when the output would pass the cap (and grow
+ * did not raise it), grow's status when it refused, PULSE_INVALID for a
+ * corrupt or truncated stream or trailing bytes, PULSE_NOMEM. out keeps
+ * whatever was appended on failure; callers discard it.
+ */
+pulse_status_t pulse_request_gunzip(const uint8_t *in, size_t len, struct pulse_buf *out, pulse_request_grow_fn grow,
+                                    void *arg);
 
 #endif

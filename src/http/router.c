@@ -16,22 +16,32 @@ struct route_def {
     enum pulse_route route;
     const char *tmpl;
     unsigned methods;
+    /* Query parameters per method (NULL-terminated); NULL: none. */
+    const char *const *query[PULSE_METHOD_OTHER];
 };
 
+/* The one list of query parameters of the API (api/openapi.yaml documents
+ * the same). A parameter a route does not list is a 400, so a misspelt one
+ * ("ofset") can never be silently ignored. */
+static const char *const fetch_query[] = {"offset", "consumer", "max_records", "max_bytes", "wait_ms", "format",
+                                          NULL};
+static const char *const publish_query[] = {"key", "partition", NULL};
+
 static const struct route_def routes[PULSE_ROUTE_NONE] = {
-    {PULSE_ROUTE_HEALTHZ, "/healthz", M(GET)},
-    {PULSE_ROUTE_READYZ, "/readyz", M(GET)},
-    {PULSE_ROUTE_METRICS, "/metrics", M(GET)},
-    {PULSE_ROUTE_OPENAPI, "/openapi.yaml", M(GET)},
-    {PULSE_ROUTE_BROKER, "/v1/broker", M(GET)},
-    {PULSE_ROUTE_TOPICS, "/v1/topics", M(GET) | M(POST)},
-    {PULSE_ROUTE_TOPIC, "/v1/topics/{topic}", M(GET) | M(PATCH) | M(DELETE)},
-    {PULSE_ROUTE_PUBLISH, "/v1/topics/{topic}/records", M(POST)},
-    {PULSE_ROUTE_FETCH, "/v1/topics/{topic}/partitions/{partition}/records", M(GET)},
-    {PULSE_ROUTE_CONSUMERS, "/v1/consumers", M(GET)},
-    {PULSE_ROUTE_CONSUMER, "/v1/consumers/{consumer}", M(DELETE)},
-    {PULSE_ROUTE_CURSORS, "/v1/consumers/{consumer}/cursors", M(GET) | M(POST)},
-    {PULSE_ROUTE_CURSOR, "/v1/consumers/{consumer}/cursors/{topic}/{partition}", M(GET) | M(PUT)},
+    {PULSE_ROUTE_HEALTHZ, "/healthz", M(GET), {NULL}},
+    {PULSE_ROUTE_READYZ, "/readyz", M(GET), {NULL}},
+    {PULSE_ROUTE_METRICS, "/metrics", M(GET), {NULL}},
+    {PULSE_ROUTE_OPENAPI, "/openapi.yaml", M(GET), {NULL}},
+    {PULSE_ROUTE_BROKER, "/v1/broker", M(GET), {NULL}},
+    {PULSE_ROUTE_TOPICS, "/v1/topics", M(GET) | M(POST), {NULL}},
+    {PULSE_ROUTE_TOPIC, "/v1/topics/{topic}", M(GET) | M(PATCH) | M(DELETE), {NULL}},
+    {PULSE_ROUTE_PUBLISH, "/v1/topics/{topic}/records", M(POST), {[PULSE_METHOD_POST] = publish_query}},
+    {PULSE_ROUTE_FETCH, "/v1/topics/{topic}/partitions/{partition}/records", M(GET),
+     {[PULSE_METHOD_GET] = fetch_query}},
+    {PULSE_ROUTE_CONSUMERS, "/v1/consumers", M(GET), {NULL}},
+    {PULSE_ROUTE_CONSUMER, "/v1/consumers/{consumer}", M(DELETE), {NULL}},
+    {PULSE_ROUTE_CURSORS, "/v1/consumers/{consumer}/cursors", M(GET) | M(POST), {NULL}},
+    {PULSE_ROUTE_CURSOR, "/v1/consumers/{consumer}/cursors/{topic}/{partition}", M(GET) | M(PUT), {NULL}},
 };
 
 static const char *const method_names[PULSE_METHOD_COUNT] = {"GET", "POST", "PUT", "PATCH", "DELETE", "OTHER"};
@@ -125,4 +135,15 @@ void pulse_router_allow_header(enum pulse_route r, char *buf, size_t len)
             return;
         used += (size_t)n;
     }
+}
+
+int pulse_router_query_index(enum pulse_route r, enum pulse_method m, const char *name)
+{
+    if ((unsigned)r >= PULSE_ROUTE_NONE || (unsigned)m >= PULSE_METHOD_OTHER || routes[r].query[m] == NULL)
+        return -1;
+    const char *const *list = routes[r].query[m];
+    for (int i = 0; i < PULSE_ROUTER_MAX_QUERY && list[i] != NULL; i++)
+        if (strcmp(list[i], name) == 0)
+            return i;
+    return -1;
 }

@@ -2,8 +2,10 @@
 /*
  * router.h - maps a request path to one of the API's route templates and
  * its path parameters, and knows which methods each route allows (for 405
- * and its Allow header). Templates double as the metrics "route" label, so a
- * raw path never becomes a label value.
+ * and its Allow header) and which query parameters each route and method
+ * accepts (anything else is refused with 400 before a handler runs).
+ * Templates double as the metrics "route" label, so a raw path never
+ * becomes a label value.
  *
  * Thread: any. Locks: none (static tables).
  */
@@ -72,5 +74,15 @@ bool pulse_router_allows(enum pulse_route r, enum pulse_method m);
 
 /* Writes the Allow header value ("GET, POST") for r into buf. */
 void pulse_router_allow_header(enum pulse_route r, char *buf, size_t len);
+
+/* Most query parameters any route and method accepts. */
+#define PULSE_ROUTER_MAX_QUERY 8
+
+/*
+ * The position of query parameter name in the list that route r accepts
+ * with method m (0 .. PULSE_ROUTER_MAX_QUERY-1), or -1 when r and m take no
+ * such parameter. Names compare exactly (case-sensitive), after decoding.
+ */
+int pulse_router_query_index(enum pulse_route r, enum pulse_method m, const char *name);
 
 #endif

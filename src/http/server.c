@@ -14,25 +14,38 @@
  *
  * Request flow in on_access:
  *   1st call  create the context; refuse early what can be refused from the
- *             headers alone (404, 405, 503, 406, 415, 413 on Content-Length),
- *             so an oversized body is never read.
+ *             headers alone, so an oversized body is never read: framing
+ *             that could smuggle a second request (400/501/413, and the
+ *             connection is closed), a control character decoded from the
+ *             target (400), 404, 405, an unknown query parameter (400), 503,
+ *             406, 415, 413 on Content-Length, and a body the memory budget
+ *             cannot hold (503).
  *   body      append to a capped buffer; a chunked body past the cap is still
  *             consumed but remembered as too large (413 at the end).
  *   last call (size 0) decode gzip, then run the route's handler, or the
  *             resume function after a suspension.
  * The context is freed only in on_completed (MHD_OPTION_NOTIFY_COMPLETED),
- * which also counts the request out of the in-flight gauge and records its
- * metrics.
+ * which also counts the request out of the in-flight gauge, records its
+ * metrics and gives its memory reservation back to the budget (budget.h).
+ *
+ * Connections: MHD_OPTION_NOTIFY_CONNECTION registers every connection with
+ * the head-deadline registry (conns.h); the first on_access call for a
+ * request tells it the head arrived, on_completed that the next head is
+ * due. MHD_OPTION_UNESCAPE_CALLBACK decodes the target as MHD would and
+ * flags a decoded control character, which MHD would otherwise pass on as
+ * a string cut at a NUL ("orders%00.archive" read as "orders").
  */
 #include "http/server.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,11 +54,15 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "http/conns.h"
 #include "http/errmap.h"
 #include "http/http_int.h"
 #include "http/json.h"
 
 #define CONNECTION_MEMORY_LIMIT (16u * 1024)
+/* A body without a Content-Length (chunked) or an inflated gzip body grows
+ * its budget reservation in steps of at least this, doubling. */
+#define BODY_STEP (64u * 1024)
 
 static const double latency_bounds[PULSE_HTTP_LATENCY_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                                    0.1,   0.25,   0.5,   1.0,  5.0,   30.0};
@@ -82,7 +99,9 @@ static struct pulse_hreq *hreq_create(struct pulse_server *srv, struct MHD_Conne
     r->start_us = pulse_clock_mono_us();
     r->f_offset = -1;
     atomic_init(&r->async_status, PULSE_OK);
-    pulse_buf_init(&r->body, (size_t)srv->cfg->max_body_bytes);
+    /* Cap 0: the body grows only within what begin_body or
+     * pulse_server_mem_grow reserved for it. */
+    pulse_buf_init(&r->body, 0);
     const char *id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
     if (pulse_request_id_valid(id))
         snprintf(r->id, sizeof r->id, "%s", id);
@@ -119,16 +138,22 @@ void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Respon
         return;
     }
     MHD_add_response_header(resp, "X-Request-Id", r->id);
-    /* Both mean "come back later": a full disk usually takes an operator,
-     * a fenced partition or a busy broker a moment. */
-    if (status == 503)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, PULSE_HTTP_RETRY_AFTER_UNAVAILABLE);
-    else if (status == 507)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, PULSE_HTTP_RETRY_AFTER_FULL);
     if (content_type != NULL)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    if (atomic_load(&r->srv->stopping))
+    if (atomic_load(&r->srv->stopping) || r->close)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    /* Every 503 and 507 means "come back later": the handler's own delay
+     * (the memory budget), else a full disk usually takes an operator, a
+     * fenced partition or a busy broker a moment. */
+    if (r->retry_after > 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%u", r->retry_after);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    } else if (status == 503) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, PULSE_HTTP_RETRY_AFTER_UNAVAILABLE);
+    } else if (status == 507) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, PULSE_HTTP_RETRY_AFTER_FULL);
+    }
     if (MHD_queue_response(r->conn, status, resp) == MHD_YES) {
         r->state = PULSE_HREQ_ANSWERED;
         r->status = status;
@@ -183,9 +208,12 @@ static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *cod
         }
     }
     json_decref(extra);
-    /* Rate-limited per error code (a static string): a full disk answers
-     * every publish with 507, and one line per request would flood. */
-    if (status >= 500)
+    /* Overload refusals (they carry their own Retry-After) are counted in
+     * the metrics, not logged one by one: under load they would flood the
+     * log; a 501 is the client's doing, not a server fault. The rest are
+     * rate-limited per error code (a static string): a full disk answers
+     * every publish with 507, and one line per request would flood too. */
+    if (status >= 500 && status != 501 && r->retry_after == 0)
         pulse_log_limited(PULSE_LOG_WARN, code, "request %s %s %s: %u %s: %s", r->id,
                           pulse_router_method_name(r->method), r->url, status, code, msg);
     pulse_server_reply_json(r, status, body);
@@ -235,6 +263,44 @@ void pulse_server_reply_empty(struct pulse_hreq *r, unsigned status)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t) "", MHD_RESPMEM_PERSISTENT);
     pulse_server_reply(r, status, resp, NULL);
+}
+
+/* ---- the memory budget ------------------------------------------------ */
+
+bool pulse_server_mem_take(struct pulse_hreq *r, uint64_t n)
+{
+    if (!pulse_budget_reserve(&r->srv->budget, n))
+        return false;
+    r->mem_held += n;
+    return true;
+}
+
+pulse_status_t pulse_server_mem_grow(struct pulse_hreq *r, struct pulse_buf *buf, size_t n, size_t cap)
+{
+    if (n > cap || buf->len > cap - n)
+        return PULSE_TOO_LARGE;
+    if (buf->len + n <= buf->max)
+        return PULSE_OK;
+    /* Double the reserved cap (at least one step), never past cap. */
+    size_t want = buf->max > cap / 2 ? cap : buf->max * 2;
+    if (want < buf->len + n)
+        want = buf->len + n;
+    if (want < BODY_STEP)
+        want = BODY_STEP < cap ? BODY_STEP : cap;
+    if (!pulse_server_mem_take(r, want - buf->max))
+        return PULSE_BUSY;
+    pulse_buf_set_max(buf, want);
+    return PULSE_OK;
+}
+
+void pulse_server_reply_over_budget(struct pulse_hreq *r)
+{
+    const struct pulse_budget *b = &r->srv->budget;
+    r->retry_after = 1;
+    pulse_server_reply_error(r, 503, "unavailable",
+                             "the server's memory for requests in flight is in use (server.memory-budget = %llu "
+                             "bytes, %llu reserved); retry later",
+                             (unsigned long long)b->limit, (unsigned long long)pulse_budget_used(b));
 }
 
 /* ---- request helpers -------------------------------------------------- */
@@ -377,59 +443,184 @@ static bool route_answers_json(enum pulse_route route)
     return route != PULSE_ROUTE_METRICS && route != PULSE_ROUTE_OPENAPI && route != PULSE_ROUTE_FETCH;
 }
 
-/* Refusals decided from the request line and headers alone. */
-static void begin(struct pulse_hreq *r)
+/* Copies text for an error message: printable ASCII only (anything else
+ * becomes '?'), so a hostile path or name cannot break the JSON body. */
+static const char *printable(const char *text, char *out, size_t len)
+{
+    size_t i = 0;
+    for (; text != NULL && text[i] != '\0' && i + 1 < len; i++)
+        out[i] = isprint((unsigned char)text[i]) ? text[i] : '?';
+    out[i] = '\0';
+    return out;
+}
+
+struct framing {
+    unsigned n_length;
+    unsigned n_encoding;
+    const char *length;
+    const char *encoding;
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    struct framing *f = cls;
+    if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        f->n_length++;
+        f->length = value != NULL ? value : "";
+    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        f->n_encoding++;
+        f->encoding = value != NULL ? value : "";
+    }
+    return MHD_YES;
+}
+
+/* Equal to token, ignoring case and surrounding blanks. */
+static bool token_is(const char *v, const char *token)
+{
+    while (*v == ' ' || *v == '\t')
+        v++;
+    size_t n = strlen(v);
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    return n == strlen(token) && strncasecmp(v, token, n) == 0;
+}
+
+/*
+ * RFC 9112 6.3: a request whose body length is ambiguous is refused and its
+ * connection closed, because the bytes after it cannot be trusted to start a
+ * request (libmicrohttpd 0.9.75 takes the first of two Content-Lengths, or
+ * chunked over Content-Length, and would parse a smuggled request). Checked
+ * on every request, whether or not its route takes a body.
+ */
+static bool refuse_framing(struct pulse_hreq *r)
+{
+    struct framing f = {0, 0, NULL, NULL};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_framing, &f);
+    if (f.n_length == 0 && f.n_encoding == 0)
+        return false;
+    r->close = true;
+    if (f.n_length > 0 && f.n_encoding > 0) {
+        pulse_server_reply_error(r, 400, "invalid_request",
+                                 "a request must not carry both Content-Length and Transfer-Encoding");
+        return true;
+    }
+    if (f.n_length > 1) {
+        pulse_server_reply_error(r, 400, "invalid_request", "a request must carry at most one Content-Length");
+        return true;
+    }
+    if (f.n_encoding > 0) {
+        if (f.n_encoding == 1 && token_is(f.encoding, "chunked")) {
+            r->close = false;
+            return false;
+        }
+        char enc[64];
+        pulse_server_reply_error(r, 501, "not_implemented",
+                                 "Transfer-Encoding \"%s\" is not supported; only chunked is",
+                                 f.n_encoding > 1 ? "(several)" : printable(f.encoding, enc, sizeof enc));
+        return true;
+    }
+    const char *p = f.length;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t digits = strspn(p, "0123456789");
+    size_t blanks = strspn(p + digits, " \t");
+    if (digits == 0 || p[digits + blanks] != '\0') {
+        pulse_server_reply_error(r, 400, "invalid_request", "Content-Length must be a non-negative integer");
+        return true;
+    }
+    while (digits > 1 && *p == '0') {
+        p++;
+        digits--;
+    }
+    char text[32];
+    int64_t len = 0;
+    bool fits = digits < sizeof text;
+    if (fits) {
+        memcpy(text, p, digits);
+        text[digits] = '\0';
+        fits = pulse_request_parse_i64(text, 0, INT64_MAX, &len) == PULSE_OK;
+    }
+    if (!fits) {
+        /* Answered at once, instead of waiting for a body that never ends. */
+        pulse_server_reply_error(r, 413, "payload_too_large", "Content-Length %.20s... does not fit in 63 bits", p);
+        return true;
+    }
+    r->close = false;
+    return false;
+}
+
+struct query_check {
+    enum pulse_route route;
+    enum pulse_method method;
+    unsigned seen; /* bit i: the router's parameter i was given */
+    const char *name;
+    const char *problem; /* NULL: all known, once, with values */
+};
+
+static enum MHD_Result check_query_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    struct query_check *q = cls;
+    int i = pulse_router_query_index(q->route, q->method, key != NULL ? key : "");
+    q->name = key != NULL ? key : "";
+    if (i < 0)
+        q->problem = "is not known on this route";
+    else if (q->seen & (1u << i))
+        q->problem = "is given more than once";
+    else if (value == NULL)
+        q->problem = "needs a value (name=value)";
+    if (q->problem != NULL)
+        return MHD_NO;
+    q->seen |= 1u << i;
+    return MHD_YES;
+}
+
+/* Every query parameter must be one the route takes, once: a misspelt one
+ * ("ofset") must never be ignored in silence. */
+static bool refuse_query(struct pulse_hreq *r)
+{
+    struct query_check q = {r->match.route, r->method, 0, NULL, NULL};
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, check_query_arg, &q);
+    if (q.problem == NULL)
+        return false;
+    char name[104];
+    pulse_server_reply_error(r, 400, "invalid_request", "query parameter \"%s\" %s",
+                             printable(q.name, name, sizeof name), q.problem);
+    return true;
+}
+
+static void reply_not_allowed(struct pulse_hreq *r)
+{
+    char allow[64];
+    pulse_router_allow_header(r->match.route, allow, sizeof allow);
+    char msg[128];
+    snprintf(msg, sizeof msg, "method not allowed; allowed: %s", allow);
+    json_t *body = pulse_json_error("method_not_allowed", msg);
+    char *text = NULL;
+    size_t len = 0;
+    if (body == NULL || pulse_json_dump(body, 0, &text, &len) != PULSE_OK) {
+        json_decref(body);
+        reply_oom(r);
+        return;
+    }
+    json_decref(body);
+    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
+    if (resp == NULL) {
+        pulse_free(text);
+        reply_oom(r);
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    pulse_server_reply(r, 405, resp, PULSE_MEDIA_JSON);
+}
+
+/* Headers of a body-taking request: encoding, type, declared size, and
+ * the budget for the body. */
+static void begin_body(struct pulse_hreq *r)
 {
     struct pulse_server *srv = r->srv;
     enum pulse_route route = r->match.route;
-    if (route == PULSE_ROUTE_NONE) {
-        pulse_server_reply_error(r, 404, "not_found", "no such resource: %s", r->url);
-        return;
-    }
-    if (!pulse_router_allows(route, r->method)) {
-        char allow[64];
-        pulse_router_allow_header(route, allow, sizeof allow);
-        char msg[128];
-        snprintf(msg, sizeof msg, "method not allowed; allowed: %s", allow);
-        json_t *body = pulse_json_error("method_not_allowed", msg);
-        char *text = NULL;
-        size_t len = 0;
-        if (body == NULL || pulse_json_dump(body, 0, &text, &len) != PULSE_OK) {
-            json_decref(body);
-            reply_oom(r);
-            return;
-        }
-        json_decref(body);
-        struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
-        if (resp == NULL) {
-            pulse_free(text);
-            reply_oom(r);
-            return;
-        }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
-        pulse_server_reply(r, 405, resp, PULSE_MEDIA_JSON);
-        return;
-    }
-    if (atomic_load(&srv->stopping) && route != PULSE_ROUTE_HEALTHZ) {
-        pulse_server_reply_error(r, 503, "unavailable", "the broker is shutting down");
-        return;
-    }
-    if (srv->broker == NULL && route != PULSE_ROUTE_HEALTHZ) {
-        pulse_server_reply_error(r, 503, "unavailable", "the broker is starting (recovery in progress)");
-        return;
-    }
-    if (route_answers_json(route)) {
-        const char *accept = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-        if (pulse_request_accept(accept, false) == PULSE_ACCEPT_NONE) {
-            pulse_server_reply_error(r, 406, "not_acceptable", "this resource is only available as %s",
-                                     PULSE_MEDIA_JSON);
-            return;
-        }
-    }
-    r->wants_body = route_wants_body(route, r->method);
-    if (!r->wants_body)
-        return;
-
     const char *enc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
     if (enc != NULL && !pulse_request_media_is(enc, "identity")) {
         if (!pulse_request_media_is(enc, "gzip")) {
@@ -452,13 +643,68 @@ static void begin(struct pulse_hreq *r)
     }
     const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     int64_t len = 0;
-    if (cl != NULL && pulse_request_parse_i64(cl, 0, INT64_MAX, &len) == PULSE_OK &&
-        (uint64_t)len > srv->cfg->max_body_bytes) {
+    if (cl == NULL || pulse_request_parse_i64(cl, 0, INT64_MAX, &len) != PULSE_OK)
+        return; /* chunked: the reservation grows with the body */
+    if ((uint64_t)len > srv->cfg->max_body_bytes) {
         /* Answered before the body is read: MHD skips "100 Continue" and
          * closes the connection instead of reading megabytes we refuse. */
         pulse_server_reply_error(r, 413, "payload_too_large", "request body is larger than %llu bytes",
                                  (unsigned long long)srv->cfg->max_body_bytes);
+        return;
     }
+    /* A declared body is reserved whole, before a byte of it is read, and
+     * its buffer can never grow past what was reserved. */
+    if (!pulse_server_mem_take(r, (uint64_t)len)) {
+        r->close = true; /* its body is not read */
+        pulse_server_reply_over_budget(r);
+        return;
+    }
+    pulse_buf_set_max(&r->body, (size_t)len);
+}
+
+/* Refusals decided from the request line and headers alone. */
+static void begin(struct pulse_hreq *r)
+{
+    struct pulse_server *srv = r->srv;
+    enum pulse_route route = r->match.route;
+    if (refuse_framing(r))
+        return;
+    if (r->hc != NULL && pulse_conns_take_bad_target(r->hc)) {
+        pulse_server_reply_error(r, 400, "invalid_request",
+                                 "the request path or a query parameter holds a control character once decoded "
+                                 "(such as %%00)");
+        return;
+    }
+    if (route == PULSE_ROUTE_NONE) {
+        char path[160];
+        pulse_server_reply_error(r, 404, "not_found", "no such resource: %s", printable(r->url, path, sizeof path));
+        return;
+    }
+    if (!pulse_router_allows(route, r->method)) {
+        reply_not_allowed(r);
+        return;
+    }
+    if (refuse_query(r))
+        return;
+    if (atomic_load(&srv->stopping) && route != PULSE_ROUTE_HEALTHZ) {
+        pulse_server_reply_error(r, 503, "unavailable", "the broker is shutting down");
+        return;
+    }
+    if (srv->broker == NULL && route != PULSE_ROUTE_HEALTHZ) {
+        pulse_server_reply_error(r, 503, "unavailable", "the broker is starting (recovery in progress)");
+        return;
+    }
+    if (route_answers_json(route)) {
+        const char *accept = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+        if (pulse_request_accept(accept, false) == PULSE_ACCEPT_NONE) {
+            pulse_server_reply_error(r, 406, "not_acceptable", "this resource is only available as %s",
+                                     PULSE_MEDIA_JSON);
+            return;
+        }
+    }
+    r->wants_body = route_wants_body(route, r->method);
+    if (r->wants_body)
+        begin_body(r);
 }
 
 static void dispatch(struct pulse_hreq *r)
@@ -523,6 +769,32 @@ static void dispatch(struct pulse_hreq *r)
     pulse_server_reply_error(r, 404, "not_found", "no such resource: %s", r->url);
 }
 
+/* The inflated body grows within the budget, up to max-body-bytes. */
+static pulse_status_t grow_inflated(void *arg, struct pulse_buf *out, size_t n)
+{
+    struct pulse_hreq *r = arg;
+    return pulse_server_mem_grow(r, out, n, (size_t)r->srv->cfg->max_body_bytes);
+}
+
+/* Keeps a body chunk, within max-body-bytes and the budget; past either it
+ * is dropped and remembered (answered at the end: the client sees the
+ * answer instead of a reset). */
+static void take_upload(struct pulse_hreq *r, const char *data, size_t n)
+{
+    if (r->state != PULSE_HREQ_NEW || !r->wants_body || r->too_large || r->over_budget)
+        return;
+    pulse_status_t st = pulse_server_mem_grow(r, &r->body, n, (size_t)r->srv->cfg->max_body_bytes);
+    if (st == PULSE_OK)
+        st = pulse_buf_append(&r->body, data, n);
+    if (st == PULSE_OK)
+        return;
+    if (st == PULSE_BUSY)
+        r->over_budget = true;
+    else
+        r->too_large = true;
+    pulse_buf_fini(&r->body);
+}
+
 /* The whole request is in: decode the body and run the handler. */
 static void finish(struct pulse_hreq *r)
 {
@@ -536,13 +808,19 @@ static void finish(struct pulse_hreq *r)
                                  (unsigned long long)srv->cfg->max_body_bytes);
         return;
     }
+    if (r->over_budget) {
+        pulse_server_reply_over_budget(r);
+        return;
+    }
     if (r->gzip) {
         struct pulse_buf plain;
-        pulse_buf_init(&plain, (size_t)srv->cfg->max_body_bytes);
-        pulse_status_t st = pulse_request_gunzip(r->body.data, r->body.len, &plain);
+        pulse_buf_init(&plain, 0);
+        pulse_status_t st = pulse_request_gunzip(r->body.data, r->body.len, &plain, grow_inflated, r);
         if (st != PULSE_OK) {
             pulse_buf_fini(&plain);
-            if (st == PULSE_TOO_LARGE)
+            if (st == PULSE_BUSY)
+                pulse_server_reply_over_budget(r);
+            else if (st == PULSE_TOO_LARGE)
                 pulse_server_reply_error(r, 413, "payload_too_large",
                                          "decompressed request body is larger than %llu bytes",
                                          (unsigned long long)srv->cfg->max_body_bytes);
@@ -567,9 +845,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     struct pulse_hreq *r = *con_cls;
 
     if (r == NULL) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        struct pulse_conn *hc = ci != NULL ? ci->socket_context : NULL;
+        /* No registry entry (it could not be made) or the head came after
+         * its deadline (the socket is being shut down): drop the request. */
+        if (hc == NULL || !pulse_conns_head_arrived(srv->conns, hc))
+            return MHD_NO;
         r = hreq_create(srv, conn, url, method);
         if (r == NULL)
             return MHD_NO; /* out of memory: drop the connection */
+        r->hc = hc;
         atomic_fetch_add(&srv->inflight, 1);
         atomic_fetch_add(&srv->receiving, 1);
         *con_cls = r;
@@ -577,13 +862,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
-        if (r->state == PULSE_HREQ_NEW && r->wants_body && !r->too_large &&
-            pulse_buf_append(&r->body, upload_data, *upload_data_size) != PULSE_OK) {
-            /* Keep consuming a body past the cap and answer 413 at the end,
-             * so the client sees the answer instead of a reset. */
-            r->too_large = true;
-            pulse_buf_fini(&r->body);
-        }
+        take_upload(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
@@ -651,9 +930,12 @@ static void record_metrics(struct pulse_server *srv, const struct pulse_hreq *r,
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     struct pulse_server *srv = cls;
     struct pulse_hreq *r = *con_cls;
+    /* A kept-alive connection owes its next request head from now. */
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci != NULL && ci->socket_context != NULL)
+        pulse_conns_request_done(srv->conns, ci->socket_context);
     if (r == NULL)
         return;
     *con_cls = NULL;
@@ -665,11 +947,89 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                         toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
     if (!r->received)
         atomic_fetch_sub(&srv->receiving, 1);
+    /* The one place a request's memory reservation is given back. */
+    pulse_budget_release(&srv->budget, r->mem_held);
+    r->mem_held = 0;
     hreq_free(r);
     atomic_fetch_sub(&srv->inflight, 1);
 }
 
+/* ---- connections ------------------------------------------------------ */
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct pulse_server *srv = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        /* Called before MHD closes the socket (see conns.h). */
+        pulse_conns_closed(srv->conns, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int fd = ci != NULL ? (int)ci->connect_fd : -1;
+    *socket_context = fd >= 0 ? pulse_conns_opened(srv->conns, fd) : NULL;
+    /* A connection without an entry would have no head deadline: refuse
+     * it (MHD reads end-of-file and closes it; on_access drops it too). */
+    if (*socket_context == NULL && fd >= 0)
+        (void)shutdown(fd, SHUT_RDWR);
+}
+
+/*
+ * MHD's own decoding (MHD_http_unescape: %HH, nothing else), plus a check
+ * MHD lacks: a control character in the result (a NUL cuts the string MHD
+ * hands over; CR, LF and the rest have no place in a name, key or number)
+ * flags the request, which begin() refuses with 400. Called for the path
+ * and for every query name and value, on the connection's own thread,
+ * before the access handler.
+ */
+static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    size_t n = MHD_http_unescape(s);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) {
+            const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+            if (ci != NULL && ci->socket_context != NULL)
+                pulse_conns_flag_bad_target(ci->socket_context);
+            break;
+        }
+    }
+    return n;
+}
+
 /* ---- metrics ---------------------------------------------------------- */
+
+/* The connection registry and the memory budget. */
+static pulse_status_t limits_metrics(struct pulse_server *srv, struct pulse_buf *out)
+{
+    uint64_t open = 0;
+    uint64_t timeouts = 0;
+    pulse_conns_stats(srv->conns, &open, &timeouts);
+    return pulse_buf_printf(
+        out,
+        "# HELP pulse_http_connections Open client connections.\n"
+        "# TYPE pulse_http_connections gauge\n"
+        "pulse_http_connections %llu\n"
+        "# HELP pulse_http_header_timeouts_total Connections closed because no request head arrived within "
+        "server.header-timeout.\n"
+        "# TYPE pulse_http_header_timeouts_total counter\n"
+        "pulse_http_header_timeouts_total %llu\n"
+        "# HELP pulse_http_memory_budget_bytes The in-flight request and answer memory budget "
+        "(server.memory-budget).\n"
+        "# TYPE pulse_http_memory_budget_bytes gauge\n"
+        "pulse_http_memory_budget_bytes %llu\n"
+        "# HELP pulse_http_memory_reserved_bytes Budget reserved by requests in flight.\n"
+        "# TYPE pulse_http_memory_reserved_bytes gauge\n"
+        "pulse_http_memory_reserved_bytes %llu\n"
+        "# HELP pulse_http_memory_refusals_total Reservations the budget refused (answered 503).\n"
+        "# TYPE pulse_http_memory_refusals_total counter\n"
+        "pulse_http_memory_refusals_total %llu\n",
+        (unsigned long long)open, (unsigned long long)timeouts, (unsigned long long)srv->budget.limit,
+        (unsigned long long)pulse_budget_used(&srv->budget),
+        (unsigned long long)pulse_budget_refusals(&srv->budget));
+}
 
 pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *out)
 {
@@ -718,6 +1078,8 @@ pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *
                               "pulse_uptime_seconds %.3f\n",
                               atomic_load(&srv->inflight), PULSE_HTTP_VERSION,
                               (double)(pulse_clock_mono_us() - srv->started_mono_us) / 1e6);
+    if (st == PULSE_OK)
+        st = limits_metrics(srv, out);
     return st;
 }
 
@@ -831,6 +1193,12 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     srv->listen_fd = -1;
     srv->started_mono_us = pulse_clock_mono_us();
     pthread_mutex_init(&srv->mlock, NULL);
+    pulse_budget_init(&srv->budget, cfg->memory_budget);
+    st = pulse_conns_create(cfg->header_timeout_ms, &srv->conns);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot start the connection registry: %s", pulse_status_message(st));
+        goto out;
+    }
 
     unsigned threads = (unsigned)cfg->threads;
     if (threads == 0) {
@@ -853,7 +1221,8 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
         MHD_OPTION_ARRAY, pool, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+        MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, srv, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         st = PULSE_IO;
         pulse_errbuf_set(errbuf, errlen, "cannot start the HTTP server on %s (see the libmicrohttpd message above)",
@@ -867,6 +1236,7 @@ out:
     if (fd >= 0)
         close(fd);
     if (srv != NULL) {
+        pulse_conns_destroy(srv->conns);
         pthread_mutex_destroy(&srv->mlock);
         pulse_free(srv);
     }
@@ -943,6 +1313,10 @@ void pulse_server_destroy(struct pulse_server *srv)
         if (srv->quiesced && srv->listen_fd >= 0)
             close(srv->listen_fd);
     }
+    /* With the daemon still running (a suspended connection kept it), its
+     * workers may still call into the registry: leave it to the exit. */
+    if (srv->daemon == NULL)
+        pulse_conns_destroy(srv->conns);
     pthread_mutex_destroy(&srv->mlock);
     pulse_free(srv->rows);
     pulse_free(srv);

@@ -11,6 +11,9 @@ INTEGRATION_TESTS = \
 	tests/integration/42_admin_async.py \
 	tests/integration/50_ops.py \
 	tests/integration/60_bad_input.py \
+	tests/integration/62_http_smuggling.py \
+	tests/integration/64_slow_clients.py \
+	tests/integration/66_memory_budget.py \
 	tests/integration/70_restart.py \
 	tests/integration/80_crash_kill9.py \
 	tests/integration/85_torn_tail.py \

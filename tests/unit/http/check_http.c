@@ -2,20 +2,26 @@
 /* check_http.c - the HTTP layer's pure parts: configuration parsing and
  * precedence, the status -> HTTP error table, base64, media types and
  * Accept negotiation, request ids, strict integers, gzip bodies with a cap,
- * routing and timestamps. The server itself is exercised end to end by
+ * routing and its query parameter table, timestamps, the memory budget and
+ * the request-head deadline (on real sockets). The server itself is exercised end to end by
  * tests/integration. */
 #include <check.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/status.h"
+#include "http/budget.h"
 #include "http/config.h"
+#include "http/conns.h"
 #include "http/errmap.h"
 #include "http/json.h"
 #include "http/request.h"
@@ -72,8 +78,10 @@ START_TEST(test_config_defaults_match_the_documented_values)
     ck_assert_uint_eq(cfg.max_body_bytes, 16u * 1024 * 1024);
     ck_assert_int_eq(cfg.max_records_per_request, 10000);
     ck_assert_int_eq(cfg.max_connections, 1000);
-    ck_assert_int_eq(cfg.max_connections_per_ip, 256);
+    ck_assert_int_eq(cfg.max_connections_per_ip, 64);
     ck_assert_int_eq(cfg.connection_timeout_ms, 30000);
+    ck_assert_int_eq(cfg.header_timeout_ms, 10000);
+    ck_assert_uint_eq(cfg.memory_budget, 256u * 1024 * 1024);
     ck_assert_int_eq(cfg.threads, 0);
     ck_assert_uint_eq(cfg.segment_max_bytes, 512ull * 1024 * 1024);
     ck_assert_uint_eq(cfg.index_interval_bytes, 4096);
@@ -296,7 +304,7 @@ START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
     json_t *j = pulse_config_to_json(&cfg);
     ck_assert_ptr_nonnull(j);
-    ck_assert_uint_eq(json_object_size(j), 22);
+    ck_assert_uint_eq(json_object_size(j), 24);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.segment-fd-cache")), 1024);
     ck_assert_str_eq(json_string_value(json_object_get(j, "server.listen")), "127.0.0.1:8080");
     ck_assert_int_eq(json_integer_value(json_object_get(j, "server.max-body-bytes")), 16 * 1024 * 1024);
@@ -558,14 +566,14 @@ START_TEST(test_gzip_body_is_inflated_within_the_cap)
     uint8_t *gz = gzip_bytes(plain, sizeof plain, &glen);
     struct pulse_buf out;
     pulse_buf_init(&out, sizeof plain);
-    ck_assert_int_eq(pulse_request_gunzip(gz, glen, &out), PULSE_OK);
+    ck_assert_int_eq(pulse_request_gunzip(gz, glen, &out, NULL, NULL), PULSE_OK);
     ck_assert_uint_eq(out.len, sizeof plain);
     ck_assert(memcmp(out.data, plain, sizeof plain) == 0);
     pulse_buf_fini(&out);
 
     /* one byte less room: refused as too large (a gzip bomb stops here) */
     pulse_buf_init(&out, sizeof plain - 1);
-    ck_assert_int_eq(pulse_request_gunzip(gz, glen, &out), PULSE_TOO_LARGE);
+    ck_assert_int_eq(pulse_request_gunzip(gz, glen, &out, NULL, NULL), PULSE_TOO_LARGE);
     pulse_buf_fini(&out);
     pulse_free(gz);
 }
@@ -579,7 +587,7 @@ START_TEST(test_corrupt_truncated_or_trailing_gzip_is_invalid)
     struct pulse_buf out;
 
     pulse_buf_init(&out, 1024);
-    ck_assert_int_eq(pulse_request_gunzip(gz, glen - 3, &out), PULSE_INVALID);
+    ck_assert_int_eq(pulse_request_gunzip(gz, glen - 3, &out, NULL, NULL), PULSE_INVALID);
     pulse_buf_fini(&out);
 
     uint8_t *longer = pulse_malloc(glen + 2);
@@ -587,20 +595,20 @@ START_TEST(test_corrupt_truncated_or_trailing_gzip_is_invalid)
     longer[glen] = 'x';
     longer[glen + 1] = 'y';
     pulse_buf_init(&out, 1024);
-    ck_assert_int_eq(pulse_request_gunzip(longer, glen + 2, &out), PULSE_INVALID);
+    ck_assert_int_eq(pulse_request_gunzip(longer, glen + 2, &out, NULL, NULL), PULSE_INVALID);
     pulse_buf_fini(&out);
     pulse_free(longer);
 
     gz[glen - 6] ^= 0xff; /* the CRC32 trailer */
     pulse_buf_init(&out, 1024);
-    ck_assert_int_eq(pulse_request_gunzip(gz, glen, &out), PULSE_INVALID);
+    ck_assert_int_eq(pulse_request_gunzip(gz, glen, &out, NULL, NULL), PULSE_INVALID);
     pulse_buf_fini(&out);
 
     pulse_buf_init(&out, 1024);
-    ck_assert_int_eq(pulse_request_gunzip((const uint8_t *)"not gzip at all", 15, &out), PULSE_INVALID);
+    ck_assert_int_eq(pulse_request_gunzip((const uint8_t *)"not gzip at all", 15, &out, NULL, NULL), PULSE_INVALID);
     pulse_buf_fini(&out);
     pulse_buf_init(&out, 1024);
-    ck_assert_int_eq(pulse_request_gunzip((const uint8_t *)"", 0, &out), PULSE_INVALID);
+    ck_assert_int_eq(pulse_request_gunzip((const uint8_t *)"", 0, &out, NULL, NULL), PULSE_INVALID);
     pulse_buf_fini(&out);
     pulse_free(gz);
 }
@@ -655,6 +663,130 @@ START_TEST(test_allow_header_lists_the_route_methods)
 }
 END_TEST
 
+START_TEST(test_each_route_accepts_only_its_query_parameters)
+{
+    const char *fetch[] = {"offset", "consumer", "max_records", "max_bytes", "wait_ms", "format"};
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_GET, fetch[i]), i);
+    ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_GET, "ofset"), -1);
+    ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_GET, "Offset"), -1);
+    ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_GET, ""), -1);
+    ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_POST, "offset"), -1);
+    ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST, "key"), 0);
+    ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST, "partition"), 1);
+    ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST, "kee"), -1);
+    /* Routes without query parameters take none. */
+    for (int r = 0; r <= PULSE_ROUTE_NONE; r++)
+        for (int m = 0; m < PULSE_METHOD_COUNT; m++)
+            if (r != PULSE_ROUTE_FETCH && r != PULSE_ROUTE_PUBLISH)
+                ck_assert_int_eq(pulse_router_query_index((enum pulse_route)r, (enum pulse_method)m, "offset"), -1);
+}
+END_TEST
+
+/* ---- memory budget ---------------------------------------------------- */
+
+START_TEST(test_budget_never_passes_its_limit_and_counts_refusals)
+{
+    struct pulse_budget b;
+    pulse_budget_init(&b, 100);
+    ck_assert(pulse_budget_reserve(&b, 60));
+    ck_assert(pulse_budget_reserve(&b, 40));
+    ck_assert(pulse_budget_reserve(&b, 0));
+    ck_assert(!pulse_budget_reserve(&b, 1));
+    ck_assert_uint_eq(pulse_budget_used(&b), 100);
+    ck_assert_uint_eq(pulse_budget_refusals(&b), 1);
+    pulse_budget_release(&b, 60);
+    ck_assert(!pulse_budget_reserve(&b, 61));
+    ck_assert(pulse_budget_reserve(&b, 60));
+    ck_assert(!pulse_budget_reserve(&b, UINT64_MAX));
+    pulse_budget_release(&b, 100);
+    ck_assert_uint_eq(pulse_budget_used(&b), 0);
+    ck_assert_uint_eq(pulse_budget_refusals(&b), 3);
+}
+END_TEST
+
+/* ---- request-head deadline -------------------------------------------- */
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* True when the peer of sv[0] was shut down (reads end-of-file). */
+static bool peer_shut(int fd)
+{
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+    if (n < 0)
+        ck_assert_int_eq(errno, EAGAIN);
+    return n == 0;
+}
+
+START_TEST(test_a_head_that_misses_its_deadline_gets_its_socket_shut)
+{
+    struct pulse_conns *cs = NULL;
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ck_assert_int_eq(pulse_conns_create(100, &cs), PULSE_OK);
+    struct pulse_conn *c = pulse_conns_opened(cs, sv[0]);
+    ck_assert_ptr_nonnull(c);
+    /* Data keeps coming: it does not matter, only the head counts. */
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(write(sv[1], "x", 1), 1);
+        sleep_ms(10);
+    }
+    ck_assert(!peer_shut(sv[1]));
+    sleep_ms(300);
+    ck_assert(peer_shut(sv[1]));
+    ck_assert(!pulse_conns_head_arrived(cs, c)); /* too late */
+    uint64_t open = 0, timeouts = 0;
+    pulse_conns_stats(cs, &open, &timeouts);
+    ck_assert_uint_eq(open, 1);
+    ck_assert_uint_eq(timeouts, 1);
+    pulse_conns_closed(cs, c);
+    pulse_conns_stats(cs, &open, &timeouts);
+    ck_assert_uint_eq(open, 0);
+    pulse_conns_destroy(cs);
+    close(sv[0]);
+    close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_a_head_in_time_stops_the_deadline_until_the_request_is_done)
+{
+    struct pulse_conns *cs = NULL;
+    int a[2], b[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+    ck_assert_int_eq(pulse_conns_create(100, &cs), PULSE_OK);
+    struct pulse_conn *ca = pulse_conns_opened(cs, a[0]);
+    struct pulse_conn *cb = pulse_conns_opened(cs, b[0]);
+    ck_assert(pulse_conns_head_arrived(cs, ca));
+    sleep_ms(300);
+    /* a is in a request (as long as it takes); b never sent a head. */
+    ck_assert(!peer_shut(a[1]));
+    ck_assert(peer_shut(b[1]));
+    /* Answered and kept alive: the next head is due 100 ms from now. */
+    pulse_conns_request_done(cs, ca);
+    sleep_ms(50);
+    ck_assert(!peer_shut(a[1]));
+    sleep_ms(250);
+    ck_assert(peer_shut(a[1]));
+    /* The per-request target flag is read once. */
+    pulse_conns_flag_bad_target(ca);
+    ck_assert(pulse_conns_take_bad_target(ca));
+    ck_assert(!pulse_conns_take_bad_target(ca));
+    pulse_conns_closed(cs, ca);
+    pulse_conns_closed(cs, cb);
+    pulse_conns_destroy(cs);
+    close(a[0]);
+    close(a[1]);
+    close(b[0]);
+    close(b[1]);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -693,6 +825,12 @@ static Suite *http_suite(void)
     tc = tcase_create("router");
     tcase_add_test(tc, test_paths_map_to_route_templates_and_parameters);
     tcase_add_test(tc, test_allow_header_lists_the_route_methods);
+    tcase_add_test(tc, test_each_route_accepts_only_its_query_parameters);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("limits");
+    tcase_add_test(tc, test_budget_never_passes_its_limit_and_counts_refusals);
+    tcase_add_test(tc, test_a_head_that_misses_its_deadline_gets_its_socket_shut);
+    tcase_add_test(tc, test_a_head_in_time_stops_the_deadline_until_the_request_is_done);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fetch_json.c - see fetch_json.h. The plan and the stream walk the batches
+ * with the same two helpers (batch_at, next_record), so they see the same
+ * records in the same order; the stream checks that it wrote exactly the
+ * planned length and fails the answer otherwise (a bug, never data).
+ */
+#include "http/fetch_json.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "http/json.h"
+#include "storage/batch.h"
+
+enum phase { PH_HEAD, PH_RECORDS, PH_TAIL, PH_DONE };
+
+struct pulse_fetchjson {
+    /* limits */
+    int64_t start;
+    uint64_t max_records;
+    uint64_t max_bytes;
+    /* plan */
+    size_t planned;        /* raw bytes (whole batches) walked so far */
+    uint64_t n_records;    /* records in the answer */
+    uint64_t records_len;  /* their text and the commas between them */
+    size_t max_headers;    /* largest rendered headers among them */
+    uint64_t payload;      /* their key and value bytes */
+    int64_t next;          /* offset after the last of them */
+    bool full;
+    /* stream */
+    uint8_t *raw;
+    size_t raw_len;
+    char *head; /* envelope before the records */
+    size_t head_len;
+    char tail[64]; /* and after them */
+    size_t tail_len;
+    uint64_t body_len;
+    uint64_t written;
+    enum phase phase;
+    size_t at;                   /* progress in head or tail */
+    size_t bpos;                 /* next batch in raw */
+    struct pulse_batch_iter it;  /* the current batch */
+    bool in_batch;
+    uint64_t emitted;            /* records begun */
+    bool in_record;
+    bool comma;                  /* a comma is owed before the record */
+    struct pulse_json_record_writer w;
+};
+
+/* ---- walking the batches ---------------------------------------------- */
+
+/* Opens the batch at *pos in raw[0, len) and moves *pos past it; false at
+ * the end of the whole batches (a batch that does not parse ends the walk,
+ * as the reads verified every batch this cannot happen with real data). */
+static bool batch_at(const uint8_t *raw, size_t len, size_t *pos, struct pulse_batch_iter *it)
+{
+    struct pulse_batch_header hdr;
+    if (*pos >= len || pulse_batch_parse_header(raw + *pos, len - *pos, &hdr) != PULSE_OK)
+        return false;
+    size_t total = pulse_batch_total_size(&hdr);
+    if (total > len - *pos || pulse_batch_iter_init(it, raw + *pos, total) != PULSE_OK)
+        return false;
+    *pos += total;
+    return true;
+}
+
+/* The next record at or after start in the open batch; false at its end. */
+static bool next_record(struct pulse_batch_iter *it, int64_t start, struct pulse_record_view *rv)
+{
+    while (pulse_batch_iter_next(it, rv) == PULSE_OK)
+        if (rv->offset >= start)
+            return true;
+    return false;
+}
+
+/* ---- plan ------------------------------------------------------------- */
+
+pulse_status_t pulse_fetchjson_create(int64_t start, uint64_t max_records, uint64_t max_bytes,
+                                      struct pulse_fetchjson **out)
+{
+    struct pulse_fetchjson *fj = pulse_calloc(1, sizeof *fj);
+    if (fj == NULL)
+        return PULSE_NOMEM;
+    fj->start = start;
+    fj->max_records = max_records;
+    fj->max_bytes = max_bytes;
+    fj->next = start;
+    *out = fj;
+    return PULSE_OK;
+}
+
+void pulse_fetchjson_destroy(void *arg)
+{
+    struct pulse_fetchjson *fj = arg;
+    if (fj == NULL)
+        return;
+    if (fj->in_record)
+        pulse_json_record_end(&fj->w);
+    pulse_free(fj->raw);
+    pulse_free(fj->head);
+    pulse_free(fj);
+}
+
+/* Takes rv into the answer if the limits allow; false when they are met. */
+static pulse_status_t plan_record(struct pulse_fetchjson *fj, const struct pulse_record_view *rv)
+{
+    if (fj->n_records >= fj->max_records) {
+        fj->full = true;
+        return PULSE_OK;
+    }
+    size_t len = 0;
+    size_t headers = 0;
+    pulse_status_t st = pulse_json_record_size(rv, &len, &headers);
+    if (st != PULSE_OK)
+        return st;
+    uint64_t with = fj->records_len + (fj->n_records > 0 ? 1 : 0) + len;
+    /* Stop before the record that would pass max_bytes; the first record
+     * is always taken, so a reader always makes progress. */
+    if (fj->n_records > 0 && with > fj->max_bytes) {
+        fj->full = true;
+        return PULSE_OK;
+    }
+    fj->records_len = with;
+    fj->n_records++;
+    fj->next = rv->offset + 1;
+    fj->payload += (rv->key != NULL ? rv->key_len : 0) + (rv->value != NULL ? rv->value_len : 0);
+    if (headers > fj->max_headers)
+        fj->max_headers = headers;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_fetchjson_plan(struct pulse_fetchjson *fj, const uint8_t *raw, size_t len)
+{
+    struct pulse_batch_iter it;
+    struct pulse_record_view rv;
+    while (!fj->full && batch_at(raw, len, &fj->planned, &it)) {
+        while (!fj->full && next_record(&it, fj->start, &rv)) {
+            pulse_status_t st = plan_record(fj, &rv);
+            if (st != PULSE_OK)
+                return st;
+        }
+    }
+    return PULSE_OK;
+}
+
+bool pulse_fetchjson_full(const struct pulse_fetchjson *fj)
+{
+    return fj->full;
+}
+
+uint64_t pulse_fetchjson_records(const struct pulse_fetchjson *fj)
+{
+    return fj->n_records;
+}
+
+int64_t pulse_fetchjson_next(const struct pulse_fetchjson *fj)
+{
+    return fj->next;
+}
+
+size_t pulse_fetchjson_max_headers(const struct pulse_fetchjson *fj)
+{
+    return fj->max_headers;
+}
+
+uint64_t pulse_fetchjson_payload_bytes(const struct pulse_fetchjson *fj)
+{
+    return fj->payload;
+}
+
+/* ---- envelope --------------------------------------------------------- */
+
+/* The members around "records", in the order the API has them. A new
+ * member goes here (before "records" in head, or after "]" in tail), and
+ * PULSE_FETCHJSON_ENVELOPE_MAX must still bound the result. */
+static pulse_status_t envelope_text(struct pulse_fetchjson *fj, const struct pulse_fetchjson_envelope *env)
+{
+    struct pulse_buf head;
+    pulse_buf_init(&head, PULSE_FETCHJSON_ENVELOPE_MAX);
+    pulse_status_t st = pulse_buf_printf(&head,
+                                         "{\"topic\":\"%s\",\"partition\":%u,\"log_start_offset\":%lld,"
+                                         "\"high_watermark\":%lld,\"next_offset\":%lld,\"records\":[",
+                                         env->topic, (unsigned)env->partition, (long long)env->log_start,
+                                         (long long)env->high_watermark, (long long)env->next_offset);
+    if (st != PULSE_OK) {
+        pulse_buf_fini(&head);
+        return st;
+    }
+    fj->head = (char *)pulse_buf_steal(&head, &fj->head_len);
+    fj->tail_len = (size_t)snprintf(fj->tail, sizeof fj->tail, "]}");
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, uint8_t *raw, size_t raw_len,
+                                      const struct pulse_fetchjson_envelope *env, uint64_t *body_len)
+{
+    fj->raw = raw;
+    fj->raw_len = raw_len;
+    pulse_status_t st = envelope_text(fj, env);
+    if (st != PULSE_OK)
+        return st;
+    fj->body_len = fj->head_len + fj->records_len + fj->tail_len;
+    fj->phase = PH_HEAD;
+    *body_len = fj->body_len;
+    return PULSE_OK;
+}
+
+/* ---- stream ----------------------------------------------------------- */
+
+static size_t copy_text(const char *text, size_t len, size_t *at, uint8_t *out, size_t room)
+{
+    size_t k = len - *at < room ? len - *at : room;
+    memcpy(out, text + *at, k);
+    *at += k;
+    return k;
+}
+
+/* Starts the next planned record; false when the batches end first. */
+static bool begin_record(struct pulse_fetchjson *fj)
+{
+    struct pulse_record_view rv;
+    for (;;) {
+        if (fj->in_batch && next_record(&fj->it, fj->start, &rv))
+            break;
+        fj->in_batch = batch_at(fj->raw, fj->raw_len, &fj->bpos, &fj->it);
+        if (!fj->in_batch)
+            return false;
+    }
+    fj->comma = fj->emitted > 0;
+    fj->emitted++;
+    fj->in_record = true;
+    return pulse_json_record_begin(&fj->w, &rv) == PULSE_OK;
+}
+
+/* Record text into out; returns bytes, or -2. */
+static ssize_t write_records(struct pulse_fetchjson *fj, uint8_t *out, size_t room)
+{
+    size_t o = 0;
+    while (o < room) {
+        if (!fj->in_record) {
+            if (fj->emitted == fj->n_records) {
+                fj->phase = PH_TAIL;
+                break;
+            }
+            if (!begin_record(fj))
+                return -2;
+        }
+        if (fj->comma) {
+            out[o++] = ',';
+            fj->comma = false;
+            continue;
+        }
+        bool done = false;
+        size_t n = pulse_json_record_write(&fj->w, out + o, room - o, &done);
+        o += n;
+        if (done) {
+            pulse_json_record_end(&fj->w);
+            fj->in_record = false;
+        } else if (n == 0) {
+            break; /* too little room left for the next unit */
+        }
+    }
+    return (ssize_t)o;
+}
+
+ssize_t pulse_fetchjson_read(struct pulse_fetchjson *fj, uint8_t *out, size_t room)
+{
+    size_t o = 0;
+    while (o < room && fj->phase != PH_DONE) {
+        if (fj->phase == PH_HEAD) {
+            o += copy_text(fj->head, fj->head_len, &fj->at, out + o, room - o);
+            if (fj->at == fj->head_len) {
+                fj->phase = PH_RECORDS;
+                fj->at = 0;
+            }
+        } else if (fj->phase == PH_RECORDS) {
+            ssize_t n = write_records(fj, out + o, room - o);
+            if (n < 0)
+                return n;
+            o += (size_t)n;
+            if (fj->phase == PH_RECORDS && n == 0)
+                break;
+        } else {
+            o += copy_text(fj->tail, fj->tail_len, &fj->at, out + o, room - o);
+            if (fj->at == fj->tail_len)
+                fj->phase = PH_DONE;
+        }
+    }
+    fj->written += o;
+    if (fj->written > fj->body_len || (fj->phase == PH_DONE && fj->written != fj->body_len))
+        return -2; /* the stream does not match the plan */
+    if (o == 0)
+        return fj->phase == PH_DONE ? -1 : -2;
+    return (ssize_t)o;
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fetch_json.h - the JSON answer of a fetch, planned first and then
+ * streamed a bounded chunk at a time.
+ *
+ * Why two phases: the answer's headers (Pulse-Next-Offset, Content-Length)
+ * go out before its body, and where the answer stops depends on how large
+ * each record's JSON is (an escaped control byte takes six characters, a
+ * non-UTF-8 byte four thirds). So the plan walks the verified batches and
+ * adds up each record's exact JSON length without writing it, stopping
+ * before the record that would take the records past max_bytes (the first
+ * record is always taken) or past max_records; then the stream writes
+ * exactly the planned bytes, straight from the batches, as the socket
+ * drains. Memory: the batches themselves plus one record's rendered headers;
+ * never the whole JSON text.
+ *
+ * Body layout (byte for byte what the API has always answered):
+ *
+ *   {"topic":..,"partition":..,"log_start_offset":..,"high_watermark":..,
+ *    "next_offset":..,"records":[ REC,REC,... ]}
+ *
+ * Everything but the records is the envelope, written from
+ * struct pulse_fetchjson_envelope by one function (envelope_text in the
+ * .c): a new member is one new field there and one printf argument. Its
+ * bound, PULSE_FETCHJSON_ENVELOPE_MAX, is what docs/API.md promises.
+ *
+ * Thread: one request's worker at a time (MHD calls the reader on the
+ * connection's thread). Locks: none.
+ */
+#ifndef PULSE_HTTP_FETCH_JSON_H
+#define PULSE_HTTP_FETCH_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/status.h"
+
+/* Most bytes the envelope takes (with a topic name of 249 characters and
+ * every number at its widest it takes 410). */
+#define PULSE_FETCHJSON_ENVELOPE_MAX 512
+
+struct pulse_fetchjson;
+
+/* The members around the records. */
+struct pulse_fetchjson_envelope {
+    const char *topic; /* a valid topic name: needs no escaping */
+    uint32_t partition;
+    int64_t log_start;
+    int64_t high_watermark;
+    int64_t next_offset;
+};
+
+/*
+ * A plan for records at or after offset start: at most max_records of them
+ * and, after the first, at most max_bytes of record text (the records and
+ * the commas between them). PULSE_NOMEM.
+ */
+pulse_status_t pulse_fetchjson_create(int64_t start, uint64_t max_records, uint64_t max_bytes,
+                                      struct pulse_fetchjson **out);
+
+/* Frees everything (the batches handed over included). NULL is a no-op;
+ * the signature suits MHD's free callback. */
+void pulse_fetchjson_destroy(void *fj);
+
+/*
+ * Plans the whole batches in raw[planned, len), where planned is what
+ * earlier calls took (raw may have moved since: only positions are kept).
+ * Stops for good at the limits. PULSE_NOMEM (sizing a record's headers).
+ */
+pulse_status_t pulse_fetchjson_plan(struct pulse_fetchjson *fj, const uint8_t *raw, size_t len);
+
+/* True once the limits are reached: reading more batches is useless. */
+bool pulse_fetchjson_full(const struct pulse_fetchjson *fj);
+
+/* The planned records, the offset after the last of them (start when
+ * none), the largest rendered headers among them (stream memory) and their
+ * key and value bytes (metrics). */
+uint64_t pulse_fetchjson_records(const struct pulse_fetchjson *fj);
+int64_t pulse_fetchjson_next(const struct pulse_fetchjson *fj);
+size_t pulse_fetchjson_max_headers(const struct pulse_fetchjson *fj);
+uint64_t pulse_fetchjson_payload_bytes(const struct pulse_fetchjson *fj);
+
+/*
+ * Ends the plan: takes raw (pulse_malloc'd, the buffer the plan walked;
+ * freed by destroy, even on failure), writes the envelope and gives the
+ * body's exact length. PULSE_NOMEM.
+ */
+pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, uint8_t *raw, size_t raw_len,
+                                      const struct pulse_fetchjson_envelope *env, uint64_t *body_len);
+
+/*
+ * Writes the next bytes of the body into out[0, room): returns how many
+ * (at least one while bytes remain, given room >= PULSE_JSON_WRITE_MIN),
+ * -1 once everything was written, -2 on failure (out of memory rendering
+ * a record's headers, which the caller reserved room for; or a plan the
+ * batches do not match, a bug).
+ */
+ssize_t pulse_fetchjson_read(struct pulse_fetchjson *fj, uint8_t *out, size_t room);
+
+#endif

@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: MIT
+"""Memory is bounded per request and in total.
+
+A JSON fetch of records made of control bytes used to build its whole answer
+in memory, each byte escaped to six ("\\u0001"), and clients that never read
+kept those answers alive. Here eight clients that never read fetch a
+partition of such records while the test watches the resident memory of
+pulsed (VmRSS and VmHWM in /proc/PID/status): the growth must stay within
+the memory budget plus a fixed slack (docs/Operations.md states the bound).
+Then the budget itself: past server.memory-budget, request bodies (declared,
+chunked or gzip-inflated) and JSON fetches answer 503 with Retry-After, and
+every reservation comes back once the requests end."""
+
+import json
+import os
+import re
+import socket
+import sys
+import time
+
+sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pulsetest import (check, eq, expect_error, expect_json, gz, main, note, raw_request,  # noqa: E402
+                       uniq, wait_until)
+
+MIB = 1024 * 1024
+OCTETS = {"Content-Type": "application/octet-stream"}
+
+# Never-reading clients: 8 x (fetch of max_bytes = 8 MiB of JSON) over
+# 24 records of 512 KiB of \x01 (3 MiB of JSON each). Built whole, every
+# answer took 8 MiB of batches and 48 MiB of text, twice over while copied.
+RECORD = 512 * 1024
+RECORDS = 24
+CLIENTS = 8
+FETCH_MAX_BYTES = 8 * MIB
+BUDGET = 32 * MIB
+# Allocator and sanitizer overhead, MHD's per-connection buffers, and the
+# kernel's view of pages: what may show beyond the budget.
+SLACK = 24 * MIB
+
+
+def status_kib(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s in /proc/%d/status" % (field, pid))
+
+
+def metric(srv, name):
+    text = raw_request(srv.port, "GET", "/metrics").body.decode()
+    m = re.search(r"^%s (\d+)" % re.escape(name), text, re.M)
+    check(m is not None, "metric %s missing" % name)
+    return int(m.group(1))
+
+
+def silent_client(port, path):
+    """Sends one GET and never reads: the answer backs up into pulsed."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path).encode())
+    return s
+
+
+def read_all(s, timeout=60):
+    """The whole answer of a client that finally reads."""
+    s.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(1 << 20)
+        check(chunk, "closed before the answer head")
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    m = re.search(rb"(?i)content-length: *(\d+)", head)
+    check(m is not None, "answer without Content-Length: %r" % head)
+    n = int(m.group(1))
+    while len(body) < n:
+        chunk = s.recv(1 << 20)
+        check(chunk, "closed after %d of %d body bytes" % (len(body), n))
+        body += chunk
+    return head, body[:n]
+
+
+def test_clients_that_never_read_leave_memory_bounded(ctx):
+    srv = ctx.new_server(args=["-o", "server.memory-budget=%d" % BUDGET])
+    srv.start()
+    t = uniq("escaped")
+    srv.create_topic(t)
+    value = b"\x01" * RECORD
+    for _ in range(RECORDS):
+        expect_json(srv.req("POST", "/v1/topics/%s/records" % t, value, headers=OCTETS), 200, "publish")
+    pid = srv.server_pid()
+    time.sleep(0.5)
+    base = status_kib(pid, "VmRSS")
+    path = "/v1/topics/%s/partitions/0/records?max_bytes=%d" % (t, FETCH_MAX_BYTES)
+    clients = [silent_client(srv.port, path) for _ in range(CLIENTS)]
+    try:
+        # Every answer is under way (in flight, blocked on the socket);
+        # then wait for the resident size to stop moving.
+        check(wait_until(lambda: metric(srv, "pulse_http_requests_in_flight") >= CLIENTS + 1, 30),
+              "the fetches did not all start")
+        last = [-1]
+
+        def settled():
+            now = status_kib(pid, "VmRSS")
+            same = abs(now - last[0]) < 1024
+            last[0] = now
+            return same
+        check(wait_until(settled, 30, interval=0.5), "VmRSS did not settle")
+        rss = status_kib(pid, "VmRSS")
+        hwm = status_kib(pid, "VmHWM")
+        reserved = metric(srv, "pulse_http_memory_reserved_bytes")
+        note("VmRSS %d KiB before, %d KiB with %d stalled fetches (VmHWM %d KiB); %d bytes reserved"
+             % (base, rss, CLIENTS, hwm, reserved))
+        check(reserved <= BUDGET, "reserved %d bytes, budget %d" % (reserved, BUDGET))
+        grown = (rss - base) * 1024
+        peak = (hwm - base) * 1024
+        check(grown <= BUDGET + SLACK, "VmRSS grew by %.1f MiB with %d stalled fetches (bound %.0f MiB)"
+              % (grown / MIB, CLIENTS, (BUDGET + SLACK) / MIB))
+        check(peak <= BUDGET + SLACK, "VmHWM rose %.1f MiB above the start (bound %.0f MiB)"
+              % (peak / MIB, (BUDGET + SLACK) / MIB))
+        # One of them reads at last: a whole, correct answer.
+        head, body = read_all(clients[0])
+        doc = json.loads(body)
+        n = len(doc["records"])
+        check(1 <= n < RECORDS, "records in an 8 MiB answer: %d" % n)
+        check(len(body) <= FETCH_MAX_BYTES + 512, "body of %d bytes for max_bytes %d" % (len(body), FETCH_MAX_BYTES))
+        eq(doc["next_offset"], n, "next_offset")
+        check(b"Pulse-Next-Offset: %d" % n in head, "Pulse-Next-Offset header: %r" % head)
+        eq(doc["records"][-1]["value"], "\x01" * RECORD, "the last record's value")
+    finally:
+        for s in clients:
+            s.close()
+    check(wait_until(lambda: metric(srv, "pulse_http_memory_reserved_bytes") == 0, 40),
+          "reservations were not given back when the clients went away")
+
+
+def stalled_upload(port, path, length):
+    """Headers promising a body that never comes: its reservation is held."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+               "Content-Length: %d\r\n\r\n" % (path, length)).encode())
+    return s
+
+
+def expect_over_budget(r, what):
+    err = expect_error(r, 503, "unavailable", what)
+    check("server.memory-budget" in err["message"], "%s: the message must name the limit: %r" % (what, err))
+    eq(r.header("Retry-After"), "1", "%s: Retry-After" % what)
+
+
+def test_past_the_budget_requests_get_503_with_retry_after(ctx):
+    srv = ctx.new_server(args=["-o", "server.memory-budget=1MiB", "-o", "server.max-body-bytes=4MiB"])
+    srv.start()
+    t = uniq("budget")
+    srv.create_topic(t)
+    srv.publish(t, [{"value": "small"}])
+    expect_json(srv.req("POST", "/v1/topics/%s/records" % t, b"\x02" * (300 * 1024), headers=OCTETS), 200,
+                "a 300 KiB record")
+    path = "/v1/topics/%s/records" % t
+    # A reservation comes back when MHD reports the request complete, which
+    # can be just after the client has its answer.
+    check(wait_until(lambda: metric(srv, "pulse_http_memory_reserved_bytes") == 0, 10), "budget idle")
+    held = [stalled_upload(srv.port, path, 400 * 1024) for _ in range(2)]
+    try:
+        check(wait_until(lambda: metric(srv, "pulse_http_memory_reserved_bytes") == 800 * 1024, 10),
+              "two stalled uploads reserve their declared bodies (reserved: %d bytes)"
+              % metric(srv, "pulse_http_memory_reserved_bytes"))
+        before = srv.topics()
+        # A declared body that does not fit: refused before it is read.
+        expect_over_budget(srv.req("POST", path, b"x" * (300 * 1024), headers=OCTETS), "declared body")
+        # A chunked body that outgrows what is left.
+        expect_over_budget(srv.req("POST", path, [b"y" * (64 * 1024)] * 6, headers=OCTETS, chunked=True),
+                           "chunked body")
+        # A small gzip body that inflates past it.
+        expect_over_budget(srv.req("POST", path, gz(b"\0" * (2 * MIB)),
+                                   headers={"Content-Type": "application/octet-stream",
+                                            "Content-Encoding": "gzip"}), "inflated body")
+        # A JSON fetch of the 300 KiB record.
+        expect_over_budget(srv.get("/v1/topics/%s/partitions/0/records?offset=1" % t), "JSON fetch")
+        eq(srv.topics(), before, "nothing stored by refused requests")
+        # Small requests still pass, and raw fetches take no budget.
+        expect_json(srv.get("/v1/topics/%s/partitions/0/records?offset=0&max_records=1" % t), 200, "small fetch")
+        r = srv.get("/v1/topics/%s/partitions/0/records?offset=1&format=raw" % t)
+        eq(r.status, 200, "raw fetch")
+        check(metric(srv, "pulse_http_memory_refusals_total") >= 4, "refusals counted")
+    finally:
+        for s in held:
+            s.close()
+    check(wait_until(lambda: metric(srv, "pulse_http_memory_reserved_bytes") == 0, 10),
+          "the stalled uploads gave their reservations back")
+    doc = expect_json(srv.get("/v1/topics/%s/partitions/0/records?offset=1" % t), 200, "the fetch, once memory is free")
+    eq(len(doc["records"]), 1, "the 300 KiB record")
+    eq(metric(srv, "pulse_http_memory_reserved_bytes"), 0, "nothing left reserved")
+
+
+if __name__ == "__main__":
+    sys.exit(main(globals(), shared_server=False))

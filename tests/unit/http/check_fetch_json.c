@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: MIT */
+/* check_fetch_json.c - the planned, streamed JSON fetch answer: its bytes
+ * equal the whole text (the envelope, then each record as
+ * pulse_json_append_record writes it, which check_fastpub holds against
+ * jansson), whatever the window MHD reads it with; max_bytes stops it
+ * before the record that would pass it, never before the first;
+ * max_records and the start offset hold; planning over a buffer that grows
+ * (and moves) between reads gives the same answer; and the envelope stays
+ * within its documented bound. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "http/fetch_json.h"
+#include "http/json.h"
+#include "storage/batch.h"
+
+/* ---- fixtures --------------------------------------------------------- */
+
+/* Value bytes of record i: every kind JSON treats specially, and sizes
+ * from 0 to a few KiB (escaped control bytes, non-UTF-8 for base64). */
+static size_t value_of(size_t i, uint8_t *out, size_t cap)
+{
+    size_t n = (i * 977) % (cap < 3000 ? cap : 3000);
+    for (size_t k = 0; k < n; k++) {
+        switch ((i + k) % 9) {
+        case 0:
+            out[k] = 0x01;
+            break;
+        case 1:
+            out[k] = '"';
+            break;
+        case 2:
+            out[k] = '\n';
+            break;
+        default:
+            out[k] = (uint8_t)('a' + (k % 26));
+        }
+    }
+    if (i % 4 == 3 && n > 0)
+        out[n / 2] = 0xff; /* not UTF-8: base64 */
+    return n;
+}
+
+/* batches holding records base .. base+count-1, per_batch to a batch. */
+static void build_batches(struct pulse_buf *out, int64_t base, size_t count, size_t per_batch)
+{
+    static uint8_t values[16][4096];
+    static const uint8_t hk[] = "trace";
+    static const uint8_t hv[] = "a\x01z";
+    struct pulse_header_in hdr = {hk, 5, hv, 3};
+    for (size_t first = 0; first < count; first += per_batch) {
+        struct pulse_record_in recs[16];
+        size_t n = count - first < per_batch ? count - first : per_batch;
+        ck_assert_uint_le(n, 16);
+        for (size_t j = 0; j < n; j++) {
+            size_t i = (size_t)base + first + j;
+            memset(&recs[j], 0, sizeof recs[j]);
+            recs[j].timestamp = 1764400000000 + (int64_t)i;
+            recs[j].key = i % 3 == 0 ? NULL : (const uint8_t *)"k\tey";
+            recs[j].key_len = i % 3 == 0 ? PULSE_BATCH_NULL : 4;
+            recs[j].value = values[j];
+            recs[j].value_len = (uint32_t)value_of(i, values[j], sizeof values[j]);
+            if (i % 5 == 1) {
+                recs[j].headers = &hdr;
+                recs[j].header_count = 1;
+            }
+        }
+        ck_assert_int_eq(pulse_batch_encode(out, base + (int64_t)first, 0, recs, n), PULSE_OK);
+    }
+}
+
+/* The text of every record at or after start in raw, one buf each. */
+static size_t record_texts(const struct pulse_buf *raw, int64_t start, struct pulse_buf *texts, size_t cap)
+{
+    size_t n = 0;
+    size_t pos = 0;
+    while (pos < raw->len) {
+        struct pulse_batch_header hdr;
+        ck_assert_int_eq(pulse_batch_parse_header(raw->data + pos, raw->len - pos, &hdr), PULSE_OK);
+        struct pulse_batch_iter it;
+        ck_assert_int_eq(pulse_batch_iter_init(&it, raw->data + pos, pulse_batch_total_size(&hdr)), PULSE_OK);
+        struct pulse_record_view rv;
+        while (pulse_batch_iter_next(&it, &rv) == PULSE_OK) {
+            if (rv.offset < start)
+                continue;
+            ck_assert_uint_lt(n, cap);
+            pulse_buf_init(&texts[n], SIZE_MAX);
+            ck_assert_int_eq(pulse_json_append_record(&texts[n], &rv), PULSE_OK);
+            n++;
+        }
+        pos += pulse_batch_total_size(&hdr);
+    }
+    return n;
+}
+
+/* What the answer must be: the envelope and the first n texts. */
+static void expected_body(struct pulse_buf *out, const struct pulse_fetchjson_envelope *env,
+                          const struct pulse_buf *texts, size_t n)
+{
+    ck_assert_int_eq(pulse_buf_printf(out,
+                                      "{\"topic\":\"%s\",\"partition\":%u,\"log_start_offset\":%lld,"
+                                      "\"high_watermark\":%lld,\"next_offset\":%lld,\"records\":[",
+                                      env->topic, (unsigned)env->partition, (long long)env->log_start,
+                                      (long long)env->high_watermark, (long long)env->next_offset),
+                     PULSE_OK);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            ck_assert_int_eq(pulse_buf_append_u8(out, ','), PULSE_OK);
+        ck_assert_int_eq(pulse_buf_append(out, texts[i].data, texts[i].len), PULSE_OK);
+    }
+    ck_assert_int_eq(pulse_buf_append(out, "]}", 2), PULSE_OK);
+}
+
+/* Plans raw in one go, finishes, and reads the body in windows of
+ * min_room .. min_room+spread bytes. The plan takes a copy of raw. */
+static struct pulse_fetchjson *plan_all(const struct pulse_buf *raw, int64_t start, uint64_t max_records,
+                                        uint64_t max_bytes)
+{
+    struct pulse_fetchjson *fj = NULL;
+    ck_assert_int_eq(pulse_fetchjson_create(start, max_records, max_bytes, &fj), PULSE_OK);
+    ck_assert_int_eq(pulse_fetchjson_plan(fj, raw->data, raw->len), PULSE_OK);
+    return fj;
+}
+
+static void read_body(struct pulse_fetchjson *fj, const struct pulse_buf *raw, int64_t next, struct pulse_buf *body,
+                      unsigned *seed, size_t spread)
+{
+    uint8_t *copy = pulse_malloc(raw->len > 0 ? raw->len : 1);
+    ck_assert_ptr_nonnull(copy);
+    memcpy(copy, raw->data, raw->len);
+    struct pulse_fetchjson_envelope env = {"orders", 2, 5, 1000, next};
+    uint64_t body_len = 0;
+    ck_assert_int_eq(pulse_fetchjson_finish(fj, copy, raw->len, &env, &body_len), PULSE_OK);
+    uint8_t window[64 * 1024];
+    for (;;) {
+        size_t room = PULSE_JSON_WRITE_MIN + (spread > 0 ? (size_t)rand_r(seed) % spread : 0);
+        if (room > body_len - body->len && body->len < body_len)
+            room = body_len - body->len; /* MHD never asks past the length */
+        ssize_t n = pulse_fetchjson_read(fj, window, room);
+        if (n == -1)
+            break;
+        ck_assert_int_gt(n, 0);
+        ck_assert_uint_le((size_t)n, room);
+        ck_assert_int_eq(pulse_buf_append(body, window, (size_t)n), PULSE_OK);
+    }
+    ck_assert_uint_eq(body->len, body_len);
+}
+
+static void free_texts(struct pulse_buf *texts, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        pulse_buf_fini(&texts[i]);
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+START_TEST(test_streamed_answer_is_the_whole_text_in_any_window)
+{
+    struct pulse_buf raw, body, want;
+    struct pulse_buf texts[64];
+    unsigned seed = 11;
+    pulse_buf_init(&raw, SIZE_MAX);
+    build_batches(&raw, 100, 40, 7);
+    size_t n = record_texts(&raw, 100, texts, 64);
+    ck_assert_uint_eq(n, 40);
+    size_t spreads[] = {0, 1, 30, 5000, 60000};
+    for (size_t s = 0; s < sizeof spreads / sizeof spreads[0]; s++) {
+        struct pulse_fetchjson *fj = plan_all(&raw, 100, 10000, UINT64_MAX);
+        ck_assert_uint_eq(pulse_fetchjson_records(fj), 40);
+        ck_assert_int_eq(pulse_fetchjson_next(fj), 140);
+        pulse_buf_init(&body, SIZE_MAX);
+        pulse_buf_init(&want, SIZE_MAX);
+        read_body(fj, &raw, 140, &body, &seed, spreads[s]);
+        struct pulse_fetchjson_envelope env = {"orders", 2, 5, 1000, 140};
+        expected_body(&want, &env, texts, n);
+        ck_assert_uint_eq(body.len, want.len);
+        ck_assert(memcmp(body.data, want.data, body.len) == 0);
+        pulse_fetchjson_destroy(fj);
+        pulse_buf_fini(&body);
+        pulse_buf_fini(&want);
+    }
+    free_texts(texts, n);
+    pulse_buf_fini(&raw);
+}
+END_TEST
+
+START_TEST(test_max_bytes_stops_before_the_record_that_would_pass_it)
+{
+    struct pulse_buf raw, body, want;
+    struct pulse_buf texts[16];
+    unsigned seed = 5;
+    pulse_buf_init(&raw, SIZE_MAX);
+    build_batches(&raw, 0, 6, 3);
+    size_t n = record_texts(&raw, 0, texts, 16);
+    uint64_t two = texts[0].len + 1 + texts[1].len;
+    struct {
+        uint64_t max_bytes;
+        uint64_t records;
+    } cases[] = {{1, 1}, {texts[0].len, 1}, {two - 1, 1}, {two, 2}, {two + 1 + texts[2].len - 1, 2},
+                 {two + 1 + texts[2].len, 3}, {UINT64_MAX, 6}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct pulse_fetchjson *fj = plan_all(&raw, 0, 10000, cases[c].max_bytes);
+        ck_assert_msg(pulse_fetchjson_records(fj) == cases[c].records, "max_bytes %llu: %llu records, want %llu",
+                      (unsigned long long)cases[c].max_bytes, (unsigned long long)pulse_fetchjson_records(fj),
+                      (unsigned long long)cases[c].records);
+        ck_assert_int_eq(pulse_fetchjson_next(fj), (int64_t)cases[c].records);
+        ck_assert(pulse_fetchjson_full(fj) == (cases[c].records < 6));
+        pulse_buf_init(&body, SIZE_MAX);
+        pulse_buf_init(&want, SIZE_MAX);
+        read_body(fj, &raw, (int64_t)cases[c].records, &body, &seed, 100);
+        struct pulse_fetchjson_envelope env = {"orders", 2, 5, 1000, (int64_t)cases[c].records};
+        expected_body(&want, &env, texts, (size_t)cases[c].records);
+        ck_assert(body.len == want.len && memcmp(body.data, want.data, body.len) == 0);
+        /* The body never passes max_bytes + the envelope, except for a
+         * first record that alone is larger. */
+        if (cases[c].records > 1 && cases[c].max_bytes < UINT64_MAX / 2)
+            ck_assert_uint_le(body.len, cases[c].max_bytes + PULSE_FETCHJSON_ENVELOPE_MAX);
+        pulse_fetchjson_destroy(fj);
+        pulse_buf_fini(&body);
+        pulse_buf_fini(&want);
+    }
+    free_texts(texts, n);
+    pulse_buf_fini(&raw);
+}
+END_TEST
+
+START_TEST(test_start_offset_and_max_records_hold)
+{
+    struct pulse_buf raw, body, want;
+    struct pulse_buf texts[32];
+    unsigned seed = 9;
+    pulse_buf_init(&raw, SIZE_MAX);
+    build_batches(&raw, 10, 20, 8); /* batches 10..17, 18..25, 26..29 */
+    size_t n = record_texts(&raw, 13, texts, 32);
+    ck_assert_uint_eq(n, 17);
+    struct pulse_fetchjson *fj = plan_all(&raw, 13, 5, UINT64_MAX);
+    ck_assert_uint_eq(pulse_fetchjson_records(fj), 5);
+    ck_assert_int_eq(pulse_fetchjson_next(fj), 18);
+    ck_assert(pulse_fetchjson_full(fj));
+    pulse_buf_init(&body, SIZE_MAX);
+    pulse_buf_init(&want, SIZE_MAX);
+    read_body(fj, &raw, 18, &body, &seed, 50);
+    struct pulse_fetchjson_envelope env = {"orders", 2, 5, 1000, 18};
+    expected_body(&want, &env, texts, 5);
+    ck_assert(body.len == want.len && memcmp(body.data, want.data, body.len) == 0);
+    pulse_fetchjson_destroy(fj);
+    pulse_buf_fini(&body);
+    pulse_buf_fini(&want);
+    /* Nothing at or after start: an empty answer whose next is start. */
+    fj = plan_all(&raw, 30, 5, UINT64_MAX);
+    ck_assert_uint_eq(pulse_fetchjson_records(fj), 0);
+    ck_assert_int_eq(pulse_fetchjson_next(fj), 30);
+    pulse_buf_init(&body, SIZE_MAX);
+    read_body(fj, &raw, 30, &body, &seed, 0);
+    const char *empty = "{\"topic\":\"orders\",\"partition\":2,\"log_start_offset\":5,\"high_watermark\":1000,"
+                        "\"next_offset\":30,\"records\":[]}";
+    ck_assert(body.len == strlen(empty) && memcmp(body.data, empty, body.len) == 0);
+    pulse_fetchjson_destroy(fj);
+    pulse_buf_fini(&body);
+    free_texts(texts, n);
+    pulse_buf_fini(&raw);
+}
+END_TEST
+
+START_TEST(test_planning_over_a_growing_buffer_gives_the_same_answer)
+{
+    struct pulse_buf all, grown;
+    pulse_buf_init(&all, SIZE_MAX);
+    build_batches(&all, 0, 30, 4);
+    struct pulse_fetchjson *once = plan_all(&all, 0, 10000, 20000);
+    /* The same batches arriving over three reads into a buffer that moves. */
+    struct pulse_fetchjson *steps = NULL;
+    ck_assert_int_eq(pulse_fetchjson_create(0, 10000, 20000, &steps), PULSE_OK);
+    pulse_buf_init(&grown, SIZE_MAX);
+    size_t cuts[] = {0, 0, all.len};
+    size_t pos = 0;
+    for (int i = 0; i < 2; i++) { /* whole batches: walk two and five */
+        struct pulse_batch_header hdr;
+        for (int b = 0; b < (i == 0 ? 2 : 5) && pos < all.len; b++) {
+            ck_assert_int_eq(pulse_batch_parse_header(all.data + pos, all.len - pos, &hdr), PULSE_OK);
+            pos += pulse_batch_total_size(&hdr);
+        }
+        cuts[i] = pos;
+    }
+    size_t from = 0;
+    for (int i = 0; i < 3 && !pulse_fetchjson_full(steps); i++) {
+        ck_assert_int_eq(pulse_buf_append(&grown, all.data + from, cuts[i] - from), PULSE_OK);
+        from = cuts[i];
+        struct pulse_buf moved;
+        pulse_buf_init(&moved, SIZE_MAX);
+        ck_assert_int_eq(pulse_buf_append(&moved, grown.data, grown.len), PULSE_OK);
+        pulse_buf_fini(&grown);
+        grown = moved;
+        ck_assert_int_eq(pulse_fetchjson_plan(steps, grown.data, grown.len), PULSE_OK);
+    }
+    ck_assert_uint_eq(pulse_fetchjson_records(steps), pulse_fetchjson_records(once));
+    ck_assert_int_eq(pulse_fetchjson_next(steps), pulse_fetchjson_next(once));
+    ck_assert_uint_eq(pulse_fetchjson_max_headers(steps), pulse_fetchjson_max_headers(once));
+    ck_assert_uint_gt(pulse_fetchjson_records(once), 1);
+    ck_assert_uint_lt(pulse_fetchjson_records(once), 30);
+    pulse_fetchjson_destroy(once);
+    pulse_fetchjson_destroy(steps);
+    pulse_buf_fini(&grown);
+    pulse_buf_fini(&all);
+}
+END_TEST
+
+START_TEST(test_envelope_stays_within_its_documented_bound)
+{
+    char topic[250];
+    memset(topic, 'x', 249);
+    topic[249] = '\0';
+    struct pulse_fetchjson *fj = NULL;
+    ck_assert_int_eq(pulse_fetchjson_create(0, 1, 1, &fj), PULSE_OK);
+    struct pulse_fetchjson_envelope env = {topic, UINT32_MAX, INT64_MIN, INT64_MIN, INT64_MIN};
+    uint64_t body_len = 0;
+    ck_assert_int_eq(pulse_fetchjson_finish(fj, NULL, 0, &env, &body_len), PULSE_OK);
+    ck_assert_uint_eq(body_len, 410); /* the widest envelope (fetch_json.h) */
+    ck_assert_uint_le(body_len, PULSE_FETCHJSON_ENVELOPE_MAX);
+    pulse_fetchjson_destroy(fj);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fetch_json");
+    TCase *tc = tcase_create("fetch_json");
+    tcase_add_test(tc, test_streamed_answer_is_the_whole_text_in_any_window);
+    tcase_add_test(tc, test_max_bytes_stops_before_the_record_that_would_pass_it);
+    tcase_add_test(tc, test_start_offset_and_max_records_hold);
+    tcase_add_test(tc, test_planning_over_a_growing_buffer_gives_the_same_answer);
+    tcase_add_test(tc, test_envelope_stays_within_its_documented_bound);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
