@@ -33,10 +33,10 @@
 #define EXIT_CONFIG 2
 #define SHUTDOWN_DEADLINE_MS 10000
 
-/* Each open segment holds a descriptor (the active one two), and every
- * connection one more: a broker with many partitions or long retention
- * needs more than the usual soft limit of 1024. Raise it to the hard limit;
- * failing that is not fatal, the limit just stays. */
+/* Connections (two descriptors each with a raw fetch) and the segment
+ * descriptor cache are sized against the soft limit: raise it to the hard
+ * limit; failing that is not fatal, the settings are fitted to the limit
+ * (pulse_config_fit_fd_limit). */
 static void raise_fd_limit(void)
 {
     struct rlimit rl;
@@ -44,6 +44,19 @@ static void raise_fd_limit(void)
         return;
     rl.rlim_cur = rl.rlim_max;
     (void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+/* Lowers the connection limit and the segment cache when the descriptor
+ * limit cannot hold them, so accept() and LevelDB always find a
+ * descriptor (docs/Operations.md "Descriptor budget"). */
+static void fit_fd_limit(struct pulse_config *cfg)
+{
+    struct rlimit rl;
+    char msg[768];
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return;
+    if (pulse_config_fit_fd_limit(cfg, (uint64_t)rl.rlim_cur, msg, sizeof msg))
+        PULSE_WARN("%s", msg);
 }
 
 static void usage(FILE *f)
@@ -301,6 +314,7 @@ int main(int argc, char **argv)
     enum pulse_log_level level = PULSE_LOG_INFO;
     (void)pulse_log_parse_level(cfg.level, &level);
     pulse_log_set_level(level);
+    fit_fd_limit(&cfg);
 
     if ((rc = run_offline(&cfg, &mode)) >= 0)
         goto out; /* an offline mode ran; every later exit sets rc itself */
@@ -363,6 +377,7 @@ int main(int argc, char **argv)
     srv = NULL;
     pulse_broker_close(broker);
     broker = NULL;
+    pulse_log_flush_limited();
     PULSE_INFO("stopped cleanly");
     rc = 0;
 out:

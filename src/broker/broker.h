@@ -73,6 +73,13 @@ struct pulse_broker_config {
     double compaction_min_gain_ratio;
     uint64_t compaction_max_bytes_per_pass; /* sealed bytes one pass evaluates per partition */
     int64_t compaction_max_pass_ms;         /* 0 = no time bound */
+    /* reopening a fenced partition (heal thread): first attempt after
+     * initial ms, then doubling up to max ms */
+    int64_t fence_retry_initial_ms; /* default 1000 */
+    int64_t fence_retry_max_ms;     /* default 60000 */
+    /* sealed and idle segment files kept open, shared by every partition
+     * (storage/fdcache.h); default 1024 */
+    uint32_t segment_fd_cache;
     const struct pulse_io *io; /* NULL = posix; tests inject faults */
 };
 
@@ -342,7 +349,11 @@ typedef void (*pulse_publish_done_fn)(void *arg, pulse_status_t st);
  *   *pending_out = true: done(arg, st) will be called exactly once from the
  *     syncer thread, possibly before this function returns, so the caller
  *     must be ready for it first (e.g. its connection already suspended).
- * On failure done is never called.
+ *     When it fails, errbuf gets the reason before done runs (naming the
+ *     fenced partition), so errbuf must stay valid until then.
+ * On failure done is never called. PULSE_FENCED: a partition of the publish
+ * is fenced (it is reopened in process; retry later); PULSE_NOSPACE: the
+ * device is full (nothing of that partition was written; retry later).
  */
 pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, const struct pulse_publish_record *recs,
                                     size_t n, struct pulse_offset_pair *offsets_out, pulse_publish_done_fn done,
@@ -451,8 +462,23 @@ pulse_status_t pulse_broker_consumer_delete_async(struct pulse_broker *b, const 
 /* Appends the broker's metrics in Prometheus text format 0.0.4: fsync count
  * and latency histogram, per-partition high watermark / log start / size,
  * published and fetched records and bytes by topic, consumer lag, recovery
- * truncations, retention and compaction counters. */
+ * truncations, retention and compaction counters, fenced partitions and the
+ * segment descriptor cache. */
 pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *out);
+
+/* A partition whose log is fenced, waiting to be reopened in process. */
+struct pulse_fenced_partition {
+    char topic[PULSE_NAME_MAX + 1];
+    uint32_t partition;
+    int64_t fenced_ms;       /* since the fence was noticed (0: just now) */
+    int64_t next_attempt_ms; /* until the next reopen attempt (0: due) */
+    uint32_t failed_attempts;
+    pulse_status_t last_error; /* of the last failed attempt, else PULSE_OK */
+};
+
+/* The fenced partitions, sorted by topic then partition; *out allocated
+ * (pulse_free), NULL with *n_out == 0 when there are none. */
+pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out);
 
 /* Wall-clock ms at which the broker was opened. */
 int64_t pulse_broker_started_at_ms(const struct pulse_broker *b);

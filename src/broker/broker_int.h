@@ -33,6 +33,7 @@
 struct pulse_meta;
 struct pulse_meta_topic;
 struct pulse_compact;
+struct pulse_fdcache;
 struct pulse_broker_maint;
 struct pulse_broker_admin;
 struct pulse_admin_job;
@@ -82,8 +83,13 @@ struct pulse_broker_pending {
     uint32_t n;
     uint32_t parts[PULSE_BROKER_MAX_PARTITIONS];
     int64_t ends[PULSE_BROKER_MAX_PARTITIONS];
+    /* pulse_plog_epoch of each partition, read before its append: if it
+     * moves, the append was discarded by a reopen and never completes. */
+    uint64_t epochs[PULSE_BROKER_MAX_PARTITIONS];
     pulse_publish_done_fn done;
     void *arg;
+    char *errbuf; /* the publisher's; gets the reason of a failure */
+    size_t errlen;
 };
 
 /* A parked long-poll waiter. */
@@ -102,6 +108,9 @@ struct pulse_broker {
     char *data_dir;
     char *topics_dir;
     struct pulse_meta *meta;
+    /* Every partition's segment files are opened through it; destroyed
+     * after the last log is closed. */
+    struct pulse_fdcache *fdcache;
     int64_t started_at_ms;
 
     /* The name map: sorted by name, for binary search. */
@@ -132,6 +141,7 @@ struct pulse_broker {
     pthread_t syncer;
     bool syncer_started;
     struct pulse_broker_maint *maint; /* retention and compaction thread */
+    struct pulse_broker_heal *heal;   /* reopens fenced partitions */
     int64_t next_interval_sync_us;
 
     /* Metrics. */

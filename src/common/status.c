@@ -40,6 +40,9 @@ pulse_status_t pulse_status_from_errno(int err)
     case EDQUOT:
 #endif
         return PULSE_NOSPACE;
+    case EMFILE:
+    case ENFILE:
+        return PULSE_NOFILE;
     case ENOMEM:
         return PULSE_NOMEM;
     default:

@@ -8,8 +8,8 @@
  * layer maps statuses to HTTP codes in one table of its own (http/errmap.c).
  *
  * errno is never part of a status: the code that made the failing syscall logs
- * the call, path and strerror, then maps ENOSPC/EDQUOT to PULSE_NOSPACE and
- * everything else to PULSE_IO.
+ * the call, path and strerror, then maps ENOSPC/EDQUOT to PULSE_NOSPACE,
+ * EMFILE/ENFILE to PULSE_NOFILE and everything else to PULSE_IO.
  */
 #ifndef PULSE_COMMON_STATUS_H
 #define PULSE_COMMON_STATUS_H
@@ -32,7 +32,8 @@
     X(RANGE, "value out of range")                                                 \
     X(TOO_LARGE, "too large")                                                      \
     X(BUSY, "resource busy")                                                       \
-    X(FENCED, "log fenced after a failed write or sync; restart to recover")       \
+    X(NOFILE, "too many open files: the process reached its descriptor limit (RLIMIT_NOFILE)") \
+    X(FENCED, "partition fenced after a failed write or sync; it is being reopened, retry later") \
     X(SHUTDOWN, "shutting down")                                                   \
     X(EOF, "end of data")
 
@@ -50,7 +51,7 @@ const char *pulse_status_name(pulse_status_t st);
 const char *pulse_status_message(pulse_status_t st);
 
 /* Maps a saved errno of a failed syscall: ENOSPC/EDQUOT -> NOSPACE,
- * ENOMEM -> NOMEM, anything else -> IO. */
+ * EMFILE/ENFILE -> NOFILE, ENOMEM -> NOMEM, anything else -> IO. */
 pulse_status_t pulse_status_from_errno(int err);
 
 /* Formats a one-line reason into a caller's error buffer (errbuf, errlen),

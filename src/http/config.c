@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "broker/broker.h"
 #include "common/status.h"
@@ -59,6 +60,7 @@ static const struct key_def keys[] = {
     {"storage.compaction-min-gain-ratio", KT_RATIO, F(compaction_min_gain_ratio), "0.1", 0, 1},
     {"storage.compaction-max-bytes-per-pass", KT_SIZE, F(compaction_max_bytes_per_pass), "1GiB", 1, INT64_MAX},
     {"storage.compaction-max-pass-time", KT_DUR, F(compaction_max_pass_ms), "5s", 0, DAY_MS},
+    {"storage.segment-fd-cache", KT_INT, F(segment_fd_cache), "1024", 16, 1000000},
     {"topic-defaults.partitions", KT_INT, F(partitions), "1", 1, 256},
     {"topic-defaults.retention-ms", KT_DUR, F(retention_ms), "7d", 0, INT64_MAX},
     {"topic-defaults.retention-bytes", KT_SIZE, F(retention_bytes), "0", 0, INT64_MAX},
@@ -507,6 +509,44 @@ void pulse_config_to_broker(const struct pulse_config *cfg, struct pulse_broker_
     bcfg->compaction_min_gain_ratio = cfg->compaction_min_gain_ratio;
     bcfg->compaction_max_bytes_per_pass = cfg->compaction_max_bytes_per_pass;
     bcfg->compaction_max_pass_ms = cfg->compaction_max_pass_ms;
+    bcfg->segment_fd_cache = (uint32_t)cfg->segment_fd_cache;
+}
+
+bool pulse_config_fit_fd_limit(struct pulse_config *cfg, uint64_t nofile, char *msg, size_t msglen)
+{
+    int64_t threads = cfg->threads;
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? n : 1;
+    }
+    /* Each HTTP worker has an epoll descriptor and an inter-thread
+     * channel (a pipe at worst). */
+    uint64_t reserved = PULSE_CONFIG_FD_RESERVED + PULSE_CONFIG_FD_META + 3 * (uint64_t)threads;
+    uint64_t conns = (uint64_t)cfg->max_connections;
+    uint64_t cache = (uint64_t)cfg->segment_fd_cache;
+    uint64_t need = reserved + 2 * conns + cache;
+
+    if (need <= nofile)
+        return false;
+    uint64_t avail = nofile > reserved + 2 + 16 ? nofile - reserved : 2 + 16;
+    uint64_t fit_cache = avail / 4 > 16 ? avail / 4 : 16;
+    if (fit_cache > cache)
+        fit_cache = cache;
+    uint64_t fit_conns = avail > fit_cache + 2 ? (avail - fit_cache) / 2 : 1;
+    if (fit_conns > conns)
+        fit_conns = conns;
+    pulse_errbuf_set(msg, msglen,
+                     "the descriptor limit %llu (RLIMIT_NOFILE) is below what the settings need (%llu = %llu "
+                     "reserved + 2 x %llu connections + %llu cached segment files): serving at most %llu "
+                     "connections (server.max-connections) and caching %llu segment files "
+                     "(storage.segment-fd-cache); raise the limit (ulimit -n, systemd LimitNOFILE=) to use the "
+                     "configured values",
+                     (unsigned long long)nofile, (unsigned long long)need, (unsigned long long)reserved,
+                     (unsigned long long)conns, (unsigned long long)cache, (unsigned long long)fit_conns,
+                     (unsigned long long)fit_cache);
+    cfg->max_connections = (int64_t)fit_conns;
+    cfg->segment_fd_cache = (int64_t)fit_cache;
+    return true;
 }
 
 struct json_t *pulse_config_to_json(const struct pulse_config *cfg)

@@ -25,6 +25,20 @@
  *   - LevelDB error strings are malloc'd by LevelDB: each is freed with
  *     leveldb_free right after it has been logged or copied, and err is
  *     reset to NULL before every call (c-notes section 2).
+ *   - A failed write (a full disk, most often) leaves LevelDB's log writer
+ *     believing the record was written whole: its block accounting runs
+ *     ahead of the file, so records written after it land misaligned and
+ *     the next open's log replay drops them (acknowledged cursor commits
+ *     and topic creates were lost that way on a filled tmpfs). A failed
+ *     sync write also latches LevelDB into refusing every later write. So
+ *     after any failed write the store is marked stale, and the next write
+ *     first closes and reopens it: the open replays the old log (a torn
+ *     last record is dropped, as after a crash) and starts a new one. Reads
+ *     keep using the stale handle meanwhile. The reopen needs room for a
+ *     table, a log and a manifest, so it waits until the file system has
+ *     META_REOPEN_MIN_FREE bytes free (writes answer PULSE_NOSPACE until
+ *     then). The handle is guarded by a rwlock: every use holds it for
+ *     reading, a reopen for writing.
  */
 #include "meta/meta.h"
 
@@ -32,6 +46,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <jansson.h>
@@ -42,6 +57,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/status.h"
@@ -58,8 +74,15 @@
 /* LevelDB's LOG is rewritten at every open; more than this is not read. */
 #define LEVELDB_LOG_MAX (256 * 1024)
 
+/* Free bytes a reopen after a failed write waits for (see the file
+ * comment): a memtable flush (4 MiB at most), a log and a manifest. */
+#define META_REOPEN_MIN_FREE (8u * 1024 * 1024)
+
 struct pulse_meta {
-    leveldb_t *db;
+    leveldb_t *db; /* lock; NULL after a reopen failed */
+    char *dir;     /* owned, for reopening */
+    pthread_rwlock_t lock;
+    atomic_bool stale; /* a write failed: reopen before the next write */
     leveldb_options_t *opts;
     leveldb_readoptions_t *ropts;
     leveldb_writeoptions_t *wopts; /* sync = 1 */
@@ -69,9 +92,10 @@ struct pulse_meta {
 };
 
 /* Logs and frees a LevelDB error string; returns the status to report.
- * LevelDB reports a full disk as an IO error whose text carries strerror,
- * and a block or table that fails its checksum as "Corruption: ..."; the
- * latter is PULSE_CORRUPT so that the broker can name the repair. */
+ * LevelDB reports a full disk, or the descriptor limit, as an IO error whose
+ * text carries strerror, and a block or table that fails its checksum as
+ * "Corruption: ..."; the latter is PULSE_CORRUPT so that the broker can name
+ * the repair. */
 static pulse_status_t level_fail(const char *what, char **err)
 {
     pulse_status_t st = PULSE_IO;
@@ -80,6 +104,8 @@ static pulse_status_t level_fail(const char *what, char **err)
         PULSE_ERROR("meta: %s failed: %s", what, *err);
         if (strstr(*err, "No space left") != NULL || strstr(*err, "quota") != NULL)
             st = PULSE_NOSPACE;
+        else if (strstr(*err, "Too many open files") != NULL)
+            st = PULSE_NOFILE;
         else if (strncmp(*err, "Corruption", 10) == 0)
             st = PULSE_CORRUPT;
         leveldb_free(*err);
@@ -117,14 +143,64 @@ static bool name_ok(const char *name)
 
 /* Gets a key. *val_out is leveldb-malloc'd (leveldb_free) or NULL when the
  * key is absent. */
+/* Closes and reopens the store (see the file comment). Caller holds the
+ * lock for writing. */
+static pulse_status_t reopen_locked(struct pulse_meta *meta)
+{
+    struct statvfs vfs;
+    char *err = NULL;
+
+    if (meta->db != NULL && statvfs(meta->dir, &vfs) == 0 &&
+        (uint64_t)vfs.f_bavail * vfs.f_frsize < META_REOPEN_MIN_FREE)
+        return PULSE_NOSPACE; /* keep the stale handle for reads */
+    if (meta->db != NULL)
+        leveldb_close(meta->db);
+    meta->db = leveldb_open(meta->opts, meta->dir, &err);
+    if (err != NULL) {
+        meta->db = NULL;
+        return level_fail("reopen after a failed write", &err);
+    }
+    atomic_store(&meta->stale, false);
+    PULSE_WARN("meta: reopened the metadata store %s after a failed write", meta->dir);
+    return PULSE_OK;
+}
+
+/* Takes the lock for reading, for one use of the handle. A write to a stale
+ * store, and any use while a reopen failed, reopen it first. */
+static pulse_status_t db_enter(struct pulse_meta *meta, bool write)
+{
+    for (;;) {
+        pulse_status_t st = PULSE_OK;
+        pthread_rwlock_rdlock(&meta->lock);
+        if (meta->db != NULL && !(write && atomic_load(&meta->stale)))
+            return PULSE_OK;
+        pthread_rwlock_unlock(&meta->lock);
+        pthread_rwlock_wrlock(&meta->lock);
+        if (meta->db == NULL || (write && atomic_load(&meta->stale)))
+            st = reopen_locked(meta);
+        pthread_rwlock_unlock(&meta->lock);
+        if (st != PULSE_OK)
+            return st;
+    }
+}
+
+static void db_leave(struct pulse_meta *meta)
+{
+    pthread_rwlock_unlock(&meta->lock);
+}
+
 static pulse_status_t get_raw(struct pulse_meta *meta, const char *key, size_t klen, char **val_out,
                               size_t *vlen_out)
 {
     char *err = NULL;
     char *val;
     size_t vlen = 0;
+    pulse_status_t st = db_enter(meta, false);
 
+    if (st != PULSE_OK)
+        return st;
     val = leveldb_get(meta->db, meta->ropts, key, klen, &vlen, &err);
+    db_leave(meta);
     if (err != NULL) {
         leveldb_free(val);
         return level_fail("get", &err);
@@ -137,8 +213,14 @@ static pulse_status_t get_raw(struct pulse_meta *meta, const char *key, size_t k
 static pulse_status_t write_batch(struct pulse_meta *meta, leveldb_writebatch_t *wb, const char *what)
 {
     char *err = NULL;
+    pulse_status_t st = db_enter(meta, true);
 
+    if (st != PULSE_OK)
+        return st;
     leveldb_write(meta->db, meta->wopts, wb, &err);
+    if (err != NULL)
+        atomic_store(&meta->stale, true);
+    db_leave(meta);
     if (err != NULL)
         return level_fail(what, &err);
     atomic_fetch_add(&meta->sync_writes, 1);
@@ -156,9 +238,14 @@ static pulse_status_t scan_prefix(struct pulse_meta *meta, const char *prefix, s
     leveldb_iterator_t *it;
     char *err = NULL;
 
+    st = db_enter(meta, false);
+    if (st != PULSE_OK)
+        return st;
     it = leveldb_create_iterator(meta->db, meta->ropts);
-    if (it == NULL)
+    if (it == NULL) {
+        db_leave(meta);
         return PULSE_NOMEM;
+    }
     for (leveldb_iter_seek(it, prefix, plen); leveldb_iter_valid(it); leveldb_iter_next(it)) {
         size_t klen = 0;
         size_t vlen = 0;
@@ -177,6 +264,7 @@ static pulse_status_t scan_prefix(struct pulse_meta *meta, const char *prefix, s
         st = level_fail("scan", &err);
 out:
     leveldb_iter_destroy(it);
+    db_leave(meta);
     return st;
 }
 
@@ -608,20 +696,27 @@ pulse_status_t pulse_meta_open(const char *dir, struct pulse_meta **out, char *e
     return pulse_meta_open_ex(dir, NULL, out, NULL, errbuf, errlen);
 }
 
-static pulse_status_t meta_alloc(struct pulse_meta **out)
+static pulse_status_t meta_alloc(const char *dir, struct pulse_meta **out)
 {
     struct pulse_meta *meta = pulse_calloc(1, sizeof *meta);
 
     if (meta == NULL)
         return PULSE_NOMEM;
+    pthread_rwlock_init(&meta->lock, NULL);
+    atomic_init(&meta->stale, false);
+    meta->dir = pulse_strdup(dir);
     meta->opts = leveldb_options_create();
     meta->ropts = leveldb_readoptions_create();
     meta->wopts = leveldb_writeoptions_create();
-    if (meta->opts == NULL || meta->ropts == NULL || meta->wopts == NULL) {
+    if (meta->dir == NULL || meta->opts == NULL || meta->ropts == NULL || meta->wopts == NULL) {
         pulse_meta_close(meta);
         return PULSE_NOMEM;
     }
     leveldb_options_set_create_if_missing(meta->opts, 1);
+    /* Bounded, and counted in the broker's descriptor budget
+     * (PULSE_CONFIG_FD_META, docs/Operations.md); LevelDB's default is
+     * 1000. The store is small: a few table files at most. */
+    leveldb_options_set_max_open_files(meta->opts, PULSE_META_MAX_OPEN_FILES);
     /* Paranoid checks stay off: with them LevelDB refuses to open when the
      * last record of its log was torn by a power cut. Every write we
      * acknowledge was fdatasynced whole, so a torn record can only be one we
@@ -657,7 +752,7 @@ pulse_status_t pulse_meta_open_ex(const char *dir, const struct pulse_meta_open_
     st = check_dir(dir, errbuf, errlen);
     if (st != PULSE_OK)
         goto out;
-    st = meta_alloc(&meta);
+    st = meta_alloc(dir, &meta);
     if (st != PULSE_OK)
         goto out;
     meta->db = leveldb_open(meta->opts, dir, &err);
@@ -822,6 +917,8 @@ void pulse_meta_close(struct pulse_meta *meta)
         leveldb_readoptions_destroy(meta->ropts);
     if (meta->opts != NULL)
         leveldb_options_destroy(meta->opts);
+    pthread_rwlock_destroy(&meta->lock);
+    pulse_free(meta->dir);
     pulse_free(meta);
 }
 

@@ -48,6 +48,9 @@ struct pulse_meta;
 /* Longest topic or consumer name (kept equal to PULSE_NAME_MAX). */
 #define PULSE_META_NAME_MAX 249
 /* Identity ids: 16 lower-case hex characters. */
+/* Table files LevelDB may keep open (plus its log, manifest, lock and info
+ * log). */
+#define PULSE_META_MAX_OPEN_FILES 64
 #define PULSE_META_ID_LEN 16
 
 /* A topic definition as stored. cleanup: 0 = delete, 1 = compact. */

@@ -313,7 +313,8 @@ void pulse_compact_destroy(struct pulse_compact *comp)
  * segment size). */
 struct reader {
     const struct pulse_io *io;
-    int fd;
+    struct pulse_segment *seg; /* its data file pinned from the first fill */
+    int fd;                    /* -1 until then */
     const char *path;
     uint64_t pos; /* file position of the next batch */
     uint64_t end;
@@ -323,22 +324,34 @@ struct reader {
     size_t buf_len;
 };
 
+/* A reader of a raw descriptor the caller owns (a .merge file at recovery). */
 static void reader_init_fd(struct reader *r, const struct pulse_io *io, int fd, const char *path, uint64_t end)
 {
     memset(r, 0, sizeof *r);
     r->io = io;
+    r->seg = NULL;
     r->fd = fd;
     r->path = path;
     r->end = end;
 }
 
-static void reader_init(struct reader *r, const struct pulse_segment *seg, uint64_t end)
+/* A reader of a segment's data file, pinned from the first fill until
+ * reader_fini. */
+static void reader_init(struct reader *r, struct pulse_segment *seg, uint64_t end)
 {
-    reader_init_fd(r, seg->io, seg->fd, seg->log_path, end);
+    memset(r, 0, sizeof *r);
+    r->io = seg->io;
+    r->seg = seg;
+    r->fd = -1;
+    r->path = seg->log_path;
+    r->end = end;
 }
 
 static void reader_fini(struct reader *r)
 {
+    if (r->seg != NULL && r->fd >= 0)
+        pulse_segment_unpin(r->seg);
+    r->fd = -1;
     pulse_free(r->buf);
     r->buf = NULL;
 }
@@ -351,6 +364,13 @@ static pulse_status_t reader_fill(struct reader *r, size_t need)
 
     if (r->pos >= r->buf_pos && r->pos + need <= r->buf_pos + r->buf_len)
         return PULSE_OK;
+    if (r->fd < 0) {
+        pulse_status_t st = pulse_segment_pin(r->seg, &r->fd);
+        if (st != PULSE_OK) {
+            r->fd = -1;
+            return st;
+        }
+    }
     want = need > READ_CHUNK ? need : READ_CHUNK;
     if (want > r->end - r->pos)
         want = (size_t)(r->end - r->pos);
@@ -511,8 +531,7 @@ static pulse_status_t build_map(struct pass *p, const struct captured *caps, siz
         /* A sealed segment longer than its published end had a bad batch at
          * recovery: what lies past it is unknown, so it might hold an older
          * value of any key. */
-        if (i + 1 < n && caps[i].seg->io->fsize(caps[i].seg->io, caps[i].seg->fd, &fsize) == 0 &&
-            fsize != caps[i].size)
+        if (i + 1 < n && pulse_segment_file_size(caps[i].seg, &fsize) == PULSE_OK && fsize != caps[i].size)
             p->map_corrupt = true;
         reader_init(&r, caps[i].seg, caps[i].size);
         for (;;) {
@@ -815,6 +834,10 @@ static pulse_status_t delete_segment(struct pass *p, struct pulse_segment *seg)
         st = PULSE_BUSY; /* trimmed meanwhile: nothing to do */
         goto out;
     }
+    /* Readers holding the segment keep its descriptor (fdcache.h). */
+    st = pulse_segment_retire(seg);
+    if (st != PULSE_OK)
+        goto out;
     if (io->unlink(io, seg->index_path) < 0 && errno != ENOENT) {
         int err = errno;
         PULSE_ERROR("compact: unlink %s failed: %s", seg->index_path, strerror(err));
@@ -917,6 +940,11 @@ static pulse_status_t swap_in(struct pass *p, struct pulse_segment *seg, struct 
         st = PULSE_BUSY;
         goto out;
     }
+    /* Readers holding the old segment keep its inode through its retired
+     * descriptor; a reopen by path would find the new file. */
+    st = pulse_segment_retire(seg);
+    if (st != PULSE_OK)
+        goto out;
     if (io->rename(io, dpath, seg->log_path) < 0) {
         int err = errno;
         PULSE_ERROR("compact: rename %s -> %s failed: %s", dpath, seg->log_path, strerror(err));
@@ -942,7 +970,7 @@ static pulse_status_t swap_in(struct pass *p, struct pulse_segment *seg, struct 
         st = pulse_status_from_errno(err);
         goto out;
     }
-    st = pulse_segment_open(io, plog->dir, seg->base, &nseg);
+    st = pulse_segment_open(io, plog->fdcache, plog->dir, seg->base, false, &nseg);
     if (st != PULSE_OK)
         goto out;
     for (size_t i = 0; i < w->index.n; i++) {
@@ -1024,6 +1052,15 @@ static pulse_status_t merge_files(const struct pulse_io *io, const char *dir, co
 {
     int err = 0;
 
+    /* Readers holding the segments keep their descriptors (fdcache.h); a
+     * reopen by path would find the merged file or nothing. Before the
+     * first rename, so a failure here leaves nothing done. */
+    *what_out = "retire";
+    for (size_t k = 0; k < n; k++) {
+        pulse_status_t st = pulse_segment_retire(mem[k]->seg);
+        if (st != PULSE_OK)
+            return st;
+    }
     if (io->rename(io, dpath, mpath) < 0) {
         err = io_fail("rename", mpath, errno);
         *what_out = "rename";
@@ -1089,7 +1126,7 @@ static pulse_status_t merge_list(struct pulse_plog *plog, const struct captured 
     struct pulse_segment *nseg = NULL;
     pulse_status_t st;
 
-    st = pulse_segment_open(plog->io, plog->dir, plog->segs[at]->base, &nseg);
+    st = pulse_segment_open(plog->io, plog->fdcache, plog->dir, plog->segs[at]->base, false, &nseg);
     for (size_t i = 0; st == PULSE_OK && i < w->index.n; i++)
         st = pulse_index_append(&nseg->index, w->index.entries[i].rel_offset, w->index.entries[i].rel_pos);
     if (st != PULSE_OK) {
@@ -1233,11 +1270,9 @@ static pulse_status_t evaluate(struct pass *p, const struct captured *cap, const
     /* Recovery publishes only the valid prefix of a sealed segment with a
      * bad batch; its file is longer. Leave such a segment alone: a rewrite
      * would silently drop the evidence. */
-    if (seg->io->fsize(seg->io, seg->fd, &fsize) < 0) {
-        int err = errno;
-        PULSE_ERROR("compact: fstat %s failed: %s", seg->log_path, strerror(err));
-        return pulse_status_from_errno(err);
-    }
+    st = pulse_segment_file_size(seg, &fsize);
+    if (st != PULSE_OK)
+        return st;
     if (fsize != cap->size) {
         PULSE_WARN("compact %s: %s holds %" PRIu64 " bytes but only %" PRIu64 " are valid; segment left as is",
                    p->plog->dir, seg->log_path, fsize, cap->size);

@@ -44,6 +44,7 @@
 #include "common/failpoint.h"
 #include "common/log.h"
 #include "storage/batch.h"
+#include "storage/fdcache.h"
 #include "storage/io.h"
 #include "storage/plog_int.h"
 #include "storage/recover.h"
@@ -58,6 +59,7 @@ void pulse_plog_config_init(struct pulse_plog_config *cfg)
     cfg->sync_mode = PULSE_SYNC_EVERY_WRITE;
     cfg->sync_interval_ms = 1000;
     cfg->io = NULL;
+    cfg->fdcache = NULL;
     cfg->sync_observer = NULL;
     cfg->sync_observer_arg = NULL;
 }
@@ -112,14 +114,45 @@ static void fence_locked(struct pulse_plog *plog, struct pulse_segment *seg, con
     }
     if (truncate && seg != NULL) {
         uint64_t durable = atomic_load_explicit(&seg->durable_size, memory_order_relaxed);
-        if (plog->io->ftruncate(plog->io, seg->fd, (off_t)durable) < 0) {
-            int err = errno;
-            PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable, strerror(err));
+        int fd;
+        /* Should the cut fail, pulse_plog_reopen cuts again before anything
+         * else touches the file. */
+        if (pulse_segment_pin(seg, &fd) == PULSE_OK) {
+            if (plog->io->ftruncate(plog->io, fd, (off_t)durable) < 0) {
+                int err = errno;
+                PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable,
+                            strerror(err));
+            }
+            pulse_segment_unpin(seg);
         }
         atomic_store_explicit(&seg->size, durable, memory_order_release);
     }
     pthread_cond_broadcast(&plog->sync_cond);
     pthread_mutex_unlock(&plog->sync_lock);
+}
+
+/*
+ * Takes back an append whose write failed for lack of space (contract
+ * section 5, "Full disk"). Caller holds wlock. Every byte from pos on was
+ * written by this append alone: seg->size (the writer's end, and the target
+ * any sync leader captures) is still pos, so no fdatasync ever covered them,
+ * and nothing published (size, next offset, LEO, an index entry) points at
+ * them yet. Cutting the file back to pos restores it exactly, appends queued
+ * before this one stay where they are (their sync is still to come), and the
+ * log keeps accepting appends: a later one succeeds once space returns.
+ * Only if the cut itself fails is the tail unknown; the log then fences as
+ * for any other failed write. Returns why (the caller's status).
+ */
+static pulse_status_t undo_write_locked(struct pulse_plog *plog, struct pulse_segment *seg, int fd, uint64_t pos,
+                                        pulse_status_t why)
+{
+    if (plog->io->ftruncate(plog->io, fd, (off_t)pos) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " after a failed write failed: %s", seg->log_path, pos,
+                    strerror(err));
+        fence_locked(plog, seg, "write", true);
+    }
+    return why;
 }
 
 /* Writes the snapshot describing the durable state. Caller holds wlock.
@@ -163,6 +196,28 @@ static pulse_status_t list_push(struct pulse_plog *plog, struct pulse_segment *s
 }
 
 /*
+ * Pins one file of a segment and fdatasyncs it. A failed pin (out of
+ * descriptors) syncs nothing and leaves *sync_failed false: the caller must
+ * not fence for it. A failed fdatasync sets *sync_failed (and is logged).
+ */
+static pulse_status_t pin_and_sync(struct pulse_plog *plog, struct pulse_fdc_file *f, bool *sync_failed)
+{
+    int fd;
+    pulse_status_t st = pulse_fdc_pin(f, &fd);
+
+    if (st != PULSE_OK)
+        return st;
+    if (plog->io->fdatasync(plog->io, fd) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: fdatasync %s failed: %s", f->path, strerror(err));
+        *sync_failed = true;
+        st = pulse_status_from_errno(err);
+    }
+    pulse_fdc_unpin(f);
+    return st;
+}
+
+/*
  * Seals the active segment and starts a new one at LEO (contract section 5).
  * Caller holds wlock.
  */
@@ -173,31 +228,29 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     int64_t leo = atomic_load_explicit(&plog->leo, memory_order_relaxed);
     size_t idx_n = old->index_written;
     int64_t t0 = pulse_clock_mono_us();
+    bool failed = false;
     pulse_status_t st = PULSE_OK;
 
     /* The old segment must be on disk before HW may pass its end, and before
      * a newer segment exists: recovery treats every segment but the last as
      * complete. */
-    if (plog->io->fdatasync(plog->io, old->fd) < 0) {
-        int err = errno;
-        PULSE_ERROR("plog: fdatasync %s failed: %s", old->log_path, strerror(err));
-        observe(plog, t0, false);
-        fence_locked(plog, old, "fdatasync", false);
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
-    if (idx_n > atomic_load(&old->index_synced) && plog->io->fdatasync(plog->io, old->index_fd) < 0) {
-        int err = errno;
-        PULSE_ERROR("plog: fdatasync %s failed: %s", old->index_path, strerror(err));
-        observe(plog, t0, false);
-        fence_locked(plog, old, "fdatasync", false);
-        st = pulse_status_from_errno(err);
+    st = pin_and_sync(plog, &old->data, &failed);
+    if (st == PULSE_OK && idx_n > atomic_load(&old->index_synced))
+        st = pin_and_sync(plog, &old->idx, &failed);
+    if (st != PULSE_OK) {
+        if (failed) {
+            observe(plog, t0, false);
+            fence_locked(plog, old, "fdatasync", false);
+        }
         goto out;
     }
     observe(plog, t0, true);
     atomic_fetch_add(&plog->syncs, 1);
     store_max_size(&old->index_synced, idx_n);
-    pulse_segment_close_index(old); /* sealed now: no more entries */
+    /* Sealed and synced: its descriptors may go back to the cache, and
+     * the index file is not written again. */
+    pulse_fdc_clean(&old->data, old->dirty_ticket);
+    pulse_segment_close_index(old);
     pthread_mutex_lock(&plog->sync_lock);
     if (!atomic_load(&plog->fenced)) {
         store_max_u64(&old->durable_size, atomic_load_explicit(&old->size, memory_order_relaxed));
@@ -207,7 +260,7 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     }
     pthread_mutex_unlock(&plog->sync_lock);
 
-    st = pulse_segment_open(plog->io, plog->dir, leo, &seg);
+    st = pulse_segment_open(plog->io, plog->fdcache, plog->dir, leo, true, &seg);
     if (st != PULSE_OK)
         goto out;
     /* The new name must be durable before its first byte is acknowledged. */
@@ -285,6 +338,8 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
     int64_t base = 0;
     uint64_t pos;
     bool locked = false;
+    struct pulse_segment *pinned = NULL;
+    int fd = -1;
     pulse_status_t st;
 
     if (atomic_load(&plog->fenced))
@@ -316,15 +371,28 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
         seg = active_seg(plog);
         pos = 0;
     }
+    /* Out of descriptors: refused before anything is written. */
+    st = pulse_segment_pin(seg, &fd);
+    if (st != PULSE_OK)
+        goto out;
+    pinned = seg;
     number_unit(batch, len, base);
     {
         size_t done = 0;
-        if (pulse_io_pwrite_all(plog->io, seg->fd, batch, len, (off_t)pos, &done) < 0) {
+        if (pulse_io_pwrite_all(plog->io, fd, batch, len, (off_t)pos, &done) < 0) {
             int err = errno;
+            st = pulse_status_from_errno(err);
+            if (st == PULSE_NOSPACE) {
+                /* A full disk is expected to pass: refuse this append only. */
+                PULSE_WARN_RL("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s; append refused, "
+                              "the log keeps accepting appends",
+                              seg->log_path, pos, done, len, strerror(err));
+                st = undo_write_locked(plog, seg, fd, pos, st);
+                goto out;
+            }
             PULSE_ERROR("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s", seg->log_path, pos,
                         done, len, strerror(err));
             fence_locked(plog, seg, "write", true);
-            st = pulse_status_from_errno(err);
             goto out;
         }
     }
@@ -332,6 +400,11 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
      * point at batch boundaries, and the unit's start is one. */
     if (seg->index.n == 0 || seg->since_entry >= plog->cfg.index_interval_bytes) {
         st = pulse_segment_index_add(seg, (uint32_t)(base - seg->base), (uint32_t)pos);
+        if (st == PULSE_NOSPACE || st == PULSE_NOMEM || st == PULSE_NOFILE) {
+            /* index_add left the table as it was; take the data back too. */
+            st = undo_write_locked(plog, seg, fd, pos, st);
+            goto out;
+        }
         if (st != PULSE_OK) {
             fence_locked(plog, seg, "index write", true);
             goto out;
@@ -341,6 +414,9 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
     seg->since_entry += len;
     if (max_ts > atomic_load_explicit(&seg->max_ts, memory_order_relaxed))
         atomic_store_explicit(&seg->max_ts, max_ts, memory_order_relaxed);
+    /* Unsynced bytes: the descriptor stays open until a sync covers them
+     * (see fdcache.h); the ticket tells that sync what it covered. */
+    seg->dirty_ticket = pulse_fdc_dirty(&seg->data);
     /* Publish last: the new end is visible only once its bytes exist. */
     atomic_store_explicit(&seg->size, pos + len, memory_order_release);
     atomic_store_explicit(&seg->next_offset, base + (int64_t)records, memory_order_release);
@@ -350,6 +426,8 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
         *end_out = base + (int64_t)records;
     st = PULSE_OK;
 out:
+    if (pinned != NULL)
+        pulse_segment_unpin(pinned);
     if (locked)
         pthread_mutex_unlock(&plog->wlock);
     return st;
@@ -363,9 +441,11 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
 {
     struct pulse_segment *seg;
     uint64_t target_size;
+    uint64_t ticket;
     int64_t target_leo;
     int64_t t0;
     int rc;
+    int fd = -1;
     int err = 0;
     const char *failed_path = NULL;
     pulse_status_t st = PULSE_OK;
@@ -383,7 +463,19 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
     pulse_segment_acquire(seg);
     target_size = atomic_load_explicit(&seg->size, memory_order_relaxed);
     target_leo = atomic_load_explicit(&plog->leo, memory_order_relaxed);
+    ticket = seg->dirty_ticket;
     pthread_mutex_unlock(&plog->wlock);
+
+    /* A dirty file is held open, so this is a cache hit; if it fails
+     * (out of descriptors) nothing was synced and nothing is fenced. */
+    st = pulse_segment_pin(seg, &fd);
+    if (st != PULSE_OK) {
+        pthread_mutex_lock(&plog->sync_lock);
+        plog->syncing = false;
+        pthread_cond_broadcast(&plog->sync_cond);
+        pulse_segment_release(seg);
+        return st;
+    }
 
     /* Outside the writer lock: appends keep landing while we wait, and the
      * next leader covers them in one go.
@@ -394,12 +486,13 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
      * (an entry lands every index-interval bytes) for nothing recovery needs.
      * It is synced when the segment is sealed and when the log closes. */
     t0 = pulse_clock_mono_us();
-    rc = plog->io->fdatasync(plog->io, seg->fd);
+    rc = plog->io->fdatasync(plog->io, fd);
     if (rc < 0) {
         err = errno;
         failed_path = seg->log_path;
     }
     observe(plog, t0, rc == 0);
+    pulse_segment_unpin(seg);
 
     pthread_mutex_lock(&plog->sync_lock);
     plog->syncing = false;
@@ -418,6 +511,8 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
         store_max_u64(&seg->durable_size, target_size);
         store_max_i64(&plog->hw, target_leo);
         atomic_store(&plog->last_sync_us, pulse_clock_mono_us());
+        /* Unless written again meanwhile, its descriptor may be closed. */
+        pulse_fdc_clean(&seg->data, ticket);
     }
     pthread_cond_broadcast(&plog->sync_cond);
     pulse_segment_release(seg);
@@ -460,6 +555,7 @@ pulse_status_t pulse_plog_sync(struct pulse_plog *plog)
 pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out)
 {
     int64_t base = 0, end = 0;
+    uint64_t epoch = pulse_plog_epoch(plog);
     pulse_status_t st;
 
     st = pulse_plog_append_async(plog, batch, len, &base, &end);
@@ -474,6 +570,10 @@ pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t
         if (since >= (int64_t)plog->cfg.sync_interval_ms * 1000)
             st = pulse_plog_wait_durable(plog, end);
     }
+    /* A reopen in between discarded the batch; HW may have passed its end
+     * with other data (see "Epochs" in plog.h). */
+    if (st == PULSE_OK && pulse_plog_epoch(plog) != epoch)
+        st = PULSE_FENCED;
     if (st == PULSE_OK)
         *base_out = base;
     return st;
@@ -505,38 +605,9 @@ bool pulse_plog_fenced(const struct pulse_plog *plog)
     return atomic_load(&plog->fenced);
 }
 
-/* The segment holding offset (greatest base <= offset, else the first), or
- * with after set, the first segment whose base is greater than after_base.
- * Returns an acquired reference or NULL. */
-static struct pulse_segment *find_segment(struct pulse_plog *plog, int64_t offset, bool after, int64_t after_base)
+uint64_t pulse_plog_epoch(const struct pulse_plog *plog)
 {
-    struct pulse_segment *seg = NULL;
-
-    pthread_mutex_lock(&plog->list_lock);
-    if (plog->nsegs > 0) {
-        if (after) {
-            for (size_t i = 0; i < plog->nsegs; i++) {
-                if (plog->segs[i]->base > after_base) {
-                    seg = plog->segs[i];
-                    break;
-                }
-            }
-        } else {
-            size_t lo = 0, hi = plog->nsegs;
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (plog->segs[mid]->base <= offset)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            seg = plog->segs[lo == 0 ? 0 : lo - 1];
-        }
-        if (seg != NULL)
-            pulse_segment_acquire(seg);
-    }
-    pthread_mutex_unlock(&plog->list_lock);
-    return seg;
+    return atomic_load(&plog->epoch);
 }
 
 /* The index of the first listed segment whose base is greater than
@@ -582,10 +653,52 @@ static struct pulse_segment *next_segment(struct pulse_plog *plog, struct pulse_
     return next;
 }
 
+/* The segment holding offset (greatest base <= offset, else the first).
+ * Returns an acquired reference or NULL. */
+static struct pulse_segment *find_segment(struct pulse_plog *plog, int64_t offset)
+{
+    struct pulse_segment *seg = NULL;
+
+    pthread_mutex_lock(&plog->list_lock);
+    if (plog->nsegs > 0) {
+        size_t i = first_base_after(plog, offset);
+        seg = plog->segs[i == 0 ? 0 : i - 1];
+        pulse_segment_acquire(seg);
+    }
+    pthread_mutex_unlock(&plog->list_lock);
+    return seg;
+}
+
+/* Pins the data file of seg (an acquired reference, or NULL) into *fd_out.
+ * Returns seg, or NULL when seg was NULL or the pin failed (*st_out says
+ * why; the reference is released then). */
+static struct pulse_segment *pin_or_drop(struct pulse_segment *seg, int *fd_out, pulse_status_t *st_out)
+{
+    pulse_status_t st;
+
+    if (seg == NULL)
+        return NULL;
+    st = pulse_segment_pin(seg, fd_out);
+    if (st != PULSE_OK) {
+        pulse_segment_release(seg);
+        *st_out = st;
+        return NULL;
+    }
+    return seg;
+}
+
+static void unpin_release(struct pulse_segment *seg)
+{
+    if (seg == NULL)
+        return;
+    pulse_segment_unpin(seg);
+    pulse_segment_release(seg);
+}
+
 /* The offset after the last record of the batch at pos. Sparse batches
  * (compacted) need their records decoded to know it. */
-static pulse_status_t batch_end_offset(struct pulse_segment *seg, const struct pulse_batch_header *hdr, uint64_t pos,
-                                       int64_t *end_out)
+static pulse_status_t batch_end_offset(struct pulse_segment *seg, int fd, const struct pulse_batch_header *hdr,
+                                       uint64_t pos, int64_t *end_out)
 {
     uint8_t *buf = NULL;
     size_t total = pulse_batch_total_size(hdr);
@@ -601,7 +714,7 @@ static pulse_status_t batch_end_offset(struct pulse_segment *seg, const struct p
         st = PULSE_NOMEM;
         goto out;
     }
-    if (pulse_io_pread_all(seg->io, seg->fd, buf, total, (off_t)pos) != (ssize_t)total) {
+    if (pulse_io_pread_all(seg->io, fd, buf, total, (off_t)pos) != (ssize_t)total) {
         int err = errno;
         PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
         st = PULSE_IO;
@@ -621,12 +734,14 @@ out:
 
 /*
  * The slice for offset, with the reference on its segment handed to the
- * caller in *seg_out (NULL when len is 0).
+ * caller in *seg_out (NULL when len is 0), its data file pinned: *fd_out is
+ * the descriptor until the caller's pulse_segment_unpin.
  */
 static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_slice *out,
-                               struct pulse_segment **seg_out)
+                               struct pulse_segment **seg_out, int *fd_out)
 {
     struct pulse_segment *seg = NULL;
+    int fd = -1;
     int64_t hw, ls, next = offset;
     uint64_t first_pos = 0, len = 0;
     bool done = false;
@@ -649,7 +764,7 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
     next = offset;
     if (offset >= hw)
         goto out;
-    seg = find_segment(plog, offset, false, 0);
+    seg = pin_or_drop(find_segment(plog, offset), &fd, &st);
     if (seg == NULL)
         goto out;
     if (seg->base > offset) {
@@ -670,7 +785,7 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
             struct pulse_batch_header hdr;
             int64_t bend = 0;
             size_t total;
-            ssize_t got = pulse_io_pread_all(seg->io, seg->fd, hraw, sizeof hraw, (off_t)pos);
+            ssize_t got = pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)pos);
 
             if (got < 0) {
                 int err = errno;
@@ -697,7 +812,7 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
                 done = true;
                 break;
             }
-            st = batch_end_offset(seg, &hdr, pos, &bend);
+            st = batch_end_offset(seg, fd, &hdr, pos, &bend);
             if (st != PULSE_OK) {
                 if (len > 0)
                     st = PULSE_OK;
@@ -724,8 +839,8 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
          * corrupt sealed segment ends early): go on with the next segment. */
         {
             struct pulse_segment *nseg = next_segment(plog, seg, offset);
-            pulse_segment_release(seg);
-            seg = nseg;
+            unpin_release(seg);
+            seg = pin_or_drop(nseg, &fd, &st);
             if (seg == NULL)
                 break;
         }
@@ -736,13 +851,13 @@ out:
         out->len = len;
         out->next_offset = len > 0 ? next : out->start_offset;
     }
+    *seg_out = NULL;
     if (st == PULSE_OK && len > 0) {
-        *seg_out = seg;
+        *seg_out = seg; /* with its pin */
+        *fd_out = fd;
         seg = NULL;
-    } else {
-        *seg_out = NULL;
     }
-    pulse_segment_release(seg);
+    unpin_release(seg);
     return st;
 }
 
@@ -750,23 +865,26 @@ pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_
                                 struct pulse_slice *out)
 {
     struct pulse_segment *seg = NULL;
+    int sfd = -1;
     pulse_status_t st;
 
-    st = do_slice(plog, offset, max_bytes, out, &seg);
+    st = do_slice(plog, offset, max_bytes, out, &seg, &sfd);
     if (st != PULSE_OK)
         goto out;
+    /* The dup is the caller's: it keeps the inode readable whatever the
+     * cache or retention do with the segment afterwards. */
     if (want_fd && seg != NULL) {
-        int fd = fcntl(seg->fd, F_DUPFD_CLOEXEC, 0);
+        int fd = fcntl(sfd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0) {
             int err = errno;
-            PULSE_ERROR("plog: dup of %s failed: %s", seg->log_path, strerror(err));
+            PULSE_ERROR_RL("plog: dup of %s failed: %s", seg->log_path, strerror(err));
             st = pulse_status_from_errno(err);
             goto out;
         }
         out->fd = fd;
     }
 out:
-    pulse_segment_release(seg);
+    unpin_release(seg);
     return st;
 }
 
@@ -778,9 +896,10 @@ pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t
     size_t old_len = out->len;
     uint64_t good = 0;
     int64_t next;
+    int fd = -1;
     pulse_status_t st;
 
-    st = do_slice(plog, offset, max_bytes, &sl, &seg);
+    st = do_slice(plog, offset, max_bytes, &sl, &seg, &fd);
     if (st != PULSE_OK || sl.len == 0)
         goto out;
     next = sl.start_offset;
@@ -792,7 +911,7 @@ pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t
     if (st != PULSE_OK)
         goto out;
     {
-        ssize_t got = pulse_io_pread_all(seg->io, seg->fd, out->data + out->len, (size_t)sl.len, (off_t)sl.pos);
+        ssize_t got = pulse_io_pread_all(seg->io, fd, out->data + out->len, (size_t)sl.len, (off_t)sl.pos);
         if (got < 0 || (uint64_t)got != sl.len) {
             int err = got < 0 ? errno : EIO;
             PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, sl.pos, strerror(err));
@@ -828,7 +947,7 @@ out:
         sl.fd = -1;
         *info = sl;
     }
-    pulse_segment_release(seg);
+    unpin_release(seg);
     return st;
 }
 
@@ -905,11 +1024,17 @@ pulse_status_t pulse_plog_trim(struct pulse_plog *plog, size_t count, size_t *re
     atomic_store_explicit(&plog->log_start, plog->segs[0]->base, memory_order_release);
     pthread_mutex_unlock(&plog->list_lock);
     /* Unlink at once; readers holding a reference or a dup()'ed descriptor
-     * keep the inode alive and finish with the right bytes. Oldest first,
+     * keep the inode alive and finish with the right bytes: no new
+     * reference can appear now the segment is off the list, and one held
+     * already gets its data descriptor kept open (retired) first, since the
+     * cache could otherwise close it and find no path to reopen. Oldest first,
      * and the index before its data file: a crash part way leaves a prefix
      * removed and, at worst, one data file whose index recovery rebuilds,
      * never an index without its data. */
     for (size_t i = 0; i < n; i++) {
+        if (atomic_load(&gone[i]->refs) > 1 && pulse_segment_retire(gone[i]) != PULSE_OK)
+            PULSE_WARN("plog: %s is still being read but cannot be kept open; that read may fail",
+                       gone[i]->log_path);
         if (plog->io->unlink(plog->io, gone[i]->index_path) < 0 && errno != ENOENT) {
             int err = errno;
             PULSE_ERROR("plog: unlink %s failed: %s", gone[i]->index_path, strerror(err));
@@ -975,6 +1100,8 @@ static void plog_free(struct pulse_plog *plog)
     for (size_t i = 0; i < plog->nsegs; i++)
         pulse_segment_release(plog->segs[i]);
     pulse_free(plog->segs);
+    if (plog->own_fdcache)
+        pulse_fdcache_destroy(plog->fdcache);
     pthread_mutex_destroy(&plog->wlock);
     pthread_mutex_destroy(&plog->list_lock);
     pthread_mutex_destroy(&plog->sync_lock);
@@ -1017,10 +1144,17 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
         st = PULSE_NOMEM;
         goto out;
     }
+    plog->fdcache = cfg->fdcache;
+    if (plog->fdcache == NULL) {
+        st = pulse_fdcache_create(PULSE_FDCACHE_DEFAULT_CAPACITY, &plog->fdcache);
+        if (st != PULSE_OK)
+            goto out;
+        plog->own_fdcache = true;
+    }
     st = mkdir_p(io, dir);
     if (st != PULSE_OK)
         goto out;
-    st = pulse_recover_run(io, dir, cfg->index_interval_bytes, &res, &rec);
+    st = pulse_recover_run(io, plog->fdcache, dir, cfg->index_interval_bytes, &res, &rec);
     if (st != PULSE_OK)
         goto out;
     plog->segs = res.segs;
@@ -1032,6 +1166,7 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     atomic_init(&plog->leo, res.leo);
     atomic_init(&plog->log_start, plog->segs[0]->base);
     atomic_init(&plog->fenced, false);
+    atomic_init(&plog->epoch, 0);
     atomic_init(&plog->syncs, 0);
     atomic_init(&plog->last_sync_us, pulse_clock_mono_us());
     if (rec_out != NULL)
@@ -1040,6 +1175,122 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     plog = NULL;
 out:
     plog_free(plog);
+    return st;
+}
+
+/* Step 1 of a reopen: cuts the active segment back to its durable size.
+ * Caller holds wlock; the log is fenced and no sync leader runs. */
+static pulse_status_t cut_to_durable_locked(struct pulse_plog *plog)
+{
+    struct pulse_segment *seg = active_seg(plog);
+    uint64_t durable = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
+    uint64_t fsize = 0;
+    int fd;
+    pulse_status_t st = pulse_segment_pin(seg, &fd);
+
+    if (st != PULSE_OK)
+        return st;
+    if (plog->io->fsize(plog->io, fd, &fsize) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: fstat %s failed: %s", seg->log_path, strerror(err));
+        st = pulse_status_from_errno(err);
+    } else if (fsize > durable && plog->io->ftruncate(plog->io, fd, (off_t)durable) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable, strerror(err));
+        st = pulse_status_from_errno(err);
+    } else if (fsize > durable) {
+        PULSE_WARN("plog %s: reopen cut %" PRIu64 " bytes that were never durable from %s", plog->dir,
+                   fsize - durable, seg->log_path);
+    }
+    pulse_segment_unpin(seg);
+    return st;
+}
+
+/* Step 3 of a reopen: installs what recovery found and lifts the fence.
+ * Caller holds wlock. Takes res's segments; *old_out and *nold_out get the
+ * previous list (the caller releases it outside the locks). */
+static void install_recovered_locked(struct pulse_plog *plog, struct pulse_recover_result *res,
+                                     struct pulse_segment ***old_out, size_t *nold_out)
+{
+    pthread_mutex_lock(&plog->list_lock);
+    *old_out = plog->segs;
+    *nold_out = plog->nsegs;
+    plog->segs = res->segs;
+    plog->nsegs = res->n;
+    plog->cap = res->n;
+    atomic_store_explicit(&plog->log_start, plog->segs[0]->base, memory_order_release);
+    pthread_mutex_unlock(&plog->list_lock);
+    res->segs = NULL;
+    res->n = 0;
+    pthread_mutex_lock(&plog->sync_lock);
+    /* Recovery synced everything it kept, as at open: HW = LEO. HW only
+     * grows (the caller checked res->leo against it). */
+    atomic_store_explicit(&plog->leo, res->leo, memory_order_release);
+    atomic_store_explicit(&plog->hw, res->leo, memory_order_release);
+    atomic_store(&plog->last_sync_us, pulse_clock_mono_us());
+    /* The epoch moves before the fence lifts, so a waiter woken below sees
+     * both (see "Epochs" in plog.h). */
+    atomic_fetch_add(&plog->epoch, 1);
+    atomic_store(&plog->fenced, false);
+    pthread_cond_broadcast(&plog->sync_cond);
+    pthread_mutex_unlock(&plog->sync_lock);
+}
+
+pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_recovery *rec_out)
+{
+    struct pulse_recover_result res = {NULL, 0, 0};
+    struct pulse_plog_recovery rec;
+    struct pulse_segment **old = NULL;
+    size_t nold = 0;
+    int64_t hw;
+    pulse_status_t st = PULSE_OK;
+
+    if (!atomic_load(&plog->fenced))
+        return PULSE_INVALID;
+    /* No leader starts once the log is fenced (wait_durable checks first);
+     * one that started before may still be in its fdatasync. It publishes
+     * nothing now, but it must be done with the files before they change. */
+    pthread_mutex_lock(&plog->sync_lock);
+    while (plog->syncing)
+        pthread_cond_wait(&plog->sync_cond, &plog->sync_lock);
+    pthread_mutex_unlock(&plog->sync_lock);
+
+    pthread_mutex_lock(&plog->wlock);
+    hw = atomic_load(&plog->hw);
+    st = cut_to_durable_locked(plog);
+    if (st != PULSE_OK)
+        goto out;
+    /* Step 2: the same recovery as at open, on the files as they are now. */
+    st = pulse_recover_run(plog->io, plog->fdcache, plog->dir, plog->cfg.index_interval_bytes, &res, &rec);
+    if (st != PULSE_OK)
+        goto out;
+    if (res.leo < hw) {
+        PULSE_ERROR("plog %s: recovery found the log ending at offset %" PRId64 ", below its high watermark %" PRId64
+                    "; offsets that readers saw would be handed out again, so the log stays fenced until a "
+                    "restart (inspect it with pulse-log verify first)",
+                    plog->dir, res.leo, hw);
+        st = PULSE_CORRUPT;
+        goto out;
+    }
+    install_recovered_locked(plog, &res, &old, &nold);
+    PULSE_WARN("plog %s: reopened after a fence; log end %" PRId64 ", %" PRIu64 " bytes truncated by recovery",
+               plog->dir, res.leo, rec.truncated_bytes);
+    if (rec_out != NULL)
+        *rec_out = rec;
+out:
+    pthread_mutex_unlock(&plog->wlock);
+    for (size_t i = 0; i < res.n; i++)
+        pulse_segment_release(res.segs[i]);
+    pulse_free(res.segs);
+    for (size_t i = 0; i < nold; i++) {
+        /* A reader still holding an old segment reads the same file as the
+         * new one, until a trim or a compaction of the new list removes
+         * the path: keep its descriptor (best effort). */
+        if (atomic_load(&old[i]->refs) > 1)
+            (void)pulse_segment_retire(old[i]);
+        pulse_segment_release(old[i]);
+    }
+    pulse_free(old);
     return st;
 }
 
@@ -1058,11 +1309,11 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog)
          * fast path finds it whole. */
         struct pulse_segment *seg = active_seg(plog);
         if (seg->index_written > atomic_load(&seg->index_synced)) {
-            if (plog->io->fdatasync(plog->io, seg->index_fd) == 0)
+            bool failed = false;
+            if (pin_and_sync(plog, &seg->idx, &failed) == PULSE_OK)
                 store_max_size(&seg->index_synced, seg->index_written);
             else
-                PULSE_WARN("plog: fdatasync %s failed at close: %s (the next open rebuilds it)", seg->index_path,
-                           strerror(errno));
+                PULSE_WARN("plog: index %s not synced at close (the next open rebuilds it)", seg->index_path);
         }
         st = write_snapshot_locked(plog);
         pthread_mutex_unlock(&plog->wlock);

@@ -26,6 +26,10 @@
  *   6. Everything kept is fdatasynced before the log opens with HW = LEO,
  *      since after a process crash the page cache may hold bytes the disk
  *      does not.
+ *   Segments are recovered one at a time, each one's files opened through
+ *   the descriptor cache and closed again when it is done (the active one's
+ *   stay cached), so a log of any number of segments recovers within a few
+ *   descriptors.
  */
 #include "storage/recover.h"
 
@@ -120,22 +124,41 @@ out:
 
 static pulse_status_t file_size(struct pulse_segment *seg, uint64_t *size_out)
 {
-    if (seg->io->fsize(seg->io, seg->fd, size_out) < 0) {
-        int err = errno;
-        PULSE_ERROR("recover: fstat %s failed: %s", seg->log_path, strerror(err));
-        return pulse_status_from_errno(err);
-    }
-    return PULSE_OK;
+    return pulse_segment_file_size(seg, size_out);
 }
 
-static pulse_status_t sync_fd(struct pulse_segment *seg, int fd, const char *path)
+/* fdatasyncs one of the segment's files (data or index). */
+static pulse_status_t sync_file(struct pulse_segment *seg, struct pulse_fdc_file *f)
 {
+    int fd;
+    pulse_status_t st = pulse_fdc_pin(f, &fd);
+
+    if (st != PULSE_OK)
+        return st;
     if (seg->io->fdatasync(seg->io, fd) < 0) {
         int err = errno;
-        PULSE_ERROR("recover: fdatasync %s failed: %s", path, strerror(err));
-        return pulse_status_from_errno(err);
+        PULSE_ERROR("recover: fdatasync %s failed: %s", f->path, strerror(err));
+        st = pulse_status_from_errno(err);
     }
-    return PULSE_OK;
+    pulse_fdc_unpin(f);
+    return st;
+}
+
+/* Cuts the data file to len. */
+static pulse_status_t cut_file(struct pulse_segment *seg, uint64_t len)
+{
+    int fd;
+    pulse_status_t st = pulse_segment_pin(seg, &fd);
+
+    if (st != PULSE_OK)
+        return st;
+    if (seg->io->ftruncate(seg->io, fd, (off_t)len) < 0) {
+        int err = errno;
+        PULSE_ERROR("recover: ftruncate %s failed: %s", seg->log_path, strerror(err));
+        st = pulse_status_from_errno(err);
+    }
+    pulse_segment_unpin(seg);
+    return st;
 }
 
 /*
@@ -216,12 +239,9 @@ static pulse_status_t recover_segment(struct pulse_segment *seg, bool active, bo
                        "(last valid offset %" PRId64 ")",
                        seg->log_path, scan.stop == PULSE_EOF ? "incomplete batch" : "invalid batch",
                        scan.end_pos, fsize - scan.end_pos, scan.next_offset - 1);
-            if (seg->io->ftruncate(seg->io, seg->fd, (off_t)scan.end_pos) < 0) {
-                int err = errno;
-                PULSE_ERROR("recover: ftruncate %s failed: %s", seg->log_path, strerror(err));
-                st = pulse_status_from_errno(err);
+            st = cut_file(seg, scan.end_pos);
+            if (st != PULSE_OK)
                 goto out;
-            }
             rec->truncated_bytes += fsize - scan.end_pos;
             rewrite = true;
         } else {
@@ -236,7 +256,7 @@ static pulse_status_t recover_segment(struct pulse_segment *seg, bool active, bo
     }
     if (active) {
         /* Whatever survived must be on disk before HW = LEO is declared. */
-        st = sync_fd(seg, seg->fd, seg->log_path);
+        st = sync_file(seg, &seg->data);
         if (st != PULSE_OK)
             goto out;
     }
@@ -249,7 +269,7 @@ static pulse_status_t recover_segment(struct pulse_segment *seg, bool active, bo
     } else {
         seg->index_written = seg->index.n;
         if (active) {
-            st = sync_fd(seg, seg->index_fd, seg->index_path);
+            st = sync_file(seg, &seg->idx);
             if (st != PULSE_OK)
                 goto out;
         }
@@ -260,15 +280,44 @@ static pulse_status_t recover_segment(struct pulse_segment *seg, bool active, bo
     atomic_store_explicit(&seg->next_offset, active ? scan.next_offset : limit, memory_order_relaxed);
     atomic_store_explicit(&seg->max_ts, scan.max_ts, memory_order_relaxed);
     seg->since_entry = scan.since_entry;
-    if (!active)
-        pulse_segment_close_index(seg); /* sealed: the table is complete */
 out:
     pulse_index_fini(&disk);
     return st;
 }
 
-pulse_status_t pulse_recover_run(const struct pulse_io *io, const char *dir, uint32_t index_interval,
-                                 struct pulse_recover_result *res, struct pulse_plog_recovery *rec)
+/* Recovers every segment in turn (open, scan, close), then makes created
+ * files durable. active_size: the snapshot's, for the fast path. */
+static pulse_status_t recover_all(const struct pulse_io *io, const char *dir, struct pulse_segment **segs,
+                                  const int64_t *bases, size_t n, bool fast, uint64_t active_size,
+                                  uint32_t interval, struct pulse_plog_recovery *rec)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool active = i == n - 1;
+        int64_t limit = active ? INT64_MAX : bases[i + 1];
+        /* Creates a missing index file. */
+        pulse_status_t st = pulse_segment_create_files(segs[i]);
+        if (st != PULSE_OK)
+            return st;
+        st = recover_segment(segs[i], active, fast, active ? active_size : 0, limit, interval, rec);
+        if (st != PULSE_OK)
+            return st;
+        /* A sealed segment's table is complete and in memory; its files
+         * reopen on demand. */
+        if (!active)
+            pulse_segment_close_files(segs[i]);
+    }
+    /* Files may have been created (fresh log, or a missing index). */
+    if (io->fsync_dir(io, dir) < 0) {
+        int err = errno;
+        PULSE_ERROR("recover: fsync directory %s failed: %s", dir, strerror(err));
+        return pulse_status_from_errno(err);
+    }
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
+                                 uint32_t index_interval, struct pulse_recover_result *res,
+                                 struct pulse_plog_recovery *rec)
 {
     int64_t t0 = pulse_clock_mono_us();
     int64_t *bases = NULL;
@@ -318,18 +367,16 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, const char *dir, uin
         st = PULSE_NOMEM;
         goto out;
     }
+    /* No I/O yet: each segment's files are opened when it is recovered. */
     for (opened = 0; opened < n; opened++) {
-        st = pulse_segment_open(io, dir, bases[opened], &segs[opened]);
+        st = pulse_segment_open(io, cache, dir, bases[opened], false, &segs[opened]);
         if (st != PULSE_OK)
             goto out;
     }
-    /* Files may just have been created (fresh log, or a missing index). */
-    if (io->fsync_dir(io, dir) < 0) {
-        int err = errno;
-        PULSE_ERROR("recover: fsync directory %s failed: %s", dir, strerror(err));
-        st = pulse_status_from_errno(err);
+    /* A fresh log's first segment is created here. */
+    st = pulse_segment_create_files(segs[n - 1]);
+    if (st != PULSE_OK)
         goto out;
-    }
     if (have_snap && snap.active_base == bases[n - 1]) {
         uint64_t asize = 0;
         st = file_size(segs[n - 1], &asize);
@@ -342,14 +389,9 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, const char *dir, uin
     rec->used_snapshot = fast;
     rec->segments = (uint32_t)n;
 
-    for (size_t i = 0; i < n; i++) {
-        bool active = i == n - 1;
-        int64_t limit = active ? INT64_MAX : bases[i + 1];
-        st = recover_segment(segs[i], active, fast, active && fast ? (uint64_t)snap.active_size : 0, limit,
-                             index_interval, rec);
-        if (st != PULSE_OK)
-            goto out;
-    }
+    st = recover_all(io, dir, segs, bases, n, fast, fast ? (uint64_t)snap.active_size : 0, index_interval, rec);
+    if (st != PULSE_OK)
+        goto out;
     res->leo = atomic_load_explicit(&segs[n - 1]->next_offset, memory_order_relaxed);
     res->segs = segs;
     res->n = n;

@@ -15,6 +15,7 @@
 
 #include "common/status.h"
 
+struct pulse_fdcache;
 struct pulse_io;
 struct pulse_segment;
 struct pulse_plog_recovery;
@@ -28,12 +29,14 @@ struct pulse_recover_result {
 /*
  * Recovers dir (which must exist): removes .tmp-* leftovers, then takes the
  * snapshot fast path when the snapshot matches the files, else the full
- * scan. Creates the first segment of an empty directory. On PULSE_OK, res
+ * scan. Creates the first segment of an empty directory. Segment files
+ * are opened through cache, one segment at a time. On PULSE_OK, res
  * holds one reference per segment (the caller releases them and frees
  * segs); rec (never NULL) says what was done. On failure res is untouched.
  * Thread: the opener only; nothing else may use dir meanwhile.
  */
-pulse_status_t pulse_recover_run(const struct pulse_io *io, const char *dir, uint32_t index_interval,
-                                 struct pulse_recover_result *res, struct pulse_plog_recovery *rec);
+pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
+                                 uint32_t index_interval, struct pulse_recover_result *res,
+                                 struct pulse_plog_recovery *rec);
 
 #endif

@@ -294,13 +294,41 @@ START_TEST(test_compaction_budget_keys_reach_the_broker_config)
 }
 END_TEST
 
+START_TEST(test_descriptor_settings_are_fitted_into_the_process_limit)
+{
+    struct pulse_config cfg;
+    char msg[768] = "";
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.threads", "4", NULL, 0), PULSE_OK);
+    /* Plenty: nothing changes. */
+    ck_assert(!pulse_config_fit_fd_limit(&cfg, 1 << 20, msg, sizeof msg));
+    ck_assert_int_eq(cfg.max_connections, 1000);
+    ck_assert_int_eq(cfg.segment_fd_cache, 1024);
+    /* 512: both shrink, the result fits, and the message names the limit. */
+    ck_assert(pulse_config_fit_fd_limit(&cfg, 512, msg, sizeof msg));
+    int64_t reserved = PULSE_CONFIG_FD_RESERVED + PULSE_CONFIG_FD_META + 3 * 4;
+    ck_assert_int_le(reserved + 2 * cfg.max_connections + cfg.segment_fd_cache, 512);
+    ck_assert_int_ge(cfg.segment_fd_cache, 16);
+    ck_assert_int_ge(cfg.max_connections, 100);
+    ck_assert_msg(strstr(msg, "descriptor limit 512") != NULL && strstr(msg, "RLIMIT_NOFILE") != NULL, "%s", msg);
+    /* Fitted values fit: a second pass changes nothing. */
+    ck_assert(!pulse_config_fit_fd_limit(&cfg, 512, msg, sizeof msg));
+    /* Absurdly low: the minimums, never zero. */
+    ck_assert(pulse_config_fit_fd_limit(&cfg, 64, msg, sizeof msg));
+    ck_assert_int_ge(cfg.max_connections, 1);
+    ck_assert_int_ge(cfg.segment_fd_cache, 16);
+    pulse_config_fini(&cfg);
+}
+END_TEST
+
 START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
 {
     struct pulse_config cfg;
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
     json_t *j = pulse_config_to_json(&cfg);
     ck_assert_ptr_nonnull(j);
-    ck_assert_uint_eq(json_object_size(j), 25);
+    ck_assert_uint_eq(json_object_size(j), 26);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.segment-fd-cache")), 1024);
     ck_assert_str_eq(json_string_value(json_object_get(j, "server.listen")), "127.0.0.1:8080");
     ck_assert_int_eq(json_integer_value(json_object_get(j, "server.max-body-bytes")), 16 * 1024 * 1024);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "topic-defaults.segment-bytes")), 512 * 1024 * 1024);
@@ -386,7 +414,7 @@ START_TEST(test_api_statuses_map_to_the_contract_codes)
         {PULSE_CURSOR_NOT_FOUND, 404, "cursor_not_found"}, {PULSE_EXISTS, 409, "topic_exists"},
         {PULSE_TOO_LARGE, 413, "payload_too_large"},  {PULSE_RANGE, 416, "offset_out_of_range"},
         {PULSE_NOSPACE, 507, "storage_full"},         {PULSE_IO, 500, "storage_error"},
-        {PULSE_FENCED, 500, "storage_error"},         {PULSE_SHUTDOWN, 503, "unavailable"},
+        {PULSE_FENCED, 503, "partition_fenced"},      {PULSE_SHUTDOWN, 503, "unavailable"},
         {PULSE_NOT_FOUND, 404, "not_found"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -820,6 +848,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_precedence_is_default_then_file_then_env_then_command_line);
     tcase_add_test(tc, test_malformed_config_file_lines_are_refused);
     tcase_add_test(tc, test_topic_segment_bytes_follows_storage_until_set);
+    tcase_add_test(tc, test_descriptor_settings_are_fitted_into_the_process_limit);
     tcase_add_test(tc, test_effective_config_json_lists_every_key_with_typed_values);
     tcase_add_test(tc, test_compaction_budget_keys_reach_the_broker_config);
     tcase_add_test(tc, test_listen_address_splits_into_host_and_port);
