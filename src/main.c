@@ -3,9 +3,12 @@
  * main.c - pulsed: command line, configuration, signals, wiring and exit
  * codes; nothing else.
  *
- * Exit codes: 0 after a clean stop; 1 when the broker or the server cannot
- * start (data directory in use, port busy, recovery failed) or a second
- * signal cut the drain short; 2 for a bad command line or configuration.
+ * Exit codes: 0 after a clean stop (or a successful --repair-metadata /
+ * --adopt-topic); 1 when the broker or the server cannot start (data
+ * directory in use or not writable, port busy, recovery failed, damaged
+ * metadata), an offline mode failed, or a second signal cut the drain
+ * short; 2 for a bad command line or configuration (a --listen value that
+ * is not an address and port included).
  *
  * Signals: SIGINT and SIGTERM are blocked before any thread exists (every
  * thread inherits the mask) and taken by sigwait in the main thread, so no
@@ -30,10 +33,10 @@
 #define EXIT_CONFIG 2
 #define SHUTDOWN_DEADLINE_MS 10000
 
-/* Each open segment holds a descriptor (the active one two), and every
- * connection one more: a broker with many partitions or long retention
- * needs more than the usual soft limit of 1024. Raise it to the hard limit;
- * failing that is not fatal, the limit just stays. */
+/* Connections (two descriptors each with a raw fetch) and the segment
+ * descriptor cache are sized against the soft limit: raise it to the hard
+ * limit; failing that is not fatal, the settings are fitted to the limit
+ * (pulse_config_fit_fd_limit). */
 static void raise_fd_limit(void)
 {
     struct rlimit rl;
@@ -43,17 +46,48 @@ static void raise_fd_limit(void)
     (void)setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+/* Lowers the connection limit and the segment cache when the descriptor
+ * limit cannot hold them, so accept() and LevelDB always find a
+ * descriptor (docs/Operations.md "Descriptor budget"). */
+static void fit_fd_limit(struct pulse_config *cfg)
+{
+    struct rlimit rl;
+    char msg[768];
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return;
+    if (pulse_config_fit_fd_limit(cfg, (uint64_t)rl.rlim_cur, msg, sizeof msg))
+        PULSE_WARN("%s", msg);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: pulsed [-c FILE] [--data-dir DIR] [--listen HOST:PORT] [-o section.key=value]...\n"
                "              [--version] [--help]\n"
+               "       pulsed [-c FILE] [--data-dir DIR] --repair-metadata\n"
+               "       pulsed [-c FILE] [--data-dir DIR] --adopt-topic NAME [--partitions N]\n"
+               "              [--cleanup delete|compact] [-o topic-defaults.KEY=VALUE]...\n"
                "  -c, --config FILE     read settings from an INI-style file\n"
                "  --data-dir DIR        data directory (server.data-dir, default ./data)\n"
                "  --listen HOST:PORT    listen address (server.listen, default 127.0.0.1:8080)\n"
                "  -o section.key=value  set any setting (repeatable)\n"
+               "  --repair-metadata     with pulsed stopped: repair a damaged metadata store (LevelDB's\n"
+               "                        repair), rebuild what it lost from the data directory, report, exit\n"
+               "  --adopt-topic NAME    with pulsed stopped: write topics/NAME/topic.json for a topic\n"
+               "                        directory without metadata, so that the next start adopts it;\n"
+               "                        --partitions must match its partition directories, --cleanup\n"
+               "                        defaults to delete, retention and segment size come from the\n"
+               "                        topic-defaults settings\n"
                "Precedence: defaults < config file < PULSE_<SECTION>_<KEY> environment < command line.\n"
-               "See docs/Configuration.md for every setting.\n");
+               "See docs/Configuration.md for every setting, docs/Operations.md for the repair modes.\n");
 }
+
+/* What the command line asks for besides serving. */
+struct mode {
+    bool repair;
+    const char *adopt; /* topic name */
+    long partitions;   /* -1: not given */
+    int cleanup;       /* -1: not given */
+};
 
 static void *second_signal(void *arg)
 {
@@ -69,12 +103,42 @@ static void *second_signal(void *arg)
 }
 
 /* Applies command-line settings in order; -c is read separately first. */
-static int parse_cli(int argc, char **argv, struct pulse_config *cfg, const char **config_file, bool apply)
+/* --partitions and --cleanup of --adopt-topic; 0 or EXIT_CONFIG. */
+static int parse_mode_arg(int c, const char *arg, struct mode *mode)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'}, {"data-dir", required_argument, NULL, 'd'},
-        {"listen", required_argument, NULL, 'l'}, {"version", no_argument, NULL, 'V'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    char *end = NULL;
+
+    if (c == 'P') {
+        long n = strtol(arg, &end, 10);
+        if (end == arg || *end != '\0' || n < 1 || n > 256) {
+            fprintf(stderr, "pulsed: --partitions: \"%s\" is not an integer in 1..256\n", arg);
+            return EXIT_CONFIG;
+        }
+        mode->partitions = n;
+    } else if (strcmp(arg, "delete") == 0) {
+        mode->cleanup = PULSE_CLEANUP_DELETE;
+    } else if (strcmp(arg, "compact") == 0) {
+        mode->cleanup = PULSE_CLEANUP_COMPACT;
+    } else {
+        fprintf(stderr, "pulsed: --cleanup: \"%s\" is not delete or compact\n", arg);
+        return EXIT_CONFIG;
+    }
+    return 0;
+}
+
+static int parse_cli(int argc, char **argv, struct pulse_config *cfg, const char **config_file, struct mode *mode,
+                     bool apply)
+{
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"data-dir", required_argument, NULL, 'd'},
+                                         {"listen", required_argument, NULL, 'l'},
+                                         {"version", no_argument, NULL, 'V'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"repair-metadata", no_argument, NULL, 'R'},
+                                         {"adopt-topic", required_argument, NULL, 'A'},
+                                         {"partitions", required_argument, NULL, 'P'},
+                                         {"cleanup", required_argument, NULL, 'C'},
+                                         {NULL, 0, NULL, 0}};
     char err[512];
     int c;
     optind = 1;
@@ -97,6 +161,17 @@ static int parse_cli(int argc, char **argv, struct pulse_config *cfg, const char
             if (apply)
                 st = pulse_config_set_assignment(cfg, optarg, err, sizeof err);
             break;
+        case 'R':
+            mode->repair = true;
+            break;
+        case 'A':
+            mode->adopt = optarg;
+            break;
+        case 'P':
+        case 'C':
+            if (parse_mode_arg(c, optarg, mode) != 0)
+                return EXIT_CONFIG;
+            break;
         case 'V':
             printf("pulsed %s\n", PACKAGE_VERSION);
             return -1;
@@ -117,7 +192,79 @@ static int parse_cli(int argc, char **argv, struct pulse_config *cfg, const char
         usage(stderr);
         return EXIT_CONFIG;
     }
+    if (mode->repair && mode->adopt != NULL) {
+        fprintf(stderr, "pulsed: --repair-metadata and --adopt-topic are separate steps; run one, then the other\n");
+        return EXIT_CONFIG;
+    }
+    if (mode->adopt == NULL && (mode->partitions >= 0 || mode->cleanup >= 0)) {
+        fprintf(stderr, "pulsed: --partitions and --cleanup go with --adopt-topic\n");
+        return EXIT_CONFIG;
+    }
     return 0;
+}
+
+/* --repair-metadata: prints what was done; 0 or 1. */
+static int run_repair(const struct pulse_broker_config *bcfg)
+{
+    struct pulse_broker_repair_report rep;
+    char err[1024] = "";
+    pulse_status_t st;
+
+    printf("pulsed: repairing the metadata store %s/meta\n", bcfg->data_dir);
+    st = pulse_broker_repair_metadata(bcfg, &rep, err, sizeof err);
+    if (st != PULSE_OK) {
+        fprintf(stderr, "pulsed: repair failed: %s\n", err[0] ? err : pulse_status_message(st));
+        return 1;
+    }
+    if (!rep.store_found)
+        printf("pulsed: there was no metadata store; a new one was built from the data directory\n");
+    else
+        printf("pulsed: LevelDB repair: %u unreadable table file(s) set aside in %s/meta/lost (their records are "
+               "lost), %u damage report(s)\n",
+               rep.tables_set_aside, bcfg->data_dir, rep.damage_lines);
+    for (uint32_t i = 0; i < rep.damage_lines && i < PULSE_BROKER_REPAIR_NOTES; i++)
+        printf("pulsed:   %s\n", rep.damage[i]);
+    printf("pulsed: rebuild: %u topic(s) with %u partition(s); %u adopted from their topic.json; identity %s; "
+           "%u unfinished create(s)/delete(s) removed\n",
+           rep.open.topics, rep.open.partitions, rep.open.adopted_topics,
+           rep.open.identity_restored ? "restored from cluster.json" : "kept", rep.open.deleted_leftovers);
+    printf("pulsed: %llu consumer cursor(s) kept; cursors that were in damaged or lost records cannot be "
+           "recovered and were not recreated\n",
+           (unsigned long long)rep.cursors);
+    printf("pulsed: repair done; start pulsed as usual\n");
+    return 0;
+}
+
+/* --adopt-topic: 0 or 1. */
+static int run_adopt(const struct pulse_broker_config *bcfg, const struct mode *mode)
+{
+    struct pulse_topic_spec spec = {mode->adopt, (int32_t)mode->partitions, mode->cleanup, -1, -1, -1};
+    struct pulse_topic_info info;
+    char err[1024] = "";
+    pulse_status_t st = pulse_broker_adopt_topic(bcfg, &spec, &info, err, sizeof err);
+
+    if (st != PULSE_OK) {
+        fprintf(stderr, "pulsed: cannot adopt topic %s: %s\n", mode->adopt, err[0] ? err : pulse_status_message(st));
+        return 1;
+    }
+    printf("pulsed: wrote %s/topics/%s/topic.json: partitions=%u cleanup=%s retention_ms=%lld retention_bytes=%lld "
+           "segment_bytes=%lld; the next start adopts the topic\n",
+           bcfg->data_dir, info.name, info.partitions, info.cleanup == PULSE_CLEANUP_COMPACT ? "compact" : "delete",
+           (long long)info.retention_ms, (long long)info.retention_bytes, (long long)info.segment_bytes);
+    return 0;
+}
+
+/* Offline modes: no listener, no serving. The exit status, or -1 when the
+ * command line asks for none (serve). */
+static int run_offline(const struct pulse_config *cfg, const struct mode *mode)
+{
+    struct pulse_broker_config bcfg;
+
+    if (!mode->repair && mode->adopt == NULL)
+        return -1;
+    pulse_broker_config_init(&bcfg);
+    pulse_config_to_broker(cfg, &bcfg);
+    return mode->repair ? run_repair(&bcfg) : run_adopt(&bcfg, mode);
 }
 
 int main(int argc, char **argv)
@@ -143,7 +290,8 @@ int main(int argc, char **argv)
     }
     /* Pass 1 finds -c (and handles --help/--version); pass 2 applies the
      * command line after the file and the environment, so it wins. */
-    int cli = parse_cli(argc, argv, &cfg, &config_file, false);
+    struct mode mode = {false, NULL, -1, -1};
+    int cli = parse_cli(argc, argv, &cfg, &config_file, &mode, false);
     if (cli != 0) {
         rc = cli < 0 ? 0 : cli;
         goto out;
@@ -158,7 +306,7 @@ int main(int argc, char **argv)
         rc = EXIT_CONFIG;
         goto out;
     }
-    cli = parse_cli(argc, argv, &cfg, &config_file, true);
+    cli = parse_cli(argc, argv, &cfg, &config_file, &mode, true);
     if (cli != 0) {
         rc = cli < 0 ? 0 : cli;
         goto out;
@@ -166,7 +314,10 @@ int main(int argc, char **argv)
     enum pulse_log_level level = PULSE_LOG_INFO;
     (void)pulse_log_parse_level(cfg.level, &level);
     pulse_log_set_level(level);
+    fit_fd_limit(&cfg);
 
+    if ((rc = run_offline(&cfg, &mode)) >= 0)
+        goto out; /* an offline mode ran; every later exit sets rc itself */
     /* Listen first: a busy port is reported before the data directory is
      * touched, and /readyz answers 503 while recovery runs. */
     pulse_status_t st = pulse_server_create(&cfg, NULL, &srv, err, sizeof err);
@@ -226,6 +377,7 @@ int main(int argc, char **argv)
     srv = NULL;
     pulse_broker_close(broker);
     broker = NULL;
+    pulse_log_flush_limited();
     PULSE_INFO("stopped cleanly");
     rc = 0;
 out:

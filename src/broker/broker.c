@@ -20,7 +20,10 @@
  * A failed fdatasync fences the log inside the storage engine; the syncer
  * then fails the pending publishes of that partition with PULSE_FENCED and
  * never retries the sync (a retried fsync can report success after the
- * kernel dropped the dirty pages).
+ * kernel dropped the dirty pages). The heal thread (heal.c) reopens the log
+ * in process later; a pending publish whose partition was reopened in
+ * between (its epoch moved) is failed too, never completed by the data
+ * appended after the reopen.
  */
 #include "broker/broker.h"
 
@@ -40,6 +43,7 @@
 
 #include "broker/admin.h"
 #include "broker/broker_int.h"
+#include "broker/heal.h"
 #include "broker/maint.h"
 #include "common/status.h"
 #include "common/alloc.h"
@@ -47,6 +51,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "meta/meta.h"
+#include "storage/fdcache.h"
 
 /* The syncer never sleeps longer than this, so a lost wake-up (there should
  * be none) costs at most this much latency. */
@@ -74,6 +79,11 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg)
     cfg->compaction_interval_ms = 30000;
     cfg->compaction_tombstone_retention_ms = 24LL * 3600 * 1000;
     cfg->compaction_min_gain_ratio = 0.1;
+    cfg->compaction_max_bytes_per_pass = 1024ull * 1024 * 1024;
+    cfg->compaction_max_pass_ms = 5000;
+    cfg->fence_retry_initial_ms = 1000;
+    cfg->fence_retry_max_ms = 60000;
+    cfg->segment_fd_cache = PULSE_FDCACHE_DEFAULT_CAPACITY;
     cfg->io = NULL;
 }
 
@@ -177,10 +187,22 @@ static void complete_ready(struct pulse_broker *b)
 
         for (uint32_t i = 0; i < p->n; i++) {
             struct pulse_plog *plog = p->topic->plogs[p->parts[i]];
-            if (pulse_plog_high_watermark(plog) < p->ends[i]) {
+            /* Epoch first: after a reopen HW may pass the end of an
+             * append that the reopen discarded. */
+            if (pulse_plog_epoch(plog) != p->epochs[i]) {
+                all = false;
+                fenced = true;
+            } else if (pulse_plog_high_watermark(plog) < p->ends[i]) {
                 all = false;
                 if (pulse_plog_fenced(plog))
                     fenced = true;
+            }
+            if (fenced && !all) {
+                pulse_errbuf_set(p->errbuf, p->errlen,
+                                 "partition %" PRIu32 " of topic \"%s\" was fenced after a failed write or sync "
+                                 "before this publish was durable; it is being reopened, retry later",
+                                 p->parts[i], p->topic->name);
+                break;
             }
         }
         if (all || fenced) {
@@ -258,12 +280,21 @@ static void sync_pass(struct pulse_broker *b)
             struct pulse_plog *plog = t->plogs[p];
             if (pulse_plog_fenced(plog) || !pulse_plog_needs_sync(plog))
                 continue;
-            /* Never retried on failure: the engine fences the log and
-             * complete_ready fails its publishes. */
+            /* Never retried on failure: the engine fences the log,
+             * complete_ready fails its publishes and the heal thread
+             * reopens it. */
             pulse_status_t st = pulse_plog_sync(plog);
-            if (st != PULSE_OK)
-                PULSE_ERROR("topic %s partition %" PRIu32 ": sync failed (%s); partition fenced until restart",
+            if (st != PULSE_OK && pulse_plog_fenced(plog)) {
+                PULSE_ERROR("topic %s partition %" PRIu32 ": sync failed (%s); partition fenced until it is "
+                            "reopened",
                             t->name, p, pulse_status_name(st));
+                pulse_broker_heal_kick(b->heal);
+            } else if (st != PULSE_OK) {
+                /* Nothing was synced (out of descriptors): the next pass
+                 * tries again; the publishes stay pending meanwhile. */
+                PULSE_ERROR_RL("topic %s partition %" PRIu32 ": sync could not run (%s); retrying", t->name, p,
+                               pulse_status_message(st));
+            }
         }
         pulse_broker_topic_release(b, t);
     }
@@ -339,6 +370,7 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
     pcfg.sync_mode = b->cfg.sync_mode;
     pcfg.sync_interval_ms = b->cfg.sync_interval_ms;
     pcfg.io = b->cfg.io;
+    pcfg.fdcache = b->fdcache;
     pcfg.sync_observer = sync_observer;
     pcfg.sync_observer_arg = b;
 
@@ -353,6 +385,13 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
         st = ensure_dir(path);
         if (st != PULSE_OK)
             return st;
+        /* A partition directory this process may not write would open and
+         * then fail at the first rotation or snapshot: refuse now. */
+        if (faccessat(AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) != 0) {
+            int e = errno;
+            PULSE_ERROR("topic %s partition %" PRIu32 ": %s: %s", t->name, p, path, strerror(e));
+            return pulse_status_from_errno(e);
+        }
         st = pulse_plog_open(path, &pcfg, &t->plogs[p], &rec);
         if (st != PULSE_OK) {
             PULSE_ERROR("topic %s partition %" PRIu32 ": open failed: %s", t->name, p, pulse_status_message(st));
@@ -376,48 +415,6 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
     return PULSE_OK;
 }
 
-/* Removes topic directories that have no metadata: the remains of a delete
- * interrupted after its metadata batch (renamed aside or not) or of a create
- * interrupted before its metadata batch. Neither was acknowledged as
- * existing, so removing them is what makes a crash never resurrect a deleted
- * topic or hand old data to a recreated name. */
-static pulse_status_t remove_leftovers(struct pulse_broker *b, const struct pulse_meta_topic *defs, size_t ndefs,
-                                       uint32_t *removed_out)
-{
-    DIR *dir;
-    struct dirent *de;
-    uint32_t removed = 0;
-    char path[PATH_MAX];
-
-    dir = opendir(b->topics_dir);
-    if (dir == NULL) {
-        int e = errno;
-        PULSE_ERROR("opendir %s failed: %s", b->topics_dir, strerror(e));
-        return pulse_status_from_errno(e);
-    }
-    while ((de = readdir(dir)) != NULL) {
-        bool known = false;
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        for (size_t i = 0; i < ndefs && !known; i++)
-            known = strcmp(defs[i].name, de->d_name) == 0;
-        if (known)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", b->topics_dir, de->d_name);
-        if (strncmp(de->d_name, PULSE_BROKER_DELETED_PREFIX, strlen(PULSE_BROKER_DELETED_PREFIX)) == 0)
-            PULSE_INFO("removing %s left by an interrupted topic delete", path);
-        else
-            PULSE_WARN("removing %s: a topic directory without metadata (interrupted create or delete)", path);
-        if (pulse_broker_remove_tree(path) == 0)
-            removed++;
-    }
-    closedir(dir);
-    if (removed > 0)
-        pulse_broker_fsync_dir(b->topics_dir);
-    *removed_out = removed;
-    return PULSE_OK;
-}
-
 pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
                                  struct pulse_broker_open_report *report, char *errbuf, size_t errlen)
 {
@@ -427,7 +424,6 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     struct pulse_meta_topic *defs = NULL;
     size_t ndefs = 0;
     char path[PATH_MAX];
-    char merr[512] = "";
     pthread_condattr_t cattr;
     pthread_rwlockattr_t rwattr;
     int64_t t0;
@@ -471,34 +467,31 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     pthread_cond_init(&b->idle_cv, &cattr);
     pthread_condattr_destroy(&cattr);
     b->pending_tail = &b->pending_head;
+    st = pulse_fdcache_create(b->cfg.segment_fd_cache, &b->fdcache);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "out of memory");
+        goto out;
+    }
 
-    st = ensure_dir(b->data_dir);
-    if (st == PULSE_OK)
-        st = ensure_dir(b->topics_dir);
-    if (st != PULSE_OK) {
-        pulse_errbuf_set(errbuf, errlen, "cannot create data directory %s: %s", b->data_dir, pulse_status_message(st));
+    /* The data directory's own metadata (datadir.c): usable directories,
+     * the store opened with the directory's identity, then topics/ and the
+     * store brought into agreement (unfinished creates and deletes removed,
+     * topics the store lost adopted from their topic.json). */
+    st = pulse_broker_datadir_prepare(b, errbuf, errlen);
+    if (st != PULSE_OK)
         goto out;
-    }
-    snprintf(path, sizeof path, "%s/meta", b->data_dir);
-    st = pulse_meta_open(path, &b->meta, merr, sizeof merr);
-    if (st == PULSE_BUSY) {
-        pulse_errbuf_set(errbuf, errlen, "data directory %s is in use by another process", b->data_dir);
+    st = pulse_broker_datadir_open_store(b, &rep, errbuf, errlen);
+    if (st != PULSE_OK)
         goto out;
-    }
-    if (st != PULSE_OK) {
-        pulse_errbuf_set(errbuf, errlen, "%s", merr);
-        goto out;
-    }
     st = pulse_meta_topic_list(b->meta, &defs, &ndefs);
     if (st != PULSE_OK) {
-        pulse_errbuf_set(errbuf, errlen, "cannot read topic metadata: %s", pulse_status_message(st));
+        pulse_errbuf_set(errbuf, errlen, "cannot read topic metadata: %s%s", pulse_status_message(st),
+                         st == PULSE_CORRUPT ? "; run pulsed --repair-metadata (see docs/Operations.md)" : "");
         goto out;
     }
-    st = remove_leftovers(b, defs, ndefs, &rep.deleted_leftovers);
-    if (st != PULSE_OK) {
-        pulse_errbuf_set(errbuf, errlen, "cannot scan %s: %s", b->topics_dir, pulse_status_message(st));
+    st = pulse_broker_datadir_reconcile(b, &defs, &ndefs, &rep, errbuf, errlen);
+    if (st != PULSE_OK)
         goto out;
-    }
 
     t0 = pulse_clock_mono_us();
     for (size_t i = 0; i < ndefs; i++) {
@@ -542,7 +535,9 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         b->topics[b->ntopics++] = t;
         st = pulse_broker_topic_open_logs(b, t, &rep);
         if (st != PULSE_OK) {
-            pulse_errbuf_set(errbuf, errlen, "cannot open the logs of topic %s: %s", t->name, pulse_status_message(st));
+            if (!pulse_broker_datadir_explain(b, t->name, errbuf, errlen))
+                pulse_errbuf_set(errbuf, errlen, "cannot open the logs of topic %s: %s", t->name,
+                                 pulse_status_message(st));
             goto out;
         }
         rep.topics++;
@@ -553,6 +548,12 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     PULSE_INFO("broker: %" PRIu32 " topics, %" PRIu32 " partitions recovered in %" PRId64 " us", rep.topics,
                rep.partitions, rep.recovery_us);
 
+    /* Before the syncer, which kicks it. */
+    st = pulse_broker_heal_start(b, &b->heal);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot start the heal thread");
+        goto out;
+    }
     b->next_interval_sync_us = pulse_clock_mono_us() + (int64_t)b->cfg.sync_interval_ms * 1000;
     if (pthread_create(&b->syncer, NULL, syncer_main, b) != 0) {
         pulse_errbuf_set(errbuf, errlen, "cannot start the syncer thread");
@@ -627,6 +628,9 @@ void pulse_broker_close(struct pulse_broker *b)
         pthread_join(b->syncer, NULL);
         b->syncer_started = false;
     }
+    /* After the syncer, which kicks it; before the logs close. */
+    pulse_broker_heal_stop(b->heal);
+    b->heal = NULL;
     /* Last: until here a release (syncer, drain) may still wake it. */
     pulse_broker_admin_stop(b->admin);
     b->admin = NULL;
@@ -644,6 +648,7 @@ void pulse_broker_close(struct pulse_broker *b)
     for (size_t i = 0; i < b->ntopics; i++)
         pulse_broker_topic_destroy(b->topics[i]);
     pulse_free(b->topics);
+    pulse_fdcache_destroy(b->fdcache);
     pulse_meta_close(b->meta);
     pthread_cond_destroy(&b->cv);
     pthread_cond_destroy(&b->idle_cv);
@@ -667,6 +672,21 @@ const char *pulse_broker_broker_id(const struct pulse_broker *b)
 int64_t pulse_broker_started_at_ms(const struct pulse_broker *b)
 {
     return b->started_at_ms;
+}
+
+pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out)
+{
+    struct pulse_broker_topic **list = NULL;
+    size_t n = 0;
+    pulse_status_t st = pulse_broker_topic_snapshot(b, &list, &n);
+
+    if (st != PULSE_OK)
+        return st;
+    st = pulse_broker_heal_list(b->heal, list, n, out, n_out);
+    for (size_t i = 0; i < n; i++)
+        pulse_broker_topic_release(b, list[i]);
+    pulse_free(list);
+    return st;
 }
 
 /* ---- topic-wide failure (delete) ------------------------------------- */
@@ -832,6 +852,39 @@ static pulse_status_t metrics_lag(struct pulse_broker *b, struct pulse_buf *out)
     return st;
 }
 
+static pulse_status_t metrics_fdcache(struct pulse_broker *b, struct pulse_buf *out)
+{
+    struct pulse_fdcache_stats fs;
+
+    pulse_fdcache_get_stats(b->fdcache, &fs);
+    return pulse_buf_printf(
+        out,
+        "# HELP pulse_segment_fds_open Segment file descriptors open now (cached, in use, or holding unsynced "
+        "bytes).\n"
+        "# TYPE pulse_segment_fds_open gauge\n"
+        "pulse_segment_fds_open %zu\n"
+        "# HELP pulse_segment_fds_in_use Of them, in use or holding unsynced bytes (never closed by the cache).\n"
+        "# TYPE pulse_segment_fds_in_use gauge\n"
+        "pulse_segment_fds_in_use %zu\n"
+        "# HELP pulse_segment_fd_cache_capacity Segment files the cache keeps open at most when idle "
+        "(storage.segment-fd-cache).\n"
+        "# TYPE pulse_segment_fd_cache_capacity gauge\n"
+        "pulse_segment_fd_cache_capacity %zu\n"
+        "# HELP pulse_segment_fd_cache_hits_total Segment file uses that found it open.\n"
+        "# TYPE pulse_segment_fd_cache_hits_total counter\n"
+        "pulse_segment_fd_cache_hits_total %" PRIu64 "\n"
+        "# HELP pulse_segment_fd_cache_opens_total Segment file uses that had to open it.\n"
+        "# TYPE pulse_segment_fd_cache_opens_total counter\n"
+        "pulse_segment_fd_cache_opens_total %" PRIu64 "\n"
+        "# HELP pulse_segment_fd_cache_evictions_total Idle segment files closed to stay within the cache.\n"
+        "# TYPE pulse_segment_fd_cache_evictions_total counter\n"
+        "pulse_segment_fd_cache_evictions_total %" PRIu64 "\n"
+        "# HELP pulse_segment_fd_cache_emfile_total Opens that hit the process descriptor limit.\n"
+        "# TYPE pulse_segment_fd_cache_emfile_total counter\n"
+        "pulse_segment_fd_cache_emfile_total %" PRIu64 "\n",
+        fs.open, fs.pinned, fs.capacity, fs.hits, fs.opens, fs.evictions, fs.emfile);
+}
+
 pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *out)
 {
     pulse_status_t st = PULSE_OK;
@@ -925,6 +978,10 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
                               b->recovery_truncated_bytes, (double)b->recovery_us / 1e6);
     if (st == PULSE_OK)
         st = pulse_broker_maint_metrics(b->maint, out);
+    if (st == PULSE_OK)
+        st = pulse_broker_heal_metrics(b->heal, list, n, out);
+    if (st == PULSE_OK)
+        st = metrics_fdcache(b, out);
     if (st == PULSE_OK)
         st = pulse_broker_admin_metrics(b, b->admin, out);
 

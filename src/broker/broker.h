@@ -7,6 +7,8 @@
  *
  * A broker owns a data directory:
  *   <data-dir>/meta/                       LevelDB metadata (src/meta)
+ *   <data-dir>/cluster.json                the identity, also kept outside the store
+ *   <data-dir>/topics/<topic>/topic.json   the topic's definition (datadir.c)
  *   <data-dir>/topics/<topic>/<partition>/ one plog per partition
  *
  * Threads it runs between open and close:
@@ -69,6 +71,15 @@ struct pulse_broker_config {
     int64_t compaction_interval_ms;
     int64_t compaction_tombstone_retention_ms;
     double compaction_min_gain_ratio;
+    uint64_t compaction_max_bytes_per_pass; /* sealed bytes one pass evaluates per partition */
+    int64_t compaction_max_pass_ms;         /* 0 = no time bound */
+    /* reopening a fenced partition (heal thread): first attempt after
+     * initial ms, then doubling up to max ms */
+    int64_t fence_retry_initial_ms; /* default 1000 */
+    int64_t fence_retry_max_ms;     /* default 60000 */
+    /* sealed and idle segment files kept open, shared by every partition
+     * (storage/fdcache.h); default 1024 */
+    uint32_t segment_fd_cache;
     const struct pulse_io *io; /* NULL = posix; tests inject faults */
 };
 
@@ -83,19 +94,78 @@ struct pulse_broker_open_report {
     uint64_t truncated_bytes;  /* torn tails cut, all partitions */
     uint32_t corrupt_segments; /* sealed segments cut short */
     uint32_t deleted_leftovers; /* half-deleted topic directories removed */
+    /* What the data directory's own metadata restored (docs/Operations.md
+     * "When the metadata store is lost or damaged"). */
+    uint32_t adopted_topics;  /* directories without metadata adopted from their topic.json */
+    uint32_t migrated_topics; /* topic.json written for topics of an older data directory */
+    bool identity_restored;   /* the store had no identity; cluster.json supplied it */
+    bool metadata_damaged;    /* LevelDB reported dropping damaged records at open */
 };
 
 /*
- * Opens the metadata store (creating identity on first start), removes
- * leftovers of interrupted topic deletes, opens every partition log with
- * recovery, and starts the broker's threads.
- * errbuf (nullable, errlen bytes) gets a one-line reason on failure, e.g.
- * "data directory ./data is in use by another process".
+ * Opens the metadata store (creating identity on first start, or taking it
+ * from <data>/cluster.json when the store lost it), brings topics/ and the
+ * store into agreement (removes unfinished creates and deletes, adopts topic
+ * directories the store lost from their topic.json; see datadir.c), opens
+ * every partition log with recovery, and starts the broker's threads.
+ * errbuf (nullable, errlen bytes) gets a one-line reason on failure that
+ * names the cause, e.g. "data directory ./data is in use by another
+ * process", "permission denied: ./data (running as uid 1000)", "not a
+ * directory: ./data".
  * PULSE_BUSY when the data directory is locked by another process;
- * PULSE_CORRUPT / PULSE_INVALID for a metadata schema newer than this code.
+ * PULSE_CORRUPT for a store LevelDB reports damaged (errbuf names
+ * pulsed --repair-metadata); PULSE_INVALID for a metadata schema newer
+ * than this code, a store of another data directory, or a topic directory
+ * pulsed cannot decide about (errbuf names it and pulsed --adopt-topic).
  */
 pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
                                  struct pulse_broker_open_report *report, char *errbuf, size_t errlen);
+
+/* ---- offline maintenance of a data directory (pulsed stopped) -------- */
+
+#define PULSE_BROKER_REPAIR_NOTES 8
+
+struct pulse_topic_spec;
+struct pulse_topic_info;
+
+/* What pulse_broker_repair_metadata did. */
+struct pulse_broker_repair_report {
+    bool store_found;          /* there was a metadata store to repair */
+    uint32_t tables_set_aside; /* unreadable LevelDB tables moved to meta/lost: their records are lost */
+    uint32_t damage_lines;     /* LevelDB's lines about damage; the first ones: */
+    char damage[PULSE_BROKER_REPAIR_NOTES][256];
+    struct pulse_broker_open_report open; /* the rebuild (adoptions, identity) */
+    uint64_t cursors;                     /* cursor records after the repair */
+};
+
+/*
+ * `pulsed --repair-metadata`: runs LevelDB's repair on <data>/meta (which
+ * keeps every record it can read and sets unreadable files aside in
+ * meta/lost), then opens and closes the broker once, which rebuilds what
+ * the store lost from the data directory (identity, topics adopted from
+ * their topic.json). Cursors that were lost stay lost: they are counted,
+ * never made up. PULSE_BUSY when a broker runs on the directory; any
+ * pulse_broker_open failure (errbuf says what to do, e.g. adopt a topic).
+ * Thread: main, with no broker open on the directory in this process.
+ */
+pulse_status_t pulse_broker_repair_metadata(const struct pulse_broker_config *cfg,
+                                            struct pulse_broker_repair_report *report, char *errbuf, size_t errlen);
+
+/*
+ * `pulsed --adopt-topic NAME`: writes <data>/topics/NAME/topic.json for a
+ * topic directory that has no metadata and no valid topic.json (data of an
+ * older version whose store was lost, or a damaged topic.json), so that the
+ * next start adopts it. The partition count is that of the partition
+ * directories (0..N-1, all present; spec->partitions >= 0 must match it);
+ * cleanup, retention and segment size come from spec, or the configured
+ * topic defaults where spec has -1. Refuses a topic with metadata
+ * (PULSE_EXISTS), no directory (PULSE_TOPIC_NOT_FOUND) or an unfinished
+ * create or delete (PULSE_INVALID). *out (nullable) gets what was written.
+ * Thread: main, with no broker running on the directory (the store's lock
+ * is held meanwhile).
+ */
+pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, const struct pulse_topic_spec *spec,
+                                        struct pulse_topic_info *out, char *errbuf, size_t errlen);
 
 /*
  * First half of shutdown (Thread: any but the broker's own; Locks: none held
@@ -201,8 +271,9 @@ pulse_status_t pulse_broker_topic_get(struct pulse_broker *b, const char *name, 
 pulse_status_t pulse_broker_topic_list(struct pulse_broker *b, bool with_stats, struct pulse_topic_info ***out,
                                        size_t *n_out);
 
-/* Changes retention; a negative argument keeps that value. Takes effect at
- * the next retention pass. *out (nullable) gets the updated topic.
+/* Changes retention; a negative argument keeps that value. Written to the
+ * topic's topic.json, then to the store. Takes effect at the next retention
+ * pass. *out (nullable) gets the updated topic.
  * Blocking form of pulse_broker_topic_set_retention_async. Thread: any but
  * the broker's own. Locks: none held while it waits. Blocks for one
  * metadata sync write (and the committer's queue ahead of it). */
@@ -219,8 +290,9 @@ pulse_status_t pulse_broker_topic_set_retention_async(struct pulse_broker *b, co
                                                       struct pulse_topic_info **out, pulse_admin_done_fn done,
                                                       void *arg);
 
-/* Crash-safe delete: metadata (topic, partitions, the topic's cursors) in one
- * sync batch, then the directory is renamed aside and removed. Pending
+/* Crash-safe delete: a "deleting" marker in the topic's directory (the
+ * decision), metadata (topic, partitions, the topic's cursors) in one sync
+ * batch, then the directory is renamed aside and removed. Pending
  * long-poll waiters on it complete with PULSE_TOPIC_NOT_FOUND.
  * Blocking form of pulse_broker_topic_delete_async. Thread: any but the
  * broker's own. Locks: none held while it waits. Blocks until the topic's
@@ -277,7 +349,11 @@ typedef void (*pulse_publish_done_fn)(void *arg, pulse_status_t st);
  *   *pending_out = true: done(arg, st) will be called exactly once from the
  *     syncer thread, possibly before this function returns, so the caller
  *     must be ready for it first (e.g. its connection already suspended).
- * On failure done is never called.
+ *     When it fails, errbuf gets the reason before done runs (naming the
+ *     fenced partition), so errbuf must stay valid until then.
+ * On failure done is never called. PULSE_FENCED: a partition of the publish
+ * is fenced (it is reopened in process; retry later); PULSE_NOSPACE: the
+ * device is full (nothing of that partition was written; retry later).
  */
 pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, const struct pulse_publish_record *recs,
                                     size_t n, struct pulse_offset_pair *offsets_out, pulse_publish_done_fn done,
@@ -386,8 +462,23 @@ pulse_status_t pulse_broker_consumer_delete_async(struct pulse_broker *b, const 
 /* Appends the broker's metrics in Prometheus text format 0.0.4: fsync count
  * and latency histogram, per-partition high watermark / log start / size,
  * published and fetched records and bytes by topic, consumer lag, recovery
- * truncations, retention and compaction counters. */
+ * truncations, retention and compaction counters, fenced partitions and the
+ * segment descriptor cache. */
 pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *out);
+
+/* A partition whose log is fenced, waiting to be reopened in process. */
+struct pulse_fenced_partition {
+    char topic[PULSE_NAME_MAX + 1];
+    uint32_t partition;
+    int64_t fenced_ms;       /* since the fence was noticed (0: just now) */
+    int64_t next_attempt_ms; /* until the next reopen attempt (0: due) */
+    uint32_t failed_attempts;
+    pulse_status_t last_error; /* of the last failed attempt, else PULSE_OK */
+};
+
+/* The fenced partitions, sorted by topic then partition; *out allocated
+ * (pulse_free), NULL with *n_out == 0 when there are none. */
+pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out);
 
 /* Wall-clock ms at which the broker was opened. */
 int64_t pulse_broker_started_at_ms(const struct pulse_broker *b);

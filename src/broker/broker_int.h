@@ -33,6 +33,7 @@
 struct pulse_meta;
 struct pulse_meta_topic;
 struct pulse_compact;
+struct pulse_fdcache;
 struct pulse_broker_maint;
 struct pulse_broker_admin;
 struct pulse_admin_job;
@@ -43,6 +44,13 @@ struct pulse_admin_job;
 /* Prefix of a topic directory renamed aside by delete. Topic names may not
  * start with "__", so this can never be a live topic's directory. */
 #define PULSE_BROKER_DELETED_PREFIX "__deleted-"
+/* What a topic directory holds besides its partition directories (whose
+ * names are decimal, so these never collide with one), and the data
+ * directory's identity file; see datadir.c and docs/Storage.md. */
+#define PULSE_BROKER_TOPIC_FILE "topic.json"
+#define PULSE_BROKER_CREATE_MARK "creating"
+#define PULSE_BROKER_DELETE_MARK "deleting"
+#define PULSE_BROKER_IDENTITY_FILE "cluster.json"
 /* fsync latency histogram bounds, seconds. */
 #define PULSE_BROKER_FSYNC_BUCKETS 12
 
@@ -75,8 +83,13 @@ struct pulse_broker_pending {
     uint32_t n;
     uint32_t parts[PULSE_BROKER_MAX_PARTITIONS];
     int64_t ends[PULSE_BROKER_MAX_PARTITIONS];
+    /* pulse_plog_epoch of each partition, read before its append: if it
+     * moves, the append was discarded by a reopen and never completes. */
+    uint64_t epochs[PULSE_BROKER_MAX_PARTITIONS];
     pulse_publish_done_fn done;
     void *arg;
+    char *errbuf; /* the publisher's; gets the reason of a failure */
+    size_t errlen;
 };
 
 /* A parked long-poll waiter. */
@@ -95,6 +108,9 @@ struct pulse_broker {
     char *data_dir;
     char *topics_dir;
     struct pulse_meta *meta;
+    /* Every partition's segment files are opened through it; destroyed
+     * after the last log is closed. */
+    struct pulse_fdcache *fdcache;
     int64_t started_at_ms;
 
     /* The name map: sorted by name, for binary search. */
@@ -125,6 +141,7 @@ struct pulse_broker {
     pthread_t syncer;
     bool syncer_started;
     struct pulse_broker_maint *maint; /* retention and compaction thread */
+    struct pulse_broker_heal *heal;   /* reopens fenced partitions */
     int64_t next_interval_sync_us;
 
     /* Metrics. */
@@ -223,6 +240,48 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
 /* Fails every pending publish and waiter of t with st (delete). Locks: mu,
  * released before the callbacks run. */
 void pulse_broker_fail_topic(struct pulse_broker *b, struct pulse_broker_topic *t, pulse_status_t st);
+
+/* ---- datadir.c: the data directory's own metadata --------------------- */
+
+struct pulse_meta_topic;
+
+/* Makes the data directory and topics/ if missing and checks that both are
+ * directories this process may write; errbuf names the cause ("permission
+ * denied: PATH (running as uid N)", "not a directory: PATH"). */
+pulse_status_t pulse_broker_datadir_prepare(struct pulse_broker *b, char *errbuf, size_t errlen);
+
+/* Reads <data>/cluster.json, opens the metadata store with it (a store
+ * without identity gets the file's; a store with another one is refused),
+ * and writes the file when it is missing or damaged. Sets b->meta. */
+pulse_status_t pulse_broker_datadir_open_store(struct pulse_broker *b, struct pulse_broker_open_report *rep,
+                                               char *errbuf, size_t errlen);
+
+/* Brings topics/ and the store into agreement (the rule at the top of
+ * datadir.c): removes unfinished creates and deletes, adopts directories
+ * whose topic.json is valid, writes missing topic.json files, and refuses
+ * (PULSE_INVALID, nothing changed) when a directory is undecidable. *defs
+ * (pulse_free) is replaced by the store's final topic list. */
+pulse_status_t pulse_broker_datadir_reconcile(struct pulse_broker *b, struct pulse_meta_topic **defs, size_t *ndefs,
+                                              struct pulse_broker_open_report *rep, char *errbuf, size_t errlen);
+
+/* After a topic's logs failed to open: when the cause is a file or
+ * directory of the topic this process may not write, says so in errbuf
+ * ("permission denied: PATH (running as uid N)") and returns true. */
+bool pulse_broker_datadir_explain(struct pulse_broker *b, const char *topic, char *errbuf, size_t errlen);
+
+/* Writes <topics>/<name>/topic.json durably (temp, fdatasync, rename,
+ * directory fsync). The directory must exist. */
+pulse_status_t pulse_broker_topic_file_write(struct pulse_broker *b, const struct pulse_meta_topic *def);
+
+/* Creates (durably) or removes (unlink + directory fsync; absent is fine)
+ * the marker file `mark` (PULSE_BROKER_CREATE_MARK or _DELETE_MARK) in the
+ * topic's directory. */
+pulse_status_t pulse_broker_mark_set(struct pulse_broker *b, const char *topic, const char *mark);
+pulse_status_t pulse_broker_mark_clear(struct pulse_broker *b, const char *topic, const char *mark);
+
+/* Renames <topics>/<topic> to <topics>/__deleted-<nonce> (aside, asidelen
+ * bytes, gets the new path) and fsyncs topics/. */
+pulse_status_t pulse_broker_dir_set_aside(struct pulse_broker *b, const char *topic, char *aside, size_t asidelen);
 
 /* rm -rf of path; 0 or -1 (logged). */
 int pulse_broker_remove_tree(const char *path);

@@ -3,7 +3,8 @@
 noinst_LIBRARIES += libpulsebroker.a
 libpulsebroker_a_SOURCES = src/broker/broker.h src/broker/broker_int.h \
 	src/broker/broker.c src/broker/topic.c src/broker/publish.c src/broker/cursor.c \
-	src/broker/maint.c src/broker/maint.h src/broker/admin.c src/broker/admin.h
+	src/broker/maint.c src/broker/maint.h src/broker/admin.c src/broker/admin.h src/broker/datadir.c \
+	src/broker/heal.c src/broker/heal.h
 
 check_PROGRAMS += tests/unit/check_broker
 TESTS += tests/unit/check_broker
@@ -17,4 +18,11 @@ TESTS += tests/unit/check_maint
 tests_unit_check_maint_SOURCES = tests/unit/broker/check_maint.c
 tests_unit_check_maint_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_maint_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
+	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
+
+check_PROGRAMS += tests/unit/check_datadir
+TESTS += tests/unit/check_datadir
+tests_unit_check_datadir_SOURCES = tests/unit/broker/check_datadir.c
+tests_unit_check_datadir_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_datadir_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
 	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)

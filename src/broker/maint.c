@@ -162,6 +162,8 @@ void pulse_broker_maint_compaction_pass(struct pulse_broker_maint *m)
     pulse_compact_config_init(&ccfg);
     ccfg.tombstone_retention_ms = cfg->compaction_tombstone_retention_ms;
     ccfg.min_gain_ratio = cfg->compaction_min_gain_ratio;
+    ccfg.max_bytes_per_pass = cfg->compaction_max_bytes_per_pass;
+    ccfg.max_pass_ms = cfg->compaction_max_pass_ms;
     int64_t now_ms = pulse_clock_wall_ms();
     while ((t = next_topic(m, after)) != NULL) {
         if (t->cleanup == PULSE_CLEANUP_COMPACT)

@@ -325,7 +325,24 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
         /* All runs of the partition go in as one append unit: consecutive
          * offsets, one write. */
         int64_t base = 0;
+        /* Read before the append: a reopen between the two can then only
+         * fail this publish, never complete it (see pulse_plog_epoch). */
+        uint64_t epoch = pulse_plog_epoch(t->plogs[p]);
         st = pulse_plog_append_async(t->plogs[p], bufs[p].data, bufs[p].len, &base, &end);
+        if (st == PULSE_FENCED) {
+            pulse_errbuf_set(errbuf, errlen,
+                             "partition %" PRIu32 " of topic \"%s\" is fenced after a failed write or sync; it is "
+                             "being reopened, retry later",
+                             p, t->name);
+            goto out;
+        }
+        if (st == PULSE_NOSPACE) {
+            pulse_errbuf_set(errbuf, errlen,
+                             "no space left on the storage device for partition %" PRIu32
+                             " of topic \"%s\"; nothing of it was stored, retry once space is freed",
+                             p, t->name);
+            goto out;
+        }
         if (st != PULSE_OK) {
             pulse_errbuf_set(errbuf, errlen, "append to partition %" PRIu32 " failed: %s", p, pulse_status_message(st));
             goto out;
@@ -337,6 +354,7 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
         if (pend != NULL) {
             pend->parts[pend->n] = p;
             pend->ends[pend->n] = end;
+            pend->epochs[pend->n] = epoch;
             pend->n++;
         }
     }
@@ -354,6 +372,8 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
         pend->topic = t;
         pend->done = done;
         pend->arg = arg;
+        pend->errbuf = errbuf;
+        pend->errlen = errlen;
         pthread_mutex_lock(&b->mu);
         if (atomic_load(&t->deleted)) {
             /* Deleted while appending; its data is going away. */

@@ -3,19 +3,26 @@
  * topic.c - topics: the name rule, the in-memory name map with reference
  * counts, and the crash-safe create, retention change and delete.
  *
- * Create order: the partition directories are made and fsynced first, the
- * logs opened, and only then the metadata (topic + partitions) committed in
- * one sync batch. A crash before the batch leaves directories without
- * metadata, which the next start removes; a crash after it leaves a complete
- * topic. Delete order is the mirror: metadata (topic, partitions, the
- * topic's cursors) goes first in one sync batch, so from that instant the
- * topic is gone for good; the directory is then renamed aside to
- * <data>/topics/__deleted-<nonce> (names cannot start with "__", so the
- * aside name never collides with a topic), the parent fsynced, and the tree
- * removed. Whatever step a crash interrupts, the next start finds either a
- * live topic with metadata or a directory without metadata, and removes the
- * latter, so a deleted topic never comes back and a recreated name never
- * sees old data.
+ * Create order: <topics>/<name> is made with a durable "creating" marker
+ * in it, then the partition directories and topic.json (the directory's own
+ * copy of the definition, datadir.c), the logs are opened, and only then
+ * the metadata (topic + partitions) committed in one sync batch; the marker
+ * is removed after the commit. A crash before the batch leaves a directory
+ * with the marker and no metadata, which the next start removes; a crash
+ * after it leaves a complete topic (a marker beside metadata is just
+ * removed).
+ *
+ * Delete order: a durable "deleting" marker first (the decision: from then
+ * on the delete completes, at the next start if not now), then the metadata
+ * (topic, partitions, the topic's cursors) in one sync batch; the directory
+ * is then renamed aside to <data>/topics/__deleted-<nonce> (names cannot
+ * start with "__", so the aside name never collides with a topic), the
+ * parent fsynced, and the tree removed. Only a directory that positively
+ * records an unfinished create or delete (a marker, or the aside name) is
+ * ever removed at start: a directory without metadata but with a valid
+ * topic.json and no marker is a topic the store lost, and is adopted. So a
+ * deleted topic never comes back, a recreated name never sees old data, and
+ * a lost store never deletes a topic.
  *
  * No caller ever waits for another's admin work (admin.h). Creates run one
  * at a time on the admin thread, the only thread that adds topics, which is
@@ -399,11 +406,16 @@ static pulse_status_t resolve_spec(struct pulse_broker *b, const struct pulse_to
     return PULSE_OK;
 }
 
-/* Makes <topics>/<name>/<p> for every partition, durable before any
- * metadata names them. */
+/* Makes <topics>/<name> with its "creating" marker, every partition
+ * directory and topic.json, all durable before any metadata names them.
+ * The marker is durable before anything else is put in the directory, so a
+ * directory with content but without the marker is never an unfinished
+ * create (datadir.c relies on it); a crash before the marker leaves an
+ * empty directory, which the next start removes. */
 static pulse_status_t make_dirs(struct pulse_broker *b, const struct pulse_meta_topic *def)
 {
     char path[PATH_MAX];
+    pulse_status_t st;
 
     snprintf(path, sizeof path, "%s/%s", b->topics_dir, def->name);
     if (mkdir(path, 0755) != 0) {
@@ -411,6 +423,9 @@ static pulse_status_t make_dirs(struct pulse_broker *b, const struct pulse_meta_
         PULSE_ERROR("mkdir %s failed: %s", path, strerror(e));
         return pulse_status_from_errno(e);
     }
+    st = pulse_broker_mark_set(b, def->name, PULSE_BROKER_CREATE_MARK);
+    if (st != PULSE_OK)
+        return st;
     for (uint32_t p = 0; p < def->partitions; p++) {
         snprintf(path, sizeof path, "%s/%s/%" PRIu32, b->topics_dir, def->name, p);
         if (mkdir(path, 0755) != 0) {
@@ -419,8 +434,12 @@ static pulse_status_t make_dirs(struct pulse_broker *b, const struct pulse_meta_
             return pulse_status_from_errno(e);
         }
     }
-    snprintf(path, sizeof path, "%s/%s", b->topics_dir, def->name);
-    if (pulse_broker_fsync_dir(path) != 0 || pulse_broker_fsync_dir(b->topics_dir) != 0)
+    /* topic.json's own write fsyncs the topic directory, which makes the
+     * partition directories durable too. */
+    st = pulse_broker_topic_file_write(b, def);
+    if (st != PULSE_OK)
+        return st;
+    if (pulse_broker_fsync_dir(b->topics_dir) != 0)
         return PULSE_IO;
     return PULSE_OK;
 }
@@ -449,6 +468,39 @@ static pulse_status_t map_insert(struct pulse_broker *b, struct pulse_broker_top
 out:
     pthread_rwlock_unlock(&b->map_lock);
     return st;
+}
+
+/* A directory of this name without metadata, found at create (after a
+ * successful start, only a failed create whose cleanup failed leaves one):
+ * an unfinished create or delete, or an empty directory, goes; anything
+ * else may be data, and the create is refused rather than delete it. */
+static pulse_status_t clear_leftover(struct pulse_broker *b, const char *name, char *errbuf, size_t errlen)
+{
+    char path[PATH_MAX];
+    char aside[PATH_MAX];
+    char mark[PATH_MAX + 16];
+    struct stat sb;
+    bool marked;
+
+    snprintf(path, sizeof path, "%s/%s", b->topics_dir, name);
+    if (lstat(path, &sb) != 0)
+        return PULSE_OK;
+    snprintf(mark, sizeof mark, "%s/%s", path, PULSE_BROKER_CREATE_MARK);
+    marked = stat(mark, &sb) == 0;
+    snprintf(mark, sizeof mark, "%s/%s", path, PULSE_BROKER_DELETE_MARK);
+    marked = marked || stat(mark, &sb) == 0;
+    if (!marked) {
+        if (rmdir(path) == 0)
+            return PULSE_OK; /* empty */
+        pulse_errbuf_set(errbuf, errlen,
+                         "directory %s exists without metadata; restart pulsed to adopt it, or move it aside", path);
+        return PULSE_EXISTS;
+    }
+    if (pulse_broker_dir_set_aside(b, name, aside, sizeof aside) != PULSE_OK)
+        return PULSE_IO;
+    pulse_broker_remove_tree(aside);
+    pulse_broker_fsync_dir(b->topics_dir);
+    return PULSE_OK;
 }
 
 pulse_status_t pulse_broker_topic_create(struct pulse_broker *b, const struct pulse_topic_spec *spec,
@@ -522,13 +574,9 @@ pulse_status_t pulse_broker_topic_create_run(struct pulse_broker *b, const struc
         goto out;
     }
 
-    /* A directory of this name without metadata is the leftover of an
-     * interrupted create; it was never a topic, so it goes. */
-    snprintf(path, sizeof path, "%s/%s", b->topics_dir, def.name);
-    if (pulse_broker_remove_tree(path) != 0) {
-        st = PULSE_IO;
+    st = clear_leftover(b, def.name, errbuf, errlen);
+    if (st != PULSE_OK)
         goto out;
-    }
     t = pulse_calloc(1, sizeof *t);
     if (t == NULL) {
         st = PULSE_NOMEM;
@@ -559,6 +607,10 @@ pulse_status_t pulse_broker_topic_create_run(struct pulse_broker *b, const struc
         goto out;
     pulse_failpoint("topic_create_after_meta");
     dirs_made = false;
+    /* Committed. A marker left behind (this fails, or a crash) is removed
+     * at the next start, which sees the metadata. */
+    if (pulse_broker_mark_clear(b, def.name, PULSE_BROKER_CREATE_MARK) != PULSE_OK)
+        PULSE_WARN("topic %s: its \"%s\" marker stays until the next start", def.name, PULSE_BROKER_CREATE_MARK);
     st = map_insert(b, t);
     if (st != PULSE_OK) {
         /* Committed but not servable: undo the metadata so the topic does
@@ -578,8 +630,9 @@ pulse_status_t pulse_broker_topic_create_run(struct pulse_broker *b, const struc
 out:
     if (t != NULL) {
         pulse_broker_topic_destroy(t);
-        if (dirs_made) {
-            snprintf(path, sizeof path, "%s/%s", b->topics_dir, def.name);
+        /* Set aside before removal: a half-removed tree must never stay
+         * under the topic's name (it could lose its marker first). */
+        if (dirs_made && pulse_broker_dir_set_aside(b, def.name, path, sizeof path) == PULSE_OK) {
             pulse_broker_remove_tree(path);
             pulse_broker_fsync_dir(b->topics_dir);
         }
@@ -637,6 +690,7 @@ pulse_status_t pulse_broker_topic_retention_run(struct pulse_broker *b, const ch
     pulse_status_t st;
     struct pulse_broker_topic *t;
     struct pulse_meta_topic def;
+    struct pulse_meta_topic old;
 
     t = pulse_broker_topic_acquire(b, name);
     if (t == NULL) {
@@ -651,10 +705,34 @@ pulse_status_t pulse_broker_topic_retention_run(struct pulse_broker *b, const ch
     def.retention_bytes = retention_bytes >= 0 ? retention_bytes : atomic_load(&t->retention_bytes);
     def.segment_bytes = t->segment_bytes;
     def.created_at_ms = t->created_at_ms;
-    /* Durable first, then visible. */
-    st = pulse_meta_topic_put(b->meta, &def);
+    /*
+     * Durable first, then visible; and the topic's own file before the
+     * store, so that the file is never older than the store. The two can
+     * disagree after a crash between the writes (file new, store old: the
+     * change was never answered, so applying it at the next start is as
+     * right as dropping it), or when the store silently lost the record of
+     * an answered change (LevelDB drops a damaged log record). Either way
+     * the next start takes the file's retention (datadir.c keep_topic), and
+     * a lost store is rebuilt from the file with every answered change.
+     * The other order could lose an answered change: store written, then
+     * the store's record lost, file old.
+     */
+    old = def;
+    old.retention_ms = atomic_load(&t->retention_ms);
+    old.retention_bytes = atomic_load(&t->retention_bytes);
+    st = pulse_broker_topic_file_write(b, &def);
     if (st != PULSE_OK)
         goto out;
+    st = pulse_meta_topic_put(b->meta, &def);
+    if (st != PULSE_OK) {
+        /* Put the file back. If that fails too, the next start applies the
+         * change after all (the file wins on retention); the caller got an
+         * error for a change that may yet happen, as after a crash. */
+        if (pulse_broker_topic_file_write(b, &old) != PULSE_OK)
+            PULSE_ERROR("topic %s: the retention change failed but stays in %s; it applies at the next start",
+                        def.name, PULSE_BROKER_TOPIC_FILE);
+        goto out;
+    }
     atomic_store(&t->retention_ms, def.retention_ms);
     atomic_store(&t->retention_bytes, def.retention_bytes);
     if (out != NULL)
@@ -665,6 +743,17 @@ out:
 }
 
 /* ---- delete ---------------------------------------------------------- */
+
+/* A delete that failed before its metadata went: the marker goes again.
+ * If even that fails the delete completes at the next start (the marker is
+ * the decision), which is logged. */
+static void unmark_delete(struct pulse_broker *b, const char *name)
+{
+    if (pulse_broker_mark_clear(b, name, PULSE_BROKER_DELETE_MARK) != PULSE_OK)
+        PULSE_ERROR("topic %s: the delete failed, but its \"%s\" marker could not be removed: the topic is deleted "
+                    "at the next start",
+                    name, PULSE_BROKER_DELETE_MARK);
+}
 
 pulse_status_t pulse_broker_topic_delete(struct pulse_broker *b, const char *name)
 {
@@ -727,12 +816,13 @@ pulse_status_t pulse_broker_topic_delete_unmap(struct pulse_broker *b, const cha
     return PULSE_OK;
 }
 
-/* The metadata batch failed: nothing durable changed, so the topic goes
- * back into the map as it was (its logs were never closed). Publishes and
- * waiters failed meanwhile stay failed; the caller of the delete gets the
- * error. */
+/* The marker or the metadata batch failed: nothing durable changed (the
+ * marker, if written, goes again), so the topic goes back into the map as
+ * it was (its logs were never closed). Publishes and waiters failed
+ * meanwhile stay failed; the caller of the delete gets the error. */
 static void delete_undo(struct pulse_broker *b, struct pulse_broker_topic *t)
 {
+    unmark_delete(b, t->name);
     /* Between these two steps the name is neither live nor dying, but only
      * this thread (the admin thread) adds topics, so no create can take it. */
     dying_remove(b, t);
@@ -750,15 +840,25 @@ pulse_status_t pulse_broker_topic_delete_finish(struct pulse_broker *b, struct p
     pulse_status_t st = PULSE_OK;
     size_t cursors = 0;
     char name[PULSE_NAME_MAX + 1];
-    char path[PATH_MAX];
     char aside[PATH_MAX];
-    uint64_t nonce = 0;
 
     memcpy(name, t->name, sizeof name);
-    /* The commit point: topic, partitions and cursors in one sync batch.
-     * It comes after the committer took the topic off the map, so no
-     * cursor commit for it can be written after this batch (cursor.c).
-     * If it fails, nothing changed. */
+    /* The decision, in the directory itself: from the moment the
+     * "deleting" marker is durable the delete completes, at the next start
+     * if not now, whatever the store says. A directory without metadata is
+     * otherwise adopted at start (datadir.c), so without the marker a crash
+     * between the metadata delete and the rename below would resurrect the
+     * topic; with it, such a directory is positively an unfinished delete. */
+    st = pulse_broker_mark_set(b, name, PULSE_BROKER_DELETE_MARK);
+    if (st != PULSE_OK) {
+        delete_undo(b, t);
+        return st;
+    }
+    pulse_failpoint("topic_delete_after_mark");
+    /* Topic, partitions and cursors in one sync batch. It comes after the
+     * committer took the topic off the map, so no cursor commit for it can
+     * be written after this batch (cursor.c). If it fails, the marker goes
+     * again and nothing changed. */
     st = pulse_meta_topic_delete(b->meta, name, &cursors);
     if (st != PULSE_OK) {
         delete_undo(b, t);
@@ -768,22 +868,16 @@ pulse_status_t pulse_broker_topic_delete_finish(struct pulse_broker *b, struct p
 
     /* Only the dying list's reference is left (the admin thread checked):
      * no reader is inside the logs. */
-    snprintf(path, sizeof path, "%s/%s", b->topics_dir, name);
     close_logs(t);
-
-    if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
-        nonce = (uint64_t)pulse_clock_mono_us();
-    snprintf(aside, sizeof aside, "%s/" PULSE_BROKER_DELETED_PREFIX "%016" PRIx64, b->topics_dir, nonce);
     /* Renamed aside first so that the topic's name is free at once and a
      * half-removed tree is never found under it. */
-    if (rename(path, aside) != 0) {
-        int e = errno;
-        PULSE_ERROR("rename %s -> %s failed: %s (removed at the next start)", path, aside, strerror(e));
+    if (pulse_broker_dir_set_aside(b, name, aside, sizeof aside) != PULSE_OK) {
+        PULSE_ERROR("topic %s: its directory is removed at the next start (it carries the \"%s\" marker)", name,
+                    PULSE_BROKER_DELETE_MARK);
         dying_remove(b, t);
         pulse_broker_topic_destroy(t);
         return PULSE_OK;
     }
-    pulse_broker_fsync_dir(b->topics_dir);
     pulse_failpoint("topic_delete_after_rename");
     /* The directory is out of the way: a create of the name may go. */
     dying_remove(b, t);

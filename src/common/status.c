@@ -42,7 +42,7 @@ pulse_status_t pulse_status_from_errno(int err)
         return PULSE_NOSPACE;
     case EMFILE:
     case ENFILE:
-        return PULSE_NOFILES;
+        return PULSE_NOFILE;
     case ENOMEM:
         return PULSE_NOMEM;
     default:

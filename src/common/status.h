@@ -9,7 +9,7 @@
  *
  * errno is never part of a status: the code that made the failing syscall logs
  * the call, path and strerror, then maps ENOSPC/EDQUOT to PULSE_NOSPACE,
- * EMFILE/ENFILE to PULSE_NOFILES and everything else to PULSE_IO.
+ * EMFILE/ENFILE to PULSE_NOFILE and everything else to PULSE_IO.
  */
 #ifndef PULSE_COMMON_STATUS_H
 #define PULSE_COMMON_STATUS_H
@@ -32,9 +32,9 @@
     X(RANGE, "value out of range")                                                 \
     X(TOO_LARGE, "too large")                                                      \
     X(BUSY, "resource busy")                                                       \
-    X(FENCED, "log fenced after a failed write or sync; restart to recover")       \
+    X(NOFILE, "too many open files: the process reached its descriptor limit (RLIMIT_NOFILE)") \
+    X(FENCED, "partition fenced after a failed write or sync; it is being reopened, retry later") \
     X(SHUTDOWN, "shutting down")                                                   \
-    X(NOFILES, "too many open files")                                              \
     X(EOF, "end of data")
 
 typedef enum {
@@ -51,8 +51,7 @@ const char *pulse_status_name(pulse_status_t st);
 const char *pulse_status_message(pulse_status_t st);
 
 /* Maps a saved errno of a failed syscall: ENOSPC/EDQUOT -> NOSPACE,
- * EMFILE/ENFILE -> NOFILES (a descriptor limit, not a broken disk),
- * ENOMEM -> NOMEM, anything else -> IO. */
+ * EMFILE/ENFILE -> NOFILE, ENOMEM -> NOMEM, anything else -> IO. */
 pulse_status_t pulse_status_from_errno(int err);
 
 /* Formats a one-line reason into a caller's error buffer (errbuf, errlen),

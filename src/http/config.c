@@ -8,6 +8,7 @@
  */
 #include "http/config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "broker/broker.h"
 #include "common/status.h"
@@ -56,6 +58,9 @@ static const struct key_def keys[] = {
     {"storage.compaction-tombstone-retention", KT_DUR, F(compaction_tombstone_retention_ms), "24h", 0,
      100000 * DAY_MS},
     {"storage.compaction-min-gain-ratio", KT_RATIO, F(compaction_min_gain_ratio), "0.1", 0, 1},
+    {"storage.compaction-max-bytes-per-pass", KT_SIZE, F(compaction_max_bytes_per_pass), "1GiB", 1, INT64_MAX},
+    {"storage.compaction-max-pass-time", KT_DUR, F(compaction_max_pass_ms), "5s", 0, DAY_MS},
+    {"storage.segment-fd-cache", KT_INT, F(segment_fd_cache), "1024", 16, 1000000},
     {"topic-defaults.partitions", KT_INT, F(partitions), "1", 1, 256},
     {"topic-defaults.retention-ms", KT_DUR, F(retention_ms), "7d", 0, INT64_MAX},
     {"topic-defaults.retention-bytes", KT_SIZE, F(retention_bytes), "0", 0, INT64_MAX},
@@ -170,6 +175,40 @@ pulse_status_t pulse_config_split_listen(const char *listen, char *host, size_t 
     return PULSE_OK;
 }
 
+pulse_status_t pulse_config_check_listen(const char *listen, char *errbuf, size_t errlen)
+{
+    char host[256];
+    uint16_t port = 0;
+    bool v6 = false;
+    unsigned char addr[16];
+
+    if (pulse_config_split_listen(listen, host, sizeof host, &port, &v6) != PULSE_OK) {
+        /* Tell a port out of range from a value of the wrong shape. */
+        const char *colon = strrchr(listen, ':');
+        const char *d = colon != NULL ? colon + 1 : "";
+        size_t digits = strspn(d, "0123456789");
+        if (colon != NULL && colon != listen && digits > 0 && d[digits] == '\0' &&
+            (digits > 5 || strtoul(d, NULL, 10) > 65535)) {
+            pulse_errbuf_set(errbuf, errlen,
+                             "server.listen: \"%s\": port must be 1..65535 (or 0 to pick a free port)", listen);
+            return PULSE_INVALID;
+        }
+        pulse_errbuf_set(errbuf, errlen, "server.listen: \"%s\" is not HOST:PORT", listen);
+        return PULSE_INVALID;
+    }
+    /* Names are not resolved (a listener bound to whatever a name resolves
+     * to at start is a surprise waiting to happen); only localhost is
+     * known. Checked here, so that pulsed exits 2 like for any bad setting,
+     * rather than 1 when it later fails to bind. */
+    if ((!v6 && strcmp(host, "localhost") == 0) || inet_pton(v6 ? AF_INET6 : AF_INET, host, addr) == 1)
+        return PULSE_OK;
+    pulse_errbuf_set(errbuf, errlen,
+                     "server.listen: host \"%s\" is not an IP address (use an IPv4 address, [IPv6] in brackets or "
+                     "localhost; names are not resolved)",
+                     host);
+    return PULSE_INVALID;
+}
+
 static const struct key_def *find_key(const char *name)
 {
     for (size_t i = 0; i < N_KEYS; i++)
@@ -197,14 +236,9 @@ static pulse_status_t apply(struct pulse_config *cfg, const struct key_def *k, c
             goto out;
         }
         if (k->type == KT_LISTEN) {
-            char host[256];
-            uint16_t port = 0;
-            bool v6 = false;
-            if (pulse_config_split_listen(value, host, sizeof host, &port, &v6) != PULSE_OK) {
-                st = PULSE_INVALID;
-                pulse_errbuf_set(errbuf, errlen, "%s: \"%s\" is not HOST:PORT", k->name, value);
+            st = pulse_config_check_listen(value, errbuf, errlen);
+            if (st != PULSE_OK)
                 goto out;
-            }
         } else if (k->type == KT_SYNC) {
             if (strcmp(value, "every-write") != 0 && strcmp(value, "interval") != 0) {
                 st = PULSE_INVALID;
@@ -473,6 +507,46 @@ void pulse_config_to_broker(const struct pulse_config *cfg, struct pulse_broker_
     bcfg->compaction_interval_ms = cfg->compaction_interval_ms;
     bcfg->compaction_tombstone_retention_ms = cfg->compaction_tombstone_retention_ms;
     bcfg->compaction_min_gain_ratio = cfg->compaction_min_gain_ratio;
+    bcfg->compaction_max_bytes_per_pass = cfg->compaction_max_bytes_per_pass;
+    bcfg->compaction_max_pass_ms = cfg->compaction_max_pass_ms;
+    bcfg->segment_fd_cache = (uint32_t)cfg->segment_fd_cache;
+}
+
+bool pulse_config_fit_fd_limit(struct pulse_config *cfg, uint64_t nofile, char *msg, size_t msglen)
+{
+    int64_t threads = cfg->threads;
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? n : 1;
+    }
+    /* Each HTTP worker has an epoll descriptor and an inter-thread
+     * channel (a pipe at worst). */
+    uint64_t reserved = PULSE_CONFIG_FD_RESERVED + PULSE_CONFIG_FD_META + 3 * (uint64_t)threads;
+    uint64_t conns = (uint64_t)cfg->max_connections;
+    uint64_t cache = (uint64_t)cfg->segment_fd_cache;
+    uint64_t need = reserved + 2 * conns + cache;
+
+    if (need <= nofile)
+        return false;
+    uint64_t avail = nofile > reserved + 2 + 16 ? nofile - reserved : 2 + 16;
+    uint64_t fit_cache = avail / 4 > 16 ? avail / 4 : 16;
+    if (fit_cache > cache)
+        fit_cache = cache;
+    uint64_t fit_conns = avail > fit_cache + 2 ? (avail - fit_cache) / 2 : 1;
+    if (fit_conns > conns)
+        fit_conns = conns;
+    pulse_errbuf_set(msg, msglen,
+                     "the descriptor limit %llu (RLIMIT_NOFILE) is below what the settings need (%llu = %llu "
+                     "reserved + 2 x %llu connections + %llu cached segment files): serving at most %llu "
+                     "connections (server.max-connections) and caching %llu segment files "
+                     "(storage.segment-fd-cache); raise the limit (ulimit -n, systemd LimitNOFILE=) to use the "
+                     "configured values",
+                     (unsigned long long)nofile, (unsigned long long)need, (unsigned long long)reserved,
+                     (unsigned long long)conns, (unsigned long long)cache, (unsigned long long)fit_conns,
+                     (unsigned long long)fit_cache);
+    cfg->max_connections = (int64_t)fit_conns;
+    cfg->segment_fd_cache = (int64_t)fit_cache;
+    return true;
 }
 
 struct json_t *pulse_config_to_json(const struct pulse_config *cfg)

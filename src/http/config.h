@@ -53,6 +53,9 @@ struct pulse_config {
     int64_t compaction_interval_ms;
     int64_t compaction_tombstone_retention_ms;
     double compaction_min_gain_ratio;
+    uint64_t compaction_max_bytes_per_pass;
+    int64_t compaction_max_pass_ms; /* 0 = no time bound */
+    int64_t segment_fd_cache;
     /* [topic-defaults] */
     int64_t partitions;
     int64_t retention_ms;
@@ -111,6 +114,31 @@ pulse_status_t pulse_config_parse_duration_ms(const char *text, int64_t *out);
  */
 pulse_status_t pulse_config_split_listen(const char *listen, char *host, size_t hostlen, uint16_t *port,
                                          bool *is_v6);
+
+/*
+ * Checks a server.listen value the way pulse_config_set does: HOST:PORT
+ * with a port in 0..65535 (0 picks a free port; otherwise "port must be
+ * 1..65535") and a host that is an IPv4 address, a bracketed IPv6 address
+ * or localhost (names are not resolved). PULSE_INVALID with a message
+ * naming server.listen.
+ */
+pulse_status_t pulse_config_check_listen(const char *listen, char *errbuf, size_t errlen);
+
+/*
+ * Fits the settings that take file descriptors into the process limit
+ * nofile (RLIMIT_NOFILE), by the formula of docs/Operations.md
+ * "Descriptor budget":
+ *   reserved (PULSE_CONFIG_FD_RESERVED + 3 per HTTP thread + the metadata
+ *   store's PULSE_CONFIG_FD_META) + 2 per connection + the segment cache.
+ * When the configured values need more, server.max-connections and
+ * storage.segment-fd-cache are lowered to fit (the cache to at most a
+ * quarter of what is left, never below 16) and msg (msglen bytes) says what
+ * was done; returns true then. Thread: the caller's, before the server and
+ * broker start.
+ */
+#define PULSE_CONFIG_FD_RESERVED 64
+#define PULSE_CONFIG_FD_META 80
+bool pulse_config_fit_fd_limit(struct pulse_config *cfg, uint64_t nofile, char *msg, size_t msglen);
 
 /* Fills the broker's settings from cfg (after pulse_broker_config_init). */
 void pulse_config_to_broker(const struct pulse_config *cfg, struct pulse_broker_config *bcfg);

@@ -5,12 +5,13 @@
  * a row here shows up as a zero entry, which the errmap unit test catches.
  *
  * Choices: PULSE_INVALID and PULSE_CORRUPT-in-a-request never reach a user
- * as 500 unless the fault is ours; CORRUPT, IO, FENCED and NOMEM are server
- * faults (500 storage_error); NOSPACE is 507 storage_full; BUSY and SHUTDOWN
- * are 503 unavailable (retry later), and so is NOFILES (the process ran out
- * of descriptors: a limit, not a broken disk, and it passes); RANGE is 416 offset_out_of_range (the
- * only range the API reports); EOF never leaves the engine, but maps to 500
- * so nothing can slip through unmapped.
+ * as 500 unless the fault is ours; CORRUPT, IO and NOMEM are server faults
+ * (500 storage_error); NOSPACE is 507 storage_full (retry once space is
+ * freed); FENCED is 503 partition_fenced (the partition is reopened in
+ * process; retry later); BUSY, NOFILE (the descriptor limit; the message
+ * names it) and SHUTDOWN are 503 unavailable (retry later); RANGE is 416 offset_out_of_range (the only range the API reports);
+ * EOF never leaves the engine, but maps to 500 so nothing can slip through
+ * unmapped. Every 503 and 507 carries Retry-After (server.c).
  */
 #include "http/errmap.h"
 
@@ -32,9 +33,9 @@ static const struct pulse_errmap_entry table[PULSE_STATUS_COUNT] = {
     [PULSE_RANGE] = {416, "offset_out_of_range"},
     [PULSE_TOO_LARGE] = {413, "payload_too_large"},
     [PULSE_BUSY] = {503, "unavailable"},
-    [PULSE_FENCED] = {500, "storage_error"},
+    [PULSE_NOFILE] = {503, "unavailable"},
+    [PULSE_FENCED] = {503, "partition_fenced"},
     [PULSE_SHUTDOWN] = {503, "unavailable"},
-    [PULSE_NOFILES] = {503, "unavailable"},
     [PULSE_EOF] = {500, "storage_error"},
 };
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * h_ops.c - operational routes: /healthz (process alive), /readyz (recovery
- * done and not draining), /metrics (Prometheus text 0.0.4: the gateway's
+ * done and not draining; lists fenced partitions), /metrics (Prometheus text 0.0.4: the gateway's
  * request metrics, then the broker's), /v1/broker (identity, uptime and the
  * effective configuration) and /openapi.yaml (the compiled-in description).
  */
@@ -21,13 +21,54 @@ void pulse_h_ops_healthz(struct pulse_hreq *r)
     pulse_server_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+/* {"topic", "partition", "fenced_ms", "next_attempt_ms", "failed_attempts"
+ * [, "last_error"]} for each fenced partition. */
+static json_t *fenced_json(const struct pulse_fenced_partition *f, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        json_t *o = json_pack("{s:s,s:I,s:I,s:I,s:I}", "topic", f[i].topic, "partition", (json_int_t)f[i].partition,
+                              "fenced_ms", (json_int_t)f[i].fenced_ms, "next_attempt_ms",
+                              (json_int_t)f[i].next_attempt_ms, "failed_attempts", (json_int_t)f[i].failed_attempts);
+        if (o != NULL && f[i].last_error != PULSE_OK &&
+            json_object_set_new(o, "last_error", json_string(pulse_status_message(f[i].last_error))) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
+        if (o == NULL || json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    return arr;
+}
+
+/* Fenced partitions do not make the broker unready: every other partition
+ * (and reads of the fenced one) still work, and with a single broker a
+ * failing readiness check would take all of them out of service. They turn
+ * the status to "degraded" and are listed (docs/API.md). */
 void pulse_h_ops_readyz(struct pulse_hreq *r)
 {
+    struct pulse_fenced_partition *fenced = NULL;
+    size_t nfenced = 0;
+
     if (!atomic_load(&r->srv->ready) || atomic_load(&r->srv->stopping)) {
         pulse_server_reply_error(r, 503, "unavailable", "not ready");
         return;
     }
-    pulse_server_reply_json(r, 200, json_pack("{s:s}", "status", "ready"));
+    pulse_status_t st = pulse_broker_fenced_list(r->srv->broker, &fenced, &nfenced);
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, "cannot list fenced partitions");
+        return;
+    }
+    json_t *list = fenced_json(fenced, nfenced);
+    pulse_free(fenced);
+    if (list == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply_json(r, 200, json_pack("{s:s,s:o}", "status", nfenced > 0 ? "degraded" : "ready",
+                                              "fenced_partitions", list));
 }
 
 void pulse_h_ops_metrics(struct pulse_hreq *r)

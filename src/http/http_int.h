@@ -33,6 +33,9 @@
 
 #define PULSE_HTTP_VERSION PACKAGE_VERSION
 #define PULSE_HTTP_LATENCY_BUCKETS 12
+/* Retry-After seconds of every 503 and of every 507 (docs/API.md). */
+#define PULSE_HTTP_RETRY_AFTER_UNAVAILABLE "1"
+#define PULSE_HTTP_RETRY_AFTER_FULL "5"
 
 struct pulse_http_metric_row {
     enum pulse_route route;

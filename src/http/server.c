@@ -142,10 +142,17 @@ void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Respon
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (atomic_load(&r->srv->stopping) || r->close)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    /* Every 503 and 507 means "come back later": the handler's own delay
+     * (the memory budget), else a full disk usually takes an operator, a
+     * fenced partition or a busy broker a moment. */
     if (r->retry_after > 0) {
         char v[16];
         snprintf(v, sizeof v, "%u", r->retry_after);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    } else if (status == 503) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, PULSE_HTTP_RETRY_AFTER_UNAVAILABLE);
+    } else if (status == 507) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, PULSE_HTTP_RETRY_AFTER_FULL);
     }
     if (MHD_queue_response(r->conn, status, resp) == MHD_YES) {
         r->state = PULSE_HREQ_ANSWERED;
@@ -201,12 +208,14 @@ static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *cod
         }
     }
     json_decref(extra);
-    /* Overload refusals (they carry Retry-After) are counted in the
-     * metrics, not logged one by one: under load they would flood the log;
-     * a 501 is the client's doing, not a server fault. */
+    /* Overload refusals (they carry their own Retry-After) are counted in
+     * the metrics, not logged one by one: under load they would flood the
+     * log; a 501 is the client's doing, not a server fault. The rest are
+     * rate-limited per error code (a static string): a full disk answers
+     * every publish with 507, and one line per request would flood too. */
     if (status >= 500 && status != 501 && r->retry_after == 0)
-        PULSE_WARN("request %s %s %s: %u %s: %s", r->id, pulse_router_method_name(r->method), r->url, status, code,
-                   msg);
+        pulse_log_limited(PULSE_LOG_WARN, code, "request %s %s %s: %u %s: %s", r->id,
+                          pulse_router_method_name(r->method), r->url, status, code, msg);
     pulse_server_reply_json(r, status, body);
 }
 
@@ -1078,6 +1087,8 @@ pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
+/* Rate-limited by MHD's format string: at the descriptor limit MHD retries
+ * accept() in a loop and reports every failure (c-notes section 8). */
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -1086,7 +1097,7 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    PULSE_WARN("libmicrohttpd: %s", msg);
+    pulse_log_limited(PULSE_LOG_WARN, fmt, "libmicrohttpd: %s", msg);
 }
 
 /* Binds and listens ourselves so a busy port is reported with its errno,

@@ -7,8 +7,14 @@
  * topic definitions and cursors. The layout is the key list of meta.h
  * (storage contract section 6). Design points:
  *   - One leveldb_t per broker; LevelDB's LOCK file is what refuses a second
- *     process on the same data directory, so an open error that mentions the
- *     lock becomes PULSE_BUSY with a message an operator understands.
+ *     process on the same data directory, so an open error about taking the
+ *     lock becomes PULSE_BUSY with a message an operator understands, and
+ *     one about permissions says "permission denied" (open_error).
+ *   - Damage is found at open, not while serving: every record is read once
+ *     with checksums verified (verify_all), a directory whose CURRENT file
+ *     is gone is refused rather than started over, and what LevelDB drops
+ *     silently (paranoid checks are off) is reported from its own LOG.
+ *     pulse_meta_repair runs LevelDB's repair under LevelDB's lock.
  *   - Every write is a sync write: LevelDB appends the batch to its log and
  *     fdatasyncs it before returning, so an acknowledged topic create,
  *     delete or cursor commit survives a crash. Multi-key changes use one
@@ -19,33 +25,64 @@
  *   - LevelDB error strings are malloc'd by LevelDB: each is freed with
  *     leveldb_free right after it has been logged or copied, and err is
  *     reset to NULL before every call (c-notes section 2).
+ *   - A failed write (a full disk, most often) leaves LevelDB's log writer
+ *     believing the record was written whole: its block accounting runs
+ *     ahead of the file, so records written after it land misaligned and
+ *     the next open's log replay drops them (acknowledged cursor commits
+ *     and topic creates were lost that way on a filled tmpfs). A failed
+ *     sync write also latches LevelDB into refusing every later write. So
+ *     after any failed write the store is marked stale, and the next write
+ *     first closes and reopens it: the open replays the old log (a torn
+ *     last record is dropped, as after a crash) and starts a new one. Reads
+ *     keep using the stale handle meanwhile. The reopen needs room for a
+ *     table, a log and a manifest, so it waits until the file system has
+ *     META_REOPEN_MIN_FREE bytes free (writes answer PULSE_NOSPACE until
+ *     then). The handle is guarded by a rwlock: every use holds it for
+ *     reading, a reopen for writing.
  */
 #include "meta/meta.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <jansson.h>
 #include <leveldb/c.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "common/status.h"
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/endian.h"
 #include "common/log.h"
+#include "meta/meta_int.h"
 
 /* Longest key: "cursor/" + name + "/" + name + "/" + a 10-digit partition. */
 #define KEY_MAX 640
 /* Identity and topic records are tiny; anything bigger is not ours. */
 #define RECORD_MAX 65536
+/* LevelDB's LOG is rewritten at every open; more than this is not read. */
+#define LEVELDB_LOG_MAX (256 * 1024)
+
+/* Free bytes a reopen after a failed write waits for (see the file
+ * comment): a memtable flush (4 MiB at most), a log and a manifest. */
+#define META_REOPEN_MIN_FREE (8u * 1024 * 1024)
 
 struct pulse_meta {
-    leveldb_t *db;
+    leveldb_t *db; /* lock; NULL after a reopen failed */
+    char *dir;     /* owned, for reopening */
+    pthread_rwlock_t lock;
+    atomic_bool stale; /* a write failed: reopen before the next write */
     leveldb_options_t *opts;
     leveldb_readoptions_t *ropts;
     leveldb_writeoptions_t *wopts; /* sync = 1 */
@@ -55,7 +92,10 @@ struct pulse_meta {
 };
 
 /* Logs and frees a LevelDB error string; returns the status to report.
- * LevelDB reports a full disk as an IO error whose text carries strerror. */
+ * LevelDB reports a full disk, or the descriptor limit, as an IO error whose
+ * text carries strerror, and a block or table that fails its checksum as
+ * "Corruption: ..."; the latter is PULSE_CORRUPT so that the broker can name
+ * the repair. */
 static pulse_status_t level_fail(const char *what, char **err)
 {
     pulse_status_t st = PULSE_IO;
@@ -64,6 +104,10 @@ static pulse_status_t level_fail(const char *what, char **err)
         PULSE_ERROR("meta: %s failed: %s", what, *err);
         if (strstr(*err, "No space left") != NULL || strstr(*err, "quota") != NULL)
             st = PULSE_NOSPACE;
+        else if (strstr(*err, "Too many open files") != NULL)
+            st = PULSE_NOFILE;
+        else if (strncmp(*err, "Corruption", 10) == 0)
+            st = PULSE_CORRUPT;
         leveldb_free(*err);
         *err = NULL;
     }
@@ -99,14 +143,64 @@ static bool name_ok(const char *name)
 
 /* Gets a key. *val_out is leveldb-malloc'd (leveldb_free) or NULL when the
  * key is absent. */
+/* Closes and reopens the store (see the file comment). Caller holds the
+ * lock for writing. */
+static pulse_status_t reopen_locked(struct pulse_meta *meta)
+{
+    struct statvfs vfs;
+    char *err = NULL;
+
+    if (meta->db != NULL && statvfs(meta->dir, &vfs) == 0 &&
+        (uint64_t)vfs.f_bavail * vfs.f_frsize < META_REOPEN_MIN_FREE)
+        return PULSE_NOSPACE; /* keep the stale handle for reads */
+    if (meta->db != NULL)
+        leveldb_close(meta->db);
+    meta->db = leveldb_open(meta->opts, meta->dir, &err);
+    if (err != NULL) {
+        meta->db = NULL;
+        return level_fail("reopen after a failed write", &err);
+    }
+    atomic_store(&meta->stale, false);
+    PULSE_WARN("meta: reopened the metadata store %s after a failed write", meta->dir);
+    return PULSE_OK;
+}
+
+/* Takes the lock for reading, for one use of the handle. A write to a stale
+ * store, and any use while a reopen failed, reopen it first. */
+static pulse_status_t db_enter(struct pulse_meta *meta, bool write)
+{
+    for (;;) {
+        pulse_status_t st = PULSE_OK;
+        pthread_rwlock_rdlock(&meta->lock);
+        if (meta->db != NULL && !(write && atomic_load(&meta->stale)))
+            return PULSE_OK;
+        pthread_rwlock_unlock(&meta->lock);
+        pthread_rwlock_wrlock(&meta->lock);
+        if (meta->db == NULL || (write && atomic_load(&meta->stale)))
+            st = reopen_locked(meta);
+        pthread_rwlock_unlock(&meta->lock);
+        if (st != PULSE_OK)
+            return st;
+    }
+}
+
+static void db_leave(struct pulse_meta *meta)
+{
+    pthread_rwlock_unlock(&meta->lock);
+}
+
 static pulse_status_t get_raw(struct pulse_meta *meta, const char *key, size_t klen, char **val_out,
                               size_t *vlen_out)
 {
     char *err = NULL;
     char *val;
     size_t vlen = 0;
+    pulse_status_t st = db_enter(meta, false);
 
+    if (st != PULSE_OK)
+        return st;
     val = leveldb_get(meta->db, meta->ropts, key, klen, &vlen, &err);
+    db_leave(meta);
     if (err != NULL) {
         leveldb_free(val);
         return level_fail("get", &err);
@@ -119,8 +213,14 @@ static pulse_status_t get_raw(struct pulse_meta *meta, const char *key, size_t k
 static pulse_status_t write_batch(struct pulse_meta *meta, leveldb_writebatch_t *wb, const char *what)
 {
     char *err = NULL;
+    pulse_status_t st = db_enter(meta, true);
 
+    if (st != PULSE_OK)
+        return st;
     leveldb_write(meta->db, meta->wopts, wb, &err);
+    if (err != NULL)
+        atomic_store(&meta->stale, true);
+    db_leave(meta);
     if (err != NULL)
         return level_fail(what, &err);
     atomic_fetch_add(&meta->sync_writes, 1);
@@ -138,9 +238,14 @@ static pulse_status_t scan_prefix(struct pulse_meta *meta, const char *prefix, s
     leveldb_iterator_t *it;
     char *err = NULL;
 
+    st = db_enter(meta, false);
+    if (st != PULSE_OK)
+        return st;
     it = leveldb_create_iterator(meta->db, meta->ropts);
-    if (it == NULL)
+    if (it == NULL) {
+        db_leave(meta);
         return PULSE_NOMEM;
+    }
     for (leveldb_iter_seek(it, prefix, plen); leveldb_iter_valid(it); leveldb_iter_next(it)) {
         size_t klen = 0;
         size_t vlen = 0;
@@ -159,6 +264,7 @@ static pulse_status_t scan_prefix(struct pulse_meta *meta, const char *prefix, s
         st = level_fail("scan", &err);
 out:
     leveldb_iter_destroy(it);
+    db_leave(meta);
     return st;
 }
 
@@ -206,7 +312,7 @@ static json_t *load_json(const char *val, size_t vlen)
     return json_loadb(val, vlen, JSON_REJECT_DUPLICATES, &jerr);
 }
 
-static json_t *topic_to_json(const struct pulse_meta_topic *t)
+json_t *pulse_meta_topic_to_doc(const struct pulse_meta_topic *t)
 {
     return json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I}", "name", t->name, "partitions",
                      (json_int_t)t->partitions, "cleanup", t->cleanup == 1 ? "compact" : "delete",
@@ -215,10 +321,9 @@ static json_t *topic_to_json(const struct pulse_meta_topic *t)
                      "created_at_ms", (json_int_t)t->created_at_ms);
 }
 
-static pulse_status_t topic_from_json(const char *val, size_t vlen, struct pulse_meta_topic *out)
+pulse_status_t pulse_meta_topic_from_doc(json_t *doc, struct pulse_meta_topic *out)
 {
     pulse_status_t st = PULSE_CORRUPT;
-    json_t *doc = load_json(val, vlen);
     const char *name = NULL;
     const char *cleanup = NULL;
     json_int_t parts = 0, rms = 0, rbytes = 0, segb = 0, created = 0;
@@ -246,6 +351,14 @@ static pulse_status_t topic_from_json(const char *val, size_t vlen, struct pulse
     out->created_at_ms = created;
     st = PULSE_OK;
 out:
+    return st;
+}
+
+static pulse_status_t topic_from_json(const char *val, size_t vlen, struct pulse_meta_topic *out)
+{
+    json_t *doc = load_json(val, vlen);
+    pulse_status_t st = pulse_meta_topic_from_doc(doc, out);
+
     json_decref(doc);
     return st;
 }
@@ -277,7 +390,7 @@ static pulse_status_t random_id(char *id)
     return PULSE_OK;
 }
 
-static bool id_ok(const char *val, size_t vlen)
+bool pulse_meta_id_valid(const char *val, size_t vlen)
 {
     if (vlen != PULSE_META_ID_LEN)
         return false;
@@ -288,12 +401,15 @@ static bool id_ok(const char *val, size_t vlen)
 }
 
 /*
- * Loads <kind>/current into id, or creates a fresh id: the <kind>/<id>
- * record and the pointer go in one sync batch, so a crash leaves either no
- * identity (created again at the next start) or a complete one.
+ * Loads <kind>/current into id, or creates it: from want when the caller
+ * has a copy (the data directory's identity file: the store was lost or
+ * damaged, and the identity must survive that), else a fresh random id. The
+ * <kind>/<id> record and the pointer go in one sync batch, so a crash
+ * leaves either no identity (created again at the next start) or a
+ * complete one. *origin_out tells which of the three happened.
  */
-static pulse_status_t load_or_create_id(struct pulse_meta *meta, const char *kind, char *id, char *errbuf,
-                                        size_t errlen)
+static pulse_status_t load_or_create_id(struct pulse_meta *meta, const char *kind, const char *want, bool required,
+                                        char *id, enum pulse_meta_id_origin *origin_out, char *errbuf, size_t errlen)
 {
     pulse_status_t st;
     char key[KEY_MAX];
@@ -309,18 +425,38 @@ static pulse_status_t load_or_create_id(struct pulse_meta *meta, const char *kin
     if (st != PULSE_OK)
         goto out;
     if (val != NULL) {
-        if (!id_ok(val, vlen)) {
+        if (!pulse_meta_id_valid(val, vlen)) {
             pulse_errbuf_set(errbuf, errlen, "metadata key %s holds a malformed id", key);
             st = PULSE_CORRUPT;
             goto out;
         }
         memcpy(id, val, vlen);
         id[vlen] = '\0';
+        *origin_out = PULSE_META_ID_LOADED;
+        /* The caller's copy and the store disagree: one of them belongs to
+         * another data directory, and guessing which would mix two brokers'
+         * state. Refused; the caller names both places. */
+        if (want != NULL && strcmp(want, id) != 0) {
+            pulse_errbuf_set(errbuf, errlen, "the metadata store holds %s id %s, the data directory %s id %s", kind, id,
+                             kind, want);
+            st = PULSE_INVALID;
+        }
         goto out;
     }
-    st = random_id(id);
-    if (st != PULSE_OK)
+    if (required) {
+        pulse_errbuf_set(errbuf, errlen, "the metadata store holds no %s id", kind);
+        st = PULSE_NOT_FOUND;
         goto out;
+    }
+    if (want != NULL && pulse_meta_id_valid(want, strlen(want))) {
+        memcpy(id, want, PULSE_META_ID_LEN + 1);
+        *origin_out = PULSE_META_ID_ADOPTED;
+    } else {
+        st = random_id(id);
+        if (st != PULSE_OK)
+            goto out;
+        *origin_out = PULSE_META_ID_CREATED;
+    }
     wb = leveldb_writebatch_create();
     doc = json_pack("{s:s, s:I}", "id", id, "created_at_ms", (json_int_t)pulse_clock_wall_ms());
     if (!key_fmt(key, &klen, "%s/%s", kind, id)) {
@@ -338,7 +474,7 @@ static pulse_status_t load_or_create_id(struct pulse_meta *meta, const char *kin
     leveldb_writebatch_put(wb, key, klen, id, PULSE_META_ID_LEN);
     st = write_batch(meta, wb, "identity create");
     if (st == PULSE_OK)
-        PULSE_INFO("meta: created %s id %s", kind, id);
+        PULSE_INFO("meta: %s %s id %s", *origin_out == PULSE_META_ID_ADOPTED ? "restored" : "created", kind, id);
 out:
     if (st != PULSE_OK && errbuf != NULL && errlen > 0 && errbuf[0] == '\0')
         pulse_errbuf_set(errbuf, errlen, "cannot load or create the %s identity: %s", kind, pulse_status_message(st));
@@ -349,8 +485,9 @@ out:
     return st;
 }
 
-/* Writes the schema version on a fresh store; refuses a newer one. */
-static pulse_status_t check_schema(struct pulse_meta *meta, char *errbuf, size_t errlen)
+/* Writes the schema version on a fresh store (*created_out = true);
+ * refuses a newer one. */
+static pulse_status_t check_schema(struct pulse_meta *meta, bool *created_out, char *errbuf, size_t errlen)
 {
     static const char key[] = "meta/schema-version";
     pulse_status_t st;
@@ -363,6 +500,7 @@ static pulse_status_t check_schema(struct pulse_meta *meta, char *errbuf, size_t
     if (st != PULSE_OK)
         goto out;
     if (val == NULL) {
+        *created_out = true;
         pulse_put_be64(be, PULSE_META_SCHEMA_VERSION);
         leveldb_put(meta->db, meta->wopts, key, sizeof key - 1, (const char *)be, sizeof be, &err);
         if (err != NULL)
@@ -393,73 +531,377 @@ out:
     return st;
 }
 
-pulse_status_t pulse_meta_open(const char *dir, struct pulse_meta **out, char *errbuf, size_t errlen)
+/* ---- open, verify and repair ------------------------------------------ */
+
+/*
+ * Before LevelDB sees the directory. A store whose CURRENT file is gone
+ * looks like no store at all to leveldb_open with create_if_missing, which
+ * would start an empty one and then delete the old tables as obsolete. A
+ * directory with tables or logs but no CURRENT is therefore damaged, and
+ * `pulsed --repair-metadata` rebuilds CURRENT from those files.
+ */
+static pulse_status_t check_dir(const char *dir, char *errbuf, size_t errlen)
 {
-    pulse_status_t st = PULSE_OK;
-    struct pulse_meta *meta = NULL;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    bool current = false;
+    bool files = false;
+
+    if (d == NULL) {
+        int e = errno;
+        if (e == ENOENT)
+            return PULSE_OK; /* a first start, or a lost store: created below */
+        if (e == EACCES || e == EPERM)
+            pulse_errbuf_set(errbuf, errlen, "permission denied: %s (running as uid %u)", dir, (unsigned)geteuid());
+        else if (e == ENOTDIR)
+            pulse_errbuf_set(errbuf, errlen, "not a directory: %s", dir);
+        else
+            pulse_errbuf_set(errbuf, errlen, "cannot open metadata store %s: %s", dir, strerror(e));
+        return pulse_status_from_errno(e);
+    }
+    while ((de = readdir(d)) != NULL) {
+        const char *n = de->d_name;
+        size_t len = strlen(n);
+        if (strcmp(n, "CURRENT") == 0)
+            current = true;
+        else if (strncmp(n, "MANIFEST-", 9) == 0 ||
+                 (len > 4 && (strcmp(n + len - 4, ".ldb") == 0 || strcmp(n + len - 4, ".sst") == 0 ||
+                              strcmp(n + len - 4, ".log") == 0)))
+            files = true;
+    }
+    closedir(d);
+    if (files && !current) {
+        pulse_errbuf_set(errbuf, errlen, "metadata store %s is damaged: it holds tables or logs but no CURRENT file",
+                         dir);
+        return PULSE_CORRUPT;
+    }
+    return PULSE_OK;
+}
+
+/* Turns leveldb_open's message into a status and a sentence naming the
+ * cause. LevelDB says "IO error: lock <dir>/LOCK: already held by process"
+ * (this process) or "...: Resource temporarily unavailable" (another one)
+ * when the lock is taken, but "IO error: <dir>/LOCK: Permission denied" when
+ * it may not even open the file: only the first two mean "in use". */
+static pulse_status_t open_error(const char *dir, const char *err, char *errbuf, size_t errlen)
+{
+    if (strstr(err, "Permission denied") != NULL) {
+        pulse_errbuf_set(errbuf, errlen, "permission denied: %s (running as uid %u)", dir, (unsigned)geteuid());
+        return PULSE_IO;
+    }
+    if (strncmp(err, "IO error: lock ", 15) == 0) {
+        pulse_errbuf_set(errbuf, errlen, "metadata store %s is in use by another process (%s)", dir, err);
+        return PULSE_BUSY;
+    }
+    if (strncmp(err, "Corruption", 10) == 0) {
+        pulse_errbuf_set(errbuf, errlen, "metadata store %s is damaged: %s", dir, err);
+        return PULSE_CORRUPT;
+    }
+    pulse_errbuf_set(errbuf, errlen, "cannot open metadata store %s: %s", dir, err);
+    if (strstr(err, "No space left") != NULL || strstr(err, "quota") != NULL)
+        return PULSE_NOSPACE;
+    return PULSE_IO;
+}
+
+/*
+ * Collects the lines of LevelDB's own log (<dir>/LOG, rewritten at every
+ * open and repair) that contain one of needles: the only trace LevelDB
+ * leaves of records it dropped. Up to nkeep lines are kept (without their
+ * timestamp and thread columns); *count_out gets how many matched. Best
+ * effort: an unreadable LOG reports nothing.
+ */
+static void scan_leveldb_log(const char *dir, const char *const *needles, size_t nneedles, uint32_t *count_out,
+                             char (*keep)[PULSE_META_NOTE_MAX], uint32_t nkeep)
+{
+    char path[PATH_MAX];
+    char *text = NULL;
+    ssize_t n = 0;
+    int fd;
+    uint32_t count = 0;
+
+    *count_out = 0;
+    if (snprintf(path, sizeof path, "%s/LOG", dir) >= (int)sizeof path)
+        return;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    text = pulse_malloc(LEVELDB_LOG_MAX + 1);
+    if (text != NULL) {
+        ssize_t r;
+        while (n < LEVELDB_LOG_MAX && (r = read(fd, text + n, LEVELDB_LOG_MAX - (size_t)n)) != 0) {
+            if (r < 0) {
+                if (errno == EINTR)
+                    continue;
+                break;
+            }
+            n += r;
+        }
+        text[n] = '\0';
+    }
+    close(fd);
+    for (char *line = text; line != NULL && *line != '\0';) {
+        char *nl = strchr(line, '\n');
+        bool hit = false;
+        if (nl != NULL)
+            *nl = '\0';
+        for (size_t i = 0; i < nneedles && !hit; i++)
+            hit = strstr(line, needles[i]) != NULL;
+        if (hit) {
+            if (count < nkeep) {
+                /* "2026/12/01-10:38:41.610066 139636427749184 text" */
+                const char *msg = line;
+                for (int col = 0; col < 2 && strchr(msg, ' ') != NULL; col++)
+                    msg = strchr(msg, ' ') + 1;
+                snprintf(keep[count], PULSE_META_NOTE_MAX, "%s", msg);
+            }
+            count++;
+        }
+        line = nl != NULL ? nl + 1 : NULL;
+    }
+    pulse_free(text);
+    *count_out = count;
+}
+
+/* Reads every record once with checksums verified, so that damage LevelDB
+ * did not notice at open (tables are opened lazily) is found now rather
+ * than halfway through serving, and counts topics and cursors. */
+static pulse_status_t verify_all(struct pulse_meta *meta, const char *dir, struct pulse_meta_open_report *rep,
+                                 char *errbuf, size_t errlen)
+{
+    leveldb_iterator_t *it = leveldb_create_iterator(meta->db, meta->ropts);
     char *err = NULL;
 
-    if (errbuf != NULL && errlen > 0)
-        errbuf[0] = '\0';
-    meta = pulse_calloc(1, sizeof *meta);
-    if (meta == NULL) {
-        st = PULSE_NOMEM;
-        goto out;
+    if (it == NULL)
+        return PULSE_NOMEM;
+    for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+        size_t klen = 0;
+        size_t vlen = 0;
+        const char *key = leveldb_iter_key(it, &klen);
+        (void)leveldb_iter_value(it, &vlen);
+        if (klen > 6 && memcmp(key, "topic/", 6) == 0)
+            rep->topics++;
+        else if (klen > 7 && memcmp(key, "cursor/", 7) == 0)
+            rep->cursors++;
     }
+    leveldb_iter_get_error(it, &err);
+    leveldb_iter_destroy(it);
+    if (err == NULL)
+        return PULSE_OK;
+    pulse_errbuf_set(errbuf, errlen, "metadata store %s is damaged: %s", dir, err);
+    return level_fail("verify", &err);
+}
+
+pulse_status_t pulse_meta_open(const char *dir, struct pulse_meta **out, char *errbuf, size_t errlen)
+{
+    return pulse_meta_open_ex(dir, NULL, out, NULL, errbuf, errlen);
+}
+
+static pulse_status_t meta_alloc(const char *dir, struct pulse_meta **out)
+{
+    struct pulse_meta *meta = pulse_calloc(1, sizeof *meta);
+
+    if (meta == NULL)
+        return PULSE_NOMEM;
+    pthread_rwlock_init(&meta->lock, NULL);
+    atomic_init(&meta->stale, false);
+    meta->dir = pulse_strdup(dir);
     meta->opts = leveldb_options_create();
     meta->ropts = leveldb_readoptions_create();
     meta->wopts = leveldb_writeoptions_create();
-    if (meta->opts == NULL || meta->ropts == NULL || meta->wopts == NULL) {
-        st = PULSE_NOMEM;
-        goto out;
+    if (meta->dir == NULL || meta->opts == NULL || meta->ropts == NULL || meta->wopts == NULL) {
+        pulse_meta_close(meta);
+        return PULSE_NOMEM;
     }
     leveldb_options_set_create_if_missing(meta->opts, 1);
+    /* Bounded, and counted in the broker's descriptor budget
+     * (PULSE_CONFIG_FD_META, docs/Operations.md); LevelDB's default is
+     * 1000. The store is small: a few table files at most. */
+    leveldb_options_set_max_open_files(meta->opts, PULSE_META_MAX_OPEN_FILES);
     /* Paranoid checks stay off: with them LevelDB refuses to open when the
      * last record of its log was torn by a power cut. Every write we
      * acknowledge was fdatasynced whole, so a torn record can only be one we
      * never acknowledged, and dropping it (LevelDB logs that) is right.
-     * Reads still verify block checksums. */
+     * The price: a damaged record in the middle of the log is dropped the
+     * same way, silently but for a LOG line. The data directory's own
+     * copies (identity and topic files) are what make that survivable; the
+     * LOG line is reported (pulse_meta_open_report.damage). Reads still
+     * verify block checksums, and verify_all reads everything once. */
     leveldb_options_set_paranoid_checks(meta->opts, 0);
     leveldb_readoptions_set_verify_checksums(meta->ropts, 1);
     /* Sync writes: the metadata log is fdatasynced before a write returns,
      * which is what lets the broker acknowledge topic and cursor changes. */
     leveldb_writeoptions_set_sync(meta->wopts, 1);
+    *out = meta;
+    return PULSE_OK;
+}
 
+pulse_status_t pulse_meta_open_ex(const char *dir, const struct pulse_meta_open_opts *opts, struct pulse_meta **out,
+                                  struct pulse_meta_open_report *report, char *errbuf, size_t errlen)
+{
+    static const char *const damage_words[] = {"Corruption"};
+    const struct pulse_meta_identity *want = opts != NULL ? opts->identity : NULL;
+    bool required = opts != NULL && opts->identity_required;
+    pulse_status_t st = PULSE_OK;
+    struct pulse_meta *meta = NULL;
+    struct pulse_meta_open_report rep;
+    char *err = NULL;
+
+    memset(&rep, 0, sizeof rep);
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
+    st = check_dir(dir, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
+    st = meta_alloc(dir, &meta);
+    if (st != PULSE_OK)
+        goto out;
     meta->db = leveldb_open(meta->opts, dir, &err);
     if (err != NULL) {
-        /* LevelDB reports a held LOCK file as "IO error: lock <path>/LOCK:
-         * ..."; that is another process (or another broker in this one). */
-        if (strstr(err, "/LOCK") != NULL || strstr(err, "lock ") != NULL) {
-            pulse_errbuf_set(errbuf, errlen, "metadata store %s is in use by another process (%s)", dir, err);
-            st = PULSE_BUSY;
-        } else if (strstr(err, "Corruption") != NULL) {
-            pulse_errbuf_set(errbuf, errlen, "metadata store %s is corrupt: %s", dir, err);
-            st = PULSE_CORRUPT;
-        } else {
-            pulse_errbuf_set(errbuf, errlen, "cannot open metadata store %s: %s", dir, err);
-            st = PULSE_IO;
-        }
+        st = open_error(dir, err, errbuf, errlen);
         PULSE_ERROR("meta: open %s failed: %s", dir, err);
         leveldb_free(err);
         err = NULL;
         meta->db = NULL;
         goto out;
     }
-    st = check_schema(meta, errbuf, errlen);
+    scan_leveldb_log(dir, damage_words, 1, &rep.damage_lines, &rep.damage, 1);
+    if (rep.damage_lines > 0)
+        PULSE_WARN("meta: LevelDB dropped damaged records while opening %s (%" PRIu32 " report(s), first: %s)", dir,
+                   rep.damage_lines, rep.damage);
+    st = verify_all(meta, dir, &rep, errbuf, errlen);
     if (st != PULSE_OK)
         goto out;
-    st = load_or_create_id(meta, "cluster", meta->cluster_id, errbuf, errlen);
+    st = check_schema(meta, &rep.created, errbuf, errlen);
     if (st != PULSE_OK)
         goto out;
-    st = load_or_create_id(meta, "broker", meta->broker_id, errbuf, errlen);
-    if (st != PULSE_OK)
+    st = load_or_create_id(meta, "cluster", want != NULL ? want->cluster_id : NULL, required, meta->cluster_id,
+                           &rep.cluster_origin, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = load_or_create_id(meta, "broker", want != NULL ? want->broker_id : NULL, required, meta->broker_id,
+                               &rep.broker_origin, errbuf, errlen);
+    if (st != PULSE_OK) {
+        rep.identity_mismatch = st == PULSE_INVALID;
         goto out;
+    }
     *out = meta;
     meta = NULL;
 out:
+    if (report != NULL)
+        *report = rep;
     if (st != PULSE_OK && errbuf != NULL && errlen > 0 && errbuf[0] == '\0')
         pulse_errbuf_set(errbuf, errlen, "cannot open metadata store %s: %s", dir, pulse_status_message(st));
     pulse_meta_close(meta);
+    return st;
+}
+
+/* Number of table files in <dir>/lost, where LevelDB's repair moves the
+ * tables it cannot read (and, every time, the logs and manifests it has
+ * replaced). */
+static uint32_t count_lost_tables(const char *dir)
+{
+    char path[PATH_MAX];
+    DIR *d;
+    struct dirent *de;
+    uint32_t n = 0;
+
+    if (snprintf(path, sizeof path, "%s/lost", dir) >= (int)sizeof path)
+        return 0;
+    d = opendir(path);
+    if (d == NULL)
+        return 0;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len > 4 && (strcmp(de->d_name + len - 4, ".ldb") == 0 || strcmp(de->d_name + len - 4, ".sst") == 0))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Takes LevelDB's own lock on <dir>/LOCK (the fcntl write lock leveldb_open
+ * takes), because leveldb_repair_db takes none: a broker must not have the
+ * store open while its files are rewritten. *fd_out is closed to release. */
+static pulse_status_t repair_lock(const char *dir, int *fd_out, char *errbuf, size_t errlen)
+{
+    char path[PATH_MAX];
+    struct flock fl;
+    int fd;
+
+    if (snprintf(path, sizeof path, "%s/LOCK", dir) >= (int)sizeof path)
+        return PULSE_INVALID;
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        if (e == EACCES || e == EPERM || e == EROFS)
+            pulse_errbuf_set(errbuf, errlen, "permission denied: %s (running as uid %u)", path, (unsigned)geteuid());
+        else
+            pulse_errbuf_set(errbuf, errlen, "cannot open %s: %s", path, strerror(e));
+        return pulse_status_from_errno(e);
+    }
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    if (fcntl(fd, F_SETLK, &fl) != 0) {
+        int e = errno;
+        pulse_errbuf_set(errbuf, errlen, "metadata store %s is in use by another process (%s)", dir, strerror(e));
+        close(fd);
+        return PULSE_BUSY;
+    }
+    *fd_out = fd;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_meta_repair(const char *dir, struct pulse_meta_repair_report *report, char *errbuf,
+                                 size_t errlen)
+{
+    static const char *const damage_words[] = {"Corruption", "ignoring"};
+    pulse_status_t st = PULSE_OK;
+    struct pulse_meta_repair_report rep;
+    leveldb_options_t *opts = NULL;
+    struct stat sb;
+    char *err = NULL;
+    int lockfd = -1;
+    uint32_t lost_before;
+
+    memset(&rep, 0, sizeof rep);
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
+    if (stat(dir, &sb) != 0) {
+        int e = errno;
+        if (e == ENOENT)
+            goto done; /* nothing to repair: the rebuild starts from an empty store */
+    }
+    rep.found = true;
+    st = check_dir(dir, errbuf, errlen);
+    if (st == PULSE_CORRUPT)
+        st = PULSE_OK; /* a missing CURRENT is what repair is for */
+    if (st != PULSE_OK)
+        goto out;
+    st = repair_lock(dir, &lockfd, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
+    lost_before = count_lost_tables(dir);
+    opts = leveldb_options_create();
+    if (opts == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    leveldb_repair_db(opts, dir, &err);
+    if (err != NULL) {
+        pulse_errbuf_set(errbuf, errlen, "LevelDB could not repair %s: %s", dir, err);
+        st = level_fail("repair", &err);
+        goto out;
+    }
+    rep.tables_set_aside = count_lost_tables(dir) - lost_before;
+    scan_leveldb_log(dir, damage_words, 2, &rep.damage_lines, rep.damage, PULSE_META_REPAIR_NOTES);
+done:
+    if (report != NULL)
+        *report = rep;
+out:
+    if (opts != NULL)
+        leveldb_options_destroy(opts);
+    if (lockfd >= 0)
+        close(lockfd); /* releases the lock */
     return st;
 }
 
@@ -475,6 +917,8 @@ void pulse_meta_close(struct pulse_meta *meta)
         leveldb_readoptions_destroy(meta->ropts);
     if (meta->opts != NULL)
         leveldb_options_destroy(meta->opts);
+    pthread_rwlock_destroy(&meta->lock);
+    pulse_free(meta->dir);
     pulse_free(meta);
 }
 
@@ -505,7 +949,7 @@ pulse_status_t pulse_meta_topic_create(struct pulse_meta *meta, const struct pul
         st = PULSE_INVALID;
         goto out;
     }
-    st = put_json(wb, key, klen, topic_to_json(topic));
+    st = put_json(wb, key, klen, pulse_meta_topic_to_doc(topic));
     if (st != PULSE_OK)
         goto out;
     for (uint32_t p = 0; p < topic->partitions; p++) {
@@ -539,7 +983,7 @@ pulse_status_t pulse_meta_topic_put(struct pulse_meta *meta, const struct pulse_
     if (!name_ok(topic->name) || !key_fmt(key, &klen, "topic/%s", topic->name))
         return PULSE_INVALID;
     wb = leveldb_writebatch_create();
-    st = put_json(wb, key, klen, topic_to_json(topic));
+    st = put_json(wb, key, klen, pulse_meta_topic_to_doc(topic));
     if (st == PULSE_OK)
         st = write_batch(meta, wb, "topic update");
     leveldb_writebatch_destroy(wb);
@@ -726,6 +1170,26 @@ pulse_status_t pulse_meta_partition_count(struct pulse_meta *meta, const char *n
 }
 
 /* ---- cursors --------------------------------------------------------- */
+
+static pulse_status_t count64_cb(void *ctx, const char *key, size_t klen, const char *val, size_t vlen)
+{
+    (void)key;
+    (void)klen;
+    (void)val;
+    (void)vlen;
+    (*(uint64_t *)ctx)++;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_meta_cursor_count(struct pulse_meta *meta, uint64_t *n_out)
+{
+    uint64_t n = 0;
+    pulse_status_t st = scan_prefix(meta, "cursor/", count64_cb, &n);
+
+    if (st == PULSE_OK)
+        *n_out = n;
+    return st;
+}
 
 pulse_status_t pulse_meta_cursor_put(struct pulse_meta *meta, const char *consumer,
                                      const struct pulse_meta_cursor *cursors, size_t n)

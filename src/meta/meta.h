@@ -48,6 +48,9 @@ struct pulse_meta;
 /* Longest topic or consumer name (kept equal to PULSE_NAME_MAX). */
 #define PULSE_META_NAME_MAX 249
 /* Identity ids: 16 lower-case hex characters. */
+/* Table files LevelDB may keep open (plus its log, manifest, lock and info
+ * log). */
+#define PULSE_META_MAX_OPEN_FILES 64
 #define PULSE_META_ID_LEN 16
 
 /* A topic definition as stored. cleanup: 0 = delete, 1 = compact. */
@@ -71,14 +74,98 @@ struct pulse_meta_cursor {
 /*
  * Opens (creating if missing) the store in dir, checks the schema version
  * (writing it on a fresh store) and creates the cluster and broker identity
- * on first start. dir's parent must exist.
+ * on first start. dir's parent must exist. Same as pulse_meta_open_ex with
+ * neither an identity to keep nor a report.
  * errbuf (nullable, errlen bytes) gets a one-line reason on failure.
  * PULSE_BUSY: another process holds the store's lock (the data directory is
  * in use); PULSE_INVALID: the schema version is newer than this code;
- * PULSE_CORRUPT: a stored identity or version is malformed; PULSE_IO.
+ * PULSE_CORRUPT: a stored identity or version is malformed, or LevelDB
+ * found damage (see pulse_meta_repair); PULSE_IO (a directory that may not
+ * be written says "permission denied: DIR (running as uid N)").
  * *out is set on success only; close it with pulse_meta_close.
  */
 pulse_status_t pulse_meta_open(const char *dir, struct pulse_meta **out, char *errbuf, size_t errlen);
+
+/* A broker's identity: the ids of pulse_meta_cluster_id / _broker_id. */
+struct pulse_meta_identity {
+    char cluster_id[PULSE_META_ID_LEN + 1];
+    char broker_id[PULSE_META_ID_LEN + 1];
+};
+
+/* Where an identity id came from at open. */
+enum pulse_meta_id_origin {
+    PULSE_META_ID_LOADED = 0, /* the store had it */
+    PULSE_META_ID_ADOPTED,    /* the store had none; the caller's copy was written */
+    PULSE_META_ID_CREATED     /* the store had none and the caller no copy: drawn at random */
+};
+
+/* Longest LevelDB log line kept in a report. */
+#define PULSE_META_NOTE_MAX 256
+
+/* What pulse_meta_open_ex found. */
+struct pulse_meta_open_report {
+    bool created;                  /* no schema version: a new store (first start, or meta/ was lost) */
+    enum pulse_meta_id_origin cluster_origin;
+    enum pulse_meta_id_origin broker_origin;
+    bool identity_mismatch;        /* PULSE_INVALID because the store's ids differ from want's */
+    uint64_t topics;               /* topic records */
+    uint64_t cursors;              /* cursor records */
+    /* LevelDB opens with paranoid checks off, so a damaged record in its
+     * log is dropped, leaving only a line in <dir>/LOG: how many such lines
+     * this open wrote, and the first. */
+    uint32_t damage_lines;
+    char damage[PULSE_META_NOTE_MAX];
+};
+
+/* Options of pulse_meta_open_ex; all-zero is pulse_meta_open. */
+struct pulse_meta_open_opts {
+    /* Nullable: the identity the caller keeps outside the store (the data
+     * directory's identity file). */
+    const struct pulse_meta_identity *identity;
+    /* The store must already hold an identity: PULSE_NOT_FOUND rather than
+     * drawing new ids (the caller's copy is damaged and a new id would be
+     * made up). */
+    bool identity_required;
+};
+
+/*
+ * pulse_meta_open, plus:
+ *  - opts->identity: an id the store lacks is written from it instead of
+ *    being drawn at random, so a lost store keeps its cluster; a stored id
+ *    that differs from it is PULSE_INVALID with report->identity_mismatch
+ *    set and both ids in errbuf.
+ *  - every record is read once with checksums verified before anything is
+ *    written, so damage is PULSE_CORRUPT here and not later; a directory
+ *    with tables or logs but no CURRENT file is PULSE_CORRUPT too (LevelDB
+ *    would otherwise start an empty store over it).
+ *  - report (nullable) is filled as far as the open got, on failure too.
+ */
+pulse_status_t pulse_meta_open_ex(const char *dir, const struct pulse_meta_open_opts *opts, struct pulse_meta **out,
+                                  struct pulse_meta_open_report *report, char *errbuf, size_t errlen);
+
+/* Most LevelDB log lines kept by a repair report. */
+#define PULSE_META_REPAIR_NOTES 8
+
+/* What pulse_meta_repair did. */
+struct pulse_meta_repair_report {
+    bool found;                 /* dir existed; false: nothing to repair */
+    uint32_t tables_set_aside;  /* unreadable tables LevelDB moved to <dir>/lost (their records are lost) */
+    uint32_t damage_lines;      /* lines of LevelDB's report that mention damage */
+    char damage[PULSE_META_REPAIR_NOTES][PULSE_META_NOTE_MAX]; /* the first of them */
+};
+
+/*
+ * Runs LevelDB's repair (leveldb_repair_db) on the store in dir, which must
+ * not be open anywhere: it rebuilds the manifest and CURRENT from whatever
+ * tables and logs are readable, turns logs into tables, and moves what it
+ * cannot read to <dir>/lost. Records in damaged files are lost; the caller
+ * rebuilds what it can from its own copies. Holds LevelDB's lock meanwhile.
+ * A missing dir is PULSE_OK with report->found false.
+ * PULSE_BUSY (the store is open in another process), PULSE_IO, PULSE_NOMEM.
+ * Thread: only with no open handle on dir in this process.
+ */
+pulse_status_t pulse_meta_repair(const char *dir, struct pulse_meta_repair_report *report, char *errbuf,
+                                 size_t errlen);
 
 /* Closes the store. NULL is a no-op. No other call may run or follow. */
 void pulse_meta_close(struct pulse_meta *meta);
@@ -109,6 +196,9 @@ pulse_status_t pulse_meta_topic_delete(struct pulse_meta *meta, const char *name
 
 /* Number of partition/<name>/ records (for checks and tests). */
 pulse_status_t pulse_meta_partition_count(struct pulse_meta *meta, const char *name, uint32_t *n_out);
+
+/* Number of cursor records of every consumer. */
+pulse_status_t pulse_meta_cursor_count(struct pulse_meta *meta, uint64_t *n_out);
 
 /* Writes n cursors of consumer in one sync batch (all or none). The caller
  * validated names and ranges. */

@@ -5,14 +5,17 @@
  *
  * One call is one bounded, incremental pass over one log: it maps each key
  * to its newest occurrence over the whole log (every sealed segment plus the
- * durable prefix of the active one), then rewrites at most
- * max_segments_per_pass sealed segments, oldest first from where the
- * previous pass stopped, keeping only keyless records and the newest record
- * of each key. Survivors keep their offsets; they are re-encoded into
- * sparse-offset batches (PULSE_BATCH_FLAG_SPARSE). A rewrite is committed by
- * copy and swap: temp files, fdatasync, rename over the originals under the
- * log's writer lock, directory fsync. The active segment, the log end, the
- * high watermark and the snapshot are never touched.
+ * durable prefix of the active one), then walks the sealed segments oldest
+ * first from where the previous pass stopped, until the pass has evaluated
+ * max_bytes_per_pass bytes of them or run for max_pass_ms. Keyless records
+ * and the newest record of each key survive, at their offsets, re-encoded
+ * into sparse-offset batches (PULSE_BATCH_FLAG_SPARSE). Adjacent segments
+ * whose survivors fit one segment (the log's segment_max_bytes) are merged
+ * into one file named by the first one's base. A rewrite is committed by
+ * copy and swap (temp files, fdatasync, renames under the log's writer lock,
+ * directory fsync); a merge through a "<first>-<end>.merge" file that
+ * recovery completes (pulse_compact_finish_merges). The active segment, the
+ * log end, the high watermark and the snapshot are never touched.
  *
  * State between passes lives in a struct pulse_compact (one per log): where
  * the next pass starts, which slice of the key space it maps when the log
@@ -23,18 +26,22 @@
 #ifndef PULSE_STORAGE_COMPACT_H
 #define PULSE_STORAGE_COMPACT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/status.h"
 
+struct pulse_io;
 struct pulse_plog;
+struct pulse_plog_recovery;
 struct pulse_compact;
 
 #define PULSE_COMPACT_DEFAULT_TOMBSTONE_RETENTION_MS (24ll * 3600 * 1000)
 #define PULSE_COMPACT_DEFAULT_MIN_GAIN_RATIO 0.1
 #define PULSE_COMPACT_DEFAULT_MAX_KEYS ((size_t)1 << 18)
-#define PULSE_COMPACT_DEFAULT_MAX_SEGMENTS 4u
+#define PULSE_COMPACT_DEFAULT_MAX_BYTES_PER_PASS (1024ull * 1024 * 1024)
+#define PULSE_COMPACT_DEFAULT_MAX_PASS_MS 5000
 #define PULSE_COMPACT_DEFAULT_BATCH_RECORDS 1000u
 #define PULSE_COMPACT_DEFAULT_BATCH_BYTES (1024u * 1024u)
 
@@ -42,7 +49,8 @@ struct pulse_compact_config {
     int64_t tombstone_retention_ms; /* a newest tombstone older than this may go */
     double min_gain_ratio;          /* rewrite only if it shrinks a segment by this share */
     size_t max_keys;                /* cap on the dedupe map's entries (>= 1) */
-    size_t max_segments_per_pass;   /* sealed segments evaluated per pass (>= 1) */
+    uint64_t max_bytes_per_pass;    /* sealed bytes evaluated per pass (>= 1); at least one segment */
+    int64_t max_pass_ms;            /* no segment is started after this long; 0 = no time bound */
     uint32_t batch_max_records;     /* records per rewritten batch (>= 1) */
     uint32_t batch_max_bytes;       /* bytes per rewritten batch, header included */
 };
@@ -50,16 +58,19 @@ struct pulse_compact_config {
 /* What one pass did. reclaimed bytes = bytes_before - bytes_after. */
 struct pulse_compact_result {
     uint32_t segments_scanned;     /* sealed segments evaluated for a rewrite */
-    uint32_t segments_rewritten;   /* rewrites committed */
+    uint32_t segments_rewritten;   /* rewrites committed (a merge counts once) */
+    uint32_t segments_merged;      /* segments merged into an earlier one (files removed) */
     uint32_t segments_deleted;     /* segments whose every record was dropped */
     uint32_t skipped_by_gain_gate; /* rewrites discarded by the gain gate */
+    bool budget_reached;           /* stopped at max_bytes_per_pass or max_pass_ms;
+                                      the next pass continues from there */
     uint64_t bytes_before;         /* size of the evaluated segments before */
     uint64_t bytes_after;          /* and after the pass */
     int64_t duration_us;
 };
 
 /* Fills cfg with the defaults above (24 h tombstone retention, gain 0.1,
- * 1<<18 keys, 4 segments, 1000 records / 1 MiB per batch). */
+ * 1<<18 keys, 1 GiB / 5 s per pass, 1000 records / 1 MiB per batch). */
 void pulse_compact_config_init(struct pulse_compact_config *cfg);
 
 /*
@@ -80,9 +91,11 @@ void pulse_compact_destroy(struct pulse_compact *comp);
  *
  * Statuses: PULSE_OK (also when there was nothing to do); PULSE_INVALID for
  * a bad config; PULSE_FENCED when the log is fenced; PULSE_IO/PULSE_NOSPACE
- * for a failed temp write, sync, rename or directory fsync (temps are
- * removed; what was committed before stays committed, and a failure between
- * the renames leaves files that recovery accepts); PULSE_NOMEM;
+ * for a failed temp write, sync, rename, unlink or directory fsync (temps
+ * are removed; what was committed before stays committed, and a failure
+ * between the renames leaves files that recovery accepts; a failure part way
+ * through a merge also fences the log, whose reopening lets recovery finish
+ * the merge: see pulse_compact_finish_merges); PULSE_NOMEM;
  * PULSE_TOO_LARGE when even the finest key slice does not fit max_keys.
  * Corrupt batches are not an error: a segment holding one is left untouched.
  *
@@ -91,7 +104,9 @@ void pulse_compact_destroy(struct pulse_compact *comp);
  * compaction share one maintenance loop). Appends, syncs and reads may run
  * meanwhile. Locks: takes the segment-list lock briefly to capture the
  * segment list, and the writer lock (then the list lock inside it) only for
- * each commit; no lock is held while reading or writing temp files.
+ * each commit or deletion (a merge holds it for its renames, unlinks and
+ * three directory fsyncs); no lock is held while reading or writing temp
+ * files. May block on disk I/O for up to about max_pass_ms plus one commit.
  */
 pulse_status_t pulse_compact_run(struct pulse_compact *comp, struct pulse_plog *plog,
                                  const struct pulse_compact_config *cfg, int64_t now_ms,
@@ -107,5 +122,27 @@ pulse_status_t pulse_compact_run(struct pulse_compact *comp, struct pulse_plog *
  */
 pulse_status_t pulse_compact_pass(struct pulse_plog *plog, const struct pulse_compact_config *cfg, int64_t now_ms,
                                   struct pulse_compact_result *out);
+
+/*
+ * Finishes every merge that a pass left half done in the partition
+ * directory dir: a file "<first>-<end>.merge" (20-digit offsets; see
+ * docs/Storage.md, "Merging adjacent segments"). Its existence proves that
+ * the merged data was complete and synced before any segment it replaces
+ * was touched, so the merge is rolled forward: once the file verifies
+ * (whole CRC-valid batches, offsets increasing within [first, end)) and
+ * <first>.log still exists, the segment files with a base in (first, end)
+ * are removed, the directory is fsynced, <first>.index is removed (the scan
+ * rebuilds it) and the merge file is renamed over <first>.log, then the
+ * directory is fsynced again. Every step is idempotent, so a crash in here
+ * is finished by the next open. A merge file that does not verify, or whose
+ * first segment is missing, is left in place, logged as an error naming it,
+ * and counted in rec->corrupt_segments; nothing is removed for it.
+ * PULSE_OK, PULSE_IO/PULSE_NOSPACE for a failed unlink, rename or directory
+ * fsync (nothing is lost: the next open retries), PULSE_NOMEM.
+ * Thread: the opener only (pulse_recover_run, before it lists the
+ * segments); nothing else may use dir meanwhile.
+ */
+pulse_status_t pulse_compact_finish_merges(const struct pulse_io *io, const char *dir,
+                                           struct pulse_plog_recovery *rec);
 
 #endif

@@ -4,6 +4,7 @@ noinst_LIBRARIES += libpulsestore.a
 libpulsestore_a_SOURCES = \
 	src/storage/io.h src/storage/io.c \
 	src/storage/index.h src/storage/index.c \
+	src/storage/fdcache.h src/storage/fdcache.c \
 	src/storage/segscan.h src/storage/segscan.c \
 	src/storage/damage.h src/storage/damage.c \
 	src/storage/segment.h src/storage/segment.c \
@@ -18,9 +19,9 @@ include src/storage/codec.mk
 STORE_TEST_LDADD = libpulsetest.a libpulsestore.a libpulsecommon.a $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_index tests/unit/check_snapshot tests/unit/check_plog \
-	tests/unit/check_recovery tests/unit/check_fault tests/unit/check_model
+	tests/unit/check_recovery tests/unit/check_fault tests/unit/check_model tests/unit/check_fdcache
 TESTS += tests/unit/check_index tests/unit/check_snapshot tests/unit/check_plog \
-	tests/unit/check_recovery tests/unit/check_fault tests/unit/check_model
+	tests/unit/check_recovery tests/unit/check_fault tests/unit/check_model tests/unit/check_fdcache
 tests_unit_check_index_SOURCES = tests/unit/storage/check_index.c
 tests_unit_check_index_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_index_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
@@ -45,6 +46,9 @@ tests_unit_check_model_SOURCES = tests/unit/storage/check_model.c tests/unit/sto
 tests_unit_check_model_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_model_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_model_LDADD = $(STORE_TEST_LDADD)
+tests_unit_check_fdcache_SOURCES = tests/unit/storage/check_fdcache.c
+tests_unit_check_fdcache_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_fdcache_LDADD = $(STORE_TEST_LDADD)
 include src/storage/maint.mk
 
 # Retention (maintenance).

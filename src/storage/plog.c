@@ -53,6 +53,7 @@
 #include "common/failpoint.h"
 #include "common/log.h"
 #include "storage/batch.h"
+#include "storage/fdcache.h"
 #include "storage/io.h"
 #include "storage/plog_int.h"
 #include "storage/recover.h"
@@ -68,6 +69,7 @@ void pulse_plog_config_init(struct pulse_plog_config *cfg)
     cfg->sync_mode = PULSE_SYNC_EVERY_WRITE;
     cfg->sync_interval_ms = 1000;
     cfg->io = NULL;
+    cfg->fdcache = NULL;
     cfg->sync_observer = NULL;
     cfg->sync_observer_arg = NULL;
 }
@@ -122,14 +124,45 @@ static void fence_locked(struct pulse_plog *plog, struct pulse_segment *seg, con
     }
     if (truncate && seg != NULL) {
         uint64_t durable = atomic_load_explicit(&seg->durable_size, memory_order_relaxed);
-        if (plog->io->ftruncate(plog->io, seg->fd, (off_t)durable) < 0) {
-            int err = errno;
-            PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable, strerror(err));
+        int fd;
+        /* Should the cut fail, pulse_plog_reopen cuts again before anything
+         * else touches the file. */
+        if (pulse_segment_pin(seg, &fd) == PULSE_OK) {
+            if (plog->io->ftruncate(plog->io, fd, (off_t)durable) < 0) {
+                int err = errno;
+                PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable,
+                            strerror(err));
+            }
+            pulse_segment_unpin(seg);
         }
         atomic_store_explicit(&seg->size, durable, memory_order_release);
     }
     pthread_cond_broadcast(&plog->sync_cond);
     pthread_mutex_unlock(&plog->sync_lock);
+}
+
+/*
+ * Takes back an append whose write failed for lack of space (contract
+ * section 5, "Full disk"). Caller holds wlock. Every byte from pos on was
+ * written by this append alone: seg->size (the writer's end, and the target
+ * any sync leader captures) is still pos, so no fdatasync ever covered them,
+ * and nothing published (size, next offset, LEO, an index entry) points at
+ * them yet. Cutting the file back to pos restores it exactly, appends queued
+ * before this one stay where they are (their sync is still to come), and the
+ * log keeps accepting appends: a later one succeeds once space returns.
+ * Only if the cut itself fails is the tail unknown; the log then fences as
+ * for any other failed write. Returns why (the caller's status).
+ */
+static pulse_status_t undo_write_locked(struct pulse_plog *plog, struct pulse_segment *seg, int fd, uint64_t pos,
+                                        pulse_status_t why)
+{
+    if (plog->io->ftruncate(plog->io, fd, (off_t)pos) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " after a failed write failed: %s", seg->log_path, pos,
+                    strerror(err));
+        fence_locked(plog, seg, "write", true);
+    }
+    return why;
 }
 
 /* Writes the snapshot describing the durable state. Caller holds wlock.
@@ -173,6 +206,28 @@ static pulse_status_t list_push(struct pulse_plog *plog, struct pulse_segment *s
 }
 
 /*
+ * Pins one file of a segment and fdatasyncs it. A failed pin (out of
+ * descriptors) syncs nothing and leaves *sync_failed false: the caller must
+ * not fence for it. A failed fdatasync sets *sync_failed (and is logged).
+ */
+static pulse_status_t pin_and_sync(struct pulse_plog *plog, struct pulse_fdc_file *f, bool *sync_failed)
+{
+    int fd;
+    pulse_status_t st = pulse_fdc_pin(f, &fd);
+
+    if (st != PULSE_OK)
+        return st;
+    if (plog->io->fdatasync(plog->io, fd) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: fdatasync %s failed: %s", f->path, strerror(err));
+        *sync_failed = true;
+        st = pulse_status_from_errno(err);
+    }
+    pulse_fdc_unpin(f);
+    return st;
+}
+
+/*
  * Undoes the files a failed rotation created, so that a later restart does
  * not take an empty newer segment for the active one while the old segment
  * keeps receiving appends (their offsets would then lie past the new
@@ -210,11 +265,11 @@ static bool unmake_segment(struct pulse_plog *plog, int64_t base)
  * Caller holds wlock.
  *
  * The new segment is opened before anything of the old one is given up (its
- * index descriptor stays open), so a failed open (EMFILE, ENOSPC) leaves the
- * old segment active and the log usable: the append that needed the
- * rotation is refused with that status (PULSE_NOFILES, PULSE_NOSPACE) and
- * the next one tries again. Only a failed fdatasync, or failing to undo a
- * half-made segment, fences.
+ * index file stays open), so a failed open (EMFILE, ENOSPC) leaves the old
+ * segment active and the log usable: the append that needed the rotation is
+ * refused with that status (PULSE_NOFILE, PULSE_NOSPACE) and the next one
+ * tries again. Only a failed fdatasync, or failing to undo a half-made
+ * segment, fences.
  */
 static pulse_status_t rotate_locked(struct pulse_plog *plog)
 {
@@ -223,30 +278,27 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     int64_t leo = atomic_load_explicit(&plog->leo, memory_order_relaxed);
     size_t idx_n = old->index_written;
     int64_t t0 = pulse_clock_mono_us();
+    bool failed = false;
     pulse_status_t st = PULSE_OK;
 
     /* The old segment must be on disk before HW may pass its end, and before
      * a newer segment exists: recovery treats every segment but the last as
      * complete. */
-    if (plog->io->fdatasync(plog->io, old->fd) < 0) {
-        int err = errno;
-        PULSE_ERROR("plog: fdatasync %s failed: %s", old->log_path, strerror(err));
-        observe(plog, t0, false);
-        fence_locked(plog, old, "fdatasync", false);
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
-    if (idx_n > atomic_load(&old->index_synced) && plog->io->fdatasync(plog->io, old->index_fd) < 0) {
-        int err = errno;
-        PULSE_ERROR("plog: fdatasync %s failed: %s", old->index_path, strerror(err));
-        observe(plog, t0, false);
-        fence_locked(plog, old, "fdatasync", false);
-        st = pulse_status_from_errno(err);
+    st = pin_and_sync(plog, &old->data, &failed);
+    if (st == PULSE_OK && idx_n > atomic_load(&old->index_synced))
+        st = pin_and_sync(plog, &old->idx, &failed);
+    if (st != PULSE_OK) {
+        if (failed) {
+            observe(plog, t0, false);
+            fence_locked(plog, old, "fdatasync", false);
+        }
         goto out;
     }
     observe(plog, t0, true);
     atomic_fetch_add(&plog->syncs, 1);
     store_max_size(&old->index_synced, idx_n);
+    /* Synced: its data descriptor may go back to the cache. */
+    pulse_fdc_clean(&old->data, old->dirty_ticket);
     pthread_mutex_lock(&plog->sync_lock);
     if (!atomic_load(&plog->fenced)) {
         store_max_u64(&old->durable_size, atomic_load_explicit(&old->size, memory_order_relaxed));
@@ -256,11 +308,11 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     }
     pthread_mutex_unlock(&plog->sync_lock);
 
-    st = pulse_segment_open(plog->io, plog->dir, leo, &seg);
+    st = pulse_segment_open(plog->io, plog->fdcache, plog->dir, leo, true, &seg);
     if (st != PULSE_OK) {
-        PULSE_ERROR("plog %s: cannot start segment %020" PRId64 " (%s); segment %020" PRId64
-                    " stays active and the append is refused",
-                    plog->dir, leo, pulse_status_message(st), old->base);
+        PULSE_ERROR_RL("plog %s: cannot start segment %020" PRId64 " (%s); segment %020" PRId64
+                       " stays active and the append is refused",
+                       plog->dir, leo, pulse_status_message(st), old->base);
         if (!unmake_segment(plog, leo))
             fence_locked(plog, NULL, "cleanup of a failed rotation", false);
         goto out;
@@ -282,7 +334,8 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
         goto out;
     }
     seg = NULL;
-    pulse_segment_close_index(old); /* sealed now: no more entries */
+    /* Sealed now: the index file is not written again. */
+    pulse_segment_close_index(old);
     PULSE_INFO("plog %s: rolled to segment %020" PRId64 " (previous %" PRIu64 " bytes)", plog->dir, leo,
                atomic_load(&old->size));
     /* Best effort (see write_snapshot_locked). */
@@ -346,6 +399,8 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
     int64_t base = 0;
     uint64_t pos;
     bool locked = false;
+    struct pulse_segment *pinned = NULL;
+    int fd = -1;
     pulse_status_t st;
 
     if (atomic_load(&plog->fenced))
@@ -377,15 +432,28 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
         seg = active_seg(plog);
         pos = 0;
     }
+    /* Out of descriptors: refused before anything is written. */
+    st = pulse_segment_pin(seg, &fd);
+    if (st != PULSE_OK)
+        goto out;
+    pinned = seg;
     number_unit(batch, len, base);
     {
         size_t done = 0;
-        if (pulse_io_pwrite_all(plog->io, seg->fd, batch, len, (off_t)pos, &done) < 0) {
+        if (pulse_io_pwrite_all(plog->io, fd, batch, len, (off_t)pos, &done) < 0) {
             int err = errno;
+            st = pulse_status_from_errno(err);
+            if (st == PULSE_NOSPACE) {
+                /* A full disk is expected to pass: refuse this append only. */
+                PULSE_WARN_RL("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s; append refused, "
+                              "the log keeps accepting appends",
+                              seg->log_path, pos, done, len, strerror(err));
+                st = undo_write_locked(plog, seg, fd, pos, st);
+                goto out;
+            }
             PULSE_ERROR("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s", seg->log_path, pos,
                         done, len, strerror(err));
             fence_locked(plog, seg, "write", true);
-            st = pulse_status_from_errno(err);
             goto out;
         }
     }
@@ -393,6 +461,11 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
      * point at batch boundaries, and the unit's start is one. */
     if (seg->index.n == 0 || seg->since_entry >= plog->cfg.index_interval_bytes) {
         st = pulse_segment_index_add(seg, (uint32_t)(base - seg->base), (uint32_t)pos);
+        if (st == PULSE_NOSPACE || st == PULSE_NOMEM || st == PULSE_NOFILE) {
+            /* index_add left the table as it was; take the data back too. */
+            st = undo_write_locked(plog, seg, fd, pos, st);
+            goto out;
+        }
         if (st != PULSE_OK) {
             fence_locked(plog, seg, "index write", true);
             goto out;
@@ -402,6 +475,9 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
     seg->since_entry += len;
     if (max_ts > atomic_load_explicit(&seg->max_ts, memory_order_relaxed))
         atomic_store_explicit(&seg->max_ts, max_ts, memory_order_relaxed);
+    /* Unsynced bytes: the descriptor stays open until a sync covers them
+     * (see fdcache.h); the ticket tells that sync what it covered. */
+    seg->dirty_ticket = pulse_fdc_dirty(&seg->data);
     /* Publish last: the new end is visible only once its bytes exist. */
     atomic_store_explicit(&seg->size, pos + len, memory_order_release);
     atomic_store_explicit(&seg->next_offset, base + (int64_t)records, memory_order_release);
@@ -411,6 +487,8 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
         *end_out = base + (int64_t)records;
     st = PULSE_OK;
 out:
+    if (pinned != NULL)
+        pulse_segment_unpin(pinned);
     if (locked)
         pthread_mutex_unlock(&plog->wlock);
     return st;
@@ -424,9 +502,11 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
 {
     struct pulse_segment *seg;
     uint64_t target_size;
+    uint64_t ticket;
     int64_t target_leo;
     int64_t t0;
     int rc;
+    int fd = -1;
     int err = 0;
     const char *failed_path = NULL;
     pulse_status_t st = PULSE_OK;
@@ -444,7 +524,19 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
     pulse_segment_acquire(seg);
     target_size = atomic_load_explicit(&seg->size, memory_order_relaxed);
     target_leo = atomic_load_explicit(&plog->leo, memory_order_relaxed);
+    ticket = seg->dirty_ticket;
     pthread_mutex_unlock(&plog->wlock);
+
+    /* A dirty file is held open, so this is a cache hit; if it fails
+     * (out of descriptors) nothing was synced and nothing is fenced. */
+    st = pulse_segment_pin(seg, &fd);
+    if (st != PULSE_OK) {
+        pthread_mutex_lock(&plog->sync_lock);
+        plog->syncing = false;
+        pthread_cond_broadcast(&plog->sync_cond);
+        pulse_segment_release(seg);
+        return st;
+    }
 
     /* Outside the writer lock: appends keep landing while we wait, and the
      * next leader covers them in one go.
@@ -455,12 +547,13 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
      * (an entry lands every index-interval bytes) for nothing recovery needs.
      * It is synced when the segment is sealed and when the log closes. */
     t0 = pulse_clock_mono_us();
-    rc = plog->io->fdatasync(plog->io, seg->fd);
+    rc = plog->io->fdatasync(plog->io, fd);
     if (rc < 0) {
         err = errno;
         failed_path = seg->log_path;
     }
     observe(plog, t0, rc == 0);
+    pulse_segment_unpin(seg);
 
     pthread_mutex_lock(&plog->sync_lock);
     plog->syncing = false;
@@ -479,6 +572,8 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
         store_max_u64(&seg->durable_size, target_size);
         store_max_i64(&plog->hw, target_leo);
         atomic_store(&plog->last_sync_us, pulse_clock_mono_us());
+        /* Unless written again meanwhile, its descriptor may be closed. */
+        pulse_fdc_clean(&seg->data, ticket);
     }
     pthread_cond_broadcast(&plog->sync_cond);
     pulse_segment_release(seg);
@@ -521,6 +616,7 @@ pulse_status_t pulse_plog_sync(struct pulse_plog *plog)
 pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out)
 {
     int64_t base = 0, end = 0;
+    uint64_t epoch = pulse_plog_epoch(plog);
     pulse_status_t st;
 
     st = pulse_plog_append_async(plog, batch, len, &base, &end);
@@ -535,6 +631,10 @@ pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t
         if (since >= (int64_t)plog->cfg.sync_interval_ms * 1000)
             st = pulse_plog_wait_durable(plog, end);
     }
+    /* A reopen in between discarded the batch; HW may have passed its end
+     * with other data (see "Epochs" in plog.h). */
+    if (st == PULSE_OK && pulse_plog_epoch(plog) != epoch)
+        st = PULSE_FENCED;
     if (st == PULSE_OK)
         *base_out = base;
     return st;
@@ -566,6 +666,11 @@ bool pulse_plog_fenced(const struct pulse_plog *plog)
     return atomic_load(&plog->fenced);
 }
 
+uint64_t pulse_plog_epoch(const struct pulse_plog *plog)
+{
+    return atomic_load(&plog->epoch);
+}
+
 /* ---- damaged ranges --------------------------------------------------- */
 
 /* A set of n ranges, one reference, entries uninitialised. NULL on OOM. */
@@ -594,6 +699,19 @@ static struct pulse_damage_set *dset_get(struct pulse_plog *plog)
     s = plog->damage;
     atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
     pthread_mutex_unlock(&plog->list_lock);
+    return s;
+}
+
+/* A set holding the ranges recovery found; res->damage is freed. NULL on
+ * out of memory. */
+static struct pulse_damage_set *dset_from(struct pulse_recover_result *res)
+{
+    struct pulse_damage_set *s = dset_new(res->ndamage);
+    if (s != NULL && res->ndamage > 0)
+        memcpy(s->r, res->damage, res->ndamage * sizeof res->damage[0]);
+    pulse_free(res->damage);
+    res->damage = NULL;
+    res->ndamage = 0;
     return s;
 }
 
@@ -636,44 +754,95 @@ static void dset_skipped(const struct pulse_damage_set *s, int64_t lo, int64_t h
 
 /* ---- reads ------------------------------------------------------------ */
 
-/* The segment holding offset (greatest base <= offset, else the first), or
- * with after set, the first segment whose base is greater than after_base.
+/* The index of the first listed segment whose base is greater than
+ * offset (nsegs when none). Caller holds list_lock. */
+static size_t first_base_after(const struct pulse_plog *plog, int64_t offset)
+{
+    size_t lo = 0, hi = plog->nsegs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (plog->segs[mid]->base <= offset)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/*
+ * The segment to read after seg, which held nothing at or after offset: the
+ * next one in the list. If seg is no longer listed, the list changed since
+ * the reader found it: compaction may have merged seg and the segments
+ * after it into an earlier file (compact.c, "Merging"), so the segment
+ * after seg's base could lie past records that now live in that file. Look
+ * offset up again instead; each lookup lands on a listed segment, so this
+ * cannot loop. Returns an acquired reference or NULL.
+ */
+static struct pulse_segment *next_segment(struct pulse_plog *plog, struct pulse_segment *seg, int64_t offset)
+{
+    struct pulse_segment *next = NULL;
+    size_t i;
+
+    pthread_mutex_lock(&plog->list_lock);
+    i = first_base_after(plog, seg->base);
+    if (i > 0 && plog->segs[i - 1] == seg) {
+        next = i < plog->nsegs ? plog->segs[i] : NULL; /* still listed: the one after it */
+    } else if (plog->nsegs > 0) {
+        i = first_base_after(plog, offset);
+        next = plog->segs[i == 0 ? 0 : i - 1]; /* the one holding offset now */
+    }
+    if (next != NULL)
+        pulse_segment_acquire(next);
+    pthread_mutex_unlock(&plog->list_lock);
+    return next;
+}
+
+/* The segment holding offset (greatest base <= offset, else the first).
  * Returns an acquired reference or NULL. */
-static struct pulse_segment *find_segment(struct pulse_plog *plog, int64_t offset, bool after, int64_t after_base)
+static struct pulse_segment *find_segment(struct pulse_plog *plog, int64_t offset)
 {
     struct pulse_segment *seg = NULL;
 
     pthread_mutex_lock(&plog->list_lock);
     if (plog->nsegs > 0) {
-        if (after) {
-            for (size_t i = 0; i < plog->nsegs; i++) {
-                if (plog->segs[i]->base > after_base) {
-                    seg = plog->segs[i];
-                    break;
-                }
-            }
-        } else {
-            size_t lo = 0, hi = plog->nsegs;
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (plog->segs[mid]->base <= offset)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            seg = plog->segs[lo == 0 ? 0 : lo - 1];
-        }
-        if (seg != NULL)
-            pulse_segment_acquire(seg);
+        size_t i = first_base_after(plog, offset);
+        seg = plog->segs[i == 0 ? 0 : i - 1];
+        pulse_segment_acquire(seg);
     }
     pthread_mutex_unlock(&plog->list_lock);
     return seg;
 }
 
+/* Pins the data file of seg (an acquired reference, or NULL) into *fd_out.
+ * Returns seg, or NULL when seg was NULL or the pin failed (*st_out says
+ * why; the reference is released then). */
+static struct pulse_segment *pin_or_drop(struct pulse_segment *seg, int *fd_out, pulse_status_t *st_out)
+{
+    pulse_status_t st;
+
+    if (seg == NULL)
+        return NULL;
+    st = pulse_segment_pin(seg, fd_out);
+    if (st != PULSE_OK) {
+        pulse_segment_release(seg);
+        *st_out = st;
+        return NULL;
+    }
+    return seg;
+}
+
+static void unpin_release(struct pulse_segment *seg)
+{
+    if (seg == NULL)
+        return;
+    pulse_segment_unpin(seg);
+    pulse_segment_release(seg);
+}
+
 /* The offset after the last record of the batch at pos. Sparse batches
  * (compacted) need their records decoded to know it. */
-static pulse_status_t batch_end_offset(struct pulse_segment *seg, const struct pulse_batch_header *hdr, uint64_t pos,
-                                       int64_t *end_out)
+static pulse_status_t batch_end_offset(struct pulse_segment *seg, int fd, const struct pulse_batch_header *hdr,
+                                       uint64_t pos, int64_t *end_out)
 {
     uint8_t *buf = NULL;
     size_t total = pulse_batch_total_size(hdr);
@@ -689,7 +858,7 @@ static pulse_status_t batch_end_offset(struct pulse_segment *seg, const struct p
         st = PULSE_NOMEM;
         goto out;
     }
-    if (pulse_io_pread_all(seg->io, seg->fd, buf, total, (off_t)pos) != (ssize_t)total) {
+    if (pulse_io_pread_all(seg->io, fd, buf, total, (off_t)pos) != (ssize_t)total) {
         int err = errno;
         PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
         st = PULSE_IO;
@@ -712,22 +881,23 @@ struct slicer {
     struct pulse_damage_set *set; /* a reference */
     int64_t hw;
     uint64_t max_bytes;
-    int64_t offset;    /* records wanted from here */
-    int64_t next;      /* the offset after the slice so far */
+    int64_t offset;     /* records wanted from here */
+    int64_t next;       /* the offset after the slice so far */
     int64_t first_base; /* base offset of the first batch taken */
     uint64_t first_pos;
     uint64_t len;
-    uint64_t bad_pos;  /* a batch header that did not parse (CORRUPT) */
-    bool done;         /* nothing more may join the slice */
+    uint64_t bad_pos;   /* a batch header that did not parse (CORRUPT) */
+    bool done;          /* nothing more may join the slice */
 };
 
 /*
- * Adds the batches of seg at and after sl->offset to the slice, walking
- * headers from the index entry before it, stepping over damaged bytes
- * while the slice is empty and stopping at them (and at any skipped range)
- * once it is not. PULSE_CORRUPT when an unknown bad header comes first.
+ * Adds the batches of seg (data file pinned as fd) at and after sl->offset
+ * to the slice, walking headers from the index entry before it, stepping
+ * over damaged bytes while the slice is empty and stopping at them (and at
+ * any skipped range) once it is not. PULSE_CORRUPT when an unknown bad
+ * header comes first.
  */
-static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg)
+static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg, int fd)
 {
     uint64_t bound = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
     uint64_t pos = pulse_segment_lookup(seg, sl->offset);
@@ -748,7 +918,7 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg)
             dr = dset_bytes_from(sl->set, seg->base, pos);
             continue;
         }
-        got = pulse_io_pread_all(seg->io, seg->fd, hraw, sizeof hraw, (off_t)pos);
+        got = pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)pos);
         if (got < 0) {
             int err = errno;
             PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
@@ -766,11 +936,11 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg)
             break;
         }
         if (st == PULSE_OK)
-            st = batch_end_offset(seg, &hdr, pos, &bend);
+            st = batch_end_offset(seg, fd, &hdr, pos, &bend);
         if (st != PULSE_OK) {
             if (st != PULSE_CORRUPT)
                 return st;
-            PULSE_ERROR("plog: %s: invalid batch at byte %" PRIu64 "; not serving past it", seg->log_path, pos);
+            PULSE_ERROR_RL("plog: %s: invalid batch at byte %" PRIu64 "; not serving past it", seg->log_path, pos);
             sl->bad_pos = pos;
             sl->done = true;
             return sl->len > 0 ? PULSE_OK : PULSE_CORRUPT;
@@ -797,16 +967,34 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg)
     return st;
 }
 
+/* Fills out's position fields once the walk is over. */
+static void slice_finish(const struct slicer *sl, pulse_status_t st, struct pulse_slice *out)
+{
+    if (st == PULSE_OK || st == PULSE_RANGE) {
+        out->pos = sl->first_pos;
+        out->len = sl->len;
+        out->next_offset = sl->len > 0 ? sl->next : out->start_offset;
+    }
+    if (st == PULSE_OK && out->start_offset < sl->hw) {
+        int64_t first = sl->len == 0 ? sl->hw : sl->first_base > out->start_offset ? sl->first_base : out->start_offset;
+        dset_skipped(sl->set, out->start_offset, first, out);
+        if (sl->len == 0 && out->skip_to > out->skip_from)
+            out->next_offset = out->skip_to;
+    }
+}
+
 /*
  * The slice for offset, with the reference on its segment handed to the
- * caller in *seg_out: when len > 0, or with PULSE_CORRUPT when an invalid
+ * caller in *seg_out, its data file pinned (*fd_out until the caller's
+ * pulse_segment_unpin): when len > 0, or with PULSE_CORRUPT when an invalid
  * batch header at *bad_pos of that segment came first (else NULL).
  */
 static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_slice *out,
-                               struct pulse_segment **seg_out, uint64_t *bad_pos)
+                               struct pulse_segment **seg_out, int *fd_out, uint64_t *bad_pos)
 {
     struct pulse_segment *seg = NULL;
     struct slicer sl = {.max_bytes = max_bytes, .bad_pos = UINT64_MAX};
+    int fd = -1;
     int64_t ls;
     pulse_status_t st = PULSE_OK;
 
@@ -827,7 +1015,7 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
     out->start_offset = offset;
     if (offset >= sl.hw)
         goto out;
-    seg = find_segment(plog, offset, false, 0);
+    seg = pin_or_drop(find_segment(plog, offset), &fd, &st);
     if (seg != NULL && seg->base > offset) {
         /* A trim raced with us: the log now starts later. */
         offset = seg->base;
@@ -836,35 +1024,25 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
     }
     sl.offset = sl.next = offset;
     while (seg != NULL && offset < sl.hw) {
-        st = walk_segment(&sl, seg);
+        st = walk_segment(&sl, seg, fd);
         if (sl.len > 0 || sl.done || st != PULSE_OK)
             break;
         /* Nothing at or after offset here (compaction removed it, damage
          * ends the segment): go on with the next segment. */
-        struct pulse_segment *nseg = find_segment(plog, 0, true, seg->base);
-        pulse_segment_release(seg);
-        seg = nseg;
+        struct pulse_segment *nseg = next_segment(plog, seg, offset);
+        unpin_release(seg);
+        seg = pin_or_drop(nseg, &fd, &st);
     }
 out:
-    if (st == PULSE_OK || st == PULSE_RANGE) {
-        out->pos = sl.first_pos;
-        out->len = sl.len;
-        out->next_offset = sl.len > 0 ? sl.next : out->start_offset;
-    }
-    if (st == PULSE_OK && out->start_offset < sl.hw) {
-        int64_t first = sl.len == 0 ? sl.hw : sl.first_base > out->start_offset ? sl.first_base : out->start_offset;
-        dset_skipped(sl.set, out->start_offset, first, out);
-        if (sl.len == 0 && out->skip_to > out->skip_from)
-            out->next_offset = out->skip_to;
-    }
+    slice_finish(&sl, st, out);
     *bad_pos = sl.bad_pos;
+    *seg_out = NULL;
     if ((st == PULSE_OK && sl.len > 0) || (st == PULSE_CORRUPT && sl.bad_pos != UINT64_MAX)) {
-        *seg_out = seg;
+        *seg_out = seg; /* with its pin */
+        *fd_out = fd;
         seg = NULL;
-    } else {
-        *seg_out = NULL;
     }
-    pulse_segment_release(seg);
+    unpin_release(seg);
     dset_release(sl.set);
     return st;
 }
@@ -873,24 +1051,27 @@ pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_
                                 struct pulse_slice *out)
 {
     struct pulse_segment *seg = NULL;
+    int sfd = -1;
     uint64_t bad_pos;
     pulse_status_t st;
 
-    st = do_slice(plog, offset, max_bytes, out, &seg, &bad_pos);
+    st = do_slice(plog, offset, max_bytes, out, &seg, &sfd, &bad_pos);
     if (st != PULSE_OK)
         goto out;
+    /* The dup is the caller's: it keeps the inode readable whatever the
+     * cache or retention do with the segment afterwards. */
     if (want_fd && seg != NULL) {
-        int fd = fcntl(seg->fd, F_DUPFD_CLOEXEC, 0);
+        int fd = fcntl(sfd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0) {
             int err = errno;
-            PULSE_ERROR("plog: dup of %s failed: %s", seg->log_path, strerror(err));
+            PULSE_ERROR_RL("plog: dup of %s failed: %s", seg->log_path, strerror(err));
             st = pulse_status_from_errno(err);
             goto out;
         }
         out->fd = fd;
     }
 out:
-    pulse_segment_release(seg);
+    unpin_release(seg);
     return st;
 }
 
@@ -964,12 +1145,16 @@ static size_t dset_merge(struct pulse_plog *plog, const struct pulse_damage *add
 }
 
 /* The next segment's base (the offset limit of seg), INT64_MAX for the
- * active one. */
+ * active one (or a segment no longer listed: its limit is unknown). */
 static int64_t segment_limit(struct pulse_plog *plog, const struct pulse_segment *seg)
 {
-    struct pulse_segment *next = find_segment(plog, 0, true, seg->base);
-    int64_t limit = next != NULL ? next->base : INT64_MAX;
-    pulse_segment_release(next);
+    int64_t limit = INT64_MAX;
+
+    pthread_mutex_lock(&plog->list_lock);
+    size_t i = first_base_after(plog, seg->base);
+    if (i > 0 && plog->segs[i - 1] == seg && i < plog->nsegs)
+        limit = plog->segs[i]->base;
+    pthread_mutex_unlock(&plog->list_lock);
     return limit;
 }
 
@@ -995,13 +1180,25 @@ static void record_damage(struct pulse_plog *plog)
     pthread_mutex_unlock(&plog->wlock);
 }
 
+/* One damaged range the segscan item describes, with its end offset. */
+static struct pulse_damage range_of(const struct pulse_segment *seg, const struct pulse_segscan_item *it,
+                                    int64_t limit, int64_t hw)
+{
+    struct pulse_damage r = {seg->base, it->pos, it->end, it->from,
+                             it->tail ? (limit != INT64_MAX ? limit : hw) : it->next_base, pulse_clock_wall_ms(), 0};
+    if (r.to < r.from)
+        r.to = r.from;
+    return r;
+}
+
 /*
- * A read met a batch at pos of seg that fails validation and is in no
- * known range: locate the damage with the recovery rule, from the index
- * entry before it up to pos, and publish it. Returns true when a range now
- * covers pos, so the read can be retried past it.
+ * A read met a batch at pos of seg (data file pinned as fd) that fails
+ * validation and is in no known range: locate the damage with the recovery
+ * rule, from the index entry before it up to pos, and publish it (*record:
+ * the caller must record_damage once it let go of the pin). Returns true
+ * when a range now covers pos, so the read can be retried past it.
  */
-static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, uint64_t pos)
+static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, int fd, uint64_t pos, bool *record)
 {
     struct pulse_damage_set *set = dset_get(plog);
     struct pulse_damage found[8];
@@ -1023,16 +1220,13 @@ static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, uin
         if (set->r[i].seg_base == seg->base && nh++ == 0)
             hfirst = i;
     }
-    pulse_segscan_init(&sc, seg->io, seg->fd, seg->log_path, seg->base, bound, spos, soff, limit);
+    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, bound, spos, soff, limit);
     pulse_segscan_set_hints(&sc, nh > 0 ? &set->r[hfirst] : NULL, nh);
     while (n < sizeof found / sizeof found[0] && pulse_segscan_next(&sc, &it) == PULSE_OK &&
            it.kind != PULSE_SEGSCAN_END && it.pos <= pos) {
         if (it.kind != PULSE_SEGSCAN_DAMAGE)
             continue;
-        struct pulse_damage r = {seg->base, it.pos, it.end, it.from,
-                                 it.tail ? (limit != INT64_MAX ? limit : hw) : it.next_base, pulse_clock_wall_ms(), 0};
-        if (r.to < r.from)
-            r.to = r.from;
+        struct pulse_damage r = range_of(seg, &it, limit, hw);
         covered = covered || (it.pos <= pos && pos < it.end);
         if (dset_clashes(set, &r))
             continue; /* known already (another reader learned it) */
@@ -1044,26 +1238,28 @@ static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, uin
     }
     pulse_segscan_fini(&sc);
     dset_release(set);
-    if (n > 0 && dset_merge(plog, found, n) > 0)
-        record_damage(plog);
+    *record = n > 0 && dset_merge(plog, found, n) > 0;
     return covered;
 }
 
-/* One attempt of pulse_plog_read. *bad_seg and *bad_pos name a batch that
- * failed validation (the caller learns it), when there is one. */
+/* One attempt of pulse_plog_read. *bad_seg (pinned, *bad_fd) and *bad_pos
+ * name a batch that failed validation (the caller learns it), if any. */
 static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
-                                struct pulse_slice *sl, struct pulse_segment **bad_seg, uint64_t *bad_pos)
+                                struct pulse_slice *sl, struct pulse_segment **bad_seg, int *bad_fd,
+                                uint64_t *bad_pos)
 {
     struct pulse_segment *seg = NULL;
     size_t old_len = out->len;
     uint64_t good = 0;
     int64_t next;
+    int fd = -1;
     pulse_status_t st;
 
     *bad_seg = NULL;
-    st = do_slice(plog, offset, max_bytes, sl, &seg, bad_pos);
+    st = do_slice(plog, offset, max_bytes, sl, &seg, &fd, bad_pos);
     if (st == PULSE_CORRUPT) {
         *bad_seg = seg;
+        *bad_fd = fd;
         return st;
     }
     if (st != PULSE_OK || sl->len == 0)
@@ -1077,7 +1273,7 @@ static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_
     if (st != PULSE_OK)
         goto out;
     {
-        ssize_t got = pulse_io_pread_all(seg->io, seg->fd, out->data + out->len, (size_t)sl->len, (off_t)sl->pos);
+        ssize_t got = pulse_io_pread_all(seg->io, fd, out->data + out->len, (size_t)sl->len, (off_t)sl->pos);
         if (got < 0 || (uint64_t)got != sl->len) {
             int err = got < 0 ? errno : EIO;
             PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, sl->pos, strerror(err));
@@ -1091,10 +1287,11 @@ static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_
         int64_t last = 0;
         const uint8_t *p = out->data + out->len + good;
         if (pulse_batch_verify(p, (size_t)(sl->len - good), &hdr, &last) != PULSE_OK) {
-            PULSE_ERROR("plog: %s: batch at byte %" PRIu64 " fails verification; not serving it", seg->log_path,
-                        sl->pos + good);
+            PULSE_ERROR_RL("plog: %s: batch at byte %" PRIu64 " fails verification; not serving it", seg->log_path,
+                           sl->pos + good);
             *bad_pos = sl->pos + good;
-            *bad_seg = seg;
+            *bad_seg = seg; /* with its pin */
+            *bad_fd = fd;
             seg = NULL;
             break;
         }
@@ -1111,7 +1308,7 @@ static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_
 out:
     if (st != PULSE_OK)
         out->len = old_len;
-    pulse_segment_release(seg);
+    unpin_release(seg);
     return st;
 }
 
@@ -1126,13 +1323,16 @@ pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t
     for (int attempt = 0;; attempt++) {
         struct pulse_segment *bad = NULL;
         uint64_t bad_pos = UINT64_MAX;
-        bool learned = false;
+        int bad_fd = -1;
+        bool learned = false, record = false;
 
-        st = read_once(plog, offset, max_bytes, out, &sl, &bad, &bad_pos);
+        st = read_once(plog, offset, max_bytes, out, &sl, &bad, &bad_fd, &bad_pos);
         if (bad != NULL) {
-            learned = learn_damage(plog, bad, bad_pos);
-            pulse_segment_release(bad);
+            learned = learn_damage(plog, bad, bad_fd, bad_pos, &record);
+            unpin_release(bad);
         }
+        if (record)
+            record_damage(plog);
         if (st != PULSE_CORRUPT || !learned || attempt >= 16)
             break;
     }
@@ -1224,11 +1424,17 @@ pulse_status_t pulse_plog_trim(struct pulse_plog *plog, size_t count, size_t *re
     atomic_store_explicit(&plog->log_start, plog->segs[0]->base, memory_order_release);
     pthread_mutex_unlock(&plog->list_lock);
     /* Unlink at once; readers holding a reference or a dup()'ed descriptor
-     * keep the inode alive and finish with the right bytes. Oldest first,
+     * keep the inode alive and finish with the right bytes: no new
+     * reference can appear now the segment is off the list, and one held
+     * already gets its data descriptor kept open (retired) first, since the
+     * cache could otherwise close it and find no path to reopen. Oldest first,
      * and the index before its data file: a crash part way leaves a prefix
      * removed and, at worst, one data file whose index recovery rebuilds,
      * never an index without its data. */
     for (size_t i = 0; i < n; i++) {
+        if (atomic_load(&gone[i]->refs) > 1 && pulse_segment_retire(gone[i]) != PULSE_OK)
+            PULSE_WARN("plog: %s is still being read but cannot be kept open; that read may fail",
+                       gone[i]->log_path);
         if (plog->io->unlink(plog->io, gone[i]->index_path) < 0 && errno != ENOENT) {
             int err = errno;
             PULSE_ERROR("plog: unlink %s failed: %s", gone[i]->index_path, strerror(err));
@@ -1295,6 +1501,8 @@ static void plog_free(struct pulse_plog *plog)
         pulse_segment_release(plog->segs[i]);
     pulse_free(plog->segs);
     dset_release(plog->damage);
+    if (plog->own_fdcache)
+        pulse_fdcache_destroy(plog->fdcache);
     pthread_mutex_destroy(&plog->wlock);
     pthread_mutex_destroy(&plog->list_lock);
     pthread_mutex_destroy(&plog->sync_lock);
@@ -1337,30 +1545,34 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
         st = PULSE_NOMEM;
         goto out;
     }
+    plog->fdcache = cfg->fdcache;
+    if (plog->fdcache == NULL) {
+        st = pulse_fdcache_create(PULSE_FDCACHE_DEFAULT_CAPACITY, &plog->fdcache);
+        if (st != PULSE_OK)
+            goto out;
+        plog->own_fdcache = true;
+    }
     st = mkdir_p(io, dir);
     if (st != PULSE_OK)
         goto out;
-    st = pulse_recover_run(io, dir, cfg->index_interval_bytes, &res, &rec);
+    st = pulse_recover_run(io, plog->fdcache, dir, cfg->index_interval_bytes, &res, &rec);
     if (st != PULSE_OK)
         goto out;
     plog->segs = res.segs;
     plog->nsegs = res.n;
     plog->cap = res.n;
     res.segs = NULL;
-    plog->damage = dset_new(res.ndamage);
+    plog->damage = dset_from(&res);
     if (plog->damage == NULL) {
-        pulse_free(res.damage);
         st = PULSE_NOMEM;
         goto out;
     }
-    if (res.ndamage > 0)
-        memcpy(plog->damage->r, res.damage, res.ndamage * sizeof res.damage[0]);
-    pulse_free(res.damage);
     /* Recovery synced everything it kept: all of it is durable. */
     atomic_init(&plog->hw, res.leo);
     atomic_init(&plog->leo, res.leo);
     atomic_init(&plog->log_start, plog->segs[0]->base);
     atomic_init(&plog->fenced, false);
+    atomic_init(&plog->epoch, 0);
     atomic_init(&plog->syncs, 0);
     atomic_init(&plog->last_sync_us, pulse_clock_mono_us());
     if (rec_out != NULL)
@@ -1369,6 +1581,135 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     plog = NULL;
 out:
     plog_free(plog);
+    return st;
+}
+
+/* Step 1 of a reopen: cuts the active segment back to its durable size.
+ * Caller holds wlock; the log is fenced and no sync leader runs. */
+static pulse_status_t cut_to_durable_locked(struct pulse_plog *plog)
+{
+    struct pulse_segment *seg = active_seg(plog);
+    uint64_t durable = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
+    uint64_t fsize = 0;
+    int fd;
+    pulse_status_t st = pulse_segment_pin(seg, &fd);
+
+    if (st != PULSE_OK)
+        return st;
+    if (plog->io->fsize(plog->io, fd, &fsize) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: fstat %s failed: %s", seg->log_path, strerror(err));
+        st = pulse_status_from_errno(err);
+    } else if (fsize > durable && plog->io->ftruncate(plog->io, fd, (off_t)durable) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable, strerror(err));
+        st = pulse_status_from_errno(err);
+    } else if (fsize > durable) {
+        PULSE_WARN("plog %s: reopen cut %" PRIu64 " bytes that were never durable from %s", plog->dir,
+                   fsize - durable, seg->log_path);
+    }
+    pulse_segment_unpin(seg);
+    return st;
+}
+
+/* Step 3 of a reopen: installs what recovery found and lifts the fence.
+ * Caller holds wlock. Takes res's segments and the damage set; *old_out and
+ * *nold_out get the previous list (the caller releases it outside the
+ * locks). */
+static void install_recovered_locked(struct pulse_plog *plog, struct pulse_recover_result *res,
+                                     struct pulse_damage_set *damage, struct pulse_segment ***old_out,
+                                     size_t *nold_out)
+{
+    pthread_mutex_lock(&plog->list_lock);
+    *old_out = plog->segs;
+    *nold_out = plog->nsegs;
+    plog->segs = res->segs;
+    plog->nsegs = res->n;
+    plog->cap = res->n;
+    /* What this recovery found replaces what the log knew (it read the
+     * record the log wrote, so nothing is forgotten). */
+    dset_release(plog->damage);
+    plog->damage = damage;
+    atomic_store_explicit(&plog->log_start, plog->segs[0]->base, memory_order_release);
+    pthread_mutex_unlock(&plog->list_lock);
+    res->segs = NULL;
+    res->n = 0;
+    pthread_mutex_lock(&plog->sync_lock);
+    /* Recovery synced everything it kept, as at open: HW = LEO. HW only
+     * grows (the caller checked res->leo against it). */
+    atomic_store_explicit(&plog->leo, res->leo, memory_order_release);
+    atomic_store_explicit(&plog->hw, res->leo, memory_order_release);
+    atomic_store(&plog->last_sync_us, pulse_clock_mono_us());
+    /* The epoch moves before the fence lifts, so a waiter woken below sees
+     * both (see "Epochs" in plog.h). */
+    atomic_fetch_add(&plog->epoch, 1);
+    atomic_store(&plog->fenced, false);
+    pthread_cond_broadcast(&plog->sync_cond);
+    pthread_mutex_unlock(&plog->sync_lock);
+}
+
+pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_recovery *rec_out)
+{
+    struct pulse_recover_result res = {NULL, 0, 0, NULL, 0};
+    struct pulse_damage_set *damage = NULL;
+    struct pulse_plog_recovery rec;
+    struct pulse_segment **old = NULL;
+    size_t nold = 0;
+    int64_t hw;
+    pulse_status_t st = PULSE_OK;
+
+    if (!atomic_load(&plog->fenced))
+        return PULSE_INVALID;
+    /* No leader starts once the log is fenced (wait_durable checks first);
+     * one that started before may still be in its fdatasync. It publishes
+     * nothing now, but it must be done with the files before they change. */
+    pthread_mutex_lock(&plog->sync_lock);
+    while (plog->syncing)
+        pthread_cond_wait(&plog->sync_cond, &plog->sync_lock);
+    pthread_mutex_unlock(&plog->sync_lock);
+
+    pthread_mutex_lock(&plog->wlock);
+    hw = atomic_load(&plog->hw);
+    st = cut_to_durable_locked(plog);
+    if (st != PULSE_OK)
+        goto out;
+    /* Step 2: the same recovery as at open, on the files as they are now. */
+    st = pulse_recover_run(plog->io, plog->fdcache, plog->dir, plog->cfg.index_interval_bytes, &res, &rec);
+    if (st != PULSE_OK)
+        goto out;
+    if (res.leo < hw) {
+        PULSE_ERROR("plog %s: recovery found the log ending at offset %" PRId64 ", below its high watermark %" PRId64
+                    "; offsets that readers saw would be handed out again, so the log stays fenced until a "
+                    "restart (inspect it with pulse-log verify first)",
+                    plog->dir, res.leo, hw);
+        st = PULSE_CORRUPT;
+        goto out;
+    }
+    damage = dset_from(&res);
+    if (damage == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    install_recovered_locked(plog, &res, damage, &old, &nold);
+    PULSE_WARN("plog %s: reopened after a fence; log end %" PRId64 ", %" PRIu64 " bytes truncated by recovery",
+               plog->dir, res.leo, rec.truncated_bytes);
+    if (rec_out != NULL)
+        *rec_out = rec;
+out:
+    pthread_mutex_unlock(&plog->wlock);
+    for (size_t i = 0; i < res.n; i++)
+        pulse_segment_release(res.segs[i]);
+    pulse_free(res.segs);
+    pulse_free(res.damage);
+    for (size_t i = 0; i < nold; i++) {
+        /* A reader still holding an old segment reads the same file as the
+         * new one, until a trim or a compaction of the new list removes
+         * the path: keep its descriptor (best effort). */
+        if (atomic_load(&old[i]->refs) > 1)
+            (void)pulse_segment_retire(old[i]);
+        pulse_segment_release(old[i]);
+    }
+    pulse_free(old);
     return st;
 }
 
@@ -1387,11 +1728,11 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog)
          * fast path finds it whole. */
         struct pulse_segment *seg = active_seg(plog);
         if (seg->index_written > atomic_load(&seg->index_synced)) {
-            if (plog->io->fdatasync(plog->io, seg->index_fd) == 0)
+            bool failed = false;
+            if (pin_and_sync(plog, &seg->idx, &failed) == PULSE_OK)
                 store_max_size(&seg->index_synced, seg->index_written);
             else
-                PULSE_WARN("plog: fdatasync %s failed at close: %s (the next open rebuilds it)", seg->index_path,
-                           strerror(errno));
+                PULSE_WARN("plog: index %s not synced at close (the next open rebuilds it)", seg->index_path);
         }
         st = write_snapshot_locked(plog);
         pthread_mutex_unlock(&plog->wlock);

@@ -31,9 +31,20 @@
  *   pulse_plog_append is append_async + the wait that the sync mode asks for:
  *   every-write waits for durability; interval returns at once and syncs
  *   inline only when the interval has elapsed.
- *   A failed write or fsync fences the log: every later append and every
- *   waiter gets PULSE_FENCED until the log is reopened (recovery decides what
- *   survived). A short write is truncated back to the durable size first.
+ *   A write that fails for lack of space (ENOSPC, EDQUOT) is cut back and
+ *   refused with PULSE_NOSPACE; nothing else changes, and appends succeed
+ *   again once there is room. Any other failed write, and every failed
+ *   fdatasync, fences the log: every later append and every waiter gets
+ *   PULSE_FENCED until the log is reopened, by pulse_plog_reopen in process
+ *   or by a restart (recovery decides what survived). A failed write is cut
+ *   back to the durable size first.
+ *
+ * Epochs
+ *   pulse_plog_reopen discards every byte that was not durable when the log
+ *   fenced, and offsets from the durable end on are given out again. So an
+ *   append made in epoch E (pulse_plog_epoch read before the append) is
+ *   durable only if HW reached its end while the epoch was still E; once the
+ *   epoch moved on it never will be.
  */
 #ifndef PULSE_STORAGE_PLOG_H
 #define PULSE_STORAGE_PLOG_H
@@ -45,6 +56,7 @@
 #include "common/status.h"
 
 struct pulse_buf;
+struct pulse_fdcache;
 struct pulse_io;
 struct pulse_plog;
 
@@ -69,6 +81,10 @@ struct pulse_plog_config {
     enum pulse_sync_mode sync_mode;
     uint32_t sync_interval_ms; /* interval mode only */
     const struct pulse_io *io; /* NULL = pulse_io_posix() */
+    /* The descriptor cache the segments' files are opened through
+     * (fdcache.h), shared by every log of a broker; it must outlive the
+     * log. NULL = a private one of PULSE_FDCACHE_DEFAULT_CAPACITY. */
+    struct pulse_fdcache *fdcache;
     pulse_plog_sync_observer_fn sync_observer; /* nullable */
     void *sync_observer_arg;
 };
@@ -126,8 +142,10 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog);
  * *base_out gets the batch's first offset; its records occupy
  * [base, base + recordCount) (sparse batches cannot be appended).
  * Returns once the sync mode is satisfied (see the file comment).
- * PULSE_FENCED after an earlier failure; PULSE_IO / PULSE_NOSPACE when this
- * write or sync failed (the log is fenced from then on).
+ * PULSE_FENCED after an earlier failure; PULSE_NOSPACE when the write found
+ * the device full (nothing was written, the log is not fenced);
+ * PULSE_IO / PULSE_NOSPACE when the sync failed, PULSE_IO when the write
+ * failed otherwise (the log is fenced from then on).
  * Thread: any. Locks: writer lock (not held while waiting for a sync).
  */
 pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out);
@@ -150,6 +168,30 @@ pulse_status_t pulse_plog_sync(struct pulse_plog *plog);
 
 /* True when bytes are written but not yet durable. Lock-free. */
 bool pulse_plog_needs_sync(const struct pulse_plog *plog);
+
+/* The reopen count (see "Epochs" above). Lock-free. */
+uint64_t pulse_plog_epoch(const struct pulse_plog *plog);
+
+/*
+ * Brings a fenced log back in process. Waits for a running sync leader to
+ * finish, then under the writer lock: cuts the active segment back to its
+ * durable size (bytes past it were never covered by a successful fdatasync,
+ * and after a failed one their pages cannot be trusted), runs recovery on
+ * the directory as pulse_plog_open does (every byte it keeps is CRC-checked
+ * and synced), installs the recovered segments, bumps the epoch and lifts
+ * the fence. Readers holding a slice or a segment of the old list finish
+ * with the right bytes. rec_out (nullable) reports what recovery did.
+ * PULSE_OK: appends are accepted again, at the recovered log end.
+ * PULSE_INVALID: the log is not fenced. Any other status: the log stays
+ * fenced and as it was (try again later); PULSE_CORRUPT when recovery found
+ * less than the old high watermark, since offsets that readers saw would
+ * then be handed out again (a restart, with an operator looking, decides).
+ * Never fsyncs a file whose fdatasync failed with unsynced bytes still in
+ * it: those are cut first.
+ * Thread: any; one reopen of a log at a time. Locks: sync_lock, then
+ * wlock -> list_lock.
+ */
+pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_recovery *rec_out);
 
 int64_t pulse_plog_high_watermark(const struct pulse_plog *plog); /* lock-free */
 int64_t pulse_plog_log_start(const struct pulse_plog *plog);      /* lock-free */

@@ -20,6 +20,7 @@
 #include "storage/damage.h"
 #include "storage/plog.h"
 
+struct pulse_fdcache;
 struct pulse_segment;
 
 /* The damaged and missing ranges of a log (damage.h), sorted by offset.
@@ -35,6 +36,10 @@ struct pulse_plog {
     char *dir; /* owned */
     struct pulse_plog_config cfg;
     const struct pulse_io *io;
+    /* Where the segments' descriptors come from: cfg.fdcache, or one of
+     * our own (own_fdcache) when none was given. */
+    struct pulse_fdcache *fdcache;
+    bool own_fdcache;
 
     /* Serializes appends, rotation, trim and the sync leader's capture of
      * its target. Readers never take it, except once to record damage a
@@ -60,6 +65,9 @@ struct pulse_plog {
     _Atomic int64_t leo;
     _Atomic int64_t log_start;
     atomic_bool fenced;
+    /* Bumped by each pulse_plog_reopen, before the fence is lifted and
+     * under wlock, so an append made after it reads the new value. */
+    _Atomic uint64_t epoch;
     _Atomic uint64_t syncs;
     _Atomic int64_t last_sync_us; /* monotonic time of the last good sync */
 };

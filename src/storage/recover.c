@@ -43,6 +43,11 @@
  *   7. Everything kept is fdatasynced before the log opens with HW = LEO,
  *      since after a process crash the page cache may hold bytes the disk
  *      does not.
+ *   Segment files are opened through the descriptor cache and pinned only
+ *   while one step reads or writes them; a sealed segment's are closed once
+ *   it is recovered (the active one's stay cached), so a log of any number
+ *   of segments recovers within a few descriptors. A merge compaction left
+ *   half done is finished before anything is listed (compact.h).
  *
  * Why damaged bytes stay where they are. Cutting the active segment at the
  * damage would renumber (or lose) the valid batches after it; rewriting the
@@ -70,6 +75,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "storage/compact.h"
 #include "storage/damage.h"
 #include "storage/io.h"
 #include "storage/plog.h"
@@ -183,22 +189,41 @@ out:
 
 static pulse_status_t file_size(struct pulse_segment *seg, uint64_t *size_out)
 {
-    if (seg->io->fsize(seg->io, seg->fd, size_out) < 0) {
-        int err = errno;
-        PULSE_ERROR("recover: fstat %s failed: %s", seg->log_path, strerror(err));
-        return pulse_status_from_errno(err);
-    }
-    return PULSE_OK;
+    return pulse_segment_file_size(seg, size_out);
 }
 
-static pulse_status_t sync_fd(struct pulse_segment *seg, int fd, const char *path)
+/* fdatasyncs one of the segment's files (data or index). */
+static pulse_status_t sync_file(struct pulse_segment *seg, struct pulse_fdc_file *f)
 {
+    int fd;
+    pulse_status_t st = pulse_fdc_pin(f, &fd);
+
+    if (st != PULSE_OK)
+        return st;
     if (seg->io->fdatasync(seg->io, fd) < 0) {
         int err = errno;
-        PULSE_ERROR("recover: fdatasync %s failed: %s", path, strerror(err));
-        return pulse_status_from_errno(err);
+        PULSE_ERROR("recover: fdatasync %s failed: %s", f->path, strerror(err));
+        st = pulse_status_from_errno(err);
     }
-    return PULSE_OK;
+    pulse_fdc_unpin(f);
+    return st;
+}
+
+/* Cuts the data file to len. */
+static pulse_status_t cut_file(struct pulse_segment *seg, uint64_t len)
+{
+    int fd;
+    pulse_status_t st = pulse_segment_pin(seg, &fd);
+
+    if (st != PULSE_OK)
+        return st;
+    if (seg->io->ftruncate(seg->io, fd, (off_t)len) < 0) {
+        int err = errno;
+        PULSE_ERROR("recover: ftruncate %s failed: %s", seg->log_path, strerror(err));
+        st = pulse_status_from_errno(err);
+    }
+    pulse_segment_unpin(seg);
+    return st;
 }
 
 /* The recorded ranges of segment base that keep bytes: *first and *n. */
@@ -246,7 +271,10 @@ static pulse_status_t scan_segment(struct recovery *rc, struct pulse_segment *se
     pulse_status_t st;
 
     pulse_index_init(&disk);
-    st = file_size(seg, &w->fsize);
+    /* Creates a missing index file (the directory is fsynced at the end). */
+    st = pulse_segment_create_files(seg);
+    if (st == PULSE_OK)
+        st = file_size(seg, &w->fsize);
     if (st != PULSE_OK)
         goto out;
     known_bytes(rc, seg->base, &hfirst, &nhints);
@@ -501,7 +529,7 @@ static pulse_status_t preserve(struct recovery *rc, struct pulse_segment *seg, u
     char fdir[4096], path[4200];
     const char *name = strrchr(seg->log_path, '/');
     uint8_t *buf = NULL;
-    int fd = -1;
+    int fd = -1, sfd = -1;
     int err = 0;
     pulse_status_t st = PULSE_OK;
 
@@ -519,9 +547,14 @@ static pulse_status_t preserve(struct recovery *rc, struct pulse_segment *seg, u
         err = fd < 0 ? errno : ENOMEM;
         goto out;
     }
+    if (pulse_segment_pin(seg, &sfd) != PULSE_OK) {
+        sfd = -1;
+        err = EMFILE;
+        goto out;
+    }
     for (uint64_t done = 0; done < size;) {
         size_t want = size - done < COPY_CHUNK ? (size_t)(size - done) : COPY_CHUNK;
-        ssize_t got = pulse_io_pread_all(io, seg->fd, buf, want, (off_t)done);
+        ssize_t got = pulse_io_pread_all(io, sfd, buf, want, (off_t)done);
         if (got <= 0 || pulse_io_pwrite_all(io, fd, buf, (size_t)got, (off_t)done, NULL) < 0) {
             err = got == 0 ? EIO : errno;
             goto out;
@@ -531,6 +564,8 @@ static pulse_status_t preserve(struct recovery *rc, struct pulse_segment *seg, u
     if (io->fdatasync(io, fd) < 0 || io->fsync_dir(io, fdir) < 0 || io->fsync_dir(io, rc->dir) < 0)
         err = errno;
 out:
+    if (sfd >= 0)
+        pulse_segment_unpin(seg);
     if (fd >= 0)
         io->close(io, fd);
     pulse_free(buf);
@@ -555,17 +590,15 @@ static pulse_status_t apply_segment(struct recovery *rc, struct pulse_segment *s
     pulse_status_t st;
 
     if (w->cut) {
-        if (seg->io->ftruncate(seg->io, seg->fd, (off_t)keep) < 0) {
-            int err = errno;
-            PULSE_ERROR("recover: ftruncate %s failed: %s", seg->log_path, strerror(err));
-            return pulse_status_from_errno(err);
-        }
+        st = cut_file(seg, keep);
+        if (st != PULSE_OK)
+            return st;
         rc->rec->truncated_bytes += w->fsize - keep;
         w->index_dirty = true;
     }
     if (active) {
         /* Whatever survived must be on disk before HW = LEO is declared. */
-        st = sync_fd(seg, seg->fd, seg->log_path);
+        st = sync_file(seg, &seg->data);
         if (st != PULSE_OK)
             return st;
     }
@@ -578,7 +611,7 @@ static pulse_status_t apply_segment(struct recovery *rc, struct pulse_segment *s
     } else {
         seg->index_written = seg->index.n;
         if (active) {
-            st = sync_fd(seg, seg->index_fd, seg->index_path);
+            st = sync_file(seg, &seg->idx);
             if (st != PULSE_OK)
                 return st;
         }
@@ -590,8 +623,10 @@ static pulse_status_t apply_segment(struct recovery *rc, struct pulse_segment *s
     atomic_store_explicit(&seg->max_ts, w->scan.max_ts, memory_order_relaxed);
     /* After a kept tail the first appended batch gets an index entry. */
     seg->since_entry = w->kept_tail ? UINT64_MAX : w->scan.since_entry;
+    /* A sealed segment's table is complete and in memory; its files reopen
+     * on demand. */
     if (!active)
-        pulse_segment_close_index(seg); /* sealed: the table is complete */
+        pulse_segment_close_files(seg);
     return PULSE_OK;
 }
 
@@ -634,6 +669,12 @@ static pulse_status_t settle_and_apply(struct recovery *rc, struct pulse_segment
     }
     for (size_t i = 0; i < n && st == PULSE_OK; i++)
         st = apply_segment(rc, segs[i], i == n - 1, &works[i]);
+    /* Files may have been created (fresh log, or a missing index). */
+    if (st == PULSE_OK && rc->io->fsync_dir(rc->io, rc->dir) < 0) {
+        int err = errno;
+        PULSE_ERROR("recover: fsync directory %s failed: %s", rc->dir, strerror(err));
+        st = pulse_status_from_errno(err);
+    }
     return st;
 }
 
@@ -680,8 +721,10 @@ static pulse_status_t read_checkpoints(struct recovery *rc)
     return st;
 }
 
-/* Opens a segment per base; creates the first one of an empty log. */
-static pulse_status_t open_segments(struct recovery *rc, int64_t **bases, size_t *n, struct pulse_segment ***out)
+/* A segment per base, nothing opened yet except the active segment's files
+ * (created for the first segment of an empty log). */
+static pulse_status_t open_segments(struct recovery *rc, struct pulse_fdcache *cache, int64_t **bases, size_t *n,
+                                    struct pulse_segment ***out)
 {
     struct pulse_segment **segs;
     pulse_status_t st = PULSE_OK;
@@ -702,13 +745,9 @@ static pulse_status_t open_segments(struct recovery *rc, int64_t **bases, size_t
     if (segs == NULL)
         return PULSE_NOMEM;
     for (size_t i = 0; i < *n && st == PULSE_OK; i++)
-        st = pulse_segment_open(rc->io, rc->dir, (*bases)[i], &segs[i]);
-    /* Files may just have been created (fresh log, or a missing index). */
-    if (st == PULSE_OK && rc->io->fsync_dir(rc->io, rc->dir) < 0) {
-        int err = errno;
-        PULSE_ERROR("recover: fsync directory %s failed: %s", rc->dir, strerror(err));
-        st = pulse_status_from_errno(err);
-    }
+        st = pulse_segment_open(rc->io, cache, rc->dir, (*bases)[i], false, &segs[i]);
+    if (st == PULSE_OK)
+        st = pulse_segment_create_files(segs[*n - 1]);
     if (st != PULSE_OK) {
         for (size_t i = 0; i < *n; i++)
             pulse_segment_release(segs[i]);
@@ -719,8 +758,9 @@ static pulse_status_t open_segments(struct recovery *rc, int64_t **bases, size_t
     return PULSE_OK;
 }
 
-pulse_status_t pulse_recover_run(const struct pulse_io *io, const char *dir, uint32_t index_interval,
-                                 struct pulse_recover_result *res, struct pulse_plog_recovery *rec)
+pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
+                                 uint32_t index_interval, struct pulse_recover_result *res,
+                                 struct pulse_plog_recovery *rec)
 {
     struct recovery rc = {.io = io, .dir = dir, .interval = index_interval, .rec = rec};
     int64_t t0 = pulse_clock_mono_us();
@@ -734,11 +774,15 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, const char *dir, uin
 
     memset(rec, 0, sizeof *rec);
     rc.now_ms = pulse_clock_wall_ms();
-    st = list_dir(io, dir, &bases, &n, &temps);
+    /* A merge of segments that compaction left half done is finished first,
+     * so that the listing below sees the merged segment (compact.h). */
+    st = pulse_compact_finish_merges(io, dir, rec);
+    if (st == PULSE_OK)
+        st = list_dir(io, dir, &bases, &n, &temps);
     if (st == PULSE_OK)
         st = read_checkpoints(&rc);
     if (st == PULSE_OK)
-        st = open_segments(&rc, &bases, &n, &segs);
+        st = open_segments(&rc, cache, &bases, &n, &segs);
     if (st != PULSE_OK)
         goto out;
     rec->temp_files_removed = temps;

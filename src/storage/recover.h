@@ -17,6 +17,7 @@
 #include "common/status.h"
 
 struct pulse_damage;
+struct pulse_fdcache;
 struct pulse_io;
 struct pulse_segment;
 struct pulse_plog_recovery;
@@ -35,12 +36,15 @@ struct pulse_recover_result {
  * scan, classifies what failed validation (docs/Storage.md "Corruption"),
  * keeps a forensic copy of a segment with new damage and records the damage
  * before it changes any file. Creates the first segment of an empty
- * directory. On PULSE_OK, res holds one reference per segment (the caller
- * releases them and frees segs and damage); rec (never NULL) says what was
- * done. On failure res is untouched.
+ * directory. Segment files are opened through cache, on demand, and a
+ * sealed segment's are closed again once it is recovered. On PULSE_OK, res
+ * holds one reference per segment (the caller releases them and frees segs
+ * and damage); rec (never NULL) says what was done. On failure res is
+ * untouched.
  * Thread: the opener only; nothing else may use dir meanwhile.
  */
-pulse_status_t pulse_recover_run(const struct pulse_io *io, const char *dir, uint32_t index_interval,
-                                 struct pulse_recover_result *res, struct pulse_plog_recovery *rec);
+pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
+                                 uint32_t index_interval, struct pulse_recover_result *res,
+                                 struct pulse_plog_recovery *rec);
 
 #endif

@@ -13,6 +13,9 @@
  * the log's sync, so an index on disk is at most a few entries behind its
  * data. It is only a hint: recovery checks every entry against the data it
  * points at and rewrites the file whole when it had to rebuild it.
+ *
+ * Every descriptor comes from the log's descriptor cache and is pinned only
+ * while a function here (or its caller) uses it; see fdcache.h.
  */
 #include "storage/segment.h"
 
@@ -56,8 +59,22 @@ bool pulse_segment_parse_name(const char *name, int64_t *base_out)
     return true;
 }
 
-pulse_status_t pulse_segment_open(const struct pulse_io *io, const char *dir, int64_t base,
-                                  struct pulse_segment **seg_out)
+/* Opens path with O_CREAT (never O_TRUNC) and hands the descriptor to f. */
+static pulse_status_t create_file(struct pulse_fdc_file *f, const struct pulse_io *io, const char *path)
+{
+    /* No O_TRUNC, ever: a reopened segment keeps every byte it had. */
+    int fd = io->open(io, path, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int err = errno;
+        PULSE_ERROR_RL("segment: open %s failed: %s", path, strerror(err));
+        return pulse_status_from_errno(err);
+    }
+    pulse_fdc_adopt(f, fd);
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_segment_open(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
+                                  int64_t base, bool create, struct pulse_segment **seg_out)
 {
     struct pulse_segment *seg = NULL;
     pulse_status_t st = PULSE_OK;
@@ -69,8 +86,6 @@ pulse_status_t pulse_segment_open(const struct pulse_io *io, const char *dir, in
     }
     seg->io = io;
     seg->base = base;
-    seg->fd = -1;
-    seg->index_fd = -1;
     atomic_init(&seg->refs, 1);
     pthread_mutex_init(&seg->index_lock, NULL);
     pulse_index_init(&seg->index);
@@ -81,24 +96,16 @@ pulse_status_t pulse_segment_open(const struct pulse_io *io, const char *dir, in
     atomic_init(&seg->index_synced, 0);
     seg->log_path = pulse_segment_path(dir, base, "log");
     seg->index_path = pulse_segment_path(dir, base, "index");
+    pulse_fdc_file_init(&seg->data, cache, io, seg->log_path);
+    pulse_fdc_file_init(&seg->idx, cache, io, seg->index_path);
     if (seg->log_path == NULL || seg->index_path == NULL) {
         st = PULSE_NOMEM;
         goto out;
     }
-    /* No O_TRUNC, ever: a reopened segment keeps every byte it had. */
-    seg->fd = io->open(io, seg->log_path, O_CREAT | O_RDWR, 0644);
-    if (seg->fd < 0) {
-        int err = errno;
-        PULSE_ERROR("segment: open %s failed: %s", seg->log_path, strerror(err));
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
-    seg->index_fd = io->open(io, seg->index_path, O_CREAT | O_RDWR, 0644);
-    if (seg->index_fd < 0) {
-        int err = errno;
-        PULSE_ERROR("segment: open %s failed: %s", seg->index_path, strerror(err));
-        st = pulse_status_from_errno(err);
-        goto out;
+    if (create) {
+        st = pulse_segment_create_files(seg);
+        if (st != PULSE_OK)
+            goto out;
     }
     *seg_out = seg;
     seg = NULL;
@@ -107,12 +114,58 @@ out:
     return st;
 }
 
+pulse_status_t pulse_segment_create_files(struct pulse_segment *seg)
+{
+    pulse_status_t st = create_file(&seg->data, seg->io, seg->log_path);
+    if (st == PULSE_OK)
+        st = create_file(&seg->idx, seg->io, seg->index_path);
+    return st;
+}
+
+pulse_status_t pulse_segment_pin(struct pulse_segment *seg, int *fd_out)
+{
+    return pulse_fdc_pin(&seg->data, fd_out);
+}
+
+void pulse_segment_unpin(struct pulse_segment *seg)
+{
+    pulse_fdc_unpin(&seg->data);
+}
+
+pulse_status_t pulse_segment_file_size(struct pulse_segment *seg, uint64_t *size_out)
+{
+    int fd;
+    pulse_status_t st = pulse_segment_pin(seg, &fd);
+
+    if (st != PULSE_OK)
+        return st;
+    if (seg->io->fsize(seg->io, fd, size_out) < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: fstat %s failed: %s", seg->log_path, strerror(err));
+        st = pulse_status_from_errno(err);
+    }
+    pulse_segment_unpin(seg);
+    return st;
+}
+
+pulse_status_t pulse_segment_retire(struct pulse_segment *seg)
+{
+    pulse_status_t st = pulse_fdc_retire(&seg->data);
+    /* Readers never need the index file: the table is in memory. */
+    if (st == PULSE_OK)
+        pulse_fdc_close_idle(&seg->idx);
+    return st;
+}
+
+void pulse_segment_close_files(struct pulse_segment *seg)
+{
+    pulse_fdc_close_idle(&seg->data);
+    pulse_fdc_close_idle(&seg->idx);
+}
+
 void pulse_segment_close_index(struct pulse_segment *seg)
 {
-    if (seg->index_fd >= 0) {
-        seg->io->close(seg->io, seg->index_fd);
-        seg->index_fd = -1;
-    }
+    pulse_fdc_close_idle(&seg->idx);
 }
 
 void pulse_segment_acquire(struct pulse_segment *seg)
@@ -126,10 +179,8 @@ void pulse_segment_release(struct pulse_segment *seg)
         return;
     if (atomic_fetch_sub_explicit(&seg->refs, 1, memory_order_acq_rel) != 1)
         return;
-    if (seg->fd >= 0)
-        seg->io->close(seg->io, seg->fd);
-    if (seg->index_fd >= 0)
-        seg->io->close(seg->io, seg->index_fd);
+    pulse_fdc_file_fini(&seg->data);
+    pulse_fdc_file_fini(&seg->idx);
     pulse_index_fini(&seg->index);
     pthread_mutex_destroy(&seg->index_lock);
     pulse_free(seg->log_path);
@@ -142,23 +193,37 @@ pulse_status_t pulse_segment_index_add(struct pulse_segment *seg, uint32_t rel_o
     struct pulse_index_entry e = {rel_offset, rel_pos};
     uint8_t raw[PULSE_INDEX_ENTRY_SIZE];
     size_t slot;
+    int ifd;
     pulse_status_t st;
 
+    st = pulse_fdc_pin(&seg->idx, &ifd);
+    if (st != PULSE_OK)
+        return st;
     pthread_mutex_lock(&seg->index_lock);
     st = pulse_index_append(&seg->index, rel_offset, rel_pos);
     slot = seg->index.n - 1;
     pthread_mutex_unlock(&seg->index_lock);
     if (st != PULSE_OK)
-        return st;
+        goto out;
     pulse_index_encode_entry(&e, raw);
-    if (pulse_io_pwrite_all(seg->io, seg->index_fd, raw, sizeof raw, (off_t)slot * PULSE_INDEX_ENTRY_SIZE, NULL) <
-        0) {
+    if (pulse_io_pwrite_all(seg->io, ifd, raw, sizeof raw, (off_t)slot * PULSE_INDEX_ENTRY_SIZE, NULL) < 0) {
         int err = errno;
-        PULSE_ERROR("segment: pwrite %s failed: %s", seg->index_path, strerror(err));
-        return pulse_status_from_errno(err);
+        PULSE_WARN_RL("segment: pwrite %s failed: %s", seg->index_path, strerror(err));
+        /* Take the entry back: the table must not point at data the
+         * caller is about to cut. A partial entry left in the file sits
+         * past index_written, where the next entry overwrites it (and
+         * recovery checks every entry anyway), so cutting it is tidiness. */
+        pthread_mutex_lock(&seg->index_lock);
+        pulse_index_truncate(&seg->index, slot);
+        pthread_mutex_unlock(&seg->index_lock);
+        (void)seg->io->ftruncate(seg->io, ifd, (off_t)slot * PULSE_INDEX_ENTRY_SIZE);
+        st = pulse_status_from_errno(err);
+        goto out;
     }
     seg->index_written = slot + 1;
-    return PULSE_OK;
+out:
+    pulse_fdc_unpin(&seg->idx);
+    return st;
 }
 
 uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset)
@@ -183,8 +248,12 @@ pulse_status_t pulse_segment_rewrite_index(struct pulse_segment *seg)
     uint8_t *raw = NULL;
     size_t n = seg->index.n;
     size_t len = n * PULSE_INDEX_ENTRY_SIZE;
+    int ifd = -1;
     pulse_status_t st = PULSE_OK;
 
+    st = pulse_fdc_pin(&seg->idx, &ifd);
+    if (st != PULSE_OK)
+        return st;
     raw = pulse_malloc(len > 0 ? len : 1);
     if (raw == NULL) {
         st = PULSE_NOMEM;
@@ -194,19 +263,19 @@ pulse_status_t pulse_segment_rewrite_index(struct pulse_segment *seg)
         pulse_index_encode_entry(&seg->index.entries[i], raw + i * PULSE_INDEX_ENTRY_SIZE);
     /* Written in place rather than via rename: a crash halfway leaves an
      * index that fails validation, and recovery rebuilds it again. */
-    if (pulse_io_pwrite_all(seg->io, seg->index_fd, raw, len, 0, NULL) < 0) {
+    if (pulse_io_pwrite_all(seg->io, ifd, raw, len, 0, NULL) < 0) {
         int err = errno;
         PULSE_ERROR("segment: pwrite %s failed: %s", seg->index_path, strerror(err));
         st = pulse_status_from_errno(err);
         goto out;
     }
-    if (seg->io->ftruncate(seg->io, seg->index_fd, (off_t)len) < 0) {
+    if (seg->io->ftruncate(seg->io, ifd, (off_t)len) < 0) {
         int err = errno;
         PULSE_ERROR("segment: ftruncate %s failed: %s", seg->index_path, strerror(err));
         st = pulse_status_from_errno(err);
         goto out;
     }
-    if (seg->io->fdatasync(seg->io, seg->index_fd) < 0) {
+    if (seg->io->fdatasync(seg->io, ifd) < 0) {
         int err = errno;
         PULSE_ERROR("segment: fdatasync %s failed: %s", seg->index_path, strerror(err));
         st = pulse_status_from_errno(err);
@@ -215,6 +284,7 @@ pulse_status_t pulse_segment_rewrite_index(struct pulse_segment *seg)
     seg->index_written = n;
     atomic_store_explicit(&seg->index_synced, n, memory_order_release);
 out:
+    pulse_fdc_unpin(&seg->idx);
     pulse_free(raw);
     return st;
 }
@@ -231,9 +301,18 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
     uint64_t isize = 0;
     bool clean = false;
     int64_t max_ts = *max_ts_io;
+    int fd = -1, ifd = -1;
     pulse_status_t st = PULSE_OK;
 
-    if (seg->io->fsize(seg->io, seg->index_fd, &isize) < 0) {
+    st = pulse_fdc_pin(&seg->idx, &ifd);
+    if (st != PULSE_OK)
+        return st;
+    st = pulse_segment_pin(seg, &fd);
+    if (st != PULSE_OK) {
+        fd = -1;
+        goto out;
+    }
+    if (seg->io->fsize(seg->io, ifd, &isize) < 0) {
         int err = errno;
         PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
         st = pulse_status_from_errno(err);
@@ -247,7 +326,7 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
         st = PULSE_NOMEM;
         goto out;
     }
-    ssize_t got = pulse_io_pread_all(seg->io, seg->index_fd, raw, (size_t)isize, 0);
+    ssize_t got = pulse_io_pread_all(seg->io, ifd, raw, (size_t)isize, 0);
     if (got < 0) {
         int err = errno;
         PULSE_ERROR("segment: pread %s failed: %s", seg->index_path, strerror(err));
@@ -259,7 +338,7 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
         goto out;
     {
         uint64_t full = 0;
-        if (seg->io->fsize(seg->io, seg->index_fd, &full) == 0 && full != (uint64_t)got)
+        if (seg->io->fsize(seg->io, ifd, &full) == 0 && full != (uint64_t)got)
             clean = false;
     }
     /* The first batch of a segment always has an entry at position 0. Its
@@ -283,7 +362,7 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
             clean = false;
             break;
         }
-        got = pulse_io_pread_all(seg->io, seg->fd, hraw, sizeof hraw, (off_t)e->rel_pos);
+        got = pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)e->rel_pos);
         if (got < 0) {
             int err = errno;
             PULSE_ERROR("segment: pread %s failed: %s", seg->log_path, strerror(err));
@@ -303,6 +382,9 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
     *clean_out = clean;
     *max_ts_io = max_ts;
 out:
+    if (fd >= 0)
+        pulse_segment_unpin(seg);
+    pulse_fdc_unpin(&seg->idx);
     pulse_free(raw);
     return st;
 }
@@ -346,11 +428,15 @@ pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64
     size_t cap = 0;
     pulse_status_t st = PULSE_OK;
 
+    int fd;
+
     memset(out, 0, sizeof *out);
     out->end_pos = pos;
     out->next_offset = expect_offset;
-    pulse_segscan_init(&sc, seg->io, seg->fd, seg->log_path, seg->base, file_size, pos, expect_offset,
-                       limit_offset);
+    st = pulse_segment_pin(seg, &fd);
+    if (st != PULSE_OK)
+        return st;
+    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, file_size, pos, expect_offset, limit_offset);
     pulse_segscan_set_hints(&sc, hints, nhints);
     for (;;) {
         st = pulse_segscan_next(&sc, &it);
@@ -383,6 +469,7 @@ pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64
         out->next_offset = it.last_offset + 1;
     }
     pulse_segscan_fini(&sc);
+    pulse_segment_unpin(seg);
     if (st != PULSE_OK) {
         pulse_free(out->flaws);
         memset(out, 0, sizeof *out);
@@ -401,42 +488,51 @@ pulse_status_t pulse_segment_index_claim(struct pulse_segment *seg, uint64_t fil
     struct pulse_batch_header hdr;
     uint64_t isize = 0;
     int64_t claim = next_offset;
-    ssize_t got;
+    int ifd = -1, fd = -1;
+    ssize_t got = 0;
+    pulse_status_t st;
 
-    if (seg->index_fd < 0)
-        goto out;
-    if (seg->io->fsize(seg->io, seg->index_fd, &isize) < 0) {
+    st = pulse_fdc_pin(&seg->idx, &ifd);
+    if (st != PULSE_OK)
+        return st;
+    if (seg->io->fsize(seg->io, ifd, &isize) < 0) {
         int err = errno;
         PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
-        return pulse_status_from_errno(err);
-    }
-    if (isize < PULSE_INDEX_ENTRY_SIZE)
+        st = pulse_status_from_errno(err);
         goto out;
-    got = pulse_io_pread_all(seg->io, seg->index_fd, raw, sizeof raw,
-                             (off_t)(isize / PULSE_INDEX_ENTRY_SIZE - 1) * PULSE_INDEX_ENTRY_SIZE);
+    }
+    if (isize >= PULSE_INDEX_ENTRY_SIZE)
+        got = pulse_io_pread_all(seg->io, ifd, raw, sizeof raw,
+                                 (off_t)(isize / PULSE_INDEX_ENTRY_SIZE - 1) * PULSE_INDEX_ENTRY_SIZE);
     if (got < 0) {
         int err = errno;
         PULSE_ERROR("segment: pread %s failed: %s", seg->index_path, strerror(err));
-        return pulse_status_from_errno(err);
+        st = pulse_status_from_errno(err);
+        goto out;
     }
     if ((size_t)got < sizeof raw)
         goto out;
-    {
-        int64_t base = seg->base + (int64_t)pulse_get_be32(raw);
-        uint64_t epos = pulse_get_be32(raw + 4);
-        /* An entry inside the surviving data says nothing new; one whose
-         * offset the missing bytes could not have held is itself damaged. */
-        if (epos < end_pos || base < next_offset ||
-            (uint64_t)(base - next_offset) > (epos - end_pos) / PULSE_RECORD_MIN_SIZE)
-            goto out;
-        claim = base + 1;
-        if (epos + PULSE_BATCH_HEADER_SIZE <= file_size &&
-            pulse_io_pread_all(seg->io, seg->fd, hraw, sizeof hraw, (off_t)epos) == (ssize_t)sizeof hraw &&
-            pulse_batch_parse_header(hraw, sizeof hraw, &hdr) != PULSE_CORRUPT &&
-            (int64_t)pulse_get_be64(hraw + 8) == base)
-            claim = base + (int64_t)pulse_get_be32(hraw + 36);
+    int64_t base = seg->base + (int64_t)pulse_get_be32(raw);
+    uint64_t epos = pulse_get_be32(raw + 4);
+    /* An entry inside the surviving data says nothing new; one whose
+     * offset the missing bytes could not have held is itself damaged. */
+    if (epos < end_pos || base < next_offset ||
+        (uint64_t)(base - next_offset) > (epos - end_pos) / PULSE_RECORD_MIN_SIZE)
+        goto out;
+    claim = base + 1;
+    if (epos + PULSE_BATCH_HEADER_SIZE > file_size || pulse_segment_pin(seg, &fd) != PULSE_OK) {
+        fd = -1;
+        goto out;
     }
+    if (pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)epos) == (ssize_t)sizeof hraw &&
+        pulse_batch_parse_header(hraw, sizeof hraw, &hdr) != PULSE_CORRUPT &&
+        (int64_t)pulse_get_be64(hraw + 8) == base)
+        claim = base + (int64_t)pulse_get_be32(hraw + 36);
 out:
-    *claim_out = claim;
-    return PULSE_OK;
+    if (fd >= 0)
+        pulse_segment_unpin(seg);
+    pulse_fdc_unpin(&seg->idx);
+    if (st == PULSE_OK)
+        *claim_out = claim;
+    return st;
 }

@@ -11,7 +11,16 @@
  * Lifetime: a segment is reference counted. pulse_segment_open returns one
  * reference; the segment list of the log holds one per listed segment;
  * readers hold one while they pread. The last pulse_segment_release closes
- * the descriptors, so a segment that trim unlinked stays readable until then.
+ * its descriptors.
+ *
+ * Descriptors: a segment owns none. Its two files are struct pulse_fdc_file
+ * of the log's descriptor cache (fdcache.h), opened on demand: whoever
+ * reads or writes a file pins it for the duration (pulse_segment_pin for
+ * the data file), so the cache never closes a descriptor under its user,
+ * and a sealed segment nobody reads costs no descriptor at all. Its index
+ * table lives in memory. Before a segment's path is unlinked (trim,
+ * compaction) or replaced (compaction) while others may still hold it,
+ * pulse_segment_retire keeps its data descriptor open for them.
  *
  * Locks:
  *   - the log's writer lock guards the writer-only fields (marked W) and the
@@ -29,6 +38,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
+#include "storage/fdcache.h"
 #include "storage/index.h"
 #include "storage/segscan.h"
 
@@ -40,11 +50,11 @@ struct pulse_io;
 
 struct pulse_segment {
     const struct pulse_io *io;
-    int64_t base;        /* base offset, from the file name */
-    int fd;              /* data file, read/write */
-    int index_fd;        /* index file, read/write */
-    char *log_path;      /* owned */
-    char *index_path;    /* owned */
+    int64_t base;              /* base offset, from the file name */
+    struct pulse_fdc_file data; /* NNN.log, through the cache */
+    struct pulse_fdc_file idx;  /* NNN.index, through the cache */
+    char *log_path;            /* owned */
+    char *index_path;          /* owned */
     atomic_uint refs;
 
     pthread_mutex_t index_lock;
@@ -58,6 +68,7 @@ struct pulse_segment {
 
     uint64_t since_entry;  /* W: data bytes appended since the last index entry */
     size_t index_written;  /* W: entries written to the index file */
+    uint64_t dirty_ticket; /* W: pulse_fdc_dirty ticket of the last append */
 };
 
 /* Formats "<dir>/<base %020>.<ext>" into a new string (pulse_free). NULL on
@@ -69,14 +80,39 @@ char *pulse_segment_path(const char *dir, int64_t base, const char *ext);
 bool pulse_segment_parse_name(const char *name, int64_t *base_out);
 
 /*
- * Opens (creating when missing, never truncating) the data and index files
- * of the segment with this base in dir. The caller owns one reference.
- * Bounds start at zero; the caller sets them (recovery or rotation).
- * Creating files does not fsync the directory: the caller must, before
- * anything in the segment is acknowledged.
+ * The segment with this base in dir, its files opened on demand through
+ * cache. With create, both files are opened now (created when missing,
+ * never truncated) and handed to the cache; without, nothing is opened
+ * (the data file must exist by the time it is pinned). The caller owns one
+ * reference. Bounds start at zero; the caller sets them (recovery or
+ * rotation). Creating files does not fsync the directory: the caller must,
+ * before anything in the segment is acknowledged.
+ * PULSE_NOFILE when out of descriptors, PULSE_IO / PULSE_NOSPACE (logged).
  */
-pulse_status_t pulse_segment_open(const struct pulse_io *io, const char *dir, int64_t base,
-                                  struct pulse_segment **seg_out);
+pulse_status_t pulse_segment_open(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
+                                  int64_t base, bool create, struct pulse_segment **seg_out);
+
+/* Opens both files now, creating them when missing (never truncating), and
+ * hands them to the cache (see pulse_segment_open with create). */
+pulse_status_t pulse_segment_create_files(struct pulse_segment *seg);
+
+/* Pins the data file (see fdcache.h) and gives its descriptor, valid until
+ * pulse_segment_unpin. PULSE_NOFILE / PULSE_IO (logged). */
+pulse_status_t pulse_segment_pin(struct pulse_segment *seg, int *fd_out);
+void pulse_segment_unpin(struct pulse_segment *seg);
+
+/* The data file's size on disk. */
+pulse_status_t pulse_segment_file_size(struct pulse_segment *seg, uint64_t *size_out);
+
+/* Keeps the data descriptor open until the last reference goes, and never
+ * reopens the path: call before the path is unlinked or replaced while
+ * others may hold the segment. On failure (PULSE_NOFILE, PULSE_IO) the
+ * caller must leave the path alone. Locks: none of the log's needed. */
+pulse_status_t pulse_segment_retire(struct pulse_segment *seg);
+
+/* Closes the segment's descriptors that nobody uses (recovery is done with
+ * a sealed segment). */
+void pulse_segment_close_files(struct pulse_segment *seg);
 
 void pulse_segment_acquire(struct pulse_segment *seg);
 /* Drops a reference; the last one closes the files and frees. NULL ok. */
@@ -84,8 +120,9 @@ void pulse_segment_release(struct pulse_segment *seg);
 
 /* Adds an index entry in memory and writes it to the index file at its slot.
  * PULSE_IO/PULSE_NOSPACE on a write failure (logged), PULSE_NOMEM,
- * PULSE_INVALID when out of order. Locks: takes index_lock; caller holds the
- * writer lock. */
+ * PULSE_INVALID when out of order. On any failure the in-memory table is as
+ * it was before the call. Locks: takes index_lock; caller holds the writer
+ * lock. */
 pulse_status_t pulse_segment_index_add(struct pulse_segment *seg, uint32_t rel_offset, uint32_t rel_pos);
 
 /* Finds where to start decoding for offset: the position of the greatest
@@ -97,9 +134,8 @@ uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset);
 pulse_status_t pulse_segment_rewrite_index(struct pulse_segment *seg);
 
 /* Closes the index file of a sealed segment whose index is complete and
- * durable; the in-memory table stays and serves lookups. Halves the
- * descriptors a long log holds (only the active segment still appends
- * entries). Locks: the writer lock, or recovery before the log is shared. */
+ * durable, unless someone uses it; the in-memory table stays and serves
+ * lookups (only the active segment still appends entries). */
 void pulse_segment_close_index(struct pulse_segment *seg);
 
 /* Loads the index file into seg->index (which must be empty), keeping only

@@ -22,7 +22,7 @@ METRIC_LINE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(' + LABELS + r')? [-+0-9.eE
 def test_healthz_and_readyz(ctx):
     srv = ctx.srv
     eq(expect_json(srv.get("/healthz"), 200, "healthz"), {"status": "ok"}, "healthz body")
-    eq(expect_json(srv.get("/readyz"), 200, "readyz"), {"status": "ready"}, "readyz body")
+    eq(expect_json(srv.get("/readyz"), 200, "readyz"), {"status": "ready", "fenced_partitions": []}, "readyz body")
 
 
 def test_metrics_is_prometheus_text_with_build_info(ctx):

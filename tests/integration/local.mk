@@ -10,14 +10,18 @@ INTEGRATION_TESTS = \
 	tests/integration/40_cursors.py \
 	tests/integration/42_admin_async.py \
 	tests/integration/50_ops.py \
+	tests/integration/55_start_errors.py \
 	tests/integration/60_bad_input.py \
 	tests/integration/62_http_smuggling.py \
 	tests/integration/64_slow_clients.py \
 	tests/integration/66_memory_budget.py \
 	tests/integration/70_restart.py \
+	tests/integration/72_meta_loss.py \
 	tests/integration/80_crash_kill9.py \
 	tests/integration/85_torn_tail.py \
 	tests/integration/86_corruption.py \
+	tests/integration/87_disk_full.py \
+	tests/integration/88_descriptors.py \
 	tests/integration/90_longpoll.py \
 	tests/integration/95_sendfile.py \
 	tests/integration/96_examples.py \

@@ -321,9 +321,15 @@ class Server:
                               % (self.stderr_path, self.stderr_tail(80)))
 
     def server_pid(self):
-        """The pid of pulsed itself (a wrapper such as strace may sit between)."""
+        """The pid of pulsed itself (a wrapper such as strace may sit between,
+        or one such as prlimit that execs it)."""
         if not self.wrapper:
             return self.proc.pid
+        try:
+            if os.path.realpath("/proc/%d/exe" % self.proc.pid) == os.path.realpath(pulsed_path()):
+                return self.proc.pid
+        except OSError:
+            pass
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,7 +381,10 @@ START_TEST(test_concurrent_creates_of_one_name_exactly_one_wins)
     }
     ck_assert_int_eq(ok, 1);
     ck_assert_int_eq(exists, 5);
-    ck_assert_int_eq(count_entries("topics/race"), 4);
+    /* Four partition directories and topic.json; no marker left over. */
+    ck_assert_int_eq(count_entries("topics/race"), 5);
+    ck_assert(path_exists("topics/race/topic.json"));
+    ck_assert(!path_exists("topics/race/creating"));
     pulse_broker_close(b);
 }
 END_TEST
@@ -982,6 +986,9 @@ START_TEST(test_crash_after_create_dirs_leaves_no_topic)
 
     run_to_failpoint("topic_create_after_dirs", child_create);
     ck_assert(path_exists("topics/crashy/0"));
+    /* A valid definition is there, but so is the marker: never adopted. */
+    ck_assert(path_exists("topics/crashy/topic.json"));
+    ck_assert(path_exists("topics/crashy/creating"));
     b = open_default(&rep);
     ck_assert_uint_eq(rep.deleted_leftovers, 1);
     ck_assert_uint_eq(rep.topics, 0);
@@ -1001,10 +1008,15 @@ START_TEST(test_crash_after_create_commit_leaves_a_whole_topic)
     char err[256];
 
     run_to_failpoint("topic_create_after_meta", child_create);
+    ck_assert(path_exists("topics/crashy/creating"));
     b = open_default(&rep);
     ck_assert_uint_eq(rep.deleted_leftovers, 0);
+    ck_assert_uint_eq(rep.adopted_topics, 0);
     ck_assert_uint_eq(rep.topics, 1);
     ck_assert_uint_eq(rep.partitions, 3);
+    /* Committed: the marker goes, the topic stays. */
+    ck_assert(!path_exists("topics/crashy/creating"));
+    ck_assert(path_exists("topics/crashy/topic.json"));
     ck_assert_int_eq(pulse_broker_publish_wait(b, "crashy", &rec, 1, &off, err, sizeof err), PULSE_OK);
     ck_assert_int_eq(off.offset, 0);
     pulse_broker_close(b);
@@ -1039,11 +1051,25 @@ static void check_deleted_for_good(unsigned leftovers)
     pulse_broker_close(b);
 }
 
+START_TEST(test_crash_after_delete_mark_completes_the_delete)
+{
+    seed_crashy();
+    run_to_failpoint("topic_delete_after_mark", child_delete);
+    /* The metadata is still there, but the marker is the decision. */
+    ck_assert(path_exists("topics/crashy/deleting"));
+    check_deleted_for_good(1);
+}
+END_TEST
+
 START_TEST(test_crash_after_delete_commit_never_resurrects_the_topic)
 {
     seed_crashy();
     run_to_failpoint("topic_delete_after_meta", child_delete);
+    /* No metadata, a valid topic.json and the data: without the marker this
+     * directory would be adopted. */
     ck_assert(path_exists("topics/crashy/0"));
+    ck_assert(path_exists("topics/crashy/topic.json"));
+    ck_assert(path_exists("topics/crashy/deleting"));
     check_deleted_for_good(1);
 }
 END_TEST
@@ -1058,11 +1084,13 @@ START_TEST(test_crash_after_delete_rename_removes_the_leftover)
 }
 END_TEST
 
-START_TEST(test_directory_without_metadata_is_removed_at_start)
+START_TEST(test_directory_without_metadata_or_definition_refuses_to_start)
 {
-    struct pulse_broker_open_report rep;
     struct pulse_broker *b = open_default(NULL);
+    struct pulse_broker *b2 = NULL;
+    struct pulse_broker_config cfg;
     char path[512];
+    char err[1024] = "";
     FILE *f;
 
     create_topic(b, "keep", 1);
@@ -1077,10 +1105,33 @@ START_TEST(test_directory_without_metadata_is_removed_at_start)
     fputs("old bytes", f);
     fclose(f);
 
+    /* It may be data (an older version's topic whose store was lost):
+     * refused, named with the command that resolves it, nothing changed. */
+    test_config(&cfg);
+    ck_assert_int_eq(pulse_broker_open(&cfg, &b2, NULL, err, sizeof err), PULSE_INVALID);
+    ck_assert_ptr_null(b2);
+    ck_assert_msg(strstr(err, "topics/ghost") != NULL, "message: %s", err);
+    ck_assert_msg(strstr(err, "--adopt-topic ghost") != NULL, "message: %s", err);
+    ck_assert(path_exists("topics/ghost/0/00000000000000000000.log"));
+    ck_assert(path_exists("topics/keep/0"));
+}
+END_TEST
+
+START_TEST(test_empty_directory_without_metadata_is_removed_at_start)
+{
+    struct pulse_broker_open_report rep;
+    struct pulse_broker *b;
+    char path[512];
+
+    snprintf(path, sizeof path, "%s/topics", tmpdir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/topics/hollow", tmpdir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/topics/hollow/0", tmpdir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
     b = open_default(&rep);
     ck_assert_uint_eq(rep.deleted_leftovers, 1);
-    ck_assert(!path_exists("topics/ghost"));
-    ck_assert(path_exists("topics/keep/0"));
+    ck_assert(!path_exists("topics/hollow"));
     pulse_broker_close(b);
 }
 END_TEST
@@ -1296,6 +1347,159 @@ START_TEST(test_failed_sync_fails_the_publish_and_fences_only_that_partition)
     /* Restart recovers: the partition takes writes again. */
     b = open_default(NULL);
     ck_assert_int_eq(pulse_broker_publish_wait(b, "t", &rec0, 1, &off, err, sizeof err), PULSE_OK);
+    pulse_broker_close(b);
+}
+END_TEST
+
+/* A publisher that keeps going through a fence: every acknowledged
+ * (offset, value) pair is recorded. */
+#define HEAL_MAX_ACKS 4096
+
+struct heal_pub {
+    struct pulse_broker *b;
+    int id;
+    atomic_bool *stop;
+    int64_t offsets[HEAL_MAX_ACKS];
+    char values[HEAL_MAX_ACKS][32];
+    size_t acked;
+    size_t fenced;
+    size_t other; /* any failure but FENCED */
+};
+
+static void *heal_publisher(void *arg)
+{
+    struct heal_pub *h = arg;
+    char err[256];
+
+    for (int i = 0; !atomic_load(h->stop) && h->acked < HEAL_MAX_ACKS; i++) {
+        char value[32];
+        struct pulse_offset_pair off;
+        snprintf(value, sizeof value, "p%d-%d", h->id, i);
+        struct pulse_publish_record rec = rec_kv(NULL, value, 0);
+        pulse_status_t st = pulse_broker_publish_wait(h->b, "t", &rec, 1, &off, err, sizeof err);
+        if (st == PULSE_OK) {
+            h->offsets[h->acked] = off.offset;
+            memcpy(h->values[h->acked], value, sizeof value);
+            h->acked++;
+        } else if (st == PULSE_FENCED) {
+            h->fenced++;
+            usleep(2000);
+        } else {
+            h->other++;
+        }
+    }
+    return NULL;
+}
+
+static bool metrics_have(struct pulse_broker *b, const char *line)
+{
+    struct pulse_buf m;
+    pulse_buf_init(&m, 1 << 24);
+    ck_assert_int_eq(pulse_broker_metrics(b, &m), PULSE_OK);
+    ck_assert_int_eq(pulse_buf_append(&m, "", 1), PULSE_OK);
+    bool found = strstr((const char *)m.data, line) != NULL;
+    pulse_buf_fini(&m);
+    return found;
+}
+
+START_TEST(test_fenced_partition_is_reopened_in_process_with_backoff_and_loses_nothing)
+{
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b;
+    struct pulse_offset_pair off;
+    struct pulse_fenced_partition *fl = NULL;
+    size_t nfl = 0;
+    char err[256] = "";
+    atomic_bool stop;
+    static struct heal_pub pubs[2];
+    pthread_t th[2];
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    cfg.fence_retry_initial_ms = 100;
+    cfg.fence_retry_max_ms = 400;
+    b = open_cfg(&cfg, NULL);
+    create_topic(b, "t", 2);
+    atomic_init(&stop, false);
+    for (int i = 0; i < 2; i++) {
+        memset(&pubs[i], 0, sizeof pubs[i]);
+        pubs[i].b = b;
+        pubs[i].id = i;
+        pubs[i].stop = &stop;
+        ck_assert_int_eq(pthread_create(&th[i], NULL, heal_publisher, &pubs[i]), 0);
+    }
+    usleep(100 * 1000);
+    /* The next fdatasync fails, and so does the first reopen's cut of the
+     * bytes it never made durable: the second attempt, after a doubled
+     * wait, succeeds. */
+    faultio_fail_nth(fio, FAULTIO_FTRUNCATE, 1, EIO);
+    faultio_fail_nth(fio, FAULTIO_FDATASYNC, 1, EIO);
+    int64_t t0 = pulse_clock_mono_us();
+    struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, "t");
+    while (!pulse_plog_fenced(t->plogs[0])) {
+        ck_assert_int_lt(pulse_clock_mono_us() - t0, 5 * 1000 * 1000);
+        usleep(1000);
+    }
+    pulse_broker_topic_release(b, t);
+    struct pulse_publish_record rec = rec_kv(NULL, "probe", 0);
+    /* Fenced for at least 300 ms: 100 ms to the first attempt, which
+     * fails, then 200 ms to the second. */
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "t", &rec, 1, &off, err, sizeof err), PULSE_FENCED);
+    ck_assert_msg(strstr(err, "partition 0") != NULL && strstr(err, "fenced") != NULL, "%s", err);
+    ck_assert_int_eq(pulse_broker_fenced_list(b, &fl, &nfl), PULSE_OK);
+    ck_assert_uint_eq(nfl, 1);
+    ck_assert_str_eq(fl[0].topic, "t");
+    ck_assert_uint_eq(fl[0].partition, 0);
+    pulse_free(fl);
+    ck_assert(metrics_have(b, "pulse_partition_fenced{topic=\"t\",partition=\"0\"} 1\n"));
+    ck_assert(metrics_have(b, "pulse_partition_fenced{topic=\"t\",partition=\"1\"} 0\n"));
+    /* The other partition never stopped. */
+    struct pulse_publish_record rec1 = rec_kv(NULL, "other", 1);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "t", &rec1, 1, &off, err, sizeof err), PULSE_OK);
+    /* Back without a restart: one failed attempt, then a reopen. */
+    while (!metrics_have(b, "pulse_partition_reopens_total 1\n")) {
+        ck_assert_int_lt(pulse_clock_mono_us() - t0, 10 * 1000 * 1000);
+        usleep(10 * 1000);
+    }
+    ck_assert_int_ge(pulse_clock_mono_us() - t0, 300 * 1000); /* 100 ms, then 200 ms */
+    ck_assert(metrics_have(b, "pulse_partition_reopen_failures_total 1\n"));
+    ck_assert(metrics_have(b, "pulse_partition_fenced{topic=\"t\",partition=\"0\"} 0\n"));
+    ck_assert_int_eq(pulse_broker_fenced_list(b, &fl, &nfl), PULSE_OK);
+    ck_assert_uint_eq(nfl, 0);
+    usleep(200 * 1000);
+    atomic_store(&stop, true);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_uint_eq(pubs[i].other, 0);
+        ck_assert_uint_gt(pubs[i].acked, 0);
+    }
+    ck_assert_uint_gt(pubs[0].fenced + pubs[1].fenced, 0);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "t", &rec, 1, &off, err, sizeof err), PULSE_OK);
+
+    /* Every acknowledged record is at its offset, and no offset was
+     * handed out twice. */
+    static char values[2 * HEAL_MAX_ACKS + 16][32];
+    size_t n = read_values(b, "t", 0, values, 2 * HEAL_MAX_ACKS + 16);
+    ck_assert_int_eq((int64_t)n, hw_of(b, "t", 0));
+    static bool seen[2 * HEAL_MAX_ACKS + 16];
+    memset(seen, 0, sizeof seen);
+    for (int i = 0; i < 2; i++) {
+        for (size_t k = 0; k < pubs[i].acked; k++) {
+            int64_t o = pubs[i].offsets[k];
+            ck_assert_int_lt(o, (int64_t)n);
+            ck_assert_msg(!seen[o], "offset %lld acknowledged twice", (long long)o);
+            seen[o] = true;
+            ck_assert_str_eq(values[o], pubs[i].values[k]);
+        }
+    }
+    pulse_broker_close(b);
+    faultio_destroy(fio);
+
+    /* A restart agrees. */
+    b = open_default(NULL);
+    ck_assert_uint_eq(read_values(b, "t", 0, values, 2 * HEAL_MAX_ACKS + 16), n);
     pulse_broker_close(b);
 }
 END_TEST
@@ -1734,13 +1938,16 @@ static Suite *broker_suite(void)
     tcase_add_test(tc, test_delete_removes_data_and_cursors_but_not_a_prefixed_name);
     tcase_add_test(tc, test_crash_after_create_dirs_leaves_no_topic);
     tcase_add_test(tc, test_crash_after_create_commit_leaves_a_whole_topic);
+    tcase_add_test(tc, test_crash_after_delete_mark_completes_the_delete);
     tcase_add_test(tc, test_crash_after_delete_commit_never_resurrects_the_topic);
     tcase_add_test(tc, test_crash_after_delete_rename_removes_the_leftover);
-    tcase_add_test(tc, test_directory_without_metadata_is_removed_at_start);
+    tcase_add_test(tc, test_directory_without_metadata_or_definition_refuses_to_start);
+    tcase_add_test(tc, test_empty_directory_without_metadata_is_removed_at_start);
     tcase_add_test(tc, test_second_broker_on_one_data_dir_is_refused);
     tcase_add_test(tc, test_metrics_expose_the_documented_families);
     tcase_add_test(tc, test_concurrent_publishers_and_cursor_writers_lose_nothing);
     tcase_add_test(tc, test_failed_sync_fails_the_publish_and_fences_only_that_partition);
+    tcase_add_test(tc, test_fenced_partition_is_reopened_in_process_with_backoff_and_loses_nothing);
     tcase_add_test(tc, test_concurrent_publishes_share_fdatasyncs);
     tcase_add_test(tc, test_drain_lets_written_publishes_reach_durability);
     tcase_add_test(tc, test_delete_and_recreate_under_concurrent_publishers_is_safe);

@@ -447,6 +447,53 @@ START_TEST(test_a_delete_waiting_behind_a_long_compaction_blocks_no_other_reques
 }
 END_TEST
 
+/* The compaction budget settings reach the pass: with a budget of one
+ * byte a pass evaluates one segment of the partition (nothing to merge it
+ * with), and the next passes go on from there; with the default budget one
+ * pass merges what survives of the small segments. */
+static uint32_t churn_and_count_after_one_pass(uint64_t budget)
+{
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b = NULL;
+    char err[256] = "", v[120];
+    uint32_t before, after;
+
+    pulse_broker_config_init(&cfg);
+    cfg.data_dir = tmpdir;
+    cfg.retention_interval_ms = 0;
+    cfg.compaction_interval_ms = 0;
+    cfg.compaction_min_gain_ratio = 0.0;
+    cfg.compaction_max_bytes_per_pass = budget;
+    cfg.compaction_max_pass_ms = 0;
+    ck_assert_int_eq(pulse_broker_open(&cfg, &b, NULL, err, sizeof err), PULSE_OK);
+    create(b, "churn", PULSE_CLEANUP_COMPACT, 0, 0);
+    for (int i = 0; i < 120; i++) {
+        char key[2] = {(char)('a' + i % 6), 0};
+        snprintf(v, sizeof v, "%s-%03d-%.80s", key, i, big);
+        ck_assert_int_eq(publish(b, "churn", key, v, -1), i);
+    }
+    before = stats_of(b, "churn").segments;
+    ck_assert_uint_ge(before, 10);
+    pulse_broker_maint_compaction_pass(b->maint);
+    after = stats_of(b, "churn").segments;
+    ck_assert_uint_le(after, before);
+    pulse_broker_close(b);
+    return before - after;
+}
+
+START_TEST(test_compaction_budget_settings_bound_each_pass)
+{
+    /* One segment evaluated: at most that one goes (it held only older
+     * values), nothing merges. */
+    ck_assert_uint_le(churn_and_count_after_one_pass(1), 1);
+    teardown();
+    setup();
+    /* The default: every sealed segment in one pass, the survivors merged
+     * into one or two. */
+    ck_assert_uint_ge(churn_and_count_after_one_pass(1024ull * 1024 * 1024), 8);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("maint");
@@ -459,6 +506,7 @@ int main(void)
     tcase_add_test(tc, test_retention_leaves_compacted_topics_to_compaction);
     tcase_add_test(tc, test_compaction_pass_keeps_the_newest_value_of_each_key_at_its_offset);
     tcase_add_test(tc, test_a_delete_waiting_behind_a_long_compaction_blocks_no_other_request);
+    tcase_add_test(tc, test_compaction_budget_settings_bound_each_pass);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

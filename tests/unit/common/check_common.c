@@ -2,14 +2,16 @@
 /* check_common.c - CRC32C check values and path agreement, buffer caps,
  * status tables, allocation failure hook. */
 #include <check.h>
-#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/crc32c.h"
 #include "common/endian.h"
+#include "common/log.h"
 #include "common/status.h"
 
 START_TEST(test_crc32c_check_value_is_e3069283)
@@ -112,13 +114,76 @@ START_TEST(test_status_tables_name_every_status)
 }
 END_TEST
 
-START_TEST(test_status_from_errno_tells_descriptor_limits_from_io_errors)
+/* Runs fn with stderr sent to a temporary file; returns the text written
+ * (static storage). Check forks each test, so the redirect dies with it. */
+static const char *capture_stderr(void (*fn)(void))
 {
-    ck_assert_int_eq(pulse_status_from_errno(EMFILE), PULSE_NOFILES);
-    ck_assert_int_eq(pulse_status_from_errno(ENFILE), PULSE_NOFILES);
-    ck_assert_int_eq(pulse_status_from_errno(ENOSPC), PULSE_NOSPACE);
-    ck_assert_int_eq(pulse_status_from_errno(EIO), PULSE_IO);
-    ck_assert_str_eq(pulse_status_message(PULSE_NOFILES), "too many open files");
+    static char text[1 << 20];
+    char path[] = "/tmp/check_common_log.XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    fflush(stderr);
+    ck_assert_int_eq(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+    fn();
+    fflush(stderr);
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    ck_assert_int_ge(n, 0);
+    text[n] = '\0';
+    close(fd);
+    unlink(path);
+    return text;
+}
+
+static size_t count_lines(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return n;
+}
+
+static void flood(void)
+{
+    pulse_log_set_level(PULSE_LOG_INFO);
+    /* 10,000 identical warnings in a burst, and 3 of another kind. */
+    for (int i = 0; i < 10000; i++)
+        PULSE_WARN_RL("disk full %d", 7);
+    for (int i = 0; i < 3; i++)
+        PULSE_WARN_RL("other warning");
+    pulse_log_flush_limited();
+}
+
+START_TEST(test_repeated_warnings_are_rate_limited_with_a_count)
+{
+    const char *text = capture_stderr(flood);
+    ck_assert_uint_eq(count_lines(text, "level=warn disk full 7\n"), PULSE_LOG_BURST);
+    ck_assert_uint_eq(count_lines(text, "level=warn other warning\n"), 3);
+    ck_assert_msg(strstr(text, "repeated 9995 more times") != NULL, "%s", text);
+    ck_assert_msg(strstr(text, ": disk full 7\n") != NULL, "%s", text);
+    ck_assert_uint_lt(count_lines(text, "\n"), 20);
+}
+END_TEST
+
+static void two_seconds(void)
+{
+    pulse_log_set_level(PULSE_LOG_INFO);
+    for (int i = 0; i < 8; i++)
+        pulse_log_limited(PULSE_LOG_ERROR, "key", "burst one");
+    usleep(1100 * 1000);
+    /* A new second: the count of the first is reported, and a few lines of
+     * the second get through again. */
+    for (int i = 0; i < 8; i++)
+        pulse_log_limited(PULSE_LOG_ERROR, "key", "burst two");
+}
+
+START_TEST(test_rate_limit_window_reopens_after_a_second_and_reports_the_count_first)
+{
+    const char *text = capture_stderr(two_seconds);
+    ck_assert_uint_eq(count_lines(text, "level=error burst one\n"), PULSE_LOG_BURST);
+    ck_assert_uint_eq(count_lines(text, "level=error burst two\n"), PULSE_LOG_BURST);
+    const char *rep = strstr(text, "repeated 3 more times");
+    ck_assert_ptr_nonnull(rep);
+    ck_assert(rep < strstr(text, "burst two"));
 }
 END_TEST
 
@@ -134,7 +199,8 @@ int main(void)
     tcase_add_test(tc, test_buf_big_endian_appends);
     tcase_add_test(tc, test_alloc_fail_after_n_returns_null);
     tcase_add_test(tc, test_status_tables_name_every_status);
-    tcase_add_test(tc, test_status_from_errno_tells_descriptor_limits_from_io_errors);
+    tcase_add_test(tc, test_repeated_warnings_are_rate_limited_with_a_count);
+    tcase_add_test(tc, test_rate_limit_window_reopens_after_a_second_and_reports_the_count_first);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "broker/broker.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/status.h"
@@ -91,6 +92,8 @@ START_TEST(test_config_defaults_match_the_documented_values)
     ck_assert_int_eq(cfg.compaction_interval_ms, 30000);
     ck_assert_int_eq(cfg.compaction_tombstone_retention_ms, 24 * 3600 * 1000);
     ck_assert(cfg.compaction_min_gain_ratio > 0.0999 && cfg.compaction_min_gain_ratio < 0.1001);
+    ck_assert_uint_eq(cfg.compaction_max_bytes_per_pass, 1024ull * 1024 * 1024);
+    ck_assert_int_eq(cfg.compaction_max_pass_ms, 5000);
     ck_assert_int_eq(cfg.partitions, 1);
     ck_assert_int_eq(cfg.retention_ms, 7ll * 86400 * 1000);
     ck_assert_uint_eq(cfg.retention_bytes, 0);
@@ -271,13 +274,61 @@ START_TEST(test_topic_segment_bytes_follows_storage_until_set)
 }
 END_TEST
 
+START_TEST(test_compaction_budget_keys_reach_the_broker_config)
+{
+    struct pulse_config cfg;
+    struct pulse_broker_config bcfg;
+    char err[256];
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.compaction-max-bytes-per-pass", "64MiB", err, sizeof err),
+                     PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.compaction-max-pass-time", "250ms", err, sizeof err), PULSE_OK);
+    memset(&bcfg, 0, sizeof bcfg);
+    pulse_config_to_broker(&cfg, &bcfg);
+    ck_assert_uint_eq(bcfg.compaction_max_bytes_per_pass, 64u * 1024 * 1024);
+    ck_assert_int_eq(bcfg.compaction_max_pass_ms, 250);
+    /* 0 turns the time bound off; a zero byte budget would stop every pass. */
+    ck_assert_int_eq(pulse_config_set(&cfg, "storage.compaction-max-pass-time", "0", err, sizeof err), PULSE_OK);
+    ck_assert_int_ne(pulse_config_set(&cfg, "storage.compaction-max-bytes-per-pass", "0", err, sizeof err), PULSE_OK);
+    pulse_config_fini(&cfg);
+}
+END_TEST
+
+START_TEST(test_descriptor_settings_are_fitted_into_the_process_limit)
+{
+    struct pulse_config cfg;
+    char msg[768] = "";
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.threads", "4", NULL, 0), PULSE_OK);
+    /* Plenty: nothing changes. */
+    ck_assert(!pulse_config_fit_fd_limit(&cfg, 1 << 20, msg, sizeof msg));
+    ck_assert_int_eq(cfg.max_connections, 1000);
+    ck_assert_int_eq(cfg.segment_fd_cache, 1024);
+    /* 512: both shrink, the result fits, and the message names the limit. */
+    ck_assert(pulse_config_fit_fd_limit(&cfg, 512, msg, sizeof msg));
+    int64_t reserved = PULSE_CONFIG_FD_RESERVED + PULSE_CONFIG_FD_META + 3 * 4;
+    ck_assert_int_le(reserved + 2 * cfg.max_connections + cfg.segment_fd_cache, 512);
+    ck_assert_int_ge(cfg.segment_fd_cache, 16);
+    ck_assert_int_ge(cfg.max_connections, 100);
+    ck_assert_msg(strstr(msg, "descriptor limit 512") != NULL && strstr(msg, "RLIMIT_NOFILE") != NULL, "%s", msg);
+    /* Fitted values fit: a second pass changes nothing. */
+    ck_assert(!pulse_config_fit_fd_limit(&cfg, 512, msg, sizeof msg));
+    /* Absurdly low: the minimums, never zero. */
+    ck_assert(pulse_config_fit_fd_limit(&cfg, 64, msg, sizeof msg));
+    ck_assert_int_ge(cfg.max_connections, 1);
+    ck_assert_int_ge(cfg.segment_fd_cache, 16);
+    pulse_config_fini(&cfg);
+}
+END_TEST
+
 START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
 {
     struct pulse_config cfg;
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
     json_t *j = pulse_config_to_json(&cfg);
     ck_assert_ptr_nonnull(j);
-    ck_assert_uint_eq(json_object_size(j), 23);
+    ck_assert_uint_eq(json_object_size(j), 26);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.segment-fd-cache")), 1024);
     ck_assert_str_eq(json_string_value(json_object_get(j, "server.listen")), "127.0.0.1:8080");
     ck_assert_int_eq(json_integer_value(json_object_get(j, "server.max-body-bytes")), 16 * 1024 * 1024);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "topic-defaults.segment-bytes")), 512 * 1024 * 1024);
@@ -305,6 +356,32 @@ START_TEST(test_listen_address_splits_into_host_and_port)
     ck_assert_int_ne(pulse_config_split_listen("::1:80", host, sizeof host, &port, &v6), PULSE_OK);
     ck_assert_int_ne(pulse_config_split_listen("h:", host, sizeof host, &port, &v6), PULSE_OK);
     ck_assert_int_ne(pulse_config_split_listen("h:65536", host, sizeof host, &port, &v6), PULSE_OK);
+}
+END_TEST
+
+START_TEST(test_listen_value_is_checked_when_the_configuration_is_read)
+{
+    struct pulse_config cfg;
+    char err[256] = "";
+
+    ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "127.0.0.1:70000", err, sizeof err), PULSE_INVALID);
+    ck_assert_msg(strstr(err, "port must be 1..65535") != NULL, "%s", err);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "[::1]:123456789012345678901", err, sizeof err),
+                     PULSE_INVALID);
+    ck_assert_msg(strstr(err, "port must be 1..65535") != NULL, "%s", err);
+    /* A name is not resolved: refused here (exit 2), not at bind (exit 1). */
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "no-such-host.invalid:80", err, sizeof err),
+                     PULSE_INVALID);
+    ck_assert_msg(strstr(err, "not an IP address") != NULL, "%s", err);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "[not-v6]:80", err, sizeof err), PULSE_INVALID);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "127.0.0.1:x", err, sizeof err), PULSE_INVALID);
+    ck_assert_msg(strstr(err, "is not HOST:PORT") != NULL, "%s", err);
+    ck_assert_str_eq(cfg.listen, "127.0.0.1:8080");
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "localhost:65535", err, sizeof err), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "0.0.0.0:1", err, sizeof err), PULSE_OK);
+    ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "[::]:0", err, sizeof err), PULSE_OK);
+    pulse_config_fini(&cfg);
 }
 END_TEST
 
@@ -337,8 +414,8 @@ START_TEST(test_api_statuses_map_to_the_contract_codes)
         {PULSE_CURSOR_NOT_FOUND, 404, "cursor_not_found"}, {PULSE_EXISTS, 409, "topic_exists"},
         {PULSE_TOO_LARGE, 413, "payload_too_large"},  {PULSE_RANGE, 416, "offset_out_of_range"},
         {PULSE_NOSPACE, 507, "storage_full"},         {PULSE_IO, 500, "storage_error"},
-        {PULSE_FENCED, 500, "storage_error"},         {PULSE_SHUTDOWN, 503, "unavailable"},
-        {PULSE_NOT_FOUND, 404, "not_found"},          {PULSE_NOFILES, 503, "unavailable"},
+        {PULSE_FENCED, 503, "partition_fenced"},      {PULSE_SHUTDOWN, 503, "unavailable"},
+        {PULSE_NOT_FOUND, 404, "not_found"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const struct pulse_errmap_entry *e = pulse_errmap_lookup(want[i].st);
@@ -771,8 +848,11 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_precedence_is_default_then_file_then_env_then_command_line);
     tcase_add_test(tc, test_malformed_config_file_lines_are_refused);
     tcase_add_test(tc, test_topic_segment_bytes_follows_storage_until_set);
+    tcase_add_test(tc, test_descriptor_settings_are_fitted_into_the_process_limit);
     tcase_add_test(tc, test_effective_config_json_lists_every_key_with_typed_values);
+    tcase_add_test(tc, test_compaction_budget_keys_reach_the_broker_config);
     tcase_add_test(tc, test_listen_address_splits_into_host_and_port);
+    tcase_add_test(tc, test_listen_value_is_checked_when_the_configuration_is_read);
     suite_add_tcase(s, tc);
     tc = tcase_create("errmap");
     tcase_add_test(tc, test_every_status_has_its_own_http_mapping);

@@ -6,6 +6,7 @@
  * Raw keys are inspected and damaged through LevelDB's own C API.
  */
 #include <check.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <leveldb/c.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 
 #include "common/alloc.h"
 #include "common/endian.h"
+#include "meta/dirfile.h"
 #include "meta/meta.h"
 
 static char tmpdir[256];
@@ -478,6 +480,282 @@ START_TEST(test_damaged_records_are_corrupt_not_crashes)
 }
 END_TEST
 
+/* ---- the data directory's files (dirfile.c) --------------------------- */
+
+START_TEST(test_topic_file_round_trips_and_every_flipped_bit_is_caught)
+{
+    struct pulse_meta_topic t = topic_def("orders.eu-1", 12);
+    struct pulse_meta_topic got;
+    char buf[PULSE_DIRFILE_MAX];
+    char why[160];
+    size_t len = 0;
+
+    t.cleanup = 1;
+    t.retention_bytes = 1 << 30;
+    ck_assert_int_eq(pulse_dirfile_topic_encode(&t, buf, sizeof buf, &len), PULSE_OK);
+    ck_assert_int_eq(buf[len - 1], '\n');
+    ck_assert_int_eq(pulse_dirfile_topic_decode(buf, len, &got, why, sizeof why), PULSE_OK);
+    ck_assert_int_eq(memcmp(&got, &t, sizeof t), 0);
+    ck_assert_ptr_nonnull(strstr(buf, "\"crc32c\":\""));
+    ck_assert_ptr_nonnull(strstr(buf, "\"format\":1"));
+    /* Not one flipped bit passes for a definition, anywhere in the file. */
+    for (size_t i = 0; i < len; i++) {
+        for (int bit = 0; bit < 8; bit++) {
+            buf[i] ^= (char)(1 << bit);
+            ck_assert_msg(pulse_dirfile_topic_decode(buf, len, &got, why, sizeof why) == PULSE_CORRUPT,
+                          "byte %zu bit %d accepted", i, bit);
+            buf[i] ^= (char)(1 << bit);
+        }
+    }
+    /* Truncation and trailing garbage too. */
+    ck_assert_int_eq(pulse_dirfile_topic_decode(buf, len / 2, &got, why, sizeof why), PULSE_CORRUPT);
+    ck_assert_int_eq(pulse_dirfile_topic_decode("{}", 2, &got, why, sizeof why), PULSE_CORRUPT);
+    ck_assert_int_eq(pulse_dirfile_topic_decode("", 0, &got, why, sizeof why), PULSE_CORRUPT);
+}
+END_TEST
+
+START_TEST(test_identity_file_round_trips_and_rejects_damage)
+{
+    struct pulse_meta_identity id, got;
+    char buf[PULSE_DIRFILE_MAX];
+    char why[160];
+    size_t len = 0;
+
+    memset(&id, 0, sizeof id);
+    snprintf(id.cluster_id, sizeof id.cluster_id, "0123456789abcdef");
+    snprintf(id.broker_id, sizeof id.broker_id, "fedcba9876543210");
+    ck_assert_int_eq(pulse_dirfile_identity_encode(&id, buf, sizeof buf, &len), PULSE_OK);
+    ck_assert_int_eq(pulse_dirfile_identity_decode(buf, len, &got, why, sizeof why), PULSE_OK);
+    ck_assert_str_eq(got.cluster_id, id.cluster_id);
+    ck_assert_str_eq(got.broker_id, id.broker_id);
+    for (size_t i = 0; i < len; i++) {
+        buf[i] ^= 0x01;
+        ck_assert_msg(pulse_dirfile_identity_decode(buf, len, &got, why, sizeof why) == PULSE_CORRUPT,
+                      "byte %zu accepted", i);
+        buf[i] ^= 0x01;
+    }
+    snprintf(id.cluster_id, sizeof id.cluster_id, "NOT-HEX-AT-ALL!!");
+    ck_assert_int_eq(pulse_dirfile_identity_encode(&id, buf, sizeof buf, &len), PULSE_INVALID);
+}
+END_TEST
+
+/* ---- identity kept outside the store, damage, repair ------------------ */
+
+static struct pulse_meta *open_with(const struct pulse_meta_open_opts *opts, struct pulse_meta_open_report *rep,
+                                    pulse_status_t want, char *err, size_t errlen)
+{
+    struct pulse_meta *meta = NULL;
+    pulse_status_t st = pulse_meta_open_ex(metadir, opts, &meta, rep, err, errlen);
+
+    ck_assert_msg(st == want, "open: %s, wanted %s (%s)", pulse_status_name(st), pulse_status_name(want), err);
+    return meta;
+}
+
+START_TEST(test_a_lost_store_takes_the_callers_identity_and_a_foreign_one_is_refused)
+{
+    struct pulse_meta_identity id;
+    struct pulse_meta_open_opts opts = {&id, false};
+    struct pulse_meta_open_report rep;
+    struct pulse_meta *meta;
+    char err[512] = "";
+
+    memset(&id, 0, sizeof id);
+    snprintf(id.cluster_id, sizeof id.cluster_id, "00000000000000aa");
+    snprintf(id.broker_id, sizeof id.broker_id, "00000000000000bb");
+    meta = open_with(&opts, &rep, PULSE_OK, err, sizeof err);
+    ck_assert(rep.created);
+    ck_assert_int_eq(rep.cluster_origin, PULSE_META_ID_ADOPTED);
+    ck_assert_int_eq(rep.broker_origin, PULSE_META_ID_ADOPTED);
+    ck_assert_str_eq(pulse_meta_cluster_id(meta), "00000000000000aa");
+    ck_assert_str_eq(pulse_meta_broker_id(meta), "00000000000000bb");
+    pulse_meta_close(meta);
+
+    meta = open_with(&opts, &rep, PULSE_OK, err, sizeof err);
+    ck_assert(!rep.created);
+    ck_assert_int_eq(rep.cluster_origin, PULSE_META_ID_LOADED);
+    pulse_meta_close(meta);
+
+    snprintf(id.cluster_id, sizeof id.cluster_id, "00000000000000cc");
+    meta = open_with(&opts, &rep, PULSE_INVALID, err, sizeof err);
+    ck_assert_ptr_null(meta);
+    ck_assert(rep.identity_mismatch);
+    ck_assert_msg(strstr(err, "00000000000000aa") != NULL && strstr(err, "00000000000000cc") != NULL, "%s", err);
+}
+END_TEST
+
+static void rm_meta(void)
+{
+    nftw(metadir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+START_TEST(test_required_identity_is_never_made_up)
+{
+    struct pulse_meta_open_opts opts = {NULL, true};
+    struct pulse_meta_open_report rep;
+    struct pulse_meta *meta;
+    char err[512] = "";
+
+    meta = open_with(&opts, &rep, PULSE_NOT_FOUND, err, sizeof err);
+    ck_assert_ptr_null(meta);
+    /* Nothing was written: a plain open still draws a fresh id. */
+    meta = open_with(NULL, &rep, PULSE_OK, err, sizeof err);
+    ck_assert_int_eq(rep.cluster_origin, PULSE_META_ID_CREATED);
+    pulse_meta_close(meta);
+}
+END_TEST
+
+/* Every file of the store whose name ends with suffix. */
+static int store_files(const char *suffix, char names[][512], int max)
+{
+    DIR *d = opendir(metadir);
+    struct dirent *de;
+    int n = 0;
+
+    ck_assert_ptr_nonnull(d);
+    while ((de = readdir(d)) != NULL && n < max) {
+        size_t len = strlen(de->d_name);
+        if (len > strlen(suffix) && strcmp(de->d_name + len - strlen(suffix), suffix) == 0)
+            snprintf(names[n++], 512, "%s/%s", metadir, de->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+static void fill_store(int topics)
+{
+    struct pulse_meta *meta = open_ok();
+
+    for (int i = 0; i < topics; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "topic-%03d", i);
+        struct pulse_meta_topic t = topic_def(name, 2);
+        ck_assert_int_eq(pulse_meta_topic_create(meta, &t), PULSE_OK);
+        put_cursor(meta, "reader", name, 1, i);
+    }
+    pulse_meta_close(meta);
+}
+
+START_TEST(test_a_flipped_bit_in_the_log_is_reported_not_hidden)
+{
+    struct pulse_meta_open_report rep;
+    struct pulse_meta *meta;
+    char logs[4][512];
+    char err[512] = "";
+    struct stat sb;
+    FILE *f;
+
+    fill_store(40);
+    ck_assert_int_eq(store_files(".log", logs, 4), 1);
+    ck_assert_int_eq(stat(logs[0], &sb), 0);
+    /* The middle of a record (not a header, not the torn-tail case). */
+    f = fopen(logs[0], "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, sb.st_size / 2, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, sb.st_size / 2, SEEK_SET);
+    fputc(c ^ 0x10, f);
+    fclose(f);
+    meta = open_with(NULL, &rep, PULSE_OK, err, sizeof err);
+    ck_assert_uint_ge(rep.damage_lines, 1);
+    ck_assert_msg(strstr(rep.damage, "Corruption") != NULL, "%s", rep.damage);
+    ck_assert_uint_lt(rep.topics, 40); /* LevelDB dropped records: the caller must rebuild */
+    pulse_meta_close(meta);
+}
+END_TEST
+
+START_TEST(test_damaged_tables_are_corrupt_at_open_and_repair_sets_them_aside)
+{
+    struct pulse_meta_repair_report rrep;
+    struct pulse_meta_open_report rep;
+    struct pulse_meta *meta;
+    char tables[8][512];
+    char err[512] = "";
+    int n;
+
+    fill_store(40);
+    meta = open_ok(); /* turns the log into a table */
+    pulse_meta_close(meta);
+    n = store_files(".ldb", tables, 8);
+    ck_assert_int_ge(n, 1);
+    for (int i = 0; i < n; i++) {
+        struct stat sb;
+        ck_assert_int_eq(stat(tables[i], &sb), 0);
+        FILE *f = fopen(tables[i], "r+b");
+        ck_assert_ptr_nonnull(f);
+        for (off_t k = 0; k < sb.st_size; k++)
+            fputc(0x5a, f);
+        fclose(f);
+    }
+    meta = open_with(NULL, &rep, PULSE_CORRUPT, err, sizeof err);
+    ck_assert_ptr_null(meta);
+    ck_assert_msg(strstr(err, "damaged") != NULL, "%s", err);
+
+    ck_assert_int_eq(pulse_meta_repair(metadir, &rrep, err, sizeof err), PULSE_OK);
+    ck_assert(rrep.found);
+    ck_assert_int_eq((int)rrep.tables_set_aside, n);
+    ck_assert_uint_ge(rrep.damage_lines, 1);
+    meta = open_with(NULL, &rep, PULSE_OK, err, sizeof err);
+    ck_assert_uint_eq(rep.topics, 0);
+    pulse_meta_close(meta);
+}
+END_TEST
+
+START_TEST(test_missing_or_truncated_current_is_corrupt_and_repair_recovers_everything)
+{
+    struct pulse_meta_repair_report rrep;
+    struct pulse_meta_open_report rep;
+    struct pulse_meta *meta;
+    char path[512];
+    char err[512] = "";
+    FILE *f;
+
+    fill_store(40);
+    snprintf(path, sizeof path, "%s/CURRENT", metadir);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    meta = open_with(NULL, &rep, PULSE_CORRUPT, err, sizeof err);
+    ck_assert_msg(strstr(err, "CURRENT") != NULL, "%s", err);
+    /* Without CURRENT LevelDB would start an empty store over the tables
+     * and delete them as obsolete; refused instead. */
+    ck_assert_int_eq(unlink(path), 0);
+    meta = open_with(NULL, &rep, PULSE_CORRUPT, err, sizeof err);
+    ck_assert_msg(strstr(err, "no CURRENT file") != NULL, "%s", err);
+
+    ck_assert_int_eq(pulse_meta_repair(metadir, &rrep, err, sizeof err), PULSE_OK);
+    ck_assert_uint_eq(rrep.tables_set_aside, 0);
+    meta = open_with(NULL, &rep, PULSE_OK, err, sizeof err);
+    ck_assert_uint_eq(rep.topics, 40);
+    ck_assert_uint_eq(rep.cursors, 40);
+    pulse_meta_close(meta);
+
+    /* Nothing to repair is not an error. */
+    rm_meta();
+    ck_assert_int_eq(pulse_meta_repair(metadir, &rrep, err, sizeof err), PULSE_OK);
+    ck_assert(!rrep.found);
+}
+END_TEST
+
+START_TEST(test_repair_refuses_a_store_in_use)
+{
+    struct pulse_meta_repair_report rrep;
+    struct pulse_meta *meta = open_ok();
+    char err[512] = "";
+    int status = 0;
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        pulse_status_t st = pulse_meta_repair(metadir, &rrep, err, sizeof err);
+        _exit(st == PULSE_BUSY && strstr(err, "in use") != NULL ? 0 : 1);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    pulse_meta_close(meta);
+}
+END_TEST
+
 static Suite *meta_suite(void)
 {
     Suite *s = suite_create("meta");
@@ -496,6 +774,14 @@ static Suite *meta_suite(void)
     tcase_add_test(tc, test_cursor_list_is_sorted_by_topic_then_partition);
     tcase_add_test(tc, test_consumer_list_is_sorted_and_delete_is_exact);
     tcase_add_test(tc, test_damaged_records_are_corrupt_not_crashes);
+    tcase_add_test(tc, test_topic_file_round_trips_and_every_flipped_bit_is_caught);
+    tcase_add_test(tc, test_identity_file_round_trips_and_rejects_damage);
+    tcase_add_test(tc, test_a_lost_store_takes_the_callers_identity_and_a_foreign_one_is_refused);
+    tcase_add_test(tc, test_required_identity_is_never_made_up);
+    tcase_add_test(tc, test_a_flipped_bit_in_the_log_is_reported_not_hidden);
+    tcase_add_test(tc, test_damaged_tables_are_corrupt_at_open_and_repair_sets_them_aside);
+    tcase_add_test(tc, test_missing_or_truncated_current_is_corrupt_and_repair_recovers_everything);
+    tcase_add_test(tc, test_repair_refuses_a_store_in_use);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,8 +2,10 @@
 /*
  * check_fault.c - durability under injected failures (tests/lib/faultio):
  * group commit shares fdatasyncs and never acknowledges before one covers
- * the batch; a failed write or sync fences the log, returns IO/NOSPACE once
- * and FENCED after, never advances HW; a short write is cut back; a
+ * the batch; a write that finds the device full is cut back and refused
+ * while the log keeps accepting appends; any other failed write, and a
+ * failed sync, fences the log, returns IO once and FENCED after, never
+ * advances HW; pulse_plog_reopen brings a fenced log back in process; a
  * simulated power cut keeps every acknowledged batch.
  */
 #include "plogtest.h"
@@ -178,7 +180,7 @@ START_TEST(test_failed_fdatasync_fences_the_log_and_hw_does_not_advance)
 }
 END_TEST
 
-START_TEST(test_enospc_on_write_returns_nospace_then_fenced)
+START_TEST(test_enospc_on_write_is_refused_and_the_log_keeps_accepting_appends)
 {
     struct env e;
     int64_t base;
@@ -189,42 +191,255 @@ START_TEST(test_enospc_on_write_returns_nospace_then_fenced)
     long long size = pt_file_size(p);
     faultio_fail_nth(e.fio, FAULTIO_PWRITE, 1, ENOSPC);
     ck_assert_int_eq(append_one(e.plog, 2, 2, &base), PULSE_NOSPACE);
-    ck_assert_int_eq(append_one(e.plog, 2, 2, &base), PULSE_FENCED);
+    ck_assert(!pulse_plog_fenced(e.plog));
     ck_assert_int_eq(pt_file_size(p), size);
     ck_assert_int_eq(pulse_plog_log_end(e.plog), 2);
+    /* Space is back: the next append gets the offsets the refused one
+     * would have had (nobody was ever told about them). */
+    ck_assert_int_eq(append_one(e.plog, 2, 2, &base), PULSE_OK);
+    ck_assert_int_eq(base, 2);
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 4);
+    struct pt_log l = {0};
+    pt_read_all(e.plog, 0, 1 << 20, &l);
+    ck_assert_uint_eq(l.n, 4);
+    for (size_t i = 0; i < l.n; i++) {
+        ck_assert_int_eq(l.offs[i], (int64_t)i);
+        ck_assert_uint_eq(l.ids[i], i);
+    }
+    pt_log_free(&l);
+    ck_assert_int_eq(pulse_plog_close(e.plog), PULSE_OK);
+    e.plog = NULL;
     env_close(&e);
 }
 END_TEST
 
-START_TEST(test_short_write_is_cut_back_to_the_durable_size)
+START_TEST(test_short_write_on_a_full_device_is_cut_back_and_earlier_unsynced_appends_stay)
 {
     struct env e;
-    int64_t base = -1;
+    struct pulse_buf b;
+    int64_t base = -1, end = 0;
+    char p[512];
+    env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
+    ck_assert_int_eq(append_one(e.plog, 0, 2, &base), PULSE_OK);
+    /* Written, not yet synced: a publisher is waiting for it. */
+    pulse_buf_init(&b, 1 << 20);
+    pt_batch(&b, 2, 2, 64, 0);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end), PULSE_OK);
+    ck_assert_int_eq(end, 4);
+    pulse_buf_fini(&b);
+    pt_path(p, sizeof p, e.dir, 0, "log");
+    long long size = pt_file_size(p);
+    /* 10 bytes land, then the device is full. */
+    faultio_short_write_nth(e.fio, 1, 10, ENOSPC);
+    ck_assert_int_eq(append_one(e.plog, 4, 2, &base), PULSE_NOSPACE);
+    ck_assert(!pulse_plog_fenced(e.plog));
+    /* Cut back to where this append began, not to the durable size. */
+    ck_assert_int_eq(pt_file_size(p), size);
+    ck_assert_int_eq(pulse_plog_wait_durable(e.plog, end), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 4);
+    ck_assert_uint_ge(faultio_synced_size(e.fio, p), (uint64_t)size);
+    ck_assert_int_eq(append_one(e.plog, 4, 2, &base), PULSE_OK);
+    ck_assert_int_eq(base, 4);
+    ck_assert_int_eq(pulse_plog_close(e.plog), PULSE_OK);
+    e.plog = NULL;
+    struct pulse_plog_recovery rec;
+    struct pulse_plog *plog = reopen_posix(e.dir, 1 << 20, &rec);
+    ck_assert_uint_eq(rec.truncated_bytes, 0);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 6);
+    struct pt_log l = {0};
+    pt_read_all(plog, 0, 1 << 20, &l);
+    ck_assert_uint_eq(l.n, 6);
+    for (size_t i = 0; i < l.n; i++)
+        ck_assert_uint_eq(l.ids[i], i);
+    pt_log_free(&l);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_enospc_on_the_index_write_takes_back_the_data_and_the_entry)
+{
+    struct env e;
+    int64_t base;
+    char p[512], ip[512];
+    /* A new segment per append: each append's first write is its data, the
+     * second its index entry (the first batch of a segment always gets
+     * one). */
+    env_open(&e, 1024, PULSE_SYNC_EVERY_WRITE);
+    ck_assert_int_eq(append_one(e.plog, 0, 8, &base), PULSE_OK);
+    ck_assert_int_eq(append_one(e.plog, 8, 8, &base), PULSE_OK);
+    pt_path(p, sizeof p, e.dir, 8, "log");
+    pt_path(ip, sizeof ip, e.dir, 8, "index");
+    long long size = pt_file_size(p);
+    long long isize = pt_file_size(ip);
+    ck_assert_int_eq(isize, 8);
+    /* Fill the segment so the next append rolls: that one's data write
+     * lands in the new segment and its index write fails. */
+    faultio_fail_nth(e.fio, FAULTIO_PWRITE, 2, ENOSPC);
+    ck_assert_int_eq(append_one(e.plog, 16, 8, &base), PULSE_NOSPACE);
+    ck_assert(!pulse_plog_fenced(e.plog));
+    ck_assert_int_eq(pt_file_size(p), size);
+    pt_path(p, sizeof p, e.dir, 16, "log");
+    pt_path(ip, sizeof ip, e.dir, 16, "index");
+    ck_assert_int_eq(pt_file_size(p), 0);
+    ck_assert_int_eq(pt_file_size(ip), 0);
+    ck_assert_int_eq(append_one(e.plog, 16, 8, &base), PULSE_OK);
+    ck_assert_int_eq(base, 16);
+    ck_assert_int_eq(pt_file_size(ip), 8);
+    ck_assert_int_eq(pulse_plog_close(e.plog), PULSE_OK);
+    e.plog = NULL;
+    struct pulse_plog_recovery rec;
+    struct pulse_plog *plog = reopen_posix(e.dir, 1024, &rec);
+    ck_assert_uint_eq(rec.truncated_bytes, 0);
+    ck_assert_uint_eq(rec.indexes_rebuilt, 0);
+    struct pt_log l = {0};
+    pt_read_all(plog, 0, 1 << 20, &l);
+    ck_assert_uint_eq(l.n, 24);
+    for (size_t i = 0; i < l.n; i++)
+        ck_assert_uint_eq(l.ids[i], i);
+    pt_log_free(&l);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_eio_on_write_still_fences_and_cuts_to_the_durable_size)
+{
+    struct env e;
+    int64_t base;
     char p[512];
     env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
     ck_assert_int_eq(append_one(e.plog, 0, 2, &base), PULSE_OK);
     pt_path(p, sizeof p, e.dir, 0, "log");
     long long size = pt_file_size(p);
-    /* 10 bytes land, then the device is full. */
-    faultio_short_write_nth(e.fio, 1, 10, ENOSPC);
-    ck_assert_int_eq(append_one(e.plog, 2, 2, &base), PULSE_NOSPACE);
+    faultio_short_write_nth(e.fio, 1, 10, EIO);
+    ck_assert_int_eq(append_one(e.plog, 2, 2, &base), PULSE_IO);
     ck_assert(pulse_plog_fenced(e.plog));
     ck_assert_int_eq(pt_file_size(p), size);
-    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 2);
+    ck_assert_int_eq(append_one(e.plog, 2, 2, &base), PULSE_FENCED);
     ck_assert_int_eq(pulse_plog_close(e.plog), PULSE_FENCED);
     e.plog = NULL;
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_reopen_after_a_failed_fdatasync_keeps_what_was_durable_and_appends_resume)
+{
+    struct env e;
+    struct pulse_buf b;
+    int64_t base, end;
+    char p[512];
+    env_open(&e, 2048, PULSE_SYNC_EVERY_WRITE);
+    for (uint64_t i = 0; i < 10; i++)
+        ck_assert_int_eq(append_one(e.plog, i * 3, 3, &base), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 30);
+    ck_assert_int_eq(pulse_plog_reopen(e.plog, NULL), PULSE_INVALID);
+    /* A reader holds a descriptor of the first segment across the reopen. */
+    struct pulse_slice held;
+    ck_assert_int_eq(pulse_plog_slice(e.plog, 0, 1 << 20, true, &held), PULSE_OK);
+    ck_assert_int_ge(held.fd, 0);
+    /* Written, then the sync that should cover it fails. */
+    pulse_buf_init(&b, 1 << 20);
+    pt_batch(&b, 1000, 3, 64, 0);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end), PULSE_OK);
+    ck_assert_int_eq(end, 33);
+    pulse_buf_fini(&b);
+    uint64_t epoch = pulse_plog_epoch(e.plog);
+    faultio_fail_nth(e.fio, FAULTIO_FDATASYNC, 1, EIO);
+    ck_assert_int_eq(pulse_plog_wait_durable(e.plog, end), PULSE_IO);
+    ck_assert(pulse_plog_fenced(e.plog));
+    ck_assert_int_eq(append_one(e.plog, 30, 1, &base), PULSE_FENCED);
+
     struct pulse_plog_recovery rec;
-    struct pulse_plog *plog = reopen_posix(e.dir, 1 << 20, &rec);
-    ck_assert_uint_eq(rec.truncated_bytes, 0);
-    ck_assert_int_eq(pulse_plog_log_end(plog), 2);
-    ck_assert_int_eq(append_one(plog, 2, 2, &base), PULSE_OK);
-    ck_assert_int_eq(base, 2);
+    ck_assert_int_eq(pulse_plog_reopen(e.plog, &rec), PULSE_OK);
+    ck_assert(!pulse_plog_fenced(e.plog));
+    ck_assert_uint_eq(pulse_plog_epoch(e.plog), epoch + 1);
+    /* What was durable is there; the unsynced batch was cut, so the next
+     * offset is the old high watermark. */
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 30);
+    ck_assert_int_eq(pulse_plog_log_end(e.plog), 30);
+    ck_assert_int_eq(append_one(e.plog, 30, 3, &base), PULSE_OK);
+    ck_assert_int_eq(base, 30);
+    /* HW passed the discarded append's end, but with other records: only
+     * the epoch tells its writer that it never became durable. */
+    ck_assert_int_ge(pulse_plog_high_watermark(e.plog), end);
+    ck_assert_uint_ne(pulse_plog_epoch(e.plog), epoch);
     struct pt_log l = {0};
-    pt_read_all(plog, 0, 1 << 20, &l);
-    ck_assert_uint_eq(l.n, 4);
-    ck_assert_uint_eq(l.ids[3], 3);
+    pt_read_all(e.plog, 0, 1 << 20, &l);
+    ck_assert_uint_eq(l.n, 33);
+    for (size_t i = 0; i < l.n; i++) {
+        ck_assert_int_eq(l.offs[i], (int64_t)i);
+        ck_assert_uint_eq(l.ids[i], i);
+    }
     pt_log_free(&l);
+    /* The descriptor taken before the reopen still reads its batches. */
+    uint8_t *raw = pulse_malloc(held.len);
+    ck_assert_int_eq(pread(held.fd, raw, held.len, (off_t)held.pos), (ssize_t)held.len);
+    l = (struct pt_log){0};
+    pt_decode(raw, held.len, 0, &l);
+    ck_assert_uint_gt(l.n, 0);
+    for (size_t i = 0; i < l.n; i++)
+        ck_assert_uint_eq(l.ids[i], i);
+    pt_log_free(&l);
+    pulse_free(raw);
+    close(held.fd);
+    ck_assert_int_eq(pulse_plog_close(e.plog), PULSE_OK);
+    e.plog = NULL;
+    /* A restart agrees. */
+    struct pulse_plog *plog = reopen_posix(e.dir, 2048, NULL);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 33);
+    pt_path(p, sizeof p, e.dir, 0, "log");
+    ck_assert_int_gt(pt_file_size(p), 0);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_reopen_refuses_a_log_that_recovers_below_its_high_watermark)
+{
+    struct env e;
+    int64_t base;
+    char p[512];
+    env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
+    for (uint64_t i = 0; i < 4; i++)
+        ck_assert_int_eq(append_one(e.plog, i * 2, 2, &base), PULSE_OK);
+    /* Behind the log's back the durable tail is lost, then a sync fails. */
+    pt_path(p, sizeof p, e.dir, 0, "log");
+    pt_truncate(p, pt_file_size(p) / 2);
+    faultio_fail_nth(e.fio, FAULTIO_FDATASYNC, 1, EIO);
+    ck_assert_int_eq(append_one(e.plog, 8, 2, &base), PULSE_IO);
+    ck_assert_int_eq(pulse_plog_reopen(e.plog, NULL), PULSE_CORRUPT);
+    ck_assert(pulse_plog_fenced(e.plog));
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 8);
+    ck_assert_int_eq(append_one(e.plog, 8, 2, &base), PULSE_FENCED);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_reopen_after_a_failed_rotation_sync_continues_in_a_new_segment)
+{
+    struct env e;
+    int64_t base;
+    env_open(&e, 1024, PULSE_SYNC_EVERY_WRITE);
+    ck_assert_int_eq(append_one(e.plog, 0, 8, &base), PULSE_OK); /* ~ 800 bytes */
+    /* The next append rolls; the old segment's fdatasync fails. */
+    faultio_fail_nth(e.fio, FAULTIO_FDATASYNC, 1, EIO);
+    ck_assert_int_eq(append_one(e.plog, 8, 8, &base), PULSE_IO);
+    ck_assert(pulse_plog_fenced(e.plog));
+    ck_assert_int_eq(pulse_plog_reopen(e.plog, NULL), PULSE_OK);
+    for (uint64_t i = 1; i < 5; i++) {
+        ck_assert_int_eq(append_one(e.plog, i * 8, 8, &base), PULSE_OK);
+        ck_assert_int_eq(base, (int64_t)i * 8);
+    }
+    struct pulse_plog_stats stats;
+    pulse_plog_get_stats(e.plog, &stats);
+    ck_assert_uint_eq(stats.segments, 5);
+    struct pt_log l = {0};
+    pt_read_all(e.plog, 0, 1 << 20, &l);
+    ck_assert_uint_eq(l.n, 40);
+    for (size_t i = 0; i < l.n; i++)
+        ck_assert_uint_eq(l.ids[i], i);
+    pt_log_free(&l);
     env_close(&e);
 }
 END_TEST
@@ -336,7 +551,7 @@ START_TEST(test_failed_open_at_rotation_keeps_the_old_segment_active_and_the_log
     static const struct {
         int err;
         pulse_status_t st;
-    } cases[] = {{EMFILE, PULSE_NOFILES}, {ENOSPC, PULSE_NOSPACE}};
+    } cases[] = {{EMFILE, PULSE_NOFILE}, {ENOSPC, PULSE_NOSPACE}};
     for (size_t c = 0; c < 2; c++) {
         /* nth 1: the data file cannot be opened; nth 2: it was created but
          * its index cannot be, and the half-made segment must go. */
@@ -407,7 +622,7 @@ static int rlimit_child(const char *dir, int spare)
     if (setrlimit(RLIMIT_NOFILE, &low) != 0)
         return 12;
     st = append_ids(plog, &id, 8, &base);
-    if (st != PULSE_NOFILES)
+    if (st != PULSE_NOFILE)
         return 20 + (int)st;
     if (pulse_plog_fenced(plog) || pulse_plog_high_watermark(plog) != 8)
         return 13;
@@ -563,8 +778,13 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_concurrent_appenders_share_fdatasyncs_and_none_is_acked_before_its_sync);
     tcase_add_test(tc, test_failed_fdatasync_fences_the_log_and_hw_does_not_advance);
-    tcase_add_test(tc, test_enospc_on_write_returns_nospace_then_fenced);
-    tcase_add_test(tc, test_short_write_is_cut_back_to_the_durable_size);
+    tcase_add_test(tc, test_enospc_on_write_is_refused_and_the_log_keeps_accepting_appends);
+    tcase_add_test(tc, test_short_write_on_a_full_device_is_cut_back_and_earlier_unsynced_appends_stay);
+    tcase_add_test(tc, test_enospc_on_the_index_write_takes_back_the_data_and_the_entry);
+    tcase_add_test(tc, test_eio_on_write_still_fences_and_cuts_to_the_durable_size);
+    tcase_add_test(tc, test_reopen_after_a_failed_fdatasync_keeps_what_was_durable_and_appends_resume);
+    tcase_add_test(tc, test_reopen_refuses_a_log_that_recovers_below_its_high_watermark);
+    tcase_add_test(tc, test_reopen_after_a_failed_rotation_sync_continues_in_a_new_segment);
     tcase_add_test(tc, test_waiters_of_a_failed_sync_get_fenced_and_the_leader_gets_io);
     tcase_add_test(tc, test_a_sync_that_finishes_after_a_fence_does_not_publish_hw);
     tcase_add_test(tc, test_failed_directory_fsync_at_rotation_fences_the_log);

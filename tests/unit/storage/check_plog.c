@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 
+#include "storage/fdcache.h"
 #include "storage/plog_int.h"
 #include "storage/segment.h"
 #include "storage/snapshot.h"
@@ -537,6 +538,101 @@ START_TEST(test_trim_keeps_in_flight_slice_readable_through_its_fd)
 }
 END_TEST
 
+/* Descriptors this process has open now. */
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *de = readdir(d); de != NULL; de = readdir(d))
+        n += de->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the directory stream itself */
+}
+
+static struct pulse_plog *open_cached(const char *dir, struct pulse_fdcache *cache)
+{
+    struct pulse_plog_config cfg;
+    struct pulse_plog *plog = NULL;
+    pt_cfg(&cfg, 1024, 4096, NULL);
+    cfg.fdcache = cache;
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, NULL), PULSE_OK);
+    return plog;
+}
+
+START_TEST(test_a_log_of_many_segments_holds_no_more_descriptors_than_its_cache)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_fdcache *cache = NULL;
+    struct pulse_fdcache_stats st;
+    uint64_t id = 0;
+    int before = open_fds();
+    ck_assert_int_eq(pulse_fdcache_create(16, &cache), PULSE_OK);
+    struct pulse_plog *plog = open_cached(dir, cache);
+    /* One 2-record batch of ~700 bytes per 1 KiB segment: 300 segments. */
+    append_n(plog, 300, 2, 300, &id);
+    struct pulse_plog_stats ps;
+    pulse_plog_get_stats(plog, &ps);
+    ck_assert_uint_eq(ps.segments, 300);
+    ck_assert_int_le(open_fds() - before, 16);
+    check_all(plog, 0, 600, 1 << 20);
+    pulse_fdcache_get_stats(cache, &st);
+    ck_assert_uint_le(st.open, 16);
+    ck_assert_uint_gt(st.evictions, 0);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ck_assert_int_eq(open_fds(), before);
+    /* Recovery opens, scans and closes each segment in turn. */
+    plog = open_cached(dir, cache);
+    ck_assert_int_le(open_fds() - before, 16);
+    check_all(plog, 0, 600, 1 << 20);
+    ck_assert_int_le(open_fds() - before, 16);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pulse_fdcache_destroy(cache);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_a_trimmed_segment_still_held_by_a_reader_reads_right_after_eviction)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_fdcache *cache = NULL;
+    uint64_t id = 0;
+    size_t removed = 0;
+    int fd = -1;
+    ck_assert_int_eq(pulse_fdcache_create(16, &cache), PULSE_OK);
+    struct pulse_plog *plog = open_cached(dir, cache);
+    append_n(plog, 40, 2, 300, &id);
+    /* A reader holds segment 0 (as do_slice does between its steps). */
+    pthread_mutex_lock(&plog->list_lock);
+    struct pulse_segment *held = plog->segs[0];
+    pulse_segment_acquire(held);
+    pthread_mutex_unlock(&plog->list_lock);
+    ck_assert_int_eq(pulse_plog_trim(plog, 1, &removed), PULSE_OK);
+    ck_assert_uint_eq(removed, 1);
+    char p[512];
+    pt_path(p, sizeof p, dir, 0, "log");
+    ck_assert_int_eq(pt_file_size(p), -1);
+    /* Every other segment goes through the cache meanwhile. */
+    check_all(plog, 2, 78, 1 << 20);
+    ck_assert_int_eq(pulse_segment_pin(held, &fd), PULSE_OK);
+    uint64_t len = atomic_load(&held->durable_size);
+    uint8_t *raw = pulse_malloc(len);
+    ck_assert_int_eq(pread(fd, raw, len, 0), (ssize_t)len);
+    struct pt_log l = {0};
+    pt_decode(raw, len, 0, &l);
+    ck_assert_uint_eq(l.n, 2);
+    ck_assert_uint_eq(l.ids[0], 0);
+    ck_assert_uint_eq(l.ids[1], 1);
+    pt_log_free(&l);
+    pulse_free(raw);
+    pulse_segment_unpin(held);
+    pulse_segment_release(held);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pulse_fdcache_destroy(cache);
+    pt_cleanup(dir);
+}
+END_TEST
+
 START_TEST(test_trim_never_removes_the_active_segment)
 {
     char *dir = pt_tmpdir();
@@ -656,6 +752,8 @@ int main(void)
     tcase_add_test(tc, test_interval_mode_publishes_records_only_at_the_next_sync);
     tcase_add_test(tc, test_segments_track_newest_timestamp_for_retention);
     tcase_add_test(tc, test_append_unit_of_several_batches_gets_consecutive_offsets_in_one_write);
+    tcase_add_test(tc, test_a_log_of_many_segments_holds_no_more_descriptors_than_its_cache);
+    tcase_add_test(tc, test_a_trimmed_segment_still_held_by_a_reader_reads_right_after_eviction);
     suite_add_tcase(s, tc);
     return pt_run(s);
 }

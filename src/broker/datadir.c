@@ -1,0 +1,1174 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * datadir.c - the data directory's own record of what it holds, and the
+ * start-up reconciliation of topics/ with the metadata store.
+ *
+ * The metadata store (LevelDB, src/meta) is the commit point of topic
+ * create and delete and the home of cursors, but it must never be the only
+ * place that knows what the event data is: a store that is lost, damaged or
+ * silently short of records (LevelDB drops a damaged log record with only a
+ * line in its LOG) must not turn into deleted topics. So the data directory
+ * carries (docs/Storage.md "The data directory's own metadata"):
+ *   <data>/cluster.json              the cluster and broker ids
+ *   <data>/topics/<t>/topic.json      the topic's definition
+ *   <data>/topics/<t>/creating        a create that has not committed
+ *   <data>/topics/<t>/deleting        a delete that has been decided
+ * Partition directories are decimal numbers, so these names never collide
+ * with one. Every file is written with pulse_io_replace_file (temp file,
+ * fdatasync, rename, directory fsync) and removed with unlink plus a
+ * directory fsync.
+ *
+ * The rule at start, for each entry of topics/ (classify everything first;
+ * if any directory is undecidable, refuse to start having changed nothing):
+ *   __deleted-*                    a delete's aside tree: removed.
+ *   has "deleting"                 a decided delete: its metadata (if any)
+ *                                  and the directory are removed.
+ *   metadata present               a topic: a "creating" marker is removed
+ *                                  (the create committed); retention is taken
+ *                                  from topic.json when it differs (the file
+ *                                  is written first, so it is the newer);
+ *                                  topic.json is (re)written from the store
+ *                                  when missing (older data directory),
+ *                                  damaged, or different otherwise.
+ *   no metadata, has "creating"    an interrupted create: removed.
+ *   no metadata, holds nothing     (no file at all): removed.
+ *   no metadata, valid topic.json  adopted: the metadata is rewritten from
+ *   whose partitions match the     the file and the adoption logged at warn.
+ *   partition directories
+ *   anything else                  undecidable: pulsed refuses to start and
+ *                                  names the directory and the command that
+ *                                  resolves it (pulsed --adopt-topic).
+ *   not a topic name               left alone (logged).
+ * A topic whose metadata exists but whose directory does not had its delete
+ * finish on disk after the store lost the delete: its metadata is removed.
+ * Directories are removed by renaming them aside to __deleted-<nonce> first,
+ * so an interrupted removal never leaves a half tree under a topic's name.
+ *
+ * Thread: start-up (single-threaded) and topic admin under admin_lock.
+ */
+#include "broker/broker.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "broker/broker_int.h"
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "meta/dirfile.h"
+#include "meta/meta.h"
+#include "storage/io.h"
+
+static const struct pulse_io *broker_io(const struct pulse_broker *b)
+{
+    return b->cfg.io != NULL ? b->cfg.io : pulse_io_posix();
+}
+
+/* ---- the directories themselves (errors that name their cause) --------- */
+
+static pulse_status_t dir_error(const char *path, int e, char *errbuf, size_t errlen)
+{
+    if (e == EACCES || e == EPERM)
+        pulse_errbuf_set(errbuf, errlen, "permission denied: %s (running as uid %u)", path, (unsigned)geteuid());
+    else if (e == ENOTDIR)
+        pulse_errbuf_set(errbuf, errlen, "not a directory: %s", path);
+    else if (e == EROFS)
+        pulse_errbuf_set(errbuf, errlen, "read-only file system: %s", path);
+    else
+        pulse_errbuf_set(errbuf, errlen, "%s: %s", path, strerror(e));
+    PULSE_ERROR("data directory: %s: %s", path, strerror(e));
+    return pulse_status_from_errno(e);
+}
+
+/* Makes path if missing and checks that it is a directory this process may
+ * write. As root the permission check always passes, as it should. */
+static pulse_status_t usable_dir(const char *path, char *errbuf, size_t errlen)
+{
+    struct stat sb;
+
+    if (mkdir(path, 0755) != 0) {
+        int e = errno;
+        if (e != EEXIST)
+            return dir_error(path, e, errbuf, errlen);
+    }
+    if (stat(path, &sb) != 0) {
+        int e = errno;
+        return dir_error(path, e, errbuf, errlen);
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return dir_error(path, ENOTDIR, errbuf, errlen);
+    if (faccessat(AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) != 0) {
+        int e = errno;
+        return dir_error(path, e, errbuf, errlen);
+    }
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_broker_datadir_prepare(struct pulse_broker *b, char *errbuf, size_t errlen)
+{
+    pulse_status_t st = usable_dir(b->data_dir, errbuf, errlen);
+
+    if (st == PULSE_OK)
+        st = usable_dir(b->topics_dir, errbuf, errlen);
+    return st;
+}
+
+/* ---- small files -------------------------------------------------------- */
+
+/* Reads a whole small file; PULSE_NOT_FOUND when absent, PULSE_TOO_LARGE
+ * over PULSE_DIRFILE_MAX. */
+static pulse_status_t read_small(const struct pulse_io *io, const char *path, char *buf, size_t cap, size_t *len_out)
+{
+    int fd = io->open(io, path, O_RDONLY | O_CLOEXEC, 0);
+    ssize_t n;
+
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return PULSE_NOT_FOUND;
+        PULSE_ERROR("open %s failed: %s", path, strerror(e));
+        return pulse_status_from_errno(e);
+    }
+    n = pulse_io_pread_all(io, fd, buf, cap, 0);
+    if (n < 0) {
+        int e = errno;
+        io->close(io, fd);
+        PULSE_ERROR("read %s failed: %s", path, strerror(e));
+        return pulse_status_from_errno(e);
+    }
+    io->close(io, fd);
+    if ((size_t)n == cap)
+        return PULSE_TOO_LARGE;
+    *len_out = (size_t)n;
+    return PULSE_OK;
+}
+
+static pulse_status_t replace_small(struct pulse_broker *b, const char *dir, const char *name, const char *data,
+                                    size_t len)
+{
+    if (pulse_io_replace_file(broker_io(b), dir, name, data, len) != 0) {
+        int e = errno;
+        PULSE_ERROR("writing %s/%s failed: %s", dir, name, strerror(e));
+        return pulse_status_from_errno(e);
+    }
+    return PULSE_OK;
+}
+
+static void topic_path(const struct pulse_broker *b, const char *topic, const char *file, char *path, size_t len)
+{
+    if (file != NULL)
+        snprintf(path, len, "%s/%s/%s", b->topics_dir, topic, file);
+    else
+        snprintf(path, len, "%s/%s", b->topics_dir, topic);
+}
+
+/* First entry of tree (the directory itself, its subdirectories and their
+ * files, two levels down) this process may not write, or false. */
+static bool find_unwritable(const char *tree, int depth, char *path_out, size_t len)
+{
+    char path[PATH_MAX];
+    struct dirent *de;
+    bool found = false;
+    DIR *d;
+
+    if (faccessat(AT_FDCWD, tree, depth > 0 ? W_OK | X_OK : W_OK, AT_EACCESS) != 0 && errno == EACCES) {
+        snprintf(path_out, len, "%s", tree);
+        return true;
+    }
+    if (depth == 0 || (d = opendir(tree)) == NULL)
+        return false;
+    while (!found && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (snprintf(path, sizeof path, "%s/%s", tree, de->d_name) >= (int)sizeof path)
+            continue;
+        found = find_unwritable(path, de->d_type == DT_DIR ? depth - 1 : 0, path_out, len);
+    }
+    closedir(d);
+    return found;
+}
+
+bool pulse_broker_datadir_explain(struct pulse_broker *b, const char *topic, char *errbuf, size_t errlen)
+{
+    char tree[PATH_MAX];
+    char path[PATH_MAX];
+
+    topic_path(b, topic, NULL, tree, sizeof tree);
+    if (!find_unwritable(tree, 2, path, sizeof path))
+        return false;
+    pulse_errbuf_set(errbuf, errlen, "cannot open the logs of topic %s: permission denied: %s (running as uid %u)",
+                     topic, path, (unsigned)geteuid());
+    return true;
+}
+
+pulse_status_t pulse_broker_topic_file_write(struct pulse_broker *b, const struct pulse_meta_topic *def)
+{
+    char buf[PULSE_DIRFILE_MAX];
+    char dir[PATH_MAX];
+    size_t len = 0;
+    pulse_status_t st = pulse_dirfile_topic_encode(def, buf, sizeof buf, &len);
+
+    if (st != PULSE_OK)
+        return st;
+    topic_path(b, def->name, NULL, dir, sizeof dir);
+    return replace_small(b, dir, PULSE_BROKER_TOPIC_FILE, buf, len);
+}
+
+/* PULSE_NOT_FOUND (no file), PULSE_CORRUPT (why in errbuf) or PULSE_OK. */
+static pulse_status_t topic_file_read(struct pulse_broker *b, const char *topic, struct pulse_meta_topic *out,
+                                      char *why, size_t whylen)
+{
+    char buf[PULSE_DIRFILE_MAX + 1];
+    char path[PATH_MAX];
+    size_t len = 0;
+    pulse_status_t st;
+
+    topic_path(b, topic, PULSE_BROKER_TOPIC_FILE, path, sizeof path);
+    st = read_small(broker_io(b), path, buf, sizeof buf, &len);
+    if (st == PULSE_TOO_LARGE) {
+        pulse_errbuf_set(why, whylen, "larger than %d bytes", PULSE_DIRFILE_MAX);
+        return PULSE_CORRUPT;
+    }
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(why, whylen, "%s", pulse_status_message(st));
+        return st == PULSE_NOT_FOUND ? st : PULSE_CORRUPT;
+    }
+    st = pulse_dirfile_topic_decode(buf, len, out, why, whylen);
+    if (st == PULSE_OK && strcmp(out->name, topic) != 0) {
+        pulse_errbuf_set(why, whylen, "it names topic \"%s\"", out->name);
+        st = PULSE_CORRUPT;
+    }
+    return st;
+}
+
+pulse_status_t pulse_broker_mark_set(struct pulse_broker *b, const char *topic, const char *mark)
+{
+    static const char text[] = "pulsed topic marker; see docs/Storage.md\n";
+    char dir[PATH_MAX];
+
+    topic_path(b, topic, NULL, dir, sizeof dir);
+    return replace_small(b, dir, mark, text, sizeof text - 1);
+}
+
+pulse_status_t pulse_broker_mark_clear(struct pulse_broker *b, const char *topic, const char *mark)
+{
+    const struct pulse_io *io = broker_io(b);
+    char dir[PATH_MAX];
+    char path[PATH_MAX];
+
+    topic_path(b, topic, NULL, dir, sizeof dir);
+    topic_path(b, topic, mark, path, sizeof path);
+    if (io->unlink(io, path) != 0) {
+        int e = errno;
+        if (e != ENOENT) {
+            PULSE_ERROR("unlink %s failed: %s", path, strerror(e));
+            return pulse_status_from_errno(e);
+        }
+    }
+    if (io->fsync_dir(io, dir) != 0) {
+        int e = errno;
+        PULSE_ERROR("fsync %s failed: %s", dir, strerror(e));
+        return pulse_status_from_errno(e);
+    }
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_broker_dir_set_aside(struct pulse_broker *b, const char *topic, char *aside, size_t asidelen)
+{
+    char path[PATH_MAX];
+    uint64_t nonce = 0;
+
+    if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
+        nonce = (uint64_t)pulse_clock_mono_us();
+    topic_path(b, topic, NULL, path, sizeof path);
+    snprintf(aside, asidelen, "%s/" PULSE_BROKER_DELETED_PREFIX "%016" PRIx64, b->topics_dir, nonce);
+    if (rename(path, aside) != 0) {
+        int e = errno;
+        PULSE_ERROR("rename %s -> %s failed: %s", path, aside, strerror(e));
+        return pulse_status_from_errno(e);
+    }
+    if (pulse_broker_fsync_dir(b->topics_dir) != 0)
+        return PULSE_IO;
+    return PULSE_OK;
+}
+
+/* Sets the directory aside, then removes it. */
+static pulse_status_t discard_dir(struct pulse_broker *b, const char *topic)
+{
+    char aside[PATH_MAX];
+    pulse_status_t st = pulse_broker_dir_set_aside(b, topic, aside, sizeof aside);
+
+    if (st != PULSE_OK)
+        return st;
+    if (pulse_broker_remove_tree(aside) != 0)
+        PULSE_ERROR("could not remove %s; it is removed at the next start", aside);
+    pulse_broker_fsync_dir(b->topics_dir);
+    return PULSE_OK;
+}
+
+/* ---- what a topic directory holds --------------------------------------- */
+
+/* Partition directory names: decimal, no leading zero. */
+static bool partition_name(const char *s, uint32_t *p_out)
+{
+    uint32_t p = 0;
+    size_t len = strlen(s);
+
+    if (len == 0 || len > 5 || (len > 1 && s[0] == '0'))
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        p = p * 10 + (uint32_t)(s[i] - '0');
+    }
+    *p_out = p;
+    return true;
+}
+
+struct dir_scan {
+    bool creating;
+    bool deleting;
+    bool holds_files; /* any file (or unknown entry) besides the markers */
+    pulse_status_t file_st; /* topic.json: PULSE_OK, PULSE_NOT_FOUND or PULSE_CORRUPT */
+    struct pulse_meta_topic file_def;
+    char file_why[160];
+    uint32_t nparts;   /* partition directories */
+    uint32_t max_part; /* highest partition directory + 1 */
+};
+
+/* True when dir holds any entry at all. */
+static bool dir_nonempty(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *de;
+    bool any = false;
+
+    if (d == NULL)
+        return true; /* unreadable: assume it holds something */
+    while (!any && (de = readdir(d)) != NULL)
+        any = strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return any;
+}
+
+static pulse_status_t scan_topic_dir(struct pulse_broker *b, const char *topic, struct dir_scan *sc)
+{
+    char path[PATH_MAX];
+    DIR *d;
+    struct dirent *de;
+
+    memset(sc, 0, sizeof *sc);
+    topic_path(b, topic, NULL, path, sizeof path);
+    d = opendir(path);
+    if (d == NULL) {
+        int e = errno;
+        PULSE_ERROR("opendir %s failed: %s", path, strerror(e));
+        return pulse_status_from_errno(e);
+    }
+    while ((de = readdir(d)) != NULL) {
+        const char *n = de->d_name;
+        uint32_t p;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+            continue;
+        if (strcmp(n, PULSE_BROKER_CREATE_MARK) == 0) {
+            sc->creating = true;
+        } else if (strcmp(n, PULSE_BROKER_DELETE_MARK) == 0) {
+            sc->deleting = true;
+        } else if (strncmp(n, ".tmp-", 5) == 0) {
+            continue; /* an unfinished replace: never the file itself */
+        } else if (partition_name(n, &p)) {
+            sc->nparts++;
+            if (p + 1 > sc->max_part)
+                sc->max_part = p + 1;
+            topic_path(b, topic, n, path, sizeof path);
+            if (dir_nonempty(path))
+                sc->holds_files = true;
+        } else {
+            /* topic.json, or something we did not write: either way not
+             * nothing. */
+            sc->holds_files = true;
+        }
+    }
+    closedir(d);
+    sc->file_st = topic_file_read(b, topic, &sc->file_def, sc->file_why, sizeof sc->file_why);
+    if (sc->file_st != PULSE_OK && sc->file_st != PULSE_NOT_FOUND)
+        sc->file_st = PULSE_CORRUPT;
+    return PULSE_OK;
+}
+
+/* Removes ".tmp-" files directly in a topic directory (an interrupted
+ * replace of topic.json or of a marker; the file itself is intact). */
+static void remove_temps(struct pulse_broker *b, const char *topic)
+{
+    char path[PATH_MAX];
+    DIR *d;
+    struct dirent *de;
+
+    topic_path(b, topic, NULL, path, sizeof path);
+    d = opendir(path);
+    if (d == NULL)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, ".tmp-", 5) != 0)
+            continue;
+        topic_path(b, topic, de->d_name, path, sizeof path);
+        if (unlink(path) != 0)
+            PULSE_WARN("cannot remove %s: %s", path, strerror(errno));
+    }
+    closedir(d);
+}
+
+/* ---- start-up reconciliation ------------------------------------------- */
+
+enum dir_action {
+    ACT_KEEP,          /* a topic with metadata */
+    ACT_FINISH_DELETE, /* "deleting": a decided delete */
+    ACT_DROP_CREATE,   /* "creating" without metadata: an interrupted create */
+    ACT_DROP_EMPTY,    /* no metadata and no file at all */
+    ACT_ADOPT,         /* no metadata, a valid topic.json matching the partitions */
+    ACT_UNDECIDED      /* none of the above: refuse to start */
+};
+
+struct dir_entry {
+    char name[PULSE_NAME_MAX + 1];
+    enum dir_action act;
+    struct dir_scan sc;
+    const struct pulse_meta_topic *def; /* into the caller's defs, or NULL */
+    char why[256];
+};
+
+struct reconcile {
+    struct dir_entry *items;
+    size_t n;
+    size_t cap;
+    char **asides; /* __deleted-* names */
+    size_t nasides;
+    size_t asides_cap;
+    bool *seen; /* per def: a directory exists */
+};
+
+static enum dir_action classify(const struct dir_scan *sc, const struct pulse_meta_topic *def, char *why,
+                                size_t whylen)
+{
+    const struct pulse_meta_topic *f = &sc->file_def;
+
+    if (sc->deleting)
+        return ACT_FINISH_DELETE;
+    if (def != NULL)
+        return ACT_KEEP;
+    if (sc->creating)
+        return ACT_DROP_CREATE;
+    if (!sc->holds_files)
+        return ACT_DROP_EMPTY;
+    if (sc->file_st == PULSE_NOT_FOUND) {
+        pulse_errbuf_set(why, whylen,
+                         "has no metadata and no " PULSE_BROKER_TOPIC_FILE
+                         " (written by an older pulsed, or copied in)");
+        return ACT_UNDECIDED;
+    }
+    if (sc->file_st != PULSE_OK) {
+        pulse_errbuf_set(why, whylen, "has no metadata and its " PULSE_BROKER_TOPIC_FILE " is damaged (%s)",
+                         sc->file_why);
+        return ACT_UNDECIDED;
+    }
+    if (f->partitions > PULSE_BROKER_MAX_PARTITIONS || f->segment_bytes < (int64_t)PULSE_PLOG_MIN_SEGMENT_BYTES ||
+        f->segment_bytes > (int64_t)PULSE_PLOG_MAX_SEGMENT_BYTES) {
+        pulse_errbuf_set(why, whylen, "has no metadata and its " PULSE_BROKER_TOPIC_FILE " has values out of range");
+        return ACT_UNDECIDED;
+    }
+    if (sc->nparts != f->partitions || sc->max_part != f->partitions) {
+        pulse_errbuf_set(why, whylen,
+                         "has no metadata and its " PULSE_BROKER_TOPIC_FILE " says %" PRIu32
+                         " partitions but %" PRIu32
+                         " partition directories (highest %" PRId64 ") exist",
+                         f->partitions, sc->nparts, (int64_t)sc->max_part - 1);
+        return ACT_UNDECIDED;
+    }
+    return ACT_ADOPT;
+}
+
+static const struct pulse_meta_topic *find_def(const struct pulse_meta_topic *defs, size_t ndefs, const char *name,
+                                               size_t *idx_out)
+{
+    for (size_t i = 0; i < ndefs; i++) {
+        if (strcmp(defs[i].name, name) == 0) {
+            *idx_out = i;
+            return &defs[i];
+        }
+    }
+    return NULL;
+}
+
+static pulse_status_t note_aside(struct reconcile *rc, const char *name)
+{
+    if (rc->nasides == rc->asides_cap) {
+        size_t ncap = rc->asides_cap ? rc->asides_cap * 2 : 8;
+        char **a = pulse_realloc(rc->asides, ncap * sizeof *a);
+        if (a == NULL)
+            return PULSE_NOMEM;
+        rc->asides = a;
+        rc->asides_cap = ncap;
+    }
+    rc->asides[rc->nasides] = pulse_strdup(name);
+    if (rc->asides[rc->nasides] == NULL)
+        return PULSE_NOMEM;
+    rc->nasides++;
+    return PULSE_OK;
+}
+
+static pulse_status_t grow_items(struct reconcile *rc)
+{
+    if (rc->n == rc->cap) {
+        size_t ncap = rc->cap ? rc->cap * 2 : 16;
+        struct dir_entry *items = pulse_realloc(rc->items, ncap * sizeof *items);
+        if (items == NULL)
+            return PULSE_NOMEM;
+        rc->items = items;
+        rc->cap = ncap;
+    }
+    return PULSE_OK;
+}
+
+static pulse_status_t note_entry(struct pulse_broker *b, struct reconcile *rc, const char *name,
+                                 const struct pulse_meta_topic *defs, size_t ndefs)
+{
+    struct dir_entry *e;
+    size_t idx = 0;
+    pulse_status_t st;
+
+    if (grow_items(rc) != PULSE_OK)
+        return PULSE_NOMEM;
+    e = &rc->items[rc->n];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    st = scan_topic_dir(b, name, &e->sc);
+    if (st != PULSE_OK)
+        return st;
+    e->def = find_def(defs, ndefs, name, &idx);
+    if (e->def != NULL)
+        rc->seen[idx] = true;
+    e->act = classify(&e->sc, e->def, e->why, sizeof e->why);
+    rc->n++;
+    return PULSE_OK;
+}
+
+static pulse_status_t note_dangling(struct reconcile *rc, const char *name, const struct pulse_meta_topic *defs,
+                                    size_t ndefs)
+{
+    struct dir_entry *e;
+    size_t idx = 0;
+
+    if (grow_items(rc) != PULSE_OK)
+        return PULSE_NOMEM;
+    e = &rc->items[rc->n++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->def = find_def(defs, ndefs, name, &idx);
+    if (e->def != NULL)
+        rc->seen[idx] = true;
+    e->act = ACT_UNDECIDED;
+    pulse_errbuf_set(e->why, sizeof e->why, "is a symbolic link to a directory that is not there "
+                     "(a volume not mounted?)");
+    return PULSE_OK;
+}
+
+/* Phase 1: looks at every entry of topics/ and decides; changes nothing. */
+static pulse_status_t survey(struct pulse_broker *b, struct reconcile *rc, const struct pulse_meta_topic *defs,
+                             size_t ndefs)
+{
+    pulse_status_t st = PULSE_OK;
+    char path[PATH_MAX];
+    struct dirent *de;
+    DIR *dir = opendir(b->topics_dir);
+
+    if (dir == NULL) {
+        int e = errno;
+        PULSE_ERROR("opendir %s failed: %s", b->topics_dir, strerror(e));
+        return pulse_status_from_errno(e);
+    }
+    while (st == PULSE_OK && (de = readdir(dir)) != NULL) {
+        const char *n = de->d_name;
+        struct stat sb;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+            continue;
+        if (strncmp(n, PULSE_BROKER_DELETED_PREFIX, strlen(PULSE_BROKER_DELETED_PREFIX)) == 0) {
+            st = note_aside(rc, n);
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/%s", b->topics_dir, n);
+        if (!pulse_broker_name_valid(n, strlen(n)) || (lstat(path, &sb) == 0 && !S_ISLNK(sb.st_mode) &&
+                                                       !S_ISDIR(sb.st_mode))) {
+            /* Not something pulsed makes: never touched. */
+            PULSE_WARN("ignoring %s: not a topic directory", path);
+            continue;
+        }
+        /* A topic directory may be a symbolic link (to another volume);
+         * one whose target is missing is an unmounted volume, not a
+         * deleted topic. */
+        if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            st = note_dangling(rc, n, defs, ndefs);
+            continue;
+        }
+        st = note_entry(b, rc, n, defs, ndefs);
+    }
+    closedir(dir);
+    return st;
+}
+
+/* Refuses when any directory is undecidable: each is logged, the first one
+ * named in errbuf with the command that resolves it. */
+static pulse_status_t refuse_undecided(struct pulse_broker *b, const struct reconcile *rc, char *errbuf,
+                                       size_t errlen)
+{
+    const struct dir_entry *first = NULL;
+    size_t count = 0;
+
+    for (size_t i = 0; i < rc->n; i++) {
+        const struct dir_entry *e = &rc->items[i];
+        if (e->act != ACT_UNDECIDED)
+            continue;
+        PULSE_ERROR("topic directory %s/%s %s", b->topics_dir, e->name, e->why);
+        if (first == NULL)
+            first = e;
+        count++;
+    }
+    if (first == NULL)
+        return PULSE_OK;
+    pulse_errbuf_set(errbuf, errlen,
+                     "topic directory %s/%s %s, so pulsed cannot tell what it holds "
+                     "(%zu such director%s; nothing was changed). Adopt it as a topic with "
+                     "\"pulsed --data-dir %s --adopt-topic %s [--partitions N] [--cleanup delete|compact]\", "
+                     "or move it out of %s; see docs/Operations.md",
+                     b->topics_dir, first->name, first->why, count, count == 1 ? "y" : "ies", b->data_dir,
+                     first->name, b->topics_dir);
+    return PULSE_INVALID;
+}
+
+static bool same_def(const struct pulse_meta_topic *a, const struct pulse_meta_topic *b)
+{
+    return strcmp(a->name, b->name) == 0 && a->partitions == b->partitions && a->cleanup == b->cleanup &&
+           a->retention_ms == b->retention_ms && a->retention_bytes == b->retention_bytes &&
+           a->segment_bytes == b->segment_bytes && a->created_at_ms == b->created_at_ms;
+}
+
+/*
+ * A topic with metadata: its definition from the two copies. Only retention
+ * changes after a create, and a change writes topic.json before the store
+ * (pulse_broker_topic_set_retention), so where both are readable the file's
+ * retention is never older than the store's: it is the newer of the two
+ * (a crash between the writes leaves an unanswered change applied; a store
+ * that silently lost the record gets the answered one back). Everything
+ * else was written to both before the create committed and never changes:
+ * there the store is taken, and the file rewritten if it differs.
+ */
+static pulse_status_t keep_topic(struct pulse_broker *b, struct dir_entry *e, struct pulse_broker_open_report *rep)
+{
+    struct pulse_meta_topic def = *e->def;
+    const struct pulse_meta_topic *f = &e->sc.file_def;
+    pulse_status_t st;
+
+    if (e->sc.creating) {
+        /* The create committed; only the marker's removal was cut short. */
+        st = pulse_broker_mark_clear(b, e->name, PULSE_BROKER_CREATE_MARK);
+        if (st != PULSE_OK)
+            return st;
+    }
+    remove_temps(b, e->name);
+    if (e->sc.file_st == PULSE_OK &&
+        (f->retention_ms != def.retention_ms || f->retention_bytes != def.retention_bytes)) {
+        PULSE_WARN("topic %s: the metadata store had retention_ms=%" PRId64 " retention_bytes=%" PRId64
+                   ", %s the newer retention_ms=%" PRId64 " retention_bytes=%" PRId64 "; the store is updated",
+                   e->name, def.retention_ms, def.retention_bytes, PULSE_BROKER_TOPIC_FILE, f->retention_ms,
+                   f->retention_bytes);
+        def.retention_ms = f->retention_ms;
+        def.retention_bytes = f->retention_bytes;
+        st = pulse_meta_topic_put(b->meta, &def);
+        if (st != PULSE_OK)
+            return st;
+    }
+    if (e->sc.file_st == PULSE_OK && same_def(f, &def))
+        return PULSE_OK;
+    st = pulse_broker_topic_file_write(b, &def);
+    if (st != PULSE_OK)
+        return st;
+    if (e->sc.file_st == PULSE_NOT_FOUND) {
+        PULSE_INFO("topic %s: wrote %s from the metadata store (a topic directory of an older version)", e->name,
+                   PULSE_BROKER_TOPIC_FILE);
+        rep->migrated_topics++;
+    } else if (e->sc.file_st == PULSE_OK) {
+        PULSE_WARN("topic %s: %s disagreed with the metadata store on a setting that never changes; rewritten "
+                   "from the store",
+                   e->name, PULSE_BROKER_TOPIC_FILE);
+    } else {
+        PULSE_WARN("topic %s: %s was damaged (%s); rewritten from the metadata store", e->name,
+                   PULSE_BROKER_TOPIC_FILE, e->sc.file_why);
+    }
+    return PULSE_OK;
+}
+
+static pulse_status_t adopt_topic(struct pulse_broker *b, struct dir_entry *e, struct pulse_broker_open_report *rep)
+{
+    const struct pulse_meta_topic *f = &e->sc.file_def;
+    pulse_status_t st;
+
+    remove_temps(b, e->name);
+    st = pulse_meta_topic_create(b->meta, f);
+    if (st != PULSE_OK)
+        return st;
+    PULSE_WARN("adopted topic %s from %s/%s/%s: it had no metadata (the store was lost or damaged); "
+               "partitions=%" PRIu32 " cleanup=%s retention_ms=%" PRId64 " retention_bytes=%" PRId64
+               " segment_bytes=%" PRId64 "; its records are kept as they are, its consumer cursors are not known",
+               f->name, b->topics_dir, f->name, PULSE_BROKER_TOPIC_FILE, f->partitions,
+               f->cleanup == 1 ? "compact" : "delete", f->retention_ms, f->retention_bytes, f->segment_bytes);
+    rep->adopted_topics++;
+    return PULSE_OK;
+}
+
+static pulse_status_t act_on(struct pulse_broker *b, struct dir_entry *e, struct pulse_broker_open_report *rep)
+{
+    pulse_status_t st = PULSE_OK;
+
+    switch (e->act) {
+    case ACT_KEEP:
+        return keep_topic(b, e, rep);
+    case ACT_ADOPT:
+        return adopt_topic(b, e, rep);
+    case ACT_FINISH_DELETE:
+        /* Metadata first: once it is gone the directory is only garbage. */
+        if (e->def != NULL)
+            st = pulse_meta_topic_delete(b->meta, e->name, NULL);
+        if (st == PULSE_OK)
+            st = discard_dir(b, e->name);
+        if (st == PULSE_OK)
+            PULSE_INFO("finished the interrupted delete of topic %s", e->name);
+        break;
+    case ACT_DROP_CREATE:
+        st = discard_dir(b, e->name);
+        if (st == PULSE_OK)
+            PULSE_INFO("removed %s/%s: a topic create that never committed", b->topics_dir, e->name);
+        break;
+    case ACT_DROP_EMPTY:
+        st = discard_dir(b, e->name);
+        if (st == PULSE_OK)
+            PULSE_INFO("removed %s/%s: an empty directory without metadata", b->topics_dir, e->name);
+        break;
+    case ACT_UNDECIDED:
+        return PULSE_INVALID;
+    }
+    if (st == PULSE_OK)
+        rep->deleted_leftovers++;
+    return st;
+}
+
+/* Topics whose metadata survived but whose directory is gone: the delete
+ * removed the directory, and the store lost the delete (a dropped log
+ * record). Recreating an empty topic would hand out its old offsets again,
+ * so the delete is finished instead. */
+static pulse_status_t drop_dirless(struct pulse_broker *b, const struct reconcile *rc,
+                                   const struct pulse_meta_topic *defs, size_t ndefs)
+{
+    for (size_t i = 0; i < ndefs; i++) {
+        pulse_status_t st;
+        if (rc->seen[i])
+            continue;
+        PULSE_WARN("topic %s has metadata but no directory under %s: its data was deleted; removing its metadata",
+                   defs[i].name, b->topics_dir);
+        st = pulse_meta_topic_delete(b->meta, defs[i].name, NULL);
+        if (st != PULSE_OK)
+            return st;
+    }
+    return PULSE_OK;
+}
+
+static void reconcile_free(struct reconcile *rc)
+{
+    pulse_free(rc->items);
+    for (size_t i = 0; i < rc->nasides; i++)
+        pulse_free(rc->asides[i]);
+    pulse_free(rc->asides);
+    pulse_free(rc->seen);
+}
+
+/* The closing line of a rebuild: what came back, and that cursors lost
+ * with the store are not made up. */
+static void report_rebuild(struct pulse_broker *b, const struct pulse_broker_open_report *rep)
+{
+    uint64_t cursors = 0;
+
+    if (rep->adopted_topics == 0 && !rep->identity_restored && !rep->metadata_damaged)
+        return;
+    if (pulse_meta_cursor_count(b->meta, &cursors) != PULSE_OK)
+        cursors = 0;
+    PULSE_WARN("the metadata store was incomplete and was rebuilt from the data directory: %" PRIu32
+               " topic(s) adopted, identity %s; consumer cursors lost with the store cannot be recovered and are "
+               "not recreated (%" PRIu64 " cursor(s) remain; consumers without one start where their client says)",
+               rep->adopted_topics, rep->identity_restored ? "restored from " PULSE_BROKER_IDENTITY_FILE : "kept",
+               cursors);
+}
+
+pulse_status_t pulse_broker_datadir_reconcile(struct pulse_broker *b, struct pulse_meta_topic **defs, size_t *ndefs,
+                                              struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
+{
+    pulse_status_t st;
+    struct reconcile rc;
+    char path[PATH_MAX];
+
+    memset(&rc, 0, sizeof rc);
+    rc.seen = pulse_calloc(*ndefs + 1, sizeof *rc.seen);
+    if (rc.seen == NULL)
+        return PULSE_NOMEM;
+    st = survey(b, &rc, *defs, *ndefs);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot scan %s: %s", b->topics_dir, pulse_status_message(st));
+        goto out;
+    }
+    st = refuse_undecided(b, &rc, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
+    for (size_t i = 0; i < rc.nasides; i++) {
+        snprintf(path, sizeof path, "%s/%s", b->topics_dir, rc.asides[i]);
+        PULSE_INFO("removing %s left by an interrupted topic delete", path);
+        if (pulse_broker_remove_tree(path) == 0)
+            rep->deleted_leftovers++;
+    }
+    if (rc.nasides > 0)
+        pulse_broker_fsync_dir(b->topics_dir);
+    for (size_t i = 0; i < rc.n && st == PULSE_OK; i++) {
+        st = act_on(b, &rc.items[i], rep);
+        if (st != PULSE_OK)
+            pulse_errbuf_set(errbuf, errlen, "cannot reconcile %s/%s with the metadata store: %s", b->topics_dir,
+                             rc.items[i].name, pulse_status_message(st));
+    }
+    if (st == PULSE_OK)
+        st = drop_dirless(b, &rc, *defs, *ndefs);
+    if (st != PULSE_OK)
+        goto out;
+    /* The store changed (adoptions, finished deletes): read it again, in
+     * name order. */
+    pulse_free(*defs);
+    *defs = NULL;
+    *ndefs = 0;
+    st = pulse_meta_topic_list(b->meta, defs, ndefs);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot read topic metadata: %s", pulse_status_message(st));
+        goto out;
+    }
+    report_rebuild(b, rep);
+out:
+    reconcile_free(&rc);
+    return st;
+}
+
+/* ---- identity and the store --------------------------------------------- */
+
+/* PULSE_OK, PULSE_NOT_FOUND (no file) or PULSE_CORRUPT (why says why). */
+static pulse_status_t identity_read(struct pulse_broker *b, const char *path, struct pulse_meta_identity *out,
+                                    char *why, size_t whylen)
+{
+    char buf[PULSE_DIRFILE_MAX + 1];
+    size_t len = 0;
+    pulse_status_t st = read_small(broker_io(b), path, buf, sizeof buf, &len);
+
+    if (st == PULSE_NOT_FOUND)
+        return st;
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(why, whylen, "%s", st == PULSE_TOO_LARGE ? "too large" : pulse_status_message(st));
+        return PULSE_CORRUPT;
+    }
+    return pulse_dirfile_identity_decode(buf, len, out, why, whylen) == PULSE_OK ? PULSE_OK : PULSE_CORRUPT;
+}
+
+static pulse_status_t identity_write(struct pulse_broker *b)
+{
+    struct pulse_meta_identity id;
+    char buf[PULSE_DIRFILE_MAX];
+    size_t len = 0;
+    pulse_status_t st;
+
+    memset(&id, 0, sizeof id);
+    snprintf(id.cluster_id, sizeof id.cluster_id, "%s", pulse_meta_cluster_id(b->meta));
+    snprintf(id.broker_id, sizeof id.broker_id, "%s", pulse_meta_broker_id(b->meta));
+    st = pulse_dirfile_identity_encode(&id, buf, sizeof buf, &len);
+    if (st == PULSE_OK)
+        st = replace_small(b, b->data_dir, PULSE_BROKER_IDENTITY_FILE, buf, len);
+    return st;
+}
+
+/* The sentence for a store that would not open. */
+static void store_error(struct pulse_broker *b, pulse_status_t st, const struct pulse_meta_open_report *mrep,
+                        pulse_status_t fst, const char *idpath, const char *why, const char *merr, char *errbuf,
+                        size_t errlen)
+{
+    if (st == PULSE_BUSY)
+        pulse_errbuf_set(errbuf, errlen, "data directory %s is in use by another process", b->data_dir);
+    else if (mrep->identity_mismatch)
+        pulse_errbuf_set(errbuf, errlen,
+                         "the metadata store %s/meta belongs to another data directory: %s (from %s). Put this "
+                         "directory's own meta/ back, or move %s/meta aside to rebuild it from the data directory "
+                         "(see docs/Operations.md)",
+                         b->data_dir, merr, idpath, b->data_dir);
+    else if (st == PULSE_NOT_FOUND && fst == PULSE_CORRUPT)
+        pulse_errbuf_set(errbuf, errlen,
+                         "%s is damaged (%s) and the metadata store holds no identity, so the cluster id cannot be "
+                         "recovered: restore %s from a backup, or remove it to start under a new cluster id",
+                         idpath, why, idpath);
+    else if (st == PULSE_CORRUPT)
+        pulse_errbuf_set(errbuf, errlen,
+                         "%s; pulsed will not start on a damaged metadata store: run \"pulsed --data-dir %s "
+                         "--repair-metadata\" (LevelDB's repair, then a rebuild from the data directory; "
+                         "see docs/Operations.md)",
+                         merr, b->data_dir);
+    else
+        pulse_errbuf_set(errbuf, errlen, "%s", merr);
+}
+
+pulse_status_t pulse_broker_datadir_open_store(struct pulse_broker *b, struct pulse_broker_open_report *rep,
+                                               char *errbuf, size_t errlen)
+{
+    struct pulse_meta_identity file_id;
+    struct pulse_meta_open_opts opts;
+    struct pulse_meta_open_report mrep;
+    char idpath[PATH_MAX];
+    char metadir[PATH_MAX];
+    char merr[512] = "";
+    char why[160] = "";
+    pulse_status_t fst;
+    pulse_status_t st;
+
+    memset(&opts, 0, sizeof opts);
+    memset(&mrep, 0, sizeof mrep);
+    snprintf(idpath, sizeof idpath, "%s/%s", b->data_dir, PULSE_BROKER_IDENTITY_FILE);
+    snprintf(metadir, sizeof metadir, "%s/meta", b->data_dir);
+    fst = identity_read(b, idpath, &file_id, why, sizeof why);
+    if (fst == PULSE_OK)
+        opts.identity = &file_id;
+    else if (fst == PULSE_CORRUPT)
+        opts.identity_required = true; /* never draw a new id over a damaged copy */
+    st = pulse_meta_open_ex(metadir, &opts, &b->meta, &mrep, merr, sizeof merr);
+    if (st != PULSE_OK) {
+        b->meta = NULL;
+        store_error(b, st, &mrep, fst, idpath, why, merr, errbuf, errlen);
+        return st;
+    }
+    rep->metadata_damaged = mrep.damage_lines > 0;
+    if (mrep.cluster_origin == PULSE_META_ID_ADOPTED || mrep.broker_origin == PULSE_META_ID_ADOPTED) {
+        rep->identity_restored = true;
+        PULSE_WARN("the metadata store %s had no identity (it was lost or damaged): restored cluster %s and broker %s "
+                   "from %s",
+                   metadir, pulse_meta_cluster_id(b->meta), pulse_meta_broker_id(b->meta), idpath);
+    }
+    if (fst == PULSE_OK)
+        return PULSE_OK;
+    /* First start, a data directory of an older version, or a damaged copy:
+     * the store's identity is written to the data directory. */
+    st = identity_write(b);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot write %s: %s", idpath, pulse_status_message(st));
+        return st;
+    }
+    if (fst == PULSE_CORRUPT)
+        PULSE_WARN("%s was damaged (%s); rewritten from the metadata store", idpath, why);
+    else
+        PULSE_INFO("wrote %s (cluster %s, broker %s)", idpath, pulse_meta_cluster_id(b->meta),
+                   pulse_meta_broker_id(b->meta));
+    return PULSE_OK;
+}
+
+/* ---- offline modes: --adopt-topic and --repair-metadata ----------------- */
+
+/* A broker with only its paths, configuration and metadata store: what the
+ * offline modes need (no logs, no threads). */
+static pulse_status_t shell_open(const struct pulse_broker_config *cfg, struct pulse_broker *b,
+                                 struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
+{
+    char path[PATH_MAX];
+    pulse_status_t st;
+
+    memset(b, 0, sizeof *b);
+    b->cfg = *cfg;
+    b->data_dir = pulse_strdup(cfg->data_dir);
+    snprintf(path, sizeof path, "%s/topics", cfg->data_dir);
+    b->topics_dir = pulse_strdup(path);
+    if (b->data_dir == NULL || b->topics_dir == NULL)
+        return PULSE_NOMEM;
+    b->cfg.data_dir = b->data_dir;
+    st = pulse_broker_datadir_prepare(b, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = pulse_broker_datadir_open_store(b, rep, errbuf, errlen);
+    return st;
+}
+
+static void shell_close(struct pulse_broker *b)
+{
+    pulse_meta_close(b->meta);
+    pulse_free(b->data_dir);
+    pulse_free(b->topics_dir);
+    memset(b, 0, sizeof *b);
+}
+
+/* The definition --adopt-topic writes: partitions from the directories,
+ * the rest from the request or the configured topic defaults. */
+static pulse_status_t adopt_def(struct pulse_broker *b, const struct pulse_topic_spec *spec,
+                                const struct dir_scan *sc, struct pulse_meta_topic *def, char *errbuf, size_t errlen)
+{
+    char dir[PATH_MAX];
+
+    topic_path(b, spec->name, NULL, dir, sizeof dir);
+    if (sc->nparts == 0 || sc->nparts != sc->max_part) {
+        pulse_errbuf_set(errbuf, errlen,
+                         "the partition directories of %s are not 0..N-1 (%" PRIu32 " found, highest %" PRId64
+                         "): move the stray ones aside first",
+                         dir, sc->nparts, (int64_t)sc->max_part - 1);
+        return PULSE_INVALID;
+    }
+    if (spec->partitions >= 0 && (uint32_t)spec->partitions != sc->nparts) {
+        pulse_errbuf_set(errbuf, errlen, "--partitions %" PRId32 " does not match the %" PRIu32
+                         " partition directories of %s", spec->partitions, sc->nparts, dir);
+        return PULSE_INVALID;
+    }
+    memset(def, 0, sizeof *def);
+    snprintf(def->name, sizeof def->name, "%s", spec->name);
+    def->partitions = sc->nparts;
+    def->cleanup = spec->cleanup == PULSE_CLEANUP_COMPACT ? 1 : 0;
+    def->retention_ms = spec->retention_ms >= 0 ? spec->retention_ms : b->cfg.default_retention_ms;
+    def->retention_bytes = spec->retention_bytes >= 0 ? spec->retention_bytes : b->cfg.default_retention_bytes;
+    def->segment_bytes = spec->segment_bytes >= 0 ? spec->segment_bytes : (int64_t)b->cfg.segment_max_bytes;
+    def->created_at_ms = pulse_clock_wall_ms();
+    if (sc->nparts > PULSE_BROKER_MAX_PARTITIONS || def->segment_bytes < (int64_t)PULSE_PLOG_MIN_SEGMENT_BYTES ||
+        def->segment_bytes > (int64_t)PULSE_PLOG_MAX_SEGMENT_BYTES) {
+        pulse_errbuf_set(errbuf, errlen, "the definition for %s is out of range", dir);
+        return PULSE_INVALID;
+    }
+    return PULSE_OK;
+}
+
+/* What stands in the way of adopting: metadata, a marker, no directory. */
+static pulse_status_t adopt_check(struct pulse_broker *b, const char *name, struct dir_scan *sc, char *errbuf,
+                                  size_t errlen)
+{
+    struct pulse_meta_topic existing;
+    char dir[PATH_MAX];
+    struct stat sb;
+    pulse_status_t st;
+
+    topic_path(b, name, NULL, dir, sizeof dir);
+    st = pulse_meta_topic_get(b->meta, name, &existing);
+    if (st == PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "topic %s has metadata: there is nothing to adopt", name);
+        return PULSE_EXISTS;
+    }
+    if (st != PULSE_NOT_FOUND) {
+        pulse_errbuf_set(errbuf, errlen, "cannot read the metadata of %s: %s", name, pulse_status_message(st));
+        return st;
+    }
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        pulse_errbuf_set(errbuf, errlen, "no topic directory %s", dir);
+        return PULSE_TOPIC_NOT_FOUND;
+    }
+    st = scan_topic_dir(b, name, sc);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot read %s: %s", dir, pulse_status_message(st));
+        return st;
+    }
+    if (sc->deleting || sc->creating) {
+        pulse_errbuf_set(errbuf, errlen, "%s holds an unfinished topic %s (file \"%s\"): the next start removes it",
+                         dir, sc->deleting ? "delete" : "create",
+                         sc->deleting ? PULSE_BROKER_DELETE_MARK : PULSE_BROKER_CREATE_MARK);
+        return PULSE_INVALID;
+    }
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, const struct pulse_topic_spec *spec,
+                                        struct pulse_topic_info *out, char *errbuf, size_t errlen)
+{
+    struct pulse_broker shell;
+    struct pulse_broker_open_report rep;
+    struct pulse_meta_topic def;
+    struct dir_scan sc;
+    pulse_status_t st;
+
+    memset(&rep, 0, sizeof rep);
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
+    if (cfg == NULL || cfg->data_dir == NULL || spec == NULL || spec->name == NULL ||
+        !pulse_broker_name_valid(spec->name, strnlen(spec->name, PULSE_NAME_MAX + 1))) {
+        pulse_errbuf_set(errbuf, errlen, "not a valid topic name");
+        return PULSE_INVALID_NAME;
+    }
+    st = shell_open(cfg, &shell, &rep, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = adopt_check(&shell, spec->name, &sc, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = adopt_def(&shell, spec, &sc, &def, errbuf, errlen);
+    if (st == PULSE_OK) {
+        st = pulse_broker_topic_file_write(&shell, &def);
+        if (st != PULSE_OK)
+            pulse_errbuf_set(errbuf, errlen, "cannot write %s/%s/%s: %s", shell.topics_dir, def.name,
+                             PULSE_BROKER_TOPIC_FILE, pulse_status_message(st));
+    }
+    if (st == PULSE_OK && out != NULL) {
+        memset(out, 0, sizeof *out);
+        snprintf(out->name, sizeof out->name, "%s", def.name);
+        out->partitions = def.partitions;
+        out->cleanup = def.cleanup == 1 ? PULSE_CLEANUP_COMPACT : PULSE_CLEANUP_DELETE;
+        out->retention_ms = def.retention_ms;
+        out->retention_bytes = def.retention_bytes;
+        out->segment_bytes = def.segment_bytes;
+        out->created_at_ms = def.created_at_ms;
+    }
+    shell_close(&shell);
+    return st;
+}
+
+pulse_status_t pulse_broker_repair_metadata(const struct pulse_broker_config *cfg,
+                                            struct pulse_broker_repair_report *report, char *errbuf, size_t errlen)
+{
+    struct pulse_meta_repair_report mrep;
+    struct pulse_broker_config c;
+    struct pulse_broker *b = NULL;
+    char metadir[PATH_MAX];
+    struct stat sb;
+    pulse_status_t st;
+
+    memset(report, 0, sizeof *report);
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
+    if (cfg == NULL || cfg->data_dir == NULL || strlen(cfg->data_dir) > PATH_MAX - 64)
+        return PULSE_INVALID;
+    if (stat(cfg->data_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        pulse_errbuf_set(errbuf, errlen, "no data directory at %s", cfg->data_dir);
+        return PULSE_NOT_FOUND;
+    }
+    snprintf(metadir, sizeof metadir, "%s/meta", cfg->data_dir);
+    st = pulse_meta_repair(metadir, &mrep, errbuf, errlen);
+    if (st != PULSE_OK)
+        return st;
+    report->store_found = mrep.found;
+    report->tables_set_aside = mrep.tables_set_aside;
+    report->damage_lines = mrep.damage_lines;
+    for (uint32_t i = 0; i < mrep.damage_lines && i < PULSE_BROKER_REPAIR_NOTES; i++)
+        snprintf(report->damage[i], sizeof report->damage[i], "%s", mrep.damage[i]);
+    /* The rebuild is an ordinary open: adoption, identity, markers. No
+     * maintenance pass runs meanwhile. */
+    c = *cfg;
+    c.retention_interval_ms = 0;
+    c.compaction_interval_ms = 0;
+    st = pulse_broker_open(&c, &b, &report->open, errbuf, errlen);
+    if (st != PULSE_OK)
+        return st;
+    if (pulse_meta_cursor_count(b->meta, &report->cursors) != PULSE_OK)
+        report->cursors = 0;
+    pulse_broker_close(b);
+    return PULSE_OK;
+}
