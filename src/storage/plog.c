@@ -1584,8 +1584,40 @@ out:
     return st;
 }
 
-/* Step 1 of a reopen: cuts the active segment back to its durable size.
- * Caller holds wlock; the log is fenced and no sync leader runs. */
+/*
+ * Cuts the active segment's index file to the entries of batches below
+ * durable. Entries of the batches the reopen cuts away name offsets that
+ * were never durable nor visible: left in the file, recovery would take
+ * them for proof that those offsets were handed out (recover.c, "the log
+ * end") and skip them instead of giving them to the next appends.
+ */
+static pulse_status_t cut_index_to_durable(struct pulse_plog *plog, struct pulse_segment *seg, uint64_t durable)
+{
+    uint64_t isize = 0;
+    size_t keep = 0;
+    int ifd;
+    pulse_status_t st;
+
+    pthread_mutex_lock(&seg->index_lock);
+    while (keep < seg->index.n && seg->index.entries[keep].rel_pos < durable)
+        keep++;
+    pthread_mutex_unlock(&seg->index_lock);
+    st = pulse_fdc_pin(&seg->idx, &ifd);
+    if (st != PULSE_OK)
+        return st;
+    if (plog->io->fsize(plog->io, ifd, &isize) == 0 && isize > (uint64_t)keep * PULSE_INDEX_ENTRY_SIZE &&
+        plog->io->ftruncate(plog->io, ifd, (off_t)keep * PULSE_INDEX_ENTRY_SIZE) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: ftruncate %s failed: %s", seg->index_path, strerror(err));
+        st = pulse_status_from_errno(err);
+    }
+    pulse_fdc_unpin(&seg->idx);
+    return st;
+}
+
+/* Step 1 of a reopen: cuts the active segment (and its index) back to its
+ * durable size. Caller holds wlock; the log is fenced and no sync leader
+ * runs. */
 static pulse_status_t cut_to_durable_locked(struct pulse_plog *plog)
 {
     struct pulse_segment *seg = active_seg(plog);
@@ -1609,6 +1641,8 @@ static pulse_status_t cut_to_durable_locked(struct pulse_plog *plog)
                    fsize - durable, seg->log_path);
     }
     pulse_segment_unpin(seg);
+    if (st == PULSE_OK)
+        st = cut_index_to_durable(plog, seg, durable);
     return st;
 }
 

@@ -323,6 +323,39 @@ START_TEST(test_eio_on_write_still_fences_and_cuts_to_the_durable_size)
 }
 END_TEST
 
+/* The batch the reopen cuts had an index entry (one per batch here): the
+ * entry goes with it, so its offsets are given to the next append, not
+ * taken for offsets handed out (they never were visible or durable). */
+START_TEST(test_reopen_cuts_the_index_entries_of_the_batches_it_cuts)
+{
+    struct env e;
+    struct pulse_buf b;
+    int64_t base, end;
+    env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
+    (void)pulse_plog_close(e.plog);
+    e.cfg.index_interval_bytes = 64;
+    ck_assert_int_eq(pulse_plog_open(e.dir, &e.cfg, &e.plog, NULL), PULSE_OK);
+    for (uint64_t i = 0; i < 4; i++)
+        ck_assert_int_eq(append_one(e.plog, i * 3, 3, &base), PULSE_OK);
+    pulse_buf_init(&b, 1 << 20);
+    pt_batch(&b, 1000, 3, 64, 0);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end), PULSE_OK);
+    pulse_buf_fini(&b);
+    faultio_fail_nth(e.fio, FAULTIO_FDATASYNC, 1, EIO);
+    ck_assert_int_eq(pulse_plog_wait_durable(e.plog, end), PULSE_IO);
+    struct pulse_plog_recovery rec;
+    ck_assert_int_eq(pulse_plog_reopen(e.plog, &rec), PULSE_OK);
+    ck_assert_int_eq(rec.leo_raised, 0);
+    ck_assert_uint_eq(rec.damaged_ranges, 0);
+    ck_assert_int_eq(pulse_plog_log_end(e.plog), 12);
+    ck_assert_int_eq(append_one(e.plog, 12, 3, &base), PULSE_OK);
+    ck_assert_int_eq(base, 12);
+    ck_assert_int_eq(pulse_plog_close(e.plog), PULSE_OK);
+    e.plog = NULL;
+    env_close(&e);
+}
+END_TEST
+
 START_TEST(test_reopen_after_a_failed_fdatasync_keeps_what_was_durable_and_appends_resume)
 {
     struct env e;
@@ -783,6 +816,7 @@ int main(void)
     tcase_add_test(tc, test_enospc_on_the_index_write_takes_back_the_data_and_the_entry);
     tcase_add_test(tc, test_eio_on_write_still_fences_and_cuts_to_the_durable_size);
     tcase_add_test(tc, test_reopen_after_a_failed_fdatasync_keeps_what_was_durable_and_appends_resume);
+    tcase_add_test(tc, test_reopen_cuts_the_index_entries_of_the_batches_it_cuts);
     tcase_add_test(tc, test_reopen_refuses_a_log_that_recovers_below_its_high_watermark);
     tcase_add_test(tc, test_reopen_after_a_failed_rotation_sync_continues_in_a_new_segment);
     tcase_add_test(tc, test_waiters_of_a_failed_sync_get_fenced_and_the_leader_gets_io);
