@@ -397,10 +397,15 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
             PULSE_ERROR("topic %s partition %" PRIu32 ": open failed: %s", t->name, p, pulse_status_message(st));
             return st;
         }
-        if (rec.truncated_bytes > 0 || rec.corrupt_segments > 0)
-            PULSE_WARN("topic %s partition %" PRIu32 ": recovery cut %" PRIu64 " torn bytes, %" PRIu32
-                       " corrupt segments",
-                       t->name, p, rec.truncated_bytes, rec.corrupt_segments);
+        if (rec.new_damaged_ranges > 0)
+            PULSE_ERROR("topic %s partition %" PRIu32 ": recovery found %" PRIu32 " new damaged range(s) (%" PRIu32
+                        " known in all, %" PRIu64 " bytes); fetches skip them, and the damaged segment files are copied to "
+                        "%s/forensics (docs/Operations.md \"Damaged data\")",
+                        t->name, p, rec.new_damaged_ranges, rec.damaged_ranges, rec.damaged_bytes, path);
+        else if (rec.truncated_bytes > 0 || rec.damaged_ranges > 0)
+            PULSE_WARN("topic %s partition %" PRIu32 ": recovery cut %" PRIu64 " torn bytes; %" PRIu32
+                       " known damaged range(s) in %" PRIu32 " segment(s)",
+                       t->name, p, rec.truncated_bytes, rec.damaged_ranges, rec.corrupt_segments);
         if (report != NULL) {
             report->truncated_bytes += rec.truncated_bytes;
             report->corrupt_segments += rec.corrupt_segments;
@@ -796,6 +801,30 @@ out:
 
 /* ---- metrics --------------------------------------------------------- */
 
+/* Damaged ranges the storage engine steers readers around, all partitions
+ * (docs/Storage.md "Corruption"). Any value above zero wants an operator. */
+static pulse_status_t metrics_damage(struct pulse_broker_topic **list, size_t n, struct pulse_buf *out)
+{
+    uint64_t ranges = 0, bytes = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        for (uint32_t p = 0; p < list[i]->nparts; p++) {
+            struct pulse_plog_stats ps;
+            pulse_plog_get_stats(list[i]->plogs[p], &ps);
+            ranges += ps.damaged_ranges;
+            bytes += ps.damaged_bytes;
+        }
+    }
+    return pulse_buf_printf(out,
+                            "# HELP pulse_storage_corrupt_ranges Damaged or missing offset ranges that fetches skip.\n"
+                            "# TYPE pulse_storage_corrupt_ranges gauge\n"
+                            "pulse_storage_corrupt_ranges %" PRIu64 "\n"
+                            "# HELP pulse_storage_corrupt_bytes Bytes of segment files inside damaged ranges.\n"
+                            "# TYPE pulse_storage_corrupt_bytes gauge\n"
+                            "pulse_storage_corrupt_bytes %" PRIu64 "\n",
+                            ranges, bytes);
+}
+
 static pulse_status_t metrics_lag(struct pulse_broker *b, struct pulse_buf *out)
 {
     pulse_status_t st;
@@ -934,6 +963,8 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
             st = pulse_buf_printf(out, "%s{topic=\"%s\"} %" PRIu64 "\n", topic_metrics[m].name, t->name, v);
         }
     }
+    if (st == PULSE_OK)
+        st = metrics_damage(list, n, out);
     if (st == PULSE_OK)
         st = metrics_lag(b, out);
     if (st == PULSE_OK)

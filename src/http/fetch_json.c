@@ -35,7 +35,8 @@ struct pulse_fetchjson {
     size_t raw_len;
     char *head; /* envelope before the records */
     size_t head_len;
-    char tail[64]; /* and after them */
+    char *after;   /* members after "records" (owned; nullable) */
+    char *tail;    /* and the text after the records (owned) */
     size_t tail_len;
     uint64_t body_len;
     uint64_t written;
@@ -101,6 +102,8 @@ void pulse_fetchjson_destroy(void *arg)
         pulse_json_record_end(&fj->w);
     pulse_free(fj->raw);
     pulse_free(fj->head);
+    pulse_free(fj->after);
+    pulse_free(fj->tail);
     pulse_free(fj);
 }
 
@@ -190,8 +193,24 @@ static pulse_status_t envelope_text(struct pulse_fetchjson *fj, const struct pul
         return st;
     }
     fj->head = (char *)pulse_buf_steal(&head, &fj->head_len);
-    fj->tail_len = (size_t)snprintf(fj->tail, sizeof fj->tail, "]}");
+    struct pulse_buf tail;
+    pulse_buf_init(&tail, PULSE_FETCHJSON_AFTER_MAX + 2);
+    st = pulse_buf_printf(&tail, "]%s}", fj->after != NULL ? fj->after : "");
+    if (st != PULSE_OK) {
+        pulse_buf_fini(&tail);
+        return st;
+    }
+    fj->tail = (char *)pulse_buf_steal(&tail, &fj->tail_len);
     return PULSE_OK;
+}
+
+pulse_status_t pulse_fetchjson_after_records(struct pulse_fetchjson *fj, const char *json)
+{
+    if (strlen(json) > PULSE_FETCHJSON_AFTER_MAX)
+        return PULSE_TOO_LARGE;
+    pulse_free(fj->after);
+    fj->after = json[0] != '\0' ? pulse_strdup(json) : NULL;
+    return json[0] != '\0' && fj->after == NULL ? PULSE_NOMEM : PULSE_OK;
 }
 
 pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, uint8_t *raw, size_t raw_len,

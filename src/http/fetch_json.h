@@ -14,10 +14,11 @@
  * drains. Memory: the batches themselves plus one record's rendered headers;
  * never the whole JSON text.
  *
- * Body layout (byte for byte what the API has always answered):
+ * Body layout (byte for byte what the API has always answered, plus the
+ * members after "records" that only some answers have):
  *
  *   {"topic":..,"partition":..,"log_start_offset":..,"high_watermark":..,
- *    "next_offset":..,"records":[ REC,REC,... ]}
+ *    "next_offset":..,"records":[ REC,REC,... ] AFTER}
  *
  * Everything but the records is the envelope, written from
  * struct pulse_fetchjson_envelope by one function (envelope_text in the
@@ -40,6 +41,9 @@
 /* Most bytes the envelope takes (with a topic name of 249 characters and
  * every number at its widest it takes 410). */
 #define PULSE_FETCHJSON_ENVELOPE_MAX 512
+/* Most bytes of members after "records" (pulse_fetchjson_after_records),
+ * on top of the envelope. */
+#define PULSE_FETCHJSON_AFTER_MAX 1024
 
 struct pulse_fetchjson;
 
@@ -81,6 +85,13 @@ uint64_t pulse_fetchjson_records(const struct pulse_fetchjson *fj);
 int64_t pulse_fetchjson_next(const struct pulse_fetchjson *fj);
 size_t pulse_fetchjson_max_headers(const struct pulse_fetchjson *fj);
 uint64_t pulse_fetchjson_payload_bytes(const struct pulse_fetchjson *fj);
+
+/*
+ * Members to write after "records" (the fetch's "skipped"): JSON text that
+ * starts with a comma, or "" for none; copied. Call before finish.
+ * PULSE_TOO_LARGE past PULSE_FETCHJSON_AFTER_MAX bytes, PULSE_NOMEM.
+ */
+pulse_status_t pulse_fetchjson_after_records(struct pulse_fetchjson *fj, const char *json);
 
 /*
  * Ends the plan: takes raw (pulse_malloc'd, the buffer the plan walked;

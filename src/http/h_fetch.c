@@ -8,6 +8,9 @@
  * watermark can be served. JSON answers read CRC-verified batches into a
  * buffer, plan the answer over them and stream it (fetch_json.h); a batch
  * that failed its CRC is never returned by the engine, so never served.
+ * Offsets the engine stepped over because the stored data is damaged or
+ * missing are listed in "skipped" and in the Pulse-Skipped header (both
+ * formats; docs/API.md "Damaged data").
  *
  * Memory: a JSON answer holds its batches (at most max_bytes of them, or
  * the one batch at the offset when it is larger) and the stream's block
@@ -53,6 +56,76 @@ static void add_position_headers(struct MHD_Response *resp, int64_t next, int64_
     MHD_add_response_header(resp, "Pulse-Log-Start-Offset", v);
 }
 
+/* ---- skipped offsets (docs/API.md "Damaged data") ---- */
+
+/* Offsets an answer stepped over because the stored data there is damaged
+ * or missing: the engine reports them per read (pulse_slice.skip_*), at
+ * most one range before the read's first batch. A JSON answer makes at
+ * most six reads (they grow fourfold up to 64 MiB), so this never fills. */
+#define FETCH_MAX_SKIPS 8
+
+struct skips {
+    size_t n;
+    struct {
+        int64_t from, to;
+        bool damaged;
+    } r[FETCH_MAX_SKIPS];
+};
+
+static void skips_add(struct skips *k, const struct pulse_slice *s)
+{
+    if (s->skip_to <= s->skip_from)
+        return;
+    if (k->n > 0 && k->r[k->n - 1].to == s->skip_from) {
+        k->r[k->n - 1].to = s->skip_to;
+        k->r[k->n - 1].damaged = k->r[k->n - 1].damaged || s->skip_damaged;
+        return;
+    }
+    if (k->n == FETCH_MAX_SKIPS)
+        return;
+    k->r[k->n].from = s->skip_from;
+    k->r[k->n].to = s->skip_to;
+    k->r[k->n].damaged = s->skip_damaged;
+    k->n++;
+}
+
+/* Keeps what lies below next (what the answer really stepped over). */
+static void skips_clip(struct skips *k, int64_t next)
+{
+    size_t keep = 0;
+    while (keep < k->n && k->r[keep].from < next) {
+        if (k->r[keep].to > next)
+            k->r[keep].to = next;
+        keep++;
+    }
+    k->n = keep;
+}
+
+/* ,"skipped":[{"from":F,"to":T,"reason":"corrupt"|"missing"},...] into v
+ * (at most PULSE_FETCHJSON_AFTER_MAX bytes: 8 ranges take at most 640). */
+static void skips_json(const struct skips *k, char *v, size_t cap)
+{
+    size_t used = 0;
+    v[0] = '\0';
+    for (size_t i = 0; i < k->n && used < cap; i++)
+        used += (size_t)snprintf(v + used, cap - used, "%s{\"from\":%lld,\"to\":%lld,\"reason\":\"%s\"}%s",
+                                 i == 0 ? ",\"skipped\":[" : ",", (long long)k->r[i].from, (long long)k->r[i].to,
+                                 k->r[i].damaged ? "corrupt" : "missing", i + 1 == k->n ? "]" : "");
+}
+
+/* Pulse-Skipped: F-T;reason=corrupt, ... */
+static void skips_header(struct MHD_Response *resp, const struct skips *k)
+{
+    char v[FETCH_MAX_SKIPS * 64];
+    size_t used = 0;
+    for (size_t i = 0; i < k->n && used < sizeof v; i++)
+        used += (size_t)snprintf(v + used, sizeof v - used, "%s%lld-%lld;reason=%s", i > 0 ? ", " : "",
+                                 (long long)k->r[i].from, (long long)k->r[i].to,
+                                 k->r[i].damaged ? "corrupt" : "missing");
+    if (k->n > 0)
+        MHD_add_response_header(resp, "Pulse-Skipped", v);
+}
+
 static void reply_fetch_error(struct pulse_hreq *r, pulse_status_t st, const struct pulse_slice *s)
 {
     if (st == PULSE_RANGE)
@@ -78,13 +151,16 @@ static ssize_t read_json(void *cls, uint64_t pos, char *out, size_t max)
 /* Answers 200 with the planned records, streamed; takes fj and the
  * batches in buf (buf is left empty). */
 static void stream_json(struct pulse_hreq *r, struct pulse_fetchjson *fj, struct pulse_buf *buf,
-                        const struct pulse_slice *info, int64_t next)
+                        const struct pulse_slice *info, int64_t next, const struct skips *skipped)
 {
     struct pulse_fetchjson_envelope env = {r->topic, r->partition, info->log_start, info->high_watermark, next};
+    char after[PULSE_FETCHJSON_AFTER_MAX];
     size_t raw_len = 0;
     uint8_t *raw = pulse_buf_steal(buf, &raw_len);
     uint64_t body_len = 0;
-    if (pulse_fetchjson_finish(fj, raw, raw_len, &env, &body_len) != PULSE_OK) {
+    skips_json(skipped, after, sizeof after);
+    if (pulse_fetchjson_after_records(fj, after) != PULSE_OK ||
+        pulse_fetchjson_finish(fj, raw, raw_len, &env, &body_len) != PULSE_OK) {
         pulse_fetchjson_destroy(fj);
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
@@ -98,6 +174,7 @@ static void stream_json(struct pulse_hreq *r, struct pulse_fetchjson *fj, struct
         return;
     }
     add_position_headers(resp, next, info->high_watermark, info->log_start);
+    skips_header(resp, skipped);
     pulse_server_reply(r, 200, resp, PULSE_MEDIA_JSON);
 }
 
@@ -158,7 +235,7 @@ static pulse_status_t read_at(struct pulse_hreq *r, int64_t offset, uint64_t wan
  * gets the offset after the last batch read.
  */
 static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson **fj_out, struct pulse_buf *buf,
-                                    struct pulse_slice *info, int64_t *read_end)
+                                    struct pulse_slice *info, int64_t *read_end, struct skips *skipped)
 {
     uint64_t budget = (uint64_t)r->f_max_bytes;
     uint64_t chunk = FETCH_FIRST_CHUNK;
@@ -171,6 +248,7 @@ static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson
         return st;
     struct pulse_fetchjson *fj = *fj_out;
     *read_end = info->next_offset;
+    skips_add(skipped, info);
     budget = buf->len >= budget ? 0 : budget - buf->len;
     for (;;) {
         st = pulse_fetchjson_plan(fj, buf->data, buf->len);
@@ -189,6 +267,7 @@ static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson
             return PULSE_OK;
         budget -= buf->len - before;
         *read_end = more.next_offset;
+        skips_add(skipped, &more);
     }
 }
 
@@ -200,7 +279,8 @@ static void answer_json(struct pulse_hreq *r)
     memset(&info, 0, sizeof info);
     pulse_buf_init(&buf, 0); /* grows only within reserve_read */
     int64_t read_end = 0;
-    pulse_status_t st = read_and_plan(r, &fj, &buf, &info, &read_end);
+    struct skips skipped = {0};
+    pulse_status_t st = read_and_plan(r, &fj, &buf, &info, &read_end, &skipped);
     /* (A later read the budget refused just ends the answer early.) */
     if (st == PULSE_BUSY && r->over_budget) {
         pulse_server_reply_over_budget(r);
@@ -217,13 +297,14 @@ static void answer_json(struct pulse_hreq *r)
     }
     int64_t next = pulse_fetchjson_next(fj);
     /* Nothing at or after the start in what was read (a compacted batch
-     * that ends below it): continue after the slice so readers progress. */
-    if (pulse_fetchjson_records(fj) == 0 && buf.len > 0 && read_end > next)
+     * ending below it, or skipped offsets only): go on after it. */
+    if (pulse_fetchjson_records(fj) == 0 && read_end > next)
         next = read_end;
+    skips_clip(&skipped, next);
     if (pulse_fetchjson_records(fj) > 0)
         pulse_broker_note_fetched(r->srv->broker, r->topic, pulse_fetchjson_records(fj),
                                   pulse_fetchjson_payload_bytes(fj));
-    stream_json(r, fj, &buf, &info, next);
+    stream_json(r, fj, &buf, &info, next, &skipped);
     fj = NULL; /* the answer owns it */
 out:
     pulse_fetchjson_destroy(fj);
@@ -263,6 +344,9 @@ static void answer_raw(struct pulse_hreq *r)
         return;
     }
     add_position_headers(resp, s.next_offset, s.high_watermark, s.log_start);
+    struct skips skipped = {0};
+    skips_add(&skipped, &s);
+    skips_header(resp, &skipped);
     pulse_server_reply(r, 200, resp, PULSE_MEDIA_BATCHES);
 }
 

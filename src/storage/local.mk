@@ -5,6 +5,8 @@ libpulsestore_a_SOURCES = \
 	src/storage/io.h src/storage/io.c \
 	src/storage/index.h src/storage/index.c \
 	src/storage/fdcache.h src/storage/fdcache.c \
+	src/storage/segscan.h src/storage/segscan.c \
+	src/storage/damage.h src/storage/damage.c \
 	src/storage/segment.h src/storage/segment.c \
 	src/storage/snapshot.h src/storage/snapshot.c \
 	src/storage/recover.h src/storage/recover.c \

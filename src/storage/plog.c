@@ -20,7 +20,15 @@
  *   Rotation fdatasyncs the old segment under the writer lock before the new
  *   file exists, so HW can never pass the end of a segment that is not on
  *   disk; the new file's directory entry is fsynced before anything in it
- *   can be acknowledged.
+ *   can be acknowledged. The new segment is opened before the old one gives
+ *   anything up, so a failed open leaves the log as it was.
+ *
+ *   Damage (docs/Storage.md "Corruption"): the log holds the damaged and
+ *   missing ranges recovery found, as an immutable set that readers take a
+ *   reference on. Slices never include damaged bytes and only skip offsets
+ *   before their first batch, reporting them. A read whose CRC check meets
+ *   damage nobody knew learns it with the recovery rule, publishes a new
+ *   set and records it in the damage record.
  *
  *   Failure fencing: a failed pwrite or fdatasync sets fenced (sticky, under
  *   sync_lock so that no leader can publish HW after it) and cuts the active
@@ -34,6 +42,7 @@
 #include <sched.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,6 +58,7 @@
 #include "storage/plog_int.h"
 #include "storage/recover.h"
 #include "storage/segment.h"
+#include "storage/segscan.h"
 #include "storage/snapshot.h"
 
 void pulse_plog_config_init(struct pulse_plog_config *cfg)
@@ -218,8 +228,48 @@ static pulse_status_t pin_and_sync(struct pulse_plog *plog, struct pulse_fdc_fil
 }
 
 /*
+ * Undoes the files a failed rotation created, so that a later restart does
+ * not take an empty newer segment for the active one while the old segment
+ * keeps receiving appends (their offsets would then lie past the new
+ * segment's base). The name is new (its base is the log end, above every
+ * existing segment), so whatever holds it now was created by this rotation.
+ * Returns false when that cannot be made durable; the caller fences then.
+ */
+static bool unmake_segment(struct pulse_plog *plog, int64_t base)
+{
+    char *paths[2] = {pulse_segment_path(plog->dir, base, "index"), pulse_segment_path(plog->dir, base, "log")};
+    bool ok = paths[0] != NULL && paths[1] != NULL;
+    bool removed = false;
+
+    for (int i = 0; i < 2 && ok; i++) {
+        if (plog->io->unlink(plog->io, paths[i]) == 0)
+            removed = true;
+        else if (errno != ENOENT) {
+            PULSE_ERROR("plog: unlink %s after a failed rotation failed: %s", paths[i], strerror(errno));
+            ok = false;
+        }
+    }
+    /* Nothing created (the usual EMFILE case): nothing to make durable, and
+     * no descriptor to spare for the directory anyway. */
+    if (ok && removed && plog->io->fsync_dir(plog->io, plog->dir) < 0) {
+        PULSE_ERROR("plog: fsync directory %s failed: %s", plog->dir, strerror(errno));
+        ok = false;
+    }
+    pulse_free(paths[0]);
+    pulse_free(paths[1]);
+    return ok;
+}
+
+/*
  * Seals the active segment and starts a new one at LEO (contract section 5).
  * Caller holds wlock.
+ *
+ * The new segment is opened before anything of the old one is given up (its
+ * index file stays open), so a failed open (EMFILE, ENOSPC) leaves the old
+ * segment active and the log usable: the append that needed the rotation is
+ * refused with that status (PULSE_NOFILE, PULSE_NOSPACE) and the next one
+ * tries again. Only a failed fdatasync, or failing to undo a half-made
+ * segment, fences.
  */
 static pulse_status_t rotate_locked(struct pulse_plog *plog)
 {
@@ -247,10 +297,8 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     observe(plog, t0, true);
     atomic_fetch_add(&plog->syncs, 1);
     store_max_size(&old->index_synced, idx_n);
-    /* Sealed and synced: its descriptors may go back to the cache, and
-     * the index file is not written again. */
+    /* Synced: its data descriptor may go back to the cache. */
     pulse_fdc_clean(&old->data, old->dirty_ticket);
-    pulse_segment_close_index(old);
     pthread_mutex_lock(&plog->sync_lock);
     if (!atomic_load(&plog->fenced)) {
         store_max_u64(&old->durable_size, atomic_load_explicit(&old->size, memory_order_relaxed));
@@ -261,8 +309,14 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     pthread_mutex_unlock(&plog->sync_lock);
 
     st = pulse_segment_open(plog->io, plog->fdcache, plog->dir, leo, true, &seg);
-    if (st != PULSE_OK)
+    if (st != PULSE_OK) {
+        PULSE_ERROR_RL("plog %s: cannot start segment %020" PRId64 " (%s); segment %020" PRId64
+                       " stays active and the append is refused",
+                       plog->dir, leo, pulse_status_message(st), old->base);
+        if (!unmake_segment(plog, leo))
+            fence_locked(plog, NULL, "cleanup of a failed rotation", false);
         goto out;
+    }
     /* The new name must be durable before its first byte is acknowledged. */
     if (plog->io->fsync_dir(plog->io, plog->dir) < 0) {
         int err = errno;
@@ -272,9 +326,16 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
         goto out;
     }
     st = list_push(plog, seg);
-    if (st != PULSE_OK)
+    if (st != PULSE_OK) {
+        pulse_segment_release(seg);
+        seg = NULL;
+        if (!unmake_segment(plog, leo))
+            fence_locked(plog, NULL, "cleanup of a failed rotation", false);
         goto out;
+    }
     seg = NULL;
+    /* Sealed now: the index file is not written again. */
+    pulse_segment_close_index(old);
     PULSE_INFO("plog %s: rolled to segment %020" PRId64 " (previous %" PRIu64 " bytes)", plog->dir, leo,
                atomic_load(&old->size));
     /* Best effort (see write_snapshot_locked). */
@@ -610,6 +671,89 @@ uint64_t pulse_plog_epoch(const struct pulse_plog *plog)
     return atomic_load(&plog->epoch);
 }
 
+/* ---- damaged ranges --------------------------------------------------- */
+
+/* A set of n ranges, one reference, entries uninitialised. NULL on OOM. */
+static struct pulse_damage_set *dset_new(size_t n)
+{
+    struct pulse_damage_set *s = pulse_malloc(sizeof *s + n * sizeof s->r[0]);
+    if (s == NULL)
+        return NULL;
+    atomic_init(&s->refs, 1);
+    s->n = n;
+    return s;
+}
+
+static void dset_release(struct pulse_damage_set *s)
+{
+    if (s != NULL && atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+        pulse_free(s);
+}
+
+/* The log's current set, with a reference. */
+static struct pulse_damage_set *dset_get(struct pulse_plog *plog)
+{
+    struct pulse_damage_set *s;
+
+    pthread_mutex_lock(&plog->list_lock);
+    s = plog->damage;
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&plog->list_lock);
+    return s;
+}
+
+/* A set holding the ranges recovery found; res->damage is freed. NULL on
+ * out of memory. */
+static struct pulse_damage_set *dset_from(struct pulse_recover_result *res)
+{
+    struct pulse_damage_set *s = dset_new(res->ndamage);
+    if (s != NULL && res->ndamage > 0)
+        memcpy(s->r, res->damage, res->ndamage * sizeof res->damage[0]);
+    pulse_free(res->damage);
+    res->damage = NULL;
+    res->ndamage = 0;
+    return s;
+}
+
+/* The first range of segment seg_base that keeps bytes ending after pos
+ * (its ranges are in byte order, as they are in offset order), or NULL. */
+static const struct pulse_damage *dset_bytes_from(const struct pulse_damage_set *s, int64_t seg_base, uint64_t pos)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const struct pulse_damage *r = &s->r[i];
+        if (r->seg_base == seg_base && pulse_damage_has_bytes(r) && r->end > pos)
+            return r;
+    }
+    return NULL;
+}
+
+/* True when some range holds offsets in [lo, hi). */
+static bool dset_between(const struct pulse_damage_set *s, int64_t lo, int64_t hi)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->r[i].to > s->r[i].from && s->r[i].from < hi && s->r[i].to > lo)
+            return true;
+    return false;
+}
+
+/* Fills the skip fields of out with the ranges that meet [lo, hi). */
+static void dset_skipped(const struct pulse_damage_set *s, int64_t lo, int64_t hi, struct pulse_slice *out)
+{
+    out->skip_from = out->skip_to = lo;
+    out->skip_damaged = false;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct pulse_damage *r = &s->r[i];
+        if (r->to <= r->from || r->from >= hi || r->to <= lo)
+            continue;
+        if (out->skip_to == out->skip_from)
+            out->skip_from = r->from > lo ? r->from : lo;
+        out->skip_to = r->to < hi ? r->to : hi;
+        out->skip_damaged = out->skip_damaged || pulse_damage_has_bytes(r);
+    }
+}
+
+/* ---- reads ------------------------------------------------------------ */
+
 /* The index of the first listed segment whose base is greater than
  * offset (nsegs when none). Caller holds list_lock. */
 static size_t first_base_after(const struct pulse_plog *plog, int64_t offset)
@@ -732,132 +876,174 @@ out:
     return st;
 }
 
+/* The state of one slice being built. */
+struct slicer {
+    struct pulse_damage_set *set; /* a reference */
+    int64_t hw;
+    uint64_t max_bytes;
+    int64_t offset;     /* records wanted from here */
+    int64_t next;       /* the offset after the slice so far */
+    int64_t first_base; /* base offset of the first batch taken */
+    uint64_t first_pos;
+    uint64_t len;
+    uint64_t bad_pos;   /* a batch header that did not parse (CORRUPT) */
+    bool done;          /* nothing more may join the slice */
+};
+
+/*
+ * Adds the batches of seg (data file pinned as fd) at and after sl->offset
+ * to the slice, walking headers from the index entry before it, stepping
+ * over damaged bytes while the slice is empty and stopping at them (and at
+ * any skipped range) once it is not. PULSE_CORRUPT when an unknown bad
+ * header comes first.
+ */
+static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg, int fd)
+{
+    uint64_t bound = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
+    uint64_t pos = pulse_segment_lookup(seg, sl->offset);
+    const struct pulse_damage *dr = dset_bytes_from(sl->set, seg->base, pos);
+    pulse_status_t st = PULSE_OK;
+
+    while (!sl->done && pos + PULSE_BATCH_HEADER_SIZE <= bound) {
+        uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
+        struct pulse_batch_header hdr;
+        int64_t bend = 0;
+        size_t total;
+        ssize_t got;
+
+        if (dr != NULL && dr->pos <= pos) {
+            /* Damaged bytes (recover.c) are never part of a slice. */
+            sl->done = sl->len > 0;
+            pos = dr->end;
+            dr = dset_bytes_from(sl->set, seg->base, pos);
+            continue;
+        }
+        got = pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)pos);
+        if (got < 0) {
+            int err = errno;
+            PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
+            return pulse_status_from_errno(err);
+        }
+        if ((size_t)got < sizeof hraw)
+            break;
+        /* The durable end is always a batch boundary, so a batch that
+         * claims to run past it is damaged, not incomplete. */
+        st = pulse_batch_parse_header(hraw, (size_t)(bound - pos), &hdr);
+        if (st == PULSE_EOF)
+            st = PULSE_CORRUPT;
+        if (st == PULSE_OK && hdr.base_offset >= sl->hw) {
+            sl->done = true;
+            break;
+        }
+        if (st == PULSE_OK)
+            st = batch_end_offset(seg, fd, &hdr, pos, &bend);
+        if (st != PULSE_OK) {
+            if (st != PULSE_CORRUPT)
+                return st;
+            PULSE_ERROR_RL("plog: %s: invalid batch at byte %" PRIu64 "; not serving past it", seg->log_path, pos);
+            sl->bad_pos = pos;
+            sl->done = true;
+            return sl->len > 0 ? PULSE_OK : PULSE_CORRUPT;
+        }
+        total = pulse_batch_total_size(&hdr);
+        if (bend <= sl->offset) {
+            pos += total;
+            continue;
+        }
+        /* A skipped range between the slice and this batch: the next read
+         * starts there and reports it. */
+        if (sl->len > 0 && (dset_between(sl->set, sl->next, hdr.base_offset) || sl->len + total > sl->max_bytes)) {
+            sl->done = true;
+            break;
+        }
+        if (sl->len == 0) {
+            sl->first_pos = pos;
+            sl->first_base = hdr.base_offset;
+        }
+        sl->len += total;
+        sl->next = bend;
+        pos += total;
+    }
+    return st;
+}
+
+/* Fills out's position fields once the walk is over. */
+static void slice_finish(const struct slicer *sl, pulse_status_t st, struct pulse_slice *out)
+{
+    if (st == PULSE_OK || st == PULSE_RANGE) {
+        out->pos = sl->first_pos;
+        out->len = sl->len;
+        out->next_offset = sl->len > 0 ? sl->next : out->start_offset;
+    }
+    if (st == PULSE_OK && out->start_offset < sl->hw) {
+        int64_t first = sl->len == 0 ? sl->hw : sl->first_base > out->start_offset ? sl->first_base : out->start_offset;
+        dset_skipped(sl->set, out->start_offset, first, out);
+        if (sl->len == 0 && out->skip_to > out->skip_from)
+            out->next_offset = out->skip_to;
+    }
+}
+
 /*
  * The slice for offset, with the reference on its segment handed to the
- * caller in *seg_out (NULL when len is 0), its data file pinned: *fd_out is
- * the descriptor until the caller's pulse_segment_unpin.
+ * caller in *seg_out, its data file pinned (*fd_out until the caller's
+ * pulse_segment_unpin): when len > 0, or with PULSE_CORRUPT when an invalid
+ * batch header at *bad_pos of that segment came first (else NULL).
  */
 static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_slice *out,
-                               struct pulse_segment **seg_out, int *fd_out)
+                               struct pulse_segment **seg_out, int *fd_out, uint64_t *bad_pos)
 {
     struct pulse_segment *seg = NULL;
+    struct slicer sl = {.max_bytes = max_bytes, .bad_pos = UINT64_MAX};
     int fd = -1;
-    int64_t hw, ls, next = offset;
-    uint64_t first_pos = 0, len = 0;
-    bool done = false;
+    int64_t ls;
     pulse_status_t st = PULSE_OK;
 
     memset(out, 0, sizeof *out);
     out->fd = -1;
+    sl.set = dset_get(plog);
     /* HW first: everything below it was published before it. */
-    hw = atomic_load_explicit(&plog->hw, memory_order_acquire);
+    sl.hw = atomic_load_explicit(&plog->hw, memory_order_acquire);
     ls = atomic_load_explicit(&plog->log_start, memory_order_acquire);
     out->log_start = ls;
-    out->high_watermark = hw;
-    if (offset > hw) {
+    out->high_watermark = sl.hw;
+    if (offset > sl.hw) {
         st = PULSE_RANGE;
         goto out;
     }
     if (offset < ls)
         offset = ls;
     out->start_offset = offset;
-    next = offset;
-    if (offset >= hw)
+    if (offset >= sl.hw)
         goto out;
     seg = pin_or_drop(find_segment(plog, offset), &fd, &st);
-    if (seg == NULL)
-        goto out;
-    if (seg->base > offset) {
+    if (seg != NULL && seg->base > offset) {
         /* A trim raced with us: the log now starts later. */
         offset = seg->base;
         out->start_offset = offset;
         out->log_start = offset;
-        next = offset;
-        if (offset >= hw)
-            goto out;
     }
-    while (!done) {
-        uint64_t bound = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
-        uint64_t pos = pulse_segment_lookup(seg, offset);
-
-        while (pos + PULSE_BATCH_HEADER_SIZE <= bound) {
-            uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
-            struct pulse_batch_header hdr;
-            int64_t bend = 0;
-            size_t total;
-            ssize_t got = pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)pos);
-
-            if (got < 0) {
-                int err = errno;
-                PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
-                st = pulse_status_from_errno(err);
-                goto out;
-            }
-            if ((size_t)got < sizeof hraw)
-                break;
-            st = pulse_batch_parse_header(hraw, (size_t)(bound - pos), &hdr);
-            if (st == PULSE_EOF) {
-                st = PULSE_OK;
-                break;
-            }
-            if (st != PULSE_OK) {
-                PULSE_ERROR("plog: %s: invalid batch header at byte %" PRIu64 "; not serving past it",
-                            seg->log_path, pos);
-                st = len > 0 ? PULSE_OK : PULSE_CORRUPT;
-                done = true;
-                break;
-            }
-            total = pulse_batch_total_size(&hdr);
-            if (hdr.base_offset >= hw) {
-                done = true;
-                break;
-            }
-            st = batch_end_offset(seg, fd, &hdr, pos, &bend);
-            if (st != PULSE_OK) {
-                if (len > 0)
-                    st = PULSE_OK;
-                done = true;
-                break;
-            }
-            if (bend <= offset) {
-                pos += total;
-                continue;
-            }
-            if (len > 0 && len + total > max_bytes) {
-                done = true;
-                break;
-            }
-            if (len == 0)
-                first_pos = pos;
-            len += total;
-            next = bend;
-            pos += total;
-        }
-        if (len > 0 || done || st != PULSE_OK)
+    sl.offset = sl.next = offset;
+    while (seg != NULL && offset < sl.hw) {
+        st = walk_segment(&sl, seg, fd);
+        if (sl.len > 0 || sl.done || st != PULSE_OK)
             break;
-        /* Nothing at or after offset here (compaction removed it, or a
-         * corrupt sealed segment ends early): go on with the next segment. */
-        {
-            struct pulse_segment *nseg = next_segment(plog, seg, offset);
-            unpin_release(seg);
-            seg = pin_or_drop(nseg, &fd, &st);
-            if (seg == NULL)
-                break;
-        }
+        /* Nothing at or after offset here (compaction removed it, damage
+         * ends the segment): go on with the next segment. */
+        struct pulse_segment *nseg = next_segment(plog, seg, offset);
+        unpin_release(seg);
+        seg = pin_or_drop(nseg, &fd, &st);
     }
 out:
-    if (st == PULSE_OK || st == PULSE_RANGE) {
-        out->pos = first_pos;
-        out->len = len;
-        out->next_offset = len > 0 ? next : out->start_offset;
-    }
+    slice_finish(&sl, st, out);
+    *bad_pos = sl.bad_pos;
     *seg_out = NULL;
-    if (st == PULSE_OK && len > 0) {
+    if ((st == PULSE_OK && sl.len > 0) || (st == PULSE_CORRUPT && sl.bad_pos != UINT64_MAX)) {
         *seg_out = seg; /* with its pin */
         *fd_out = fd;
         seg = NULL;
     }
     unpin_release(seg);
+    dset_release(sl.set);
     return st;
 }
 
@@ -866,9 +1052,10 @@ pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_
 {
     struct pulse_segment *seg = NULL;
     int sfd = -1;
+    uint64_t bad_pos;
     pulse_status_t st;
 
-    st = do_slice(plog, offset, max_bytes, out, &seg, &sfd);
+    st = do_slice(plog, offset, max_bytes, out, &seg, &sfd, &bad_pos);
     if (st != PULSE_OK)
         goto out;
     /* The dup is the caller's: it keeps the inode readable whatever the
@@ -888,46 +1075,224 @@ out:
     return st;
 }
 
-pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
-                               struct pulse_slice *info)
+/* ---- damage found by a read ------------------------------------------- */
+
+/* Where a walk to pos may start: the greatest index entry at or before it. */
+static void entry_before(struct pulse_segment *seg, uint64_t pos, uint64_t *pos_out, int64_t *off_out)
+{
+    size_t lo = 0, hi;
+
+    *pos_out = 0;
+    *off_out = seg->base;
+    pthread_mutex_lock(&seg->index_lock);
+    hi = seg->index.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (seg->index.entries[mid].rel_pos <= pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0) {
+        *pos_out = seg->index.entries[lo - 1].rel_pos;
+        *off_out = seg->base + seg->index.entries[lo - 1].rel_offset;
+    }
+    pthread_mutex_unlock(&seg->index_lock);
+}
+
+/* True when r overlaps a range of s, in offsets or in bytes. */
+static bool dset_clashes(const struct pulse_damage_set *s, const struct pulse_damage *r)
+{
+    for (size_t m = 0; m < s->n; m++) {
+        const struct pulse_damage *o = &s->r[m];
+        if ((o->from < r->to && r->from < o->to) || (o->seg_base == r->seg_base && o->pos < r->end && r->pos < o->end))
+            return true;
+    }
+    return false;
+}
+
+/* Adds the ranges in add (sorted, n of them) that overlap nothing known
+ * to the log's set. Returns how many were added. Locks: list_lock. */
+static size_t dset_merge(struct pulse_plog *plog, const struct pulse_damage *add, size_t n)
+{
+    struct pulse_damage_set *old, *s;
+    size_t k = 0, added = 0;
+
+    pthread_mutex_lock(&plog->list_lock);
+    old = plog->damage;
+    s = dset_new(old->n + n);
+    if (s != NULL) {
+        size_t i = 0;
+        for (size_t j = 0; j < n; j++) {
+            if (dset_clashes(old, &add[j]))
+                continue;
+            while (i < old->n && old->r[i].from <= add[j].from)
+                s->r[k++] = old->r[i++];
+            s->r[k++] = add[j];
+            added++;
+        }
+        while (i < old->n)
+            s->r[k++] = old->r[i++];
+        s->n = k;
+        if (added > 0) {
+            plog->damage = s;
+            s = old;
+        }
+    }
+    pthread_mutex_unlock(&plog->list_lock);
+    dset_release(s);
+    return added;
+}
+
+/* The next segment's base (the offset limit of seg), INT64_MAX for the
+ * active one (or a segment no longer listed: its limit is unknown). */
+static int64_t segment_limit(struct pulse_plog *plog, const struct pulse_segment *seg)
+{
+    int64_t limit = INT64_MAX;
+
+    pthread_mutex_lock(&plog->list_lock);
+    size_t i = first_base_after(plog, seg->base);
+    if (i > 0 && plog->segs[i - 1] == seg && i < plog->nsegs)
+        limit = plog->segs[i]->base;
+    pthread_mutex_unlock(&plog->list_lock);
+    return limit;
+}
+
+/*
+ * Records the log's ranges in the damage record, so that the next open
+ * scans the damaged segment whole even on the snapshot fast path, never
+ * hands out its offsets again, and keeps a forensic copy then (a copy of a
+ * whole segment is too slow for a reader's thread). Under the writer lock:
+ * it serializes writers of the record, and each writes the current set, so
+ * the last one written holds every range learned so far.
+ */
+static void record_damage(struct pulse_plog *plog)
+{
+    struct pulse_damage_set *set;
+
+    pthread_mutex_lock(&plog->wlock);
+    set = dset_get(plog);
+    if (pulse_damage_write(plog->io, plog->dir, set->r, set->n) != PULSE_OK)
+        PULSE_ERROR("plog %s: the damage just found could not be recorded; reads skip it until the log is closed, "
+                    "and the next start finds it again only if it scans that far",
+                    plog->dir);
+    dset_release(set);
+    pthread_mutex_unlock(&plog->wlock);
+}
+
+/* One damaged range the segscan item describes, with its end offset. */
+static struct pulse_damage range_of(const struct pulse_segment *seg, const struct pulse_segscan_item *it,
+                                    int64_t limit, int64_t hw)
+{
+    struct pulse_damage r = {seg->base, it->pos, it->end, it->from,
+                             it->tail ? (limit != INT64_MAX ? limit : hw) : it->next_base, pulse_clock_wall_ms(), 0};
+    if (r.to < r.from)
+        r.to = r.from;
+    return r;
+}
+
+/*
+ * A read met a batch at pos of seg (data file pinned as fd) that fails
+ * validation and is in no known range: locate the damage with the recovery
+ * rule, from the index entry before it up to pos, and publish it (*record:
+ * the caller must record_damage once it let go of the pin). Returns true
+ * when a range now covers pos, so the read can be retried past it.
+ */
+static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, int fd, uint64_t pos, bool *record)
+{
+    struct pulse_damage_set *set = dset_get(plog);
+    struct pulse_damage found[8];
+    struct pulse_segscan sc;
+    struct pulse_segscan_item it;
+    size_t n = 0, hfirst = 0, nh = 0;
+    uint64_t spos, bound;
+    int64_t soff, hw, limit = segment_limit(plog, seg);
+    bool covered = false;
+
+    pthread_mutex_lock(&plog->sync_lock);
+    bound = atomic_load_explicit(&seg->durable_size, memory_order_relaxed);
+    hw = atomic_load_explicit(&plog->hw, memory_order_relaxed);
+    pthread_mutex_unlock(&plog->sync_lock);
+    if (hw > atomic_load_explicit(&seg->next_offset, memory_order_acquire))
+        hw = atomic_load_explicit(&seg->next_offset, memory_order_acquire);
+    entry_before(seg, pos, &spos, &soff);
+    for (size_t i = 0; i < set->n; i++) {
+        if (set->r[i].seg_base == seg->base && nh++ == 0)
+            hfirst = i;
+    }
+    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, bound, spos, soff, limit);
+    pulse_segscan_set_hints(&sc, nh > 0 ? &set->r[hfirst] : NULL, nh);
+    while (n < sizeof found / sizeof found[0] && pulse_segscan_next(&sc, &it) == PULSE_OK &&
+           it.kind != PULSE_SEGSCAN_END && it.pos <= pos) {
+        if (it.kind != PULSE_SEGSCAN_DAMAGE)
+            continue;
+        struct pulse_damage r = range_of(seg, &it, limit, hw);
+        covered = covered || (it.pos <= pos && pos < it.end);
+        if (dset_clashes(set, &r))
+            continue; /* known already (another reader learned it) */
+        PULSE_ERROR("plog: CORRUPT %s: bytes %" PRIu64 "..%" PRIu64 " fail validation (%s); offsets %" PRId64
+                    "..%" PRId64 " are skipped from now on and recorded; the next start keeps a forensic copy of "
+                    "the file; check the disk",
+                    seg->log_path, r.pos, r.end, it.problem, r.from, r.to);
+        found[n++] = r;
+    }
+    pulse_segscan_fini(&sc);
+    dset_release(set);
+    *record = n > 0 && dset_merge(plog, found, n) > 0;
+    return covered;
+}
+
+/* One attempt of pulse_plog_read. *bad_seg (pinned, *bad_fd) and *bad_pos
+ * name a batch that failed validation (the caller learns it), if any. */
+static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
+                                struct pulse_slice *sl, struct pulse_segment **bad_seg, int *bad_fd,
+                                uint64_t *bad_pos)
 {
     struct pulse_segment *seg = NULL;
-    struct pulse_slice sl;
     size_t old_len = out->len;
     uint64_t good = 0;
     int64_t next;
     int fd = -1;
     pulse_status_t st;
 
-    st = do_slice(plog, offset, max_bytes, &sl, &seg, &fd);
-    if (st != PULSE_OK || sl.len == 0)
+    *bad_seg = NULL;
+    st = do_slice(plog, offset, max_bytes, sl, &seg, &fd, bad_pos);
+    if (st == PULSE_CORRUPT) {
+        *bad_seg = seg;
+        *bad_fd = fd;
+        return st;
+    }
+    if (st != PULSE_OK || sl->len == 0)
         goto out;
-    next = sl.start_offset;
-    if (sl.len > SIZE_MAX) {
+    next = sl->start_offset;
+    if (sl->len > SIZE_MAX) {
         st = PULSE_TOO_LARGE;
         goto out;
     }
-    st = pulse_buf_reserve(out, (size_t)sl.len);
+    st = pulse_buf_reserve(out, (size_t)sl->len);
     if (st != PULSE_OK)
         goto out;
     {
-        ssize_t got = pulse_io_pread_all(seg->io, fd, out->data + out->len, (size_t)sl.len, (off_t)sl.pos);
-        if (got < 0 || (uint64_t)got != sl.len) {
+        ssize_t got = pulse_io_pread_all(seg->io, fd, out->data + out->len, (size_t)sl->len, (off_t)sl->pos);
+        if (got < 0 || (uint64_t)got != sl->len) {
             int err = got < 0 ? errno : EIO;
-            PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, sl.pos, strerror(err));
+            PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, sl->pos, strerror(err));
             st = pulse_status_from_errno(err);
             goto out;
         }
     }
     /* Never hand out a batch that fails its CRC: stop before it. */
-    while (good < sl.len) {
+    while (good < sl->len) {
         struct pulse_batch_header hdr;
         int64_t last = 0;
         const uint8_t *p = out->data + out->len + good;
-        if (pulse_batch_verify(p, (size_t)(sl.len - good), &hdr, &last) != PULSE_OK) {
-            PULSE_ERROR("plog: %s: batch at byte %" PRIu64 " fails verification; not serving it or anything "
-                        "after it in this read",
-                        seg->log_path, sl.pos + good);
+        if (pulse_batch_verify(p, (size_t)(sl->len - good), &hdr, &last) != PULSE_OK) {
+            PULSE_ERROR_RL("plog: %s: batch at byte %" PRIu64 " fails verification; not serving it", seg->log_path,
+                           sl->pos + good);
+            *bad_pos = sl->pos + good;
+            *bad_seg = seg; /* with its pin */
+            *bad_fd = fd;
+            seg = NULL;
             break;
         }
         good += pulse_batch_total_size(&hdr);
@@ -938,16 +1303,43 @@ pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t
         goto out;
     }
     out->len += (size_t)good;
-    sl.len = good;
-    sl.next_offset = next;
+    sl->len = good;
+    sl->next_offset = next;
 out:
     if (st != PULSE_OK)
         out->len = old_len;
+    unpin_release(seg);
+    return st;
+}
+
+pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
+                               struct pulse_slice *info)
+{
+    struct pulse_slice sl;
+    pulse_status_t st;
+
+    /* Each retry happens only after a new range was learned, and a learned
+     * range is never learned again, so this ends; the bound is a guard. */
+    for (int attempt = 0;; attempt++) {
+        struct pulse_segment *bad = NULL;
+        uint64_t bad_pos = UINT64_MAX;
+        int bad_fd = -1;
+        bool learned = false, record = false;
+
+        st = read_once(plog, offset, max_bytes, out, &sl, &bad, &bad_fd, &bad_pos);
+        if (bad != NULL) {
+            learned = learn_damage(plog, bad, bad_fd, bad_pos, &record);
+            unpin_release(bad);
+        }
+        if (record)
+            record_damage(plog);
+        if (st != PULSE_CORRUPT || !learned || attempt >= 16)
+            break;
+    }
     if (info != NULL && (st == PULSE_OK || st == PULSE_RANGE)) {
         sl.fd = -1;
         *info = sl;
     }
-    unpin_release(seg);
     return st;
 }
 
@@ -963,6 +1355,14 @@ void pulse_plog_get_stats(struct pulse_plog *plog, struct pulse_plog_stats *out)
     out->segments = (uint32_t)plog->nsegs;
     for (size_t i = 0; i < plog->nsegs; i++)
         out->size_bytes += atomic_load_explicit(&plog->segs[i]->size, memory_order_acquire);
+    /* Ranges of trimmed segments are gone with them. */
+    for (size_t i = 0; i < plog->damage->n; i++) {
+        const struct pulse_damage *r = &plog->damage->r[i];
+        if (plog->nsegs > 0 && r->seg_base >= plog->segs[0]->base) {
+            out->damaged_ranges++;
+            out->damaged_bytes += r->end - r->pos;
+        }
+    }
     pthread_mutex_unlock(&plog->list_lock);
 }
 
@@ -1100,6 +1500,7 @@ static void plog_free(struct pulse_plog *plog)
     for (size_t i = 0; i < plog->nsegs; i++)
         pulse_segment_release(plog->segs[i]);
     pulse_free(plog->segs);
+    dset_release(plog->damage);
     if (plog->own_fdcache)
         pulse_fdcache_destroy(plog->fdcache);
     pthread_mutex_destroy(&plog->wlock);
@@ -1114,7 +1515,7 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
                                struct pulse_plog_recovery *rec_out)
 {
     struct pulse_plog *plog = NULL;
-    struct pulse_recover_result res = {NULL, 0, 0};
+    struct pulse_recover_result res = {NULL, 0, 0, NULL, 0};
     struct pulse_plog_recovery rec;
     const struct pulse_io *io;
     pulse_status_t st = PULSE_OK;
@@ -1161,6 +1562,11 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     plog->nsegs = res.n;
     plog->cap = res.n;
     res.segs = NULL;
+    plog->damage = dset_from(&res);
+    if (plog->damage == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
     /* Recovery synced everything it kept: all of it is durable. */
     atomic_init(&plog->hw, res.leo);
     atomic_init(&plog->leo, res.leo);
@@ -1178,8 +1584,40 @@ out:
     return st;
 }
 
-/* Step 1 of a reopen: cuts the active segment back to its durable size.
- * Caller holds wlock; the log is fenced and no sync leader runs. */
+/*
+ * Cuts the active segment's index file to the entries of batches below
+ * durable. Entries of the batches the reopen cuts away name offsets that
+ * were never durable nor visible: left in the file, recovery would take
+ * them for proof that those offsets were handed out (recover.c, "the log
+ * end") and skip them instead of giving them to the next appends.
+ */
+static pulse_status_t cut_index_to_durable(struct pulse_plog *plog, struct pulse_segment *seg, uint64_t durable)
+{
+    uint64_t isize = 0;
+    size_t keep = 0;
+    int ifd;
+    pulse_status_t st;
+
+    pthread_mutex_lock(&seg->index_lock);
+    while (keep < seg->index.n && seg->index.entries[keep].rel_pos < durable)
+        keep++;
+    pthread_mutex_unlock(&seg->index_lock);
+    st = pulse_fdc_pin(&seg->idx, &ifd);
+    if (st != PULSE_OK)
+        return st;
+    if (plog->io->fsize(plog->io, ifd, &isize) == 0 && isize > (uint64_t)keep * PULSE_INDEX_ENTRY_SIZE &&
+        plog->io->ftruncate(plog->io, ifd, (off_t)keep * PULSE_INDEX_ENTRY_SIZE) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: ftruncate %s failed: %s", seg->index_path, strerror(err));
+        st = pulse_status_from_errno(err);
+    }
+    pulse_fdc_unpin(&seg->idx);
+    return st;
+}
+
+/* Step 1 of a reopen: cuts the active segment (and its index) back to its
+ * durable size. Caller holds wlock; the log is fenced and no sync leader
+ * runs. */
 static pulse_status_t cut_to_durable_locked(struct pulse_plog *plog)
 {
     struct pulse_segment *seg = active_seg(plog);
@@ -1203,14 +1641,18 @@ static pulse_status_t cut_to_durable_locked(struct pulse_plog *plog)
                    fsize - durable, seg->log_path);
     }
     pulse_segment_unpin(seg);
+    if (st == PULSE_OK)
+        st = cut_index_to_durable(plog, seg, durable);
     return st;
 }
 
 /* Step 3 of a reopen: installs what recovery found and lifts the fence.
- * Caller holds wlock. Takes res's segments; *old_out and *nold_out get the
- * previous list (the caller releases it outside the locks). */
+ * Caller holds wlock. Takes res's segments and the damage set; *old_out and
+ * *nold_out get the previous list (the caller releases it outside the
+ * locks). */
 static void install_recovered_locked(struct pulse_plog *plog, struct pulse_recover_result *res,
-                                     struct pulse_segment ***old_out, size_t *nold_out)
+                                     struct pulse_damage_set *damage, struct pulse_segment ***old_out,
+                                     size_t *nold_out)
 {
     pthread_mutex_lock(&plog->list_lock);
     *old_out = plog->segs;
@@ -1218,6 +1660,10 @@ static void install_recovered_locked(struct pulse_plog *plog, struct pulse_recov
     plog->segs = res->segs;
     plog->nsegs = res->n;
     plog->cap = res->n;
+    /* What this recovery found replaces what the log knew (it read the
+     * record the log wrote, so nothing is forgotten). */
+    dset_release(plog->damage);
+    plog->damage = damage;
     atomic_store_explicit(&plog->log_start, plog->segs[0]->base, memory_order_release);
     pthread_mutex_unlock(&plog->list_lock);
     res->segs = NULL;
@@ -1238,7 +1684,8 @@ static void install_recovered_locked(struct pulse_plog *plog, struct pulse_recov
 
 pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_recovery *rec_out)
 {
-    struct pulse_recover_result res = {NULL, 0, 0};
+    struct pulse_recover_result res = {NULL, 0, 0, NULL, 0};
+    struct pulse_damage_set *damage = NULL;
     struct pulse_plog_recovery rec;
     struct pulse_segment **old = NULL;
     size_t nold = 0;
@@ -1272,7 +1719,12 @@ pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_reco
         st = PULSE_CORRUPT;
         goto out;
     }
-    install_recovered_locked(plog, &res, &old, &nold);
+    damage = dset_from(&res);
+    if (damage == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    install_recovered_locked(plog, &res, damage, &old, &nold);
     PULSE_WARN("plog %s: reopened after a fence; log end %" PRId64 ", %" PRIu64 " bytes truncated by recovery",
                plog->dir, res.leo, rec.truncated_bytes);
     if (rec_out != NULL)
@@ -1282,6 +1734,7 @@ out:
     for (size_t i = 0; i < res.n; i++)
         pulse_segment_release(res.segs[i]);
     pulse_free(res.segs);
+    pulse_free(res.damage);
     for (size_t i = 0; i < nold; i++) {
         /* A reader still holding an old segment reads the same file as the
          * new one, until a trim or a compaction of the new list removes

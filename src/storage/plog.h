@@ -93,13 +93,18 @@ struct pulse_plog_config {
  * every-write, 1000 ms interval, posix io, no observer. */
 void pulse_plog_config_init(struct pulse_plog_config *cfg);
 
-/* What recovery did when the log was opened. */
+/* What recovery did when the log was opened (docs/Storage.md "Recovery"). */
 struct pulse_plog_recovery {
     bool used_snapshot;          /* the snapshot fast path was taken */
     uint32_t segments;           /* segments found */
     uint32_t indexes_rebuilt;    /* index files rebuilt from data */
-    uint64_t truncated_bytes;    /* bytes cut from the active segment's tail */
-    uint32_t corrupt_segments;   /* sealed segments cut short at a bad batch */
+    uint64_t truncated_bytes;    /* torn-tail bytes cut from the active segment */
+    uint32_t corrupt_segments;   /* segments holding damaged bytes (found now or before) */
+    uint32_t damaged_ranges;     /* damaged or missing ranges known after the open */
+    uint64_t damaged_bytes;      /* bytes inside damaged ranges */
+    uint32_t new_damaged_ranges; /* of those, found by this open (logged at error level) */
+    uint32_t forensic_copies;    /* segment files copied to forensics/ */
+    int64_t leo_raised;          /* offsets the log end was raised past the last valid batch */
     uint32_t temp_files_removed; /* .tmp-* leftovers deleted */
     int64_t elapsed_us;
 };
@@ -196,7 +201,9 @@ bool pulse_plog_fenced(const struct pulse_plog *plog);            /* lock-free *
 /*
  * A run of whole batches from one segment file, for zero-copy sends.
  * The first batch may start before the requested offset (readers skip the
- * records below it).
+ * records below it). A slice never holds damaged bytes and never steps over
+ * a damaged or missing range (docs/Storage.md "Corruption") except before
+ * its first batch; then skip_from..skip_to says which offsets it skipped.
  */
 struct pulse_slice {
     int fd;               /* dup()'ed descriptor of the segment (caller closes) or -1 */
@@ -204,9 +211,13 @@ struct pulse_slice {
     uint64_t len;         /* bytes of whole batches; 0 = no data at this offset */
     int64_t start_offset; /* the requested offset, raised to the log start */
     int64_t next_offset;  /* the offset after the last record in the slice;
-                             equals start_offset when len == 0 */
+                             when len == 0: start_offset, or skip_to when
+                             the rest of the durable log is a skipped range */
     int64_t log_start;    /* log start and HW as seen by this read */
     int64_t high_watermark;
+    int64_t skip_from;    /* offsets [skip_from, skip_to) at or after start_offset */
+    int64_t skip_to;      /*   that cannot be served; equal when none were skipped */
+    bool skip_damaged;    /* true: damaged bytes; false: the offsets are missing */
 };
 
 /*
@@ -224,8 +235,16 @@ pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_
 /*
  * pulse_plog_slice without the descriptor, then the bytes are copied into out
  * (appended) and every batch is CRC-verified. A batch failing verification is
- * never returned: the read stops before it (PULSE_CORRUPT if it is the first,
- * logged loudly either way). info (nullable) describes what was returned.
+ * never returned: the read stops before it. Damage that recovery did not know
+ * (bit rot since) is learned here: it is logged at error level, located with
+ * the recovery rule (segscan.h), added to the log's damaged ranges so that
+ * every later read (raw slices too) steps around it, and written to the
+ * damage record, so the next open scans that segment whole and keeps a
+ * forensic copy. When the first batch was the bad one the read is retried
+ * past the damage, so a reader is never stuck; PULSE_CORRUPT only if that
+ * fails.
+ * info (nullable) describes what was returned.
+ * Locks: as pulse_plog_slice; learning damage takes the writer lock once.
  */
 pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
                                struct pulse_slice *info);
@@ -238,6 +257,8 @@ struct pulse_plog_stats {
     uint32_t segments;
     uint64_t syncs; /* fdatasyncs done since open */
     bool fenced;
+    uint32_t damaged_ranges; /* damaged or missing ranges still in the log */
+    uint64_t damaged_bytes;  /* bytes inside them */
 };
 
 void pulse_plog_get_stats(struct pulse_plog *plog, struct pulse_plog_stats *out);

@@ -17,10 +17,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "storage/damage.h"
 #include "storage/plog.h"
 
 struct pulse_fdcache;
 struct pulse_segment;
+
+/* The damaged and missing ranges of a log (damage.h), sorted by offset.
+ * Immutable once published: a change builds a new set and swaps the
+ * pointer under list_lock; readers hold a reference while they use it. */
+struct pulse_damage_set {
+    atomic_uint refs;
+    size_t n;
+    struct pulse_damage r[];
+};
 
 struct pulse_plog {
     char *dir; /* owned */
@@ -32,7 +42,8 @@ struct pulse_plog {
     bool own_fdcache;
 
     /* Serializes appends, rotation, trim and the sync leader's capture of
-     * its target. Readers never take it. */
+     * its target. Readers never take it, except once to record damage a
+     * read found (plog.c record_damage). */
     pthread_mutex_t wlock;
 
     /* Guards the segment array for readers. Changed only with wlock held
@@ -42,6 +53,7 @@ struct pulse_plog {
     struct pulse_segment **segs;
     size_t nsegs;
     size_t cap;
+    struct pulse_damage_set *damage; /* never NULL; one reference held here */
 
     /* Group commit: at most one leader runs an fdatasync; followers wait on
      * sync_cond. HW, durable sizes and fenced change under sync_lock. */

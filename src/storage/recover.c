@@ -1,40 +1,72 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * recover.c - full scan and snapshot fast path (storage contract sections 7
- * and 8; docs/Storage.md "Recovery").
+ * recover.c - full scan, snapshot fast path, and the corruption rule
+ * (storage contract sections 7 and 8; docs/Storage.md "Recovery" and
+ * "Corruption").
  *
  * Method.
  *   1. Delete every .tmp-* file: a temp file is only ever renamed into place
  *      after it was synced, so one that is still a temp is garbage.
- *   2. List *.log in name order (20-digit names sort as offsets).
- *   3. Fast path when the snapshot decodes and names the last segment as the
- *      active one with a size the file still reaches. Each segment's index
- *      is checked entry by entry against the batch headers it points at; the
- *      bytes from the last good entry to the end are decoded and
- *      CRC-verified. Anything else is the full scan: every batch of every
- *      segment is decoded and CRC-verified, and each index is rebuilt and
- *      compared with the file.
- *   4. The active segment is cut at the end of its last valid batch: a torn
- *      or corrupt tail is what a crash mid-write leaves, and no
- *      acknowledged batch can be behind it because acknowledgement waits for
- *      the fdatasync that would have made those bytes whole.
- *   5. A sealed segment cannot be cut (later segments hold newer data and
- *      offsets must never be reused), so a bad batch inside one ends that
- *      segment's readable range there; the offsets from it to the next
- *      segment's base are unreadable. That is logged as an error naming the
- *      file and byte position, and counted in corrupt_segments.
- *   6. Everything kept is fdatasynced before the log opens with HW = LEO,
+ *   2. List *.log in name order (20-digit names sort as offsets); read the
+ *      snapshot and the damage record (damage.h).
+ *   3. Scan, changing nothing yet. Fast path when the snapshot decodes,
+ *      names the last segment as the active one with a size the file still
+ *      reaches, and the damage record reads back: each segment's index is
+ *      checked entry by entry against the batch headers it points at and the
+ *      bytes from the last good entry on are decoded and CRC-verified. A
+ *      segment the record names as holding damaged bytes is scanned whole.
+ *      Otherwise the full scan decodes every batch of every segment. Both
+ *      walk the file with the one iterator of segscan.h: bytes that fail
+ *      validation but are followed by a valid batch form a damaged range;
+ *      failing bytes that run to the end of the file form the tail.
+ *   4. Settle (settle_segment: one rule for sealed and active segments).
+ *      A damaged range is corruption: it stays in the file, readers are
+ *      steered around it, its offsets are reported as skipped. A tail is a
+ *      torn write, cut off, only when it starts at or after the segment's
+ *      proven-durable end and the record does not already list it: a sealed
+ *      segment was fsynced whole before its successor was created, so none
+ *      of its bytes can be torn; the active segment is proven durable up to
+ *      the snapshot's activeSize when the snapshot names it. Any other tail
+ *      is corruption and is kept like a damaged range.
+ *   5. Log end (settle_active). The next offset is the highest of: the end
+ *      of the last valid batch; the snapshot's LEO (it was the high
+ *      watermark, so readers may have seen everything below it); every
+ *      offset the damage record lists (an earlier recovery proved them);
+ *      and the index file's claim (pulse_segment_index_claim: an entry past
+ *      the surviving data names a batch the writer numbered). Offsets
+ *      between the last valid batch and that end become a missing range
+ *      (or extend a kept tail), so they are recorded and reported too.
+ *   6. New damage (not in the record) is logged at error level. A segment
+ *      holding a range without a forensic copy (new, or learned by a read
+ *      while the log ran) is copied to forensics/ first, then the record is
+ *      rewritten, and only then is a torn tail cut or an index rewritten.
+ *   7. Everything kept is fdatasynced before the log opens with HW = LEO,
  *      since after a process crash the page cache may hold bytes the disk
  *      does not.
- *   Segments are recovered one at a time, each one's files opened through
- *   the descriptor cache and closed again when it is done (the active one's
- *   stay cached), so a log of any number of segments recovers within a few
- *   descriptors.
+ *   Segment files are opened through the descriptor cache and pinned only
+ *   while one step reads or writes them; a sealed segment's are closed once
+ *   it is recovered (the active one's stay cached), so a log of any number
+ *   of segments recovers within a few descriptors. A merge compaction left
+ *   half done is finished before anything is listed (compact.h).
+ *
+ * Why damaged bytes stay where they are. Cutting the active segment at the
+ * damage would renumber (or lose) the valid batches after it; rewriting the
+ * file without the damage would need a second copy of a segment on a disk
+ * that may be full and a crash-safe swap of the active file. Keeping the
+ * bytes costs nothing: appends continue after the last valid batch (the end
+ * of the file, or of the cut torn tail), never inside or before damage, and
+ * readers consult the range list (plog.c do_slice) so no damaged byte is
+ * ever served. Recovery stays repeatable: a later start scans a recorded
+ * segment whole with the same iterator, which finds the same ranges (the
+ * record's ranges are passed as hints so that bytes appended since cannot
+ * change where a range ends), the record's offsets keep the log end from
+ * going back, and the fast path never trusts a recorded segment's index.
  */
 #include "storage/recover.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,10 +76,43 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "storage/compact.h"
+#include "storage/damage.h"
 #include "storage/io.h"
 #include "storage/plog.h"
 #include "storage/segment.h"
 #include "storage/snapshot.h"
+
+#define FORENSICS_DIR "forensics"
+#define COPY_CHUNK (1u << 20)
+
+/* One segment between its scan and the changes recovery makes to it. */
+struct seg_work {
+    struct pulse_segment_scan scan;
+    uint64_t fsize;
+    int64_t limit;    /* next segment's base, INT64_MAX for the active one */
+    bool index_dirty; /* the rebuilt table differs from the index file */
+    bool cut;         /* its tail is torn: cut the file at scan.end_pos */
+    bool kept_tail;   /* its tail is corruption: kept as a damaged range */
+    bool new_damage;  /* a range without a forensic copy: copy the file first */
+};
+
+/* The state of one recovery. */
+struct recovery {
+    const struct pulse_io *io;
+    const char *dir;
+    uint32_t interval;
+    struct pulse_plog_recovery *rec;
+    struct pulse_snapshot snap;
+    bool have_snap;
+    struct pulse_damage *known; /* the record as read (sorted) */
+    size_t nknown;
+    bool known_bad;             /* the record exists but does not decode */
+    struct pulse_damage *found; /* the ranges after this recovery */
+    size_t nfound;
+    size_t capfound;
+    int64_t leo;
+    int64_t now_ms;
+};
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -161,34 +226,64 @@ static pulse_status_t cut_file(struct pulse_segment *seg, uint64_t len)
     return st;
 }
 
+/* The recorded ranges of segment base that keep bytes: *first and *n. */
+static void known_bytes(const struct recovery *rc, int64_t base, size_t *first, size_t *n)
+{
+    *first = 0;
+    *n = 0;
+    for (size_t i = 0; i < rc->nknown; i++) {
+        if (rc->known[i].seg_base != base || !pulse_damage_has_bytes(&rc->known[i]))
+            continue;
+        if (*n == 0)
+            *first = i;
+        (*n)++;
+    }
+}
+
+/* The recorded entry equal to r (same bytes; for a missing range, same
+ * first offset), or NULL. */
+static const struct pulse_damage *known_match(const struct recovery *rc, const struct pulse_damage *r)
+{
+    for (size_t i = 0; i < rc->nknown; i++) {
+        const struct pulse_damage *k = &rc->known[i];
+        if (k->seg_base == r->seg_base && k->pos == r->pos && k->end == r->end &&
+            (pulse_damage_has_bytes(r) || k->from == r->from))
+            return k;
+    }
+    return NULL;
+}
+
 /*
- * Recovers one segment. limit is the next segment's base (INT64_MAX for the
- * active one). fast: trust the index entries that check out and decode only
- * from the last of them; trusted_size: for the fast-path active segment, the
- * snapshot's activeSize (entries at or past it are not trusted).
+ * Scans one segment (step 3), changing nothing on disk. fast: trust the
+ * index entries that check out and decode only from the last of them;
+ * trusted_size: for the fast-path active segment, the snapshot's activeSize
+ * (entries at or past it are not trusted).
  */
-static pulse_status_t recover_segment(struct pulse_segment *seg, bool active, bool fast, uint64_t trusted_size,
-                                      int64_t limit, uint32_t interval, struct pulse_plog_recovery *rec)
+static pulse_status_t scan_segment(struct recovery *rc, struct pulse_segment *seg, bool active, bool fast,
+                                   uint64_t trusted_size, struct seg_work *w)
 {
     struct pulse_index disk;
-    struct pulse_segment_scan scan;
-    uint64_t fsize = 0;
     uint64_t start_pos = 0;
     int64_t start_off = seg->base;
-    uint64_t since = UINT64_MAX;
     int64_t max_ts = INT64_MIN;
+    size_t hfirst, nhints;
     bool clean = false;
-    bool rewrite = false;
     pulse_status_t st;
 
     pulse_index_init(&disk);
-    st = file_size(seg, &fsize);
+    /* Creates a missing index file (the directory is fsynced at the end). */
+    st = pulse_segment_create_files(seg);
+    if (st == PULSE_OK)
+        st = file_size(seg, &w->fsize);
     if (st != PULSE_OK)
         goto out;
+    known_bytes(rc, seg->base, &hfirst, &nhints);
+    if (nhints > 0)
+        fast = false; /* a segment with recorded damage is always scanned whole */
     /* For the fast-path active segment only entries inside the checkpointed
      * size count (the checkpoint always ends on a batch boundary), so a torn
      * batch past it can contribute neither an entry nor a timestamp. */
-    st = pulse_segment_load_index(seg, active && fast && trusted_size < fsize ? trusted_size : fsize, &clean,
+    st = pulse_segment_load_index(seg, active && fast && trusted_size < w->fsize ? trusted_size : w->fsize, &clean,
                                   &max_ts);
     if (st != PULSE_OK)
         goto out;
@@ -201,117 +296,465 @@ static pulse_status_t recover_segment(struct pulse_segment *seg, bool active, bo
             clean = false;
         }
     }
+    /* Keep the table read from the file to compare after the scan. */
+    for (size_t i = 0; i < seg->index.n; i++) {
+        st = pulse_index_append(&disk, seg->index.entries[i].rel_offset, seg->index.entries[i].rel_pos);
+        if (st != PULSE_OK)
+            goto out;
+    }
     if (fast && seg->index.n > 0) {
         /* Resume at the last trusted entry; the scan re-adds it so the
          * interval accounting matches the append path exactly. */
         struct pulse_index_entry last = seg->index.entries[seg->index.n - 1];
         start_pos = last.rel_pos;
         start_off = seg->base + last.rel_offset;
-        /* Keep the full table to compare after the scan. */
-        for (size_t i = 0; i < seg->index.n; i++) {
-            st = pulse_index_append(&disk, seg->index.entries[i].rel_offset, seg->index.entries[i].rel_pos);
-            if (st != PULSE_OK)
-                goto out;
-        }
         pulse_index_truncate(&seg->index, seg->index.n - 1);
     } else {
         /* Full scan: rebuild from nothing, then compare with the file. */
-        for (size_t i = 0; i < seg->index.n; i++) {
-            st = pulse_index_append(&disk, seg->index.entries[i].rel_offset, seg->index.entries[i].rel_pos);
-            if (st != PULSE_OK)
-                goto out;
-        }
         pulse_index_truncate(&seg->index, 0);
         max_ts = INT64_MIN;
     }
-    st = pulse_segment_scan(seg, start_pos, start_off, limit, fsize, interval, since, max_ts, &scan);
+    st = pulse_segment_scan(seg, start_pos, start_off, w->limit, w->fsize, rc->interval, UINT64_MAX, max_ts,
+                            nhints > 0 ? &rc->known[hfirst] : NULL, nhints, &w->scan);
     if (st != PULSE_OK)
         goto out;
     /* In the fast path the table may legitimately have grown past what the
      * file held (entries for the tail were not flushed yet); any difference
      * from the file means the file must be rewritten. */
-    if (!clean || !pulse_index_equal(&disk, &seg->index))
-        rewrite = true;
+    w->index_dirty = !clean || !pulse_index_equal(&disk, &seg->index);
+out:
+    pulse_index_fini(&disk);
+    return st;
+}
 
-    if (scan.end_pos < fsize) {
-        if (active) {
-            PULSE_WARN("recover: %s: %s at byte %" PRIu64 "; truncating %" PRIu64 " bytes of torn tail "
-                       "(last valid offset %" PRId64 ")",
-                       seg->log_path, scan.stop == PULSE_EOF ? "incomplete batch" : "invalid batch",
-                       scan.end_pos, fsize - scan.end_pos, scan.next_offset - 1);
-            st = cut_file(seg, scan.end_pos);
-            if (st != PULSE_OK)
-                goto out;
-            rec->truncated_bytes += fsize - scan.end_pos;
-            rewrite = true;
-        } else {
-            PULSE_ERROR("recover: CORRUPT sealed segment %s: %s at byte %" PRIu64 " of %" PRIu64
-                        "; serving only its first %" PRIu64 " bytes (offsets %" PRId64 "..%" PRId64
-                        " are unreadable); later segments are unaffected. Keep a copy of the file for "
-                        "inspection (pulse-log) and restore the lost range from a replica or backup if needed",
-                        seg->log_path, scan.stop == PULSE_EOF ? "incomplete batch" : "invalid batch",
-                        scan.end_pos, fsize, scan.end_pos, scan.next_offset, limit - 1);
-            rec->corrupt_segments++;
+/* Adds a range to the result, merged with its recorded twin if any (a
+ * range without one is new, and counted). A range without a forensic copy
+ * yet marks its segment (w, nullable) for one. */
+static pulse_status_t add_found(struct recovery *rc, struct seg_work *w, const struct pulse_damage *r, bool *is_new)
+{
+    const struct pulse_damage *k = known_match(rc, r);
+    struct pulse_damage *f;
+
+    if (rc->nfound == rc->capfound) {
+        size_t ncap = rc->capfound == 0 ? 8 : rc->capfound * 2;
+        struct pulse_damage *nf = pulse_realloc(rc->found, ncap * sizeof *nf);
+        if (nf == NULL)
+            return PULSE_NOMEM;
+        rc->found = nf;
+        rc->capfound = ncap;
+    }
+    f = &rc->found[rc->nfound++];
+    *f = *r;
+    *is_new = k == NULL;
+    if (k != NULL) {
+        f->found_ms = k->found_ms;
+        f->flags = k->flags;
+        if (!pulse_damage_has_bytes(r) && k->to > r->to)
+            f->to = k->to;
+    } else {
+        f->found_ms = rc->now_ms;
+        f->flags = 0;
+        rc->rec->new_damaged_ranges++;
+    }
+    if (w != NULL && (f->flags & PULSE_DAMAGE_COPIED) == 0)
+        w->new_damage = true;
+    return PULSE_OK;
+}
+
+static void log_range(const struct recovery *rc, const struct pulse_segment *seg, const struct pulse_damage *r,
+                      const char *problem, bool is_new)
+{
+    if (!is_new) {
+        PULSE_INFO("recover: %s: damaged bytes %" PRIu64 "..%" PRIu64 " (offsets %" PRId64 "..%" PRId64
+                   ") are already recorded; still skipped",
+                   seg->log_path, r->pos, r->end, r->from, r->to);
+        return;
+    }
+    if (pulse_damage_has_bytes(r))
+        PULSE_ERROR("recover: CORRUPT %s: bytes %" PRIu64 "..%" PRIu64 " fail validation (%s); offsets %" PRId64
+                    "..%" PRId64 " are unreadable and will be skipped; valid data around them is kept. "
+                    "The damaged bytes stay in place, a copy of the file goes to %s/" FORENSICS_DIR
+                    "/; check the disk, and restore the lost offsets from a replica or backup if they matter",
+                    seg->log_path, r->pos, r->end, problem, r->from, r->to, rc->dir);
+    else
+        PULSE_ERROR("recover: %s: offsets %" PRId64 "..%" PRId64 " were handed out but their data is gone "
+                    "(%s); they will be skipped and never handed out again. A copy of the file goes to %s/" FORENSICS_DIR
+                    "/",
+                    seg->log_path, r->from, r->to, problem, rc->dir);
+}
+
+/* add_found, then the log line. */
+static pulse_status_t note_range(struct recovery *rc, struct pulse_segment *seg, struct seg_work *w,
+                                 const struct pulse_damage *r, const char *problem)
+{
+    bool is_new = false;
+    pulse_status_t st = add_found(rc, w, r, &is_new);
+
+    if (st == PULSE_OK)
+        log_range(rc, seg, r, problem, is_new);
+    return st;
+}
+
+/* Step 4 for one segment: its damaged ranges, then its tail. */
+static pulse_status_t settle_segment(struct recovery *rc, struct pulse_segment *seg, bool active,
+                                     struct seg_work *w)
+{
+    const struct pulse_segment_flaw *t = &w->scan.tail_flaw;
+    pulse_status_t st;
+
+    for (size_t i = 0; i < w->scan.nflaws; i++) {
+        const struct pulse_segment_flaw *f = &w->scan.flaws[i];
+        struct pulse_damage r = {seg->base, f->pos, f->end, f->from, f->to, 0, 0};
+        st = note_range(rc, seg, w, &r, f->problem);
+        if (st != PULSE_OK)
+            return st;
+    }
+    if (!w->scan.tail)
+        return PULSE_OK;
+    /* The one rule: a tail is torn only when nothing proves its bytes were
+     * ever durable (sealed segments are durable whole). */
+    uint64_t durable = !active ? w->fsize
+                       : rc->have_snap && rc->snap.active_base == seg->base ? (uint64_t)rc->snap.active_size
+                                                                            : 0;
+    struct pulse_damage r = {seg->base, t->pos, t->end, t->from, active ? t->from : w->limit, 0, 0};
+    if (!w->scan.tail_unresolved && t->pos >= durable && known_match(rc, &r) == NULL) {
+        w->cut = true;
+        PULSE_WARN("recover: %s: %s at byte %" PRIu64 " (%s); nothing valid follows: cutting %" PRIu64
+                   " bytes of torn tail (last valid offset %" PRId64 ")",
+                   seg->log_path, t->torn ? "incomplete batch" : "invalid batch", t->pos, t->problem,
+                   w->fsize - t->pos, t->from - 1);
+        return PULSE_OK;
+    }
+    w->kept_tail = true;
+    if (active)
+        return PULSE_OK; /* its end offset is the log end: settle_active adds it */
+    return note_range(rc, seg, w, &r, t->problem);
+}
+
+/* Step 5: the log end, and the range that covers offsets past the last
+ * valid batch of the active segment. */
+static pulse_status_t settle_active(struct recovery *rc, struct pulse_segment *seg, struct seg_work *w)
+{
+    int64_t valid_end = w->scan.next_offset;
+    uint64_t end_pos = w->scan.end_pos;
+    int64_t claim = valid_end;
+    int64_t leo = valid_end;
+    const char *why = "the snapshot or the damage record names them";
+    pulse_status_t st;
+
+    if (rc->have_snap && rc->snap.leo > leo)
+        leo = rc->snap.leo;
+    for (size_t i = 0; i < rc->nknown; i++)
+        if (rc->known[i].to > leo)
+            leo = rc->known[i].to;
+    st = pulse_segment_index_claim(seg, w->fsize, end_pos, valid_end, &claim);
+    if (st != PULSE_OK)
+        return st;
+    if (claim > leo) {
+        leo = claim;
+        why = "the index names a batch past the surviving data";
+    }
+    rc->leo = leo;
+    rc->rec->leo_raised = leo - valid_end;
+    if (w->kept_tail) {
+        struct pulse_damage r = {seg->base, end_pos, w->fsize, valid_end, leo, 0, 0};
+        return note_range(rc, seg, w, &r, w->scan.tail_flaw.problem);
+    }
+    if (leo == valid_end)
+        return PULSE_OK;
+    struct pulse_damage r = {seg->base, end_pos, end_pos, valid_end, leo, 0, 0};
+    return note_range(rc, seg, w, &r, why);
+}
+
+static int cmp_damage(const void *a, const void *b)
+{
+    const struct pulse_damage *x = a, *y = b;
+    if (x->from != y->from)
+        return x->from < y->from ? -1 : 1;
+    if (x->seg_base != y->seg_base)
+        return x->seg_base < y->seg_base ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/*
+ * Carries over recorded missing ranges (they cannot be found again: no
+ * bytes are left) of segments that still exist, unless a range found now
+ * covers their offsets; sorts the result. Recorded byte ranges not found
+ * again are dropped: their bytes now verify, or their segment is gone.
+ */
+static pulse_status_t carry_over(struct recovery *rc, struct pulse_segment **segs, size_t n)
+{
+    size_t computed = rc->nfound;
+    pulse_status_t st;
+
+    for (size_t i = 0; i < rc->nknown; i++) {
+        const struct pulse_damage *k = &rc->known[i];
+        bool exists = false, covered = false;
+        if (pulse_damage_has_bytes(k))
+            continue;
+        for (size_t s = 0; s < n && !exists; s++)
+            exists = segs[s]->base == k->seg_base;
+        for (size_t j = 0; j < computed && !covered; j++)
+            covered = rc->found[j].from < k->to && k->from < rc->found[j].to;
+        if (!exists || covered)
+            continue;
+        bool is_new;
+        st = add_found(rc, NULL, k, &is_new);
+        if (st != PULSE_OK)
+            return st;
+    }
+    if (rc->nfound > 1)
+        qsort(rc->found, rc->nfound, sizeof *rc->found, cmp_damage);
+    return PULSE_OK;
+}
+
+static bool found_equals_known(const struct recovery *rc)
+{
+    if (rc->known_bad || rc->nfound != rc->nknown)
+        return false;
+    for (size_t i = 0; i < rc->nfound; i++)
+        if (memcmp(&rc->found[i], &rc->known[i], sizeof rc->found[i]) != 0)
+            return false;
+    return true;
+}
+
+/*
+ * Copies the data file of seg (size bytes) to dir/forensics/<name>.corrupt-
+ * <ms>, synced, before recovery changes anything because of the damage.
+ * The copy is for people, never read back by Pulse.
+ */
+static pulse_status_t preserve(struct recovery *rc, struct pulse_segment *seg, uint64_t size)
+{
+    const struct pulse_io *io = rc->io;
+    char fdir[4096], path[4200];
+    const char *name = strrchr(seg->log_path, '/');
+    uint8_t *buf = NULL;
+    int fd = -1, sfd = -1;
+    int err = 0;
+    pulse_status_t st = PULSE_OK;
+
+    name = name != NULL ? name + 1 : seg->log_path;
+    if (snprintf(fdir, sizeof fdir, "%s/%s", rc->dir, FORENSICS_DIR) >= (int)sizeof fdir ||
+        snprintf(path, sizeof path, "%s/%s.corrupt-%" PRId64, fdir, name, rc->now_ms) >= (int)sizeof path)
+        return PULSE_INVALID;
+    if (io->mkdir(io, fdir, 0755) < 0 && errno != EEXIST) {
+        err = errno;
+        goto out;
+    }
+    fd = io->open(io, path, O_CREAT | O_EXCL | O_WRONLY, 0644);
+    buf = pulse_malloc(COPY_CHUNK);
+    if (fd < 0 || buf == NULL) {
+        err = fd < 0 ? errno : ENOMEM;
+        goto out;
+    }
+    if (pulse_segment_pin(seg, &sfd) != PULSE_OK) {
+        sfd = -1;
+        err = EMFILE;
+        goto out;
+    }
+    for (uint64_t done = 0; done < size;) {
+        size_t want = size - done < COPY_CHUNK ? (size_t)(size - done) : COPY_CHUNK;
+        ssize_t got = pulse_io_pread_all(io, sfd, buf, want, (off_t)done);
+        if (got <= 0 || pulse_io_pwrite_all(io, fd, buf, (size_t)got, (off_t)done, NULL) < 0) {
+            err = got == 0 ? EIO : errno;
+            goto out;
         }
+        done += (uint64_t)got;
+    }
+    if (io->fdatasync(io, fd) < 0 || io->fsync_dir(io, fdir) < 0 || io->fsync_dir(io, rc->dir) < 0)
+        err = errno;
+out:
+    if (sfd >= 0)
+        pulse_segment_unpin(seg);
+    if (fd >= 0)
+        io->close(io, fd);
+    pulse_free(buf);
+    if (err != 0) {
+        PULSE_ERROR("recover: could not keep a forensic copy of %s at %s: %s; the damaged bytes stay in the "
+                    "segment file itself",
+                    seg->log_path, path, strerror(err));
+        if (fd >= 0)
+            io->unlink(io, path);
+        st = pulse_status_from_errno(err);
+    } else {
+        PULSE_ERROR("recover: kept a forensic copy of %s (%" PRIu64 " bytes) at %s", seg->log_path, size, path);
+        rc->rec->forensic_copies++;
+    }
+    return st;
+}
+
+/* Step 6 and 7 for one segment, after the record is durable. */
+static pulse_status_t apply_segment(struct recovery *rc, struct pulse_segment *seg, bool active, struct seg_work *w)
+{
+    uint64_t keep = w->cut ? w->scan.tail_flaw.pos : w->fsize;
+    pulse_status_t st;
+
+    if (w->cut) {
+        st = cut_file(seg, keep);
+        if (st != PULSE_OK)
+            return st;
+        rc->rec->truncated_bytes += w->fsize - keep;
+        w->index_dirty = true;
     }
     if (active) {
         /* Whatever survived must be on disk before HW = LEO is declared. */
         st = sync_file(seg, &seg->data);
         if (st != PULSE_OK)
-            goto out;
+            return st;
     }
-    if (rewrite) {
+    if (w->index_dirty) {
         st = pulse_segment_rewrite_index(seg);
         if (st != PULSE_OK)
-            goto out;
-        rec->indexes_rebuilt++;
+            return st;
+        rc->rec->indexes_rebuilt++;
         PULSE_INFO("recover: rebuilt index %s (%zu entries)", seg->index_path, seg->index.n);
     } else {
         seg->index_written = seg->index.n;
         if (active) {
             st = sync_file(seg, &seg->idx);
             if (st != PULSE_OK)
-                goto out;
+                return st;
         }
         atomic_store_explicit(&seg->index_synced, seg->index.n, memory_order_relaxed);
     }
-    atomic_store_explicit(&seg->size, scan.end_pos, memory_order_relaxed);
-    atomic_store_explicit(&seg->durable_size, scan.end_pos, memory_order_relaxed);
-    atomic_store_explicit(&seg->next_offset, active ? scan.next_offset : limit, memory_order_relaxed);
-    atomic_store_explicit(&seg->max_ts, scan.max_ts, memory_order_relaxed);
-    seg->since_entry = scan.since_entry;
-out:
-    pulse_index_fini(&disk);
+    atomic_store_explicit(&seg->size, keep, memory_order_relaxed);
+    atomic_store_explicit(&seg->durable_size, keep, memory_order_relaxed);
+    atomic_store_explicit(&seg->next_offset, active ? rc->leo : w->limit, memory_order_relaxed);
+    atomic_store_explicit(&seg->max_ts, w->scan.max_ts, memory_order_relaxed);
+    /* After a kept tail the first appended batch gets an index entry. */
+    seg->since_entry = w->kept_tail ? UINT64_MAX : w->scan.since_entry;
+    /* A sealed segment's table is complete and in memory; its files reopen
+     * on demand. */
+    if (!active)
+        pulse_segment_close_files(seg);
+    return PULSE_OK;
+}
+
+/* Steps 4 to 7 over every scanned segment. */
+static pulse_status_t settle_and_apply(struct recovery *rc, struct pulse_segment **segs, struct seg_work *works,
+                                       size_t n)
+{
+    pulse_status_t st = PULSE_OK;
+
+    for (size_t i = 0; i < n && st == PULSE_OK; i++)
+        st = settle_segment(rc, segs[i], i == n - 1, &works[i]);
+    if (st == PULSE_OK)
+        st = settle_active(rc, segs[n - 1], &works[n - 1]);
+    if (st == PULSE_OK)
+        st = carry_over(rc, segs, n);
+    if (st != PULSE_OK)
+        return st;
+    /* Forensics before anything is changed because of the damage. */
+    for (size_t i = 0; i < n; i++) {
+        if (!works[i].new_damage || preserve(rc, segs[i], works[i].fsize) != PULSE_OK)
+            continue;
+        for (size_t j = 0; j < rc->nfound; j++)
+            if (rc->found[j].seg_base == segs[i]->base)
+                rc->found[j].flags |= PULSE_DAMAGE_COPIED;
+    }
+    if (!pulse_damage_valid(rc->found, rc->nfound)) {
+        /* Cannot happen: the ranges come from one ordered scan. Refuse to
+         * write a record that would not read back. */
+        PULSE_ERROR("recover: %s: the damaged ranges found are not in order; not opening the log", rc->dir);
+        return PULSE_CORRUPT;
+    }
+    if (!found_equals_known(rc)) {
+        st = pulse_damage_write(rc->io, rc->dir, rc->found, rc->nfound);
+        if (st != PULSE_OK) {
+            PULSE_ERROR("recover: %s: cannot record the damage found (%s); not opening the log, so that a later "
+                        "start finds it again",
+                        rc->dir, pulse_status_message(st));
+            return st;
+        }
+    }
+    for (size_t i = 0; i < n && st == PULSE_OK; i++)
+        st = apply_segment(rc, segs[i], i == n - 1, &works[i]);
+    /* Files may have been created (fresh log, or a missing index). */
+    if (st == PULSE_OK && rc->io->fsync_dir(rc->io, rc->dir) < 0) {
+        int err = errno;
+        PULSE_ERROR("recover: fsync directory %s failed: %s", rc->dir, strerror(err));
+        st = pulse_status_from_errno(err);
+    }
     return st;
 }
 
-/* Recovers every segment in turn (open, scan, close), then makes created
- * files durable. active_size: the snapshot's, for the fast path. */
-static pulse_status_t recover_all(const struct pulse_io *io, const char *dir, struct pulse_segment **segs,
-                                  const int64_t *bases, size_t n, bool fast, uint64_t active_size,
-                                  uint32_t interval, struct pulse_plog_recovery *rec)
+/* Fills the counters of rec that describe the damage. */
+static void count_damage(struct recovery *rc, struct pulse_segment **segs, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        bool active = i == n - 1;
-        int64_t limit = active ? INT64_MAX : bases[i + 1];
-        /* Creates a missing index file. */
-        pulse_status_t st = pulse_segment_create_files(segs[i]);
-        if (st != PULSE_OK)
-            return st;
-        st = recover_segment(segs[i], active, fast, active ? active_size : 0, limit, interval, rec);
-        if (st != PULSE_OK)
-            return st;
-        /* A sealed segment's table is complete and in memory; its files
-         * reopen on demand. */
-        if (!active)
-            pulse_segment_close_files(segs[i]);
+    for (size_t i = 0; i < rc->nfound; i++) {
+        rc->rec->damaged_ranges++;
+        rc->rec->damaged_bytes += rc->found[i].end - rc->found[i].pos;
     }
-    /* Files may have been created (fresh log, or a missing index). */
-    if (io->fsync_dir(io, dir) < 0) {
-        int err = errno;
-        PULSE_ERROR("recover: fsync directory %s failed: %s", dir, strerror(err));
-        return pulse_status_from_errno(err);
+    for (size_t s = 0; s < n; s++) {
+        for (size_t i = 0; i < rc->nfound; i++) {
+            if (rc->found[i].seg_base == segs[s]->base && pulse_damage_has_bytes(&rc->found[i])) {
+                rc->rec->corrupt_segments++;
+                break;
+            }
+        }
     }
+}
+
+/* Step 2: the snapshot and the damage record. */
+static pulse_status_t read_checkpoints(struct recovery *rc)
+{
+    pulse_status_t st = pulse_snapshot_read(rc->io, rc->dir, &rc->snap);
+
+    if (st == PULSE_OK) {
+        rc->have_snap = true;
+    } else if (st == PULSE_CORRUPT) {
+        PULSE_WARN("recover: %s/%s is not a valid snapshot; running the full scan", rc->dir, PULSE_SNAPSHOT_NAME);
+    } else if (st != PULSE_NOT_FOUND) {
+        return st;
+    }
+    st = pulse_damage_read(rc->io, rc->dir, &rc->known, &rc->nknown);
+    if (st == PULSE_CORRUPT) {
+        /* Only a scan of everything can find the damaged bytes again. */
+        PULSE_ERROR("recover: %s/%s does not decode; running the full scan and writing it anew (reasons for "
+                    "earlier offset gaps are lost)",
+                    rc->dir, PULSE_DAMAGE_NAME);
+        rc->known_bad = true;
+        st = PULSE_OK;
+    } else if (st == PULSE_NOT_FOUND) {
+        st = PULSE_OK;
+    }
+    return st;
+}
+
+/* A segment per base, nothing opened yet except the active segment's files
+ * (created for the first segment of an empty log). */
+static pulse_status_t open_segments(struct recovery *rc, struct pulse_fdcache *cache, int64_t **bases, size_t *n,
+                                    struct pulse_segment ***out)
+{
+    struct pulse_segment **segs;
+    pulse_status_t st = PULSE_OK;
+
+    if (*n == 0) {
+        /* A fresh log. If a snapshot or a record survived its segments,
+         * start after what they prove was handed out. */
+        int64_t base = rc->have_snap ? rc->snap.leo : 0;
+        for (size_t i = 0; i < rc->nknown; i++)
+            base = rc->known[i].to > base ? rc->known[i].to : base;
+        *bases = pulse_malloc(sizeof **bases);
+        if (*bases == NULL)
+            return PULSE_NOMEM;
+        (*bases)[0] = base;
+        *n = 1;
+    }
+    segs = pulse_calloc(*n, sizeof *segs);
+    if (segs == NULL)
+        return PULSE_NOMEM;
+    for (size_t i = 0; i < *n && st == PULSE_OK; i++)
+        st = pulse_segment_open(rc->io, cache, rc->dir, (*bases)[i], false, &segs[i]);
+    if (st == PULSE_OK)
+        st = pulse_segment_create_files(segs[*n - 1]);
+    if (st != PULSE_OK) {
+        for (size_t i = 0; i < *n; i++)
+            pulse_segment_release(segs[i]);
+        pulse_free(segs);
+        return st;
+    }
+    *out = segs;
     return PULSE_OK;
 }
 
@@ -319,94 +762,83 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
                                  uint32_t index_interval, struct pulse_recover_result *res,
                                  struct pulse_plog_recovery *rec)
 {
+    struct recovery rc = {.io = io, .dir = dir, .interval = index_interval, .rec = rec};
     int64_t t0 = pulse_clock_mono_us();
     int64_t *bases = NULL;
     size_t n = 0;
     struct pulse_segment **segs = NULL;
-    size_t opened = 0;
-    struct pulse_snapshot snap;
-    bool have_snap = false;
+    struct seg_work *works = NULL;
     bool fast = false;
     uint32_t temps = 0;
     pulse_status_t st;
 
     memset(rec, 0, sizeof *rec);
+    rc.now_ms = pulse_clock_wall_ms();
     /* A merge of segments that compaction left half done is finished first,
      * so that the listing below sees the merged segment (compact.h). */
     st = pulse_compact_finish_merges(io, dir, rec);
-    if (st != PULSE_OK)
-        goto out;
-    st = list_dir(io, dir, &bases, &n, &temps);
+    if (st == PULSE_OK)
+        st = list_dir(io, dir, &bases, &n, &temps);
+    if (st == PULSE_OK)
+        st = read_checkpoints(&rc);
+    if (st == PULSE_OK)
+        st = open_segments(&rc, cache, &bases, &n, &segs);
     if (st != PULSE_OK)
         goto out;
     rec->temp_files_removed = temps;
-    st = pulse_snapshot_read(io, dir, &snap);
-    if (st == PULSE_OK) {
-        have_snap = true;
-    } else if (st == PULSE_CORRUPT) {
-        PULSE_WARN("recover: %s/%s is not a valid snapshot; running the full scan", dir, PULSE_SNAPSHOT_NAME);
-    } else if (st != PULSE_NOT_FOUND) {
-        goto out;
-    }
-    st = PULSE_OK;
-
-    if (n == 0) {
-        /* A fresh log. If a snapshot survived its segments, start after its
-         * LEO rather than hand out offsets it may have acknowledged. */
-        int64_t base = have_snap ? snap.leo : 0;
-        bases = pulse_malloc(sizeof *bases);
-        if (bases == NULL) {
-            st = PULSE_NOMEM;
-            goto out;
-        }
-        bases[0] = base;
-        n = 1;
-    }
-    segs = pulse_calloc(n, sizeof *segs);
-    if (segs == NULL) {
-        st = PULSE_NOMEM;
-        goto out;
-    }
-    /* No I/O yet: each segment's files are opened when it is recovered. */
-    for (opened = 0; opened < n; opened++) {
-        st = pulse_segment_open(io, cache, dir, bases[opened], false, &segs[opened]);
-        if (st != PULSE_OK)
-            goto out;
-    }
-    /* A fresh log's first segment is created here. */
-    st = pulse_segment_create_files(segs[n - 1]);
-    if (st != PULSE_OK)
-        goto out;
-    if (have_snap && snap.active_base == bases[n - 1]) {
+    if (rc.have_snap && rc.snap.active_base == bases[n - 1] && !rc.known_bad) {
         uint64_t asize = 0;
         st = file_size(segs[n - 1], &asize);
         if (st != PULSE_OK)
             goto out;
-        fast = (uint64_t)snap.active_size <= asize;
+        fast = (uint64_t)rc.snap.active_size <= asize;
     }
-    if (have_snap && !fast)
+    if (rc.have_snap && !fast)
         PULSE_INFO("recover: %s: snapshot does not match the segment files; running the full scan", dir);
     rec->used_snapshot = fast;
     rec->segments = (uint32_t)n;
-
-    st = recover_all(io, dir, segs, bases, n, fast, fast ? (uint64_t)snap.active_size : 0, index_interval, rec);
+    works = pulse_calloc(n, sizeof *works);
+    if (works == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n && st == PULSE_OK; i++) {
+        bool active = i == n - 1;
+        works[i].limit = active ? INT64_MAX : bases[i + 1];
+        st = scan_segment(&rc, segs[i], active, fast, active && fast ? (uint64_t)rc.snap.active_size : 0, &works[i]);
+    }
+    if (st == PULSE_OK)
+        st = settle_and_apply(&rc, segs, works, n);
     if (st != PULSE_OK)
         goto out;
-    res->leo = atomic_load_explicit(&segs[n - 1]->next_offset, memory_order_relaxed);
+    count_damage(&rc, segs, n);
+    res->leo = rc.leo;
     res->segs = segs;
     res->n = n;
+    res->damage = rc.found;
+    res->ndamage = rc.nfound;
     segs = NULL;
+    rc.found = NULL;
     rec->elapsed_us = pulse_clock_mono_us() - t0;
     PULSE_INFO("recover: %s: %zu segment(s), log end %" PRId64 ", %s, %" PRIu64 " bytes truncated, %" PRIu32
-               " index(es) rebuilt, %" PRIu32 " corrupt sealed segment(s), %" PRId64 " us",
+               " index(es) rebuilt, %" PRIu32 " damaged range(s) (%" PRIu32 " new, %" PRIu64 " bytes), %" PRId64
+               " us",
                dir, n, res->leo, fast ? "snapshot fast path" : "full scan", rec->truncated_bytes,
-               rec->indexes_rebuilt, rec->corrupt_segments, rec->elapsed_us);
+               rec->indexes_rebuilt, rec->damaged_ranges, rec->new_damaged_ranges, rec->damaged_bytes,
+               rec->elapsed_us);
 out:
     if (segs != NULL) {
-        for (size_t i = 0; i < opened && i < n; i++)
+        for (size_t i = 0; i < n; i++)
             pulse_segment_release(segs[i]);
         pulse_free(segs);
     }
+    if (works != NULL) {
+        for (size_t i = 0; i < n; i++)
+            pulse_free(works[i].scan.flaws);
+        pulse_free(works);
+    }
+    pulse_free(rc.known);
+    pulse_free(rc.found);
     pulse_free(bases);
     return st;
 }

@@ -2,9 +2,10 @@
 /*
  * recover.h - log recovery at open (storage contract sections 7 and 8).
  *
- * Turns whatever a crash left in a partition directory into a list of
- * segments whose every byte below its published bound is a whole,
- * CRC-valid batch, with the active segment's torn tail cut off and synced.
+ * Turns whatever a crash (or a damaged disk) left in a partition directory
+ * into a list of segments whose bytes below their published bounds are
+ * whole, CRC-valid batches except inside the damaged ranges it reports,
+ * with the active segment's torn tail cut off and everything synced.
  * Internal to src/storage (used by plog.c).
  */
 #ifndef PULSE_STORAGE_RECOVER_H
@@ -15,6 +16,7 @@
 
 #include "common/status.h"
 
+struct pulse_damage;
 struct pulse_fdcache;
 struct pulse_io;
 struct pulse_segment;
@@ -24,15 +26,21 @@ struct pulse_recover_result {
     struct pulse_segment **segs; /* owned array, oldest first; the last is active */
     size_t n;
     int64_t leo;
+    struct pulse_damage *damage; /* owned array (pulse_free), sorted by offset: */
+    size_t ndamage;              /*   damaged and missing ranges of these segments */
 };
 
 /*
  * Recovers dir (which must exist): removes .tmp-* leftovers, then takes the
  * snapshot fast path when the snapshot matches the files, else the full
- * scan. Creates the first segment of an empty directory. Segment files
- * are opened through cache, one segment at a time. On PULSE_OK, res
- * holds one reference per segment (the caller releases them and frees
- * segs); rec (never NULL) says what was done. On failure res is untouched.
+ * scan, classifies what failed validation (docs/Storage.md "Corruption"),
+ * keeps a forensic copy of a segment with new damage and records the damage
+ * before it changes any file. Creates the first segment of an empty
+ * directory. Segment files are opened through cache, on demand, and a
+ * sealed segment's are closed again once it is recovered. On PULSE_OK, res
+ * holds one reference per segment (the caller releases them and frees segs
+ * and damage); rec (never NULL) says what was done. On failure res is
+ * untouched.
  * Thread: the opener only; nothing else may use dir meanwhile.
  */
 pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,

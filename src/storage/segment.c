@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * segment.c - segment files, their sparse index file, and the batch scanner
- * used by recovery (storage contract sections 2, 4, 7).
+ * segment.c - segment files, their sparse index file, and the scan that
+ * rebuilds an index from the data for recovery, walking the file with the
+ * one batch iterator of segscan.h (storage contract sections 2, 4, 7).
  *
  * Files are opened with O_CREAT and never O_TRUNC: reopening a log must never
  * lose its tail. Data is only ever written with pwrite at an explicit
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/endian.h"
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/io.h"
@@ -387,98 +389,150 @@ out:
     return st;
 }
 
+/* Records a damaged range [it->pos, it->end) in out->flaws or the tail. */
+static pulse_status_t note_flaw(struct pulse_segment_scan *out, size_t *cap, const struct pulse_segscan_item *it)
+{
+    struct pulse_segment_flaw *f;
+
+    if (it->tail) {
+        f = &out->tail_flaw;
+        out->tail = true;
+        out->tail_unresolved = it->unresolved;
+    } else {
+        if (out->nflaws == *cap) {
+            size_t ncap = *cap == 0 ? 4 : *cap * 2;
+            struct pulse_segment_flaw *nf = pulse_realloc(out->flaws, ncap * sizeof *nf);
+            if (nf == NULL)
+                return PULSE_NOMEM;
+            out->flaws = nf;
+            *cap = ncap;
+        }
+        f = &out->flaws[out->nflaws++];
+    }
+    f->pos = it->pos;
+    f->end = it->end;
+    f->from = it->from;
+    f->to = it->tail ? it->from : it->next_base;
+    f->torn = it->torn;
+    memcpy(f->problem, it->problem, sizeof f->problem);
+    return PULSE_OK;
+}
+
 pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64_t expect_offset,
                                   int64_t limit_offset, uint64_t file_size, uint32_t interval,
-                                  uint64_t since_entry, int64_t max_ts, struct pulse_segment_scan *out)
+                                  uint64_t since_entry, int64_t max_ts, const struct pulse_damage *hints,
+                                  size_t nhints, struct pulse_segment_scan *out)
 {
-    uint8_t *buf = NULL;
+    struct pulse_segscan sc;
+    struct pulse_segscan_item it;
     size_t cap = 0;
-    int fd;
     pulse_status_t st = PULSE_OK;
-    pulse_status_t stop = PULSE_OK;
 
+    int fd;
+
+    memset(out, 0, sizeof *out);
+    out->end_pos = pos;
+    out->next_offset = expect_offset;
     st = pulse_segment_pin(seg, &fd);
     if (st != PULSE_OK)
         return st;
-    while (pos < file_size) {
-        uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
-        struct pulse_batch_header hdr;
-        int64_t last = 0;
-        size_t total;
-        ssize_t got;
-
-        if (file_size - pos < PULSE_BATCH_HEADER_SIZE) {
-            stop = PULSE_EOF;
+    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, file_size, pos, expect_offset, limit_offset);
+    pulse_segscan_set_hints(&sc, hints, nhints);
+    for (;;) {
+        st = pulse_segscan_next(&sc, &it);
+        if (st != PULSE_OK || it.kind == PULSE_SEGSCAN_END)
             break;
-        }
-        got = pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)pos);
-        if (got < 0) {
-            int err = errno;
-            PULSE_ERROR("segment: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
-            st = pulse_status_from_errno(err);
-            goto out;
-        }
-        if ((size_t)got < sizeof hraw) {
-            stop = PULSE_EOF;
-            break;
-        }
-        /* parse_header reports EOF when batchLen runs past the bytes left:
-         * that is a torn write, not corruption. */
-        stop = pulse_batch_parse_header(hraw, (size_t)(file_size - pos), &hdr);
-        if (stop != PULSE_OK)
-            break;
-        total = pulse_batch_total_size(&hdr);
-        if (total > cap) {
-            uint8_t *nb = pulse_realloc(buf, total);
-            if (nb == NULL) {
-                st = PULSE_NOMEM;
-                goto out;
-            }
-            buf = nb;
-            cap = total;
-        }
-        got = pulse_io_pread_all(seg->io, fd, buf, total, (off_t)pos);
-        if (got < 0) {
-            int err = errno;
-            PULSE_ERROR("segment: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
-            st = pulse_status_from_errno(err);
-            goto out;
-        }
-        if ((size_t)got < total) {
-            stop = PULSE_EOF;
-            break;
-        }
-        stop = pulse_batch_verify(buf, total, &hdr, &last);
-        if (stop != PULSE_OK)
-            break;
-        /* Offsets only ever grow, stay inside the segment's range and must
-         * be expressible in the 32-bit index. */
-        if (hdr.base_offset < expect_offset || last >= limit_offset || last < hdr.base_offset ||
-            hdr.base_offset - seg->base > (int64_t)UINT32_MAX || pos > UINT32_MAX) {
-            stop = PULSE_CORRUPT;
-            break;
+        if (it.kind == PULSE_SEGSCAN_DAMAGE) {
+            st = note_flaw(out, &cap, &it);
+            if (st != PULSE_OK || it.tail)
+                break;
+            /* The range owns its offsets: what follows starts after it. */
+            out->end_pos = it.end;
+            out->next_offset = it.next_base;
+            /* Readers looking up an offset after the damage should land
+             * past it: the first valid batch gets an entry. */
+            since_entry = UINT64_MAX;
+            continue;
         }
         if (seg->index.n == 0 || since_entry >= interval) {
             pthread_mutex_lock(&seg->index_lock);
-            st = pulse_index_append(&seg->index, (uint32_t)(hdr.base_offset - seg->base), (uint32_t)pos);
+            st = pulse_index_append(&seg->index, (uint32_t)(it.hdr.base_offset - seg->base), (uint32_t)it.pos);
             pthread_mutex_unlock(&seg->index_lock);
             if (st != PULSE_OK)
-                goto out;
+                break;
             since_entry = 0;
         }
-        since_entry += total;
-        if (batch_max_ts(&hdr) > max_ts)
-            max_ts = batch_max_ts(&hdr);
-        expect_offset = last + 1;
-        pos += total;
+        since_entry += it.end - it.pos;
+        if (batch_max_ts(&it.hdr) > max_ts)
+            max_ts = batch_max_ts(&it.hdr);
+        out->end_pos = it.end;
+        out->next_offset = it.last_offset + 1;
     }
-    out->end_pos = pos;
-    out->next_offset = expect_offset;
+    pulse_segscan_fini(&sc);
+    pulse_segment_unpin(seg);
+    if (st != PULSE_OK) {
+        pulse_free(out->flaws);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
     out->max_ts = max_ts;
     out->since_entry = since_entry;
-    out->stop = stop;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_segment_index_claim(struct pulse_segment *seg, uint64_t file_size, uint64_t end_pos,
+                                         int64_t next_offset, int64_t *claim_out)
+{
+    uint8_t raw[PULSE_INDEX_ENTRY_SIZE];
+    uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
+    struct pulse_batch_header hdr;
+    uint64_t isize = 0;
+    int64_t claim = next_offset;
+    int ifd = -1, fd = -1;
+    ssize_t got = 0;
+    pulse_status_t st;
+
+    st = pulse_fdc_pin(&seg->idx, &ifd);
+    if (st != PULSE_OK)
+        return st;
+    if (seg->io->fsize(seg->io, ifd, &isize) < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    if (isize >= PULSE_INDEX_ENTRY_SIZE)
+        got = pulse_io_pread_all(seg->io, ifd, raw, sizeof raw,
+                                 (off_t)(isize / PULSE_INDEX_ENTRY_SIZE - 1) * PULSE_INDEX_ENTRY_SIZE);
+    if (got < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: pread %s failed: %s", seg->index_path, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    if ((size_t)got < sizeof raw)
+        goto out;
+    int64_t base = seg->base + (int64_t)pulse_get_be32(raw);
+    uint64_t epos = pulse_get_be32(raw + 4);
+    /* An entry inside the surviving data says nothing new; one whose
+     * offset the missing bytes could not have held is itself damaged. */
+    if (epos < end_pos || base < next_offset ||
+        (uint64_t)(base - next_offset) > (epos - end_pos) / PULSE_RECORD_MIN_SIZE)
+        goto out;
+    claim = base + 1;
+    if (epos + PULSE_BATCH_HEADER_SIZE > file_size || pulse_segment_pin(seg, &fd) != PULSE_OK) {
+        fd = -1;
+        goto out;
+    }
+    if (pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)epos) == (ssize_t)sizeof hraw &&
+        pulse_batch_parse_header(hraw, sizeof hraw, &hdr) != PULSE_CORRUPT &&
+        (int64_t)pulse_get_be64(hraw + 8) == base)
+        claim = base + (int64_t)pulse_get_be32(hraw + 36);
 out:
-    pulse_segment_unpin(seg);
-    pulse_free(buf);
+    if (fd >= 0)
+        pulse_segment_unpin(seg);
+    pulse_fdc_unpin(&seg->idx);
+    if (st == PULSE_OK)
+        *claim_out = claim;
     return st;
 }

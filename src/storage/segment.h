@@ -40,7 +40,9 @@
 #include "common/status.h"
 #include "storage/fdcache.h"
 #include "storage/index.h"
+#include "storage/segscan.h"
 
+struct pulse_damage;
 struct pulse_io;
 
 /* "%020" PRId64 ".index" plus NUL */
@@ -143,29 +145,59 @@ void pulse_segment_close_index(struct pulse_segment *seg);
 pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file_size, bool *clean_out,
                                         int64_t *max_ts_io);
 
+/* A damaged range a scan found, with what was wrong at its start. */
+struct pulse_segment_flaw {
+    uint64_t pos;      /* damaged bytes [pos, end) */
+    uint64_t end;
+    int64_t from;      /* the offsets they held: [from, to) */
+    int64_t to;
+    bool torn;         /* the batch at pos ran past the end of the file */
+    char problem[PULSE_SEGSCAN_PROBLEM_MAX];
+};
+
 /* What a scan found. */
 struct pulse_segment_scan {
-    uint64_t end_pos;     /* end of the last valid batch */
+    uint64_t end_pos;     /* end of the last valid batch (or the start position) */
     int64_t next_offset;  /* offset after the last valid batch's last record */
     int64_t max_ts;       /* max of the timestamps seen, and of the input */
     uint64_t since_entry; /* bytes since the last index entry at end_pos */
-    pulse_status_t stop;  /* PULSE_OK: ended exactly at file_size;
-                             PULSE_EOF: a batch overruns file_size (torn);
-                             PULSE_CORRUPT: a bad header, CRC or offset */
+    struct pulse_segment_flaw *flaws; /* owned (pulse_free): damage that valid batches follow */
+    size_t nflaws;
+    /* The tail: bytes from end_pos to file_size in which no valid batch
+     * was found. Whether it is a torn write or corruption is the caller's
+     * decision (recover.c). */
+    bool tail;
+    struct pulse_segment_flaw tail_flaw; /* pos = end_pos, end = file_size, from = next_offset */
+    bool tail_unresolved; /* the resync search gave up (segscan.h) */
 };
 
 /*
- * Decodes and CRC-verifies batches from byte pos up to file_size. A batch is
- * accepted when it verifies, its base is >= the previous end (expect_offset
- * at the start) and its last offset is below limit_offset. Every accepted
- * batch that is first in the index or comes at least interval bytes after
- * the previous entry gets an in-memory index entry (since_entry carries the
- * count in; pass UINT64_MAX to force an entry for the first batch).
- * Returns PULSE_OK with *out filled, or PULSE_IO/PULSE_NOMEM for a failure
- * of the scan itself (not of the data).
+ * Walks the batches from byte pos up to file_size with the one iterator of
+ * segscan.h (same validity rule, same resync), starting with expect_offset
+ * and keeping offsets below limit_offset. Every valid batch that is first
+ * in the index, comes at least interval bytes after the previous entry, or
+ * is the first after damage gets an in-memory index entry (since_entry
+ * carries the count in; pass UINT64_MAX to force an entry for the first
+ * batch). hints (nullable, sorted by pos) are damaged ranges of this file
+ * recorded earlier. Returns PULSE_OK with *out filled (free out->flaws), or
+ * PULSE_IO/PULSE_NOMEM for a failure of the scan itself (not of the data).
+ * Changes no file.
  */
 pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64_t expect_offset,
                                   int64_t limit_offset, uint64_t file_size, uint32_t interval,
-                                  uint64_t since_entry, int64_t max_ts, struct pulse_segment_scan *out);
+                                  uint64_t since_entry, int64_t max_ts, const struct pulse_damage *hints,
+                                  size_t nhints, struct pulse_segment_scan *out);
+
+/*
+ * The offsets the index file says were handed out past the surviving data:
+ * when its last entry points at or past end_pos (data that did not survive)
+ * and is plausible (the bytes between end_pos and its position could hold
+ * the offsets from next_offset up to it, at PULSE_RECORD_MIN_SIZE bytes
+ * each), *claim_out gets the offset after that batch (its base plus the
+ * record count of a parseable header there naming that base, else base + 1).
+ * Otherwise *claim_out = next_offset. Reads the index file; PULSE_IO.
+ */
+pulse_status_t pulse_segment_index_claim(struct pulse_segment *seg, uint64_t file_size, uint64_t end_pos,
+                                         int64_t next_offset, int64_t *claim_out);
 
 #endif

@@ -6,12 +6,15 @@
  * (framing, CRCs, offset order, index files) and names the first problem by
  * file and byte position. Formats: docs/Format.md; usage: docs/Tools.md.
  *
- * Design. The tool uses only the common layer and the batch codec: it never
- * opens a log through the storage engine, so it works on a copy of a broken
- * directory without repairing or truncating anything (it opens every file
- * read-only). Segments are read one batch at a time with pread, so memory is
- * bounded by the largest batch, never by the segment size; a batch length is
- * believed only after it has been checked against the bytes left in the file.
+ * Design. The tool never opens a log through the storage engine, so it
+ * works on a copy of a broken directory without repairing or truncating
+ * anything (it opens every file read-only). verify walks segments with the
+ * engine's batch iterator (storage/segscan.h), so it names exactly the
+ * damaged ranges recovery finds, and reads the damage record with its
+ * decoder (storage/damage.h). Segments are read one batch (or one window) at
+ * a time with pread, so memory is bounded by the largest batch, never by the
+ * segment size; a batch length is believed only after it has been checked
+ * against the bytes left in the file.
  *
  * Records of a batch whose CRC fails are never printed: the bytes cannot be
  * trusted, and showing them would look like data. The batch header itself is
@@ -39,6 +42,9 @@
 #include "common/endian.h"
 #include "common/status.h"
 #include "storage/batch.h"
+#include "storage/damage.h"
+#include "storage/io.h"
+#include "storage/segscan.h"
 
 #define EXIT_PROBLEM 1
 #define EXIT_USAGE 2
@@ -88,6 +94,10 @@ struct verify_stats {
     unsigned long missing_indexes;
     int64_t first_offset; /* -1 until a record is seen */
     int64_t last_offset;
+    unsigned long damaged;      /* damaged ranges (valid batches follow) */
+    unsigned long tails;        /* damage that runs to the end of a file */
+    unsigned long missing;      /* offset ranges the damage record lists without bytes */
+    uint64_t damaged_bytes;
 };
 
 static void usage(FILE *f)
@@ -577,85 +587,100 @@ static const char *base_name(const char *path)
     return s != NULL ? s + 1 : path;
 }
 
+static int add_boundary(const char *path, struct boundary **bounds, size_t *nbounds, size_t *cap, uint64_t pos,
+                        int64_t base)
+{
+    if (*nbounds == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 64;
+        struct boundary *nb = pulse_realloc(*bounds, ncap * sizeof **bounds);
+        if (nb == NULL) {
+            fprintf(stderr, "%s: out of memory\n", path);
+            return -1;
+        }
+        *bounds = nb;
+        *cap = ncap;
+    }
+    (*bounds)[*nbounds].pos = pos;
+    (*bounds)[*nbounds].base = base;
+    (*nbounds)++;
+    return 0;
+}
+
+/* Prints one damaged range found by the iterator (the recovery rule). */
+static void report_damage(const char *path, const struct pulse_segscan_item *it, struct verify_stats *stats)
+{
+    char msg[PULSE_SEGSCAN_PROBLEM_MAX + 200];
+
+    stats->damaged_bytes += it->end - it->pos;
+    if (!it->tail) {
+        stats->damaged++;
+        snprintf(msg, sizeof msg,
+                 "%s; damaged range: bytes %" PRIu64 "..%" PRIu64 ", offsets %" PRId64 "..%" PRId64
+                 " unreadable; valid batches follow",
+                 it->problem, it->pos, it->end, it->from, it->next_base);
+    } else {
+        stats->tails++;
+        snprintf(msg, sizeof msg,
+                 "%s; nothing valid follows: bytes %" PRIu64 "..%" PRIu64 " (offsets from %" PRId64
+                 ") are a torn tail if the broker died writing them, else damage%s",
+                 it->problem, it->pos, it->end, it->from, it->unresolved ? " (search for valid data gave up)" : "");
+    }
+    report(path, it->pos, msg);
+}
+
 /*
- * Checks every batch of one segment. seg_base is the base offset from the
- * file name (-1 if unknown), next_base that of the following segment (-1 for
- * the last). *prev_last carries the last offset seen across segments. Batch
- * boundaries are appended to *bounds for the index check. Returns 0 when the
- * segment is valid, else prints the first problem and returns 1.
+ * Checks every batch of one segment with the iterator recovery uses
+ * (storage/segscan.h), so both name the same damage. seg_base is the base
+ * offset from the file name (-1 if unknown), next_base that of the
+ * following segment (-1 for the last). *prev_last carries the last offset
+ * seen across segments. Batch boundaries (and the starts of damaged ranges)
+ * are appended to *bounds for the index check. Damage is printed and
+ * counted, and the walk goes on after it. Returns 0, or 1 when the file
+ * could not be read.
  */
 static int verify_segment(const char *path, int64_t seg_base, int64_t next_base, int64_t *prev_last,
                           struct verify_stats *stats, struct boundary **bounds, size_t *nbounds)
 {
     struct seg_reader rd;
-    int rc = 0;
-    uint64_t pos = 0;
+    struct pulse_segscan sc;
+    struct pulse_segscan_item it;
+    int64_t expect = *prev_last + 1 > seg_base ? *prev_last + 1 : seg_base;
     size_t cap = 0;
-    char msg[320];
+    int rc = 0;
 
     *nbounds = 0;
     if (reader_open(&rd, path) != 0) {
-        rc = 1;
-        goto out;
+        reader_close(&rd);
+        return 1;
     }
+    pulse_segscan_init(&sc, pulse_io_posix(), rd.fd, path, seg_base, rd.size, 0, expect,
+                       next_base >= 0 ? next_base : INT64_MAX);
+    sc.seen_batch = *prev_last + 1 > seg_base; /* names the rule that was broken */
     for (;;) {
-        enum batch_result r = reader_next(&rd, pos);
-        if (r == BATCH_END)
+        if (pulse_segscan_next(&sc, &it) != PULSE_OK) {
+            fprintf(stderr, "%s: read failed\n", path);
+            rc = 1;
             break;
-        if (r != BATCH_OK) {
-            report(path, rd.problem_pos, rd.problem);
+        }
+        if (it.kind == PULSE_SEGSCAN_END)
+            break;
+        if (add_boundary(path, bounds, nbounds, &cap, it.pos,
+                         it.kind == PULSE_SEGSCAN_BATCH ? it.hdr.base_offset : it.from) != 0) {
             rc = 1;
-            goto out;
+            break;
         }
-        const struct pulse_batch_header *h = &rd.hdr;
-        if (seg_base >= 0 && h->base_offset < seg_base) {
-            snprintf(msg, sizeof msg, "batch base offset %" PRId64 " is below the segment base %" PRId64,
-                     h->base_offset, seg_base);
-            report(path, pos, msg);
-            rc = 1;
-            goto out;
+        if (it.kind == PULSE_SEGSCAN_DAMAGE) {
+            report_damage(path, &it, stats);
+            continue;
         }
-        /* Offsets only grow: across batches and across segments. */
-        if (h->base_offset <= *prev_last) {
-            snprintf(msg, sizeof msg,
-                     "batch base offset %" PRId64 " does not follow the previous last offset %" PRId64,
-                     h->base_offset, *prev_last);
-            report(path, pos, msg);
-            rc = 1;
-            goto out;
-        }
-        if (next_base >= 0 && rd.last_offset >= next_base) {
-            snprintf(msg, sizeof msg,
-                     "batch holds offset %" PRId64 ", which belongs to the next segment (base %" PRId64 ")",
-                     rd.last_offset, next_base);
-            report(path, pos, msg);
-            rc = 1;
-            goto out;
-        }
-        if (*nbounds == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            struct boundary *nb = pulse_realloc(*bounds, ncap * sizeof **bounds);
-            if (nb == NULL) {
-                fprintf(stderr, "%s: out of memory\n", path);
-                rc = 1;
-                goto out;
-            }
-            *bounds = nb;
-            cap = ncap;
-        }
-        (*bounds)[*nbounds].pos = pos;
-        (*bounds)[*nbounds].base = h->base_offset;
-        (*nbounds)++;
         if (stats->first_offset < 0)
-            stats->first_offset = h->base_offset;
-        stats->last_offset = rd.last_offset;
+            stats->first_offset = it.hdr.base_offset;
+        stats->last_offset = it.last_offset;
         stats->batches++;
-        stats->records += h->record_count;
-        *prev_last = rd.last_offset;
-        pos += rd.buf.len;
+        stats->records += it.hdr.record_count;
+        *prev_last = it.last_offset;
     }
-
-out:
+    pulse_segscan_fini(&sc);
     reader_close(&rd);
     return rc;
 }
@@ -857,9 +882,65 @@ static char *index_path_for(const char *path)
     return p;
 }
 
+/*
+ * Lists what the damage record of a partition directory (written by
+ * recovery, storage/damage.h) holds: damaged byte ranges are also found by
+ * the scan, so only the offsets it records as missing (no bytes left) are
+ * printed here, as problems. Returns 0, or 1 when the record is unreadable.
+ */
+static int verify_damage_record(const char *dir, struct verify_stats *stats)
+{
+    struct pulse_damage *d = NULL;
+    size_t n = 0;
+    char msg[320];
+    char *path = join_path(dir, PULSE_DAMAGE_NAME);
+    pulse_status_t st = pulse_damage_read(pulse_io_posix(), dir, &d, &n);
+    int rc = 0;
+
+    if (st == PULSE_CORRUPT) {
+        report(path != NULL ? path : dir, 0, "damage record does not decode (recovery rewrites it at the next start)");
+        rc = 1;
+    } else if (st != PULSE_OK && st != PULSE_NOT_FOUND) {
+        fprintf(stderr, "%s: cannot read: %s\n", path != NULL ? path : dir, pulse_status_message(st));
+        rc = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (pulse_damage_has_bytes(&d[i]) || d[i].to <= d[i].from)
+            continue;
+        stats->missing++;
+        snprintf(msg, sizeof msg,
+                 "offsets %" PRId64 "..%" PRId64 " are missing: recovery proved them handed out but their data "
+                 "is gone (segment %020" PRId64 ", byte %" PRIu64 ", found at %" PRId64 " ms)",
+                 d[i].from, d[i].to, d[i].seg_base, d[i].pos, d[i].found_ms);
+        report(path != NULL ? path : dir, 0, msg);
+    }
+    pulse_free(d);
+    pulse_free(path);
+    return rc;
+}
+
+/* The last line of verify: "ok" or "damaged", with the counts. */
+static void print_summary(const char *path, const struct verify_stats *stats)
+{
+    bool bad = stats->damaged + stats->tails + stats->missing > 0;
+
+    printf("%s: %s: %lu segment%s, %lu batches, %lu records", path, bad ? "damaged" : "ok", stats->segments,
+           stats->segments == 1 ? "" : "s", stats->batches, stats->records);
+    if (stats->first_offset >= 0)
+        printf(", offsets %" PRId64 "..%" PRId64, stats->first_offset, stats->last_offset);
+    printf(", %lu index entr%s", stats->index_entries, stats->index_entries == 1 ? "y" : "ies");
+    if (stats->missing_indexes > 0)
+        printf(", %lu index file%s missing", stats->missing_indexes, stats->missing_indexes == 1 ? "" : "s");
+    if (bad)
+        printf(", %lu damaged range%s and %lu damaged tail%s (%" PRIu64 " bytes), %lu missing offset range%s",
+               stats->damaged, stats->damaged == 1 ? "" : "s", stats->tails, stats->tails == 1 ? "" : "s",
+               stats->damaged_bytes, stats->missing, stats->missing == 1 ? "" : "s");
+    printf("\n");
+}
+
 static int cmd_verify(const char *path)
 {
-    struct verify_stats stats = {0, 0, 0, 0, 0, -1, -1};
+    struct verify_stats stats = {0, 0, 0, 0, 0, -1, -1, 0, 0, 0, 0};
     struct stat sb;
     char **names = NULL;
     size_t nnames = 0;
@@ -905,6 +986,10 @@ static int cmd_verify(const char *path)
             }
             stats.segments++;
         }
+        if (verify_damage_record(path, &stats) != 0) {
+            rc = EXIT_PROBLEM;
+            goto out;
+        }
     } else if (S_ISREG(sb.st_mode)) {
         /* A lone segment: its base comes from its name when it has the
          * canonical shape; otherwise offsets are only checked for order. */
@@ -922,14 +1007,9 @@ static int cmd_verify(const char *path)
         goto out;
     }
 
-    printf("%s: ok: %lu segment%s, %lu batches, %lu records", path, stats.segments,
-           stats.segments == 1 ? "" : "s", stats.batches, stats.records);
-    if (stats.first_offset >= 0)
-        printf(", offsets %" PRId64 "..%" PRId64, stats.first_offset, stats.last_offset);
-    printf(", %lu index entr%s", stats.index_entries, stats.index_entries == 1 ? "y" : "ies");
-    if (stats.missing_indexes > 0)
-        printf(", %lu index file%s missing", stats.missing_indexes, stats.missing_indexes == 1 ? "" : "s");
-    printf("\n");
+    print_summary(path, &stats);
+    if (stats.damaged + stats.tails + stats.missing > 0)
+        rc = EXIT_PROBLEM;
 
 out:
     for (size_t i = 0; i < nnames; i++)

@@ -19,6 +19,7 @@ INTEGRATION_TESTS = \
 	tests/integration/72_meta_loss.py \
 	tests/integration/80_crash_kill9.py \
 	tests/integration/85_torn_tail.py \
+	tests/integration/86_corruption.py \
 	tests/integration/87_disk_full.py \
 	tests/integration/88_descriptors.py \
 	tests/integration/90_longpoll.py \

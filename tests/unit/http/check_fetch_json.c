@@ -325,6 +325,42 @@ START_TEST(test_envelope_stays_within_its_documented_bound)
 }
 END_TEST
 
+START_TEST(test_members_after_records_are_streamed_before_the_closing_brace)
+{
+    struct pulse_buf raw, body, want;
+    struct pulse_buf texts[8];
+    unsigned seed = 3;
+    static const char after[] = ",\"skipped\":[{\"from\":10,\"to\":12,\"reason\":\"corrupt\"}]";
+    pulse_buf_init(&raw, SIZE_MAX);
+    build_batches(&raw, 100, 5, 2);
+    size_t n = record_texts(&raw, 100, texts, 8);
+    struct pulse_fetchjson *fj = plan_all(&raw, 100, 10000, UINT64_MAX);
+    ck_assert_int_eq(pulse_fetchjson_after_records(fj, after), PULSE_OK);
+    pulse_buf_init(&body, SIZE_MAX);
+    read_body(fj, &raw, 105, &body, &seed, 7);
+    struct pulse_fetchjson_envelope env = {"orders", 2, 5, 1000, 105};
+    pulse_buf_init(&want, SIZE_MAX);
+    expected_body(&want, &env, texts, n);
+    want.len--; /* the closing brace comes after the members */
+    ck_assert_int_eq(pulse_buf_append(&want, after, strlen(after)), PULSE_OK);
+    ck_assert_int_eq(pulse_buf_append_u8(&want, '}'), PULSE_OK);
+    ck_assert_uint_eq(body.len, want.len);
+    ck_assert_int_eq(memcmp(body.data, want.data, want.len), 0);
+    pulse_fetchjson_destroy(fj);
+    /* More than the documented bound is refused. */
+    ck_assert_int_eq(pulse_fetchjson_create(0, 1, 1, &fj), PULSE_OK);
+    char big[PULSE_FETCHJSON_AFTER_MAX + 2];
+    memset(big, ' ', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    ck_assert_int_eq(pulse_fetchjson_after_records(fj, big), PULSE_TOO_LARGE);
+    pulse_fetchjson_destroy(fj);
+    free_texts(texts, n);
+    pulse_buf_fini(&raw);
+    pulse_buf_fini(&body);
+    pulse_buf_fini(&want);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fetch_json");
@@ -334,6 +370,7 @@ int main(void)
     tcase_add_test(tc, test_start_offset_and_max_records_hold);
     tcase_add_test(tc, test_planning_over_a_growing_buffer_gives_the_same_answer);
     tcase_add_test(tc, test_envelope_stays_within_its_documented_bound);
+    tcase_add_test(tc, test_members_after_records_are_streamed_before_the_closing_brace);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

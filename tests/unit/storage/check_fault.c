@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "faultio.h"
 #include "storage/io.h"
@@ -321,6 +323,39 @@ START_TEST(test_eio_on_write_still_fences_and_cuts_to_the_durable_size)
 }
 END_TEST
 
+/* The batch the reopen cuts had an index entry (one per batch here): the
+ * entry goes with it, so its offsets are given to the next append, not
+ * taken for offsets handed out (they never were visible or durable). */
+START_TEST(test_reopen_cuts_the_index_entries_of_the_batches_it_cuts)
+{
+    struct env e;
+    struct pulse_buf b;
+    int64_t base, end;
+    env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
+    (void)pulse_plog_close(e.plog);
+    e.cfg.index_interval_bytes = 64;
+    ck_assert_int_eq(pulse_plog_open(e.dir, &e.cfg, &e.plog, NULL), PULSE_OK);
+    for (uint64_t i = 0; i < 4; i++)
+        ck_assert_int_eq(append_one(e.plog, i * 3, 3, &base), PULSE_OK);
+    pulse_buf_init(&b, 1 << 20);
+    pt_batch(&b, 1000, 3, 64, 0);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end), PULSE_OK);
+    pulse_buf_fini(&b);
+    faultio_fail_nth(e.fio, FAULTIO_FDATASYNC, 1, EIO);
+    ck_assert_int_eq(pulse_plog_wait_durable(e.plog, end), PULSE_IO);
+    struct pulse_plog_recovery rec;
+    ck_assert_int_eq(pulse_plog_reopen(e.plog, &rec), PULSE_OK);
+    ck_assert_int_eq(rec.leo_raised, 0);
+    ck_assert_uint_eq(rec.damaged_ranges, 0);
+    ck_assert_int_eq(pulse_plog_log_end(e.plog), 12);
+    ck_assert_int_eq(append_one(e.plog, 12, 3, &base), PULSE_OK);
+    ck_assert_int_eq(base, 12);
+    ck_assert_int_eq(pulse_plog_close(e.plog), PULSE_OK);
+    e.plog = NULL;
+    env_close(&e);
+}
+END_TEST
+
 START_TEST(test_reopen_after_a_failed_fdatasync_keeps_what_was_durable_and_appends_resume)
 {
     struct env e;
@@ -520,6 +555,137 @@ START_TEST(test_failed_directory_fsync_at_rotation_fences_the_log)
 }
 END_TEST
 
+/* Appends one batch of n records of 64 bytes; ids continue from *id. */
+static pulse_status_t append_ids(struct pulse_plog *plog, uint64_t *id, uint32_t n, int64_t *base)
+{
+    pulse_status_t st = append_one(plog, *id, n, base);
+    if (st == PULSE_OK)
+        *id += n;
+    return st;
+}
+
+/* Reopens dir and checks that ids 0..n-1 come back at offsets 0..n-1. */
+static void expect_all_back(const char *dir, uint64_t n)
+{
+    struct pt_log l = {0};
+    struct pulse_plog *plog = reopen_posix(dir, 1024, NULL);
+    pt_read_all(plog, 0, 1 << 20, &l);
+    ck_assert_uint_eq(l.n, n);
+    for (size_t i = 0; i < l.n; i++) {
+        ck_assert_int_eq(l.offs[i], (int64_t)i);
+        ck_assert_uint_eq(l.ids[i], i);
+    }
+    pt_log_free(&l);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+}
+
+START_TEST(test_failed_open_at_rotation_keeps_the_old_segment_active_and_the_log_usable)
+{
+    static const struct {
+        int err;
+        pulse_status_t st;
+    } cases[] = {{EMFILE, PULSE_NOFILE}, {ENOSPC, PULSE_NOSPACE}};
+    for (size_t c = 0; c < 2; c++) {
+        /* nth 1: the data file cannot be opened; nth 2: it was created but
+         * its index cannot be, and the half-made segment must go. */
+        for (unsigned long nth = 1; nth <= 2; nth++) {
+            struct env e;
+            int64_t base = -1;
+            uint64_t id = 0;
+            char p[512];
+            env_open(&e, 1024, PULSE_SYNC_EVERY_WRITE);
+            (void)pulse_plog_close(e.plog);
+            e.cfg.index_interval_bytes = 64; /* the small append below needs an index entry */
+            ck_assert_int_eq(pulse_plog_open(e.dir, &e.cfg, &e.plog, NULL), PULSE_OK);
+            ck_assert_int_eq(append_ids(e.plog, &id, 8, &base), PULSE_OK); /* ~ 760 bytes */
+            faultio_fail_nth(e.fio, FAULTIO_OPEN, nth, cases[c].err);
+            ck_assert_int_eq(append_ids(e.plog, &id, 8, &base), cases[c].st); /* needs a new segment */
+            ck_assert(!pulse_plog_fenced(e.plog));
+            ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 8);
+            pt_path(p, sizeof p, e.dir, 8, "log");
+            ck_assert_int_eq(pt_file_size(p), -1);
+            pt_path(p, sizeof p, e.dir, 8, "index");
+            ck_assert_int_eq(pt_file_size(p), -1);
+            /* A batch that still fits goes to the old segment, index entry
+             * and all (its index file must still be open). */
+            ck_assert_int_eq(append_ids(e.plog, &id, 1, &base), PULSE_OK);
+            ck_assert_int_eq(base, 8);
+            /* Once the open works again, so does the rotation. */
+            ck_assert_int_eq(append_ids(e.plog, &id, 8, &base), PULSE_OK);
+            ck_assert_int_eq(base, 9);
+            ck_assert_int_eq(pulse_plog_close(e.plog), PULSE_OK);
+            e.plog = NULL;
+            expect_all_back(e.dir, id);
+            env_close(&e);
+        }
+    }
+}
+END_TEST
+
+/* The lowest descriptor number open() would hand out now. */
+static int lowest_free_fd(void)
+{
+    int fd = open("/dev/null", O_RDONLY);
+    if (fd >= 0)
+        close(fd);
+    return fd;
+}
+
+/*
+ * In a child process: a real RLIMIT_NOFILE leaves room for `spare` more
+ * descriptors when the log must roll. Exit status 0 when everything held,
+ * else the number of the step that failed.
+ */
+static int rlimit_child(const char *dir, int spare)
+{
+    struct pulse_plog_config cfg;
+    struct pulse_plog *plog = NULL;
+    struct rlimit old, low;
+    int64_t base = -1;
+    uint64_t id = 0;
+    pulse_status_t st;
+
+    pt_cfg(&cfg, 1024, 64, NULL);
+    if (pulse_plog_open(dir, &cfg, &plog, NULL) != PULSE_OK || append_ids(plog, &id, 8, &base) != PULSE_OK)
+        return 10;
+    if (getrlimit(RLIMIT_NOFILE, &old) != 0)
+        return 11;
+    low = old;
+    low.rlim_cur = (rlim_t)(lowest_free_fd() + spare);
+    if (setrlimit(RLIMIT_NOFILE, &low) != 0)
+        return 12;
+    st = append_ids(plog, &id, 8, &base);
+    if (st != PULSE_NOFILE)
+        return 20 + (int)st;
+    if (pulse_plog_fenced(plog) || pulse_plog_high_watermark(plog) != 8)
+        return 13;
+    if (append_ids(plog, &id, 1, &base) != PULSE_OK || base != 8)
+        return 14;
+    if (setrlimit(RLIMIT_NOFILE, &old) != 0)
+        return 15;
+    if (append_ids(plog, &id, 8, &base) != PULSE_OK || base != 9)
+        return 16;
+    return pulse_plog_close(plog) == PULSE_OK && id == 17 ? 0 : 17;
+}
+
+START_TEST(test_descriptor_limit_at_rotation_refuses_the_append_without_fencing)
+{
+    for (int spare = 0; spare <= 1; spare++) {
+        char *dir = pt_tmpdir();
+        int status = 0;
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+            _exit(rlimit_child(dir, spare));
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "spare %d: child status %d", spare,
+                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        expect_all_back(dir, 17);
+        pt_cleanup(dir);
+    }
+}
+END_TEST
+
 START_TEST(test_failed_snapshot_write_does_not_fence_the_log)
 {
     struct env e;
@@ -650,11 +816,14 @@ int main(void)
     tcase_add_test(tc, test_enospc_on_the_index_write_takes_back_the_data_and_the_entry);
     tcase_add_test(tc, test_eio_on_write_still_fences_and_cuts_to_the_durable_size);
     tcase_add_test(tc, test_reopen_after_a_failed_fdatasync_keeps_what_was_durable_and_appends_resume);
+    tcase_add_test(tc, test_reopen_cuts_the_index_entries_of_the_batches_it_cuts);
     tcase_add_test(tc, test_reopen_refuses_a_log_that_recovers_below_its_high_watermark);
     tcase_add_test(tc, test_reopen_after_a_failed_rotation_sync_continues_in_a_new_segment);
     tcase_add_test(tc, test_waiters_of_a_failed_sync_get_fenced_and_the_leader_gets_io);
     tcase_add_test(tc, test_a_sync_that_finishes_after_a_fence_does_not_publish_hw);
     tcase_add_test(tc, test_failed_directory_fsync_at_rotation_fences_the_log);
+    tcase_add_test(tc, test_failed_open_at_rotation_keeps_the_old_segment_active_and_the_log_usable);
+    tcase_add_test(tc, test_descriptor_limit_at_rotation_refuses_the_append_without_fencing);
     tcase_add_test(tc, test_failed_snapshot_write_does_not_fence_the_log);
     tcase_add_test(tc, test_power_cut_keeps_every_acknowledged_batch_and_drops_unsynced_tail);
     tcase_add_test(tc, test_interval_mode_power_cut_keeps_everything_below_hw);

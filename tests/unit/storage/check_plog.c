@@ -357,32 +357,67 @@ START_TEST(test_slice_returns_one_whole_batch_even_when_larger_than_max_bytes)
 }
 END_TEST
 
-START_TEST(test_read_never_returns_a_batch_that_fails_its_crc)
+START_TEST(test_read_never_returns_a_rotted_batch_and_steps_past_it_saying_so)
 {
     char *dir = pt_tmpdir();
     uint64_t id = 0;
     char p[512];
     struct pulse_buf buf;
-    struct pulse_slice info;
+    struct pulse_slice info, sl;
+    struct pt_log l = {0};
+    struct pulse_plog_recovery rec;
+    struct pulse_plog_config cfg;
     struct pulse_plog *plog = open_log(dir, 1 << 20, 4096);
-    append_n(plog, 3, 2, 100, &id);
+    append_n(plog, 3, 2, 100, &id); /* offsets 0-1, 2-3, 4-5 */
     ck_assert_int_eq(pulse_plog_slice(plog, 2, 1, false, &info), PULSE_OK);
+    uint64_t bad_pos = info.pos, bad_end = info.pos + info.len;
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    plog = open_log(dir, 1 << 20, 4096); /* a clean snapshot: the fast path does not read it all */
     /* Rot one record byte of the second batch under the open log. */
     pt_path(p, sizeof p, dir, 0, "log");
     uint8_t x;
-    pt_read_file(p, (long long)(info.pos + 60), &x, 1);
+    pt_read_file(p, (long long)(bad_pos + 60), &x, 1);
     x ^= 0x40;
-    pt_patch(p, (long long)(info.pos + 60), &x, 1);
+    pt_patch(p, (long long)(bad_pos + 60), &x, 1);
     pulse_buf_init(&buf, 1 << 20);
     ck_assert_int_eq(pulse_plog_read(plog, 0, 1 << 20, &buf, &info), PULSE_OK);
     ck_assert_uint_eq(buf.len, info.len);
     ck_assert_int_eq(info.next_offset, 2); /* stopped before the bad batch */
+    ck_assert_int_eq(info.skip_to, info.skip_from);
+    /* Reading at the bad batch steps past it and says which offsets. */
     pulse_buf_reset(&buf);
-    ck_assert_int_eq(pulse_plog_read(plog, 2, 1 << 20, &buf, &info), PULSE_CORRUPT);
-    ck_assert_uint_eq(buf.len, 0);
-    /* The raw slice still describes it: the client verifies sendfile bytes. */
-    ck_assert_int_eq(pulse_plog_slice(plog, 2, 1, false, &info), PULSE_OK);
-    ck_assert_uint_gt(info.len, 0);
+    ck_assert_int_eq(pulse_plog_read(plog, 2, 1 << 20, &buf, &info), PULSE_OK);
+    pt_decode(buf.data, buf.len, 0, &l);
+    ck_assert_uint_eq(l.n, 2);
+    ck_assert_int_eq(l.offs[0], 4);
+    pt_log_free(&l);
+    ck_assert_int_eq(info.skip_from, 2);
+    ck_assert_int_eq(info.skip_to, 4);
+    ck_assert(info.skip_damaged);
+    /* From now on raw slices never hold those bytes either. */
+    ck_assert_int_eq(pulse_plog_slice(plog, 0, 1 << 20, false, &sl), PULSE_OK);
+    ck_assert_uint_le(sl.pos + sl.len, bad_pos);
+    ck_assert_int_eq(pulse_plog_slice(plog, 3, 1 << 20, false, &sl), PULSE_OK);
+    ck_assert_uint_eq(sl.pos, bad_end);
+    ck_assert_int_eq(sl.skip_from, 3);
+    ck_assert_int_eq(sl.skip_to, 4);
+    /* It is recorded at once, so the next open, even through the snapshot
+     * fast path, scans that segment whole, knows the range and keeps the
+     * forensic copy a reader's thread could not afford to make. */
+    snprintf(p, sizeof p, "%s/damage", dir);
+    ck_assert_int_gt(pt_file_size(p), 0);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cfg(&cfg, 1 << 20, 4096, NULL);
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, &rec), PULSE_OK);
+    ck_assert(rec.used_snapshot);
+    ck_assert_uint_eq(rec.new_damaged_ranges, 0);
+    ck_assert_uint_eq(rec.damaged_ranges, 1);
+    ck_assert_uint_eq(rec.forensic_copies, 1);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 6);
+    pulse_buf_reset(&buf);
+    ck_assert_int_eq(pulse_plog_read(plog, 2, 1 << 20, &buf, &info), PULSE_OK);
+    ck_assert_int_eq(info.skip_from, 2);
+    ck_assert_int_eq(info.skip_to, 4);
     pulse_buf_fini(&buf);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     pt_cleanup(dir);
@@ -709,7 +744,7 @@ int main(void)
     tcase_add_test(tc, test_slice_never_crosses_a_segment_and_reads_continue_in_the_next);
     tcase_add_test(tc, test_slice_bounds_below_start_at_hw_and_past_hw);
     tcase_add_test(tc, test_slice_returns_one_whole_batch_even_when_larger_than_max_bytes);
-    tcase_add_test(tc, test_read_never_returns_a_batch_that_fails_its_crc);
+    tcase_add_test(tc, test_read_never_returns_a_rotted_batch_and_steps_past_it_saying_so);
     tcase_add_test(tc, test_invalid_or_sparse_batch_is_refused_and_nothing_is_written);
     tcase_add_test(tc, test_config_outside_limits_is_invalid);
     tcase_add_test(tc, test_trim_keeps_in_flight_slice_readable_through_its_fd);

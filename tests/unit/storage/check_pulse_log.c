@@ -218,6 +218,15 @@ START_TEST(test_verify_reports_a_flipped_byte_with_its_batch_position)
     char want[600];
     snprintf(want, sizeof want, "%s/" SEG0 ".log: byte %zu: CRC mismatch", tmpdir, batch_pos[1]);
     ck_assert_msg(strncmp(out_text, want, strlen(want)) == 0, "got: %s", out_text);
+    /* The damaged range is named with its bytes and offsets, and the walk
+     * goes on past it (the rule recovery applies: the batch after it is
+     * kept). */
+    snprintf(want, sizeof want, "; damaged range: bytes %zu..%zu, offsets 2..3 unreadable; valid batches follow\n",
+             batch_pos[1], batch_pos[2]);
+    ck_assert_msg(strstr(out_text, want) != NULL, "got: %s", out_text);
+    ck_assert_msg(strstr(out_text, ": damaged: 1 segment, 2 batches, 5 records, offsets 0..5, 2 index entries, "
+                                   "1 damaged range and 0 damaged tails") != NULL,
+                  "got: %s", out_text);
 
     /* dump shows the damaged batch as crc=BAD, hides its records, goes on. */
     char seg[512];

@@ -8,9 +8,11 @@
  */
 #include "plogtest.h"
 
+#include <dirent.h>
 #include <errno.h>
 
 #include "faultio.h"
+#include "storage/damage.h"
 #include "storage/io.h"
 #include "storage/plog_int.h"
 #include "storage/segment.h"
@@ -90,105 +92,407 @@ static void img_free(struct image *img)
     pulse_free(img->data);
 }
 
-/* Builds a one-segment log of 6 batches (12 records); returns the position
- * where the last batch starts. */
-static long long build_six(const char *dir)
+/* Removes what recovery leaves after finding damage (the record and the
+ * forensic copies), so that every run of a loop starts from the same files. */
+static void forget_damage(const char *dir)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/damage' '%s/forensics'", dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Files in dir/forensics. */
+static int forensic_copies(const char *dir)
+{
+    char p[700];
+    int n = 0;
+    snprintf(p, sizeof p, "%s/forensics", dir);
+    DIR *d = opendir(p);
+    if (d == NULL)
+        return 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        n += de->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* The damage record of dir: *n entries (0 when there is none). */
+static struct pulse_damage *read_record(const char *dir, size_t *n)
+{
+    struct pulse_damage *d = NULL;
+    pulse_status_t st = pulse_damage_read(pulse_io_posix(), dir, &d, n);
+    if (st == PULSE_NOT_FOUND)
+        *n = 0;
+    else
+        ck_assert_int_eq(st, PULSE_OK);
+    return d;
+}
+
+/* Reads [from, HW) and checks that exactly the ids in want[0..n) come back
+ * at their own offsets (id == offset here), and that every offset missing
+ * from want was reported as skipped by the read that stepped over it. */
+static void expect_offsets(struct pulse_plog *plog, const int64_t *want, size_t n, bool skips_damaged)
+{
+    struct pulse_buf buf;
+    int64_t off = 0, prev_end = 0;
+    size_t got = 0;
+    pulse_buf_init(&buf, 1 << 24);
+    for (;;) {
+        struct pulse_slice info;
+        struct pt_log l = {0};
+        pulse_buf_reset(&buf);
+        ck_assert_int_eq(pulse_plog_read(plog, off, 700, &buf, &info), PULSE_OK);
+        if (info.skip_to > info.skip_from) {
+            ck_assert_int_eq(info.skip_from, prev_end);
+            ck_assert_int_eq(info.skip_damaged, skips_damaged);
+            prev_end = info.skip_to;
+        }
+        pt_decode(buf.data, buf.len, info.start_offset, &l);
+        for (size_t i = 0; i < l.n; i++) {
+            ck_assert_uint_lt(got, n);
+            ck_assert_int_eq(l.offs[i], want[got]);
+            ck_assert_uint_eq(l.ids[i], (uint64_t)want[got]);
+            /* Nothing was stepped over without saying so. */
+            ck_assert_int_eq(l.offs[i], prev_end);
+            prev_end = l.offs[i] + 1;
+            got++;
+        }
+        pt_log_free(&l);
+        if (info.next_offset == off)
+            break;
+        ck_assert_int_gt(info.next_offset, off);
+        off = info.next_offset;
+    }
+    ck_assert_uint_eq(got, n);
+    ck_assert_int_eq(off, pulse_plog_high_watermark(plog));
+    pulse_buf_fini(&buf);
+}
+
+/* Appends one batch of 2 records with ids equal to the offsets it must get. */
+static void append_expect(struct pulse_plog *plog, int64_t want_base)
+{
+    struct pulse_buf b;
+    int64_t base = -1;
+    pulse_buf_init(&b, 1 << 20);
+    pt_batch(&b, (uint64_t)want_base, 2, 100, 0);
+    ck_assert_int_eq(pulse_plog_append(plog, b.data, b.len, &base), PULSE_OK);
+    ck_assert_int_eq(base, want_base);
+    pulse_buf_fini(&b);
+}
+
+/* Builds a one-segment log of n batches of 2 records (ids = offsets) with
+ * this index interval, closed cleanly. snap_before_last (nullable) gets
+ * the snapshot as it was before the last batch: it does not cover that
+ * batch, as after a crash while it was being written. Returns the position
+ * where batch `pos_of` starts. */
+static long long build_log(const char *dir, int n, uint32_t interval, struct image *snap_before_last, int pos_of)
 {
     uint64_t id = 0;
-    struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, NULL);
-    fill(plog, &id, 5, 2, 100);
+    char snapp[600];
     struct pulse_slice sl;
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, interval, NULL);
+    fill(plog, &id, n - 1, 2, 100);
+    if (snap_before_last != NULL) {
+        ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+        snprintf(snapp, sizeof snapp, "%s/snapshot", dir);
+        img_load(snap_before_last, snapp);
+        plog = open_rec(dir, 1 << 20, interval, NULL);
+    }
     fill(plog, &id, 1, 2, 100);
-    ck_assert_int_eq(pulse_plog_slice(plog, 10, 1, false, &sl), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_slice(plog, 2 * pos_of, 1, false, &sl), PULSE_OK);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     return (long long)sl.pos;
 }
 
-static void reopen_expect_prefix(const char *dir, long long cut_from, long long size, bool torn)
+/* After a torn last batch: cut back to it, offsets go on from 10. */
+static void reopen_expect_cut(const char *dir, long long cut_from, long long size)
 {
     struct pulse_plog_recovery rec;
-    struct pulse_buf b;
-    int64_t base;
-    struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 1 << 20, &rec);
     char logp[512];
     pt_path(logp, sizeof logp, dir, 0, "log");
     ck_assert_int_eq(pt_file_size(logp), cut_from); /* really cut, not just ignored */
     ck_assert_int_eq(pulse_plog_log_end(plog), 10);
     ck_assert_int_eq(pulse_plog_high_watermark(plog), 10);
     ck_assert_uint_eq(rec.truncated_bytes, (uint64_t)(size - cut_from));
-    (void)torn;
+    ck_assert_uint_eq(rec.damaged_ranges, 0);
     /* The next append takes offset 10 and lands right after batch 5. */
-    pulse_buf_init(&b, 1 << 20);
-    pt_batch(&b, 10, 2, 100 + (10 % 5) * 7, 0);
-    ck_assert_int_eq(pulse_plog_append(plog, b.data, b.len, &base), PULSE_OK);
-    ck_assert_int_eq(base, 10);
+    append_expect(plog, 10);
     struct pulse_slice sl;
     ck_assert_int_eq(pulse_plog_slice(plog, 10, 1, false, &sl), PULSE_OK);
     ck_assert_uint_eq(sl.pos, (uint64_t)cut_from);
-    pulse_buf_fini(&b);
     expect_ids(plog, 12);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ck_assert_int_eq(forensic_copies(dir), 0);
+}
+
+/* Runs damage(dir, logp, i) for i in [from, to) on a fresh copy of the
+ * log's files each time (snapshot: the given image, or none), then check. */
+struct run {
+    const char *dir;
+    struct image log, idx;
+    char logp[512], idxp[512], snapp[600];
+};
+
+static void run_init(struct run *r, const char *dir)
+{
+    r->dir = dir;
+    pt_path(r->logp, sizeof r->logp, dir, 0, "log");
+    pt_path(r->idxp, sizeof r->idxp, dir, 0, "index");
+    snprintf(r->snapp, sizeof r->snapp, "%s/snapshot", dir);
+    img_load(&r->log, r->logp);
+    img_load(&r->idx, r->idxp);
+}
+
+static void run_reset(struct run *r, const struct image *snap)
+{
+    img_store(&r->log, r->logp);
+    img_store(&r->idx, r->idxp);
+    if (snap != NULL)
+        img_store(snap, r->snapp);
+    else
+        unlink(r->snapp);
+    forget_damage(r->dir);
+}
+
+static void run_fini(struct run *r)
+{
+    img_free(&r->log);
+    img_free(&r->idx);
 }
 
 START_TEST(test_torn_tail_at_every_byte_of_the_last_batch_is_truncated)
 {
     char *dir = pt_tmpdir();
-    char logp[512], idxp[512], snapp[512];
-    long long last = build_six(dir);
-    struct image log, idx, snap;
-    pt_path(logp, sizeof logp, dir, 0, "log");
-    pt_path(idxp, sizeof idxp, dir, 0, "index");
-    snprintf(snapp, sizeof snapp, "%s/snapshot", dir);
-    img_load(&log, logp);
-    img_load(&idx, idxp);
-    img_load(&snap, snapp);
-    for (long long cut = last; cut < (long long)log.len; cut++) {
-        img_store(&log, logp);
-        img_store(&idx, idxp);
-        /* Half the runs without the snapshot, half with it (it then
-         * claims more than the file holds and is discarded). */
-        if (cut % 2 == 0)
-            img_store(&snap, snapp);
-        else
-            unlink(snapp);
-        pt_truncate(logp, cut);
-        reopen_expect_prefix(dir, last, cut, true);
+    struct image snap5;
+    struct run r;
+    /* One index entry only (the first batch): nothing names the last. */
+    long long last = build_log(dir, 6, 1 << 20, &snap5, 5);
+    run_init(&r, dir);
+    for (long long cut = last; cut < (long long)r.log.len; cut++) {
+        /* Half the runs with the snapshot taken before the last batch (it
+         * proves nothing about it), half without (full scan). */
+        run_reset(&r, cut % 2 == 0 ? &snap5 : NULL);
+        pt_truncate(r.logp, cut);
+        reopen_expect_cut(dir, last, cut);
     }
-    img_free(&log);
-    img_free(&idx);
+    run_fini(&r);
+    img_free(&snap5);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_flipped_byte_in_a_last_batch_nothing_proves_durable_is_cut_as_torn)
+{
+    char *dir = pt_tmpdir();
+    struct image snap5;
+    struct run r;
+    long long last = build_log(dir, 6, 1 << 20, &snap5, 5);
+    run_init(&r, dir);
+    for (long long at = last; at < (long long)r.log.len; at++) {
+        run_reset(&r, at % 2 == 0 ? &snap5 : NULL);
+        uint8_t x = (uint8_t)(r.log.data[at] ^ 0xFF);
+        pt_patch(r.logp, at, &x, 1);
+        reopen_expect_cut(dir, last, (long long)r.log.len);
+    }
+    run_fini(&r);
+    img_free(&snap5);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_damaged_last_batch_the_snapshot_covers_is_kept_and_its_offsets_never_reused)
+{
+    char *dir = pt_tmpdir();
+    struct image snap;
+    struct run r;
+    int64_t want[13] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13};
+    long long last = build_log(dir, 6, 256, NULL, 5);
+    run_init(&r, dir);
+    img_load(&snap, r.snapp); /* written at the clean close: covers batch 5 */
+    for (long long at = last; at < (long long)r.log.len; at += 3) {
+        struct pulse_plog_recovery rec;
+        run_reset(&r, at % 2 == 0 ? &snap : NULL);
+        if (at % 2 != 0)
+            continue; /* without the snapshot nothing proves it durable: the test above */
+        uint8_t x = (uint8_t)(r.log.data[at] ^ 0xFF);
+        pt_patch(r.logp, at, &x, 1);
+        struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
+        ck_assert_int_eq(pt_file_size(r.logp), (long long)r.log.len); /* kept, not cut */
+        ck_assert_uint_eq(rec.truncated_bytes, 0);
+        ck_assert_uint_eq(rec.new_damaged_ranges, 1);
+        ck_assert_int_eq(pulse_plog_log_end(plog), 12);
+        append_expect(plog, 12); /* after the damage, never over it */
+        expect_offsets(plog, want, 12, true);
+        ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+        ck_assert_int_eq(forensic_copies(dir), 1);
+        /* Again, through the fast path: the same log, nothing new. */
+        plog = open_rec(dir, 1 << 20, 256, &rec);
+        ck_assert_uint_eq(rec.new_damaged_ranges, 0);
+        ck_assert_uint_eq(rec.damaged_ranges, 1);
+        ck_assert_int_eq(pulse_plog_log_end(plog), 14);
+        expect_offsets(plog, want, 12, true);
+        ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+        ck_assert_int_eq(forensic_copies(dir), 1);
+    }
+    run_fini(&r);
     img_free(&snap);
     pt_cleanup(dir);
 }
 END_TEST
 
-START_TEST(test_flipped_byte_anywhere_in_the_last_batch_truncates_to_the_valid_prefix)
+/* One flipped byte of batch 3 of 7 (offsets 6 and 7): everything after it
+ * survives, offsets go on from 14, the range is skipped and reported. */
+static void check_middle_damage(const char *dir, const struct run *r, bool with_snap)
+{
+    static const int64_t want[15] = {0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15};
+    struct pulse_plog_recovery rec;
+    struct pulse_slice sl;
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 14);
+    ck_assert_uint_eq(rec.truncated_bytes, 0);
+    ck_assert_int_eq(pt_file_size(r->logp), (long long)r->log.len);
+    append_expect(plog, 14);
+    /* Without a snapshot the full scan found the damage. With one, the
+     * fast path found it if it broke the header an index entry points at;
+     * otherwise the first read that meets it learns it. Either way reads
+     * step over it and say so. */
+    if (!with_snap)
+        ck_assert_uint_eq(rec.new_damaged_ranges, 1);
+    else
+        ck_assert_uint_le(rec.new_damaged_ranges, 1);
+    expect_offsets(plog, want, 14, true);
+    /* Raw slices never hold the damaged bytes: one from 0 stops before
+     * them, one from inside them starts after them and says so. */
+    ck_assert_int_eq(pulse_plog_slice(plog, 0, 1 << 20, false, &sl), PULSE_OK);
+    ck_assert_int_eq(sl.next_offset, 6);
+    ck_assert_int_eq(pulse_plog_slice(plog, 7, 1 << 20, false, &sl), PULSE_OK);
+    ck_assert_int_eq(sl.skip_from, 7);
+    ck_assert_int_eq(sl.skip_to, 8);
+    ck_assert(sl.skip_damaged);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    /* The next start (a full scan if a read learned it, the fast path with
+     * the record otherwise) reaches the same state and finds nothing new. */
+    plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 16);
+    ck_assert_uint_eq(rec.damaged_ranges, 1);
+    expect_offsets(plog, want, 14, true);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    size_t n = 0;
+    struct pulse_damage *d = read_record(dir, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(d[0].from, 6);
+    ck_assert_int_eq(d[0].to, 8);
+    pulse_free(d);
+    ck_assert_int_eq(forensic_copies(dir), 1);
+    plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_uint_eq(rec.new_damaged_ranges, 0);
+    ck_assert_uint_eq(rec.forensic_copies, 0);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+}
+
+START_TEST(test_flipped_byte_in_a_middle_batch_of_the_active_segment_keeps_every_later_batch)
 {
     char *dir = pt_tmpdir();
-    char logp[512], idxp[512], snapp[512];
-    long long last = build_six(dir);
-    struct image log, idx, snap;
-    pt_path(logp, sizeof logp, dir, 0, "log");
-    pt_path(idxp, sizeof idxp, dir, 0, "index");
-    snprintf(snapp, sizeof snapp, "%s/snapshot", dir);
-    img_load(&log, logp);
-    img_load(&idx, idxp);
-    img_load(&snap, snapp);
-    for (long long at = last; at < (long long)log.len; at++) {
-        img_store(&log, logp);
-        img_store(&idx, idxp);
-        /* With the snapshot the fast path re-verifies from the last index
-         * entry; without it the full scan runs. Both must cut here. */
-        if (at % 2 == 0)
-            img_store(&snap, snapp);
-        else
-            unlink(snapp);
-        uint8_t x = (uint8_t)(log.data[at] ^ 0xFF);
-        pt_patch(logp, at, &x, 1);
-        reopen_expect_prefix(dir, last, (long long)log.len, false);
+    struct image snap;
+    struct run r;
+    long long bad = build_log(dir, 7, 256, NULL, 3);
+    long long bad_end;
+    {
+        struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, NULL);
+        struct pulse_slice sl;
+        ck_assert_int_eq(pulse_plog_slice(plog, 8, 1, false, &sl), PULSE_OK);
+        bad_end = (long long)sl.pos;
+        ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     }
-    img_free(&log);
-    img_free(&idx);
+    run_init(&r, dir);
+    img_load(&snap, r.snapp);
+    for (long long at = bad; at < bad_end; at++) {
+        for (int with_snap = 0; with_snap < 2; with_snap++) {
+            run_reset(&r, with_snap ? &snap : NULL);
+            uint8_t x = (uint8_t)(r.log.data[at] ^ 0xFF);
+            pt_patch(r.logp, at, &x, 1);
+            check_middle_damage(dir, &r, with_snap);
+        }
+    }
+    run_fini(&r);
     img_free(&snap);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_index_naming_a_lost_batch_keeps_its_offsets_from_being_handed_out_again)
+{
+    char *dir = pt_tmpdir();
+    struct run r;
+    struct pulse_plog_recovery rec;
+    /* An index entry for every batch, the last one's included. */
+    long long last = build_log(dir, 6, 256, NULL, 5);
+    run_init(&r, dir);
+    run_reset(&r, NULL);
+    pt_truncate(r.logp, last + PULSE_BATCH_HEADER_SIZE + 10); /* its header survives */
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_int_eq(pt_file_size(r.logp), last); /* torn: cut */
+    ck_assert_int_eq(pulse_plog_log_end(plog), 12);  /* the header's two records */
+    ck_assert_int_eq(rec.leo_raised, 2);
+    append_expect(plog, 12);
+    static const int64_t want[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13};
+    expect_offsets(plog, want, 12, false);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    /* The cut index no longer names it; the record keeps the proof. */
+    run_reset(&r, NULL);
+    pt_truncate(r.logp, last + 20); /* inside the header: only offset 10 is proven */
+    plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 11);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    snprintf(r.snapp, sizeof r.snapp, "%s/snapshot", dir);
+    unlink(r.snapp);
+    plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 11);
+    ck_assert_uint_eq(rec.damaged_ranges, 1);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    run_fini(&r);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_snapshot_log_end_above_the_surviving_data_is_never_handed_out_again)
+{
+    char *dir = pt_tmpdir();
+    struct run r;
+    struct image snap;
+    struct pulse_plog_recovery rec;
+    struct pulse_slice sl;
+    struct pulse_buf buf;
+    long long last = build_log(dir, 6, 1 << 20, NULL, 5);
+    run_init(&r, dir);
+    img_load(&snap, r.snapp);
+    /* The file loses its last batch whole (at a batch boundary): no damaged
+     * byte is left, but the snapshot says offsets 10 and 11 were visible. */
+    pt_truncate(r.logp, last);
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 1 << 20, &rec);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 12);
+    ck_assert_uint_eq(rec.new_damaged_ranges, 1);
+    pulse_buf_init(&buf, 1 << 20);
+    ck_assert_int_eq(pulse_plog_read(plog, 10, 1 << 20, &buf, &sl), PULSE_OK);
+    ck_assert_uint_eq(sl.len, 0);
+    ck_assert_int_eq(sl.skip_from, 10);
+    ck_assert_int_eq(sl.skip_to, 12);
+    ck_assert(!sl.skip_damaged);
+    ck_assert_int_eq(sl.next_offset, 12); /* a reader is not stuck at 10 */
+    append_expect(plog, 12);
+    static const int64_t want[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13};
+    expect_offsets(plog, want, 12, false);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    /* Without the snapshot the record still proves them. */
+    unlink(r.snapp);
+    plog = open_rec(dir, 1 << 20, 1 << 20, &rec);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 14);
+    expect_offsets(plog, want, 12, false);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pulse_buf_fini(&buf);
+    img_free(&snap);
+    run_fini(&r);
     pt_cleanup(dir);
 }
 END_TEST
@@ -500,7 +804,15 @@ START_TEST(test_missing_short_or_wrong_index_is_rebuilt_and_reads_stay_correct)
 }
 END_TEST
 
-START_TEST(test_corrupt_sealed_segment_keeps_its_valid_prefix_and_later_segments_readable)
+static void flip_at(const char *path, long long pos, uint8_t mask)
+{
+    uint8_t x;
+    pt_read_file(path, pos, &x, 1);
+    x ^= mask;
+    pt_patch(path, pos, &x, 1);
+}
+
+START_TEST(test_corrupt_sealed_segment_keeps_every_valid_batch_and_later_segments_readable)
 {
     char *dir = pt_tmpdir();
     char p[600];
@@ -508,44 +820,50 @@ START_TEST(test_corrupt_sealed_segment_keeps_its_valid_prefix_and_later_segments
     struct pulse_plog *plog = open_rec(dir, 4096, 500, NULL);
     struct pulse_segment_info *segs = NULL;
     size_t nsegs = 0;
-    struct pulse_slice sl;
+    struct pulse_slice mid, last;
     ck_assert_int_eq(pulse_plog_list_segments(plog, &segs, &nsegs), PULSE_OK);
     ck_assert_uint_gt(nsegs, 2);
     int64_t seg1 = segs[1].base_offset;
     int64_t seg2 = segs[2].base_offset;
-    /* The batch holding seg1 + 4. */
-    ck_assert_int_eq(pulse_plog_slice(plog, seg1 + 4, 1, false, &sl), PULSE_OK);
+    /* The batch holding seg1 + 4 (valid batches follow it in its segment)
+     * and the segment's last batch (nothing valid follows it there). */
+    ck_assert_int_eq(pulse_plog_slice(plog, seg1 + 4, 1, false, &mid), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_slice(plog, seg2 - 1, 1, false, &last), PULSE_OK);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
-    int64_t bad_base = seg1 + 4;
+    int64_t bad_base = seg1 + 4, last_base = seg2 - 2;
+    ck_assert_int_gt(last_base, bad_base + 2);
     pt_path(p, sizeof p, dir, seg1, "log");
-    uint8_t x;
-    pt_read_file(p, (long long)sl.pos + 70, &x, 1);
-    x ^= 0x10;
-    pt_patch(p, (long long)sl.pos + 70, &x, 1);
+    long long size = pt_file_size(p);
+    flip_at(p, (long long)mid.pos + 70, 0x10);
+    flip_at(p, (long long)last.pos + 70, 0x10);
     snprintf(p, sizeof p, "%s/snapshot", dir);
     unlink(p); /* force the full scan that finds it */
 
     struct pulse_plog_recovery rec;
     plog = open_rec(dir, 4096, 500, &rec);
     ck_assert_uint_eq(rec.corrupt_segments, 1);
+    ck_assert_uint_eq(rec.new_damaged_ranges, 2);
     ck_assert_uint_eq(rec.truncated_bytes, 0);
     ck_assert_int_eq(pulse_plog_log_end(plog), (int64_t)n);
-    struct pt_log l = {0};
-    pt_read_all(plog, 0, 1 << 20, &l);
-    /* Everything but [bad_base, seg2) comes back, in order. */
-    ck_assert_uint_eq(l.n, n - (uint64_t)(seg2 - bad_base));
-    for (size_t i = 0; i < l.n; i++) {
-        int64_t want = (int64_t)i < bad_base ? (int64_t)i : (int64_t)i + (seg2 - bad_base);
-        ck_assert_int_eq(l.offs[i], want);
-        ck_assert_uint_eq(l.ids[i], (uint64_t)want);
-    }
-    pt_log_free(&l);
-    /* A read inside the lost range continues with the next segment. */
+    pt_path(p, sizeof p, dir, seg1, "log");
+    ck_assert_int_eq(pt_file_size(p), size); /* a sealed segment is never cut */
+    /* Everything but the two damaged batches comes back, in order. */
+    int64_t *want = pulse_calloc(n, sizeof *want);
+    size_t nw = 0;
+    for (int64_t o = 0; o < (int64_t)n; o++)
+        if (!(o >= bad_base && o < bad_base + 2) && !(o >= last_base && o < seg2))
+            want[nw++] = o;
+    expect_offsets(plog, want, nw, true);
+    pulse_free(want);
+    /* A read inside the damaged tail continues with the next segment. */
     struct pulse_buf buf;
     struct pulse_slice info;
+    struct pt_log l = {0};
     pulse_buf_init(&buf, 1 << 20);
-    ck_assert_int_eq(pulse_plog_read(plog, bad_base + 1, 1, &buf, &info), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_read(plog, last_base + 1, 1, &buf, &info), PULSE_OK);
     ck_assert_uint_gt(info.len, 0);
+    ck_assert_int_eq(info.skip_from, last_base + 1);
+    ck_assert_int_eq(info.skip_to, seg2);
     pt_decode(buf.data, buf.len, 0, &l);
     ck_assert_int_eq(l.offs[0], seg2);
     pt_log_free(&l);
@@ -554,7 +872,149 @@ START_TEST(test_corrupt_sealed_segment_keeps_its_valid_prefix_and_later_segments
     uint64_t id = n;
     fill(plog, &id, 1, 2, 120);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ck_assert_int_eq(forensic_copies(dir), 1);
     pulse_free(segs);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_torn_write_after_a_kept_damaged_tail_is_cut_at_the_recorded_end)
+{
+    char *dir = pt_tmpdir();
+    struct run r;
+    struct image snap;
+    struct pulse_plog_recovery rec;
+    static const int64_t want[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    long long last = build_log(dir, 6, 256, NULL, 5);
+    run_init(&r, dir);
+    flip_at(r.logp, last + 70, 0x08); /* the snapshot covers it: kept */
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 12);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    img_load(&snap, r.snapp);
+    img_free(&r.idx);
+    img_load(&r.idx, r.idxp);
+    /* An append after it, torn by a power cut: the data file keeps part of
+     * it, the snapshot and the index are as they were before it. */
+    plog = open_rec(dir, 1 << 20, 256, &rec);
+    append_expect(plog, 12);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    img_store(&snap, r.snapp);
+    img_store(&r.idx, r.idxp);
+    pt_truncate(r.logp, (long long)r.log.len + 30);
+    plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_int_eq(pt_file_size(r.logp), (long long)r.log.len); /* cut where the damage ended */
+    ck_assert_uint_eq(rec.truncated_bytes, 30);
+    ck_assert_uint_eq(rec.new_damaged_ranges, 0);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 12);
+    expect_offsets(plog, want, 10, true);
+    append_expect(plog, 12);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    img_free(&snap);
+    run_fini(&r);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_rot_a_read_finds_at_the_end_keeps_its_offsets_across_a_restart)
+{
+    char *dir = pt_tmpdir();
+    struct run r;
+    struct pulse_buf buf;
+    struct pulse_slice info;
+    struct pulse_plog_recovery rec;
+    long long last = build_log(dir, 6, 256, NULL, 5);
+    run_init(&r, dir);
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
+    flip_at(r.logp, last + 70, 0x04); /* rots while the log runs */
+    pulse_buf_init(&buf, 1 << 20);
+    ck_assert_int_eq(pulse_plog_read(plog, 10, 1 << 20, &buf, &info), PULSE_OK);
+    ck_assert_uint_eq(info.len, 0);
+    ck_assert_int_eq(info.skip_from, 10);
+    ck_assert_int_eq(info.skip_to, 12);
+    ck_assert_int_eq(info.next_offset, 12);
+    /* A crash before anything else is appended or the snapshot rewritten:
+     * the tail is not cut and its offsets are not handed out again. */
+    (void)pulse_plog_close(plog);
+    unlink(r.snapp);
+    plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_int_eq(pt_file_size(r.logp), (long long)r.log.len);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 12);
+    ck_assert_uint_eq(rec.forensic_copies, 1);
+    append_expect(plog, 12);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pulse_buf_fini(&buf);
+    run_fini(&r);
+    pt_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_damage_record_round_trips_and_refuses_anything_else)
+{
+    struct pulse_damage d[3] = {{0, 100, 200, 4, 6, 7, PULSE_DAMAGE_COPIED},
+                                {0, 300, 300, 8, 9, 7, 0},
+                                {50, 0, 10, 50, 52, 8, 0}};
+    struct pulse_damage *out = NULL;
+    size_t n = 0;
+    struct pulse_buf b;
+    pulse_buf_init(&b, 1 << 20);
+    ck_assert_int_eq(pulse_damage_encode(d, 3, &b), PULSE_OK);
+    ck_assert_uint_eq(b.len, PULSE_DAMAGE_HEADER_SIZE + 3 * PULSE_DAMAGE_ENTRY_SIZE);
+    ck_assert_int_eq(pulse_damage_decode(b.data, b.len, &out, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(memcmp(out, d, sizeof d), 0);
+    pulse_free(out);
+    /* Every single flipped bit is refused (CRC, or a header check). */
+    for (size_t i = 0; i < b.len * 8; i++) {
+        b.data[i / 8] ^= (uint8_t)(1u << (i % 8));
+        ck_assert_int_eq(pulse_damage_decode(b.data, b.len, &out, &n), PULSE_CORRUPT);
+        b.data[i / 8] ^= (uint8_t)(1u << (i % 8));
+    }
+    ck_assert_int_eq(pulse_damage_decode(b.data, b.len - 1, &out, &n), PULSE_CORRUPT);
+    /* Coherent bytes with a good CRC but entries out of order, overlapping
+     * or with an unknown flag are refused too, and never written. */
+    struct pulse_damage bad[4][2] = {
+        {{0, 300, 400, 8, 9, 0, 0}, {0, 100, 200, 4, 6, 0, 0}},
+        {{0, 100, 200, 4, 6, 0, 0}, {0, 150, 250, 6, 7, 0, 0}},
+        {{0, 100, 200, 4, 6, 0, 0}, {0, 300, 400, 5, 7, 0, 0}},
+        {{0, 100, 200, 4, 6, 0, 2}, {0, 300, 400, 6, 7, 0, 0}},
+    };
+    for (int k = 0; k < 4; k++) {
+        pulse_buf_reset(&b);
+        ck_assert_int_eq(pulse_damage_encode(bad[k], 2, &b), PULSE_OK);
+        ck_assert_int_eq(pulse_damage_decode(b.data, b.len, &out, &n), PULSE_CORRUPT);
+        ck_assert(!pulse_damage_valid(bad[k], 2));
+    }
+    pulse_buf_fini(&b);
+}
+END_TEST
+
+START_TEST(test_unreadable_damage_record_sends_recovery_to_the_full_scan)
+{
+    char *dir = pt_tmpdir();
+    struct run r;
+    struct pulse_plog_recovery rec;
+    char p[700];
+    static const int64_t want[] = {0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13};
+    long long bad = build_log(dir, 7, 256, NULL, 3);
+    run_init(&r, dir);
+    flip_at(r.logp, bad + 70, 0x02);
+    unlink(r.snapp);
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_uint_eq(rec.new_damaged_ranges, 1);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK); /* a snapshot again */
+    snprintf(p, sizeof p, "%s/damage", dir);
+    pt_patch(p, 20, "garbage", 7);
+    plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert(!rec.used_snapshot);
+    ck_assert_uint_eq(rec.damaged_ranges, 1);
+    expect_offsets(plog, want, 12, true);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    size_t n = 0;
+    struct pulse_damage *d = read_record(dir, &n); /* written anew */
+    ck_assert_uint_eq(n, 1);
+    pulse_free(d);
+    run_fini(&r);
     pt_cleanup(dir);
 }
 END_TEST
@@ -593,13 +1053,21 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_torn_tail_at_every_byte_of_the_last_batch_is_truncated);
-    tcase_add_test(tc, test_flipped_byte_anywhere_in_the_last_batch_truncates_to_the_valid_prefix);
+    tcase_add_test(tc, test_flipped_byte_in_a_last_batch_nothing_proves_durable_is_cut_as_torn);
+    tcase_add_test(tc, test_damaged_last_batch_the_snapshot_covers_is_kept_and_its_offsets_never_reused);
+    tcase_add_test(tc, test_flipped_byte_in_a_middle_batch_of_the_active_segment_keeps_every_later_batch);
+    tcase_add_test(tc, test_index_naming_a_lost_batch_keeps_its_offsets_from_being_handed_out_again);
+    tcase_add_test(tc, test_snapshot_log_end_above_the_surviving_data_is_never_handed_out_again);
     tcase_add_test(tc, test_snapshot_fast_path_reaches_the_same_state_as_the_full_scan);
     tcase_add_test(tc, test_bad_snapshot_is_discarded_for_the_full_scan);
     tcase_add_test(tc, test_torn_batch_after_a_valid_snapshot_is_truncated_by_the_delta_scan);
     tcase_add_test(tc, test_missing_short_or_wrong_index_is_rebuilt_and_reads_stay_correct);
-    tcase_add_test(tc, test_corrupt_sealed_segment_keeps_its_valid_prefix_and_later_segments_readable);
+    tcase_add_test(tc, test_corrupt_sealed_segment_keeps_every_valid_batch_and_later_segments_readable);
     tcase_add_test(tc, test_leftover_temp_files_are_removed_at_open);
+    tcase_add_test(tc, test_torn_write_after_a_kept_damaged_tail_is_cut_at_the_recorded_end);
+    tcase_add_test(tc, test_rot_a_read_finds_at_the_end_keeps_its_offsets_across_a_restart);
+    tcase_add_test(tc, test_damage_record_round_trips_and_refuses_anything_else);
+    tcase_add_test(tc, test_unreadable_damage_record_sends_recovery_to_the_full_scan);
     suite_add_tcase(s, tc);
     int rc = pt_run(s);
     faultio_destroy(g_fio);

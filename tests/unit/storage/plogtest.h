@@ -214,10 +214,12 @@ static inline void pt_read_file(const char *path, long long pos, void *bytes, si
     close(fd);
 }
 
+/* Runs the suite with the engine's log off, or at debug level when the
+ * environment has PT_LOG set (for chasing a failure with CK_FORK=no). */
 static inline int pt_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);
-    pulse_log_set_level(PULSE_LOG_OFF);
+    pulse_log_set_level(getenv("PT_LOG") != NULL ? PULSE_LOG_DEBUG : PULSE_LOG_OFF);
     srunner_run_all(sr, CK_ENV);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
