@@ -354,6 +354,12 @@ typedef void (*pulse_publish_done_fn)(void *arg, pulse_status_t st);
  * On failure done is never called. PULSE_FENCED: a partition of the publish
  * is fenced (it is reopened in process; retry later); PULSE_NOSPACE: the
  * device is full (nothing of that partition was written; retry later).
+ * Partitions are appended one after another and an append is never rolled
+ * back: when one fails, the partitions appended before it keep their
+ * records (they become durable as usual). A partition fenced before the
+ * first append refuses the whole publish. When an append fails, offsets_out
+ * still gets each record's offset (-1 for a record not stored) and errbuf
+ * names the partitions stored before it with their offsets.
  */
 pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, const struct pulse_publish_record *recs,
                                     size_t n, struct pulse_offset_pair *offsets_out, pulse_publish_done_fn done,
