@@ -115,8 +115,10 @@ struct pulse_broker_open_report {
  * PULSE_BUSY when the data directory is locked by another process;
  * PULSE_CORRUPT for a store LevelDB reports damaged (errbuf names
  * pulsed --repair-metadata); PULSE_INVALID for a metadata schema newer
- * than this code, a store of another data directory, or a topic directory
- * pulsed cannot decide about (errbuf names it and pulsed --adopt-topic).
+ * than this code, a store of another data directory, a topic directory
+ * pulsed cannot decide about (errbuf names it and pulsed --adopt-topic), or
+ * topics the store names whose directories (or topics/ itself) are missing
+ * (errbuf names them and pulsed --forget-topic; nothing is changed).
  */
 pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
                                  struct pulse_broker_open_report *report, char *errbuf, size_t errlen);
@@ -168,15 +170,33 @@ pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, c
                                         struct pulse_topic_info *out, char *errbuf, size_t errlen);
 
 /*
+ * `pulsed --forget-topic NAME`: removes the metadata of a topic whose
+ * directory is missing (the topic, its partitions and every consumer's
+ * cursors on it, in one sync batch), the way out of a start refused because
+ * the store names topics whose directories are not there, for a topic that
+ * is gone for good. Should its directory come back later, the next start
+ * adopts it from its topic.json; the cursors stay lost. Refuses a topic the
+ * store does not have (PULSE_TOPIC_NOT_FOUND) or whose directory exists
+ * (PULSE_EXISTS: delete it through the API). *cursors_out (nullable) gets
+ * how many cursors went. Thread: main, with no broker running on the
+ * directory (the store's lock is held meanwhile).
+ */
+pulse_status_t pulse_broker_forget_topic(const struct pulse_broker_config *cfg, const char *name, size_t *cursors_out,
+                                        char *errbuf, size_t errlen);
+
+/*
  * First half of shutdown (Thread: any but the broker's own; Locks: none held
  * while it waits): refuses new publishes and waits (PULSE_SHUTDOWN),
  * completes every parked long-poll waiter at once (its callback gets
- * PULSE_SHUTDOWN), and lets publishes already written reach durability (their
- * callbacks run as usual). Then refuses new admin operations (the *_async
- * calls return PULSE_SHUTDOWN) and runs every one already queued to its end,
- * callbacks included; a delete waiting for its topic's last user keeps
- * waiting (at most one maintenance step of one partition). Returns when no
- * publish and no admin operation is pending. Idempotent.
+ * PULSE_SHUTDOWN), and lets publishes already written reach durability or
+ * fail (their callbacks run as usual). Then refuses new admin operations
+ * (the *_async calls return PULSE_SHUTDOWN) and runs every one already
+ * queued to its end, callbacks included; a delete waiting for its topic's
+ * last user keeps waiting for it (a maintenance step or a heal reopen
+ * attempt on one of its partitions, or a request still reading it), so the
+ * drain can last that long. A delete that stalled (topic.c) is not waited
+ * for: the next start finishes it. Returns when no publish and no admin
+ * operation is pending. Idempotent.
  */
 void pulse_broker_drain(struct pulse_broker *b);
 
