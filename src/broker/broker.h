@@ -503,7 +503,9 @@ struct pulse_fenced_partition {
 };
 
 /* The fenced partitions, sorted by topic then partition; *out allocated
- * (pulse_free), NULL with *n_out == 0 when there are none. */
+ * (pulse_free), NULL with *n_out == 0 when there are none. Thread: any.
+ * Locks: map_lock (read) and the heal thread's mutex, briefly; never waits
+ * for a reopen or any I/O. */
 pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out);
 
 /* Wall-clock ms at which the broker was opened. */

@@ -9,7 +9,8 @@
  * Topic objects are reference-counted. The name map holds one reference;
  * every lookup takes another (pulse_broker_topic_acquire) and gives it back
  * with pulse_broker_topic_release. Pending publishes and parked waiters hold
- * one each; the maintenance thread holds one topic at a time. Delete moves
+ * one each; the maintenance and heal threads hold one topic at a time.
+ * Delete moves
  * the topic from the map to the dying list (which inherits the map's
  * reference), fails its pending publishes and waiters, and leaves the rest
  * to the admin thread, which waits - holding no lock - until only the dying
@@ -185,8 +186,8 @@ pulse_status_t pulse_broker_topic_snapshot(struct pulse_broker *b, struct pulse_
 
 /* The live topic whose name follows `after` ("" for the first), with a
  * reference; NULL past the last. Walks the map one topic at a time, so long
- * work (maintenance) holds only the topic it is working on. Locks: map_lock
- * (read) briefly. */
+ * work (maintenance, the heal pass) holds only the topic it is working on.
+ * Locks: map_lock (read) briefly. */
 struct pulse_broker_topic *pulse_broker_topic_acquire_next(struct pulse_broker *b, const char *after);
 
 /* The first step of a delete. Thread: the committer only (so it is ordered

@@ -1923,6 +1923,116 @@ static void fence_partition(struct pulse_broker *b, struct faultio *fio, const c
     ck_assert_int_eq(pulse_broker_publish_wait(b, topic, &rec, 1, &off, err, sizeof err), PULSE_FENCED);
 }
 
+/* A heal pass holds a reference on the topic it is looking at and no
+ * other, so a delete of another topic never waits for a reopen attempt
+ * (here made slow on purpose) of this one. */
+START_TEST(test_heal_pass_holds_one_topic_at_a_time)
+{
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b;
+    struct pulse_broker_topic *t;
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    cfg.fence_retry_initial_ms = 10;
+    cfg.fence_retry_max_ms = 10000;
+    b = open_cfg(&cfg, NULL);
+    create_topic(b, "a", 1);
+    create_topic(b, "z", 1);
+    setenv("PULSE_FAILPOINT_DELAY", "heal_attempt:2500", 1);
+    fence_partition(b, fio, "a", 0);
+    int64_t t0 = pulse_clock_mono_us();
+    /* The first attempt on a/0 is due after 10 ms and then sleeps. */
+    usleep(300 * 1000);
+    t = pulse_broker_topic_acquire(b, "a");
+    ck_assert(pulse_plog_fenced(t->plogs[0]));
+    pulse_broker_topic_release(b, t);
+    int64_t t1 = pulse_clock_mono_us();
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "z"), PULSE_OK);
+    int64_t waited = pulse_clock_mono_us() - t1;
+    ck_assert_msg(waited < 1200 * 1000, "the delete of z waited %lld ms for a reopen attempt on a",
+                  (long long)(waited / 1000));
+    /* Still inside the attempt on a, or the comparison proves nothing. */
+    ck_assert_int_lt(pulse_clock_mono_us() - t0, 2500 * 1000);
+    pulse_broker_close(b);
+    unsetenv("PULSE_FAILPOINT_DELAY");
+    faultio_destroy(fio);
+}
+END_TEST
+
+/* What the heal thread keeps about a fenced partition (since when, failed
+ * attempts, backoff) belongs to that topic object: a topic created again
+ * whose log happens to get the old log's address starts afresh. The test
+ * puts a new topic object over the fenced log's very address, which an
+ * allocator may do for a recreated topic. */
+START_TEST(test_heal_record_is_not_inherited_by_a_new_topic_at_the_old_log_address)
+{
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b;
+    struct pulse_broker_topic *t, *t2;
+    struct pulse_fenced_partition *fl = NULL;
+    size_t nfl = 0, i;
+    bool found = false;
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    cfg.fence_retry_initial_ms = 60000;
+    cfg.fence_retry_max_ms = 60000;
+    b = open_cfg(&cfg, NULL);
+    create_topic(b, "t", 1);
+    fence_partition(b, fio, "t", 0);
+    usleep(1500 * 1000);
+    ck_assert_int_eq(pulse_broker_fenced_list(b, &fl, &nfl), PULSE_OK);
+    ck_assert_uint_eq(nfl, 1);
+    ck_assert_int_ge(fl[0].fenced_ms, 1000); /* the old topic's record ages */
+    pulse_free(fl);
+
+    t = pulse_broker_topic_acquire(b, "t");
+    t2 = pulse_calloc(1, sizeof *t2);
+    ck_assert_ptr_nonnull(t2);
+    memcpy(t2->name, t->name, sizeof t2->name);
+    t2->uid = atomic_fetch_add(&b->topic_uids, 1) + 1;
+    t2->nparts = 1;
+    t2->plogs = pulse_calloc(1, sizeof *t2->plogs);
+    ck_assert_ptr_nonnull(t2->plogs);
+    t2->plogs[0] = t->plogs[0];
+    atomic_init(&t2->refs, 1);
+    pthread_rwlock_wrlock(&b->map_lock);
+    for (i = 0; i < b->ntopics && !found; i++) {
+        if (b->topics[i] == t) {
+            b->topics[i] = t2;
+            found = true;
+        }
+    }
+    pthread_rwlock_unlock(&b->map_lock);
+    ck_assert(found);
+    i--;
+    for (int round = 0; round < 2; round++) {
+        ck_assert_int_eq(pulse_broker_fenced_list(b, &fl, &nfl), PULSE_OK);
+        ck_assert_uint_eq(nfl, 1);
+        ck_assert_msg(fl[0].fenced_ms < 1400, "the new topic inherited a record fenced %lld ms ago",
+                      (long long)fl[0].fenced_ms);
+        ck_assert_uint_eq(fl[0].failed_attempts, 0);
+        pulse_free(fl);
+        usleep(1200 * 1000); /* a heal pass notes the new topic's partition */
+    }
+    pthread_rwlock_wrlock(&b->map_lock);
+    b->topics[i] = t;
+    pthread_rwlock_unlock(&b->map_lock);
+    while (atomic_load(&t2->refs) > 1)
+        usleep(1000);
+    t2->plogs[0] = NULL;
+    pulse_broker_topic_destroy(t2);
+    pulse_broker_topic_release(b, t);
+    pulse_broker_close(b);
+    faultio_destroy(fio);
+}
+END_TEST
+
 /* A publish spanning partitions whose append fails on one of them (a full
  * disk) keeps what the partitions before it took, and says so: the error
  * names them with their offsets, and every stored record has its offset. */
@@ -2069,6 +2179,8 @@ static Suite *broker_suite(void)
     tcase_add_test(tc, test_concurrent_cursor_commits_share_one_synced_metadata_write);
     tcase_add_test(tc, test_cursor_commit_racing_a_delete_is_refused_and_never_stored);
     tcase_add_test(tc, test_drain_completes_queued_admin_work_then_refuses_more);
+    tcase_add_test(tc, test_heal_pass_holds_one_topic_at_a_time);
+    tcase_add_test(tc, test_heal_record_is_not_inherited_by_a_new_topic_at_the_old_log_address);
     tcase_add_test(tc, test_publish_failing_on_one_partition_says_what_it_stored);
     tcase_add_test(tc, test_publish_to_a_fenced_partition_stores_nothing_on_the_others);
     suite_add_tcase(s, tc);
