@@ -272,7 +272,10 @@ pulse_status_t pulse_broker_topic_create(struct pulse_broker *b, const struct pu
 /*
  * Creates a topic on the admin thread and calls done(arg, st) with the
  * result (PULSE_OK, PULSE_EXISTS, PULSE_IO, PULSE_NOSPACE, ...; errbuf says
- * why). A create of a name whose delete is still finishing waits for it.
+ * why). A create of a name whose delete is still finishing waits for it;
+ * one whose delete stalled on the metadata store (see
+ * pulse_broker_topic_delete_async) finishes that delete first, and fails
+ * with its error ("still being deleted") while it still cannot.
  * The spec is checked first, on the caller's thread: PULSE_INVALID_NAME /
  * PULSE_INVALID (errbuf says which field) are returned at once, as is
  * PULSE_SHUTDOWN once the broker drains, and done is then never called.
@@ -326,11 +329,16 @@ pulse_status_t pulse_broker_topic_delete(struct pulse_broker *b, const char *nam
  * then see PULSE_TOPIC_NOT_FOUND; its pending publishes and waiters complete
  * with it); the admin thread then waits, holding no lock, until the topic's
  * last user lets go, commits the metadata removal and removes the files,
- * and calls done(arg, st): PULSE_OK, PULSE_TOPIC_NOT_FOUND, or a metadata
- * error (PULSE_IO, ...), after which the topic is back as it was. A create
- * of the same name waits until the delete is done. Returns PULSE_SHUTDOWN or
- * PULSE_NOMEM at once (done never called). Thread: any. Locks: the admin
- * queue's mutex, briefly; never blocks on I/O.
+ * and calls done(arg, st): PULSE_OK, PULSE_TOPIC_NOT_FOUND, or the error of
+ * a delete that could not be recorded (PULSE_IO, PULSE_NOSPACE, ...), after
+ * which the topic is back as it was. Once recorded (the "deleting" marker)
+ * the delete is decided: PULSE_OK even if the metadata store then fails,
+ * the topic is never served again, and the rest is finished by the next
+ * create of the name or the next start (if even the marker is uncertain:
+ * the error, and the topic is not served; the next start decides). A
+ * create of the same name waits until the delete is done. Returns
+ * PULSE_SHUTDOWN or PULSE_NOMEM at once (done never called). Thread: any.
+ * Locks: the admin queue's mutex, briefly; never blocks on I/O.
  */
 pulse_status_t pulse_broker_topic_delete_async(struct pulse_broker *b, const char *name, pulse_admin_done_fn done,
                                                void *arg);
