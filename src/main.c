@@ -4,7 +4,7 @@
  * codes; nothing else.
  *
  * Exit codes: 0 after a clean stop (or a successful --repair-metadata /
- * --adopt-topic); 1 when the broker or the server cannot start (data
+ * --adopt-topic / --forget-topic); 1 when the broker or the server cannot start (data
  * directory in use or not writable, port busy, recovery failed, damaged
  * metadata), an offline mode failed, or a second signal cut the drain
  * short; 2 for a bad command line or configuration (a --listen value that
@@ -66,6 +66,7 @@ static void usage(FILE *f)
                "       pulsed [-c FILE] [--data-dir DIR] --repair-metadata\n"
                "       pulsed [-c FILE] [--data-dir DIR] --adopt-topic NAME [--partitions N]\n"
                "              [--cleanup delete|compact] [-o topic-defaults.KEY=VALUE]...\n"
+               "       pulsed [-c FILE] [--data-dir DIR] --forget-topic NAME\n"
                "  -c, --config FILE     read settings from an INI-style file\n"
                "  --data-dir DIR        data directory (server.data-dir, default ./data)\n"
                "  --listen HOST:PORT    listen address (server.listen, default 127.0.0.1:8080)\n"
@@ -77,6 +78,9 @@ static void usage(FILE *f)
                "                        --partitions must match its partition directories, --cleanup\n"
                "                        defaults to delete, retention and segment size come from the\n"
                "                        topic-defaults settings\n"
+               "  --forget-topic NAME   with pulsed stopped: remove the metadata and consumer cursors of a\n"
+               "                        topic whose directory is missing (a start refuses while the\n"
+               "                        metadata names such topics); only for a topic gone for good\n"
                "Precedence: defaults < config file < PULSE_<SECTION>_<KEY> environment < command line.\n"
                "See docs/Configuration.md for every setting, docs/Operations.md for the repair modes.\n");
 }
@@ -84,9 +88,10 @@ static void usage(FILE *f)
 /* What the command line asks for besides serving. */
 struct mode {
     bool repair;
-    const char *adopt; /* topic name */
-    long partitions;   /* -1: not given */
-    int cleanup;       /* -1: not given */
+    const char *adopt;  /* topic name */
+    const char *forget; /* topic name */
+    long partitions;    /* -1: not given */
+    int cleanup;        /* -1: not given */
 };
 
 static void *second_signal(void *arg)
@@ -102,7 +107,6 @@ static void *second_signal(void *arg)
     return NULL;
 }
 
-/* Applies command-line settings in order; -c is read separately first. */
 /* --partitions and --cleanup of --adopt-topic; 0 or EXIT_CONFIG. */
 static int parse_mode_arg(int c, const char *arg, struct mode *mode)
 {
@@ -126,6 +130,24 @@ static int parse_mode_arg(int c, const char *arg, struct mode *mode)
     return 0;
 }
 
+/* The offline modes exclude each other, and their options go with them. */
+static int check_mode(const struct mode *mode)
+{
+    if ((mode->repair ? 1 : 0) + (mode->adopt != NULL ? 1 : 0) + (mode->forget != NULL ? 1 : 0) > 1) {
+        fprintf(stderr, "pulsed: --repair-metadata, --adopt-topic and --forget-topic are separate steps; run one, "
+                        "then the other\n");
+        return EXIT_CONFIG;
+    }
+    if (mode->adopt == NULL && (mode->partitions >= 0 || mode->cleanup >= 0)) {
+        fprintf(stderr, "pulsed: --partitions and --cleanup go with --adopt-topic\n");
+        return EXIT_CONFIG;
+    }
+    return 0;
+}
+
+/* Applies command-line settings in order (with apply; -c is read
+ * separately first). 0 to go on, -1 after --help or --version, else the
+ * exit status. */
 static int parse_cli(int argc, char **argv, struct pulse_config *cfg, const char **config_file, struct mode *mode,
                      bool apply)
 {
@@ -138,6 +160,7 @@ static int parse_cli(int argc, char **argv, struct pulse_config *cfg, const char
                                          {"adopt-topic", required_argument, NULL, 'A'},
                                          {"partitions", required_argument, NULL, 'P'},
                                          {"cleanup", required_argument, NULL, 'C'},
+                                         {"forget-topic", required_argument, NULL, 'F'},
                                          {NULL, 0, NULL, 0}};
     char err[512];
     int c;
@@ -167,6 +190,9 @@ static int parse_cli(int argc, char **argv, struct pulse_config *cfg, const char
         case 'A':
             mode->adopt = optarg;
             break;
+        case 'F':
+            mode->forget = optarg;
+            break;
         case 'P':
         case 'C':
             if (parse_mode_arg(c, optarg, mode) != 0)
@@ -192,15 +218,7 @@ static int parse_cli(int argc, char **argv, struct pulse_config *cfg, const char
         usage(stderr);
         return EXIT_CONFIG;
     }
-    if (mode->repair && mode->adopt != NULL) {
-        fprintf(stderr, "pulsed: --repair-metadata and --adopt-topic are separate steps; run one, then the other\n");
-        return EXIT_CONFIG;
-    }
-    if (mode->adopt == NULL && (mode->partitions >= 0 || mode->cleanup >= 0)) {
-        fprintf(stderr, "pulsed: --partitions and --cleanup go with --adopt-topic\n");
-        return EXIT_CONFIG;
-    }
-    return 0;
+    return check_mode(mode);
 }
 
 /* --repair-metadata: prints what was done; 0 or 1. */
@@ -254,27 +272,167 @@ static int run_adopt(const struct pulse_broker_config *bcfg, const struct mode *
     return 0;
 }
 
+/* --forget-topic: 0 or 1. */
+static int run_forget(const struct pulse_broker_config *bcfg, const char *name)
+{
+    char err[1024] = "";
+    size_t cursors = 0;
+    pulse_status_t st = pulse_broker_forget_topic(bcfg, name, &cursors, err, sizeof err);
+
+    if (st != PULSE_OK) {
+        fprintf(stderr, "pulsed: cannot forget topic %s: %s\n", name, err[0] ? err : pulse_status_message(st));
+        return 1;
+    }
+    printf("pulsed: forgot topic %s: its metadata and %zu consumer cursor(s) were removed; should its directory "
+           "come back, the next start adopts it from its topic.json\n",
+           name, cursors);
+    return 0;
+}
+
 /* Offline modes: no listener, no serving. The exit status, or -1 when the
  * command line asks for none (serve). */
 static int run_offline(const struct pulse_config *cfg, const struct mode *mode)
 {
     struct pulse_broker_config bcfg;
 
-    if (!mode->repair && mode->adopt == NULL)
+    if (!mode->repair && mode->adopt == NULL && mode->forget == NULL)
         return -1;
     pulse_broker_config_init(&bcfg);
     pulse_config_to_broker(cfg, &bcfg);
-    return mode->repair ? run_repair(&bcfg) : run_adopt(&bcfg, mode);
+    if (mode->repair)
+        return run_repair(&bcfg);
+    return mode->adopt != NULL ? run_adopt(&bcfg, mode) : run_forget(&bcfg, mode->forget);
+}
+
+/* Settings in precedence order: defaults < config file < environment <
+ * command line. -1 to go on; otherwise the exit status (0 after --help or
+ * --version). */
+static int configure(int argc, char **argv, struct pulse_config *cfg, struct mode *mode)
+{
+    const char *config_file = NULL;
+    char err[512] = "";
+
+    /* Pass 1 finds -c (and handles --help/--version); pass 2 applies the
+     * command line after the file and the environment, so it wins. */
+    int cli = parse_cli(argc, argv, cfg, &config_file, mode, false);
+    if (cli != 0)
+        return cli < 0 ? 0 : cli;
+    if (config_file != NULL && pulse_config_load_file(cfg, config_file, err, sizeof err) != PULSE_OK) {
+        fprintf(stderr, "pulsed: %s\n", err);
+        return EXIT_CONFIG;
+    }
+    if (pulse_config_load_env(cfg, NULL, err, sizeof err) != PULSE_OK) {
+        fprintf(stderr, "pulsed: %s\n", err);
+        return EXIT_CONFIG;
+    }
+    cli = parse_cli(argc, argv, cfg, &config_file, mode, true);
+    if (cli != 0)
+        return cli < 0 ? 0 : cli;
+    enum pulse_log_level level = PULSE_LOG_INFO;
+    (void)pulse_log_parse_level(cfg->level, &level);
+    pulse_log_set_level(level);
+    fit_fd_limit(cfg);
+    return -1;
+}
+
+/* Opens the broker on the configured data directory; 0 or 1 (logged). */
+static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out)
+{
+    struct pulse_broker_config bcfg;
+    struct pulse_broker_open_report report;
+    char err[1024] = "";
+    pulse_status_t st;
+
+    pulse_broker_config_init(&bcfg);
+    pulse_config_to_broker(cfg, &bcfg);
+    memset(&report, 0, sizeof report);
+    st = pulse_broker_open(&bcfg, out, &report, err, sizeof err);
+    if (st != PULSE_OK) {
+        if (st == PULSE_BUSY && err[0] == '\0')
+            PULSE_ERROR("data directory %s is in use by another process", cfg->data_dir);
+        else if (st == PULSE_BUSY)
+            PULSE_ERROR("%s", err);
+        else
+            PULSE_ERROR("cannot open data directory %s: %s", cfg->data_dir, err[0] ? err : pulse_status_message(st));
+        *out = NULL;
+        return 1;
+    }
+    PULSE_INFO("recovered %u topic(s), %u partition(s) in %.1f ms (truncated %llu torn bytes, %u corrupt "
+               "segment(s), %u leftover(s) removed)",
+               report.topics, report.partitions, (double)report.recovery_us / 1000.0,
+               (unsigned long long)report.truncated_bytes, report.corrupt_segments, report.deleted_leftovers);
+    return 0;
+}
+
+/* Waits for the first stop signal, then drains and closes srv and broker
+ * (both set to NULL once gone). 0 after a clean stop; a drain that cannot
+ * finish _exits(1). */
+static int wait_and_stop(sigset_t *stopset, struct pulse_server **srv, struct pulse_broker **broker)
+{
+    int sig = 0;
+
+    while (sigwait(stopset, &sig) != 0)
+        ;
+    PULSE_INFO("signal %d: draining (a second signal exits at once)", sig);
+    pthread_t watcher;
+    if (pthread_create(&watcher, NULL, second_signal, stopset) == 0)
+        pthread_detach(watcher);
+
+    if (pulse_server_shutdown(*srv, SHUTDOWN_DEADLINE_MS) != PULSE_OK) {
+        /* A connection is still suspended: stopping MHD would abort. The
+         * logs are durable up to what was acknowledged; recovery handles
+         * the rest at the next start. */
+        PULSE_ERROR("could not drain every request; exiting without a clean close");
+        _exit(1);
+    }
+    pulse_server_destroy(*srv);
+    *srv = NULL;
+    pulse_broker_close(*broker);
+    *broker = NULL;
+    pulse_log_flush_limited();
+    PULSE_INFO("stopped cleanly");
+    return 0;
+}
+
+/* Serves until a stop signal: the listener first (a busy port is reported
+ * before the data directory is touched, and /readyz answers 503 while
+ * recovery runs), then the broker. The exit status. */
+static int serve(const struct pulse_config *cfg, sigset_t *stopset)
+{
+    struct pulse_broker *broker = NULL;
+    struct pulse_server *srv = NULL;
+    char err[512] = "";
+    int rc = 1;
+
+    if (pulse_server_create(cfg, NULL, &srv, err, sizeof err) != PULSE_OK) {
+        PULSE_ERROR("%s", err);
+        goto out;
+    }
+    if (open_broker(cfg, &broker) != 0)
+        goto out;
+    pulse_server_attach(srv, broker);
+    pulse_server_set_ready(srv, true);
+    char host[256] = "";
+    uint16_t port = 0;
+    bool v6 = false;
+    (void)pulse_config_split_listen(cfg->listen, host, sizeof host, &port, &v6);
+    PULSE_INFO("pulsed %s listening on %s%s%s:%u data-dir=%s", PACKAGE_VERSION, v6 ? "[" : "", host, v6 ? "]" : "",
+               (unsigned)pulse_server_port(srv), cfg->data_dir);
+    rc = wait_and_stop(stopset, &srv, &broker);
+out:
+    /* The server goes first: no request may reach a closed broker. */
+    if (srv != NULL)
+        (void)pulse_server_shutdown(srv, 0);
+    pulse_server_destroy(srv);
+    pulse_broker_close(broker);
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
-    int rc = 1;
+    int rc;
     struct pulse_config cfg;
-    struct pulse_broker *broker = NULL;
-    struct pulse_server *srv = NULL;
-    const char *config_file = NULL;
-    char err[512] = "";
+    struct mode mode = {false, NULL, NULL, -1, -1};
     sigset_t stopset;
 
     signal(SIGPIPE, SIG_IGN);
@@ -288,104 +446,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "pulsed: out of memory\n");
         return 1;
     }
-    /* Pass 1 finds -c (and handles --help/--version); pass 2 applies the
-     * command line after the file and the environment, so it wins. */
-    struct mode mode = {false, NULL, -1, -1};
-    int cli = parse_cli(argc, argv, &cfg, &config_file, &mode, false);
-    if (cli != 0) {
-        rc = cli < 0 ? 0 : cli;
-        goto out;
-    }
-    if (config_file != NULL && pulse_config_load_file(&cfg, config_file, err, sizeof err) != PULSE_OK) {
-        fprintf(stderr, "pulsed: %s\n", err);
-        rc = EXIT_CONFIG;
-        goto out;
-    }
-    if (pulse_config_load_env(&cfg, NULL, err, sizeof err) != PULSE_OK) {
-        fprintf(stderr, "pulsed: %s\n", err);
-        rc = EXIT_CONFIG;
-        goto out;
-    }
-    cli = parse_cli(argc, argv, &cfg, &config_file, &mode, true);
-    if (cli != 0) {
-        rc = cli < 0 ? 0 : cli;
-        goto out;
-    }
-    enum pulse_log_level level = PULSE_LOG_INFO;
-    (void)pulse_log_parse_level(cfg.level, &level);
-    pulse_log_set_level(level);
-    fit_fd_limit(&cfg);
-
-    if ((rc = run_offline(&cfg, &mode)) >= 0)
-        goto out; /* an offline mode ran; every later exit sets rc itself */
-    /* Listen first: a busy port is reported before the data directory is
-     * touched, and /readyz answers 503 while recovery runs. */
-    pulse_status_t st = pulse_server_create(&cfg, NULL, &srv, err, sizeof err);
-    if (st != PULSE_OK) {
-        PULSE_ERROR("%s", err);
-        rc = 1;
-        goto out;
-    }
-
-    struct pulse_broker_config bcfg;
-    pulse_broker_config_init(&bcfg);
-    pulse_config_to_broker(&cfg, &bcfg);
-    struct pulse_broker_open_report report;
-    memset(&report, 0, sizeof report);
-    err[0] = '\0';
-    st = pulse_broker_open(&bcfg, &broker, &report, err, sizeof err);
-    if (st != PULSE_OK) {
-        if (st == PULSE_BUSY && err[0] == '\0')
-            PULSE_ERROR("data directory %s is in use by another process", cfg.data_dir);
-        else if (st == PULSE_BUSY)
-            PULSE_ERROR("%s", err);
-        else
-            PULSE_ERROR("cannot open data directory %s: %s", cfg.data_dir, err[0] ? err : pulse_status_message(st));
-        broker = NULL;
-        rc = 1;
-        goto out;
-    }
-    PULSE_INFO("recovered %u topic(s), %u partition(s) in %.1f ms (truncated %llu torn bytes, %u corrupt "
-               "segment(s), %u leftover(s) removed)",
-               report.topics, report.partitions, (double)report.recovery_us / 1000.0,
-               (unsigned long long)report.truncated_bytes, report.corrupt_segments, report.deleted_leftovers);
-    pulse_server_attach(srv, broker);
-    pulse_server_set_ready(srv, true);
-    char host[256] = "";
-    uint16_t port = 0;
-    bool v6 = false;
-    (void)pulse_config_split_listen(cfg.listen, host, sizeof host, &port, &v6);
-    PULSE_INFO("pulsed %s listening on %s%s%s:%u data-dir=%s", PACKAGE_VERSION, v6 ? "[" : "", host, v6 ? "]" : "",
-               (unsigned)pulse_server_port(srv), cfg.data_dir);
-
-    int sig = 0;
-    while (sigwait(&stopset, &sig) != 0)
-        ;
-    PULSE_INFO("signal %d: draining (a second signal exits at once)", sig);
-    pthread_t watcher;
-    if (pthread_create(&watcher, NULL, second_signal, &stopset) == 0)
-        pthread_detach(watcher);
-
-    if (pulse_server_shutdown(srv, SHUTDOWN_DEADLINE_MS) != PULSE_OK) {
-        /* A connection is still suspended: stopping MHD would abort. The
-         * logs are durable up to what was acknowledged; recovery handles
-         * the rest at the next start. */
-        PULSE_ERROR("could not drain every request; exiting without a clean close");
-        _exit(1);
-    }
-    pulse_server_destroy(srv);
-    srv = NULL;
-    pulse_broker_close(broker);
-    broker = NULL;
-    pulse_log_flush_limited();
-    PULSE_INFO("stopped cleanly");
-    rc = 0;
-out:
-    /* The server goes first: no request may reach a closed broker. */
-    if (srv != NULL)
-        (void)pulse_server_shutdown(srv, 0);
-    pulse_server_destroy(srv);
-    pulse_broker_close(broker);
+    if ((rc = configure(argc, argv, &cfg, &mode)) < 0 && (rc = run_offline(&cfg, &mode)) < 0)
+        rc = serve(&cfg, &stopset);
     pulse_config_fini(&cfg);
     return rc;
 }

@@ -390,7 +390,8 @@ pulse_status_t pulse_broker_admin_metrics(struct pulse_broker *b, struct pulse_b
         "# HELP pulse_meta_sync_writes_total Sync writes of the metadata store, each one fdatasync of its log.\n"
         "# TYPE pulse_meta_sync_writes_total counter\n"
         "pulse_meta_sync_writes_total %" PRIu64 "\n"
-        "# HELP pulse_topic_deletes_pending Deleted topics whose files wait for their last user to let go.\n"
+        "# HELP pulse_topic_deletes_pending Deleted topics not yet removed: waiting for their last user to let go, or "
+        "stalled on a failed metadata write.\n"
         "# TYPE pulse_topic_deletes_pending gauge\n"
         "pulse_topic_deletes_pending %u\n",
         a != NULL ? (uint64_t)atomic_load(&a->commits) : 0, b->meta != NULL ? pulse_meta_sync_writes(b->meta) : 0,

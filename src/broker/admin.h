@@ -11,14 +11,19 @@
  *              each job then gets its own status. A delete's first step
  *              (the topic leaves the map), retention changes and consumer
  *              deletes run here too, between the groups. Nothing here waits
- *              for anything but one LevelDB write.
+ *              for another thread: a job waits only for its own I/O, one
+ *              LevelDB sync write (a retention change first rewrites the
+ *              topic's topic.json: fdatasync, rename, directory fsync).
  *   admin      topic creates (directories, logs, metadata: one at a time,
  *              which is what makes one of two creates of a name win), and
  *              the rest of each delete once its topic's last user has let
  *              go (pulse_broker_topic_delete_finish). It never sleeps while
  *              it has runnable work: a delete whose topic is still in use
  *              waits on a list, and a create of that name waits beside it,
- *              while other creates and deletes go ahead.
+ *              while other creates and deletes go ahead. (A delete that
+ *              stalled after its decision is no job any more: a create of
+ *              its name tries to finish it, and fails at once if it still
+ *              cannot; topic.c.)
  *
  * Completion: every submitted job is completed exactly once, by the thread
  * that finishes it, with job->done(job->arg, job->st) and no lock held;
@@ -77,10 +82,14 @@ struct pulse_admin_job {
     struct pulse_broker_topic *topic;
 };
 
-/* A zeroed job of kind with its completion; NULL on NOMEM. */
+/* A zeroed job of kind with its completion; NULL on NOMEM. Thread: any
+ * (the submitter's). Locks: none. */
 struct pulse_admin_job *pulse_broker_admin_job_create(enum pulse_admin_kind kind, pulse_admin_done_fn done,
                                                       void *arg);
-/* Frees a job that was never submitted (or was refused). NULL is a no-op. */
+/* Frees a job that was never submitted (or was refused), and the admin
+ * module's own after completion. NULL is a no-op. Thread: whoever owns the
+ * job (the submitter until pulse_broker_admin_submit took it). Locks:
+ * none. */
 void pulse_broker_admin_job_free(struct pulse_admin_job *job);
 
 /* Starts both threads. Thread: the opener. */

@@ -415,32 +415,26 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
     return PULSE_OK;
 }
 
-pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
-                                 struct pulse_broker_open_report *report, char *errbuf, size_t errlen)
+static bool config_valid(const struct pulse_broker_config *cfg)
 {
-    pulse_status_t st = PULSE_OK;
-    struct pulse_broker *b = NULL;
-    struct pulse_broker_open_report rep;
-    struct pulse_meta_topic *defs = NULL;
-    size_t ndefs = 0;
+    return cfg != NULL && cfg->data_dir != NULL && cfg->data_dir[0] != '\0' && cfg->default_partitions >= 1 &&
+           cfg->default_partitions <= PULSE_BROKER_MAX_PARTITIONS &&
+           cfg->segment_max_bytes >= PULSE_PLOG_MIN_SEGMENT_BYTES &&
+           cfg->segment_max_bytes <= PULSE_PLOG_MAX_SEGMENT_BYTES &&
+           !(cfg->sync_mode == PULSE_SYNC_INTERVAL && cfg->sync_interval_ms == 0) &&
+           strlen(cfg->data_dir) <= PATH_MAX - PULSE_NAME_MAX - 64;
+}
+
+/* Open, phase 1: the broker object with its paths, locks and descriptor
+ * cache; nothing on disk is touched. A failure after the allocation leaves
+ * *out set for pulse_broker_close. */
+static pulse_status_t broker_alloc(const struct pulse_broker_config *cfg, struct pulse_broker **out)
+{
+    struct pulse_broker *b = pulse_calloc(1, sizeof *b);
     char path[PATH_MAX];
     pthread_condattr_t cattr;
     pthread_rwlockattr_t rwattr;
-    int64_t t0;
 
-    memset(&rep, 0, sizeof rep);
-    if (errbuf != NULL && errlen > 0)
-        errbuf[0] = '\0';
-    if (cfg == NULL || cfg->data_dir == NULL || cfg->data_dir[0] == '\0' || cfg->default_partitions < 1 ||
-        cfg->default_partitions > PULSE_BROKER_MAX_PARTITIONS ||
-        cfg->segment_max_bytes < PULSE_PLOG_MIN_SEGMENT_BYTES ||
-        cfg->segment_max_bytes > PULSE_PLOG_MAX_SEGMENT_BYTES ||
-        (cfg->sync_mode == PULSE_SYNC_INTERVAL && cfg->sync_interval_ms == 0) ||
-        strlen(cfg->data_dir) > PATH_MAX - PULSE_NAME_MAX - 64) {
-        pulse_errbuf_set(errbuf, errlen, "invalid broker configuration");
-        return PULSE_INVALID;
-    }
-    b = pulse_calloc(1, sizeof *b);
     if (b == NULL)
         return PULSE_NOMEM;
     b->cfg = *cfg;
@@ -467,112 +461,113 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     pthread_cond_init(&b->idle_cv, &cattr);
     pthread_condattr_destroy(&cattr);
     b->pending_tail = &b->pending_head;
-    st = pulse_fdcache_create(b->cfg.segment_fd_cache, &b->fdcache);
-    if (st != PULSE_OK) {
-        pulse_errbuf_set(errbuf, errlen, "out of memory");
-        goto out;
-    }
+    *out = b;
+    return pulse_fdcache_create(b->cfg.segment_fd_cache, &b->fdcache);
+}
 
-    /* The data directory's own metadata (datadir.c): usable directories,
-     * the store opened with the directory's identity, then topics/ and the
-     * store brought into agreement (unfinished creates and deletes removed,
-     * topics the store lost adopted from their topic.json). */
-    st = pulse_broker_datadir_prepare(b, errbuf, errlen);
+/* Open, phase 2: the data directory's own metadata (datadir.c): usable
+ * directories, the store opened with the directory's identity, then
+ * topics/ and the store brought into agreement (unfinished creates and
+ * deletes removed, topics the store lost adopted from their topic.json,
+ * refusals where pulsed cannot decide). *defs (pulse_free) gets the topics
+ * to open. */
+static pulse_status_t open_metadata(struct pulse_broker *b, struct pulse_meta_topic **defs, size_t *ndefs,
+                                    struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
+{
+    pulse_status_t st = pulse_broker_datadir_prepare(b, errbuf, errlen);
+
     if (st != PULSE_OK)
-        goto out;
-    st = pulse_broker_datadir_open_store(b, &rep, errbuf, errlen);
+        return st;
+    st = pulse_broker_datadir_open_store(b, rep, errbuf, errlen);
     if (st != PULSE_OK)
-        goto out;
-    st = pulse_meta_topic_list(b->meta, &defs, &ndefs);
+        return st;
+    st = pulse_meta_topic_list(b->meta, defs, ndefs);
     if (st != PULSE_OK) {
         pulse_errbuf_set(errbuf, errlen, "cannot read topic metadata: %s%s", pulse_status_message(st),
                          st == PULSE_CORRUPT ? "; run pulsed --repair-metadata (see docs/Operations.md)" : "");
-        goto out;
+        return st;
     }
-    st = pulse_broker_datadir_reconcile(b, &defs, &ndefs, &rep, errbuf, errlen);
-    if (st != PULSE_OK)
-        goto out;
+    return pulse_broker_datadir_reconcile(b, defs, ndefs, rep, errbuf, errlen);
+}
 
-    t0 = pulse_clock_mono_us();
+/* Open, phase 3: every topic into the map, every partition log recovered. */
+static pulse_status_t open_topics(struct pulse_broker *b, const struct pulse_meta_topic *defs, size_t ndefs,
+                                  struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
+{
+    int64_t t0 = pulse_clock_mono_us();
+
     for (size_t i = 0; i < ndefs; i++) {
-        struct pulse_broker_topic *t = pulse_calloc(1, sizeof *t);
-        if (t == NULL) {
-            st = PULSE_NOMEM;
-            goto out;
-        }
-        memcpy(t->name, defs[i].name, sizeof t->name);
-        t->nparts = defs[i].partitions;
-        t->cleanup = defs[i].cleanup == 1 ? PULSE_CLEANUP_COMPACT : PULSE_CLEANUP_DELETE;
-        atomic_init(&t->retention_ms, defs[i].retention_ms);
-        atomic_init(&t->retention_bytes, defs[i].retention_bytes);
-        t->segment_bytes = defs[i].segment_bytes;
-        t->created_at_ms = defs[i].created_at_ms;
-        atomic_init(&t->refs, 1);
-        if (t->nparts > PULSE_BROKER_MAX_PARTITIONS || t->segment_bytes < (int64_t)PULSE_PLOG_MIN_SEGMENT_BYTES ||
-            t->segment_bytes > (int64_t)PULSE_PLOG_MAX_SEGMENT_BYTES) {
-            pulse_errbuf_set(errbuf, errlen, "topic %s has an invalid stored definition", t->name);
-            pulse_free(t);
-            st = PULSE_CORRUPT;
-            goto out;
-        }
-        st = pulse_broker_topic_alloc_parts(t);
-        if (st != PULSE_OK) {
-            pulse_free(t);
-            goto out;
-        }
-        /* Names come sorted from the store: appending keeps the map sorted. */
-        if (b->ntopics == b->topics_cap) {
-            size_t ncap = b->topics_cap ? b->topics_cap * 2 : 16;
-            struct pulse_broker_topic **nt = pulse_realloc(b->topics, ncap * sizeof *nt);
-            if (nt == NULL) {
-                pulse_broker_topic_destroy(t);
-                st = PULSE_NOMEM;
-                goto out;
-            }
-            b->topics = nt;
-            b->topics_cap = ncap;
-        }
-        b->topics[b->ntopics++] = t;
-        st = pulse_broker_topic_open_logs(b, t, &rep);
-        if (st != PULSE_OK) {
-            if (!pulse_broker_datadir_explain(b, t->name, errbuf, errlen))
-                pulse_errbuf_set(errbuf, errlen, "cannot open the logs of topic %s: %s", t->name,
-                                 pulse_status_message(st));
-            goto out;
-        }
-        rep.topics++;
+        /* Names come sorted from the store: each insert is an append. */
+        pulse_status_t st = pulse_broker_topic_load(b, &defs[i], rep, errbuf, errlen);
+        if (st != PULSE_OK)
+            return st;
+        rep->topics++;
     }
-    rep.recovery_us = pulse_clock_mono_us() - t0;
-    b->recovery_us = rep.recovery_us;
-    b->recovery_truncated_bytes = rep.truncated_bytes;
-    PULSE_INFO("broker: %" PRIu32 " topics, %" PRIu32 " partitions recovered in %" PRId64 " us", rep.topics,
-               rep.partitions, rep.recovery_us);
+    rep->recovery_us = pulse_clock_mono_us() - t0;
+    b->recovery_us = rep->recovery_us;
+    b->recovery_truncated_bytes = rep->truncated_bytes;
+    PULSE_INFO("broker: %" PRIu32 " topics, %" PRIu32 " partitions recovered in %" PRId64 " us", rep->topics,
+               rep->partitions, rep->recovery_us);
+    return PULSE_OK;
+}
 
+/* Open, phase 4: the threads, in the order their dependencies need. */
+static pulse_status_t start_threads(struct pulse_broker *b, char *errbuf, size_t errlen)
+{
     /* Before the syncer, which kicks it. */
-    st = pulse_broker_heal_start(b, &b->heal);
+    pulse_status_t st = pulse_broker_heal_start(b, &b->heal);
+
     if (st != PULSE_OK) {
         pulse_errbuf_set(errbuf, errlen, "cannot start the heal thread");
-        goto out;
+        return st;
     }
     b->next_interval_sync_us = pulse_clock_mono_us() + (int64_t)b->cfg.sync_interval_ms * 1000;
     if (pthread_create(&b->syncer, NULL, syncer_main, b) != 0) {
         pulse_errbuf_set(errbuf, errlen, "cannot start the syncer thread");
-        st = PULSE_NOMEM;
-        goto out;
+        return PULSE_NOMEM;
     }
     b->syncer_started = true;
     st = pulse_broker_admin_start(b, &b->admin);
     if (st != PULSE_OK) {
         pulse_errbuf_set(errbuf, errlen, "cannot start the committer and admin threads");
-        goto out;
+        return st;
     }
     /* Maintenance starts only after every log is recovered, so a trim or a
      * compaction never meets a log still being scanned. */
     st = pulse_broker_maint_start(b, &b->maint);
-    if (st != PULSE_OK) {
+    if (st != PULSE_OK)
         pulse_errbuf_set(errbuf, errlen, "cannot start the maintenance thread");
+    return st;
+}
+
+pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
+                                 struct pulse_broker_open_report *report, char *errbuf, size_t errlen)
+{
+    pulse_status_t st = PULSE_OK;
+    struct pulse_broker *b = NULL;
+    struct pulse_broker_open_report rep;
+    struct pulse_meta_topic *defs = NULL;
+    size_t ndefs = 0;
+
+    memset(&rep, 0, sizeof rep);
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
+    if (!config_valid(cfg)) {
+        pulse_errbuf_set(errbuf, errlen, "invalid broker configuration");
+        return PULSE_INVALID;
+    }
+    st = broker_alloc(cfg, &b);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "out of memory");
         goto out;
     }
+    st = open_metadata(b, &defs, &ndefs, &rep, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = open_topics(b, defs, ndefs, &rep, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = start_threads(b, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
     if (report != NULL)
         *report = rep;
     *out = b;
@@ -648,6 +643,13 @@ void pulse_broker_close(struct pulse_broker *b)
     for (size_t i = 0; i < b->ntopics; i++)
         pulse_broker_topic_destroy(b->topics[i]);
     pulse_free(b->topics);
+    /* After a drain only stalled deletes are left here (their logs are
+     * closed); the next start finishes them. */
+    while (b->dying != NULL) {
+        struct pulse_broker_topic *t = b->dying;
+        b->dying = t->dying_next;
+        pulse_broker_topic_destroy(t);
+    }
     pulse_fdcache_destroy(b->fdcache);
     pulse_meta_close(b->meta);
     pthread_cond_destroy(&b->cv);
@@ -885,18 +887,10 @@ static pulse_status_t metrics_fdcache(struct pulse_broker *b, struct pulse_buf *
         fs.open, fs.pinned, fs.capacity, fs.hits, fs.opens, fs.evictions, fs.emfile);
 }
 
-pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *out)
+static pulse_status_t metrics_fsync(struct pulse_broker *b, struct pulse_buf *out)
 {
-    pulse_status_t st = PULSE_OK;
-    struct pulse_broker_topic **list = NULL;
-    size_t n = 0;
     uint64_t cum = 0;
-
-    st = pulse_broker_topic_snapshot(b, &list, &n);
-    if (st != PULSE_OK)
-        return st;
-
-    st = pulse_buf_printf(out,
+    pulse_status_t st = pulse_buf_printf(out,
                           "# HELP pulse_fsync_total fdatasync calls on partition logs.\n"
                           "# TYPE pulse_fsync_total counter\n"
                           "pulse_fsync_total %" PRIu64 "\n"
@@ -906,6 +900,7 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
                           "# HELP pulse_fsync_duration_seconds fdatasync latency of partition logs.\n"
                           "# TYPE pulse_fsync_duration_seconds histogram\n",
                           (uint64_t)atomic_load(&b->fsync_total), (uint64_t)atomic_load(&b->fsync_failed));
+
     for (int i = 0; i < PULSE_BROKER_FSYNC_BUCKETS && st == PULSE_OK; i++) {
         cum += atomic_load(&b->fsync_buckets[i]);
         st = pulse_buf_printf(out, "pulse_fsync_duration_seconds_bucket{le=\"%g\"} %" PRIu64 "\n", fsync_bounds[i],
@@ -919,7 +914,13 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
                               "pulse_fsync_duration_seconds_count %" PRIu64 "\n",
                               total, (double)atomic_load(&b->fsync_sum_us) / 1e6, total);
     }
+    return st;
+}
 
+/* Per-partition gauges, then per-topic counters. */
+static pulse_status_t metrics_topics(struct pulse_broker_topic **list, size_t n, struct pulse_buf *out)
+{
+    pulse_status_t st = PULSE_OK;
     static const struct {
         const char *name;
         const char *help;
@@ -928,6 +929,16 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
         {"pulse_partition_log_start_offset", "First offset still stored."},
         {"pulse_partition_size_bytes", "Bytes of all segment files."},
     };
+    static const struct {
+        const char *name;
+        const char *help;
+    } topic_metrics[] = {
+        {"pulse_published_records_total", "Records appended by publishes."},
+        {"pulse_published_bytes_total", "Encoded batch bytes appended by publishes."},
+        {"pulse_fetched_records_total", "Records served by fetches."},
+        {"pulse_fetched_bytes_total", "Bytes served by fetches."},
+    };
+
     for (size_t m = 0; m < 3 && st == PULSE_OK; m++) {
         st = pulse_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", part_metrics[m].name, part_metrics[m].help,
                               part_metrics[m].name);
@@ -941,16 +952,6 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
             }
         }
     }
-
-    static const struct {
-        const char *name;
-        const char *help;
-    } topic_metrics[] = {
-        {"pulse_published_records_total", "Records appended by publishes."},
-        {"pulse_published_bytes_total", "Encoded batch bytes appended by publishes."},
-        {"pulse_fetched_records_total", "Records served by fetches."},
-        {"pulse_fetched_bytes_total", "Bytes served by fetches."},
-    };
     for (size_t m = 0; m < 4 && st == PULSE_OK; m++) {
         st = pulse_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", topic_metrics[m].name,
                               topic_metrics[m].help, topic_metrics[m].name);
@@ -963,6 +964,21 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
             st = pulse_buf_printf(out, "%s{topic=\"%s\"} %" PRIu64 "\n", topic_metrics[m].name, t->name, v);
         }
     }
+    return st;
+}
+
+pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *out)
+{
+    pulse_status_t st = PULSE_OK;
+    struct pulse_broker_topic **list = NULL;
+    size_t n = 0;
+
+    st = pulse_broker_topic_snapshot(b, &list, &n);
+    if (st != PULSE_OK)
+        return st;
+    st = metrics_fsync(b, out);
+    if (st == PULSE_OK)
+        st = metrics_topics(list, n, out);
     if (st == PULSE_OK)
         st = metrics_damage(list, n, out);
     if (st == PULSE_OK)

@@ -115,8 +115,10 @@ struct pulse_broker_open_report {
  * PULSE_BUSY when the data directory is locked by another process;
  * PULSE_CORRUPT for a store LevelDB reports damaged (errbuf names
  * pulsed --repair-metadata); PULSE_INVALID for a metadata schema newer
- * than this code, a store of another data directory, or a topic directory
- * pulsed cannot decide about (errbuf names it and pulsed --adopt-topic).
+ * than this code, a store of another data directory, a topic directory
+ * pulsed cannot decide about (errbuf names it and pulsed --adopt-topic), or
+ * topics the store names whose directories (or topics/ itself) are missing
+ * (errbuf names them and pulsed --forget-topic; nothing is changed).
  */
 pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
                                  struct pulse_broker_open_report *report, char *errbuf, size_t errlen);
@@ -168,15 +170,33 @@ pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, c
                                         struct pulse_topic_info *out, char *errbuf, size_t errlen);
 
 /*
+ * `pulsed --forget-topic NAME`: removes the metadata of a topic whose
+ * directory is missing (the topic, its partitions and every consumer's
+ * cursors on it, in one sync batch), the way out of a start refused because
+ * the store names topics whose directories are not there, for a topic that
+ * is gone for good. Should its directory come back later, the next start
+ * adopts it from its topic.json; the cursors stay lost. Refuses a topic the
+ * store does not have (PULSE_TOPIC_NOT_FOUND) or whose directory exists
+ * (PULSE_EXISTS: delete it through the API). *cursors_out (nullable) gets
+ * how many cursors went. Thread: main, with no broker running on the
+ * directory (the store's lock is held meanwhile).
+ */
+pulse_status_t pulse_broker_forget_topic(const struct pulse_broker_config *cfg, const char *name, size_t *cursors_out,
+                                        char *errbuf, size_t errlen);
+
+/*
  * First half of shutdown (Thread: any but the broker's own; Locks: none held
  * while it waits): refuses new publishes and waits (PULSE_SHUTDOWN),
  * completes every parked long-poll waiter at once (its callback gets
- * PULSE_SHUTDOWN), and lets publishes already written reach durability (their
- * callbacks run as usual). Then refuses new admin operations (the *_async
- * calls return PULSE_SHUTDOWN) and runs every one already queued to its end,
- * callbacks included; a delete waiting for its topic's last user keeps
- * waiting (at most one maintenance step of one partition). Returns when no
- * publish and no admin operation is pending. Idempotent.
+ * PULSE_SHUTDOWN), and lets publishes already written reach durability or
+ * fail (their callbacks run as usual). Then refuses new admin operations
+ * (the *_async calls return PULSE_SHUTDOWN) and runs every one already
+ * queued to its end, callbacks included; a delete waiting for its topic's
+ * last user keeps waiting for it (a maintenance step or a heal reopen
+ * attempt on one of its partitions, or a request still reading it), so the
+ * drain can last that long. A delete that stalled (topic.c) is not waited
+ * for: the next start finishes it. Returns when no publish and no admin
+ * operation is pending. Idempotent.
  */
 void pulse_broker_drain(struct pulse_broker *b);
 
@@ -252,7 +272,10 @@ pulse_status_t pulse_broker_topic_create(struct pulse_broker *b, const struct pu
 /*
  * Creates a topic on the admin thread and calls done(arg, st) with the
  * result (PULSE_OK, PULSE_EXISTS, PULSE_IO, PULSE_NOSPACE, ...; errbuf says
- * why). A create of a name whose delete is still finishing waits for it.
+ * why). A create of a name whose delete is still finishing waits for it;
+ * one whose delete stalled on the metadata store (see
+ * pulse_broker_topic_delete_async) finishes that delete first, and fails
+ * with its error ("still being deleted") while it still cannot.
  * The spec is checked first, on the caller's thread: PULSE_INVALID_NAME /
  * PULSE_INVALID (errbuf says which field) are returned at once, as is
  * PULSE_SHUTDOWN once the broker drains, and done is then never called.
@@ -306,11 +329,16 @@ pulse_status_t pulse_broker_topic_delete(struct pulse_broker *b, const char *nam
  * then see PULSE_TOPIC_NOT_FOUND; its pending publishes and waiters complete
  * with it); the admin thread then waits, holding no lock, until the topic's
  * last user lets go, commits the metadata removal and removes the files,
- * and calls done(arg, st): PULSE_OK, PULSE_TOPIC_NOT_FOUND, or a metadata
- * error (PULSE_IO, ...), after which the topic is back as it was. A create
- * of the same name waits until the delete is done. Returns PULSE_SHUTDOWN or
- * PULSE_NOMEM at once (done never called). Thread: any. Locks: the admin
- * queue's mutex, briefly; never blocks on I/O.
+ * and calls done(arg, st): PULSE_OK, PULSE_TOPIC_NOT_FOUND, or the error of
+ * a delete that could not be recorded (PULSE_IO, PULSE_NOSPACE, ...), after
+ * which the topic is back as it was. Once recorded (the "deleting" marker)
+ * the delete is decided: PULSE_OK even if the metadata store then fails,
+ * the topic is never served again, and the rest is finished by the next
+ * create of the name or the next start (if even the marker is uncertain:
+ * the error, and the topic is not served; the next start decides). A
+ * create of the same name waits until the delete is done. Returns
+ * PULSE_SHUTDOWN or PULSE_NOMEM at once (done never called). Thread: any.
+ * Locks: the admin queue's mutex, briefly; never blocks on I/O.
  */
 pulse_status_t pulse_broker_topic_delete_async(struct pulse_broker *b, const char *name, pulse_admin_done_fn done,
                                                void *arg);
@@ -354,6 +382,12 @@ typedef void (*pulse_publish_done_fn)(void *arg, pulse_status_t st);
  * On failure done is never called. PULSE_FENCED: a partition of the publish
  * is fenced (it is reopened in process; retry later); PULSE_NOSPACE: the
  * device is full (nothing of that partition was written; retry later).
+ * Partitions are appended one after another and an append is never rolled
+ * back: when one fails, the partitions appended before it keep their
+ * records (they become durable as usual). A partition fenced before the
+ * first append refuses the whole publish. When an append fails, offsets_out
+ * still gets each record's offset (-1 for a record not stored) and errbuf
+ * names the partitions stored before it with their offsets.
  */
 pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, const struct pulse_publish_record *recs,
                                     size_t n, struct pulse_offset_pair *offsets_out, pulse_publish_done_fn done,
@@ -477,7 +511,9 @@ struct pulse_fenced_partition {
 };
 
 /* The fenced partitions, sorted by topic then partition; *out allocated
- * (pulse_free), NULL with *n_out == 0 when there are none. */
+ * (pulse_free), NULL with *n_out == 0 when there are none. Thread: any.
+ * Locks: map_lock (read) and the heal thread's mutex, briefly; never waits
+ * for a reopen or any I/O. */
 pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out);
 
 /* Wall-clock ms at which the broker was opened. */

@@ -9,7 +9,8 @@
  * Topic objects are reference-counted. The name map holds one reference;
  * every lookup takes another (pulse_broker_topic_acquire) and gives it back
  * with pulse_broker_topic_release. Pending publishes and parked waiters hold
- * one each; the maintenance thread holds one topic at a time. Delete moves
+ * one each; the maintenance and heal threads hold one topic at a time.
+ * Delete moves
  * the topic from the map to the dying list (which inherits the map's
  * reference), fails its pending publishes and waiters, and leaves the rest
  * to the admin thread, which waits - holding no lock - until only the dying
@@ -56,6 +57,10 @@ struct pulse_admin_job;
 
 struct pulse_broker_topic {
     char name[PULSE_NAME_MAX + 1];
+    /* Unique among every topic object this broker made (never reused, unlike
+     * the object's address): what state kept beside a topic (heal.c) is
+     * keyed by, so a recreated topic never inherits the old one's. */
+    uint64_t uid;
     uint32_t nparts;
     enum pulse_cleanup cleanup;
     _Atomic int64_t retention_ms;
@@ -69,6 +74,11 @@ struct pulse_broker_topic {
     struct pulse_broker_topic *dying_next; /* the broker's dying list (map_lock) */
     atomic_int refs;
     atomic_bool deleted;
+    /* On the dying list after its delete was decided but could not finish
+     * (the metadata store could not be written): never served again, its
+     * logs closed, the delete tried again by the next create of its name
+     * and finished at the next start if not before (topic.c). */
+    atomic_bool delete_stalled;
     atomic_uint rr; /* round-robin counter for keyless publishes */
     atomic_uint_fast64_t published_records;
     atomic_uint_fast64_t published_bytes;
@@ -138,6 +148,7 @@ struct pulse_broker {
     uint32_t inflight;   /* publishes between their draining check and registration */
     uint32_t completing; /* publishes and waiters taken off the lists whose callbacks are running */
     atomic_uint deleting; /* topics on the dying list */
+    atomic_uint_fast64_t topic_uids; /* the last pulse_broker_topic.uid given */
     pthread_t syncer;
     bool syncer_started;
     struct pulse_broker_maint *maint; /* retention and compaction thread */
@@ -160,6 +171,9 @@ uint32_t pulse_broker_murmur2(const uint8_t *data, size_t len);
 /* Kafka's default partition for a key: (murmur2(key) & 0x7fffffff) % n. */
 uint32_t pulse_broker_key_partition(const uint8_t *key, size_t len, uint32_t nparts);
 
+/* A NUL-terminated name that passes pulse_broker_name_valid. */
+bool pulse_broker_cname_valid(const char *name);
+
 /* Looks a topic up and takes a reference; NULL if absent. Locks: map_lock
  * (read) briefly. */
 struct pulse_broker_topic *pulse_broker_topic_acquire(struct pulse_broker *b, const char *name);
@@ -172,8 +186,8 @@ pulse_status_t pulse_broker_topic_snapshot(struct pulse_broker *b, struct pulse_
 
 /* The live topic whose name follows `after` ("" for the first), with a
  * reference; NULL past the last. Walks the map one topic at a time, so long
- * work (maintenance) holds only the topic it is working on. Locks: map_lock
- * (read) briefly. */
+ * work (maintenance, the heal pass) holds only the topic it is working on.
+ * Locks: map_lock (read) briefly. */
 struct pulse_broker_topic *pulse_broker_topic_acquire_next(struct pulse_broker *b, const char *after);
 
 /* The first step of a delete. Thread: the committer only (so it is ordered
@@ -186,10 +200,15 @@ pulse_status_t pulse_broker_topic_delete_unmap(struct pulse_broker *b, const cha
                                                struct pulse_broker_topic **out);
 
 /* The rest of a delete, once only the dying list's reference is left.
- * Thread: the admin thread only. Commits the metadata removal, closes the
- * logs, renames the directory aside, frees t, removes the files. On a
- * metadata error the topic goes back into the map unchanged and the error is
- * returned. Blocks on the metadata sync write and the file system. */
+ * Thread: the admin thread only. Writes the "deleting" marker (the
+ * decision), commits the metadata removal, closes the logs, renames the
+ * directory aside, frees t, removes the files. When the marker cannot be
+ * written (and is surely absent) nothing durable changed: the topic goes
+ * back into the map and the error is returned. Once the marker may be
+ * durable the topic is never served again: if a later step fails, t stays
+ * on the dying list with delete_stalled set (see topic.c "Delete") and
+ * PULSE_OK is returned for a decided delete, the error if even the marker
+ * is uncertain. Blocks on the metadata sync write and the file system. */
 pulse_status_t pulse_broker_topic_delete_finish(struct pulse_broker *b, struct pulse_broker_topic *t);
 
 /* A create whose spec pulse_broker_topic_create_async resolved into def.
@@ -225,9 +244,12 @@ void pulse_broker_sync_done(void *arg, pulse_status_t st);
 pulse_status_t pulse_broker_sync_wait(struct pulse_broker_sync *s);
 void pulse_broker_sync_fini(struct pulse_broker_sync *s);
 
-/* Allocates t->plogs (and t->compactors for a compacted topic) for
- * t->nparts partitions; t->cleanup must be set. */
-pulse_status_t pulse_broker_topic_alloc_parts(struct pulse_broker_topic *t);
+/* At open: makes the topic of a stored definition, puts it into the map
+ * and opens its partition logs (recovery), adding to rep. PULSE_CORRUPT for
+ * a definition out of range; errbuf names the topic and the cause. Thread:
+ * the opener, before the broker's threads start. */
+pulse_status_t pulse_broker_topic_load(struct pulse_broker *b, const struct pulse_meta_topic *def,
+                                       struct pulse_broker_open_report *rep, char *errbuf, size_t errlen);
 
 /* Closes a topic's logs and frees it (refs must be down to the caller's). */
 void pulse_broker_topic_destroy(struct pulse_broker_topic *t);

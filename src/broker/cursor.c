@@ -33,8 +33,9 @@
  *      user let go), so it removes them.
  * Hence a commit for a topic being deleted, or already deleted, is refused
  * (PULSE_TOPIC_NOT_FOUND) or removed by the delete; it never lands. If the
- * delete's metadata batch fails, the topic returns to the map with whatever
- * cursors it had, as if the delete never happened.
+ * delete's metadata batch fails, the topic does not return to the map (the
+ * delete is decided, topic.c): its cursors stay in the store until the
+ * batch is written again, and no commit can add to them meanwhile.
  */
 #include "broker/broker.h"
 
@@ -49,11 +50,6 @@
 #include "common/alloc.h"
 #include "common/failpoint.h"
 #include "meta/meta.h"
-
-static bool cname_valid(const char *name)
-{
-    return name != NULL && pulse_broker_name_valid(name, strnlen(name, PULSE_NAME_MAX + 1));
-}
 
 pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *consumer,
                                           const struct pulse_cursor *cursors, size_t n, char *errbuf, size_t errlen)
@@ -79,7 +75,7 @@ pulse_status_t pulse_broker_cursor_commit_async(struct pulse_broker *b, const ch
 
     if (errbuf != NULL && errlen > 0)
         errbuf[0] = '\0';
-    if (!cname_valid(consumer)) {
+    if (!pulse_broker_cname_valid(consumer)) {
         pulse_errbuf_set(errbuf, errlen,
                 "consumer name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or \"..\", "
                 "and must not begin with \"__\"");
@@ -195,7 +191,7 @@ pulse_status_t pulse_broker_cursor_get(struct pulse_broker *b, const char *consu
     int64_t off = 0;
     int64_t hw;
 
-    if (!cname_valid(consumer) || !cname_valid(topic))
+    if (!pulse_broker_cname_valid(consumer) || !pulse_broker_cname_valid(topic))
         return PULSE_INVALID_NAME;
     t = pulse_broker_topic_acquire(b, topic);
     if (t == NULL)
@@ -229,7 +225,7 @@ pulse_status_t pulse_broker_cursor_list(struct pulse_broker *b, const char *cons
     struct pulse_cursor *cs = NULL;
     size_t n = 0, k = 0;
 
-    if (!cname_valid(consumer))
+    if (!pulse_broker_cname_valid(consumer))
         return PULSE_INVALID_NAME;
     st = pulse_meta_cursor_list(b->meta, consumer, &mc, &n);
     if (st != PULSE_OK)
@@ -301,7 +297,7 @@ pulse_status_t pulse_broker_consumer_delete_async(struct pulse_broker *b, const 
     pulse_status_t st;
     struct pulse_admin_job *job;
 
-    if (!cname_valid(consumer))
+    if (!pulse_broker_cname_valid(consumer))
         return PULSE_INVALID_NAME;
     job = pulse_broker_admin_job_create(PULSE_ADMIN_CONSUMER_DELETE, done, arg);
     if (job == NULL)

@@ -30,8 +30,12 @@
  *                                  topic.json is (re)written from the store
  *                                  when missing (older data directory),
  *                                  damaged, or different otherwise.
- *   no metadata, has "creating"    an interrupted create: removed.
+ *   no metadata, has "creating",   an interrupted create: removed.
+ *   no partition holds records
  *   no metadata, holds nothing     (no file at all): removed.
+ *   (a "creating" marker beside records is a leftover of a committed
+ *   create, nothing being appended before the commit: the rows below
+ *   apply, and an adoption removes it)
  *   no metadata, valid topic.json  adopted: the metadata is rewritten from
  *   whose partitions match the     the file and the adoption logged at warn.
  *   partition directories
@@ -39,12 +43,17 @@
  *                                  names the directory and the command that
  *                                  resolves it (pulsed --adopt-topic).
  *   not a topic name               left alone (logged).
- * A topic whose metadata exists but whose directory does not had its delete
- * finish on disk after the store lost the delete: its metadata is removed.
+ * A topic whose metadata exists but whose directory does not (or a missing
+ * topics/ while the store names topics) refuses the start, naming the
+ * topics and `pulsed --forget-topic`: a volume that is not mounted looks
+ * exactly like that, and treating it as deleted data would cost every
+ * topic's metadata and cursors. A missing topics/ is made only when the
+ * store names no topic.
  * Directories are removed by renaming them aside to __deleted-<nonce> first,
  * so an interrupted removal never leaves a half tree under a topic's name.
  *
- * Thread: start-up (single-threaded) and topic admin under admin_lock.
+ * Thread: start-up (single-threaded), the offline modes, and the admin
+ * thread (markers, topic.json, directories of one topic at a time).
  */
 #include "broker/broker.h"
 
@@ -68,6 +77,7 @@
 #include "meta/dirfile.h"
 #include "meta/meta.h"
 #include "storage/io.h"
+#include "storage/segment.h"
 
 static const struct pulse_io *broker_io(const struct pulse_broker *b)
 {
@@ -114,11 +124,22 @@ static pulse_status_t usable_dir(const char *path, char *errbuf, size_t errlen)
     return PULSE_OK;
 }
 
+/* Whether path exists at all (lstat); errno-free. */
+static bool path_present(const char *path)
+{
+    struct stat sb;
+
+    return lstat(path, &sb) == 0;
+}
+
 pulse_status_t pulse_broker_datadir_prepare(struct pulse_broker *b, char *errbuf, size_t errlen)
 {
     pulse_status_t st = usable_dir(b->data_dir, errbuf, errlen);
 
-    if (st == PULSE_OK)
+    /* A missing topics/ is made only once the store says it names no
+     * topic (topics_dir_ready): made now, it would hide an unmounted
+     * volume. */
+    if (st == PULSE_OK && path_present(b->topics_dir))
         st = usable_dir(b->topics_dir, errbuf, errlen);
     return st;
 }
@@ -339,6 +360,7 @@ struct dir_scan {
     bool creating;
     bool deleting;
     bool holds_files; /* any file (or unknown entry) besides the markers */
+    bool records;     /* a partition log holds (or held) records */
     pulse_status_t file_st; /* topic.json: PULSE_OK, PULSE_NOT_FOUND or PULSE_CORRUPT */
     struct pulse_meta_topic file_def;
     char file_why[160];
@@ -359,6 +381,34 @@ static bool dir_nonempty(const char *path)
         any = strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
     closedir(d);
     return any;
+}
+
+/* Whether a partition directory may hold records: a segment file with
+ * bytes in it, or one whose base offset is not 0 (its predecessors held
+ * records, even if retention removed them). A log that was only opened has
+ * one empty segment at base 0. What cannot be read counts as records: the
+ * answer decides whether a directory may be removed, and nothing is removed
+ * that is not proven garbage. */
+static bool partition_has_records(const char *path)
+{
+    char file[PATH_MAX];
+    DIR *d = opendir(path);
+    struct dirent *de;
+    bool found = false;
+
+    if (d == NULL)
+        return true;
+    while (!found && (de = readdir(d)) != NULL) {
+        struct stat sb;
+        int64_t base = 0;
+        if (!pulse_segment_parse_name(de->d_name, &base))
+            continue;
+        if (base > 0 || snprintf(file, sizeof file, "%s/%s", path, de->d_name) >= (int)sizeof file ||
+            stat(file, &sb) != 0 || sb.st_size > 0)
+            found = true;
+    }
+    closedir(d);
+    return found;
 }
 
 static pulse_status_t scan_topic_dir(struct pulse_broker *b, const char *topic, struct dir_scan *sc)
@@ -393,6 +443,8 @@ static pulse_status_t scan_topic_dir(struct pulse_broker *b, const char *topic, 
             topic_path(b, topic, n, path, sizeof path);
             if (dir_nonempty(path))
                 sc->holds_files = true;
+            if (!sc->records && partition_has_records(path))
+                sc->records = true;
         } else {
             /* topic.json, or something we did not write: either way not
              * nothing. */
@@ -466,7 +518,11 @@ static enum dir_action classify(const struct dir_scan *sc, const struct pulse_me
         return ACT_FINISH_DELETE;
     if (def != NULL)
         return ACT_KEEP;
-    if (sc->creating)
+    /* Nothing is appended before a create commits (the topic is not in the
+     * map until then), so records beside a "creating" marker prove the
+     * commit: the marker is a leftover whose removal failed, and the
+     * directory is judged as if it were not there. */
+    if (sc->creating && !sc->records)
         return ACT_DROP_CREATE;
     if (!sc->holds_files)
         return ACT_DROP_EMPTY;
@@ -725,11 +781,22 @@ static pulse_status_t adopt_topic(struct pulse_broker *b, struct dir_entry *e, s
     st = pulse_meta_topic_create(b->meta, f);
     if (st != PULSE_OK)
         return st;
-    PULSE_WARN("adopted topic %s from %s/%s/%s: it had no metadata (the store was lost or damaged); "
+    /* After the commit, as a create does: a crash in between leaves the
+     * marker beside metadata (and records), which the next start clears. */
+    if (e->sc.creating) {
+        st = pulse_broker_mark_clear(b, e->name, PULSE_BROKER_CREATE_MARK);
+        if (st != PULSE_OK)
+            return st;
+    }
+    PULSE_WARN("adopted topic %s from %s/%s/%s: it had no metadata (the store was lost or damaged)%s; "
                "partitions=%" PRIu32 " cleanup=%s retention_ms=%" PRId64 " retention_bytes=%" PRId64
                " segment_bytes=%" PRId64 "; its records are kept as they are, its consumer cursors are not known",
-               f->name, b->topics_dir, f->name, PULSE_BROKER_TOPIC_FILE, f->partitions,
-               f->cleanup == 1 ? "compact" : "delete", f->retention_ms, f->retention_bytes, f->segment_bytes);
+               f->name, b->topics_dir, f->name, PULSE_BROKER_TOPIC_FILE,
+               e->sc.creating ? "; its leftover \"" PULSE_BROKER_CREATE_MARK "\" marker was removed: its records "
+                                "prove the create committed"
+                              : "",
+               f->partitions, f->cleanup == 1 ? "compact" : "delete", f->retention_ms, f->retention_bytes,
+               f->segment_bytes);
     rep->adopted_topics++;
     return PULSE_OK;
 }
@@ -770,23 +837,80 @@ static pulse_status_t act_on(struct pulse_broker *b, struct dir_entry *e, struct
     return st;
 }
 
-/* Topics whose metadata survived but whose directory is gone: the delete
- * removed the directory, and the store lost the delete (a dropped log
- * record). Recreating an empty topic would hand out its old offsets again,
- * so the delete is finished instead. */
-static pulse_status_t drop_dirless(struct pulse_broker *b, const struct reconcile *rc,
-                                   const struct pulse_meta_topic *defs, size_t ndefs)
+/* Lists up to a few topic names, then how many more, into buf. */
+static void name_list(char *buf, size_t len, const struct pulse_meta_topic *defs, size_t ndefs, const bool *skip)
 {
+    size_t shown = 0, total = 0, used = 0;
+
+    buf[0] = '\0';
     for (size_t i = 0; i < ndefs; i++) {
-        pulse_status_t st;
-        if (rc->seen[i])
+        if (skip != NULL && skip[i])
             continue;
-        PULSE_WARN("topic %s has metadata but no directory under %s: its data was deleted; removing its metadata",
-                   defs[i].name, b->topics_dir);
-        st = pulse_meta_topic_delete(b->meta, defs[i].name, NULL);
-        if (st != PULSE_OK)
-            return st;
+        total++;
+        if (shown < 5 && used < len) {
+            int n = snprintf(buf + used, len - used, "%s%s", shown ? ", " : "", defs[i].name);
+            used += n > 0 ? (size_t)n : 0;
+            shown++;
+        }
     }
+    if (total > shown && used < len)
+        snprintf(buf + used, len - used, " and %zu more", total - shown);
+}
+
+/* The sentence of a refusal over missing topic directories. */
+static pulse_status_t refuse_missing(struct pulse_broker *b, bool no_topics_dir, const struct pulse_meta_topic *defs,
+                                     size_t ndefs, const bool *seen, char *errbuf, size_t errlen)
+{
+    char names[512];
+    const char *first = NULL;
+    size_t count = 0;
+
+    for (size_t i = 0; i < ndefs; i++) {
+        if (seen != NULL && seen[i])
+            continue;
+        PULSE_ERROR("topic %s has metadata but no directory %s/%s", defs[i].name, b->topics_dir, defs[i].name);
+        if (first == NULL)
+            first = defs[i].name;
+        count++;
+    }
+    name_list(names, sizeof names, defs, ndefs, seen);
+    pulse_errbuf_set(errbuf, errlen,
+                     "%s%sthe metadata store names %zu topic(s) whose directories are missing from %s: %s "
+                     "(a volume not mounted? a directory moved?). Nothing was changed: their metadata and "
+                     "consumer cursors are kept. Put the directories back, or, for a topic that is gone "
+                     "for good, forget it with \"pulsed --data-dir %s --forget-topic %s\" (once per topic); see "
+                     "docs/Operations.md",
+                     no_topics_dir ? b->topics_dir : "", no_topics_dir ? " does not exist, but " : "", count,
+                     b->topics_dir, names, b->data_dir, first);
+    return PULSE_INVALID;
+}
+
+/* topics/ itself: made when missing only if the store names no topic (a
+ * first start, or every topic deleted); otherwise its absence is what an
+ * unmounted volume looks like, and pulsed refuses rather than forget every
+ * topic and cursor. */
+static pulse_status_t topics_dir_ready(struct pulse_broker *b, const struct pulse_meta_topic *defs, size_t ndefs,
+                                       char *errbuf, size_t errlen)
+{
+    if (path_present(b->topics_dir))
+        return PULSE_OK;
+    if (ndefs == 0)
+        return usable_dir(b->topics_dir, errbuf, errlen);
+    return refuse_missing(b, true, defs, ndefs, NULL, errbuf, errlen);
+}
+
+/* Topics whose metadata exists but whose directory does not. pulsed cannot
+ * tell a directory that is not there now (an unmounted volume, a move)
+ * from data that is gone, and guessing "gone" would cost the topic's
+ * metadata and its consumers' cursors: refused, naming them and the two
+ * ways out. (No delete pulsed runs leaves this: the "deleting" marker
+ * stays in the directory until the metadata is gone.) */
+static pulse_status_t refuse_dirless(struct pulse_broker *b, const struct reconcile *rc,
+                                     const struct pulse_meta_topic *defs, size_t ndefs, char *errbuf, size_t errlen)
+{
+    for (size_t i = 0; i < ndefs; i++)
+        if (!rc->seen[i])
+            return refuse_missing(b, false, defs, ndefs, rc->seen, errbuf, errlen);
     return PULSE_OK;
 }
 
@@ -824,6 +948,9 @@ pulse_status_t pulse_broker_datadir_reconcile(struct pulse_broker *b, struct pul
     char path[PATH_MAX];
 
     memset(&rc, 0, sizeof rc);
+    st = topics_dir_ready(b, *defs, *ndefs, errbuf, errlen);
+    if (st != PULSE_OK)
+        return st;
     rc.seen = pulse_calloc(*ndefs + 1, sizeof *rc.seen);
     if (rc.seen == NULL)
         return PULSE_NOMEM;
@@ -832,7 +959,9 @@ pulse_status_t pulse_broker_datadir_reconcile(struct pulse_broker *b, struct pul
         pulse_errbuf_set(errbuf, errlen, "cannot scan %s: %s", b->topics_dir, pulse_status_message(st));
         goto out;
     }
-    st = refuse_undecided(b, &rc, errbuf, errlen);
+    st = refuse_dirless(b, &rc, *defs, *ndefs, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = refuse_undecided(b, &rc, errbuf, errlen);
     if (st != PULSE_OK)
         goto out;
     for (size_t i = 0; i < rc.nasides; i++) {
@@ -849,8 +978,6 @@ pulse_status_t pulse_broker_datadir_reconcile(struct pulse_broker *b, struct pul
             pulse_errbuf_set(errbuf, errlen, "cannot reconcile %s/%s with the metadata store: %s", b->topics_dir,
                              rc.items[i].name, pulse_status_message(st));
     }
-    if (st == PULSE_OK)
-        st = drop_dirless(b, &rc, *defs, *ndefs);
     if (st != PULSE_OK)
         goto out;
     /* The store changed (adoptions, finished deletes): read it again, in
@@ -1080,7 +1207,8 @@ static pulse_status_t adopt_check(struct pulse_broker *b, const char *name, stru
         pulse_errbuf_set(errbuf, errlen, "cannot read %s: %s", dir, pulse_status_message(st));
         return st;
     }
-    if (sc->deleting || sc->creating) {
+    /* A "creating" marker beside records is a leftover (classify). */
+    if (sc->deleting || (sc->creating && !sc->records)) {
         pulse_errbuf_set(errbuf, errlen, "%s holds an unfinished topic %s (file \"%s\"): the next start removes it",
                          dir, sc->deleting ? "delete" : "create",
                          sc->deleting ? PULSE_BROKER_DELETE_MARK : PULSE_BROKER_CREATE_MARK);
@@ -1101,8 +1229,7 @@ pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, c
     memset(&rep, 0, sizeof rep);
     if (errbuf != NULL && errlen > 0)
         errbuf[0] = '\0';
-    if (cfg == NULL || cfg->data_dir == NULL || spec == NULL || spec->name == NULL ||
-        !pulse_broker_name_valid(spec->name, strnlen(spec->name, PULSE_NAME_MAX + 1))) {
+    if (cfg == NULL || cfg->data_dir == NULL || spec == NULL || !pulse_broker_cname_valid(spec->name)) {
         pulse_errbuf_set(errbuf, errlen, "not a valid topic name");
         return PULSE_INVALID_NAME;
     }
@@ -1127,6 +1254,62 @@ pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, c
         out->segment_bytes = def.segment_bytes;
         out->created_at_ms = def.created_at_ms;
     }
+    shell_close(&shell);
+    return st;
+}
+
+pulse_status_t pulse_broker_forget_topic(const struct pulse_broker_config *cfg, const char *name, size_t *cursors_out,
+                                        char *errbuf, size_t errlen)
+{
+    struct pulse_broker shell;
+    struct pulse_broker_open_report rep;
+    struct pulse_meta_topic def;
+    char dir[PATH_MAX];
+    size_t cursors = 0;
+    pulse_status_t st;
+
+    memset(&rep, 0, sizeof rep);
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
+    if (cfg == NULL || cfg->data_dir == NULL || !pulse_broker_cname_valid(name)) {
+        pulse_errbuf_set(errbuf, errlen, "not a valid topic name");
+        return PULSE_INVALID_NAME;
+    }
+    st = shell_open(cfg, &shell, &rep, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
+    topic_path(&shell, name, NULL, dir, sizeof dir);
+    st = pulse_meta_topic_get(shell.meta, name, &def);
+    if (st == PULSE_NOT_FOUND) {
+        pulse_errbuf_set(errbuf, errlen, "the metadata store has no topic %s", name);
+        st = PULSE_TOPIC_NOT_FOUND;
+        goto out;
+    }
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot read the metadata of %s: %s", name, pulse_status_message(st));
+        goto out;
+    }
+    /* Only what the start refuses over: a topic whose directory is there
+     * is deleted through the API, never forgotten behind its data's back. */
+    if (path_present(dir)) {
+        pulse_errbuf_set(errbuf, errlen,
+                         "%s exists: --forget-topic is for a topic whose directory is gone; delete the topic "
+                         "through the API (DELETE /v1/topics/%s) instead",
+                         dir, name);
+        st = PULSE_EXISTS;
+        goto out;
+    }
+    st = pulse_meta_topic_delete(shell.meta, name, &cursors);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot remove the metadata of %s: %s", name, pulse_status_message(st));
+        goto out;
+    }
+    PULSE_WARN("forgot topic %s: its metadata and %zu consumer cursor(s) were removed (its directory %s was "
+               "missing)",
+               name, cursors, dir);
+    if (cursors_out != NULL)
+        *cursors_out = cursors;
+out:
     shell_close(&shell);
     return st;
 }

@@ -4,15 +4,18 @@
  * reopens them in process, with a per-partition backoff.
  *
  * State: one record per fenced partition the thread has noticed, keyed by
- * its plog pointer (stable for the topic's life; compared, never
- * dereferenced through the record), with when it was noticed, when the next
- * attempt is due and how many attempts failed. Only the thread adds,
- * changes or removes records; readers (readyz, metrics) copy them under the
- * mutex. A pass marks the records it meets and drops the others (the topic
- * was deleted, or the partition is no longer fenced).
+ * the topic object's uid and the partition number (never by an address: a
+ * topic deleted and created again may get its old log's address, and must
+ * not inherit its failure count or backoff), with when it was noticed,
+ * when the next attempt is due and how many attempts failed. Only the
+ * thread adds, changes or removes records; readers (readyz, metrics) copy
+ * them under the mutex. A pass marks the records it meets and drops the
+ * others (the topic was deleted, or the partition is no longer fenced).
  *
- * A pass holds one topic reference at a time, so a topic delete waits at
- * most for the one reopen in progress on it.
+ * A pass walks the topics with pulse_broker_topic_acquire_next and holds
+ * one topic reference at a time, so a delete of a topic waits at most for
+ * the one reopen attempt in progress on that topic, never for attempts on
+ * others.
  */
 #include "broker/heal.h"
 
@@ -28,13 +31,14 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 
 /* Fences are looked for at least this often. */
 #define HEAL_POLL_US 1000000
 
 struct heal_rec {
-    const struct pulse_plog *plog; /* identity only */
+    uint64_t uid; /* the topic object's (with partition: the key) */
     char topic[PULSE_NAME_MAX + 1];
     uint32_t partition;
     int64_t since_us;
@@ -62,10 +66,10 @@ struct pulse_broker_heal {
 };
 
 /* Caller holds mu. */
-static struct heal_rec *rec_find(struct pulse_broker_heal *h, const struct pulse_plog *plog)
+static struct heal_rec *rec_find(struct pulse_broker_heal *h, const struct pulse_broker_topic *t, uint32_t p)
 {
     for (size_t i = 0; i < h->n; i++)
-        if (h->recs[i].plog == plog)
+        if (h->recs[i].uid == t->uid && h->recs[i].partition == p)
             return &h->recs[i];
     return NULL;
 }
@@ -76,7 +80,7 @@ static struct heal_rec *rec_find(struct pulse_broker_heal *h, const struct pulse
 static struct heal_rec *rec_note(struct pulse_broker_heal *h, const struct pulse_broker_topic *t, uint32_t p,
                                  int64_t now)
 {
-    struct heal_rec *r = rec_find(h, t->plogs[p]);
+    struct heal_rec *r = rec_find(h, t, p);
 
     if (r == NULL) {
         if (h->n == h->cap) {
@@ -89,7 +93,7 @@ static struct heal_rec *rec_note(struct pulse_broker_heal *h, const struct pulse
         }
         r = &h->recs[h->n++];
         memset(r, 0, sizeof *r);
-        r->plog = t->plogs[p];
+        r->uid = t->uid;
         snprintf(r->topic, sizeof r->topic, "%s", t->name);
         r->partition = p;
         r->since_us = now;
@@ -124,11 +128,15 @@ static int64_t backoff_us(const struct pulse_broker_heal *h, uint32_t failures)
 static void attempt(struct pulse_broker_heal *h, struct pulse_broker_topic *t, uint32_t p)
 {
     struct pulse_plog_recovery rec;
-    pulse_status_t st = pulse_plog_reopen(t->plogs[p], &rec);
-    int64_t now = pulse_clock_mono_us();
+    pulse_status_t st;
+    int64_t now;
 
+    /* Tests make an attempt slow here, to see who waits for it. */
+    pulse_failpoint_delay("heal_attempt");
+    st = pulse_plog_reopen(t->plogs[p], &rec);
+    now = pulse_clock_mono_us();
     pthread_mutex_lock(&h->mu);
-    struct heal_rec *r = rec_find(h, t->plogs[p]);
+    struct heal_rec *r = rec_find(h, t, p);
     if (r != NULL && (st == PULSE_OK || st == PULSE_INVALID)) {
         if (st == PULSE_OK) {
             atomic_fetch_add(&h->reopens, 1);
@@ -156,36 +164,38 @@ static bool stopping(struct pulse_broker_heal *h)
     return stop;
 }
 
-/* Looks at every partition; reopens the fenced ones that are due. */
+/* The fenced partitions of one topic: noted, and reopened when due. */
+static void heal_topic(struct pulse_broker_heal *h, struct pulse_broker_topic *t)
+{
+    for (uint32_t p = 0; p < t->nparts && !atomic_load(&t->deleted); p++) {
+        bool due = false;
+        if (!pulse_plog_fenced(t->plogs[p]))
+            continue;
+        pthread_mutex_lock(&h->mu);
+        struct heal_rec *r = rec_note(h, t, p, pulse_clock_mono_us());
+        due = r != NULL && pulse_clock_mono_us() >= r->next_us;
+        pthread_mutex_unlock(&h->mu);
+        if (due)
+            attempt(h, t, p);
+    }
+}
+
+/* Looks at every partition, one topic at a time; reopens the fenced ones
+ * that are due. */
 static void heal_pass(struct pulse_broker_heal *h)
 {
-    struct pulse_broker_topic **list = NULL;
-    size_t n = 0, i = 0;
+    char after[PULSE_NAME_MAX + 1] = "";
+    struct pulse_broker_topic *t;
 
-    if (pulse_broker_topic_snapshot(h->b, &list, &n) != PULSE_OK)
-        return;
     pthread_mutex_lock(&h->mu);
     for (size_t k = 0; k < h->n; k++)
         h->recs[k].seen = false;
     pthread_mutex_unlock(&h->mu);
-    for (i = 0; i < n && !stopping(h); i++) {
-        struct pulse_broker_topic *t = list[i];
-        for (uint32_t p = 0; p < t->nparts && !atomic_load(&t->deleted); p++) {
-            bool due = false;
-            if (!pulse_plog_fenced(t->plogs[p]))
-                continue;
-            pthread_mutex_lock(&h->mu);
-            struct heal_rec *r = rec_note(h, t, p, pulse_clock_mono_us());
-            due = r != NULL && pulse_clock_mono_us() >= r->next_us;
-            pthread_mutex_unlock(&h->mu);
-            if (due)
-                attempt(h, t, p);
-        }
+    while (!stopping(h) && (t = pulse_broker_topic_acquire_next(h->b, after)) != NULL) {
+        memcpy(after, t->name, sizeof after);
+        heal_topic(h, t);
         pulse_broker_topic_release(h->b, t);
     }
-    for (; i < n; i++)
-        pulse_broker_topic_release(h->b, list[i]);
-    pulse_free(list);
     pthread_mutex_lock(&h->mu);
     for (size_t k = 0; k < h->n;) {
         if (!h->recs[k].seen)
@@ -315,7 +325,7 @@ pulse_status_t pulse_broker_heal_list(struct pulse_broker_heal *h, struct pulse_
                 cap = ncap;
             }
             struct pulse_fenced_partition *f = &arr[n++];
-            const struct heal_rec *r = rec_find(h, t->plogs[p]);
+            const struct heal_rec *r = rec_find(h, t, p);
             memset(f, 0, sizeof *f);
             snprintf(f->topic, sizeof f->topic, "%s", t->name);
             f->partition = p;

@@ -15,6 +15,12 @@
  * fence was noticed, each failure doubles the wait, up to
  * fence_retry_max_ms.
  *
+ * One topic at a time: a pass holds a reference on the topic it is looking
+ * at and no other, so a delete of a topic waits at most for one reopen
+ * attempt on that topic. Records of fenced partitions are keyed by the
+ * topic object's uid, never by an address that a recreated topic could
+ * reuse.
+ *
  * Safety against concurrent users: the plog object stays the same (readers,
  * fetches, waiters and maintenance keep their pointer); the swap happens
  * inside it under its own locks, and segments of the old list stay valid
@@ -50,12 +56,16 @@ void pulse_broker_heal_stop(struct pulse_broker_heal *h);
 void pulse_broker_heal_kick(struct pulse_broker_heal *h);
 
 /* Fills (*out)[i] with the fenced partitions of the given topics, in their
- * order; *out is allocated (pulse_free), NULL when none. Thread: any. */
+ * order; *out is allocated (pulse_free), NULL when none. The caller holds a
+ * reference on each topic. Thread: any. Locks: the heal thread's mutex
+ * while it reads the records (never held during a reopen); no I/O. */
 pulse_status_t pulse_broker_heal_list(struct pulse_broker_heal *h, struct pulse_broker_topic *const *topics,
                                       size_t ntopics, struct pulse_fenced_partition **out, size_t *n_out);
 
 /* Appends pulse_partition_fenced{topic,partition} for every partition of the
- * given topics, then the fence and reopen counters (Prometheus text). */
+ * given topics, then the fence and reopen counters (Prometheus text). The
+ * caller holds a reference on each topic. Thread: any. Locks: none (the
+ * fence flags and counters are atomic). */
 pulse_status_t pulse_broker_heal_metrics(struct pulse_broker_heal *h, struct pulse_broker_topic *const *topics,
                                          size_t ntopics, struct pulse_buf *out);
 

@@ -11,7 +11,9 @@
  * under a compaction of it.
  *
  * Bounded work: a retention pass trims each partition once; a compaction pass
- * rewrites at most a few segments per partition; the stop flag is checked
+ * evaluates at most compaction_max_bytes_per_pass sealed bytes of each
+ * partition and starts no segment of it after compaction_max_pass_ms (then
+ * up to one segment's rewrite and commit more); the stop flag is checked
  * between partitions, so shutdown waits for at most one partition's work.
  * A pass holds one topic at a time, so a topic delete waits for at most the
  * partition in hand of its own topic, and never for the rest of the pass.

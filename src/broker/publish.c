@@ -23,9 +23,15 @@
  * encoded before the first append, so a refused publish writes nothing. The appends only reach the
  * page cache (pulse_plog_append_async); durability comes from the syncer's
  * group commit, and the caller is told only then (every-write mode). Across
- * partitions a publish is not atomic: if the log of a later partition fails
- * its append, earlier partitions keep their batch (reported as an error, so
- * the client retries; offsets are never reused).
+ * partitions a publish is not atomic: partitions are appended in order, and
+ * if the log of a later partition fails its append (a full disk, a fence
+ * that came in between), earlier partitions keep their batch, since an
+ * append is never rolled back (others may have appended after it). The
+ * error then says so: errbuf names the partitions stored and their offsets,
+ * and offsets_out holds the offset of every stored record (-1 for the
+ * others), so the answer never claims "nothing stored" when something was.
+ * A partition already fenced when the publish starts refuses it before
+ * anything is appended, which keeps the usual fence all-or-nothing.
  *
  * Limits (struct pulse_broker_config): records per publish (default 10000),
  * key bytes (64 KiB), header bytes per record (keys + values, 64 KiB),
@@ -159,29 +165,313 @@ struct run {
     int64_t base; /* offset the log gave its first record */
 };
 
+/* One publish between its phases (pulse_broker_publish). */
+struct publish_ctx {
+    struct pulse_broker *b;
+    struct pulse_broker_topic *t; /* one reference, while routing to appending */
+    const struct pulse_publish_record *recs;
+    size_t n;
+    char *errbuf;
+    size_t errlen;
+    uint32_t *part_of;                /* partition of record i */
+    uint32_t *slot;                   /* record i's index within its partition's batch */
+    struct pulse_record_in *grouped;  /* records in partition order */
+    uint32_t count[PULSE_BROKER_MAX_PARTITIONS]; /* records per partition */
+    uint32_t first[PULSE_BROKER_MAX_PARTITIONS]; /* a partition's first index in grouped */
+    size_t run_first[PULSE_BROKER_MAX_PARTITIONS];
+    size_t run_end[PULSE_BROKER_MAX_PARTITIONS];
+    struct run *runs;
+    uint32_t *run_of; /* run of each grouped record */
+    size_t nruns;
+    struct pulse_buf *bufs; /* one encoded append unit per partition */
+    uint32_t nbufs;
+    bool appended[PULSE_BROKER_MAX_PARTITIONS]; /* its append unit is in the log */
+    uint64_t bytes;                             /* of the appended units */
+};
+
+/* Phase 1: every record validated and routed before anything is written. */
+static pulse_status_t route(struct publish_ctx *c)
+{
+    struct pulse_broker_topic *t = c->t;
+    uint32_t rr_part = UINT32_MAX;
+
+    c->part_of = pulse_malloc(c->n * sizeof *c->part_of);
+    c->slot = pulse_malloc(c->n * sizeof *c->slot);
+    c->grouped = pulse_malloc(c->n * sizeof *c->grouped);
+    if (c->part_of == NULL || c->slot == NULL || c->grouped == NULL)
+        return PULSE_NOMEM;
+    for (size_t i = 0; i < c->n; i++) {
+        const struct pulse_publish_record *r = &c->recs[i];
+        pulse_status_t st = check_record(&c->b->cfg, r, i, t->nparts, c->errbuf, c->errlen);
+        if (st != PULSE_OK)
+            return st;
+        uint32_t p;
+        if (r->partition >= 0) {
+            p = (uint32_t)r->partition;
+        } else if (r->rec.key_len != PULSE_BATCH_NULL) {
+            p = pulse_broker_key_partition(r->rec.key, r->rec.key_len, t->nparts);
+        } else {
+            if (rr_part == UINT32_MAX)
+                rr_part = atomic_fetch_add(&t->rr, 1) % t->nparts;
+            p = rr_part;
+        }
+        c->part_of[i] = p;
+        c->slot[i] = c->count[p]++;
+    }
+    return PULSE_OK;
+}
+
+/* Phase 2: grouped per partition (request order kept within each), each
+ * partition's records split into runs whose timestamps all lie within an
+ * int32 of milliseconds of the run's first record (what one batch can
+ * represent; almost always one run per partition). */
+static pulse_status_t group(struct publish_ctx *c)
+{
+    int64_t now = pulse_clock_wall_ms();
+    uint32_t pos = 0;
+
+    for (uint32_t p = 0; p < c->t->nparts; p++) {
+        c->first[p] = pos;
+        pos += c->count[p];
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        struct pulse_record_in *g = &c->grouped[c->first[c->part_of[i]] + c->slot[i]];
+        *g = c->recs[i].rec;
+        g->offset_delta = 0;
+        if (!c->recs[i].has_timestamp)
+            g->timestamp = now;
+    }
+    c->runs = pulse_malloc(c->n * sizeof *c->runs);
+    c->run_of = pulse_malloc(c->n * sizeof *c->run_of);
+    if (c->runs == NULL || c->run_of == NULL)
+        return PULSE_NOMEM;
+    for (uint32_t p = 0; p < c->t->nparts; p++) {
+        c->run_first[p] = c->nruns;
+        for (uint32_t j = c->first[p]; j < c->first[p] + c->count[p]; j++) {
+            int64_t delta = 0;
+            if (c->nruns == c->run_first[p] ||
+                __builtin_sub_overflow(c->grouped[j].timestamp, c->grouped[c->runs[c->nruns - 1].first].timestamp,
+                                       &delta) ||
+                delta < INT32_MIN || delta > INT32_MAX) {
+                c->runs[c->nruns].first = j;
+                c->runs[c->nruns].count = 0;
+                c->nruns++;
+            }
+            c->runs[c->nruns - 1].count++;
+            c->run_of[j] = (uint32_t)(c->nruns - 1);
+        }
+        c->run_end[p] = c->nruns;
+    }
+    return PULSE_OK;
+}
+
+/* Phase 3: each partition's runs encoded back to back into its buffer. */
+static pulse_status_t encode(struct publish_ctx *c)
+{
+    c->bufs = pulse_calloc(c->t->nparts, sizeof *c->bufs);
+    if (c->bufs == NULL)
+        return PULSE_NOMEM;
+    c->nbufs = c->t->nparts;
+    for (uint32_t p = 0; p < c->t->nparts; p++) {
+        pulse_buf_init(&c->bufs[p], PULSE_BROKER_MAX_BATCH_BYTES);
+        for (size_t r = c->run_first[p]; r < c->run_end[p]; r++) {
+            pulse_status_t st = pulse_batch_encode(&c->bufs[p], 0, 0, &c->grouped[c->runs[r].first],
+                                                   c->runs[r].count);
+            if (st == PULSE_TOO_LARGE) {
+                pulse_errbuf_set(c->errbuf, c->errlen,
+                                 "the records for partition %" PRIu32 " encode to more than %u bytes", p,
+                                 PULSE_BROKER_MAX_BATCH_BYTES);
+                return st;
+            }
+            if (st != PULSE_OK) {
+                pulse_errbuf_set(c->errbuf, c->errlen, "cannot encode the batch for partition %" PRIu32 ": %s", p,
+                                 pulse_status_message(st));
+                return st == PULSE_RANGE ? PULSE_INVALID : st;
+            }
+        }
+    }
+    return PULSE_OK;
+}
+
+/* "0 (offsets 10-12), 2 (offset 5)": the partitions appended so far, at
+ * most a few, then how many more. */
+static void describe_appended(const struct publish_ctx *c, char *out, size_t len)
+{
+    size_t used = 0, shown = 0, total = 0;
+
+    out[0] = '\0';
+    for (uint32_t p = 0; p < c->t->nparts; p++) {
+        if (!c->appended[p])
+            continue;
+        total++;
+        if (shown < 3 && used < len) {
+            int64_t lo = c->runs[c->run_first[p]].base;
+            int64_t hi = lo + (int64_t)c->count[p] - 1;
+            int k = lo == hi ? snprintf(out + used, len - used, "%s%" PRIu32 " (offset %" PRId64 ")",
+                                        shown ? ", " : "", p, lo)
+                             : snprintf(out + used, len - used, "%s%" PRIu32 " (offsets %" PRId64 "-%" PRId64 ")",
+                                        shown ? ", " : "", p, lo, hi);
+            used += k > 0 ? (size_t)k : 0;
+            shown++;
+        }
+    }
+    if (total > shown && used < len)
+        snprintf(out + used, len - used, " and %zu more", total - shown);
+}
+
+/* errbuf for an append to partition p that failed with st. A publish is
+ * not atomic across partitions: what the partitions before p took stays in
+ * their logs (an append is never rolled back), and the answer says so. */
+static void append_error(const struct publish_ctx *c, uint32_t p, pulse_status_t st)
+{
+    const char *why = st == PULSE_FENCED    ? "is fenced after a failed write or sync; it is being reopened"
+                      : st == PULSE_NOSPACE ? "has no space left on its storage device"
+                                            : pulse_status_message(st);
+    char stored[160];
+
+    describe_appended(c, stored, sizeof stored);
+    if (stored[0] != '\0') {
+        /* The list before the topic name: errbuf may be short (an HTTP
+         * answer's message), and what was stored matters most. */
+        pulse_errbuf_set(c->errbuf, c->errlen,
+                         "partition %" PRIu32 " %s, and nothing of it was stored; stored before it and kept (a retry "
+                         "stores them again): partitions %s; topic \"%s\"",
+                         p, why, stored, c->t->name);
+    } else if (st == PULSE_FENCED || st == PULSE_NOSPACE) {
+        pulse_errbuf_set(c->errbuf, c->errlen,
+                         "partition %" PRIu32 " of topic \"%s\" %s; nothing of this publish was stored, retry later", p,
+                         c->t->name, why);
+    } else {
+        pulse_errbuf_set(c->errbuf, c->errlen, "append to partition %" PRIu32 " failed: %s", p, why);
+    }
+}
+
+/* A partition fenced before anything is appended refuses the whole publish,
+ * so the common case of a fence stays all-or-nothing. */
+static pulse_status_t refuse_fenced(struct publish_ctx *c)
+{
+    for (uint32_t p = 0; p < c->t->nparts; p++) {
+        if (c->count[p] > 0 && pulse_plog_fenced(c->t->plogs[p])) {
+            append_error(c, p, PULSE_FENCED);
+            return PULSE_FENCED;
+        }
+    }
+    return PULSE_OK;
+}
+
+/* Phase 4: the append units go to the page cache, partition after
+ * partition; pend (nullable) notes what durability must reach. On failure
+ * the partitions appended before keep their records (append_error). */
+static pulse_status_t append_all(struct publish_ctx *c, struct pulse_broker_pending *pend)
+{
+    for (uint32_t p = 0; p < c->t->nparts; p++) {
+        int64_t base = 0, end = 0;
+        if (c->count[p] == 0)
+            continue;
+        /* Read before the append: a reopen between the two can then only
+         * fail this publish, never complete it (see pulse_plog_epoch). */
+        uint64_t epoch = pulse_plog_epoch(c->t->plogs[p]);
+        /* All runs of the partition go in as one append unit: consecutive
+         * offsets, one write. */
+        pulse_status_t st = pulse_plog_append_async(c->t->plogs[p], c->bufs[p].data, c->bufs[p].len, &base, &end);
+        if (st != PULSE_OK) {
+            append_error(c, p, st);
+            return st;
+        }
+        c->appended[p] = true;
+        c->bytes += c->bufs[p].len;
+        for (size_t r = c->run_first[p]; r < c->run_end[p]; r++) {
+            c->runs[r].base = base;
+            base += c->runs[r].count;
+        }
+        if (pend != NULL) {
+            pend->parts[pend->n] = p;
+            pend->ends[pend->n] = end;
+            pend->epochs[pend->n] = epoch;
+            pend->n++;
+        }
+    }
+    return PULSE_OK;
+}
+
+/* offsets_out in request order: each record's offset, or -1 for a record
+ * whose partition's append did not happen. Returns the records stored. */
+static size_t fill_offsets(const struct publish_ctx *c, struct pulse_offset_pair *offsets_out)
+{
+    size_t stored = 0;
+
+    for (size_t i = 0; i < c->n; i++) {
+        uint32_t j = c->first[c->part_of[i]] + c->slot[i];
+        const struct run *r = &c->runs[c->run_of[j]];
+        offsets_out[i].partition = c->part_of[i];
+        offsets_out[i].offset = c->appended[c->part_of[i]] ? r->base + (int64_t)(j - r->first) : -1;
+        stored += c->appended[c->part_of[i]] ? 1 : 0;
+    }
+    return stored;
+}
+
+static void publish_ctx_fini(struct publish_ctx *c)
+{
+    for (uint32_t p = 0; p < c->nbufs; p++)
+        pulse_buf_fini(&c->bufs[p]);
+    pulse_free(c->bufs);
+    pulse_free(c->run_of);
+    pulse_free(c->runs);
+    pulse_free(c->grouped);
+    pulse_free(c->slot);
+    pulse_free(c->part_of);
+}
+
+/* Counts the publish out of b->inflight (drain waits for it). */
+static void inflight_done(struct pulse_broker *b)
+{
+    pthread_mutex_lock(&b->mu);
+    b->inflight--;
+    if (b->inflight == 0 && b->pending_head == NULL)
+        pthread_cond_broadcast(&b->idle_cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Phase 5 (every-write mode): the publish goes to the syncer, which owns
+ * pend and the topic reference from then on. PULSE_TOPIC_NOT_FOUND when the
+ * topic was deleted while appending (its data is going away). */
+static pulse_status_t hand_to_syncer(struct publish_ctx *c, struct pulse_broker_pending *pend)
+{
+    struct pulse_broker *b = c->b;
+
+    pend->topic = c->t;
+    pthread_mutex_lock(&b->mu);
+    if (atomic_load(&c->t->deleted)) {
+        pthread_mutex_unlock(&b->mu);
+        pulse_errbuf_set(c->errbuf, c->errlen, "topic \"%s\" was deleted", c->t->name);
+        return PULSE_TOPIC_NOT_FOUND;
+    }
+    *b->pending_tail = pend;
+    b->pending_tail = &pend->next;
+    b->kick = true;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    c->t = NULL;
+    return PULSE_OK;
+}
+
+/* Wakes the syncer: records a failed publish left in the logs should not
+ * wait for the next publish to become durable. */
+static void kick_syncer(struct pulse_broker *b)
+{
+    pthread_mutex_lock(&b->mu);
+    b->kick = true;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
 pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, const struct pulse_publish_record *recs,
                                     size_t n, struct pulse_offset_pair *offsets_out, pulse_publish_done_fn done,
                                     void *arg, bool *pending_out, char *errbuf, size_t errlen)
 {
     pulse_status_t st = PULSE_OK;
-    struct pulse_broker_topic *t = NULL;
-    bool counted = false;
-    uint32_t *part_of = NULL; /* partition of record i */
-    uint32_t *slot = NULL;    /* record i's index within its partition's batch */
-    struct pulse_record_in *grouped = NULL;
-    uint32_t count[PULSE_BROKER_MAX_PARTITIONS];
-    uint32_t first[PULSE_BROKER_MAX_PARTITIONS];
-    size_t run_first[PULSE_BROKER_MAX_PARTITIONS];
-    size_t run_end[PULSE_BROKER_MAX_PARTITIONS];
-    struct run *runs = NULL;
-    uint32_t *run_of = NULL; /* run of each grouped record */
-    size_t nruns = 0;
-    struct pulse_buf *bufs = NULL;
-    uint32_t nbufs = 0;
+    struct publish_ctx c;
     struct pulse_broker_pending *pend = NULL;
-    uint32_t rr_part = UINT32_MAX;
-    int64_t now;
-    uint64_t bytes = 0;
     bool pending = false;
 
     if (errbuf != NULL && errlen > 0)
@@ -192,7 +482,7 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
     }
     if (n > b->cfg.max_records_per_publish) {
         pulse_errbuf_set(errbuf, errlen, "%zu records is over the limit of %" PRIu32 " per publish", n,
-                b->cfg.max_records_per_publish);
+                         b->cfg.max_records_per_publish);
         return PULSE_TOO_LARGE;
     }
     if (b->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE && done == NULL)
@@ -205,210 +495,59 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
         return PULSE_SHUTDOWN;
     }
     b->inflight++;
-    counted = true;
     pthread_mutex_unlock(&b->mu);
 
-    t = pulse_broker_topic_acquire(b, topic);
-    if (t == NULL) {
+    memset(&c, 0, sizeof c);
+    c.b = b;
+    c.recs = recs;
+    c.n = n;
+    c.errbuf = errbuf;
+    c.errlen = errlen;
+    c.t = pulse_broker_topic_acquire(b, topic);
+    if (c.t == NULL) {
         pulse_errbuf_set(errbuf, errlen, "topic \"%s\" does not exist", topic != NULL ? topic : "");
         st = PULSE_TOPIC_NOT_FOUND;
         goto out;
     }
-
-    /* 1. Validate and route every record before anything is written. */
-    part_of = pulse_malloc(n * sizeof *part_of);
-    slot = pulse_malloc(n * sizeof *slot);
-    grouped = pulse_malloc(n * sizeof *grouped);
-    if (part_of == NULL || slot == NULL || grouped == NULL) {
-        st = PULSE_NOMEM;
-        goto out;
-    }
-    memset(count, 0, sizeof count);
-    for (size_t i = 0; i < n; i++) {
-        const struct pulse_publish_record *r = &recs[i];
-        st = check_record(&b->cfg, r, i, t->nparts, errbuf, errlen);
-        if (st != PULSE_OK)
-            goto out;
-        uint32_t p;
-        if (r->partition >= 0) {
-            p = (uint32_t)r->partition;
-        } else if (r->rec.key_len != PULSE_BATCH_NULL) {
-            p = pulse_broker_key_partition(r->rec.key, r->rec.key_len, t->nparts);
-        } else {
-            if (rr_part == UINT32_MAX)
-                rr_part = atomic_fetch_add(&t->rr, 1) % t->nparts;
-            p = rr_part;
-        }
-        part_of[i] = p;
-        slot[i] = count[p]++;
-    }
-
-    /* 2. Group per partition (request order kept within each) and encode. */
-    now = pulse_clock_wall_ms();
-    {
-        uint32_t pos = 0;
-        for (uint32_t p = 0; p < t->nparts; p++) {
-            first[p] = pos;
-            pos += count[p];
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        struct pulse_record_in *g = &grouped[first[part_of[i]] + slot[i]];
-        *g = recs[i].rec;
-        g->offset_delta = 0;
-        if (!recs[i].has_timestamp)
-            g->timestamp = now;
-    }
-    /* Split each partition's records into runs whose timestamps all lie
-     * within an int32 of milliseconds of the run's first record (what one
-     * batch can represent). Almost always one run per partition. */
-    runs = pulse_malloc(n * sizeof *runs);
-    run_of = pulse_malloc(n * sizeof *run_of);
-    if (runs == NULL || run_of == NULL) {
-        st = PULSE_NOMEM;
-        goto out;
-    }
-    for (uint32_t p = 0; p < t->nparts; p++) {
-        run_first[p] = nruns;
-        for (uint32_t j = first[p]; j < first[p] + count[p]; j++) {
-            int64_t delta = 0;
-            if (nruns == run_first[p] ||
-                __builtin_sub_overflow(grouped[j].timestamp, grouped[runs[nruns - 1].first].timestamp, &delta) ||
-                delta < INT32_MIN || delta > INT32_MAX) {
-                runs[nruns].first = j;
-                runs[nruns].count = 0;
-                nruns++;
-            }
-            runs[nruns - 1].count++;
-            run_of[j] = (uint32_t)(nruns - 1);
-        }
-        run_end[p] = nruns;
-    }
-
-    bufs = pulse_calloc(t->nparts, sizeof *bufs);
-    if (bufs == NULL) {
-        st = PULSE_NOMEM;
-        goto out;
-    }
-    nbufs = t->nparts;
-    for (uint32_t p = 0; p < t->nparts; p++) {
-        pulse_buf_init(&bufs[p], PULSE_BROKER_MAX_BATCH_BYTES);
-        for (size_t r = run_first[p]; r < run_end[p]; r++) {
-            st = pulse_batch_encode(&bufs[p], 0, 0, &grouped[runs[r].first], runs[r].count);
-            if (st == PULSE_TOO_LARGE) {
-                pulse_errbuf_set(errbuf, errlen, "the records for partition %" PRIu32 " encode to more than %u bytes", p,
-                        PULSE_BROKER_MAX_BATCH_BYTES);
-                goto out;
-            }
-            if (st != PULSE_OK) {
-                pulse_errbuf_set(errbuf, errlen, "cannot encode the batch for partition %" PRIu32 ": %s", p,
-                        pulse_status_message(st));
-                st = st == PULSE_RANGE ? PULSE_INVALID : st;
-                goto out;
-            }
-        }
-        bytes += bufs[p].len;
-    }
-
-    /* 3. Append (page cache only) and note what durability must reach. */
-    if (b->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE) {
+    st = route(&c);
+    if (st == PULSE_OK)
+        st = group(&c);
+    if (st == PULSE_OK)
+        st = encode(&c);
+    if (st == PULSE_OK && b->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE) {
         pend = pulse_calloc(1, sizeof *pend);
-        if (pend == NULL) {
+        if (pend == NULL)
             st = PULSE_NOMEM;
-            goto out;
-        }
     }
-    for (uint32_t p = 0; p < t->nparts; p++) {
-        int64_t end = 0;
-        if (count[p] == 0)
-            continue;
-        /* All runs of the partition go in as one append unit: consecutive
-         * offsets, one write. */
-        int64_t base = 0;
-        /* Read before the append: a reopen between the two can then only
-         * fail this publish, never complete it (see pulse_plog_epoch). */
-        uint64_t epoch = pulse_plog_epoch(t->plogs[p]);
-        st = pulse_plog_append_async(t->plogs[p], bufs[p].data, bufs[p].len, &base, &end);
-        if (st == PULSE_FENCED) {
-            pulse_errbuf_set(errbuf, errlen,
-                             "partition %" PRIu32 " of topic \"%s\" is fenced after a failed write or sync; it is "
-                             "being reopened, retry later",
-                             p, t->name);
-            goto out;
-        }
-        if (st == PULSE_NOSPACE) {
-            pulse_errbuf_set(errbuf, errlen,
-                             "no space left on the storage device for partition %" PRIu32
-                             " of topic \"%s\"; nothing of it was stored, retry once space is freed",
-                             p, t->name);
-            goto out;
-        }
-        if (st != PULSE_OK) {
-            pulse_errbuf_set(errbuf, errlen, "append to partition %" PRIu32 " failed: %s", p, pulse_status_message(st));
-            goto out;
-        }
-        for (size_t r = run_first[p]; r < run_end[p]; r++) {
-            runs[r].base = base;
-            base += runs[r].count;
-        }
-        if (pend != NULL) {
-            pend->parts[pend->n] = p;
-            pend->ends[pend->n] = end;
-            pend->epochs[pend->n] = epoch;
-            pend->n++;
-        }
+    if (st == PULSE_OK)
+        st = refuse_fenced(&c);
+    if (st == PULSE_OK) {
+        st = append_all(&c, pend);
+        /* Also after a failure: the records appended before it are stored. */
+        size_t stored = fill_offsets(&c, offsets_out);
+        atomic_fetch_add(&c.t->published_records, (uint64_t)stored);
+        atomic_fetch_add(&c.t->published_bytes, c.bytes);
+        if (st != PULSE_OK && stored > 0)
+            kick_syncer(b);
     }
-    for (size_t i = 0; i < n; i++) {
-        uint32_t j = first[part_of[i]] + slot[i];
-        const struct run *r = &runs[run_of[j]];
-        offsets_out[i].partition = part_of[i];
-        offsets_out[i].offset = r->base + (int64_t)(j - r->first);
-    }
-    atomic_fetch_add(&t->published_records, (uint64_t)n);
-    atomic_fetch_add(&t->published_bytes, bytes);
-
-    /* 4. Every-write: hand the publish to the syncer. */
+    if (st != PULSE_OK)
+        goto out;
     if (pend != NULL) {
-        pend->topic = t;
         pend->done = done;
         pend->arg = arg;
         pend->errbuf = errbuf;
         pend->errlen = errlen;
-        pthread_mutex_lock(&b->mu);
-        if (atomic_load(&t->deleted)) {
-            /* Deleted while appending; its data is going away. */
-            pthread_mutex_unlock(&b->mu);
-            pulse_errbuf_set(errbuf, errlen, "topic \"%s\" was deleted", t->name);
-            st = PULSE_TOPIC_NOT_FOUND;
+        st = hand_to_syncer(&c, pend);
+        if (st != PULSE_OK)
             goto out;
-        }
-        *b->pending_tail = pend;
-        b->pending_tail = &pend->next;
-        b->kick = true;
-        pthread_cond_signal(&b->cv);
-        pthread_mutex_unlock(&b->mu);
         pend = NULL;
-        t = NULL; /* the pending publish owns the reference now */
         pending = true;
     }
 out:
-    if (counted) {
-        pthread_mutex_lock(&b->mu);
-        b->inflight--;
-        if (b->inflight == 0 && b->pending_head == NULL)
-            pthread_cond_broadcast(&b->idle_cv);
-        pthread_mutex_unlock(&b->mu);
-    }
-    for (uint32_t p = 0; p < nbufs; p++)
-        pulse_buf_fini(&bufs[p]);
-    pulse_free(bufs);
+    inflight_done(b);
+    publish_ctx_fini(&c);
     pulse_free(pend);
-    pulse_free(run_of);
-    pulse_free(runs);
-    pulse_free(grouped);
-    pulse_free(slot);
-    pulse_free(part_of);
-    pulse_broker_topic_release(b, t);
+    pulse_broker_topic_release(b, c.t);
     if (st == PULSE_OK)
         *pending_out = pending;
     return st;

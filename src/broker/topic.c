@@ -10,7 +10,10 @@
  * is removed after the commit. A crash before the batch leaves a directory
  * with the marker and no metadata, which the next start removes; a crash
  * after it leaves a complete topic (a marker beside metadata is just
- * removed).
+ * removed, and so is one beside records, which prove the commit). A commit
+ * that fails may still take effect later (meta.h "Failed writes"), so the
+ * undo is a metadata delete written after it; if even that fails, the
+ * directory keeps its marker and the store decides at the next start.
  *
  * Delete order: a durable "deleting" marker first (the decision: from then
  * on the delete completes, at the next start if not now), then the metadata
@@ -23,6 +26,17 @@
  * topic.json and no marker is a topic the store lost, and is adopted. So a
  * deleted topic never comes back, a recreated name never sees old data, and
  * a lost store never deletes a topic.
+ *
+ * A delete that fails: only while the marker is surely absent (it could not
+ * be written, and removing whatever part of it landed worked) is the topic
+ * put back and the error returned. Once the marker may be durable the next
+ * start may delete the topic, so it is never served again, whatever fails
+ * next: if the metadata batch fails (its outcome unknown until the store is
+ * reopened), the topic stays off the map on the dying list, "stalled", its
+ * logs closed and its name reserved; the caller is told the topic is
+ * deleted (the marker decided it), the next create of the name tries the
+ * rest again and answers the store's error while it still fails, and the
+ * next start finishes it in any case.
  *
  * No caller ever waits for another's admin work (admin.h). Creates run one
  * at a time on the admin thread, the only thread that adds topics, which is
@@ -76,8 +90,7 @@ bool pulse_broker_name_valid(const char *name, size_t len)
     return true;
 }
 
-/* A NUL-terminated name that passes the rule. */
-static bool cname_valid(const char *name)
+bool pulse_broker_cname_valid(const char *name)
 {
     return name != NULL && pulse_broker_name_valid(name, strnlen(name, PULSE_NAME_MAX + 1));
 }
@@ -175,23 +188,30 @@ struct pulse_broker_topic *pulse_broker_topic_acquire_next(struct pulse_broker *
 }
 
 /* Whether a create may take name: PULSE_OK (free), PULSE_EXISTS (a live
- * topic) or PULSE_BUSY (a delete of it has not finished). One map_lock hold
- * sees both the map and the dying list, and a delete moves a topic from one
- * to the other under that lock, so a name is never seen free while its
- * directory is still in use. Free stays free until the caller (the admin
- * thread, the only one that adds topics) inserts it. */
-static pulse_status_t name_state(struct pulse_broker *b, const char *name)
+ * topic) or PULSE_BUSY (a delete of it has not finished; *stalled gets the
+ * topic when that delete is stalled, else NULL). One map_lock hold sees
+ * both the map and the dying list, and a delete moves a topic from one to
+ * the other under that lock, so a name is never seen free while its
+ * directory is still in use. Free stays free, and a stalled topic stays on
+ * the dying list, until the caller (the admin thread, the only one that
+ * adds topics or finishes deletes) acts. */
+static pulse_status_t name_state(struct pulse_broker *b, const char *name, struct pulse_broker_topic **stalled)
 {
     pulse_status_t st = PULSE_OK;
     bool found;
 
+    *stalled = NULL;
     pthread_rwlock_rdlock(&b->map_lock);
     (void)map_find(b, name, &found);
     if (found)
         st = PULSE_EXISTS;
-    for (struct pulse_broker_topic *d = b->dying; d != NULL && st == PULSE_OK; d = d->dying_next)
-        if (strcmp(d->name, name) == 0)
+    for (struct pulse_broker_topic *d = b->dying; d != NULL && st == PULSE_OK; d = d->dying_next) {
+        if (strcmp(d->name, name) == 0) {
             st = PULSE_BUSY;
+            if (atomic_load(&d->delete_stalled))
+                *stalled = d;
+        }
+    }
     pthread_rwlock_unlock(&b->map_lock);
     return st;
 }
@@ -235,7 +255,9 @@ pulse_status_t pulse_broker_topic_snapshot(struct pulse_broker *b, struct pulse_
     return PULSE_OK;
 }
 
-pulse_status_t pulse_broker_topic_alloc_parts(struct pulse_broker_topic *t)
+/* Allocates t->plogs (and t->compactors for a compacted topic) for
+ * t->nparts partitions; t->cleanup must be set. */
+static pulse_status_t alloc_parts(struct pulse_broker_topic *t)
 {
     t->plogs = pulse_calloc(t->nparts, sizeof *t->plogs);
     if (t->plogs == NULL)
@@ -278,6 +300,101 @@ void pulse_broker_topic_destroy(struct pulse_broker_topic *t)
     pulse_free(t->compactors);
     pulse_free(t->plogs);
     pulse_free(t);
+}
+
+/* The one constructor of a topic object (start-up and create): def's
+ * values, a fresh uid, one reference (the map's once inserted), partition
+ * arrays allocated, logs not open yet. PULSE_CORRUPT for a definition out
+ * of range (a stored one; a create's spec was checked by resolve_spec). */
+static pulse_status_t topic_new(struct pulse_broker *b, const struct pulse_meta_topic *def,
+                                struct pulse_broker_topic **out)
+{
+    struct pulse_broker_topic *t;
+    pulse_status_t st;
+
+    if (def->partitions < 1 || def->partitions > PULSE_BROKER_MAX_PARTITIONS ||
+        def->segment_bytes < (int64_t)PULSE_PLOG_MIN_SEGMENT_BYTES ||
+        def->segment_bytes > (int64_t)PULSE_PLOG_MAX_SEGMENT_BYTES)
+        return PULSE_CORRUPT;
+    t = pulse_calloc(1, sizeof *t);
+    if (t == NULL)
+        return PULSE_NOMEM;
+    memcpy(t->name, def->name, sizeof t->name);
+    t->uid = atomic_fetch_add(&b->topic_uids, 1) + 1;
+    t->nparts = def->partitions;
+    t->cleanup = def->cleanup == 1 ? PULSE_CLEANUP_COMPACT : PULSE_CLEANUP_DELETE;
+    atomic_init(&t->retention_ms, def->retention_ms);
+    atomic_init(&t->retention_bytes, def->retention_bytes);
+    t->segment_bytes = def->segment_bytes;
+    t->created_at_ms = def->created_at_ms;
+    atomic_init(&t->refs, 1);
+    st = alloc_parts(t);
+    if (st != PULSE_OK) {
+        pulse_broker_topic_destroy(t);
+        return st;
+    }
+    *out = t;
+    return PULSE_OK;
+}
+
+/* Makes room for one more topic in the map, so that the insert after a
+ * create's commit cannot fail. Locks: map_lock (write), briefly. */
+static pulse_status_t map_reserve(struct pulse_broker *b)
+{
+    pulse_status_t st = PULSE_OK;
+
+    pthread_rwlock_wrlock(&b->map_lock);
+    if (b->ntopics == b->topics_cap) {
+        size_t ncap = b->topics_cap ? b->topics_cap * 2 : 16;
+        struct pulse_broker_topic **nt = pulse_realloc(b->topics, ncap * sizeof *nt);
+        if (nt == NULL) {
+            st = PULSE_NOMEM;
+        } else {
+            b->topics = nt;
+            b->topics_cap = ncap;
+        }
+    }
+    pthread_rwlock_unlock(&b->map_lock);
+    return st;
+}
+
+/* Inserts t in name order; map_reserve made room (only the admin thread, or
+ * the opener before it runs, inserts, so nobody took it meanwhile). Locks:
+ * map_lock (write), briefly. */
+static void map_insert(struct pulse_broker *b, struct pulse_broker_topic *t)
+{
+    bool found;
+    size_t i;
+
+    pthread_rwlock_wrlock(&b->map_lock);
+    i = map_find(b, t->name, &found);
+    memmove(&b->topics[i + 1], &b->topics[i], (b->ntopics - i) * sizeof *b->topics);
+    b->topics[i] = t;
+    b->ntopics++;
+    pthread_rwlock_unlock(&b->map_lock);
+}
+
+pulse_status_t pulse_broker_topic_load(struct pulse_broker *b, const struct pulse_meta_topic *def,
+                                       struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
+{
+    struct pulse_broker_topic *t = NULL;
+    pulse_status_t st = topic_new(b, def, &t);
+
+    if (st == PULSE_CORRUPT)
+        pulse_errbuf_set(errbuf, errlen, "topic %s has an invalid stored definition", def->name);
+    if (st != PULSE_OK)
+        return st;
+    st = map_reserve(b);
+    if (st != PULSE_OK) {
+        pulse_broker_topic_destroy(t);
+        return st;
+    }
+    /* In the map from here on: closed with the broker if its logs fail. */
+    map_insert(b, t);
+    st = pulse_broker_topic_open_logs(b, t, rep);
+    if (st != PULSE_OK && !pulse_broker_datadir_explain(b, t->name, errbuf, errlen))
+        pulse_errbuf_set(errbuf, errlen, "cannot open the logs of topic %s: %s", t->name, pulse_status_message(st));
+    return st;
 }
 
 /* ---- info ------------------------------------------------------------ */
@@ -368,7 +485,7 @@ static pulse_status_t resolve_spec(struct pulse_broker *b, const struct pulse_to
                                    struct pulse_meta_topic *def, char *errbuf, size_t errlen)
 {
     memset(def, 0, sizeof *def);
-    if (spec == NULL || !cname_valid(spec->name)) {
+    if (spec == NULL || !pulse_broker_cname_valid(spec->name)) {
         pulse_errbuf_set(errbuf, errlen,
                 "topic name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or \"..\", "
                 "and must not begin with \"__\"");
@@ -442,32 +559,6 @@ static pulse_status_t make_dirs(struct pulse_broker *b, const struct pulse_meta_
     if (pulse_broker_fsync_dir(b->topics_dir) != 0)
         return PULSE_IO;
     return PULSE_OK;
-}
-
-static pulse_status_t map_insert(struct pulse_broker *b, struct pulse_broker_topic *t)
-{
-    pulse_status_t st = PULSE_OK;
-    bool found;
-    size_t i;
-
-    pthread_rwlock_wrlock(&b->map_lock);
-    if (b->ntopics == b->topics_cap) {
-        size_t ncap = b->topics_cap ? b->topics_cap * 2 : 16;
-        struct pulse_broker_topic **nt = pulse_realloc(b->topics, ncap * sizeof *nt);
-        if (nt == NULL) {
-            st = PULSE_NOMEM;
-            goto out;
-        }
-        b->topics = nt;
-        b->topics_cap = ncap;
-    }
-    i = map_find(b, t->name, &found);
-    memmove(&b->topics[i + 1], &b->topics[i], (b->ntopics - i) * sizeof *b->topics);
-    b->topics[i] = t;
-    b->ntopics++;
-out:
-    pthread_rwlock_unlock(&b->map_lock);
-    return st;
 }
 
 /* A directory of this name without metadata, found at create (after a
@@ -547,50 +638,93 @@ out:
     return st;
 }
 
+static pulse_status_t delete_retry(struct pulse_broker *b, struct pulse_broker_topic *t);
+
+/*
+ * Whether a create of name may go ahead, making it so where it can:
+ * PULSE_OK, PULSE_EXISTS, PULSE_BUSY (a delete of the name waits for its
+ * topic's last user: run the create again after it), or the error of a
+ * stalled delete of the name that still cannot finish (it is tried once
+ * more here first). Metadata of a name that is neither live nor dying can
+ * only be what a failed create left (its batch took effect after it
+ * failed, meta.h "Failed writes"): it is removed. errbuf says why on
+ * failure.
+ */
+static pulse_status_t claim_name(struct pulse_broker *b, const char *name, char *errbuf, size_t errlen)
+{
+    struct pulse_broker_topic *stalled = NULL;
+    struct pulse_meta_topic existing;
+    pulse_status_t st = name_state(b, name, &stalled);
+
+    if (stalled != NULL) {
+        st = delete_retry(b, stalled);
+        if (st != PULSE_OK) {
+            pulse_errbuf_set(errbuf, errlen,
+                             "topic \"%s\" is still being deleted: its metadata cannot be removed yet (%s); the "
+                             "delete finishes when the metadata store can be written again, or at the next start",
+                             name, pulse_status_message(st));
+            return st;
+        }
+    }
+    if (st == PULSE_EXISTS)
+        pulse_errbuf_set(errbuf, errlen, "topic \"%s\" already exists", name);
+    if (st != PULSE_OK)
+        return st;
+    st = pulse_meta_topic_get(b->meta, name, &existing);
+    if (st == PULSE_NOT_FOUND)
+        return PULSE_OK;
+    if (st == PULSE_OK) {
+        PULSE_WARN("topic %s: removing the metadata an earlier failed create left behind", name);
+        st = pulse_meta_topic_delete(b->meta, name, NULL);
+    }
+    if (st != PULSE_OK)
+        pulse_errbuf_set(errbuf, errlen, "cannot check the metadata of topic \"%s\": %s", name,
+                         pulse_status_message(st));
+    return st;
+}
+
+/*
+ * The metadata commit of a create failed, yet its batch may still take
+ * effect (meta.h "Failed writes"). A delete written after it settles that:
+ * true when it went, so the metadata is surely absent and the directory may
+ * go. Otherwise the directory stays, with its "creating" marker, and what
+ * the store ends up holding decides at the next start (metadata: the
+ * create committed and the topic is kept; none: it is removed) or at the
+ * next create of the name (claim_name, clear_leftover).
+ */
+static bool create_undo(struct pulse_broker *b, const char *name)
+{
+    pulse_status_t st = pulse_meta_topic_delete(b->meta, name, NULL);
+
+    if (st == PULSE_OK)
+        return true;
+    PULSE_ERROR("topic %s: the create failed and its metadata could not be cleaned up either (%s); its directory "
+                "stays with its \"%s\" marker: the next start keeps the topic if the failed write took effect after "
+                "all, and removes the directory otherwise",
+                name, pulse_status_message(st), PULSE_BROKER_CREATE_MARK);
+    return false;
+}
+
 pulse_status_t pulse_broker_topic_create_run(struct pulse_broker *b, const struct pulse_meta_topic *spec_def,
                                              struct pulse_topic_info **out, char *errbuf, size_t errlen)
 {
     pulse_status_t st;
     struct pulse_meta_topic def = *spec_def;
-    struct pulse_meta_topic existing;
     struct pulse_broker_topic *t = NULL;
     bool dirs_made = false;
     char path[PATH_MAX];
 
-    /* Not in the map, and no delete of the name still using its
-     * directory (PULSE_BUSY: the admin thread runs this again later). */
-    st = name_state(b, def.name);
-    if (st != PULSE_OK) {
-        if (st == PULSE_EXISTS)
-            pulse_errbuf_set(errbuf, errlen, "topic \"%s\" already exists", def.name);
+    st = claim_name(b, def.name, errbuf, errlen);
+    if (st != PULSE_OK)
         goto out;
-    }
-    st = pulse_meta_topic_get(b->meta, def.name, &existing);
-    if (st != PULSE_NOT_FOUND) {
-        if (st == PULSE_OK) {
-            pulse_errbuf_set(errbuf, errlen, "topic \"%s\" already exists", def.name);
-            st = PULSE_EXISTS;
-        }
-        goto out;
-    }
-
     st = clear_leftover(b, def.name, errbuf, errlen);
     if (st != PULSE_OK)
         goto out;
-    t = pulse_calloc(1, sizeof *t);
-    if (t == NULL) {
-        st = PULSE_NOMEM;
+    st = topic_new(b, &def, &t);
+    if (st != PULSE_OK)
         goto out;
-    }
-    memcpy(t->name, def.name, sizeof t->name);
-    t->nparts = def.partitions;
-    t->cleanup = def.cleanup == 1 ? PULSE_CLEANUP_COMPACT : PULSE_CLEANUP_DELETE;
-    atomic_init(&t->retention_ms, def.retention_ms);
-    atomic_init(&t->retention_bytes, def.retention_bytes);
-    t->segment_bytes = def.segment_bytes;
-    t->created_at_ms = def.created_at_ms;
-    atomic_init(&t->refs, 1);
-    st = pulse_broker_topic_alloc_parts(t);
+    /* Room in the map first: once committed, the topic must be servable. */
+    st = map_reserve(b);
     if (st != PULSE_OK)
         goto out;
     dirs_made = true;
@@ -603,22 +737,20 @@ pulse_status_t pulse_broker_topic_create_run(struct pulse_broker *b, const struc
         goto out;
     /* The commit point: one sync batch with the topic and its partitions. */
     st = pulse_meta_topic_create(b->meta, &def);
-    if (st != PULSE_OK)
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot store the metadata of topic \"%s\": %s", def.name,
+                         pulse_status_message(st));
+        dirs_made = create_undo(b, def.name);
         goto out;
+    }
     pulse_failpoint("topic_create_after_meta");
     dirs_made = false;
     /* Committed. A marker left behind (this fails, or a crash) is removed
-     * at the next start, which sees the metadata. */
+     * at the next start, which sees the metadata (or, if the store is lost,
+     * the records beside it). */
     if (pulse_broker_mark_clear(b, def.name, PULSE_BROKER_CREATE_MARK) != PULSE_OK)
         PULSE_WARN("topic %s: its \"%s\" marker stays until the next start", def.name, PULSE_BROKER_CREATE_MARK);
-    st = map_insert(b, t);
-    if (st != PULSE_OK) {
-        /* Committed but not servable: undo the metadata so the topic does
-         * not appear after a restart either. */
-        if (pulse_meta_topic_delete(b->meta, def.name, NULL) == PULSE_OK)
-            dirs_made = true;
-        goto out;
-    }
+    map_insert(b, t);
     PULSE_INFO("topic %s created with %" PRIu32 " partitions", t->name, t->nparts);
     if (out != NULL) {
         /* The topic exists now; failing to describe it is not a failed
@@ -666,7 +798,7 @@ pulse_status_t pulse_broker_topic_set_retention_async(struct pulse_broker *b, co
     pulse_status_t st;
     struct pulse_admin_job *job;
 
-    if (!cname_valid(name))
+    if (!pulse_broker_cname_valid(name))
         return PULSE_TOPIC_NOT_FOUND;
     job = pulse_broker_admin_job_create(PULSE_ADMIN_RETENTION, done, arg);
     if (job == NULL)
@@ -744,17 +876,6 @@ out:
 
 /* ---- delete ---------------------------------------------------------- */
 
-/* A delete that failed before its metadata went: the marker goes again.
- * If even that fails the delete completes at the next start (the marker is
- * the decision), which is logged. */
-static void unmark_delete(struct pulse_broker *b, const char *name)
-{
-    if (pulse_broker_mark_clear(b, name, PULSE_BROKER_DELETE_MARK) != PULSE_OK)
-        PULSE_ERROR("topic %s: the delete failed, but its \"%s\" marker could not be removed: the topic is deleted "
-                    "at the next start",
-                    name, PULSE_BROKER_DELETE_MARK);
-}
-
 pulse_status_t pulse_broker_topic_delete(struct pulse_broker *b, const char *name)
 {
     struct pulse_broker_sync s;
@@ -775,7 +896,7 @@ pulse_status_t pulse_broker_topic_delete_async(struct pulse_broker *b, const cha
     pulse_status_t st;
     struct pulse_admin_job *job;
 
-    if (!cname_valid(name))
+    if (!pulse_broker_cname_valid(name))
         return PULSE_TOPIC_NOT_FOUND;
     job = pulse_broker_admin_job_create(PULSE_ADMIN_DELETE, done, arg);
     if (job == NULL)
@@ -816,52 +937,60 @@ pulse_status_t pulse_broker_topic_delete_unmap(struct pulse_broker *b, const cha
     return PULSE_OK;
 }
 
-/* The marker or the metadata batch failed: nothing durable changed (the
- * marker, if written, goes again), so the topic goes back into the map as
- * it was (its logs were never closed). Publishes and waiters failed
- * meanwhile stay failed; the caller of the delete gets the error. */
+/* The marker could not be written and is surely absent: nothing durable
+ * changed, so the topic goes back into the map as it was (its logs were
+ * never closed). Publishes and waiters failed meanwhile stay failed; the
+ * caller of the delete gets the error. */
 static void delete_undo(struct pulse_broker *b, struct pulse_broker_topic *t)
 {
-    unmark_delete(b, t->name);
     /* Between these two steps the name is neither live nor dying, but only
      * this thread (the admin thread) adds topics, so no create can take it. */
     dying_remove(b, t);
     atomic_store(&t->deleted, false);
-    if (map_insert(b, t) != PULSE_OK) {
+    if (map_reserve(b) != PULSE_OK) {
         PULSE_ERROR("topic %s: the delete failed and the topic cannot be put back (out of memory); it is served "
                     "again after a restart",
                     t->name);
         pulse_broker_topic_destroy(t);
+        return;
     }
+    map_insert(b, t);
 }
 
-pulse_status_t pulse_broker_topic_delete_finish(struct pulse_broker *b, struct pulse_broker_topic *t)
+/* A decided delete that cannot finish now: the topic stays on the dying
+ * list (its name reserved, never served again) with its logs closed, until
+ * delete_retry or the next start finishes it. */
+static void delete_stall(struct pulse_broker_topic *t)
 {
-    pulse_status_t st = PULSE_OK;
+    close_logs(t);
+    atomic_store(&t->delete_stalled, true);
+}
+
+/*
+ * The steps after the marker: the metadata (topic, partitions, the topic's
+ * cursors) in one sync batch, then the logs close and the directory is
+ * renamed aside and removed. PULSE_OK once the metadata is gone (t is then
+ * freed and its name free); the batch's error when it failed (t stalled).
+ */
+static pulse_status_t delete_commit(struct pulse_broker *b, struct pulse_broker_topic *t)
+{
+    pulse_status_t st;
     size_t cursors = 0;
     char name[PULSE_NAME_MAX + 1];
     char aside[PATH_MAX];
 
     memcpy(name, t->name, sizeof name);
-    /* The decision, in the directory itself: from the moment the
-     * "deleting" marker is durable the delete completes, at the next start
-     * if not now, whatever the store says. A directory without metadata is
-     * otherwise adopted at start (datadir.c), so without the marker a crash
-     * between the metadata delete and the rename below would resurrect the
-     * topic; with it, such a directory is positively an unfinished delete. */
-    st = pulse_broker_mark_set(b, name, PULSE_BROKER_DELETE_MARK);
-    if (st != PULSE_OK) {
-        delete_undo(b, t);
-        return st;
-    }
-    pulse_failpoint("topic_delete_after_mark");
-    /* Topic, partitions and cursors in one sync batch. It comes after the
-     * committer took the topic off the map, so no cursor commit for it can
-     * be written after this batch (cursor.c). If it fails, the marker goes
-     * again and nothing changed. */
+    /* It comes after the committer took the topic off the map, so no cursor
+     * commit for it can be written after this batch (cursor.c). A failure
+     * changes nothing decided: whether or not the failed batch takes effect
+     * later (meta.h "Failed writes"), the delete completes. */
     st = pulse_meta_topic_delete(b->meta, name, &cursors);
     if (st != PULSE_OK) {
-        delete_undo(b, t);
+        PULSE_ERROR("topic %s: the delete is decided (its \"%s\" marker is durable) but its metadata could not be "
+                    "removed (%s): the topic is no longer served; the delete finishes at the next create of the "
+                    "name once the metadata store can be written, or at the next start",
+                    name, PULSE_BROKER_DELETE_MARK, pulse_status_message(st));
+        delete_stall(t);
         return st;
     }
     pulse_failpoint("topic_delete_after_meta");
@@ -886,5 +1015,51 @@ pulse_status_t pulse_broker_topic_delete_finish(struct pulse_broker *b, struct p
         PULSE_ERROR("could not remove %s; it is removed at the next start", aside);
     pulse_broker_fsync_dir(b->topics_dir);
     PULSE_INFO("topic %s deleted (%zu cursors)", name, cursors);
+    return PULSE_OK;
+}
+
+/* A stalled delete, once more (the admin thread, at a create of its name):
+ * the marker again (it may not have been durable), then the rest. */
+static pulse_status_t delete_retry(struct pulse_broker *b, struct pulse_broker_topic *t)
+{
+    pulse_status_t st = pulse_broker_mark_set(b, t->name, PULSE_BROKER_DELETE_MARK);
+
+    if (st != PULSE_OK)
+        return st;
+    return delete_commit(b, t);
+}
+
+pulse_status_t pulse_broker_topic_delete_finish(struct pulse_broker *b, struct pulse_broker_topic *t)
+{
+    pulse_status_t st;
+
+    /* The decision, in the directory itself: from the moment the
+     * "deleting" marker is durable the delete completes, now, at a retry
+     * or at the next start, whatever the store says. A directory without
+     * metadata is otherwise adopted at start (datadir.c), so without the
+     * marker a crash between the metadata delete and the rename below would
+     * resurrect the topic; with it, such a directory is positively an
+     * unfinished delete. */
+    st = pulse_broker_mark_set(b, t->name, PULSE_BROKER_DELETE_MARK);
+    if (st != PULSE_OK) {
+        /* The write failed somewhere between its temp file and the
+         * directory fsync: the marker may be there. Only once it is surely
+         * gone did nothing change. */
+        if (pulse_broker_mark_clear(b, t->name, PULSE_BROKER_DELETE_MARK) == PULSE_OK) {
+            delete_undo(b, t);
+            return st;
+        }
+        /* It may be durable, so the next start may delete the topic: it
+         * must not take publishes it would then lose. */
+        PULSE_ERROR("topic %s: the delete's \"%s\" marker could neither be written nor removed (%s): the topic is "
+                    "no longer served; the next start deletes it if the marker is there and serves it again if not",
+                    t->name, PULSE_BROKER_DELETE_MARK, pulse_status_message(st));
+        delete_stall(t);
+        return st;
+    }
+    pulse_failpoint("topic_delete_after_mark");
+    /* Decided: the caller is answered that the topic is deleted even when
+     * the rest has to wait (delete_commit says how it finishes). */
+    (void)delete_commit(b, t);
     return PULSE_OK;
 }

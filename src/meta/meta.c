@@ -39,6 +39,17 @@
  *     META_REOPEN_MIN_FREE bytes free (writes answer PULSE_NOSPACE until
  *     then). The handle is guarded by a rwlock: every use holds it for
  *     reading, a reopen for writing.
+ *   - Consequence for callers: a write that returned an error may still
+ *     take effect. When its record reached the log but the fdatasync
+ *     failed, LevelDB did not apply it (reads of the stale handle do not
+ *     see it), but the reopen's replay of the log does, just before the
+ *     write that caused the reopen, or the next open does. Log order is
+ *     kept: the failed batch lands before anything written after it. So
+ *     an undo must be a later write that makes the outcome certain (for
+ *     example deleting what a failed create wrote), never the assumption
+ *     that nothing changed (meta.h "Failed writes"). Tests produce this
+ *     with pulse_meta_fail_writes, since LevelDB's C API has no Env to
+ *     inject faults through.
  */
 #include "meta/meta.h"
 
@@ -89,6 +100,12 @@ struct pulse_meta {
     char cluster_id[PULSE_META_ID_LEN + 1];
     char broker_id[PULSE_META_ID_LEN + 1];
     atomic_uint_fast64_t sync_writes; /* write_batch calls that succeeded */
+    /* pulse_meta_fail_writes (tests): writes still to fail, how, and the
+     * failed batches that are "in the log" (hook_mu). */
+    atomic_uint hook_left;
+    pthread_mutex_t hook_mu;
+    enum pulse_meta_fault hook_how;
+    leveldb_writebatch_t *deferred;
 };
 
 /* Logs and frees a LevelDB error string; returns the status to report.
@@ -141,8 +158,31 @@ static bool name_ok(const char *name)
     return len >= 1 && len <= PULSE_META_NAME_MAX && strchr(name, '/') == NULL;
 }
 
-/* Gets a key. *val_out is leveldb-malloc'd (leveldb_free) or NULL when the
- * key is absent. */
+/* Writes the batches pulse_meta_fail_writes failed "after they reached the
+ * log" (tests): what the replay of the log does for a real such write.
+ * Caller holds the lock for writing, or is closing the store. */
+static void apply_deferred(struct pulse_meta *meta)
+{
+    leveldb_writebatch_t *wb;
+    char *err = NULL;
+
+    pthread_mutex_lock(&meta->hook_mu);
+    wb = meta->deferred;
+    meta->deferred = NULL;
+    pthread_mutex_unlock(&meta->hook_mu);
+    if (wb == NULL || meta->db == NULL) {
+        if (wb != NULL)
+            leveldb_writebatch_destroy(wb);
+        return;
+    }
+    leveldb_write(meta->db, meta->wopts, wb, &err);
+    leveldb_writebatch_destroy(wb);
+    if (err != NULL)
+        (void)level_fail("replay of a failed write", &err);
+    else
+        PULSE_WARN("meta: a write that had failed took effect when %s was reopened", meta->dir);
+}
+
 /* Closes and reopens the store (see the file comment). Caller holds the
  * lock for writing. */
 static pulse_status_t reopen_locked(struct pulse_meta *meta)
@@ -162,6 +202,7 @@ static pulse_status_t reopen_locked(struct pulse_meta *meta)
     }
     atomic_store(&meta->stale, false);
     PULSE_WARN("meta: reopened the metadata store %s after a failed write", meta->dir);
+    apply_deferred(meta);
     return PULSE_OK;
 }
 
@@ -189,6 +230,8 @@ static void db_leave(struct pulse_meta *meta)
     pthread_rwlock_unlock(&meta->lock);
 }
 
+/* Gets a key. *val_out is leveldb-malloc'd (leveldb_free) or NULL when the
+ * key is absent. */
 static pulse_status_t get_raw(struct pulse_meta *meta, const char *key, size_t klen, char **val_out,
                               size_t *vlen_out)
 {
@@ -210,6 +253,36 @@ static pulse_status_t get_raw(struct pulse_meta *meta, const char *key, size_t k
     return PULSE_OK;
 }
 
+/* pulse_meta_fail_writes: whether this write is to fail; a batch that is
+ * to take effect later is kept for apply_deferred. */
+static bool hook_fails(struct pulse_meta *meta, leveldb_writebatch_t *wb)
+{
+    bool fail = false;
+
+    if (atomic_load(&meta->hook_left) == 0)
+        return false;
+    pthread_mutex_lock(&meta->hook_mu);
+    if (atomic_load(&meta->hook_left) > 0) {
+        atomic_fetch_sub(&meta->hook_left, 1);
+        fail = true;
+        if (meta->hook_how == PULSE_META_FAULT_APPLIED_LATER) {
+            if (meta->deferred == NULL)
+                meta->deferred = leveldb_writebatch_create();
+            leveldb_writebatch_append(meta->deferred, wb);
+        }
+    }
+    pthread_mutex_unlock(&meta->hook_mu);
+    return fail;
+}
+
+void pulse_meta_fail_writes(struct pulse_meta *meta, unsigned n, enum pulse_meta_fault how)
+{
+    pthread_mutex_lock(&meta->hook_mu);
+    meta->hook_how = how;
+    atomic_store(&meta->hook_left, n);
+    pthread_mutex_unlock(&meta->hook_mu);
+}
+
 static pulse_status_t write_batch(struct pulse_meta *meta, leveldb_writebatch_t *wb, const char *what)
 {
     char *err = NULL;
@@ -217,6 +290,12 @@ static pulse_status_t write_batch(struct pulse_meta *meta, leveldb_writebatch_t 
 
     if (st != PULSE_OK)
         return st;
+    if (hook_fails(meta, wb)) {
+        atomic_store(&meta->stale, true);
+        db_leave(meta);
+        PULSE_ERROR("meta: %s failed: injected write failure (test)", what);
+        return PULSE_IO;
+    }
     leveldb_write(meta->db, meta->wopts, wb, &err);
     if (err != NULL)
         atomic_store(&meta->stale, true);
@@ -703,7 +782,9 @@ static pulse_status_t meta_alloc(const char *dir, struct pulse_meta **out)
     if (meta == NULL)
         return PULSE_NOMEM;
     pthread_rwlock_init(&meta->lock, NULL);
+    pthread_mutex_init(&meta->hook_mu, NULL);
     atomic_init(&meta->stale, false);
+    atomic_init(&meta->hook_left, 0);
     meta->dir = pulse_strdup(dir);
     meta->opts = leveldb_options_create();
     meta->ropts = leveldb_readoptions_create();
@@ -909,6 +990,8 @@ void pulse_meta_close(struct pulse_meta *meta)
 {
     if (meta == NULL)
         return;
+    /* A failed write that reached the log is replayed by the next open. */
+    apply_deferred(meta);
     if (meta->db != NULL)
         leveldb_close(meta->db);
     if (meta->wopts != NULL)
@@ -918,6 +1001,7 @@ void pulse_meta_close(struct pulse_meta *meta)
     if (meta->opts != NULL)
         leveldb_options_destroy(meta->opts);
     pthread_rwlock_destroy(&meta->lock);
+    pthread_mutex_destroy(&meta->hook_mu);
     pulse_free(meta->dir);
     pulse_free(meta);
 }

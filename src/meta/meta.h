@@ -23,6 +23,14 @@
  * change together go in one write batch, so after a crash either all of them
  * or none are present.
  *
+ * Failed writes: a write that returns an error (PULSE_IO, PULSE_NOSPACE, ...)
+ * has an unknown outcome, as after a crash: its batch may have reached the
+ * log, and then it takes effect, whole, when the store is next reopened
+ * (before the next write, which reopens it, or at the next open), ordered
+ * before every later write. Reads meanwhile may not show it. A caller that
+ * must know the outcome writes again (e.g. deletes what a failed create
+ * wrote): that later write wins.
+ *
  * This module knows no broker types: it stores plain value structs below.
  * Values read back are hostile input: a record that fails to parse is
  * PULSE_CORRUPT, never a crash.
@@ -242,5 +250,22 @@ void pulse_meta_names_free(char **names, size_t n);
 
 /* Deletes every cursor/<consumer>/ key in one sync batch. */
 pulse_status_t pulse_meta_consumer_delete(struct pulse_meta *meta, const char *consumer);
+
+/* ---- testing ---------------------------------------------------------- */
+
+/* How a write failed by pulse_meta_fail_writes ends. */
+enum pulse_meta_fault {
+    PULSE_META_FAULT_LOST = 0,     /* torn in the log: never takes effect */
+    PULSE_META_FAULT_APPLIED_LATER /* whole in the log, its sync failed: takes effect at the next reopen or open */
+};
+
+/*
+ * Tests only (LevelDB's C API has no Env to inject faults through): the
+ * next n write batches fail with PULSE_IO as a failed sync write does (the
+ * store is marked stale and reopened before the next write), and each one
+ * ends as `how` says (see "Failed writes" above). n = 0 disarms. Thread:
+ * any. Locks: a mutex of the hook, briefly.
+ */
+void pulse_meta_fail_writes(struct pulse_meta *meta, unsigned n, enum pulse_meta_fault how);
 
 #endif

@@ -12,7 +12,10 @@ damages the LevelDB store for real while pulsed is down, and starts it again:
   - CURRENT truncated (the same, and the repair keeps the cursors);
   - the store of another data directory copied in (refused, naming both ids);
   - a topic directory of an older version (no topic.json) after a lost store
-    (refused, naming --adopt-topic; the command makes the next start work).
+    (refused, naming --adopt-topic; the command makes the next start work);
+  - topics/ empty or missing (a volume not mounted), and one topic directory
+    gone (refused, naming --forget-topic, changing nothing; the directory's
+    return, or the command, makes the next start work).
 
 After each, every topic's records must be byte-identical at the same offsets,
 read over HTTP both as JSON and as raw batches, and the cluster id the same.
@@ -247,6 +250,45 @@ def test_older_topic_directory_needs_adopt_topic(ctx):
     # is the same.
     compare(before, snapshot(srv), "after --adopt-topic", topics_too=False)
     eq(srv.topic("orders")["partitions"], 3, "partitions from the directories")
+    srv.stop()
+
+
+
+def test_missing_topic_directories_refuse_the_start_until_back_or_forgotten(ctx):
+    srv, before = filled(ctx)
+    topics = os.path.join(srv.data_dir, "topics")
+    offline = os.path.join(ctx.tmp, "topics.offline")
+    shutil.move(topics, offline)
+    os.mkdir(topics)  # the mount point of a volume that is not mounted
+    out = run_pulsed(srv, [], 1, "start with topics/ empty")
+    check("3 topic(s)" in out and "latest, orders, plain" in out and "--forget-topic latest" in out,
+          "the refusal names the topics and the command: %r" % out[-1200:])
+    os.rmdir(topics)
+    out = run_pulsed(srv, [], 1, "start without topics/")
+    check("does not exist" in out, "the refusal says topics/ is missing: %r" % out[-1200:])
+    check(not os.path.exists(topics), "topics/ is not made while the store names topics")
+    shutil.move(offline, topics)
+    srv.start()
+    after = snapshot(srv)
+    compare(before, after, "after the topics volume came back")
+    eq(after["cursors"], before["cursors"], "the committed cursor survived")
+    srv.stop()
+
+    # One topic gone for good: refused until it is forgotten.
+    shutil.rmtree(os.path.join(topics, "plain"))
+    out = run_pulsed(srv, [], 1, "start without topics/plain")
+    check("1 topic(s)" in out and "--forget-topic plain" in out, "the refusal names plain: %r" % out[-1200:])
+    run_pulsed(srv, ["--forget-topic", "orders"], 1, "forget a topic whose directory is there")
+    run_pulsed(srv, ["--forget-topic", "nosuch"], 1, "forget a topic the store does not have")
+    out = run_pulsed(srv, ["--forget-topic", "plain"], 0, "forget plain")
+    check("forgot topic plain" in out, "the command says what it did: %r" % out)
+    srv.start()
+    eq(sorted(t["name"] for t in srv.topics()["topics"]), ["latest", "orders"], "plain is forgotten, the rest kept")
+    for p in range(3):
+        recs, _ = srv.fetch_all("orders", p)
+        eq(recs, before["records"][("orders", p)], "records of orders/%d" % p)
+    eq(expect_json(srv.get("/v1/consumers/reader/cursors"), 200, "cursors"), before["cursors"],
+       "the cursor on orders is kept")
     srv.stop()
 
 

@@ -1911,6 +1911,231 @@ START_TEST(test_drain_completes_queued_admin_work_then_refuses_more)
 }
 END_TEST
 
+/* Fences partition p of topic with a failed fdatasync (the publish that
+ * meets it answers PULSE_FENCED). */
+static void fence_partition(struct pulse_broker *b, struct faultio *fio, const char *topic, int32_t p)
+{
+    struct pulse_publish_record rec = rec_kv(NULL, "fence", p);
+    struct pulse_offset_pair off;
+    char err[256];
+
+    faultio_fail_nth(fio, FAULTIO_FDATASYNC, 1, EIO);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, topic, &rec, 1, &off, err, sizeof err), PULSE_FENCED);
+}
+
+/* A heal pass holds a reference on the topic it is looking at and no
+ * other, so a delete of another topic never waits for a reopen attempt
+ * (here made slow on purpose) of this one. */
+START_TEST(test_heal_pass_holds_one_topic_at_a_time)
+{
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b;
+    struct pulse_broker_topic *t;
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    cfg.fence_retry_initial_ms = 10;
+    cfg.fence_retry_max_ms = 10000;
+    b = open_cfg(&cfg, NULL);
+    create_topic(b, "a", 1);
+    create_topic(b, "z", 1);
+    setenv("PULSE_FAILPOINT_DELAY", "heal_attempt:2500", 1);
+    fence_partition(b, fio, "a", 0);
+    int64_t t0 = pulse_clock_mono_us();
+    /* The first attempt on a/0 is due after 10 ms and then sleeps. */
+    usleep(300 * 1000);
+    t = pulse_broker_topic_acquire(b, "a");
+    ck_assert(pulse_plog_fenced(t->plogs[0]));
+    pulse_broker_topic_release(b, t);
+    int64_t t1 = pulse_clock_mono_us();
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "z"), PULSE_OK);
+    int64_t waited = pulse_clock_mono_us() - t1;
+    ck_assert_msg(waited < 1200 * 1000, "the delete of z waited %lld ms for a reopen attempt on a",
+                  (long long)(waited / 1000));
+    /* Still inside the attempt on a, or the comparison proves nothing. */
+    ck_assert_int_lt(pulse_clock_mono_us() - t0, 2500 * 1000);
+    pulse_broker_close(b);
+    unsetenv("PULSE_FAILPOINT_DELAY");
+    faultio_destroy(fio);
+}
+END_TEST
+
+/* What the heal thread keeps about a fenced partition (since when, failed
+ * attempts, backoff) belongs to that topic object: a topic created again
+ * whose log happens to get the old log's address starts afresh. The test
+ * puts a new topic object over the fenced log's very address, which an
+ * allocator may do for a recreated topic. */
+START_TEST(test_heal_record_is_not_inherited_by_a_new_topic_at_the_old_log_address)
+{
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b;
+    struct pulse_broker_topic *t, *t2;
+    struct pulse_fenced_partition *fl = NULL;
+    size_t nfl = 0, i;
+    bool found = false;
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    cfg.fence_retry_initial_ms = 60000;
+    cfg.fence_retry_max_ms = 60000;
+    b = open_cfg(&cfg, NULL);
+    create_topic(b, "t", 1);
+    fence_partition(b, fio, "t", 0);
+    usleep(1500 * 1000);
+    ck_assert_int_eq(pulse_broker_fenced_list(b, &fl, &nfl), PULSE_OK);
+    ck_assert_uint_eq(nfl, 1);
+    ck_assert_int_ge(fl[0].fenced_ms, 1000); /* the old topic's record ages */
+    pulse_free(fl);
+
+    t = pulse_broker_topic_acquire(b, "t");
+    t2 = pulse_calloc(1, sizeof *t2);
+    ck_assert_ptr_nonnull(t2);
+    memcpy(t2->name, t->name, sizeof t2->name);
+    t2->uid = atomic_fetch_add(&b->topic_uids, 1) + 1;
+    t2->nparts = 1;
+    t2->plogs = pulse_calloc(1, sizeof *t2->plogs);
+    ck_assert_ptr_nonnull(t2->plogs);
+    t2->plogs[0] = t->plogs[0];
+    atomic_init(&t2->refs, 1);
+    pthread_rwlock_wrlock(&b->map_lock);
+    for (i = 0; i < b->ntopics && !found; i++) {
+        if (b->topics[i] == t) {
+            b->topics[i] = t2;
+            found = true;
+        }
+    }
+    pthread_rwlock_unlock(&b->map_lock);
+    ck_assert(found);
+    i--;
+    for (int round = 0; round < 2; round++) {
+        ck_assert_int_eq(pulse_broker_fenced_list(b, &fl, &nfl), PULSE_OK);
+        ck_assert_uint_eq(nfl, 1);
+        ck_assert_msg(fl[0].fenced_ms < 1400, "the new topic inherited a record fenced %lld ms ago",
+                      (long long)fl[0].fenced_ms);
+        ck_assert_uint_eq(fl[0].failed_attempts, 0);
+        pulse_free(fl);
+        usleep(1200 * 1000); /* a heal pass notes the new topic's partition */
+    }
+    pthread_rwlock_wrlock(&b->map_lock);
+    b->topics[i] = t;
+    pthread_rwlock_unlock(&b->map_lock);
+    while (atomic_load(&t2->refs) > 1)
+        usleep(1000);
+    t2->plogs[0] = NULL;
+    pulse_broker_topic_destroy(t2);
+    pulse_broker_topic_release(b, t);
+    pulse_broker_close(b);
+    faultio_destroy(fio);
+}
+END_TEST
+
+/* A publish spanning partitions whose append fails on one of them (a full
+ * disk) keeps what the partitions before it took, and says so: the error
+ * names them with their offsets, and every stored record has its offset. */
+START_TEST(test_publish_failing_on_one_partition_says_what_it_stored)
+{
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b;
+    struct pulse_offset_pair off[6];
+    struct pulse_publish_record recs[6];
+    static const char *const vals[6] = {"a0", "b0", "c0", "a1", "b1", "c1"};
+    char values[8][32];
+    char err[256] = "";
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    cfg.fence_retry_initial_ms = 60000;
+    b = open_cfg(&cfg, NULL);
+    create_topic(b, "m", 3);
+    for (int32_t p = 0; p < 3; p++) {
+        struct pulse_publish_record r = rec_kv(NULL, "warm", p);
+        ck_assert_int_eq(pulse_broker_publish_wait(b, "m", &r, 1, off, err, sizeof err), PULSE_OK);
+    }
+    /* How many pwrites one partition's append takes. */
+    unsigned long before = faultio_count(fio, FAULTIO_PWRITE);
+    struct pulse_publish_record one = rec_kv(NULL, "warm2", 2);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "m", &one, 1, off, err, sizeof err), PULSE_OK);
+    unsigned long per_append = faultio_count(fio, FAULTIO_PWRITE) - before;
+    ck_assert_uint_ge(per_append, 1);
+
+    for (int i = 0; i < 6; i++)
+        recs[i] = rec_kv(NULL, vals[i], i % 3);
+    /* Partition 0's append goes through, partition 1's first write finds
+     * the device full. */
+    faultio_fail_nth(fio, FAULTIO_PWRITE, per_append + 1, ENOSPC);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "m", recs, 6, off, err, sizeof err), PULSE_NOSPACE);
+    ck_assert_msg(strstr(err, "partition 1 ") != NULL && strstr(err, "partitions 0 (offsets 1-2);") != NULL &&
+                      strstr(err, "kept") != NULL,
+                  "message: %s", err);
+    ck_assert_uint_eq(off[0].partition, 0);
+    ck_assert_int_eq(off[0].offset, 1);
+    ck_assert_int_eq(off[3].offset, 2);
+    for (int i = 1; i < 6; i++) {
+        if (i == 3)
+            continue;
+        ck_assert_uint_eq(off[i].partition, (uint32_t)(i % 3));
+        ck_assert_int_eq(off[i].offset, -1);
+    }
+    /* What was stored becomes durable and readable at those offsets. */
+    int64_t t0 = pulse_clock_mono_us();
+    while (hw_of(b, "m", 0) < 3) {
+        ck_assert_int_lt(pulse_clock_mono_us() - t0, 5 * 1000 * 1000);
+        usleep(1000);
+    }
+    ck_assert_uint_eq(read_values(b, "m", 0, values, 8), 3);
+    ck_assert_str_eq(values[1], "a0");
+    ck_assert_str_eq(values[2], "a1");
+    ck_assert_int_eq(hw_of(b, "m", 1), 1);
+    ck_assert_int_eq(hw_of(b, "m", 2), 2);
+    /* The full disk fenced nothing: the same publish goes through now. */
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "m", recs, 6, off, err, sizeof err), PULSE_OK);
+    ck_assert_int_eq(off[1].offset, 1);
+    pulse_broker_close(b);
+    faultio_destroy(fio);
+}
+END_TEST
+
+/* A partition fenced before a publish starts refuses the whole publish:
+ * nothing is appended to its other partitions. */
+START_TEST(test_publish_to_a_fenced_partition_stores_nothing_on_the_others)
+{
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b;
+    struct pulse_broker_topic *t;
+    struct pulse_offset_pair off[2];
+    struct pulse_publish_record recs[2];
+    char err[256] = "";
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    cfg.fence_retry_initial_ms = 60000;
+    b = open_cfg(&cfg, NULL);
+    create_topic(b, "f", 2);
+    recs[0] = rec_kv(NULL, "x", 0);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "f", recs, 1, off, err, sizeof err), PULSE_OK);
+    fence_partition(b, fio, "f", 1);
+    t = pulse_broker_topic_acquire(b, "f");
+    int64_t end0 = pulse_plog_log_end(t->plogs[0]);
+    recs[1] = rec_kv(NULL, "y", 1);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "f", recs, 2, off, err, sizeof err), PULSE_FENCED);
+    ck_assert_msg(strstr(err, "partition 1") != NULL && strstr(err, "nothing of this publish was stored") != NULL,
+                  "message: %s", err);
+    ck_assert_int_eq(pulse_plog_log_end(t->plogs[0]), end0);
+    pulse_broker_topic_release(b, t);
+    ck_assert_int_eq(hw_of(b, "f", 0), 1);
+    pulse_broker_close(b);
+    faultio_destroy(fio);
+}
+END_TEST
+
 static Suite *broker_suite(void)
 {
     Suite *s = suite_create("broker");
@@ -1954,6 +2179,10 @@ static Suite *broker_suite(void)
     tcase_add_test(tc, test_concurrent_cursor_commits_share_one_synced_metadata_write);
     tcase_add_test(tc, test_cursor_commit_racing_a_delete_is_refused_and_never_stored);
     tcase_add_test(tc, test_drain_completes_queued_admin_work_then_refuses_more);
+    tcase_add_test(tc, test_heal_pass_holds_one_topic_at_a_time);
+    tcase_add_test(tc, test_heal_record_is_not_inherited_by_a_new_topic_at_the_old_log_address);
+    tcase_add_test(tc, test_publish_failing_on_one_partition_says_what_it_stored);
+    tcase_add_test(tc, test_publish_to_a_fenced_partition_stores_nothing_on_the_others);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -561,17 +561,39 @@ START_TEST(test_identity_file_damage)
 }
 END_TEST
 
-START_TEST(test_metadata_without_a_directory_is_dropped)
+START_TEST(test_metadata_without_a_directory_refuses_to_start_until_forgotten)
 {
+    struct pulse_broker_config cfg;
     struct pulse_broker_open_report rep;
     struct pulse_broker *b = open_ok(NULL);
     struct pulse_topic_info *info = NULL;
+    struct pulse_cursor c;
+    size_t cursors = 99;
+    char err[1024] = "";
 
     create(b, "alpha", 1, PULSE_CLEANUP_DELETE, -1);
     create(b, "beta", 1, PULSE_CLEANUP_DELETE, -1);
+    fill(b, "alpha", 1);
+    memset(&c, 0, sizeof c);
+    snprintf(c.topic, sizeof c.topic, "alpha");
+    c.offset = 3;
+    ck_assert_int_eq(pulse_broker_cursor_commit(b, "reader", &c, 1, err, sizeof err), PULSE_OK);
     pulse_broker_close(b);
-    /* A delete whose store record was lost after the directory went. */
+    /* The directory is not there (moved, a volume not mounted, or gone):
+     * pulsed cannot tell which, so it refuses and changes nothing. */
     rm_tree("topics/alpha");
+    ck_assert_int_eq(open_fails(err, sizeof err), PULSE_INVALID);
+    ck_assert_msg(strstr(err, "alpha") != NULL && strstr(err, "--forget-topic alpha") != NULL &&
+                      strstr(err, "Nothing was changed") != NULL,
+                  "message: %s", err);
+    ck_assert_int_eq(open_fails(err, sizeof err), PULSE_INVALID);
+
+    /* The named command, for a topic that is gone for good. */
+    test_config(&cfg);
+    ck_assert_int_eq(pulse_broker_forget_topic(&cfg, "beta", NULL, err, sizeof err), PULSE_EXISTS);
+    ck_assert_int_eq(pulse_broker_forget_topic(&cfg, "nosuch", NULL, err, sizeof err), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(pulse_broker_forget_topic(&cfg, "alpha", &cursors, err, sizeof err), PULSE_OK);
+    ck_assert_uint_eq(cursors, 1);
     b = open_ok(&rep);
     ck_assert_uint_eq(rep.topics, 1);
     ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_TOPIC_NOT_FOUND);
@@ -845,6 +867,283 @@ START_TEST(test_failed_marker_and_file_writes_leave_nothing_half_done)
 }
 END_TEST
 
+/* A create whose "creating" marker could not be removed after its commit
+ * (logged, the create answered) and records published since: when the
+ * store is lost later, the records prove the create committed (nothing is
+ * appended before the commit), so the topic is adopted, never removed. */
+START_TEST(test_create_marker_beside_published_records_is_not_an_unfinished_create)
+{
+    struct pulse_broker_open_report rep;
+    struct pulse_buf before;
+    struct pulse_broker *b;
+    char cluster[64];
+
+    pulse_buf_init(&before, 64u << 20);
+    seed(&before, cluster, sizeof cluster);
+    write_text("topics/alpha/creating", "pulsed topic marker; see docs/Storage.md\n");
+    rm_tree("meta");
+    b = open_ok(&rep);
+    ck_assert_uint_eq(rep.adopted_topics, 3);
+    ck_assert_uint_eq(rep.deleted_leftovers, 0);
+    check_restored(b, &before, cluster);
+    pulse_broker_close(b);
+    ck_assert(!path_exists("topics/alpha/creating"));
+    /* The same marker beside logs that never took a record is still an
+     * unfinished create. */
+    b = open_ok(NULL);
+    create(b, "fresh", 2, PULSE_CLEANUP_DELETE, -1);
+    pulse_broker_close(b);
+    write_text("topics/fresh/creating", "x");
+    rm_tree("meta");
+    b = open_ok(&rep);
+    ck_assert_uint_eq(rep.adopted_topics, 3);
+    ck_assert_uint_eq(rep.deleted_leftovers, 1);
+    ck_assert(!path_exists("topics/fresh"));
+    check_restored(b, &before, cluster);
+    pulse_broker_close(b);
+    pulse_buf_fini(&before);
+}
+END_TEST
+
+/* topics/ found empty at start (a volume mounted there that is not mounted
+ * yet, an operator's mv) or missing: the start cannot tell "every topic was
+ * deleted" from "the directory is not there", so it refuses, changing
+ * nothing: the metadata and the committed cursors stay. */
+START_TEST(test_empty_or_missing_topics_directory_keeps_metadata_and_cursors)
+{
+    struct pulse_buf before;
+    struct pulse_cursor got;
+    struct pulse_broker *b;
+    char cluster[64];
+    char from[512], to[512];
+    char err[1024] = "";
+
+    pulse_buf_init(&before, 64u << 20);
+    seed(&before, cluster, sizeof cluster);
+    /* The topics volume is not mounted: topics/ is an empty mount point. */
+    snprintf(from, sizeof from, "%s/topics", tmpdir);
+    snprintf(to, sizeof to, "%s/topics.offline", tmpdir);
+    ck_assert_int_eq(rename(from, to), 0);
+    ck_assert_int_eq(mkdir(from, 0755), 0);
+    ck_assert_int_eq(open_fails(err, sizeof err), PULSE_INVALID);
+    ck_assert_msg(strstr(err, "3 topic(s)") != NULL && strstr(err, "alpha, beta, gamma") != NULL &&
+                      strstr(err, "--forget-topic alpha") != NULL,
+                  "message: %s", err);
+    /* No mount point at all: refused too, and topics/ is not made. */
+    ck_assert_int_eq(rmdir(from), 0);
+    ck_assert_int_eq(open_fails(err, sizeof err), PULSE_INVALID);
+    ck_assert_msg(strstr(err, "does not exist") != NULL && strstr(err, "alpha") != NULL, "message: %s", err);
+    ck_assert(!path_exists("topics"));
+    /* The volume comes back: everything is there. */
+    ck_assert_int_eq(rename(to, from), 0);
+    b = open_ok(NULL);
+    check_restored(b, &before, cluster);
+    /* The acknowledged cursor commit of seed(). */
+    ck_assert_int_eq(pulse_broker_cursor_get(b, "reader", "alpha", 1, &got), PULSE_OK);
+    ck_assert_int_eq(got.offset, 5);
+    pulse_broker_close(b);
+    pulse_buf_fini(&before);
+}
+END_TEST
+
+/* A first start makes topics/ (the store names no topic). */
+START_TEST(test_first_start_makes_the_topics_directory)
+{
+    struct pulse_broker *b = open_ok(NULL);
+
+    ck_assert(path_exists("topics"));
+    pulse_broker_close(b);
+    rm_tree("topics");
+    b = open_ok(NULL);
+    ck_assert(path_exists("topics"));
+    pulse_broker_close(b);
+}
+END_TEST
+
+static void commit_one(struct pulse_broker *b, const char *topic, int64_t offset)
+{
+    struct pulse_cursor c;
+    char err[256] = "";
+
+    memset(&c, 0, sizeof c);
+    snprintf(c.topic, sizeof c.topic, "%s", topic);
+    c.offset = offset;
+    ck_assert_int_eq(pulse_broker_cursor_commit(b, "reader", &c, 1, err, sizeof err), PULSE_OK);
+}
+
+static size_t cursors_of_reader(struct pulse_broker *b)
+{
+    struct pulse_cursor *list = NULL;
+    size_t n = 0;
+
+    ck_assert_int_eq(pulse_broker_cursor_list(b, "reader", &list, &n), PULSE_OK);
+    pulse_free(list);
+    return n;
+}
+
+static pulse_status_t publish_one(struct pulse_broker *b, const char *topic)
+{
+    struct pulse_publish_record r;
+    struct pulse_offset_pair off;
+    char err[256];
+
+    memset(&r, 0, sizeof r);
+    r.rec.key_len = PULSE_BATCH_NULL;
+    r.rec.value = (const uint8_t *)"v";
+    r.rec.value_len = 1;
+    r.partition = 0;
+    return pulse_broker_publish_wait(b, topic, &r, 1, &off, err, sizeof err);
+}
+
+/* The "deleting" marker is the decision: once it is written, a failed
+ * metadata batch must not put the topic back into service (the next start
+ * would delete what it then acknowledged). The delete is answered as done,
+ * the topic is gone from the API, and the delete finishes at the next
+ * start. */
+START_TEST(test_delete_whose_metadata_write_fails_stays_decided)
+{
+    struct pulse_broker_open_report rep;
+    struct pulse_topic_info *info = NULL;
+    struct pulse_broker *b = open_ok(NULL);
+
+    create(b, "alpha", 2, PULSE_CLEANUP_DELETE, -1);
+    create(b, "beta", 1, PULSE_CLEANUP_DELETE, -1);
+    fill(b, "alpha", 2);
+    commit_one(b, "alpha", 4);
+    pulse_meta_fail_writes(b->meta, 1, PULSE_META_FAULT_LOST);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "alpha"), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(publish_one(b, "alpha"), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(publish_one(b, "beta"), PULSE_OK);
+    ck_assert(path_exists("topics/alpha/deleting"));
+    pulse_broker_close(b);
+
+    b = open_ok(&rep);
+    ck_assert_uint_eq(rep.topics, 1);
+    ck_assert_uint_eq(rep.deleted_leftovers, 1);
+    ck_assert(!path_exists("topics/alpha"));
+    ck_assert_uint_eq(cursors_of_reader(b), 0);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_TOPIC_NOT_FOUND);
+    pulse_broker_close(b);
+}
+END_TEST
+
+/* The marker's write fails after its rename (the directory fsync), and its
+ * removal fails too: it may be durable, so the next start may delete the
+ * topic, and the topic must not take publishes it would then lose. */
+START_TEST(test_delete_whose_marker_can_neither_be_written_nor_removed_is_not_served)
+{
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker_open_report rep;
+    struct pulse_topic_info *info = NULL;
+    struct pulse_broker *b = NULL;
+    char err[1024] = "";
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    ck_assert_int_eq(pulse_broker_open(&cfg, &b, NULL, err, sizeof err), PULSE_OK);
+    create(b, "alpha", 1, PULSE_CLEANUP_DELETE, -1);
+    fill(b, "alpha", 1);
+    /* The first unlink is the replace's own cleanup of its temp file (gone
+     * already); the second is the marker's removal. */
+    faultio_fail_nth(fio, FAULTIO_FSYNC_DIR, 1, EIO);
+    faultio_fail_nth(fio, FAULTIO_UNLINK, 2, EIO);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "alpha"), PULSE_IO);
+    ck_assert(path_exists("topics/alpha/deleting"));
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(publish_one(b, "alpha"), PULSE_TOPIC_NOT_FOUND);
+    pulse_broker_close(b);
+    faultio_destroy(fio);
+
+    /* The marker is there: the next start deletes the topic, which never
+     * acknowledged anything after the failed delete. */
+    b = open_ok(&rep);
+    ck_assert_uint_eq(rep.topics, 0);
+    ck_assert(!path_exists("topics/alpha"));
+    pulse_broker_close(b);
+}
+END_TEST
+
+/* Metadata writes that fail yet take effect at the store's next reopen
+ * (their record reached LevelDB's log; meta.h "Failed writes"): a failed
+ * create must not leave metadata without a directory, a stalled delete
+ * finishes before its name is used again, a failed retention change is
+ * undone everywhere. */
+START_TEST(test_failed_metadata_writes_that_take_effect_later_keep_store_and_directories_agreed)
+{
+    struct pulse_broker_open_report rep;
+    struct pulse_topic_info *info = NULL;
+    struct pulse_topic_spec spec = {"beta", 2, -1, -1, -1, 2048};
+    struct pulse_broker *b = open_ok(NULL);
+    char err[1024] = "";
+
+    create(b, "alpha", 2, PULSE_CLEANUP_DELETE, 1000);
+    fill(b, "alpha", 2);
+    /* A create. */
+    pulse_meta_fail_writes(b->meta, 1, PULSE_META_FAULT_APPLIED_LATER);
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_IO);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "beta", false, &info), PULSE_TOPIC_NOT_FOUND);
+    ck_assert(!path_exists("topics/beta"));
+    /* A retention change. */
+    pulse_meta_fail_writes(b->meta, 1, PULSE_META_FAULT_APPLIED_LATER);
+    ck_assert_int_eq(pulse_broker_topic_set_retention(b, "alpha", 5, 5, NULL), PULSE_IO);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_OK);
+    ck_assert_int_eq(info->retention_ms, 1000);
+    pulse_topic_info_free(info);
+    pulse_broker_close(b);
+    b = open_ok(&rep);
+    ck_assert_uint_eq(rep.topics, 1);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "beta", false, &info), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_OK);
+    ck_assert_int_eq(info->retention_ms, 1000);
+    pulse_topic_info_free(info);
+
+    /* A delete: decided and stalled; the next create of the name finishes
+     * it (the store took the failed batch at its reopen, and the retry's
+     * own), and gets a new, empty topic. */
+    commit_one(b, "alpha", 2);
+    pulse_meta_fail_writes(b->meta, 1, PULSE_META_FAULT_APPLIED_LATER);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "alpha"), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_TOPIC_NOT_FOUND);
+    create(b, "alpha", 1, PULSE_CLEANUP_DELETE, -1);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", true, &info), PULSE_OK);
+    ck_assert_uint_eq(info->partitions, 1);
+    ck_assert_int_eq(info->stats[0].high_watermark, 0);
+    pulse_topic_info_free(info);
+    ck_assert_uint_eq(cursors_of_reader(b), 0);
+    pulse_broker_close(b);
+    b = open_ok(&rep);
+    ck_assert_uint_eq(rep.topics, 1);
+    ck_assert_uint_eq(rep.deleted_leftovers, 0);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", true, &info), PULSE_OK);
+    ck_assert_uint_eq(info->partitions, 1);
+    pulse_topic_info_free(info);
+    pulse_broker_close(b);
+}
+END_TEST
+
+/* A create of a name whose delete is stalled, while the store still cannot
+ * be written: answered at once with the store's error, never parked. */
+START_TEST(test_create_of_a_stalled_delete_name_fails_at_once_while_the_store_fails)
+{
+    struct pulse_topic_spec spec = {"alpha", 1, -1, -1, -1, 2048};
+    struct pulse_broker *b = open_ok(NULL);
+    char err[1024] = "";
+
+    create(b, "alpha", 1, PULSE_CLEANUP_DELETE, -1);
+    pulse_meta_fail_writes(b->meta, 2, PULSE_META_FAULT_LOST);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "alpha"), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_IO);
+    ck_assert_msg(strstr(err, "still being deleted") != NULL, "message: %s", err);
+    /* The store works again: the same create finishes the delete first. */
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_OK);
+    ck_assert(!path_exists("topics/alpha/deleting"));
+    pulse_broker_close(b);
+}
+END_TEST
+
 static Suite *datadir_suite(void)
 {
     Suite *s = suite_create("datadir");
@@ -861,7 +1160,7 @@ static Suite *datadir_suite(void)
     tcase_add_test(tc, test_older_data_directory_gets_its_files_and_survives_a_lost_store);
     tcase_add_test(tc, test_store_of_another_data_directory_refuses_to_start);
     tcase_add_test(tc, test_identity_file_damage);
-    tcase_add_test(tc, test_metadata_without_a_directory_is_dropped);
+    tcase_add_test(tc, test_metadata_without_a_directory_refuses_to_start_until_forgotten);
     tcase_add_test(tc, test_adopt_topic_takes_partitions_from_directories_and_refuses_what_it_must);
     tcase_add_test(tc, test_adopt_topic_refuses_an_unfinished_create);
     tcase_add_test(tc, test_store_leveldb_finds_damaged_is_refused_then_repaired);
@@ -869,6 +1168,13 @@ static Suite *datadir_suite(void)
     tcase_add_test(tc, test_unusable_data_directory_names_the_cause);
     tcase_add_test(tc, test_symlinked_topic_directory_works_and_a_dangling_one_is_not_a_delete);
     tcase_add_test(tc, test_failed_marker_and_file_writes_leave_nothing_half_done);
+    tcase_add_test(tc, test_create_marker_beside_published_records_is_not_an_unfinished_create);
+    tcase_add_test(tc, test_empty_or_missing_topics_directory_keeps_metadata_and_cursors);
+    tcase_add_test(tc, test_first_start_makes_the_topics_directory);
+    tcase_add_test(tc, test_delete_whose_metadata_write_fails_stays_decided);
+    tcase_add_test(tc, test_delete_whose_marker_can_neither_be_written_nor_removed_is_not_served);
+    tcase_add_test(tc, test_failed_metadata_writes_that_take_effect_later_keep_store_and_directories_agreed);
+    tcase_add_test(tc, test_create_of_a_stalled_delete_name_fails_at_once_while_the_store_fails);
     suite_add_tcase(s, tc);
     return s;
 }

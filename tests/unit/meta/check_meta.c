@@ -756,6 +756,50 @@ START_TEST(test_repair_refuses_a_store_in_use)
 }
 END_TEST
 
+/* The fault hook the broker's tests rely on behaves as a failed LevelDB
+ * sync write does (meta.h "Failed writes"): the failed batch is invisible
+ * on the stale handle; applied later, it lands at the reopen before the
+ * write that caused it (so that write wins) or at the next open; lost, it
+ * never lands. */
+START_TEST(test_failed_write_hook_applies_later_in_log_order_or_never)
+{
+    struct pulse_meta *meta = open_ok();
+    struct pulse_meta_cursor c;
+    int64_t off = -1;
+
+    memset(&c, 0, sizeof c);
+    snprintf(c.topic, sizeof c.topic, "t");
+    c.offset = 5;
+    pulse_meta_fail_writes(meta, 1, PULSE_META_FAULT_APPLIED_LATER);
+    ck_assert_int_eq(pulse_meta_cursor_put(meta, "a", &c, 1), PULSE_IO);
+    ck_assert_int_eq(pulse_meta_cursor_get(meta, "a", "t", 0, &off), PULSE_NOT_FOUND);
+    put_cursor(meta, "b", "t", 0, 7);
+    ck_assert_int_eq(pulse_meta_cursor_get(meta, "a", "t", 0, &off), PULSE_OK);
+    ck_assert_int_eq(off, 5);
+    /* The failed write comes before the one that reopened the store. */
+    pulse_meta_fail_writes(meta, 1, PULSE_META_FAULT_APPLIED_LATER);
+    c.offset = 6;
+    ck_assert_int_eq(pulse_meta_cursor_put(meta, "a", &c, 1), PULSE_IO);
+    put_cursor(meta, "a", "t", 0, 9);
+    ck_assert_int_eq(pulse_meta_cursor_get(meta, "a", "t", 0, &off), PULSE_OK);
+    ck_assert_int_eq(off, 9);
+    /* Lost: never. */
+    pulse_meta_fail_writes(meta, 1, PULSE_META_FAULT_LOST);
+    c.offset = 1;
+    ck_assert_int_eq(pulse_meta_cursor_put(meta, "c", &c, 1), PULSE_IO);
+    put_cursor(meta, "b", "t", 0, 8);
+    ck_assert_int_eq(pulse_meta_cursor_get(meta, "c", "t", 0, &off), PULSE_NOT_FOUND);
+    /* Applied later, with no write after it: the next open has it. */
+    pulse_meta_fail_writes(meta, 1, PULSE_META_FAULT_APPLIED_LATER);
+    ck_assert_int_eq(pulse_meta_cursor_put(meta, "c", &c, 1), PULSE_IO);
+    pulse_meta_close(meta);
+    meta = open_ok();
+    ck_assert_int_eq(pulse_meta_cursor_get(meta, "c", "t", 0, &off), PULSE_OK);
+    ck_assert_int_eq(off, 1);
+    pulse_meta_close(meta);
+}
+END_TEST
+
 static Suite *meta_suite(void)
 {
     Suite *s = suite_create("meta");
@@ -782,6 +826,7 @@ static Suite *meta_suite(void)
     tcase_add_test(tc, test_damaged_tables_are_corrupt_at_open_and_repair_sets_them_aside);
     tcase_add_test(tc, test_missing_or_truncated_current_is_corrupt_and_repair_recovers_everything);
     tcase_add_test(tc, test_repair_refuses_a_store_in_use);
+    tcase_add_test(tc, test_failed_write_hook_applies_later_in_log_order_or_never);
     suite_add_tcase(s, tc);
     return s;
 }
