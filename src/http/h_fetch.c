@@ -148,19 +148,18 @@ static ssize_t read_json(void *cls, uint64_t pos, char *out, size_t max)
     return n < 0 ? MHD_CONTENT_READER_END_WITH_ERROR : n;
 }
 
-/* Answers 200 with the planned records, streamed; takes fj and the
- * batches in buf (buf is left empty). */
+/* Answers 200 with the planned records, streamed; takes fj, and the
+ * batches in buf once the answer exists (buf is then left empty; on
+ * failure the caller still frees buf). */
 static void stream_json(struct pulse_hreq *r, struct pulse_fetchjson *fj, struct pulse_buf *buf,
                         const struct pulse_slice *info, int64_t next, const struct skips *skipped)
 {
     struct pulse_fetchjson_envelope env = {r->topic, r->partition, info->log_start, info->high_watermark, next};
     char after[PULSE_FETCHJSON_AFTER_MAX];
-    size_t raw_len = 0;
-    uint8_t *raw = pulse_buf_steal(buf, &raw_len);
     uint64_t body_len = 0;
     skips_json(skipped, after, sizeof after);
     if (pulse_fetchjson_after_records(fj, after) != PULSE_OK ||
-        pulse_fetchjson_finish(fj, raw, raw_len, &env, &body_len) != PULSE_OK) {
+        pulse_fetchjson_finish(fj, buf, &env, &body_len) != PULSE_OK) {
         pulse_fetchjson_destroy(fj);
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
