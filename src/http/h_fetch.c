@@ -60,8 +60,13 @@ static void add_position_headers(struct MHD_Response *resp, int64_t next, int64_
 
 /* Offsets an answer stepped over because the stored data there is damaged
  * or missing: the engine reports them per read (pulse_slice.skip_*), at
- * most one range before the read's first batch. A JSON answer makes at
- * most six reads (they grow fourfold up to 64 MiB), so this never fills. */
+ * most one range before the read's first batch, and a read never steps
+ * over damage after that batch, so every damaged range between records
+ * costs the answer one more read. An answer lists at most FETCH_MAX_SKIPS
+ * separate ranges: a read that would add one more is dropped unplanned and
+ * the answer ends before it (next_offset points at that range), so the
+ * next fetch reports it; nothing is ever stepped over unreported
+ * (docs/API.md "Damaged data"). */
 #define FETCH_MAX_SKIPS 8
 
 struct skips {
@@ -71,6 +76,15 @@ struct skips {
         bool damaged;
     } r[FETCH_MAX_SKIPS];
 };
+
+/* Whether s's skipped range, if any, still fits in k (a new range needs a
+ * free slot; one that continues the last range merges into it). */
+static bool skips_fit(const struct skips *k, const struct pulse_slice *s)
+{
+    if (s->skip_to <= s->skip_from || k->n < FETCH_MAX_SKIPS)
+        return true;
+    return k->r[k->n - 1].to == s->skip_from;
+}
 
 static void skips_add(struct skips *k, const struct pulse_slice *s)
 {
@@ -82,7 +96,7 @@ static void skips_add(struct skips *k, const struct pulse_slice *s)
         return;
     }
     if (k->n == FETCH_MAX_SKIPS)
-        return;
+        return; /* (never: callers check skips_fit first) */
     k->r[k->n].from = s->skip_from;
     k->r[k->n].to = s->skip_to;
     k->r[k->n].damaged = s->skip_damaged;
@@ -264,6 +278,10 @@ static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson
         if (read_at(r, *read_end, budget < chunk ? budget : chunk, budget, buf, &more) != PULSE_OK ||
             buf->len == before)
             return PULSE_OK;
+        if (!skips_fit(skipped, &more)) {
+            buf->len = before; /* unplanned: the next fetch reads it again */
+            return PULSE_OK;
+        }
         budget -= buf->len - before;
         *read_end = more.next_offset;
         skips_add(skipped, &more);
