@@ -101,6 +101,7 @@ struct pulse_hreq {
     enum pulse_hreq_state state;
     unsigned status; /* HTTP status of the queued answer; 0 = none */
     bool close;           /* answer with "Connection: close" (framing errors) */
+    const char *line_problem; /* why the request line is refused (400, close); NULL = none */
     unsigned retry_after; /* seconds for a Retry-After header; 0 = none */
     uint64_t mem_held;    /* taken from srv->budget; given back in on_completed */
     /* body */
