@@ -29,6 +29,10 @@
  * The context is freed only in on_completed (MHD_OPTION_NOTIFY_COMPLETED),
  * which also counts the request out of the in-flight gauge, records its
  * metrics and gives its memory reservation back to the budget (budget.h).
+ * Besides bodies and fetch answers, the budget is charged with every block
+ * jansson allocates while a request's JSON is parsed (a process-wide
+ * jansson allocator that charges the request a thread-local names) and
+ * with the request's pool.
  *
  * Connections: MHD_OPTION_NOTIFY_CONNECTION registers every connection with
  * the head-deadline registry (conns.h); the first on_access call for a
@@ -76,11 +80,101 @@ struct pulse_hreq_chunk {
     _Alignas(max_align_t) unsigned char data[];
 };
 
+/* ---- memory charged as it is allocated -------------------------------- */
+
+/* A request's charges are drawn from budget taken in steps: as large as
+ * what it took so far (doubling), at least CHARGE_MIN, at most CHARGE_STEP,
+ * so a small request holds little and a large parse few reservations. */
+#define CHARGE_MIN (4u * 1024)
+#define CHARGE_STEP (64u * 1024)
+
+/* The request whose jansson allocations this thread charges right now
+ * (pulse_server_json_begin); NULL: none are charged. */
+static _Thread_local struct pulse_hreq *json_charge;
+
+/* What glibc's malloc takes from the heap for a block of n bytes: n plus
+ * its 8-byte size field, rounded up to 16, and at least 32. (Checked
+ * against mallinfo2: parsing 1 M values through jansson, the heap grew by
+ * exactly the sum of these; docs/Operations.md "Memory".) */
+static uint64_t malloc_cost(size_t n)
+{
+    uint64_t c = ((uint64_t)n + 8 + 15) & ~(uint64_t)15;
+    return c < 32 ? 32 : c;
+}
+
+bool pulse_server_mem_charge(struct pulse_hreq *r, uint64_t n)
+{
+    if (n <= r->mem_credit) {
+        r->mem_credit -= n;
+        return true;
+    }
+    uint64_t need = n - r->mem_credit;
+    /* A step when the budget has room for it, else exactly what is
+     * needed: one reservation either way, so one refusal counted. */
+    const struct pulse_budget *b = &r->srv->budget;
+    uint64_t step = r->mem_charged < CHARGE_MIN ? CHARGE_MIN : r->mem_charged;
+    if (step > CHARGE_STEP)
+        step = CHARGE_STEP;
+    uint64_t used = pulse_budget_used(b);
+    uint64_t room = used < b->limit ? b->limit - used : 0;
+    uint64_t take = need < step && room >= step ? step : need;
+    if (!pulse_server_mem_take(r, take)) {
+        r->mem_refused = true;
+        /* Past the whole budget even with nothing else in flight. */
+        if (r->mem_held > b->limit || need > b->limit - r->mem_held)
+            r->mem_never_fits = true;
+        return false;
+    }
+    r->mem_charged += take;
+    r->mem_credit += take - n;
+    return true;
+}
+
+/*
+ * jansson allocates through these for the whole process (installed before
+ * main, so before any thread or jansson call). A block is charged only
+ * while a request's parse runs on this thread (json_charge); every other
+ * allocation, and every free, is the plain allocator's. Charges are never
+ * given back block by block: the request gives back everything it took
+ * when it completes, by which time its documents are freed.
+ */
+static void *json_alloc(size_t n)
+{
+    struct pulse_hreq *r = json_charge;
+    if (r != NULL && !pulse_server_mem_charge(r, malloc_cost(n)))
+        return NULL; /* jansson fails the parse or dump as out of memory */
+    return pulse_malloc(n);
+}
+
+static void json_release(void *p)
+{
+    pulse_free(p);
+}
+
+__attribute__((constructor)) static void json_alloc_install(void)
+{
+    json_set_alloc_funcs(json_alloc, json_release);
+}
+
+struct pulse_hreq *pulse_server_json_begin(struct pulse_hreq *r)
+{
+    struct pulse_hreq *prev = json_charge;
+    json_charge = r;
+    return prev;
+}
+
+void pulse_server_json_end(struct pulse_hreq *prev)
+{
+    json_charge = prev;
+}
+
 /* ---- per-request pool ------------------------------------------------- */
 
 void *pulse_server_palloc(struct pulse_hreq *r, size_t n)
 {
     if (n > SIZE_MAX - sizeof(struct pulse_hreq_chunk))
+        return NULL;
+    if (!pulse_server_mem_charge(r, malloc_cost(sizeof(struct pulse_hreq_chunk) + n)))
         return NULL;
     struct pulse_hreq_chunk *c = pulse_calloc(1, sizeof *c + n);
     if (c == NULL)
@@ -203,6 +297,9 @@ static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *cod
 {
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
+    /* An error answer is small and never charged: it often reports that
+     * the budget refused the request's own parse. */
+    struct pulse_hreq *prev = pulse_server_json_begin(NULL);
     json_t *body = pulse_json_error(code, msg);
     if (body != NULL && extra != NULL) {
         json_t *err = json_object_get(body, "error");
@@ -221,6 +318,7 @@ static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *cod
         pulse_log_limited(PULSE_LOG_WARN, code, "request %s %s %s: %u %s: %s", r->id,
                           pulse_router_method_name(r->method), r->url, status, code, msg);
     pulse_server_reply_json(r, status, body);
+    pulse_server_json_end(prev);
 }
 
 void pulse_server_reply_error(struct pulse_hreq *r, unsigned status, const char *code, const char *fmt, ...)
@@ -245,6 +343,11 @@ static void reply_error_extra(struct pulse_hreq *r, unsigned status, const char 
 
 void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const char *msg)
 {
+    /* Out of memory because the budget said no: not a server fault. */
+    if (st == PULSE_NOMEM && r->mem_refused) {
+        pulse_server_reply_refused(r);
+        return;
+    }
     const struct pulse_errmap_entry *e = pulse_errmap_lookup(st);
     pulse_server_reply_error(r, e->http_status, e->code, "%s",
                              msg != NULL && msg[0] != '\0' ? msg : pulse_status_message(st));
@@ -307,13 +410,32 @@ void pulse_server_reply_over_budget(struct pulse_hreq *r)
                              (unsigned long long)b->limit, (unsigned long long)pulse_budget_used(b));
 }
 
+void pulse_server_reply_refused(struct pulse_hreq *r)
+{
+    if (!r->mem_never_fits) {
+        pulse_server_reply_over_budget(r);
+        return;
+    }
+    pulse_server_reply_error(r, 413, "payload_too_large",
+                             "this request needs more memory than the whole server.memory-budget (%llu bytes): "
+                             "parsed JSON takes up to 80 times its text (docs/Operations.md); send fewer or "
+                             "smaller records, or values as strings",
+                             (unsigned long long)r->srv->budget.limit);
+}
+
 /* ---- request helpers -------------------------------------------------- */
 
 json_t *pulse_server_body_object(struct pulse_hreq *r)
 {
     json_error_t jerr;
     const char *data = r->body.data != NULL ? (const char *)r->body.data : "";
+    struct pulse_hreq *prev = pulse_server_json_begin(r);
     json_t *doc = json_loadb(data, r->body.len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    pulse_server_json_end(prev);
+    if (doc == NULL && r->mem_refused) {
+        pulse_server_reply_refused(r);
+        return NULL;
+    }
     if (doc == NULL) {
         pulse_server_reply_error(r, 400, "invalid_request", "malformed JSON body: %s", jerr.text);
         return NULL;
