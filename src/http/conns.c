@@ -29,7 +29,7 @@ struct pulse_conn {
     int64_t deadline_us;
     bool waiting;    /* listed: no head seen since the connection became ready */
     bool expired;    /* the sweeper shut the socket down */
-    bool bad_target; /* see pulse_conns_flag_bad_target (owner thread only) */
+    struct pulse_target_note target; /* owner thread only (conns.h) */
 };
 
 struct pulse_conns {
@@ -206,6 +206,7 @@ struct pulse_conn *pulse_conns_opened(struct pulse_conns *cs, int fd)
     if (c == NULL)
         return NULL;
     c->fd = fd;
+    c->target.raw_len = SIZE_MAX;
     pthread_mutex_lock(&cs->lock);
     cs->open++;
     append_waiting(cs, c);
@@ -243,16 +244,9 @@ void pulse_conns_request_done(struct pulse_conns *cs, struct pulse_conn *c)
     pthread_mutex_unlock(&cs->lock);
 }
 
-void pulse_conns_flag_bad_target(struct pulse_conn *c)
+struct pulse_target_note *pulse_conns_target(struct pulse_conn *c)
 {
-    c->bad_target = true;
-}
-
-bool pulse_conns_take_bad_target(struct pulse_conn *c)
-{
-    bool bad = c->bad_target;
-    c->bad_target = false;
-    return bad;
+    return &c->target;
 }
 
 void pulse_conns_stats(struct pulse_conns *cs, uint64_t *open, uint64_t *head_timeouts)

@@ -27,9 +27,9 @@
  * shutdown(2) only on entries still registered, under the registry lock, so
  * it never touches a descriptor number that was closed and reused.
  *
- * The registry also carries one per-connection flag for the request being
- * parsed (a control character decoded from the request target), set by the
- * unescape callback and read by the access handler; both run on the
+ * The registry also carries what the callbacks that run before the access
+ * handler learnt about the request target of the request being parsed
+ * (struct pulse_target_note); they and the access handler run on the
  * connection's own worker thread, one request at a time.
  *
  * Thread: the pulse_conns_* calls come from libmicrohttpd's workers (any
@@ -41,6 +41,7 @@
 #define PULSE_HTTP_CONNS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/status.h"
@@ -82,10 +83,19 @@ bool pulse_conns_head_arrived(struct pulse_conns *cs, struct pulse_conn *c);
  * now (a kept-alive connection). */
 void pulse_conns_request_done(struct pulse_conns *cs, struct pulse_conn *c);
 
-/* Per-request flag: a control character was decoded from the request
- * target. set from the unescape callback; take reads and clears it. */
-void pulse_conns_flag_bad_target(struct pulse_conn *c);
-bool pulse_conns_take_bad_target(struct pulse_conn *c);
+/*
+ * Notes on the request target of the request being parsed on c (server.c):
+ * libmicrohttpd's URI log callback, which runs first for every request,
+ * sets raw_len and raw_bad and clears decoded_bad; the unescape callback
+ * sets decoded_bad; the access handler reads them on its first call.
+ * Thread: c's own worker only (no lock).
+ */
+struct pulse_target_note {
+    size_t raw_len;   /* strlen of the raw target when logged; SIZE_MAX = none seen */
+    bool raw_bad;     /* a raw control byte, blank or DEL in the target */
+    bool decoded_bad; /* a control character decoded from it (%00, %0a, ...) */
+};
+struct pulse_target_note *pulse_conns_target(struct pulse_conn *c);
 
 /* Open connections and heads timed out since start (metrics). Locks: the
  * registry mutex. */

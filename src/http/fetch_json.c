@@ -213,14 +213,15 @@ pulse_status_t pulse_fetchjson_after_records(struct pulse_fetchjson *fj, const c
     return json[0] != '\0' && fj->after == NULL ? PULSE_NOMEM : PULSE_OK;
 }
 
-pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, uint8_t *raw, size_t raw_len,
+pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, struct pulse_buf *batches,
                                       const struct pulse_fetchjson_envelope *env, uint64_t *body_len)
 {
-    fj->raw = raw;
-    fj->raw_len = raw_len;
     pulse_status_t st = envelope_text(fj, env);
     if (st != PULSE_OK)
         return st;
+    /* Nothing fails from here: the batches change hands. */
+    pulse_free(fj->raw);
+    fj->raw = pulse_buf_steal(batches, &fj->raw_len);
     fj->body_len = fj->head_len + fj->records_len + fj->tail_len;
     fj->phase = PH_HEAD;
     *body_len = fj->body_len;

@@ -46,6 +46,7 @@
 #define PULSE_FETCHJSON_AFTER_MAX 1024
 
 struct pulse_fetchjson;
+struct pulse_buf;
 
 /* The members around the records. */
 struct pulse_fetchjson_envelope {
@@ -94,11 +95,13 @@ uint64_t pulse_fetchjson_payload_bytes(const struct pulse_fetchjson *fj);
 pulse_status_t pulse_fetchjson_after_records(struct pulse_fetchjson *fj, const char *json);
 
 /*
- * Ends the plan: takes raw (pulse_malloc'd, the buffer the plan walked;
- * freed by destroy, even on failure), writes the envelope and gives the
- * body's exact length. PULSE_NOMEM.
+ * Ends the plan: writes the envelope, then takes the batches out of
+ * batches (the buffer the plan walked, which is left empty; destroy frees
+ * them) and gives the body's exact length. The batches change hands only
+ * once nothing can fail any more: on PULSE_NOMEM they are still in
+ * batches, which the caller frees as it frees any buffer.
  */
-pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, uint8_t *raw, size_t raw_len,
+pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, struct pulse_buf *batches,
                                       const struct pulse_fetchjson_envelope *env, uint64_t *body_len);
 
 /*

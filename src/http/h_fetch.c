@@ -60,8 +60,13 @@ static void add_position_headers(struct MHD_Response *resp, int64_t next, int64_
 
 /* Offsets an answer stepped over because the stored data there is damaged
  * or missing: the engine reports them per read (pulse_slice.skip_*), at
- * most one range before the read's first batch. A JSON answer makes at
- * most six reads (they grow fourfold up to 64 MiB), so this never fills. */
+ * most one range before the read's first batch, and a read never steps
+ * over damage after that batch, so every damaged range between records
+ * costs the answer one more read. An answer lists at most FETCH_MAX_SKIPS
+ * separate ranges: a read that would add one more is dropped unplanned and
+ * the answer ends before it (next_offset points at that range), so the
+ * next fetch reports it; nothing is ever stepped over unreported
+ * (docs/API.md "Damaged data"). */
 #define FETCH_MAX_SKIPS 8
 
 struct skips {
@@ -71,6 +76,15 @@ struct skips {
         bool damaged;
     } r[FETCH_MAX_SKIPS];
 };
+
+/* Whether s's skipped range, if any, still fits in k (a new range needs a
+ * free slot; one that continues the last range merges into it). */
+static bool skips_fit(const struct skips *k, const struct pulse_slice *s)
+{
+    if (s->skip_to <= s->skip_from || k->n < FETCH_MAX_SKIPS)
+        return true;
+    return k->r[k->n - 1].to == s->skip_from;
+}
 
 static void skips_add(struct skips *k, const struct pulse_slice *s)
 {
@@ -82,7 +96,7 @@ static void skips_add(struct skips *k, const struct pulse_slice *s)
         return;
     }
     if (k->n == FETCH_MAX_SKIPS)
-        return;
+        return; /* (never: callers check skips_fit first) */
     k->r[k->n].from = s->skip_from;
     k->r[k->n].to = s->skip_to;
     k->r[k->n].damaged = s->skip_damaged;
@@ -148,19 +162,18 @@ static ssize_t read_json(void *cls, uint64_t pos, char *out, size_t max)
     return n < 0 ? MHD_CONTENT_READER_END_WITH_ERROR : n;
 }
 
-/* Answers 200 with the planned records, streamed; takes fj and the
- * batches in buf (buf is left empty). */
+/* Answers 200 with the planned records, streamed; takes fj, and the
+ * batches in buf once the answer exists (buf is then left empty; on
+ * failure the caller still frees buf). */
 static void stream_json(struct pulse_hreq *r, struct pulse_fetchjson *fj, struct pulse_buf *buf,
                         const struct pulse_slice *info, int64_t next, const struct skips *skipped)
 {
     struct pulse_fetchjson_envelope env = {r->topic, r->partition, info->log_start, info->high_watermark, next};
     char after[PULSE_FETCHJSON_AFTER_MAX];
-    size_t raw_len = 0;
-    uint8_t *raw = pulse_buf_steal(buf, &raw_len);
     uint64_t body_len = 0;
     skips_json(skipped, after, sizeof after);
     if (pulse_fetchjson_after_records(fj, after) != PULSE_OK ||
-        pulse_fetchjson_finish(fj, raw, raw_len, &env, &body_len) != PULSE_OK) {
+        pulse_fetchjson_finish(fj, buf, &env, &body_len) != PULSE_OK) {
         pulse_fetchjson_destroy(fj);
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
@@ -265,6 +278,10 @@ static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson
         if (read_at(r, *read_end, budget < chunk ? budget : chunk, budget, buf, &more) != PULSE_OK ||
             buf->len == before)
             return PULSE_OK;
+        if (!skips_fit(skipped, &more)) {
+            buf->len = before; /* unplanned: the next fetch reads it again */
+            return PULSE_OK;
+        }
         budget -= buf->len - before;
         *read_end = more.next_offset;
         skips_add(skipped, &more);

@@ -37,6 +37,11 @@ static bool decode_b64(struct pulse_hreq *r, json_t *s, const char *field, size_
     }
     uint8_t *bytes = NULL;
     size_t n = 0;
+    /* The decoded copy is made outside the pool: charge it first. */
+    if (!pulse_server_mem_charge(r, json_string_length(s) / 4 * 3 + 3)) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return false;
+    }
     pulse_status_t st = pulse_json_b64_decode(json_string_value(s), json_string_length(s), &bytes, &n);
     if (st == PULSE_INVALID) {
         pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].%s is not valid base64", idx, field);
@@ -145,25 +150,16 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
         rec->rec.value_len = (uint32_t)json_string_length(value);
     } else {
         /* Any other JSON is stored as its compact text, keys in the order
-         * the client sent them. */
-        char *text = NULL;
-        size_t len = 0;
+         * the client sent them, written straight into the pool. */
         int prec = real_precision(value, 0);
         size_t flags = JSON_PRESERVE_ORDER | (prec > 0 ? JSON_REAL_PRECISION(prec) : 0);
-        pulse_status_t st = pulse_json_dump(value, flags, &text, &len);
-        if (st != PULSE_OK) {
-            pulse_server_reply_status(r, st, NULL);
+        size_t len = pulse_json_dump_size(value, flags);
+        char *kept = len > 0 ? pulse_server_palloc(r, len) : NULL;
+        if (kept == NULL || !pulse_json_dump_into(value, flags, kept, len)) {
+            pulse_server_reply_status(r, len == 0 && !r->mem_refused ? PULSE_INVALID : PULSE_NOMEM, NULL);
             return false;
         }
-        uint8_t *kept = pulse_server_palloc(r, len);
-        if (kept == NULL) {
-            pulse_free(text);
-            pulse_server_reply_status(r, PULSE_NOMEM, NULL);
-            return false;
-        }
-        memcpy(kept, text, len);
-        pulse_free(text);
-        rec->rec.value = kept;
+        rec->rec.value = (const uint8_t *)kept;
         rec->rec.value_len = (uint32_t)len;
     }
 
@@ -243,6 +239,16 @@ static bool parse_json_body(struct pulse_hreq *r)
      * does not take - errors included - goes through jansson below. */
     struct pulse_publish_record *fast = NULL;
     size_t nfast = 0;
+    /* Its record array, charged before it exists: a record takes at least
+     * 12 bytes of body ({"value":""}), and the array grows by doubling
+     * (old and new copies at once while it moves). */
+    uint64_t most = r->body.len / 12 + 1;
+    if (most > (uint64_t)r->srv->cfg->max_records_per_request)
+        most = (uint64_t)r->srv->cfg->max_records_per_request;
+    if (!pulse_server_mem_charge(r, 3 * most * sizeof *fast + 64)) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return false;
+    }
     pulse_status_t fst = pulse_fastpub_parse(r->body.data, r->body.len, (size_t)r->srv->cfg->max_records_per_request,
                                              &fast, &nfast);
     if (fst == PULSE_OK) {
@@ -300,6 +306,10 @@ static bool parse_ndjson_body(struct pulse_hreq *r)
             }
             json_error_t jerr;
             json_t *obj = json_loadb(q, (size_t)(le - q), JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+            if (obj == NULL && r->mem_refused) {
+                pulse_server_reply_refused(r);
+                return false;
+            }
             if (obj == NULL) {
                 pulse_server_reply_error(r, 400, "invalid_request", "line %zu: malformed JSON: %s", lineno,
                                          jerr.text);
@@ -402,6 +412,9 @@ void pulse_h_publish_post(struct pulse_hreq *r)
                                  PULSE_MEDIA_OCTETS);
         return;
     }
+    /* Every allocation of the parse is charged to the memory budget: the
+     * parsed form of a JSON body can take 80 times its text. */
+    struct pulse_hreq *prev = pulse_server_json_begin(r);
     bool ok = false;
     switch (r->body_kind) {
     case PULSE_BODY_JSON:
@@ -414,6 +427,7 @@ void pulse_h_publish_post(struct pulse_hreq *r)
         ok = parse_octets_body(r);
         break;
     }
+    pulse_server_json_end(prev);
     if (!ok)
         return;
 

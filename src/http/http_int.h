@@ -101,8 +101,13 @@ struct pulse_hreq {
     enum pulse_hreq_state state;
     unsigned status; /* HTTP status of the queued answer; 0 = none */
     bool close;           /* answer with "Connection: close" (framing errors) */
+    const char *line_problem; /* why the request line is refused (400, close); NULL = none */
     unsigned retry_after; /* seconds for a Retry-After header; 0 = none */
     uint64_t mem_held;    /* taken from srv->budget; given back in on_completed */
+    uint64_t mem_charged; /* of mem_held, taken by pulse_server_mem_charge */
+    uint64_t mem_credit;  /* of that, not yet charged */
+    bool mem_refused;     /* a charge was refused: NOMEM answers become 503 or 413 */
+    bool mem_never_fits;  /* ... and it would pass the whole budget: 413 */
     /* body */
     bool wants_body;
     bool gzip;
@@ -139,7 +144,9 @@ struct pulse_hreq {
 
 /* ---- server.c: request plumbing shared by the handlers ---------------- */
 
-/* Zeroed memory that lives until the request completes; NULL on NOMEM. */
+/* Zeroed memory that lives until the request completes, charged to r's
+ * memory budget first; NULL on NOMEM or when the budget refuses (answer
+ * with pulse_server_reply_status(r, PULSE_NOMEM, ...) either way). */
 void *pulse_server_palloc(struct pulse_hreq *r, size_t n);
 
 /* Takes n bytes of the memory budget for r (given back when r completes).
@@ -153,6 +160,20 @@ bool pulse_server_mem_take(struct pulse_hreq *r, uint64_t n);
 pulse_status_t pulse_server_mem_grow(struct pulse_hreq *r, struct pulse_buf *buf, size_t n, size_t cap);
 /* 503 unavailable with Retry-After, naming server.memory-budget. */
 void pulse_server_reply_over_budget(struct pulse_hreq *r);
+/* Charges n bytes of heap (allocator overhead included) to r, drawing on
+ * budget r already took and taking more in steps. false when the budget
+ * refuses: r->mem_refused is set, and pulse_server_reply_status turns the
+ * caller's PULSE_NOMEM answer into pulse_server_reply_refused. */
+bool pulse_server_mem_charge(struct pulse_hreq *r, uint64_t n);
+/* The answer to a refused charge: 503 over budget, or 413 when r alone
+ * needs more than the whole budget. */
+void pulse_server_reply_refused(struct pulse_hreq *r);
+/* From begin to end, every jansson allocation on this thread is charged
+ * to r (pulse_server_mem_charge) and fails when the budget refuses it:
+ * parse and dump request JSON only inside such a window. begin returns
+ * the window it replaces (windows nest); pass it to end. */
+struct pulse_hreq *pulse_server_json_begin(struct pulse_hreq *r);
+void pulse_server_json_end(struct pulse_hreq *prev);
 
 /* Queues resp (taking it) with status plus the common headers. */
 void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Response *resp, const char *content_type);

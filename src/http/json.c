@@ -149,22 +149,30 @@ struct json_t *pulse_json_error(const char *code, const char *message)
     return json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", message);
 }
 
+size_t pulse_json_dump_size(const struct json_t *v, size_t extra_flags)
+{
+    return json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY | extra_flags);
+}
+
+bool pulse_json_dump_into(const struct json_t *v, size_t extra_flags, char *out, size_t n)
+{
+    return n > 0 && json_dumpb(v, out, n, JSON_COMPACT | JSON_ENCODE_ANY | extra_flags) == n;
+}
+
 pulse_status_t pulse_json_dump(const struct json_t *v, size_t extra_flags, char **out, size_t *out_len)
 {
-    size_t flags = JSON_COMPACT | JSON_ENCODE_ANY | extra_flags;
-    size_t need = json_dumpb(v, NULL, 0, flags);
+    size_t need = pulse_json_dump_size(v, extra_flags);
     if (need == 0)
         return PULSE_INVALID;
     char *buf = pulse_malloc(need);
     if (buf == NULL)
         return PULSE_NOMEM;
-    size_t got = json_dumpb(v, buf, need, flags);
-    if (got != need) {
+    if (!pulse_json_dump_into(v, extra_flags, buf, need)) {
         pulse_free(buf);
         return PULSE_INVALID;
     }
     *out = buf;
-    *out_len = got;
+    *out_len = need;
     return PULSE_OK;
 }
 

@@ -115,4 +115,10 @@ struct json_t *pulse_json_error(const char *code, const char *message);
  */
 pulse_status_t pulse_json_dump(const struct json_t *v, size_t extra_flags, char **out, size_t *out_len);
 
+/* The same text in two steps, for callers that keep it in memory of their
+ * own: its exact size (0 when jansson refuses v), then the text written
+ * into out[0, n) where n is that size (false when jansson refuses). */
+size_t pulse_json_dump_size(const struct json_t *v, size_t extra_flags);
+bool pulse_json_dump_into(const struct json_t *v, size_t extra_flags, char *out, size_t n);
+
 #endif

@@ -14,12 +14,14 @@
  *
  * Request flow in on_access:
  *   1st call  create the context; refuse early what can be refused from the
- *             headers alone, so an oversized body is never read: framing
- *             that could smuggle a second request (400/501/413, and the
- *             connection is closed), a control character decoded from the
- *             target (400), 404, 405, an unknown query parameter (400), 503,
- *             406, 415, 413 on Content-Length, and a body the memory budget
- *             cannot hold (503).
+ *             headers alone, so an oversized body is never read: a raw NUL,
+ *             control byte or blank in the request line, a header field
+ *             name that is not a token or a control character in a header
+ *             value, framing that could smuggle a second request
+ *             (400/501/413, and the connection is closed), a control
+ *             character decoded from the target (400), 404, 405, an unknown
+ *             query parameter (400), 503, 406, 415, 413 on Content-Length,
+ *             and a body the memory budget cannot hold (503).
  *   body      append to a capped buffer; a chunked body past the cap is still
  *             consumed but remembered as too large (413 at the end).
  *   last call (size 0) decode gzip, then run the route's handler, or the
@@ -27,13 +29,19 @@
  * The context is freed only in on_completed (MHD_OPTION_NOTIFY_COMPLETED),
  * which also counts the request out of the in-flight gauge, records its
  * metrics and gives its memory reservation back to the budget (budget.h).
+ * Besides bodies and fetch answers, the budget is charged with every block
+ * jansson allocates while a request's JSON is parsed (a process-wide
+ * jansson allocator that charges the request a thread-local names) and
+ * with the request's pool.
  *
  * Connections: MHD_OPTION_NOTIFY_CONNECTION registers every connection with
  * the head-deadline registry (conns.h); the first on_access call for a
  * request tells it the head arrived, on_completed that the next head is
  * due. MHD_OPTION_UNESCAPE_CALLBACK decodes the target as MHD would and
  * flags a decoded control character, which MHD would otherwise pass on as
- * a string cut at a NUL ("orders%00.archive" read as "orders").
+ * a string cut at a NUL ("orders%00.archive" read as "orders");
+ * MHD_OPTION_URI_LOG_CALLBACK notes the raw target before MHD cuts or
+ * decodes it, so a raw NUL byte is caught as well (on_uri).
  */
 #include "http/server.h"
 
@@ -72,11 +80,101 @@ struct pulse_hreq_chunk {
     _Alignas(max_align_t) unsigned char data[];
 };
 
+/* ---- memory charged as it is allocated -------------------------------- */
+
+/* A request's charges are drawn from budget taken in steps: as large as
+ * what it took so far (doubling), at least CHARGE_MIN, at most CHARGE_STEP,
+ * so a small request holds little and a large parse few reservations. */
+#define CHARGE_MIN (4u * 1024)
+#define CHARGE_STEP (64u * 1024)
+
+/* The request whose jansson allocations this thread charges right now
+ * (pulse_server_json_begin); NULL: none are charged. */
+static _Thread_local struct pulse_hreq *json_charge;
+
+/* What glibc's malloc takes from the heap for a block of n bytes: n plus
+ * its 8-byte size field, rounded up to 16, and at least 32. (Checked
+ * against mallinfo2: parsing 1 M values through jansson, the heap grew by
+ * exactly the sum of these; docs/Operations.md "Memory".) */
+static uint64_t malloc_cost(size_t n)
+{
+    uint64_t c = ((uint64_t)n + 8 + 15) & ~(uint64_t)15;
+    return c < 32 ? 32 : c;
+}
+
+bool pulse_server_mem_charge(struct pulse_hreq *r, uint64_t n)
+{
+    if (n <= r->mem_credit) {
+        r->mem_credit -= n;
+        return true;
+    }
+    uint64_t need = n - r->mem_credit;
+    /* A step when the budget has room for it, else exactly what is
+     * needed: one reservation either way, so one refusal counted. */
+    const struct pulse_budget *b = &r->srv->budget;
+    uint64_t step = r->mem_charged < CHARGE_MIN ? CHARGE_MIN : r->mem_charged;
+    if (step > CHARGE_STEP)
+        step = CHARGE_STEP;
+    uint64_t used = pulse_budget_used(b);
+    uint64_t room = used < b->limit ? b->limit - used : 0;
+    uint64_t take = need < step && room >= step ? step : need;
+    if (!pulse_server_mem_take(r, take)) {
+        r->mem_refused = true;
+        /* Past the whole budget even with nothing else in flight. */
+        if (r->mem_held > b->limit || need > b->limit - r->mem_held)
+            r->mem_never_fits = true;
+        return false;
+    }
+    r->mem_charged += take;
+    r->mem_credit += take - n;
+    return true;
+}
+
+/*
+ * jansson allocates through these for the whole process (installed before
+ * main, so before any thread or jansson call). A block is charged only
+ * while a request's parse runs on this thread (json_charge); every other
+ * allocation, and every free, is the plain allocator's. Charges are never
+ * given back block by block: the request gives back everything it took
+ * when it completes, by which time its documents are freed.
+ */
+static void *json_alloc(size_t n)
+{
+    struct pulse_hreq *r = json_charge;
+    if (r != NULL && !pulse_server_mem_charge(r, malloc_cost(n)))
+        return NULL; /* jansson fails the parse or dump as out of memory */
+    return pulse_malloc(n);
+}
+
+static void json_release(void *p)
+{
+    pulse_free(p);
+}
+
+__attribute__((constructor)) static void json_alloc_install(void)
+{
+    json_set_alloc_funcs(json_alloc, json_release);
+}
+
+struct pulse_hreq *pulse_server_json_begin(struct pulse_hreq *r)
+{
+    struct pulse_hreq *prev = json_charge;
+    json_charge = r;
+    return prev;
+}
+
+void pulse_server_json_end(struct pulse_hreq *prev)
+{
+    json_charge = prev;
+}
+
 /* ---- per-request pool ------------------------------------------------- */
 
 void *pulse_server_palloc(struct pulse_hreq *r, size_t n)
 {
     if (n > SIZE_MAX - sizeof(struct pulse_hreq_chunk))
+        return NULL;
+    if (!pulse_server_mem_charge(r, malloc_cost(sizeof(struct pulse_hreq_chunk) + n)))
         return NULL;
     struct pulse_hreq_chunk *c = pulse_calloc(1, sizeof *c + n);
     if (c == NULL)
@@ -199,6 +297,9 @@ static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *cod
 {
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
+    /* An error answer is small and never charged: it often reports that
+     * the budget refused the request's own parse. */
+    struct pulse_hreq *prev = pulse_server_json_begin(NULL);
     json_t *body = pulse_json_error(code, msg);
     if (body != NULL && extra != NULL) {
         json_t *err = json_object_get(body, "error");
@@ -217,6 +318,7 @@ static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *cod
         pulse_log_limited(PULSE_LOG_WARN, code, "request %s %s %s: %u %s: %s", r->id,
                           pulse_router_method_name(r->method), r->url, status, code, msg);
     pulse_server_reply_json(r, status, body);
+    pulse_server_json_end(prev);
 }
 
 void pulse_server_reply_error(struct pulse_hreq *r, unsigned status, const char *code, const char *fmt, ...)
@@ -241,6 +343,11 @@ static void reply_error_extra(struct pulse_hreq *r, unsigned status, const char 
 
 void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const char *msg)
 {
+    /* Out of memory because the budget said no: not a server fault. */
+    if (st == PULSE_NOMEM && r->mem_refused) {
+        pulse_server_reply_refused(r);
+        return;
+    }
     const struct pulse_errmap_entry *e = pulse_errmap_lookup(st);
     pulse_server_reply_error(r, e->http_status, e->code, "%s",
                              msg != NULL && msg[0] != '\0' ? msg : pulse_status_message(st));
@@ -303,13 +410,32 @@ void pulse_server_reply_over_budget(struct pulse_hreq *r)
                              (unsigned long long)b->limit, (unsigned long long)pulse_budget_used(b));
 }
 
+void pulse_server_reply_refused(struct pulse_hreq *r)
+{
+    if (!r->mem_never_fits) {
+        pulse_server_reply_over_budget(r);
+        return;
+    }
+    pulse_server_reply_error(r, 413, "payload_too_large",
+                             "this request needs more memory than the whole server.memory-budget (%llu bytes): "
+                             "parsed JSON takes up to 80 times its text (docs/Operations.md); send fewer or "
+                             "smaller records, or values as strings",
+                             (unsigned long long)r->srv->budget.limit);
+}
+
 /* ---- request helpers -------------------------------------------------- */
 
 json_t *pulse_server_body_object(struct pulse_hreq *r)
 {
     json_error_t jerr;
     const char *data = r->body.data != NULL ? (const char *)r->body.data : "";
+    struct pulse_hreq *prev = pulse_server_json_begin(r);
     json_t *doc = json_loadb(data, r->body.len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    pulse_server_json_end(prev);
+    if (doc == NULL && r->mem_refused) {
+        pulse_server_reply_refused(r);
+        return NULL;
+    }
     if (doc == NULL) {
         pulse_server_reply_error(r, 400, "invalid_request", "malformed JSON body: %s", jerr.text);
         return NULL;
@@ -475,23 +601,17 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
-/* Equal to token, ignoring case and surrounding blanks. */
-static bool token_is(const char *v, const char *token)
-{
-    while (*v == ' ' || *v == '\t')
-        v++;
-    size_t n = strlen(v);
-    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-        n--;
-    return n == strlen(token) && strncasecmp(v, token, n) == 0;
-}
-
 /*
  * RFC 9112 6.3: a request whose body length is ambiguous is refused and its
  * connection closed, because the bytes after it cannot be trusted to start a
  * request (libmicrohttpd 0.9.75 takes the first of two Content-Lengths, or
  * chunked over Content-Length, and would parse a smuggled request). Checked
  * on every request, whether or not its route takes a body.
+ *
+ * Transfer-Encoding is taken only when it is exactly "chunked" (any case),
+ * the one comparison MHD makes (MHD_str_equal_caseless_): anything else -
+ * another coding, a list, "chunked " with a blank MHD keeps - would leave
+ * MHD reading a body of unknown length that never ends, so it is 501.
  */
 static bool refuse_framing(struct pulse_hreq *r)
 {
@@ -510,13 +630,14 @@ static bool refuse_framing(struct pulse_hreq *r)
         return true;
     }
     if (f.n_encoding > 0) {
-        if (f.n_encoding == 1 && token_is(f.encoding, "chunked")) {
+        if (f.n_encoding == 1 && strcasecmp(f.encoding, "chunked") == 0) {
             r->close = false;
             return false;
         }
         char enc[64];
         pulse_server_reply_error(r, 501, "not_implemented",
-                                 "Transfer-Encoding \"%s\" is not supported; only chunked is",
+                                 "Transfer-Encoding \"%s\" is not supported; only exactly \"chunked\" is (no other "
+                                 "coding, no list, no blanks)",
                                  f.n_encoding > 1 ? "(several)" : printable(f.encoding, enc, sizeof enc));
         return true;
     }
@@ -548,6 +669,91 @@ static bool refuse_framing(struct pulse_hreq *r)
     }
     r->close = false;
     return false;
+}
+
+/*
+ * Is the request line the one the client sent, with no NUL byte inside?
+ * libmicrohttpd 0.9.75 parses the line in place in its read buffer: the
+ * method runs from the line's start to the first blank (written over with
+ * a NUL), then blanks, then the target (url), then a NUL written over the
+ * blank before the version, which is 8 characters "HTTP/d.d" (a line
+ * without a version is refused by MHD itself with 400). So the target MHD
+ * saw is exactly version - 1 - url bytes long; on_uri noted its strlen
+ * before anything was split or decoded, and a raw NUL makes the two
+ * differ. The method likewise must end at the NUL MHD wrote, followed only
+ * by blanks up to the target ("DELETE<NUL>x /..." would read as DELETE).
+ */
+static bool request_line_whole(const struct pulse_target_note *note, const char *method, const char *url,
+                               const char *version)
+{
+    if (note->raw_len == SIZE_MAX || method == NULL || url == NULL || version == NULL || version[0] == '\0')
+        return false;
+    if (version <= url || (size_t)(version - 1 - url) != note->raw_len)
+        return false;
+    const char *p = method + strlen(method);
+    if (p >= url)
+        return false;
+    for (p++; p < url; p++)
+        if (*p != ' ')
+            return false;
+    return true;
+}
+
+/* Why the request line is refused (400 and close), or NULL. */
+static const char *request_line_problem(struct pulse_conn *hc, const char *method, const char *url,
+                                        const char *version)
+{
+    const struct pulse_target_note *note = pulse_conns_target(hc);
+    if (!request_line_whole(note, method, url, version))
+        return "the request line holds a NUL byte";
+    if (note->raw_bad)
+        return "the request target holds a raw blank, control character or DEL (percent-encode it)";
+    return NULL;
+}
+
+struct header_check {
+    const char *name;    /* the first bad field */
+    const char *problem; /* NULL: all fields are clean */
+};
+
+static enum MHD_Result check_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    struct header_check *h = cls;
+    const unsigned char *k = (const unsigned char *)(key != NULL ? key : "");
+    const unsigned char *v = (const unsigned char *)(value != NULL ? value : "");
+    h->name = key != NULL ? key : "";
+    if (k[0] == '\0')
+        h->problem = "has an empty name";
+    for (; h->problem == NULL && *k != '\0'; k++)
+        if (*k <= 0x20 || *k >= 0x7f)
+            h->problem = "has a blank, control character or non-ASCII byte in its name";
+    for (; h->problem == NULL && *v != '\0'; v++)
+        if ((*v < 0x20 && *v != '\t') || *v == 0x7f)
+            h->problem = "has a control character in its value";
+    return h->problem == NULL ? MHD_YES : MHD_NO;
+}
+
+/*
+ * RFC 9112 5.1 and RFC 9110 5.5: a field name is a token (no blank before
+ * the colon), a field value holds no control character but HTAB. MHD 0.9.75
+ * checks neither: "Content-Length : 5" is stored under the name
+ * "Content-Length " that neither MHD nor we read as the body's length, so
+ * the body would be parsed as the next request. (A raw NUL in a value is
+ * another matter: MHD cuts the value there, and MHD and these checks both
+ * see only the part before it; docs/API.md.)
+ */
+static bool refuse_headers(struct pulse_hreq *r)
+{
+    struct header_check h = {NULL, NULL};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, check_header, &h);
+    if (h.problem == NULL)
+        return false;
+    char name[72];
+    r->close = true;
+    pulse_server_reply_error(r, 400, "invalid_request", "header field \"%s\" %s", printable(h.name, name, sizeof name),
+                             h.problem);
+    return true;
 }
 
 struct query_check {
@@ -667,9 +873,14 @@ static void begin(struct pulse_hreq *r)
 {
     struct pulse_server *srv = r->srv;
     enum pulse_route route = r->match.route;
-    if (refuse_framing(r))
+    if (r->line_problem != NULL) {
+        r->close = true;
+        pulse_server_reply_error(r, 400, "invalid_request", "%s", r->line_problem);
         return;
-    if (r->hc != NULL && pulse_conns_take_bad_target(r->hc)) {
+    }
+    if (refuse_headers(r) || refuse_framing(r))
+        return;
+    if (pulse_conns_target(r->hc)->decoded_bad) {
         pulse_server_reply_error(r, 400, "invalid_request",
                                  "the request path or a query parameter holds a control character once decoded "
                                  "(such as %%00)");
@@ -840,7 +1051,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                                  const char *version, const char *upload_data, size_t *upload_data_size,
                                  void **con_cls)
 {
-    (void)version;
     struct pulse_server *srv = cls;
     struct pulse_hreq *r = *con_cls;
 
@@ -855,6 +1065,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (r == NULL)
             return MHD_NO; /* out of memory: drop the connection */
         r->hc = hc;
+        r->line_problem = request_line_problem(hc, method, url, version);
         atomic_fetch_add(&srv->inflight, 1);
         atomic_fetch_add(&srv->receiving, 1);
         *con_cls = r;
@@ -976,6 +1187,43 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 }
 
 /*
+ * MHD_OPTION_URI_LOG_CALLBACK. libmicrohttpd 0.9.75 (connection.c,
+ * parse_initial_message_line) calls it once per request with the raw
+ * request target - path and query as they came, before either is split at
+ * '?' or decoded - after writing a NUL over the blank before the HTTP
+ * version, and before the unescape callback and the access handler. A raw
+ * NUL byte inside the target cuts every string MHD hands over later
+ * ("DELETE /v1/topics/orders<NUL>.archive" reaches the handler as
+ * "/v1/topics/orders"), and nothing else reports it; so the length seen
+ * here is kept for the access handler, which compares it with where MHD
+ * put the version (request_line_whole). A raw control byte, blank or DEL
+ * in the target (never valid there, RFC 9112 3.2) is flagged here too, so
+ * it is refused whatever decoding makes of it. Returns NULL: the request's
+ * context is still made by the access handler.
+ */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)cls;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci == NULL || ci->socket_context == NULL)
+        return NULL;
+    struct pulse_target_note *note = pulse_conns_target(ci->socket_context);
+    note->raw_len = SIZE_MAX;
+    note->raw_bad = false;
+    note->decoded_bad = false;
+    if (uri == NULL)
+        return NULL;
+    size_t n = 0;
+    for (; uri[n] != '\0'; n++) {
+        unsigned char c = (unsigned char)uri[n];
+        if (c <= 0x20 || c == 0x7f)
+            note->raw_bad = true;
+    }
+    note->raw_len = n;
+    return NULL;
+}
+
+/*
  * MHD's own decoding (MHD_http_unescape: %HH, nothing else), plus a check
  * MHD lacks: a control character in the result (a NUL cuts the string MHD
  * hands over; CR, LF and the rest have no place in a name, key or number)
@@ -992,7 +1240,7 @@ static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s)
         if (c < 0x20 || c == 0x7f) {
             const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
             if (ci != NULL && ci->socket_context != NULL)
-                pulse_conns_flag_bad_target(ci->socket_context);
+                pulse_conns_target(ci->socket_context)->decoded_bad = true;
             break;
         }
     }
@@ -1222,7 +1470,7 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
-        MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, srv, MHD_OPTION_END);
+        MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         st = PULSE_IO;
         pulse_errbuf_set(errbuf, errlen, "cannot start the HTTP server on %s (see the libmicrohttpd message above)",

@@ -160,5 +160,62 @@ def test_a_flipped_byte_in_a_middle_batch_is_skipped_and_never_renumbered(ctx):
     srv.stop()
 
 
+def parse_skipped_header(v):
+    """Pulse-Skipped "F-T;reason=R, ..." as the JSON "skipped" list."""
+    out = []
+    for part in filter(None, (p.strip() for p in (v or "").split(","))):
+        rng, reason = part.split(";reason=")
+        f, t = rng.split("-")
+        out.append({"from": int(f), "to": int(t), "reason": reason})
+    return out
+
+
+def test_more_damaged_ranges_than_one_answer_lists_are_never_dropped(ctx):
+    """An answer lists at most 8 skipped ranges; one that meets a 9th ends
+    before it (docs/API.md "Damaged data"). 12 damaged batches between
+    valid ones: every answer accounts for each offset from where it starts
+    to its next_offset (a record or a listed range), and following
+    next_offset reports all 12 ranges exactly once."""
+    srv = ctx.new_server()
+    srv.start()
+    srv.create_topic("many")
+    for b in range(60):
+        srv.publish("many", [{"value_base64": b64(bytes([b]) * 40)} for _ in range(2)])
+    srv.stop()
+    damaged = list(range(3, 60, 5))
+    seg = segment_files(srv.data_dir, "many", 0)[-1]
+    batches = decode_batches(read_file(seg))
+    with open(seg, "r+b") as f:
+        for i in damaged:
+            f.seek(batches[i]["pos"] + 60)
+            c = f.read(1)
+            f.seek(batches[i]["pos"] + 60)
+            f.write(bytes([c[0] ^ 0x20]))
+    os.unlink(os.path.join(segment_dir(srv.data_dir, "many", 0), "snapshot"))
+    srv.start()
+    off, answers, all_skipped, served = 0, 0, [], []
+    while off < 120:
+        r = srv.fetch("many", offset=off, max_records=10000, max_bytes=1048576)
+        expect_status(r, 200, "fetch at %d" % off)
+        doc = r.json()
+        skipped = doc.get("skipped", [])
+        check(len(skipped) <= 8, "at most 8 ranges in one answer: %r" % skipped)
+        eq(parse_skipped_header(r.header("Pulse-Skipped")), skipped, "Pulse-Skipped matches skipped at %d" % off)
+        covered = [x["offset"] for x in doc["records"]]
+        for k in skipped:
+            covered.extend(range(k["from"], k["to"]))
+        eq(sorted(covered), list(range(off, doc["next_offset"])),
+           "fetch at %d: every offset up to next_offset is a record or a listed range" % off)
+        check(doc["next_offset"] > off, "fetch at %d made progress" % off)
+        all_skipped.extend(skipped)
+        served.extend(x["offset"] for x in doc["records"])
+        off = doc["next_offset"]
+        answers += 1
+    eq(all_skipped, [{"from": 2 * i, "to": 2 * i + 2, "reason": "corrupt"} for i in damaged], "every range, once")
+    eq(served, [o for o in range(120) if o // 2 not in damaged], "every valid record, once")
+    check(answers >= 2, "the 9th range ended the first answer (%d answers)" % answers)
+    srv.stop()
+
+
 if __name__ == "__main__":
     sys.exit(main(globals(), shared_server=False))

@@ -822,10 +822,12 @@ START_TEST(test_a_head_in_time_stops_the_deadline_until_the_request_is_done)
     ck_assert(!peer_shut(a[1]));
     sleep_ms(250);
     ck_assert(peer_shut(a[1]));
-    /* The per-request target flag is read once. */
-    pulse_conns_flag_bad_target(ca);
-    ck_assert(pulse_conns_take_bad_target(ca));
-    ck_assert(!pulse_conns_take_bad_target(ca));
+    /* The per-request target notes: none seen yet, then kept per entry. */
+    ck_assert_uint_eq(pulse_conns_target(ca)->raw_len, SIZE_MAX);
+    ck_assert(!pulse_conns_target(ca)->decoded_bad);
+    pulse_conns_target(ca)->decoded_bad = true;
+    ck_assert(pulse_conns_target(ca)->decoded_bad);
+    ck_assert(!pulse_conns_target(cb)->decoded_bad);
     pulse_conns_closed(cs, ca);
     pulse_conns_closed(cs, cb);
     pulse_conns_destroy(cs);
