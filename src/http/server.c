@@ -35,11 +35,13 @@
  * with the request's pool.
  *
  * Connections: MHD_OPTION_NOTIFY_CONNECTION registers every connection with
- * the head-deadline registry (conns.h); the first on_access call for a
- * request tells it the head arrived, on_completed that the next head is
- * due. MHD_OPTION_UNESCAPE_CALLBACK decodes the target as MHD would and
- * flags a decoded control character, which MHD would otherwise pass on as
- * a string cut at a NUL ("orders%00.archive" read as "orders");
+ * the deadline registry (conns.h); the first on_access call for a request
+ * tells it the head arrived (the body deadline starts), each upload call
+ * how many body bytes came, the final call that the body is complete, and
+ * on_completed that the next head is due. MHD_OPTION_UNESCAPE_CALLBACK
+ * decodes the target as MHD would and flags a decoded control character,
+ * which MHD would otherwise pass on as a string cut at a NUL
+ * ("orders%00.archive" read as "orders");
  * MHD_OPTION_URI_LOG_CALLBACK notes the raw target before MHD cuts or
  * decodes it, so a raw NUL byte is caught as well (on_uri).
  */
@@ -1073,6 +1075,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
+        pulse_conns_body_bytes(r->hc, *upload_data_size);
         take_upload(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
@@ -1080,6 +1083,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     if (!r->received) {
         r->received = true;
         atomic_fetch_sub(&srv->receiving, 1);
+        /* The body came after its deadline (the socket is being shut
+         * down): no answer could reach the client, so never act on it. */
+        if (!pulse_conns_body_done(srv->conns, r->hc))
+            return MHD_NO;
     }
     switch (r->state) {
     case PULSE_HREQ_NEW:
@@ -1252,9 +1259,8 @@ static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s)
 /* The connection registry and the memory budget. */
 static pulse_status_t limits_metrics(struct pulse_server *srv, struct pulse_buf *out)
 {
-    uint64_t open = 0;
-    uint64_t timeouts = 0;
-    pulse_conns_stats(srv->conns, &open, &timeouts);
+    struct pulse_conns_counts cst;
+    pulse_conns_stats(srv->conns, &cst);
     return pulse_buf_printf(
         out,
         "# HELP pulse_http_connections Open client connections.\n"
@@ -1264,6 +1270,14 @@ static pulse_status_t limits_metrics(struct pulse_server *srv, struct pulse_buf 
         "server.header-timeout.\n"
         "# TYPE pulse_http_header_timeouts_total counter\n"
         "pulse_http_header_timeouts_total %llu\n"
+        "# HELP pulse_http_body_timeouts_total Connections closed because a request body did not arrive within "
+        "server.body-timeout, or slower than server.body-min-rate after that.\n"
+        "# TYPE pulse_http_body_timeouts_total counter\n"
+        "pulse_http_body_timeouts_total %llu\n"
+        "# HELP pulse_http_busy_closes_total Of the head and body timeouts, connections closed after 1 s already "
+        "because every connection slot (server.max-connections) was taken.\n"
+        "# TYPE pulse_http_busy_closes_total counter\n"
+        "pulse_http_busy_closes_total %llu\n"
         "# HELP pulse_http_memory_budget_bytes The in-flight request and answer memory budget "
         "(server.memory-budget).\n"
         "# TYPE pulse_http_memory_budget_bytes gauge\n"
@@ -1274,7 +1288,9 @@ static pulse_status_t limits_metrics(struct pulse_server *srv, struct pulse_buf 
         "# HELP pulse_http_memory_refusals_total Reservations the budget refused (answered 503).\n"
         "# TYPE pulse_http_memory_refusals_total counter\n"
         "pulse_http_memory_refusals_total %llu\n",
-        (unsigned long long)open, (unsigned long long)timeouts, (unsigned long long)srv->budget.limit,
+        (unsigned long long)cst.open, (unsigned long long)cst.head_timeouts,
+        (unsigned long long)cst.body_timeouts, (unsigned long long)cst.busy_closes,
+        (unsigned long long)srv->budget.limit,
         (unsigned long long)pulse_budget_used(&srv->budget),
         (unsigned long long)pulse_budget_refusals(&srv->budget));
 }
@@ -1442,7 +1458,9 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     srv->started_mono_us = pulse_clock_mono_us();
     pthread_mutex_init(&srv->mlock, NULL);
     pulse_budget_init(&srv->budget, cfg->memory_budget);
-    st = pulse_conns_create(cfg->header_timeout_ms, &srv->conns);
+    struct pulse_conns_limits limits = {cfg->header_timeout_ms, cfg->body_timeout_ms, cfg->body_min_rate,
+                                        (uint64_t)cfg->max_connections};
+    st = pulse_conns_create(&limits, &srv->conns);
     if (st != PULSE_OK) {
         pulse_errbuf_set(errbuf, errlen, "cannot start the connection registry: %s", pulse_status_message(st));
         goto out;
