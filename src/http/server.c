@@ -68,6 +68,7 @@
 #include "http/errmap.h"
 #include "http/http_int.h"
 #include "http/json.h"
+#include "http/mhdfix.h"
 
 #define CONNECTION_MEMORY_LIMIT (16u * 1024)
 /* A body without a Content-Length (chunked) or an inflated gzip body grows
@@ -1057,6 +1058,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     struct pulse_hreq *r = *con_cls;
 
     if (r == NULL) {
+        pulse_mhdfix_head_handled();
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         struct pulse_conn *hc = ci != NULL ? ci->socket_context : NULL;
         /* No registry entry (it could not be made) or the head came after
@@ -1179,6 +1181,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 {
     struct pulse_server *srv = cls;
     if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        pulse_mhdfix_closed(conn);
         /* Called before MHD closes the socket (see conns.h). */
         pulse_conns_closed(srv->conns, *socket_context);
         *socket_context = NULL;
@@ -1211,6 +1214,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     (void)cls;
+    pulse_mhdfix_request_line(conn);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     if (ci == NULL || ci->socket_context == NULL)
         return NULL;
@@ -1352,10 +1356,12 @@ pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *
 static void mhd_logger(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* Rate-limited by MHD's format string: at the descriptor limit MHD retries
- * accept() in a loop and reports every failure (c-notes section 8). */
+ * accept() in a loop and reports every failure (c-notes section 8). Two of
+ * MHD's refusals are answered by mhdfix.h before MHD answers them wrongly. */
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
+    (void)pulse_mhdfix_log(fmt);
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);

@@ -127,7 +127,7 @@ def test_two_content_lengths_are_400_and_close_the_connection(ctx):
     # One header holding a list is no better than two headers.
     raw = ("POST /v1/topics/%s/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
            "Content-Length: 0, %d\r\n\r\n" % (t, len(inner))).encode()
-    attack(srv, raw + inner, 400, "invalid_request", "Content-Length list", by_library=True)
+    attack(srv, raw + inner, 400, "invalid_request", "Content-Length list")
     eq(srv.topic(t)["partition_stats"][0]["high_watermark"], 1, "the victim still has its record")
 
 
@@ -181,7 +181,7 @@ def test_content_length_beyond_int64_is_413_at_once(ctx):
     # Past int64 but within uint64 reached the broker, which waited for the
     # body until the connection timeout; past uint64 libmicrohttpd refuses.
     for cl, lib in (("9223372036854775808", False), ("18446744073709551615", False),
-                    ("99999999999999999999999999", True)):
+                    ("99999999999999999999999999", False)):
         raw = ("POST /v1/topics/%s/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
                "Content-Length: %s\r\n\r\nhello" % (t, cl)).encode()
         t0 = time.monotonic()
@@ -292,6 +292,32 @@ def test_blank_or_control_byte_in_a_header_is_400_and_closes(ctx):
         s.close()
     eq(r.status, 200, "tab and obs-text in a value: %r" % r.body)
     Victim.topic = None
+
+
+def test_malformed_content_length_gets_one_answer(ctx):
+    srv = ctx.srv
+    t = victim(srv)
+    inner = smuggled_delete(t)
+    # libmicrohttpd 0.9.75 refuses these itself and sent its status line and
+    # header block twice (the second copy as the start of the "body").
+    for cl, status, code in (("-1", 400, "invalid_request"), ("+27", 400, "invalid_request"),
+                             ("0x1b", 400, "invalid_request"), ("0, 27", 400, "invalid_request"),
+                             ("5 5", 400, "invalid_request"),
+                             ("99999999999999999999999", 413, "payload_too_large")):
+        raw = ("POST /v1/topics/%s/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               "Content-Length: %s\r\n\r\n" % (t, cl)).encode() + inner
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        try:
+            s.sendall(raw)
+            r, _ = read_answer(s)
+            everything = r.body + rest_until_eof(s, r)
+        finally:
+            s.close()
+        check(b"HTTP/1." not in everything, "Content-Length %r: a second status line followed: %r" % (cl, everything))
+        expect_error(r, status, code, "Content-Length %r" % cl)
+        eq(r.header("Connection", "").lower(), "close", "Content-Length %r: Connection header" % cl)
+        eq(everything, r.body, "Content-Length %r: nothing after the one answer" % cl)
+    eq(srv.topic(t)["partition_stats"][0]["high_watermark"], 1, "the victim is still there")
 
 
 def test_unknown_or_repeated_query_parameters_are_400_naming_them(ctx):
