@@ -102,6 +102,7 @@ struct pulse_hreq {
     unsigned status; /* HTTP status of the queued answer; 0 = none */
     bool close;           /* answer with "Connection: close" (framing errors) */
     const char *line_problem; /* why the request line is refused (400, close); NULL = none */
+    bool http11;              /* HTTP/1.1 or later: a Host field is required */
     unsigned retry_after; /* seconds for a Retry-After header; 0 = none */
     uint64_t mem_held;    /* taken from srv->budget; given back in on_completed */
     uint64_t mem_charged; /* of mem_held, taken by pulse_server_mem_charge */

@@ -717,7 +717,37 @@ static const char *request_line_problem(struct pulse_conn *hc, const char *metho
 struct header_check {
     const char *name;    /* the first bad field */
     const char *problem; /* NULL: all fields are clean */
+    unsigned n_host;
 };
+
+/*
+ * Did MHD store this field as it parsed it from one line? libmicrohttpd
+ * 0.9.75 parses a field line in place: it writes a NUL over the colon and
+ * skips the blanks after it, so the value starts right after the name's
+ * NUL and some blanks in the same buffer. A field continued on a folded
+ * line (obs-fold, a line starting with a blank) breaks that: MHD appends
+ * the continuation to a copy of the NAME, elsewhere ("Content-Length: 0"
+ * + " 27" becomes the field "Content-Length27" with the value "0"), and a
+ * raw NUL inside the name cuts it short. Walking back from the value over
+ * the blanks must land on the NUL that ends the name. (The walk stays in
+ * the line: MHD's value always follows a colon in its read buffer.)
+ */
+static bool field_whole(const char *key, const char *value)
+{
+    const char *p = value;
+    while (p[-1] == ' ' || p[-1] == '\t')
+        p--;
+    return p[-1] == '\0' && p - 1 == key + strlen(key);
+}
+
+/* Equal ignoring case, with '_' taken for '-' in name. */
+static bool name_like(const char *name, const char *want)
+{
+    for (; *name != '\0' && *want != '\0'; name++, want++)
+        if (tolower((unsigned char)(*name == '_' ? '-' : *name)) != tolower((unsigned char)*want))
+            return false;
+    return *name == '\0' && *want == '\0';
+}
 
 static enum MHD_Result check_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
@@ -734,29 +764,51 @@ static enum MHD_Result check_header(void *cls, enum MHD_ValueKind kind, const ch
     for (; h->problem == NULL && *v != '\0'; v++)
         if ((*v < 0x20 && *v != '\t') || *v == 0x7f)
             h->problem = "has a control character in its value";
+    if (h->problem == NULL && key != NULL && value != NULL && !field_whole(key, value))
+        h->problem = "is continued on a folded line (obs-fold), or holds a NUL byte in its name";
+    if (h->problem == NULL && strchr(h->name, '_') != NULL &&
+        (name_like(h->name, MHD_HTTP_HEADER_CONTENT_LENGTH) || name_like(h->name, MHD_HTTP_HEADER_TRANSFER_ENCODING)))
+        h->problem = "is a framing field spelt with '_' for '-', which a gateway may read as the real one";
+    if (h->problem == NULL && strcasecmp(h->name, MHD_HTTP_HEADER_HOST) == 0)
+        h->n_host++;
     return h->problem == NULL ? MHD_YES : MHD_NO;
 }
 
 /*
- * RFC 9112 5.1 and RFC 9110 5.5: a field name is a token (no blank before
- * the colon), a field value holds no control character but HTAB. MHD 0.9.75
- * checks neither: "Content-Length : 5" is stored under the name
- * "Content-Length " that neither MHD nor we read as the body's length, so
- * the body would be parsed as the next request. (A raw NUL in a value is
- * another matter: MHD cuts the value there, and MHD and these checks both
- * see only the part before it; docs/API.md.)
+ * RFC 9112 5.1, 5.2 and RFC 9110 5.5: a field name is a token (no blank
+ * before the colon), a field value holds no control character but HTAB, and
+ * no field is folded onto a second line. MHD 0.9.75 checks none of these:
+ * "Content-Length : 5" is stored under the name "Content-Length ", and a
+ * folded Content-Length under a longer name (field_whole), neither of which
+ * MHD or we read as the body's length, so the body would be parsed as the
+ * next request. "Transfer_Encoding" is a token, but CGI-style gateways map
+ * '-' and '_' alike, so a front end may take it for Transfer-Encoding while
+ * we do not: refused too, as is Content_Length.
+ * (A raw NUL in a value is another matter: MHD cuts the value there, and
+ * MHD and these checks both see only the part before it; docs/API.md.)
+ *
+ * RFC 9112 3.2: an HTTP/1.1 request carries exactly one Host field; no
+ * request carries two (which one a proxy routed by is anyone's guess).
  */
 static bool refuse_headers(struct pulse_hreq *r)
 {
-    struct header_check h = {NULL, NULL};
+    struct header_check h = {NULL, NULL, 0};
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, check_header, &h);
-    if (h.problem == NULL)
-        return false;
     char name[72];
-    r->close = true;
-    pulse_server_reply_error(r, 400, "invalid_request", "header field \"%s\" %s", printable(h.name, name, sizeof name),
-                             h.problem);
-    return true;
+    if (h.problem != NULL) {
+        r->close = true;
+        pulse_server_reply_error(r, 400, "invalid_request", "header field \"%s\" %s",
+                                 printable(h.name, name, sizeof name), h.problem);
+        return true;
+    }
+    if (h.n_host > 1 || (h.n_host == 0 && r->http11)) {
+        r->close = true;
+        pulse_server_reply_error(r, 400, "invalid_request", "%s",
+                                 h.n_host > 1 ? "a request must carry at most one Host header field"
+                                              : "an HTTP/1.1 request must carry a Host header field");
+        return true;
+    }
+    return false;
 }
 
 struct query_check {
@@ -1070,6 +1122,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             return MHD_NO; /* out of memory: drop the connection */
         r->hc = hc;
         r->line_problem = request_line_problem(hc, method, url, version);
+        /* HTTP/1.1 and any later 1.x (MHD takes those as 1.1) need Host. */
+        r->http11 = version != NULL && strncmp(version, "HTTP/1.", 7) == 0 && strcmp(version, "HTTP/1.0") != 0;
         atomic_fetch_add(&srv->inflight, 1);
         atomic_fetch_add(&srv->receiving, 1);
         *con_cls = r;
