@@ -314,10 +314,15 @@ static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *cod
     json_decref(extra);
     /* Overload refusals (they carry their own Retry-After) are counted in
      * the metrics, not logged one by one: under load they would flood the
-     * log; a 501 is the client's doing, not a server fault. The rest are
+     * log; a 501 is the client's doing, not a server fault; a broker that
+     * is starting or stopping says so once in its own lines (every /readyz
+     * poll during recovery would warn otherwise). The rest are
      * rate-limited per error code (a static string): a full disk answers
      * every publish with 507, and one line per request would flood too. */
-    if (status >= 500 && status != 501 && r->retry_after == 0)
+    if (r->not_serving)
+        PULSE_DEBUG_LOG("request %s %s %s: %u %s: %s", r->id, pulse_router_method_name(r->method), r->url, status,
+                        code, msg);
+    else if (status >= 500 && status != 501 && r->retry_after == 0)
         pulse_log_limited(PULSE_LOG_WARN, code, "request %s %s %s: %u %s: %s", r->id,
                           pulse_router_method_name(r->method), r->url, status, code, msg);
     pulse_server_reply_json(r, status, body);
@@ -344,8 +349,16 @@ static void reply_error_extra(struct pulse_hreq *r, unsigned status, const char 
     va_end(ap);
 }
 
+void pulse_server_reply_not_serving(struct pulse_hreq *r, const char *msg)
+{
+    r->not_serving = true;
+    pulse_server_reply_error(r, 503, "unavailable", "%s", msg);
+}
+
 void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const char *msg)
 {
+    if (st == PULSE_SHUTDOWN)
+        r->not_serving = true;
     /* Out of memory because the budget said no: not a server fault. */
     if (st == PULSE_NOMEM && r->mem_refused) {
         pulse_server_reply_refused(r);
@@ -953,11 +966,11 @@ static void begin(struct pulse_hreq *r)
     if (refuse_query(r))
         return;
     if (atomic_load(&srv->stopping) && route != PULSE_ROUTE_HEALTHZ) {
-        pulse_server_reply_error(r, 503, "unavailable", "the broker is shutting down");
+        pulse_server_reply_not_serving(r, "the broker is shutting down");
         return;
     }
     if (srv->broker == NULL && route != PULSE_ROUTE_HEALTHZ) {
-        pulse_server_reply_error(r, 503, "unavailable", "the broker is starting (recovery in progress)");
+        pulse_server_reply_not_serving(r, "the broker is starting (recovery in progress)");
         return;
     }
     if (route_answers_json(route)) {
@@ -1066,7 +1079,7 @@ static void finish(struct pulse_hreq *r)
 {
     struct pulse_server *srv = r->srv;
     if (atomic_load(&srv->stopping) && r->match.route != PULSE_ROUTE_HEALTHZ) {
-        pulse_server_reply_error(r, 503, "unavailable", "the broker is shutting down");
+        pulse_server_reply_not_serving(r, "the broker is shutting down");
         return;
     }
     if (r->too_large) {
