@@ -1045,6 +1045,48 @@ START_TEST(test_leftover_temp_files_are_removed_at_open)
 }
 END_TEST
 
+/* A bit flipped in one batch's length field can make it name the batch
+ * after its successor (equal batches of 256 bytes: batchLen 0xCC becomes
+ * 0x1CC). The intact successor between them must not be swallowed by the
+ * damaged range: only offset 3 is lost. */
+START_TEST(test_length_field_naming_a_later_batch_keeps_the_intact_batch_between)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog_recovery rec;
+    struct pulse_buf b;
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 1 << 20, NULL);
+    char logp[512], snapp[600];
+    int64_t base;
+    uint8_t x;
+
+    pulse_buf_init(&b, 1 << 20);
+    for (uint64_t id = 0; id < 8; id++) {
+        /* 52 header + 25 record overhead + 179 value = 256 bytes. */
+        ck_assert_uint_eq(pt_batch(&b, id, 1, 179, 1000), 256);
+        ck_assert_int_eq(pulse_plog_append(plog, b.data, b.len, &base), PULSE_OK);
+        ck_assert_int_eq(base, (int64_t)id);
+    }
+    pulse_buf_fini(&b);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_path(logp, sizeof logp, dir, 0, "log");
+    snprintf(snapp, sizeof snapp, "%s/snapshot", dir);
+    unlink(snapp); /* the full scan */
+    /* batchLen of batch 3 is 0x000000CC; flip bit 0 of its third byte:
+     * 0x000001CC = 204 + 256, which names the start of batch 5. */
+    pt_read_file(logp, 3 * 256 + 18, &x, 1);
+    ck_assert_uint_eq(x, 0);
+    x ^= 1;
+    pt_patch(logp, 3 * 256 + 18, &x, 1);
+    plog = open_rec(dir, 1 << 20, 1 << 20, &rec);
+    ck_assert_uint_eq(rec.new_damaged_ranges, 1);
+    /* Only offset 3 is damaged: batch 4 is whole and CRC-valid. */
+    static const int64_t want[] = {0, 1, 2, 4, 5, 6, 7};
+    expect_offsets(plog, want, 7, true);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
 int main(void)
 {
     g_fio = faultio_create();
@@ -1068,6 +1110,7 @@ int main(void)
     tcase_add_test(tc, test_rot_a_read_finds_at_the_end_keeps_its_offsets_across_a_restart);
     tcase_add_test(tc, test_damage_record_round_trips_and_refuses_anything_else);
     tcase_add_test(tc, test_unreadable_damage_record_sends_recovery_to_the_full_scan);
+    tcase_add_test(tc, test_length_field_naming_a_later_batch_keeps_the_intact_batch_between);
     suite_add_tcase(s, tc);
     int rc = pt_run(s);
     faultio_destroy(g_fio);
