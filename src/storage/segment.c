@@ -157,6 +157,11 @@ pulse_status_t pulse_segment_retire(struct pulse_segment *seg)
     return st;
 }
 
+void pulse_segment_unretire(struct pulse_segment *seg)
+{
+    pulse_fdc_unretire(&seg->data);
+}
+
 void pulse_segment_close_files(struct pulse_segment *seg)
 {
     pulse_fdc_close_idle(&seg->data);

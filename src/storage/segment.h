@@ -110,6 +110,10 @@ pulse_status_t pulse_segment_file_size(struct pulse_segment *seg, uint64_t *size
  * caller must leave the path alone. Locks: none of the log's needed. */
 pulse_status_t pulse_segment_retire(struct pulse_segment *seg);
 
+/* Takes pulse_segment_retire back, for a caller whose unlink or rename
+ * failed before the path changed. */
+void pulse_segment_unretire(struct pulse_segment *seg);
+
 /* Closes the segment's descriptors that nobody uses (recovery is done with
  * a sealed segment). */
 void pulse_segment_close_files(struct pulse_segment *seg);
