@@ -107,38 +107,56 @@ static void observe(struct pulse_plog *plog, int64_t t0, bool ok)
         plog->cfg.sync_observer(plog->cfg.sync_observer_arg, pulse_clock_mono_us() - t0, ok);
 }
 
-/*
- * Fences the log after a failed write or sync. Caller holds wlock. When
- * truncate is set (a write failed), the active file is cut back to its
- * durable size so no partial batch stays behind; this happens under
- * sync_lock, so a leader either published before (and the cut keeps its
- * bytes) or sees fenced and publishes nothing.
- */
-static void fence_locked(struct pulse_plog *plog, struct pulse_segment *seg, const char *what, bool truncate)
+/* Sets fenced (under sync_lock, so that no sync leader publishes HW after
+ * it) and wakes the waiters. Returns the durable size of seg (nullable) as
+ * of the fence: it cannot grow any more. */
+static uint64_t set_fenced(struct pulse_plog *plog, struct pulse_segment *seg, const char *who, const char *what)
 {
+    uint64_t durable = 0;
+
     pthread_mutex_lock(&plog->sync_lock);
     if (!atomic_load(&plog->fenced)) {
         atomic_store(&plog->fenced, true);
-        PULSE_ERROR("plog %s: fenced after a failed %s; appends are refused until the log is reopened", plog->dir,
-                    what);
+        PULSE_ERROR("%s %s: fenced after a failed %s; appends are refused until the log is reopened", who,
+                    plog->dir, what);
     }
-    if (truncate && seg != NULL) {
-        uint64_t durable = atomic_load_explicit(&seg->durable_size, memory_order_relaxed);
-        int fd;
-        /* Should the cut fail, pulse_plog_reopen cuts again before anything
-         * else touches the file. */
-        if (pulse_segment_pin(seg, &fd) == PULSE_OK) {
-            if (plog->io->ftruncate(plog->io, fd, (off_t)durable) < 0) {
-                int err = errno;
-                PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable,
-                            strerror(err));
-            }
-            pulse_segment_unpin(seg);
-        }
-        atomic_store_explicit(&seg->size, durable, memory_order_release);
-    }
+    if (seg != NULL)
+        durable = atomic_load_explicit(&seg->durable_size, memory_order_relaxed);
     pthread_cond_broadcast(&plog->sync_cond);
     pthread_mutex_unlock(&plog->sync_lock);
+    return durable;
+}
+
+void pulse_plog_fence(struct pulse_plog *plog, const char *who, const char *what)
+{
+    (void)set_fenced(plog, NULL, who, what);
+}
+
+/*
+ * Fences the log after a failed write or sync. Caller holds wlock. When
+ * truncate is set (a write failed), the active file is cut back to its
+ * durable size so no partial batch stays behind. The cut comes after the
+ * fence, outside sync_lock: from the fence on no leader publishes, so the
+ * durable size read with it is final, and a leader still in its fdatasync
+ * only syncs bytes nobody will count.
+ */
+static void fence_locked(struct pulse_plog *plog, struct pulse_segment *seg, const char *what, bool truncate)
+{
+    uint64_t durable = set_fenced(plog, seg, "plog", what);
+    int fd;
+
+    if (!truncate || seg == NULL)
+        return;
+    /* Should the cut fail, pulse_plog_reopen cuts again before anything
+     * else touches the file. */
+    if (pulse_segment_pin(seg, &fd) == PULSE_OK) {
+        if (plog->io->ftruncate(plog->io, fd, (off_t)durable) < 0) {
+            int err = errno;
+            PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable, strerror(err));
+        }
+        pulse_segment_unpin(seg);
+    }
+    atomic_store_explicit(&seg->size, durable, memory_order_release);
 }
 
 /*

@@ -72,4 +72,12 @@ struct pulse_plog {
     _Atomic int64_t last_sync_us; /* monotonic time of the last good sync */
 };
 
+/*
+ * Fences the log (see plog.h "Durability") because a step outside plog.c
+ * failed in a way only a reopen repairs: what (for the log line) names it.
+ * Nothing is cut. Idempotent. Thread: any. Locks: takes sync_lock; the
+ * caller may hold wlock.
+ */
+void pulse_plog_fence(struct pulse_plog *plog, const char *who, const char *what);
+
 #endif
