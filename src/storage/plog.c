@@ -1415,7 +1415,7 @@ out:
     return st;
 }
 
-pulse_status_t pulse_plog_trim(struct pulse_plog *plog, size_t count, size_t *removed_out)
+pulse_status_t pulse_plog_trim(struct pulse_plog *plog, int64_t keep_from, size_t *removed_out)
 {
     struct pulse_segment **gone = NULL;
     size_t n = 0;
@@ -1426,7 +1426,18 @@ pulse_status_t pulse_plog_trim(struct pulse_plog *plog, size_t count, size_t *re
         st = PULSE_FENCED;
         goto out;
     }
-    n = count < plog->nsegs - 1 ? count : plog->nsegs - 1;
+    /* The segments before the one that starts at keep_from, as planned.
+     * When no segment starts there any more (a reopen or a compaction
+     * merge changed the list since the caller looked), the first one kept
+     * would start earlier and hold offsets the plan never chose: refuse. */
+    while (n < plog->nsegs && plog->segs[n]->base < keep_from)
+        n++;
+    if (n == plog->nsegs || plog->segs[n]->base != keep_from) {
+        if (n > 0)
+            st = PULSE_BUSY;
+        n = 0;
+        goto out;
+    }
     if (n == 0)
         goto out;
     gone = pulse_calloc(n, sizeof *gone);

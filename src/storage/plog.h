@@ -276,11 +276,17 @@ struct pulse_segment_info {
 pulse_status_t pulse_plog_list_segments(struct pulse_plog *plog, struct pulse_segment_info **out, size_t *n_out);
 
 /*
- * Deletes the oldest count sealed segments (never the active one), advances
- * the log start, rewrites the snapshot. Readers holding a slice or a segment
- * reference finish with correct bytes (the inode lives until they let go).
- * *removed_out gets how many were deleted. Locks: writer lock.
+ * Deletes the sealed segments before the one whose base offset is
+ * keep_from (a base_offset from pulse_plog_list_segments), advances the log
+ * start to keep_from, rewrites the snapshot. The check is made under the
+ * writer lock: when no listed segment starts at keep_from any more (a
+ * reopen or a compaction merge changed the list since it was read),
+ * nothing is deleted and PULSE_BUSY is returned (list and plan again); a
+ * keep_from at or before the log start deletes nothing. Readers holding a
+ * slice or a segment reference finish with correct bytes (the inode lives
+ * until they let go). *removed_out gets how many were deleted.
+ * Locks: writer lock.
  */
-pulse_status_t pulse_plog_trim(struct pulse_plog *plog, size_t count, size_t *removed_out);
+pulse_status_t pulse_plog_trim(struct pulse_plog *plog, int64_t keep_from, size_t *removed_out);
 
 #endif

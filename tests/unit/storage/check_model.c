@@ -226,7 +226,7 @@ START_TEST(test_log_matches_reference_model_across_threads_reopens_and_power_cut
         /* Sometimes trim the oldest segment. */
         if (rand_r(&seed) % 3 == 0) {
             size_t removed = 0;
-            MCHECK(pulse_plog_trim(plog, 1, &removed) == PULSE_OK);
+            MCHECK(pt_trim_oldest(plog, 1, &removed) == PULSE_OK);
             if (removed > 0) {
                 trims++;
                 m.start = pulse_plog_log_start(plog);

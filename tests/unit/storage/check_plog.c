@@ -314,7 +314,7 @@ START_TEST(test_slice_bounds_below_start_at_hw_and_past_hw)
     struct pulse_plog *plog = open_log(dir, 2048, 4096);
     append_n(plog, 10, 2, 300, &id);
     size_t removed = 0;
-    ck_assert_int_eq(pulse_plog_trim(plog, 1, &removed), PULSE_OK);
+    ck_assert_int_eq(pt_trim_oldest(plog, 1, &removed), PULSE_OK);
     ck_assert_uint_eq(removed, 1);
     int64_t start = pulse_plog_log_start(plog);
     ck_assert_int_eq(start, 4);
@@ -504,7 +504,7 @@ START_TEST(test_trim_keeps_in_flight_slice_readable_through_its_fd)
     pt_read_file(p, (long long)sl.pos, before, sl.len);
 
     size_t removed = 0;
-    ck_assert_int_eq(pulse_plog_trim(plog, 2, &removed), PULSE_OK);
+    ck_assert_int_eq(pt_trim_oldest(plog, 2, &removed), PULSE_OK);
     ck_assert_uint_eq(removed, 2);
     ck_assert_int_eq(pt_file_size(p), -1); /* unlinked at once */
     pt_path(p, sizeof p, dir, 0, "index");
@@ -607,7 +607,7 @@ START_TEST(test_a_trimmed_segment_still_held_by_a_reader_reads_right_after_evict
     struct pulse_segment *held = plog->segs[0];
     pulse_segment_acquire(held);
     pthread_mutex_unlock(&plog->list_lock);
-    ck_assert_int_eq(pulse_plog_trim(plog, 1, &removed), PULSE_OK);
+    ck_assert_int_eq(pt_trim_oldest(plog, 1, &removed), PULSE_OK);
     ck_assert_uint_eq(removed, 1);
     char p[512];
     pt_path(p, sizeof p, dir, 0, "log");
@@ -633,16 +633,49 @@ START_TEST(test_a_trimmed_segment_still_held_by_a_reader_reads_right_after_evict
 }
 END_TEST
 
+/* Trim takes the base offset of the first segment to keep and checks it
+ * under the writer lock: a plan made on a list that has changed since is
+ * refused rather than applied to other segments. */
+START_TEST(test_trim_removes_the_segments_below_the_planned_base_or_nothing)
+{
+    char *dir = pt_tmpdir();
+    uint64_t id = 0;
+    size_t removed = 9;
+    struct pulse_segment_info *segs = NULL;
+    size_t n = 0;
+    struct pulse_plog *plog = open_log(dir, 2048, 4096);
+    append_n(plog, 8, 2, 300, &id);
+    ck_assert_int_eq(pulse_plog_list_segments(plog, &segs, &n), PULSE_OK);
+    ck_assert_uint_ge(n, 4);
+    /* Not a segment's base (as after a merge swallowed it): refused. */
+    ck_assert_int_eq(pulse_plog_trim(plog, segs[2].base_offset + 1, &removed), PULSE_BUSY);
+    ck_assert_uint_eq(removed, 0);
+    ck_assert_int_eq(pulse_plog_log_start(plog), 0);
+    ck_assert_int_eq(pulse_plog_trim(plog, segs[2].base_offset, &removed), PULSE_OK);
+    ck_assert_uint_eq(removed, 2);
+    ck_assert_int_eq(pulse_plog_log_start(plog), segs[2].base_offset);
+    /* The same plan again: already done, nothing more goes. */
+    ck_assert_int_eq(pulse_plog_trim(plog, segs[1].base_offset, &removed), PULSE_OK);
+    ck_assert_uint_eq(removed, 0);
+    ck_assert_int_eq(pulse_plog_trim(plog, segs[2].base_offset, &removed), PULSE_OK);
+    ck_assert_uint_eq(removed, 0);
+    check_all(plog, (uint64_t)segs[2].base_offset, 16 - (uint64_t)segs[2].base_offset, 1 << 20);
+    pulse_free(segs);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
 START_TEST(test_trim_never_removes_the_active_segment)
 {
     char *dir = pt_tmpdir();
     uint64_t id = 0;
     size_t removed = 9;
     struct pulse_plog *plog = open_log(dir, 2048, 4096);
-    ck_assert_int_eq(pulse_plog_trim(plog, 5, &removed), PULSE_OK);
+    ck_assert_int_eq(pt_trim_oldest(plog, 5, &removed), PULSE_OK);
     ck_assert_uint_eq(removed, 0);
     append_n(plog, 6, 2, 300, &id);
-    ck_assert_int_eq(pulse_plog_trim(plog, 100, &removed), PULSE_OK);
+    ck_assert_int_eq(pt_trim_oldest(plog, 100, &removed), PULSE_OK);
     ck_assert_uint_eq(removed, 2);
     struct pulse_plog_stats st;
     pulse_plog_get_stats(plog, &st);
@@ -754,6 +787,7 @@ int main(void)
     tcase_add_test(tc, test_append_unit_of_several_batches_gets_consecutive_offsets_in_one_write);
     tcase_add_test(tc, test_a_log_of_many_segments_holds_no_more_descriptors_than_its_cache);
     tcase_add_test(tc, test_a_trimmed_segment_still_held_by_a_reader_reads_right_after_eviction);
+    tcase_add_test(tc, test_trim_removes_the_segments_below_the_planned_base_or_nothing);
     suite_add_tcase(s, tc);
     return pt_run(s);
 }
