@@ -508,12 +508,20 @@ static pulse_status_t carry_over(struct recovery *rc, struct pulse_segment **seg
     return PULSE_OK;
 }
 
+/* Field by field: the structs have padding, whose bytes differ between
+ * an entry built here and one decoded from the record. */
+static bool damage_equal(const struct pulse_damage *a, const struct pulse_damage *b)
+{
+    return a->seg_base == b->seg_base && a->pos == b->pos && a->end == b->end && a->from == b->from &&
+           a->to == b->to && a->found_ms == b->found_ms && a->flags == b->flags;
+}
+
 static bool found_equals_known(const struct recovery *rc)
 {
     if (rc->known_bad || rc->nfound != rc->nknown)
         return false;
     for (size_t i = 0; i < rc->nfound; i++)
-        if (memcmp(&rc->found[i], &rc->known[i], sizeof rc->found[i]) != 0)
+        if (!damage_equal(&rc->found[i], &rc->known[i]))
             return false;
     return true;
 }

@@ -195,11 +195,14 @@ pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64
 /*
  * The offsets the index file says were handed out past the surviving data:
  * when its last entry points at or past end_pos (data that did not survive)
- * and is plausible (the bytes between end_pos and its position could hold
- * the offsets from next_offset up to it, at PULSE_RECORD_MIN_SIZE bytes
- * each), *claim_out gets the offset after that batch (its base plus the
- * record count of a parseable header there naming that base, else base + 1).
- * Otherwise *claim_out = next_offset. Reads the index file; PULSE_IO.
+ * but inside the file (an entry at or past file_size names a batch none of
+ * whose bytes reached it), and is plausible (the bytes
+ * between end_pos and its position could hold the offsets from next_offset
+ * up to it, at PULSE_RECORD_MIN_SIZE bytes each), *claim_out gets the
+ * offset after that batch: its base plus the record count of a header
+ * there that names that base and whose batch fits in the file, else
+ * base + 1. Otherwise *claim_out = next_offset. Reads the index file;
+ * PULSE_IO.
  */
 pulse_status_t pulse_segment_index_claim(struct pulse_segment *seg, uint64_t file_size, uint64_t end_pos,
                                          int64_t next_offset, int64_t *claim_out);

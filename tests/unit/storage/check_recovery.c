@@ -17,6 +17,7 @@
 #include "storage/plog_int.h"
 #include "storage/segment.h"
 #include "storage/snapshot.h"
+#include "storage/index.h"
 
 /* These tests check what recovery decides, not that fsync reaches the
  * disk (check_fault does that): syncs are skipped to keep the exhaustive
@@ -1087,6 +1088,77 @@ START_TEST(test_length_field_naming_a_later_batch_keeps_the_intact_batch_between
 }
 END_TEST
 
+/* The inode number of path (a replaced file gets a new one), 0 if none. */
+static ino_t inode_of(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+/* An index entry naming a position at or past the end of the data file
+ * (none of that batch's bytes reached the disk, or the entry itself is
+ * damaged) proves nothing was handed out there: it must not raise the log
+ * end, however plausible its offset looks. */
+START_TEST(test_index_entry_past_the_end_of_the_file_claims_no_offsets)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog_recovery rec;
+    struct run r;
+    uint8_t raw[PULSE_INDEX_ENTRY_SIZE];
+    long long last = build_log(dir, 6, 256, NULL, 5);
+    (void)last;
+    run_init(&r, dir);
+    run_reset(&r, NULL);
+    /* Offset 112 at 100000 bytes past the end: 100 offsets in 100000
+     * bytes would fit the plausibility rule. */
+    struct pulse_index_entry e = {112, (uint32_t)(r.log.len + 100000)};
+    pulse_index_encode_entry(&e, raw);
+    pt_patch(r.idxp, (long long)r.idx.len, raw, sizeof raw);
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 12);
+    ck_assert_int_eq(rec.leo_raised, 0);
+    ck_assert_uint_eq(rec.damaged_ranges, 0);
+    append_expect(plog, 12);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    run_fini(&r);
+    pt_cleanup(dir);
+}
+END_TEST
+
+/* Once recovery recorded the damage it found, the next open finds the same
+ * and leaves the record file as it is (it used to compare the entries with
+ * their padding bytes, and rewrote the record at every open). */
+START_TEST(test_known_damage_leaves_the_record_file_alone_at_the_next_open)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog_recovery rec;
+    char damp[600];
+    long long bad = build_log(dir, 7, 256, NULL, 3);
+    char logp[512];
+    uint8_t x;
+    pt_path(logp, sizeof logp, dir, 0, "log");
+    pt_read_file(logp, bad + 60, &x, 1);
+    x ^= 0xFF;
+    pt_patch(logp, bad + 60, &x, 1);
+    snprintf(damp, sizeof damp, "%s/snapshot", dir);
+    unlink(damp); /* the full scan finds it */
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_uint_eq(rec.new_damaged_ranges, 1);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    snprintf(damp, sizeof damp, "%s/damage", dir);
+    ino_t ino = inode_of(damp);
+    ck_assert_uint_ne(ino, 0);
+    for (int i = 0; i < 2; i++) {
+        plog = open_rec(dir, 1 << 20, 256, &rec);
+        ck_assert_uint_eq(rec.new_damaged_ranges, 0);
+        ck_assert_uint_eq(rec.damaged_ranges, 1);
+        ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+        ck_assert_uint_eq(inode_of(damp), ino);
+    }
+    pt_cleanup(dir);
+}
+END_TEST
+
 int main(void)
 {
     g_fio = faultio_create();
@@ -1111,6 +1183,8 @@ int main(void)
     tcase_add_test(tc, test_damage_record_round_trips_and_refuses_anything_else);
     tcase_add_test(tc, test_unreadable_damage_record_sends_recovery_to_the_full_scan);
     tcase_add_test(tc, test_length_field_naming_a_later_batch_keeps_the_intact_batch_between);
+    tcase_add_test(tc, test_index_entry_past_the_end_of_the_file_claims_no_offsets);
+    tcase_add_test(tc, test_known_damage_leaves_the_record_file_alone_at_the_next_open);
     suite_add_tcase(s, tc);
     int rc = pt_run(s);
     faultio_destroy(g_fio);
