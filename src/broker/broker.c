@@ -21,9 +21,18 @@
  * then fails the pending publishes of that partition with PULSE_FENCED and
  * never retries the sync (a retried fsync can report success after the
  * kernel dropped the dirty pages). The heal thread (heal.c) reopens the log
- * in process later; a pending publish whose partition was reopened in
- * between (its epoch moved) is failed too, never completed by the data
- * appended after the reopen.
+ * in process later.
+ *
+ * Which pending publishes succeed across a fence and a reopen is decided by
+ * the log's epoch rule (pulse_plog_fate; storage/plog.h "Epochs"): each
+ * append is remembered with the epoch it was written in and its end offset.
+ * It is completed OK when HW reached its end within that epoch, even if a
+ * fence and a reopen came before this thread looked (its bytes were
+ * durable, and the reopen kept them); it is failed once its epoch ended, or
+ * the log fenced, short of that (the reopen discards its bytes), even when
+ * HW later passes its end with records appended after the reopen. The
+ * decision is made under the log's sync lock, where the epoch and HW move
+ * together.
  */
 #include "broker/broker.h"
 
@@ -187,17 +196,12 @@ static void complete_ready(struct pulse_broker *b)
 
         for (uint32_t i = 0; i < p->n; i++) {
             struct pulse_plog *plog = p->topic->plogs[p->parts[i]];
-            /* Epoch first: after a reopen HW may pass the end of an
-             * append that the reopen discarded. */
-            if (pulse_plog_epoch(plog) != p->epochs[i]) {
+            /* The epoch rule (see the file comment), not HW alone. */
+            enum pulse_plog_fate fate = pulse_plog_fate(plog, p->epochs[i], p->ends[i]);
+            if (fate != PULSE_PLOG_DURABLE)
                 all = false;
+            if (fate == PULSE_PLOG_LOST) {
                 fenced = true;
-            } else if (pulse_plog_high_watermark(plog) < p->ends[i]) {
-                all = false;
-                if (pulse_plog_fenced(plog))
-                    fenced = true;
-            }
-            if (fenced && !all) {
                 pulse_errbuf_set(p->errbuf, p->errlen,
                                  "partition %" PRIu32 " of topic \"%s\" was fenced after a failed write or sync "
                                  "before this publish was durable; it is being reopened, retry later",

@@ -325,10 +325,9 @@ pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, c
         /* All runs of the partition go in as one append unit: consecutive
          * offsets, one write. */
         int64_t base = 0;
-        /* Read before the append: a reopen between the two can then only
-         * fail this publish, never complete it (see pulse_plog_epoch). */
-        uint64_t epoch = pulse_plog_epoch(t->plogs[p]);
-        st = pulse_plog_append_async(t->plogs[p], bufs[p].data, bufs[p].len, &base, &end);
+        /* The epoch the bytes were written in (see pulse_plog_fate). */
+        uint64_t epoch = 0;
+        st = pulse_plog_append_async(t->plogs[p], bufs[p].data, bufs[p].len, &base, &end, &epoch);
         if (st == PULSE_FENCED) {
             pulse_errbuf_set(errbuf, errlen,
                              "partition %" PRIu32 " of topic \"%s\" is fenced after a failed write or sync; it is "

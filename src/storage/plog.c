@@ -409,7 +409,7 @@ static void number_unit(uint8_t *buf, size_t len, int64_t base)
 }
 
 pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out,
-                                       int64_t *end_out)
+                                       int64_t *end_out, uint64_t *epoch_out)
 {
     struct pulse_segment *seg;
     uint64_t records = 0;
@@ -503,6 +503,10 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
     *base_out = base;
     if (end_out != NULL)
         *end_out = base + (int64_t)records;
+    /* Under wlock, which a reopen holds while it moves the epoch: this is
+     * the epoch the bytes were written in. */
+    if (epoch_out != NULL)
+        *epoch_out = atomic_load(&plog->epoch);
     st = PULSE_OK;
 out:
     if (pinned != NULL)
@@ -634,10 +638,11 @@ pulse_status_t pulse_plog_sync(struct pulse_plog *plog)
 pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out)
 {
     int64_t base = 0, end = 0;
-    uint64_t epoch = pulse_plog_epoch(plog);
+    uint64_t epoch = 0;
     pulse_status_t st;
+    enum pulse_plog_fate fate;
 
-    st = pulse_plog_append_async(plog, batch, len, &base, &end);
+    st = pulse_plog_append_async(plog, batch, len, &base, &end, &epoch);
     if (st != PULSE_OK)
         return st;
     if (plog->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE) {
@@ -649,13 +654,41 @@ pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t
         if (since >= (int64_t)plog->cfg.sync_interval_ms * 1000)
             st = pulse_plog_wait_durable(plog, end);
     }
-    /* A reopen in between discarded the batch; HW may have passed its end
-     * with other data (see "Epochs" in plog.h). */
-    if (st == PULSE_OK && pulse_plog_epoch(plog) != epoch)
+    /* Whatever the wait said, the epoch rule decides (see "Epochs" in
+     * plog.h): after a reopen HW may pass the end of a batch that the
+     * reopen discarded, and a batch durable before a reopen stays so. */
+    fate = pulse_plog_fate(plog, epoch, end);
+    if (fate == PULSE_PLOG_DURABLE)
+        st = PULSE_OK;
+    else if (fate == PULSE_PLOG_LOST && st == PULSE_OK)
         st = PULSE_FENCED;
     if (st == PULSE_OK)
         *base_out = base;
     return st;
+}
+
+enum pulse_plog_fate pulse_plog_fate(struct pulse_plog *plog, uint64_t epoch, int64_t end)
+{
+    enum pulse_plog_fate fate;
+    uint64_t cur;
+
+    pthread_mutex_lock(&plog->sync_lock);
+    cur = atomic_load(&plog->epoch);
+    if (epoch == cur) {
+        /* Fenced and short of HW: no sync publishes any more in this
+         * epoch, and the reopen that ends it cuts everything past HW. */
+        if (atomic_load(&plog->hw) >= end)
+            fate = PULSE_PLOG_DURABLE;
+        else
+            fate = atomic_load(&plog->fenced) ? PULSE_PLOG_LOST : PULSE_PLOG_PENDING;
+    } else {
+        const struct pulse_plog_epoch_end *e = &plog->ended[epoch % PULSE_PLOG_EPOCHS_KEPT];
+        /* An epoch too old to be remembered counts as lost: it is only
+         * known that it ended. */
+        fate = epoch < cur && e->epoch == epoch && e->hw >= end ? PULSE_PLOG_DURABLE : PULSE_PLOG_LOST;
+    }
+    pthread_mutex_unlock(&plog->sync_lock);
+    return fate;
 }
 
 bool pulse_plog_needs_sync(const struct pulse_plog *plog)
@@ -1544,7 +1577,7 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
                                struct pulse_plog_recovery *rec_out)
 {
     struct pulse_plog *plog = NULL;
-    struct pulse_recover_result res = {NULL, 0, 0, NULL, 0};
+    struct pulse_recover_result res = {.segs = NULL};
     struct pulse_plog_recovery rec;
     const struct pulse_io *io;
     pulse_status_t st = PULSE_OK;
@@ -1566,6 +1599,8 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     pthread_mutex_init(&plog->list_lock, NULL);
     pthread_mutex_init(&plog->sync_lock, NULL);
     pthread_cond_init(&plog->sync_cond, NULL);
+    for (size_t i = 0; i < PULSE_PLOG_EPOCHS_KEPT; i++)
+        plog->ended[i].epoch = UINT64_MAX;
     plog->cfg = *cfg;
     plog->cfg.io = io;
     plog->io = io;
@@ -1584,7 +1619,7 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     st = mkdir_p(io, dir);
     if (st != PULSE_OK)
         goto out;
-    st = pulse_recover_run(io, plog->fdcache, dir, cfg->index_interval_bytes, &res, &rec);
+    st = pulse_recover_run(io, plog->fdcache, dir, cfg->index_interval_bytes, NULL, &res, &rec);
     if (st != PULSE_OK)
         goto out;
     plog->segs = res.segs;
@@ -1698,27 +1733,48 @@ static void install_recovered_locked(struct pulse_plog *plog, struct pulse_recov
     res->segs = NULL;
     res->n = 0;
     pthread_mutex_lock(&plog->sync_lock);
+    /* The epoch ends with the HW it reached (no sync published since the
+     * fence): its appends up to there are durable and kept (recovery was
+     * given them as proof), the rest are discarded. The new epoch starts
+     * before HW moves, so that whoever reads HW and then the epoch never
+     * pairs the new HW with the old epoch (see "Epochs" in plog.h). */
+    uint64_t epoch = atomic_load(&plog->epoch);
+    plog->ended[epoch % PULSE_PLOG_EPOCHS_KEPT].epoch = epoch;
+    plog->ended[epoch % PULSE_PLOG_EPOCHS_KEPT].hw = atomic_load(&plog->hw);
+    atomic_store(&plog->epoch, epoch + 1);
     /* Recovery synced everything it kept, as at open: HW = LEO. HW only
-     * grows (the caller checked res->leo against it). */
+     * grows: the old HW was recovery's floor. */
     atomic_store_explicit(&plog->leo, res->leo, memory_order_release);
     atomic_store_explicit(&plog->hw, res->leo, memory_order_release);
     atomic_store(&plog->last_sync_us, pulse_clock_mono_us());
-    /* The epoch moves before the fence lifts, so a waiter woken below sees
-     * both (see "Epochs" in plog.h). */
-    atomic_fetch_add(&plog->epoch, 1);
     atomic_store(&plog->fenced, false);
     pthread_cond_broadcast(&plog->sync_cond);
     pthread_mutex_unlock(&plog->sync_lock);
 }
 
+/* What the running log proves about its files, for recovery: HW and the
+ * durable size of the active segment, both covered by a successful
+ * fdatasync. Caller holds wlock; the log is fenced, so neither moves. */
+static void running_proof(struct pulse_plog *plog, struct pulse_snapshot *proof)
+{
+    struct pulse_segment *seg = active_seg(plog);
+
+    pthread_mutex_lock(&plog->sync_lock);
+    proof->leo = atomic_load(&plog->hw);
+    proof->active_base = seg->base;
+    proof->active_size = (int64_t)atomic_load(&seg->durable_size);
+    proof->active_next = proof->leo;
+    pthread_mutex_unlock(&plog->sync_lock);
+}
+
 pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_recovery *rec_out)
 {
-    struct pulse_recover_result res = {NULL, 0, 0, NULL, 0};
+    struct pulse_recover_result res = {.segs = NULL};
     struct pulse_damage_set *damage = NULL;
     struct pulse_plog_recovery rec;
+    struct pulse_snapshot proof;
     struct pulse_segment **old = NULL;
     size_t nold = 0;
-    int64_t hw;
     pulse_status_t st = PULSE_OK;
 
     if (!atomic_load(&plog->fenced))
@@ -1732,22 +1788,26 @@ pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_reco
     pthread_mutex_unlock(&plog->sync_lock);
 
     pthread_mutex_lock(&plog->wlock);
-    hw = atomic_load(&plog->hw);
+    /* Another reopen may have ended the fence while we waited. */
+    if (!atomic_load(&plog->fenced)) {
+        st = PULSE_INVALID;
+        goto out;
+    }
+    running_proof(plog, &proof);
     st = cut_to_durable_locked(plog);
     if (st != PULSE_OK)
         goto out;
-    /* Step 2: the same recovery as at open, on the files as they are now. */
-    st = pulse_recover_run(plog->io, plog->fdcache, plog->dir, plog->cfg.index_interval_bytes, &res, &rec);
+    /* Step 2: the same recovery as at open, on the files as they are now,
+     * with what the running log proves: every byte of the active segment
+     * below its durable size was synced and may have been acknowledged, so
+     * damage there is corruption, kept and recorded, never a torn tail to
+     * cut; and offsets below HW were visible, so the log end stays at or
+     * above it (those past the surviving data become a recorded missing
+     * range). Recovery decides everything before it changes a file, and
+     * with this proof it never cuts below it. */
+    st = pulse_recover_run(plog->io, plog->fdcache, plog->dir, plog->cfg.index_interval_bytes, &proof, &res, &rec);
     if (st != PULSE_OK)
         goto out;
-    if (res.leo < hw) {
-        PULSE_ERROR("plog %s: recovery found the log ending at offset %" PRId64 ", below its high watermark %" PRId64
-                    "; offsets that readers saw would be handed out again, so the log stays fenced until a "
-                    "restart (inspect it with pulse-log verify first)",
-                    plog->dir, res.leo, hw);
-        st = PULSE_CORRUPT;
-        goto out;
-    }
     damage = dset_from(&res);
     if (damage == NULL) {
         st = PULSE_NOMEM;
@@ -1767,7 +1827,9 @@ out:
     for (size_t i = 0; i < nold; i++) {
         /* A reader still holding an old segment reads the same file as the
          * new one, until a trim or a compaction of the new list removes
-         * the path: keep its descriptor (best effort). */
+         * the path: keep its descriptor. Best effort: should that fail,
+         * the cache refuses to reopen the path once it names another file
+         * (fdcache.h), so the reader gets an error, never other bytes. */
         if (atomic_load(&old[i]->refs) > 1)
             (void)pulse_segment_retire(old[i]);
         pulse_segment_release(old[i]);

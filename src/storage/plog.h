@@ -41,10 +41,15 @@
  *
  * Epochs
  *   pulse_plog_reopen discards every byte that was not durable when the log
- *   fenced, and offsets from the durable end on are given out again. So an
- *   append made in epoch E (pulse_plog_epoch read before the append) is
- *   durable only if HW reached its end while the epoch was still E; once the
- *   epoch moved on it never will be.
+ *   fenced, and offsets from the durable end on are given out again. Each
+ *   reopen starts a new epoch. An append made in epoch E (as
+ *   pulse_plog_append_async reports it) is durable exactly when HW reached
+ *   its end while the epoch was still E: then the reopen that ended E kept
+ *   it (everything below the last HW of an epoch keeps its offsets through
+ *   the reopen); otherwise it was discarded, and HW passing its end later
+ *   means other data. pulse_plog_fate applies the rule. The epoch
+ *   moves before HW does, under sync_lock, so a reader of HW and then the
+ *   epoch never takes the new HW for the old epoch's.
  */
 #ifndef PULSE_STORAGE_PLOG_H
 #define PULSE_STORAGE_PLOG_H
@@ -151,11 +156,26 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog);
 pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out);
 
 /* Like pulse_plog_append but never waits for a sync, whatever the mode.
- * *end_out gets base + recordCount: the batch is durable once
- * pulse_plog_high_watermark(plog) >= *end_out. The caller must not
+ * *end_out (nullable) gets base + recordCount and *epoch_out (nullable) the
+ * epoch the batch was written in: the batch is durable once
+ * pulse_plog_fate(plog, *epoch_out, *end_out) says so. The caller must not
  * acknowledge it before that (every-write) or must sync itself. */
 pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out,
-                                       int64_t *end_out);
+                                       int64_t *end_out, uint64_t *epoch_out);
+
+/* What became of an append (see "Epochs"). */
+enum pulse_plog_fate {
+    PULSE_PLOG_PENDING = 0, /* not durable yet; it may still become so */
+    PULSE_PLOG_DURABLE,     /* durable, and it stays in the log */
+    PULSE_PLOG_LOST         /* it never will be: its epoch ended (or is ending:
+                               the log is fenced) before HW reached its end */
+};
+
+/* The fate of the append that pulse_plog_append_async placed in epoch
+ * epoch, ending at end. An epoch more than PULSE_PLOG_EPOCHS_KEPT (16)
+ * reopens old is no longer remembered and counts as lost.
+ * Thread: any. Locks: sync_lock, briefly. */
+enum pulse_plog_fate pulse_plog_fate(struct pulse_plog *plog, uint64_t epoch, int64_t end);
 
 /* Blocks until HW >= end_offset, running the fdatasync itself if no other
  * thread is (group commit). PULSE_OK, or PULSE_FENCED if the log failed
@@ -178,14 +198,20 @@ uint64_t pulse_plog_epoch(const struct pulse_plog *plog);
  * durable size (bytes past it were never covered by a successful fdatasync,
  * and after a failed one their pages cannot be trusted), runs recovery on
  * the directory as pulse_plog_open does (every byte it keeps is CRC-checked
- * and synced), installs the recovered segments, bumps the epoch and lifts
- * the fence. Readers holding a slice or a segment of the old list finish
- * with the right bytes. rec_out (nullable) reports what recovery did.
+ * and synced) with the running log's HW and durable size as proof, installs
+ * the recovered segments, starts a new epoch and lifts the fence. The proof
+ * makes the reopen keep everything that was durable: damage below the
+ * durable size is kept as corruption (forensic copy, damage record), never
+ * cut as a torn tail, and the log end stays at or above the old HW (offsets
+ * past the surviving data become a recorded missing range), so no offset a
+ * reader saw is given out again. Readers holding a slice or a segment of
+ * the old list finish with the right bytes. rec_out (nullable) reports
+ * what recovery did.
  * PULSE_OK: appends are accepted again, at the recovered log end.
- * PULSE_INVALID: the log is not fenced. Any other status: the log stays
- * fenced and as it was (try again later); PULSE_CORRUPT when recovery found
- * less than the old high watermark, since offsets that readers saw would
- * then be handed out again (a restart, with an operator looking, decides).
+ * PULSE_INVALID: the log is not fenced. Any other status (an I/O error of
+ * recovery): the log stays fenced, with nothing durable changed (try again
+ * later); the never-durable bytes are cut already, and recovery may have
+ * written its damage record and forensic copies.
  * Never fsyncs a file whose fdatasync failed with unsynced bytes still in
  * it: those are cut first.
  * Thread: any; one reopen of a log at a time. Locks: sync_lock, then

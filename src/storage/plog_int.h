@@ -23,6 +23,17 @@
 struct pulse_fdcache;
 struct pulse_segment;
 
+/* Reopens whose final high watermark the log remembers (pulse_plog_fate). */
+#define PULSE_PLOG_EPOCHS_KEPT 16u
+
+/* The high watermark an epoch ended with: every append of that epoch whose
+ * end is at or below it was durable (and survived the reopen); every other
+ * one was discarded. */
+struct pulse_plog_epoch_end {
+    uint64_t epoch; /* UINT64_MAX: unused slot */
+    int64_t hw;
+};
+
 /* The damaged and missing ranges of a log (damage.h), sorted by offset.
  * Immutable once published: a change builds a new set and swaps the
  * pointer under list_lock; readers hold a reference while they use it. */
@@ -68,6 +79,8 @@ struct pulse_plog {
     /* Bumped by each pulse_plog_reopen, before the fence is lifted and
      * under wlock, so an append made after it reads the new value. */
     _Atomic uint64_t epoch;
+    /* sync_lock: ended[e % PULSE_PLOG_EPOCHS_KEPT] is how epoch e ended. */
+    struct pulse_plog_epoch_end ended[PULSE_PLOG_EPOCHS_KEPT];
     _Atomic uint64_t syncs;
     _Atomic int64_t last_sync_us; /* monotonic time of the last good sync */
 };

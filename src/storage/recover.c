@@ -104,6 +104,7 @@ struct recovery {
     struct pulse_plog_recovery *rec;
     struct pulse_snapshot snap;
     bool have_snap;
+    const struct pulse_snapshot *proof; /* the running log's checkpoint (reopen), or NULL */
     struct pulse_damage *known; /* the record as read (sorted) */
     size_t nknown;
     bool known_bad;             /* the record exists but does not decode */
@@ -395,6 +396,20 @@ static pulse_status_t note_range(struct recovery *rc, struct pulse_segment *seg,
     return st;
 }
 
+/* How much of the active segment seg_base a checkpoint proves durable:
+ * the snapshot's activeSize, or the running log's durable size on a
+ * reopen, when they name that segment; else nothing. */
+static uint64_t proven_size(const struct recovery *rc, int64_t seg_base)
+{
+    uint64_t size = 0;
+
+    if (rc->have_snap && rc->snap.active_base == seg_base)
+        size = (uint64_t)rc->snap.active_size;
+    if (rc->proof != NULL && rc->proof->active_base == seg_base && (uint64_t)rc->proof->active_size > size)
+        size = (uint64_t)rc->proof->active_size;
+    return size;
+}
+
 /* Step 4 for one segment: its damaged ranges, then its tail. */
 static pulse_status_t settle_segment(struct recovery *rc, struct pulse_segment *seg, bool active,
                                      struct seg_work *w)
@@ -413,9 +428,7 @@ static pulse_status_t settle_segment(struct recovery *rc, struct pulse_segment *
         return PULSE_OK;
     /* The one rule: a tail is torn only when nothing proves its bytes were
      * ever durable (sealed segments are durable whole). */
-    uint64_t durable = !active ? w->fsize
-                       : rc->have_snap && rc->snap.active_base == seg->base ? (uint64_t)rc->snap.active_size
-                                                                            : 0;
+    uint64_t durable = !active ? w->fsize : proven_size(rc, seg->base);
     struct pulse_damage r = {seg->base, t->pos, t->end, t->from, active ? t->from : w->limit, 0, 0};
     if (!w->scan.tail_unresolved && t->pos >= durable && known_match(rc, &r) == NULL) {
         w->cut = true;
@@ -444,6 +457,8 @@ static pulse_status_t settle_active(struct recovery *rc, struct pulse_segment *s
 
     if (rc->have_snap && rc->snap.leo > leo)
         leo = rc->snap.leo;
+    if (rc->proof != NULL && rc->proof->leo > leo)
+        leo = rc->proof->leo;
     for (size_t i = 0; i < rc->nknown; i++)
         if (rc->known[i].to > leo)
             leo = rc->known[i].to;
@@ -741,6 +756,8 @@ static pulse_status_t open_segments(struct recovery *rc, struct pulse_fdcache *c
         /* A fresh log. If a snapshot or a record survived its segments,
          * start after what they prove was handed out. */
         int64_t base = rc->have_snap ? rc->snap.leo : 0;
+        if (rc->proof != NULL && rc->proof->leo > base)
+            base = rc->proof->leo;
         for (size_t i = 0; i < rc->nknown; i++)
             base = rc->known[i].to > base ? rc->known[i].to : base;
         *bases = pulse_malloc(sizeof **bases);
@@ -767,10 +784,10 @@ static pulse_status_t open_segments(struct recovery *rc, struct pulse_fdcache *c
 }
 
 pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
-                                 uint32_t index_interval, struct pulse_recover_result *res,
-                                 struct pulse_plog_recovery *rec)
+                                 uint32_t index_interval, const struct pulse_snapshot *proof,
+                                 struct pulse_recover_result *res, struct pulse_plog_recovery *rec)
 {
-    struct recovery rc = {.io = io, .dir = dir, .interval = index_interval, .rec = rec};
+    struct recovery rc = {.io = io, .dir = dir, .interval = index_interval, .rec = rec, .proof = proof};
     int64_t t0 = pulse_clock_mono_us();
     int64_t *bases = NULL;
     size_t n = 0;

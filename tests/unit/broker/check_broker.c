@@ -1317,6 +1317,135 @@ START_TEST(test_concurrent_publishers_and_cursor_writers_lose_nothing)
 }
 END_TEST
 
+/* ---- the epoch rule across a fence and a reopen ------------------------- */
+
+/* Stages, from inside the syncer's fdatasyncs (faultio's sync hook), a fence
+ * and an in-process reopen of partition 0 after the sync that made publish
+ * A durable and before the syncer's completion pass looks at A; publish B is
+ * appended just before the fence and discarded by the reopen. */
+struct stage {
+    struct faultio *fio;
+    struct pulse_broker *b;
+    struct pulse_plog *p0, *p1;
+    atomic_int step;
+    pulse_status_t sync_st, reopen_st, pub_b_st;
+    struct pulse_offset_pair off_b;
+    char err_b[256];
+};
+
+struct done_rec {
+    atomic_bool done;
+    atomic_int st;
+};
+
+static void done_cb(void *arg, pulse_status_t st)
+{
+    struct done_rec *d = arg;
+    atomic_store(&d->st, (int)st);
+    atomic_store(&d->done, true);
+}
+
+static struct done_rec done_b;
+
+static void stage_hook(void *arg)
+{
+    struct stage *s = arg;
+    int step = atomic_load(&s->step);
+
+    if (step == 0 && pulse_plog_log_end(s->p0) >= 1 && pulse_plog_high_watermark(s->p0) == 0) {
+        /* The syncer is about to sync A's bytes. Give partition 1 unsynced
+         * bytes too, so that the same pass syncs it afterwards. */
+        struct pulse_buf buf;
+        struct pulse_record_in r = {.timestamp = 1, .key_len = PULSE_BATCH_NULL,
+                                    .value = (const uint8_t *)"z", .value_len = 1};
+        int64_t base;
+        atomic_store(&s->step, 1);
+        pulse_buf_init(&buf, 1 << 16);
+        ck_assert_int_eq(pulse_batch_encode(&buf, 0, 0, &r, 1), PULSE_OK);
+        ck_assert_int_eq(pulse_plog_append_async(s->p1, buf.data, buf.len, &base, NULL, NULL), PULSE_OK);
+        pulse_buf_fini(&buf);
+    } else if (step == 1 && pulse_plog_high_watermark(s->p0) >= 1) {
+        /* A is durable; the syncer has not completed it yet. B goes to
+         * the page cache, a sync fails (fence), the log is reopened. */
+        struct pulse_publish_record rec = rec_kv(NULL, "B", 0);
+        bool pending = false;
+        atomic_store(&s->step, 2);
+        s->pub_b_st = pulse_broker_publish(s->b, "t", &rec, 1, &s->off_b, done_cb, &done_b, &pending, s->err_b,
+                                           sizeof s->err_b);
+        faultio_fail_nth(s->fio, FAULTIO_FDATASYNC, 1, EIO);
+        s->sync_st = pulse_plog_sync(s->p0);
+        s->reopen_st = pulse_plog_reopen(s->p0, NULL);
+        atomic_store(&s->step, 3);
+    }
+}
+
+/* A publish whose bytes were durable before a fence and a reopen is
+ * answered OK even when the syncer looks at it only after the reopen (its
+ * record is in the log, at its offset); one whose bytes the reopen
+ * discarded fails, even though HW passes its end again with a record
+ * appended after the reopen. */
+START_TEST(test_publish_durable_before_a_reopen_succeeds_and_one_it_discarded_fails)
+{
+    static struct stage st;
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b;
+    struct pulse_offset_pair off_a, off_c;
+    struct done_rec done_a;
+    char err[256] = "", err_a[256] = "";
+    bool pending = false;
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    cfg.fence_retry_initial_ms = 60000; /* the heal thread stays out of it */
+    cfg.fence_retry_max_ms = 60000;
+    b = open_cfg(&cfg, NULL);
+    create_topic(b, "t", 2);
+    struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, "t");
+    memset(&st, 0, sizeof st);
+    st.fio = fio;
+    st.b = b;
+    st.p0 = t->plogs[0];
+    st.p1 = t->plogs[1];
+    atomic_init(&st.step, 0);
+    atomic_init(&done_a.done, false);
+    atomic_init(&done_b.done, false);
+    faultio_set_sync_hook(fio, stage_hook, &st);
+    struct pulse_publish_record rec_a = rec_kv(NULL, "A", 0);
+    ck_assert_int_eq(pulse_broker_publish(b, "t", &rec_a, 1, &off_a, done_cb, &done_a, &pending, err_a, sizeof err_a),
+                     PULSE_OK);
+    ck_assert(pending);
+    int64_t t0 = pulse_clock_mono_us();
+    while (!atomic_load(&done_a.done) || !atomic_load(&done_b.done)) {
+        ck_assert_int_lt(pulse_clock_mono_us() - t0, 10 * 1000 * 1000);
+        usleep(1000);
+    }
+    faultio_set_sync_hook(fio, NULL, NULL);
+    ck_assert_int_eq(atomic_load(&st.step), 3);
+    ck_assert_int_eq(st.pub_b_st, PULSE_OK);
+    ck_assert_int_eq(st.sync_st, PULSE_IO);
+    ck_assert_int_eq(st.reopen_st, PULSE_OK);
+    ck_assert_int_eq(off_a.offset, 0);
+    ck_assert_int_eq(st.off_b.offset, 1);
+    ck_assert_msg(atomic_load(&done_a.st) == PULSE_OK, "A: %s (%s)", pulse_status_name(atomic_load(&done_a.st)),
+                  err_a);
+    ck_assert_int_eq(atomic_load(&done_b.st), PULSE_FENCED);
+    ck_assert_msg(strstr(st.err_b, "partition 0") != NULL, "%s", st.err_b);
+    /* C gets B's offset (B was never durable nor visible) and succeeds. */
+    struct pulse_publish_record rec_c = rec_kv(NULL, "C", 0);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "t", &rec_c, 1, &off_c, err, sizeof err), PULSE_OK);
+    ck_assert_int_eq(off_c.offset, 1);
+    char values[4][32];
+    ck_assert_uint_eq(read_values(b, "t", 0, values, 4), 2);
+    ck_assert_str_eq(values[0], "A");
+    ck_assert_str_eq(values[1], "C");
+    pulse_broker_topic_release(b, t);
+    pulse_broker_close(b);
+    faultio_destroy(fio);
+}
+END_TEST
+
 /* ---- storage failures and group commit -------------------------------- */
 
 START_TEST(test_failed_sync_fails_the_publish_and_fences_only_that_partition)
@@ -1954,6 +2083,7 @@ static Suite *broker_suite(void)
     tcase_add_test(tc, test_concurrent_cursor_commits_share_one_synced_metadata_write);
     tcase_add_test(tc, test_cursor_commit_racing_a_delete_is_refused_and_never_stored);
     tcase_add_test(tc, test_drain_completes_queued_admin_work_then_refuses_more);
+    tcase_add_test(tc, test_publish_durable_before_a_reopen_succeeds_and_one_it_discarded_fails);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -87,7 +87,7 @@ START_TEST(test_append_unit_of_several_batches_gets_consecutive_offsets_in_one_w
         id += counts[i];
     }
     int64_t base = -1, end = -1;
-    ck_assert_int_eq(pulse_plog_append_async(plog, unit.data, unit.len, &base, &end), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_append_async(plog, unit.data, unit.len, &base, &end, NULL), PULSE_OK);
     ck_assert_int_eq(base, 3);
     ck_assert_int_eq(end, 14);
     ck_assert_int_eq(pulse_plog_wait_durable(plog, end), PULSE_OK);
@@ -96,7 +96,7 @@ START_TEST(test_append_unit_of_several_batches_gets_consecutive_offsets_in_one_w
 
     /* A unit whose second batch is damaged is refused whole. */
     unit.data[unit.len - 1] ^= 0x40;
-    ck_assert_int_eq(pulse_plog_append_async(plog, unit.data, unit.len, &base, &end), PULSE_INVALID);
+    ck_assert_int_eq(pulse_plog_append_async(plog, unit.data, unit.len, &base, &end, NULL), PULSE_INVALID);
     ck_assert_int_eq(pulse_plog_log_end(plog), 14);
 
     /* Recovery sees the unit as ordinary batches. */
@@ -453,7 +453,7 @@ START_TEST(test_invalid_or_sparse_batch_is_refused_and_nothing_is_written)
         }
         pulse_buf_reset(&b);
         ck_assert_int_eq(pulse_batch_encode(&b, 0, PULSE_BATCH_FLAG_SPARSE, recs, 2), PULSE_OK);
-        ck_assert_int_eq(pulse_plog_append_async(plog, b.data, b.len, &base, &end), PULSE_INVALID);
+        ck_assert_int_eq(pulse_plog_append_async(plog, b.data, b.len, &base, &end, NULL), PULSE_INVALID);
     }
     ck_assert_int_eq(base, -7);
     ck_assert_int_eq(pulse_plog_log_end(plog), 0);
