@@ -143,6 +143,7 @@ struct pulse_broker {
     struct pulse_broker_maint *maint; /* retention and compaction thread */
     struct pulse_broker_heal *heal;   /* reopens fenced partitions */
     int64_t next_interval_sync_us;
+    int64_t next_checkpoint_us; /* syncer thread only: the earliest checkpoint owed */
 
     /* Metrics. */
     atomic_uint_fast64_t fsync_total;

@@ -72,6 +72,7 @@ void pulse_plog_config_init(struct pulse_plog_config *cfg)
     cfg->fdcache = NULL;
     cfg->sync_observer = NULL;
     cfg->sync_observer_arg = NULL;
+    cfg->checkpoint_interval_ms = 1000;
 }
 
 static void store_max_u64(_Atomic uint64_t *a, uint64_t v)
@@ -183,25 +184,69 @@ static pulse_status_t undo_write_locked(struct pulse_plog *plog, struct pulse_se
     return why;
 }
 
-/* Writes the snapshot describing the durable state. Caller holds wlock.
- * A failed snapshot write is logged but not fatal: the snapshot is only a
- * shortcut and a stale or missing one sends recovery to the full scan. */
+/*
+ * The durable state as a snapshot: HW, the active segment and its durable
+ * size, read together under sync_lock. A rotation in between (seg is then
+ * the sealed one) gives a state that is just as true: the old segment
+ * durable whole, HW at the new base. False when the log is fenced (its
+ * state is about to change) or the state cannot be a snapshot.
+ * Locks: list_lock, then sync_lock, briefly.
+ */
+static bool durable_state(struct pulse_plog *plog, struct pulse_snapshot *snap)
+{
+    struct pulse_segment *seg;
+    bool ok;
+
+    pthread_mutex_lock(&plog->list_lock);
+    seg = plog->segs[plog->nsegs - 1];
+    pulse_segment_acquire(seg);
+    pthread_mutex_unlock(&plog->list_lock);
+    pthread_mutex_lock(&plog->sync_lock);
+    ok = !atomic_load(&plog->fenced);
+    snap->leo = atomic_load(&plog->hw);
+    snap->active_base = seg->base;
+    snap->active_size = (int64_t)atomic_load(&seg->durable_size);
+    snap->active_next = snap->leo;
+    pthread_mutex_unlock(&plog->sync_lock);
+    pulse_segment_release(seg);
+    /* Cannot happen unfenced: rotation publishes HW = new base. */
+    return ok && snap->leo >= snap->active_base;
+}
+
+static bool snap_equal(const struct pulse_snapshot *a, const struct pulse_snapshot *b)
+{
+    return a->leo == b->leo && a->active_base == b->active_base && a->active_size == b->active_size &&
+           a->active_next == b->active_next;
+}
+
+/* Writes snap and remembers it. Caller holds snap_lock. */
+static pulse_status_t put_snapshot(struct pulse_plog *plog, const struct pulse_snapshot *snap)
+{
+    pulse_status_t st = pulse_snapshot_write(plog->io, plog->dir, snap);
+
+    if (st == PULSE_OK) {
+        plog->last_snap = *snap;
+        plog->last_snap_us = pulse_clock_mono_us();
+        atomic_store(&plog->snap_hw, snap->leo);
+    }
+    return st;
+}
+
+/* Writes the snapshot describing the durable state. Caller holds wlock
+ * (rotation, trim, close). A failed snapshot write is logged but not
+ * fatal: the snapshot is a shortcut and a checkpoint, and a stale or
+ * missing one costs a full scan and the proof of the newest data (see
+ * pulse_plog_checkpoint). */
 static pulse_status_t write_snapshot_locked(struct pulse_plog *plog)
 {
-    struct pulse_segment *seg = active_seg(plog);
     struct pulse_snapshot snap;
+    pulse_status_t st = PULSE_FENCED;
 
-    if (atomic_load(&plog->fenced))
-        return PULSE_FENCED;
-    pthread_mutex_lock(&plog->sync_lock);
-    snap.leo = atomic_load(&plog->hw);
-    snap.active_base = seg->base;
-    snap.active_size = (int64_t)atomic_load(&seg->durable_size);
-    snap.active_next = snap.leo;
-    pthread_mutex_unlock(&plog->sync_lock);
-    if (snap.leo < snap.active_base)
-        return PULSE_OK; /* cannot happen unfenced: rotation publishes HW = new base */
-    return pulse_snapshot_write(plog->io, plog->dir, &snap);
+    pthread_mutex_lock(&plog->snap_lock);
+    if (durable_state(plog, &snap))
+        st = put_snapshot(plog, &snap);
+    pthread_mutex_unlock(&plog->snap_lock);
+    return st;
 }
 
 /* Appends seg to the list. Caller holds wlock. */
@@ -315,8 +360,9 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     observe(plog, t0, true);
     atomic_fetch_add(&plog->syncs, 1);
     store_max_size(&old->index_synced, idx_n);
-    /* Synced: its data descriptor may go back to the cache. */
+    /* Synced: its descriptors may go back to the cache. */
     pulse_fdc_clean(&old->data, old->dirty_ticket);
+    pulse_fdc_clean(&old->idx, old->idx_dirty_ticket);
     pthread_mutex_lock(&plog->sync_lock);
     if (!atomic_load(&plog->fenced)) {
         store_max_u64(&old->durable_size, atomic_load_explicit(&old->size, memory_order_relaxed));
@@ -720,6 +766,78 @@ bool pulse_plog_fenced(const struct pulse_plog *plog)
 uint64_t pulse_plog_epoch(const struct pulse_plog *plog)
 {
     return atomic_load(&plog->epoch);
+}
+
+/*
+ * Syncs the index entries the active segment got so far and marks its
+ * index file clean, so that the descriptor cache may close it again (a
+ * file with unsynced bytes is never closed: fdcache.h). The commit path
+ * leaves the active index unsynced (see lead_sync); without this it would
+ * stay open until the segment is sealed. A failed fdatasync fences the
+ * log, as for any other file of it (never retried). Locks: wlock briefly,
+ * not held during the sync.
+ */
+static pulse_status_t sync_active_index(struct pulse_plog *plog)
+{
+    struct pulse_segment *seg;
+    size_t n;
+    uint64_t ticket;
+    bool failed = false;
+    pulse_status_t st;
+
+    pthread_mutex_lock(&plog->wlock);
+    seg = active_seg(plog);
+    n = seg->index_written;
+    ticket = seg->idx_dirty_ticket;
+    if (n > atomic_load(&seg->index_synced))
+        pulse_segment_acquire(seg);
+    else
+        seg = NULL;
+    pthread_mutex_unlock(&plog->wlock);
+    if (seg == NULL)
+        return PULSE_OK;
+    st = pin_and_sync(plog, &seg->idx, &failed);
+    if (st == PULSE_OK) {
+        store_max_size(&seg->index_synced, n);
+        pulse_fdc_clean(&seg->idx, ticket);
+    } else if (failed) {
+        pulse_plog_fence(plog, "plog", "index fdatasync");
+    }
+    pulse_segment_release(seg);
+    return st;
+}
+
+pulse_status_t pulse_plog_checkpoint(struct pulse_plog *plog, int64_t *due_out)
+{
+    struct pulse_snapshot snap;
+    int64_t now = pulse_clock_mono_us();
+    int64_t due = INT64_MAX;
+    bool moved;
+    pulse_status_t st = PULSE_OK;
+
+    /* The durable end moves with HW (a sync publishes both; a rotation and
+     * a reopen write or keep a snapshot of their own). */
+    if (atomic_load(&plog->hw) == atomic_load(&plog->snap_hw))
+        goto out;
+    pthread_mutex_lock(&plog->snap_lock);
+    moved = durable_state(plog, &snap) && !snap_equal(&snap, &plog->last_snap);
+    if (moved)
+        due = plog->last_snap_us + (int64_t)plog->cfg.checkpoint_interval_ms * 1000;
+    pthread_mutex_unlock(&plog->snap_lock);
+    if (!moved || now < due)
+        goto out;
+    due = INT64_MAX;
+    /* Not needed for the proof (recovery checks every entry anyway), but
+     * this is the one place that releases the active index descriptor. */
+    (void)sync_active_index(plog);
+    pthread_mutex_lock(&plog->snap_lock);
+    if (durable_state(plog, &snap) && !snap_equal(&snap, &plog->last_snap))
+        st = put_snapshot(plog, &snap);
+    pthread_mutex_unlock(&plog->snap_lock);
+out:
+    if (due_out != NULL)
+        *due_out = due;
+    return st;
 }
 
 /* ---- damaged ranges --------------------------------------------------- */
@@ -1568,6 +1686,7 @@ static void plog_free(struct pulse_plog *plog)
     pthread_mutex_destroy(&plog->wlock);
     pthread_mutex_destroy(&plog->list_lock);
     pthread_mutex_destroy(&plog->sync_lock);
+    pthread_mutex_destroy(&plog->snap_lock);
     pthread_cond_destroy(&plog->sync_cond);
     pulse_free(plog->dir);
     pulse_free(plog);
@@ -1598,6 +1717,7 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     pthread_mutex_init(&plog->wlock, NULL);
     pthread_mutex_init(&plog->list_lock, NULL);
     pthread_mutex_init(&plog->sync_lock, NULL);
+    pthread_mutex_init(&plog->snap_lock, NULL);
     pthread_cond_init(&plog->sync_cond, NULL);
     for (size_t i = 0; i < PULSE_PLOG_EPOCHS_KEPT; i++)
         plog->ended[i].epoch = UINT64_MAX;
@@ -1626,6 +1746,11 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     plog->nsegs = res.n;
     plog->cap = res.n;
     res.segs = NULL;
+    /* What the snapshot file says: a checkpoint is owed once the durable
+     * state differs. Without one, only an empty log needs no proof. */
+    if (res.have_snap)
+        plog->last_snap = res.snap;
+    atomic_init(&plog->snap_hw, plog->last_snap.leo);
     plog->damage = dset_from(&res);
     if (plog->damage == NULL) {
         st = PULSE_NOMEM;
@@ -1775,6 +1900,7 @@ pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_reco
     struct pulse_snapshot proof;
     struct pulse_segment **old = NULL;
     size_t nold = 0;
+    bool snap_locked = false;
     pulse_status_t st = PULSE_OK;
 
     if (!atomic_load(&plog->fenced))
@@ -1804,7 +1930,10 @@ pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_reco
      * cut; and offsets below HW were visible, so the log end stays at or
      * above it (those past the surviving data become a recorded missing
      * range). Recovery decides everything before it changes a file, and
-     * with this proof it never cuts below it. */
+     * with this proof it never cuts below it. The snapshot writers wait
+     * (recovery reads the snapshot and removes temp files). */
+    pthread_mutex_lock(&plog->snap_lock);
+    snap_locked = true;
     st = pulse_recover_run(plog->io, plog->fdcache, plog->dir, plog->cfg.index_interval_bytes, &proof, &res, &rec);
     if (st != PULSE_OK)
         goto out;
@@ -1819,6 +1948,8 @@ pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_reco
     if (rec_out != NULL)
         *rec_out = rec;
 out:
+    if (snap_locked)
+        pthread_mutex_unlock(&plog->snap_lock);
     pthread_mutex_unlock(&plog->wlock);
     for (size_t i = 0; i < res.n; i++)
         pulse_segment_release(res.segs[i]);
@@ -1854,10 +1985,12 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog)
         struct pulse_segment *seg = active_seg(plog);
         if (seg->index_written > atomic_load(&seg->index_synced)) {
             bool failed = false;
-            if (pin_and_sync(plog, &seg->idx, &failed) == PULSE_OK)
+            if (pin_and_sync(plog, &seg->idx, &failed) == PULSE_OK) {
                 store_max_size(&seg->index_synced, seg->index_written);
-            else
+                pulse_fdc_clean(&seg->idx, seg->idx_dirty_ticket);
+            } else {
                 PULSE_WARN("plog: index %s not synced at close (the next open rebuilds it)", seg->index_path);
+            }
         }
         st = write_snapshot_locked(plog);
         pthread_mutex_unlock(&plog->wlock);

@@ -39,6 +39,17 @@
  *   or by a restart (recovery decides what survived). A failed write is cut
  *   back to the durable size first.
  *
+ * Checkpoints
+ *   The snapshot file is the log's durable checkpoint: it names the active
+ *   segment and how much of it was durable, which is what tells recovery a
+ *   damaged tail of acknowledged data (kept as corruption, its offsets never
+ *   given out again) from a torn write (cut). It is rewritten at rotation,
+ *   trim and close, and by pulse_plog_checkpoint, which the owner calls
+ *   after its syncs: at most once per checkpoint_interval_ms, and only when
+ *   the durable end moved. Data that became durable less than that before a
+ *   crash is proven by nothing but itself: if the crash also damaged it,
+ *   and nothing valid follows, it is cut as a torn tail.
+ *
  * Epochs
  *   pulse_plog_reopen discards every byte that was not durable when the log
  *   fenced, and offsets from the durable end on are given out again. Each
@@ -92,10 +103,14 @@ struct pulse_plog_config {
     struct pulse_fdcache *fdcache;
     pulse_plog_sync_observer_fn sync_observer; /* nullable */
     void *sync_observer_arg;
+    /* pulse_plog_checkpoint writes the snapshot at most this often (0: at
+     * every call where the durable end moved). */
+    uint32_t checkpoint_interval_ms;
 };
 
 /* Fills cfg with the defaults: 512 MiB segments, 4096-byte index interval,
- * every-write, 1000 ms interval, posix io, no observer. */
+ * every-write, 1000 ms interval, posix io, no observer, 1000 ms between
+ * checkpoints. */
 void pulse_plog_config_init(struct pulse_plog_config *cfg);
 
 /* What recovery did when the log was opened (docs/Storage.md "Recovery"). */
@@ -189,6 +204,21 @@ pulse_status_t pulse_plog_sync(struct pulse_plog *plog);
 /* True when bytes are written but not yet durable. Lock-free. */
 bool pulse_plog_needs_sync(const struct pulse_plog *plog);
 
+/*
+ * Writes the snapshot (see "Checkpoints") when the durable state moved
+ * since the last one this process wrote and checkpoint_interval_ms have
+ * passed since then; also syncs the active segment's index entries so that
+ * its descriptor may be closed again. Does nothing on a fenced log.
+ * *due_out (nullable) gets the monotonic time (pulse_clock_mono_us) at
+ * which a checkpoint that is owed becomes due, INT64_MAX when none is
+ * owed: the caller calls again then. A failed snapshot write is returned
+ * (and logged) but changes nothing else; a failed index sync fences.
+ * Thread: any; meant for the thread that runs the syncs. Locks: wlock
+ * briefly, then snap_lock (list_lock, sync_lock briefly inside it); may
+ * block on a few fsyncs, during which appends go on.
+ */
+pulse_status_t pulse_plog_checkpoint(struct pulse_plog *plog, int64_t *due_out);
+
 /* The reopen count (see "Epochs" above). Lock-free. */
 uint64_t pulse_plog_epoch(const struct pulse_plog *plog);
 
@@ -215,7 +245,7 @@ uint64_t pulse_plog_epoch(const struct pulse_plog *plog);
  * Never fsyncs a file whose fdatasync failed with unsynced bytes still in
  * it: those are cut first.
  * Thread: any; one reopen of a log at a time. Locks: sync_lock, then
- * wlock -> list_lock.
+ * wlock -> snap_lock -> list_lock.
  */
 pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_recovery *rec_out);
 

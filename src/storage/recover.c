@@ -26,11 +26,15 @@
  *      proven-durable end and the record does not already list it: a sealed
  *      segment was fsynced whole before its successor was created, so none
  *      of its bytes can be torn; the active segment is proven durable up to
- *      the snapshot's activeSize when the snapshot names it. Any other tail
- *      is corruption and is kept like a damaged range.
+ *      the snapshot's activeSize when the snapshot names it (the broker's
+ *      syncer rewrites it as the durable end moves: pulse_plog_checkpoint),
+ *      and on an in-process reopen up to the running log's durable size
+ *      (the proof the caller passes). Any other tail is corruption and is
+ *      kept like a damaged range.
  *   5. Log end (settle_active). The next offset is the highest of: the end
  *      of the last valid batch; the snapshot's LEO (it was the high
- *      watermark, so readers may have seen everything below it); every
+ *      watermark, so readers may have seen everything below it) and on a
+ *      reopen the running log's high watermark; every
  *      offset the damage record lists (an earlier recovery proved them);
  *      and the index file's claim (pulse_segment_index_claim: an entry past
  *      the surviving data names a batch the writer numbered). Offsets
@@ -842,6 +846,8 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
     res->n = n;
     res->damage = rc.found;
     res->ndamage = rc.nfound;
+    res->have_snap = rc.have_snap;
+    res->snap = rc.snap;
     segs = NULL;
     rc.found = NULL;
     rec->elapsed_us = pulse_clock_mono_us() - t0;

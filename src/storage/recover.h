@@ -11,6 +11,7 @@
 #ifndef PULSE_STORAGE_RECOVER_H
 #define PULSE_STORAGE_RECOVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,8 @@ struct pulse_recover_result {
     int64_t leo;
     struct pulse_damage *damage; /* owned array (pulse_free), sorted by offset: */
     size_t ndamage;              /*   damaged and missing ranges of these segments */
+    bool have_snap;              /* the snapshot file decoded, and said snap */
+    struct pulse_snapshot snap;
 };
 
 /*

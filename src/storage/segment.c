@@ -225,6 +225,8 @@ pulse_status_t pulse_segment_index_add(struct pulse_segment *seg, uint32_t rel_o
         goto out;
     }
     seg->index_written = slot + 1;
+    /* Unsynced bytes: the descriptor stays open until a sync covers them. */
+    seg->idx_dirty_ticket = pulse_fdc_dirty(&seg->idx);
 out:
     pulse_fdc_unpin(&seg->idx);
     return st;

@@ -69,6 +69,7 @@ struct pulse_segment {
     uint64_t since_entry;  /* W: data bytes appended since the last index entry */
     size_t index_written;  /* W: entries written to the index file */
     uint64_t dirty_ticket; /* W: pulse_fdc_dirty ticket of the last append */
+    uint64_t idx_dirty_ticket; /* W: the same for the last index entry written */
 };
 
 /* Formats "<dir>/<base %020>.<ext>" into a new string (pulse_free). NULL on
@@ -123,6 +124,8 @@ void pulse_segment_acquire(struct pulse_segment *seg);
 void pulse_segment_release(struct pulse_segment *seg);
 
 /* Adds an index entry in memory and writes it to the index file at its slot.
+ * The index file is then dirty (fdcache.h) under idx_dirty_ticket: the
+ * caller cleans it once an fdatasync of it covered the entry.
  * PULSE_IO/PULSE_NOSPACE on a write failure (logged), PULSE_NOMEM,
  * PULSE_INVALID when out of order. On any failure the in-memory table is as
  * it was before the call. Locks: takes index_lock; caller holds the writer

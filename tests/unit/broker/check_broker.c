@@ -32,6 +32,8 @@
 #include "common/log.h"
 #include "meta/meta.h"
 #include "storage/batch.h"
+#include "storage/io.h"
+#include "storage/snapshot.h"
 #include "faultio.h"
 
 static char tmpdir[256];
@@ -1446,6 +1448,88 @@ START_TEST(test_publish_durable_before_a_reopen_succeeds_and_one_it_discarded_fa
 }
 END_TEST
 
+/* ---- the durable-end checkpoint --------------------------------------- */
+
+static char crash_log[512];
+
+/* Publishes 5 records (5 batches), waits until the syncer's checkpoint
+ * covers them, then dies without closing anything. */
+static void child_publish_then_crash(void)
+{
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b;
+    struct pulse_snapshot snap;
+    struct pulse_offset_pair off;
+    char err[256], dir[600];
+
+    test_config(&cfg);
+    cfg.checkpoint_interval_ms = 50;
+    b = open_cfg(&cfg, NULL);
+    create_topic(b, "ck", 1);
+    for (int i = 0; i < 5; i++) {
+        char v[16];
+        snprintf(v, sizeof v, "v%d", i);
+        struct pulse_publish_record rec = rec_kv(NULL, v, 0);
+        if (pulse_broker_publish_wait(b, "ck", &rec, 1, &off, err, sizeof err) != PULSE_OK)
+            _exit(2);
+    }
+    /* Ten checkpoint intervals at most; then a crash: no close, so no
+     * close-time snapshot either. */
+    snprintf(dir, sizeof dir, "%s/topics/ck/0", tmpdir);
+    for (int i = 0; i < 50; i++) {
+        if (pulse_snapshot_read(pulse_io_posix(), dir, &snap) == PULSE_OK && snap.leo == 5)
+            break;
+        usleep(10 * 1000);
+    }
+    _exit(0);
+}
+
+/* Acknowledged records at the very end of a partition whose last batch is
+ * damaged by the crash: the checkpoint the syncer wrote while the broker
+ * ran proves them durable, so the damage is kept as corruption and their
+ * offsets are never handed out again (without it, the batch was cut as a
+ * torn tail and offset 4 given to the next record). */
+START_TEST(test_syncer_checkpoint_keeps_the_offsets_of_a_damaged_acknowledged_tail)
+{
+    struct pulse_offset_pair off;
+    char err[256];
+    int status = 0;
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        child_publish_then_crash();
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    snprintf(crash_log, sizeof crash_log, "%s/topics/ck/0/%020d.log", tmpdir, 0);
+    struct stat sb;
+    ck_assert_int_eq(stat(crash_log, &sb), 0);
+    FILE *f = fopen(crash_log, "r+b");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, (long)sb.st_size - 2, SEEK_SET), 0);
+    int c = fgetc(f);
+    ck_assert_int_eq(fseek(f, (long)sb.st_size - 2, SEEK_SET), 0);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+
+    struct pulse_broker *b = open_default(NULL);
+    struct pulse_publish_record rec = rec_kv(NULL, "after", 0);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "ck", &rec, 1, &off, err, sizeof err), PULSE_OK);
+    ck_assert_int_eq(off.offset, 5);
+    ck_assert_int_eq(stat(crash_log, &sb), 0);
+    struct pulse_buf buf;
+    struct pulse_slice info;
+    pulse_buf_init(&buf, 1 << 20);
+    ck_assert_int_eq(pulse_broker_fetch(b, "ck", 0, 4, 1 << 20, &buf, &info), PULSE_OK);
+    ck_assert_int_eq(info.skip_from, 4);
+    ck_assert_int_eq(info.skip_to, 5);
+    ck_assert(info.skip_damaged);
+    pulse_buf_fini(&buf);
+    pulse_broker_close(b);
+}
+END_TEST
+
 /* ---- storage failures and group commit -------------------------------- */
 
 START_TEST(test_failed_sync_fails_the_publish_and_fences_only_that_partition)
@@ -1549,6 +1633,9 @@ START_TEST(test_fenced_partition_is_reopened_in_process_with_backoff_and_loses_n
     cfg.io = faultio_io(fio);
     cfg.fence_retry_initial_ms = 100;
     cfg.fence_retry_max_ms = 400;
+    /* One checkpoint (right after the first sync), then none: the injected
+     * failures below are meant for the publishes' syncs and the reopen. */
+    cfg.checkpoint_interval_ms = 3600 * 1000;
     b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 2);
     atomic_init(&stop, false);
@@ -2084,6 +2171,7 @@ static Suite *broker_suite(void)
     tcase_add_test(tc, test_cursor_commit_racing_a_delete_is_refused_and_never_stored);
     tcase_add_test(tc, test_drain_completes_queued_admin_work_then_refuses_more);
     tcase_add_test(tc, test_publish_durable_before_a_reopen_succeeds_and_one_it_discarded_fails);
+    tcase_add_test(tc, test_syncer_checkpoint_keeps_the_offsets_of_a_damaged_acknowledged_tail);
     suite_add_tcase(s, tc);
     return s;
 }

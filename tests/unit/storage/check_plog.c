@@ -633,6 +633,45 @@ START_TEST(test_a_trimmed_segment_still_held_by_a_reader_reads_right_after_evict
 }
 END_TEST
 
+/* The active segment's index file holds entries no fdatasync covered (the
+ * commit path syncs only the data file): the cache must not close it, or
+ * a write-back error could go with the descriptor and the sync at the
+ * segment's sealing would go through a fresh one. The checkpoint syncs it,
+ * and from then on it may be closed like any idle file. */
+START_TEST(test_active_index_with_unsynced_entries_stays_open_until_a_checkpoint_syncs_it)
+{
+    char *dir = pt_tmpdir();
+    char *other = pt_tmpdir();
+    struct pulse_fdcache *cache = NULL;
+    uint64_t id = 0, oid = 0;
+    ck_assert_int_eq(pulse_fdcache_create(16, &cache), PULSE_OK);
+    struct pulse_plog *plog = open_cached(dir, cache);
+    struct pulse_plog *churn = open_cached(other, cache);
+    append_n(plog, 1, 2, 100, &id); /* the first batch: an index entry */
+    struct pulse_segment *seg = plog->segs[plog->nsegs - 1];
+    ck_assert_uint_eq(seg->index_written, 1);
+    ck_assert_uint_eq(atomic_load(&seg->index_synced), 0);
+    /* 40 segments of another log go through the 16-file cache. */
+    append_n(churn, 40, 2, 300, &oid);
+    check_all(churn, 0, 80, 1 << 20);
+    ck_assert_int_ge(seg->idx.fd, 0);
+    ck_assert(seg->idx.dirty);
+    ck_assert_int_eq(pulse_plog_checkpoint(plog, NULL), PULSE_OK);
+    ck_assert_uint_eq(atomic_load(&seg->index_synced), 1);
+    ck_assert(!seg->idx.dirty);
+    check_all(churn, 0, 80, 1 << 20);
+    ck_assert_int_eq(seg->idx.fd, -1);
+    /* Appends go on through a reopened index file. */
+    append_n(plog, 3, 2, 3000, &id);
+    check_all(plog, 0, 8, 1 << 20);
+    ck_assert_int_eq(pulse_plog_close(churn), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pulse_fdcache_destroy(cache);
+    pt_cleanup(other);
+    pt_cleanup(dir);
+}
+END_TEST
+
 /* Trim takes the base offset of the first segment to keep and checks it
  * under the writer lock: a plan made on a list that has changed since is
  * refused rather than applied to other segments. */
@@ -787,6 +826,7 @@ int main(void)
     tcase_add_test(tc, test_append_unit_of_several_batches_gets_consecutive_offsets_in_one_write);
     tcase_add_test(tc, test_a_log_of_many_segments_holds_no_more_descriptors_than_its_cache);
     tcase_add_test(tc, test_a_trimmed_segment_still_held_by_a_reader_reads_right_after_eviction);
+    tcase_add_test(tc, test_active_index_with_unsynced_entries_stays_open_until_a_checkpoint_syncs_it);
     tcase_add_test(tc, test_trim_removes_the_segments_below_the_planned_base_or_nothing);
     suite_add_tcase(s, tc);
     return pt_run(s);

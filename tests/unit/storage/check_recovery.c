@@ -17,6 +17,7 @@
 #include "storage/plog_int.h"
 #include "storage/segment.h"
 #include "storage/snapshot.h"
+#include "common/clock.h"
 #include "storage/index.h"
 
 /* These tests check what recovery decides, not that fsync reaches the
@@ -283,7 +284,13 @@ START_TEST(test_torn_tail_at_every_byte_of_the_last_batch_is_truncated)
 }
 END_TEST
 
-START_TEST(test_flipped_byte_in_a_last_batch_nothing_proves_durable_is_cut_as_torn)
+/* Damage at the very end of the active segment, in a batch that no
+ * checkpoint covers (here the snapshot was taken before it, or is gone; in
+ * a running broker, data younger than storage.checkpoint-interval): nothing
+ * but the damaged bytes themselves could prove it durable, so it is cut as
+ * a torn tail. docs/Storage.md "Torn tail or corruption" names this window;
+ * the test below shows the checkpoint closing it. */
+START_TEST(test_flipped_byte_in_a_last_batch_no_checkpoint_covers_is_cut_as_torn)
 {
     char *dir = pt_tmpdir();
     struct image snap5;
@@ -1088,12 +1095,120 @@ START_TEST(test_length_field_naming_a_later_batch_keeps_the_intact_batch_between
 }
 END_TEST
 
+/* A log opened with a checkpoint interval (and the test's io). */
+static struct pulse_plog *open_ckpt(const char *dir, uint32_t interval_ms)
+{
+    struct pulse_plog_config cfg;
+    struct pulse_plog *plog = NULL;
+    pt_cfg(&cfg, 1 << 20, 1 << 20, faultio_io(g_fio));
+    cfg.checkpoint_interval_ms = interval_ms;
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, NULL), PULSE_OK);
+    return plog;
+}
+
 /* The inode number of path (a replaced file gets a new one), 0 if none. */
 static ino_t inode_of(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 ? st.st_ino : 0;
 }
+
+/* The running log's checkpoint (pulse_plog_checkpoint, which the broker's
+ * syncer calls) proves the last batch durable as soon as it is written,
+ * before any close: a flipped byte anywhere in that batch is then kept as
+ * corruption and its offsets are never given out again, where without the
+ * checkpoint (the test above) it is cut. */
+START_TEST(test_checkpoint_proves_a_last_batch_durable_so_its_damage_is_kept)
+{
+    char *dir = pt_tmpdir();
+    struct image ckpt;
+    struct run r;
+    struct pulse_slice sl;
+    uint64_t id = 0;
+    int64_t due = 0;
+    int64_t want[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13};
+    char snapp[600];
+    struct pulse_plog *plog = open_ckpt(dir, 0);
+
+    fill(plog, &id, 6, 2, 100);
+    ck_assert_int_eq(pulse_plog_checkpoint(plog, &due), PULSE_OK);
+    ck_assert_int_eq(due, INT64_MAX);
+    snprintf(snapp, sizeof snapp, "%s/snapshot", dir);
+    img_load(&ckpt, snapp); /* as a crash right now would leave it */
+    ck_assert(ckpt.exists);
+    ck_assert_int_eq(pulse_plog_slice(plog, 10, 1, false, &sl), PULSE_OK);
+    long long last = (long long)sl.pos;
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    run_init(&r, dir);
+    for (long long at = last; at < (long long)r.log.len; at += 7) {
+        struct pulse_plog_recovery rec;
+        run_reset(&r, &ckpt);
+        uint8_t x = (uint8_t)(r.log.data[at] ^ 0xFF);
+        pt_patch(r.logp, at, &x, 1);
+        plog = open_rec(dir, 1 << 20, 1 << 20, &rec);
+        ck_assert_int_eq(pt_file_size(r.logp), (long long)r.log.len); /* kept, not cut */
+        ck_assert_uint_eq(rec.truncated_bytes, 0);
+        ck_assert_uint_eq(rec.new_damaged_ranges, 1);
+        ck_assert_int_eq(pulse_plog_log_end(plog), 12);
+        append_expect(plog, 12);
+        expect_offsets(plog, want, 12, true);
+        ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    }
+    run_fini(&r);
+    img_free(&ckpt);
+    pt_cleanup(dir);
+}
+END_TEST
+
+/* pulse_plog_checkpoint writes only when the durable state moved, at most
+ * once per interval, and says when the one it owes falls due. */
+START_TEST(test_checkpoint_is_written_when_the_durable_end_moved_at_most_once_per_interval)
+{
+    char *dir = pt_tmpdir();
+    char snapp[600];
+    uint64_t id = 0;
+    int64_t due = 0;
+    struct pulse_snapshot snap;
+    struct pulse_plog *plog = open_ckpt(dir, 300);
+    ino_t ino;
+
+    snprintf(snapp, sizeof snapp, "%s/snapshot", dir);
+    fill(plog, &id, 1, 2, 100);
+    /* The first one is written at once. */
+    ck_assert_int_eq(pulse_plog_checkpoint(plog, &due), PULSE_OK);
+    ck_assert_int_eq(due, INT64_MAX);
+    ck_assert_int_eq(pulse_snapshot_read(pulse_io_posix(), dir, &snap), PULSE_OK);
+    ck_assert_int_eq(snap.leo, 2);
+    ino = inode_of(snapp);
+    /* Nothing moved: nothing written, nothing owed. */
+    ck_assert_int_eq(pulse_plog_checkpoint(plog, &due), PULSE_OK);
+    ck_assert_int_eq(due, INT64_MAX);
+    ck_assert_uint_eq(inode_of(snapp), ino);
+    /* Moved, but within the interval: owed, due later. */
+    fill(plog, &id, 1, 2, 100);
+    int64_t t0 = pulse_clock_mono_us();
+    ck_assert_int_eq(pulse_plog_checkpoint(plog, &due), PULSE_OK);
+    ck_assert_int_gt(due, t0);
+    ck_assert_int_le(due, t0 + 300 * 1000);
+    ck_assert_uint_eq(inode_of(snapp), ino);
+    ck_assert_int_eq(pulse_snapshot_read(pulse_io_posix(), dir, &snap), PULSE_OK);
+    ck_assert_int_eq(snap.leo, 2);
+    /* Once due, it is written, describing the durable end. */
+    while (pulse_clock_mono_us() < due)
+        usleep(10 * 1000);
+    ck_assert_int_eq(pulse_plog_checkpoint(plog, &due), PULSE_OK);
+    ck_assert_int_eq(due, INT64_MAX);
+    ck_assert_uint_ne(inode_of(snapp), ino);
+    ck_assert_int_eq(pulse_snapshot_read(pulse_io_posix(), dir, &snap), PULSE_OK);
+    ck_assert_int_eq(snap.leo, 4);
+    ck_assert_int_eq(snap.active_base, 0);
+    char logp[512];
+    pt_path(logp, sizeof logp, dir, 0, "log");
+    ck_assert_int_eq(snap.active_size, pt_file_size(logp));
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
 
 /* An index entry naming a position at or past the end of the data file
  * (none of that batch's bytes reached the disk, or the entry itself is
@@ -1167,7 +1282,11 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_torn_tail_at_every_byte_of_the_last_batch_is_truncated);
-    tcase_add_test(tc, test_flipped_byte_in_a_last_batch_nothing_proves_durable_is_cut_as_torn);
+    tcase_add_test(tc, test_flipped_byte_in_a_last_batch_no_checkpoint_covers_is_cut_as_torn);
+    tcase_add_test(tc, test_checkpoint_proves_a_last_batch_durable_so_its_damage_is_kept);
+    tcase_add_test(tc, test_checkpoint_is_written_when_the_durable_end_moved_at_most_once_per_interval);
+    tcase_add_test(tc, test_index_entry_past_the_end_of_the_file_claims_no_offsets);
+    tcase_add_test(tc, test_known_damage_leaves_the_record_file_alone_at_the_next_open);
     tcase_add_test(tc, test_damaged_last_batch_the_snapshot_covers_is_kept_and_its_offsets_never_reused);
     tcase_add_test(tc, test_flipped_byte_in_a_middle_batch_of_the_active_segment_keeps_every_later_batch);
     tcase_add_test(tc, test_index_naming_a_lost_batch_keeps_its_offsets_from_being_handed_out_again);
@@ -1183,8 +1302,6 @@ int main(void)
     tcase_add_test(tc, test_damage_record_round_trips_and_refuses_anything_else);
     tcase_add_test(tc, test_unreadable_damage_record_sends_recovery_to_the_full_scan);
     tcase_add_test(tc, test_length_field_naming_a_later_batch_keeps_the_intact_batch_between);
-    tcase_add_test(tc, test_index_entry_past_the_end_of_the_file_claims_no_offsets);
-    tcase_add_test(tc, test_known_damage_leaves_the_record_file_alone_at_the_next_open);
     suite_add_tcase(s, tc);
     int rc = pt_run(s);
     faultio_destroy(g_fio);
