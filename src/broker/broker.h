@@ -80,6 +80,10 @@ struct pulse_broker_config {
     /* sealed and idle segment files kept open, shared by every partition
      * (storage/fdcache.h); default 1024 */
     uint32_t segment_fd_cache;
+    /* the syncer rewrites a partition's snapshot (its durable-end
+     * checkpoint) at most this often, when its durable end moved; default
+     * 1000 (storage/plog.h "Checkpoints") */
+    uint32_t checkpoint_interval_ms;
     const struct pulse_io *io; /* NULL = posix; tests inject faults */
 };
 
