@@ -135,14 +135,20 @@ int pulse_broker_fsync_dir(const char *path)
     return rc == 0 ? 0 : -1;
 }
 
-static pulse_status_t ensure_dir(const char *path)
+/* PULSE_OK when path (partition p of t) is a directory; otherwise logged,
+ * PULSE_NOT_FOUND for one that is not there. */
+static pulse_status_t partition_dir_present(const struct pulse_broker_topic *t, uint32_t p, const char *path)
 {
-    if (mkdir(path, 0755) != 0) {
+    struct stat sb;
+
+    if (stat(path, &sb) != 0) {
         int e = errno;
-        if (e != EEXIST) {
-            PULSE_ERROR("mkdir %s failed: %s", path, strerror(e));
-            return pulse_status_from_errno(e);
-        }
+        PULSE_ERROR("topic %s partition %" PRIu32 ": %s: %s", t->name, p, path, strerror(e));
+        return e == ENOENT ? PULSE_NOT_FOUND : pulse_status_from_errno(e);
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        PULSE_ERROR("topic %s partition %" PRIu32 ": %s: %s", t->name, p, path, strerror(ENOTDIR));
+        return PULSE_NOT_FOUND;
     }
     return PULSE_OK;
 }
@@ -374,15 +380,14 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
     pcfg.sync_observer = sync_observer;
     pcfg.sync_observer_arg = b;
 
-    snprintf(path, sizeof path, "%s/%s", b->topics_dir, t->name);
-    st = ensure_dir(path);
-    if (st != PULSE_OK)
-        return st;
     for (uint32_t p = 0; p < t->nparts; p++) {
         struct pulse_plog_recovery rec;
         memset(&rec, 0, sizeof rec);
         snprintf(path, sizeof path, "%s/%s/%" PRIu32, b->topics_dir, t->name, p);
-        st = ensure_dir(path);
+        /* Never made here: a create made it (make_dirs), and at start one
+         * that is gone refuses the start (datadir.c). Made again empty, the
+         * log would hand out its offsets a second time. */
+        st = partition_dir_present(t, p, path);
         if (st != PULSE_OK)
             return st;
         /* A partition directory this process may not write would open and
