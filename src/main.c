@@ -432,9 +432,11 @@ static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out
         *out = NULL;
         return 1;
     }
-    PULSE_INFO("recovered %u topic(s), %u partition(s) in %.1f ms (truncated %llu torn bytes, %u corrupt "
-               "segment(s), %u leftover(s) removed)",
-               report.topics, report.partitions, (double)report.recovery_us / 1000.0,
+    /* The one summary line of a start; the partitions recovery repaired
+     * or found damaged have lines of their own before it. */
+    PULSE_INFO("recovered %u topic(s), %u partition(s) in %.1f ms (%u partition(s) repaired or damaged, truncated "
+               "%llu torn bytes, %u corrupt segment(s), %u leftover(s) removed)",
+               report.topics, report.partitions, (double)report.recovery_us / 1000.0, report.repaired_partitions,
                (unsigned long long)report.truncated_bytes, report.corrupt_segments, report.deleted_leftovers);
     return 0;
 }

@@ -412,6 +412,9 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
                        " known damaged range(s) in %" PRIu32 " segment(s)",
                        t->name, p, rec.truncated_bytes, rec.damaged_ranges, rec.corrupt_segments);
         if (report != NULL) {
+            if (rec.truncated_bytes > 0 || rec.indexes_rebuilt > 0 || rec.damaged_ranges > 0 || rec.leo_raised > 0 ||
+                rec.temp_files_removed > 0 || rec.forensic_copies > 0)
+                report->repaired_partitions++;
             report->truncated_bytes += rec.truncated_bytes;
             report->corrupt_segments += rec.corrupt_segments;
             report->partitions++;
@@ -511,8 +514,9 @@ static pulse_status_t open_topics(struct pulse_broker *b, const struct pulse_met
     rep->recovery_us = pulse_clock_mono_us() - t0;
     b->recovery_us = rep->recovery_us;
     b->recovery_truncated_bytes = rep->truncated_bytes;
-    PULSE_INFO("broker: %" PRIu32 " topics, %" PRIu32 " partitions recovered in %" PRId64 " us", rep->topics,
-               rep->partitions, rep->recovery_us);
+    /* pulsed logs the one summary line of a start (main.c). */
+    PULSE_DEBUG_LOG("broker: %" PRIu32 " topics, %" PRIu32 " partitions recovered in %" PRId64 " us", rep->topics,
+                    rep->partitions, rep->recovery_us);
     return PULSE_OK;
 }
 

@@ -94,6 +94,7 @@ struct pulse_broker_open_report {
     uint64_t truncated_bytes;  /* torn tails cut, all partitions */
     uint32_t corrupt_segments; /* sealed segments cut short */
     uint32_t deleted_leftovers; /* half-deleted topic directories removed */
+    uint32_t repaired_partitions; /* partitions whose recovery cut, rebuilt, removed or found damage (logged) */
     /* What the data directory's own metadata restored (docs/Operations.md
      * "When the metadata store is lost or damaged"). */
     uint32_t adopted_topics;  /* directories without metadata adopted from their topic.json */
