@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -549,6 +550,30 @@ static pulse_status_t start_threads(struct pulse_broker *b, char *errbuf, size_t
     return st;
 }
 
+/* The sentence of a start that found its file system full (after a crash
+ * on a full disk the metadata store cannot even open: LevelDB writes a new
+ * log and manifest, and replays the old log into a table, at every open).
+ * Nothing is lost by refusing; what is needed is room. */
+static void explain_full(const char *data_dir, char *errbuf, size_t errlen)
+{
+    char why[768];
+    char avail[64] = "";
+    struct statvfs vfs;
+
+    if (errbuf == NULL || errlen == 0)
+        return;
+    snprintf(why, sizeof why, "%s", errbuf[0] != '\0' ? errbuf : pulse_status_message(PULSE_NOSPACE));
+    if (statvfs(data_dir, &vfs) == 0)
+        snprintf(avail, sizeof avail, "; %llu bytes free now",
+                 (unsigned long long)vfs.f_bavail * (unsigned long long)vfs.f_frsize);
+    pulse_errbuf_set(errbuf, errlen,
+                     "the file system holding %s is full (%s%s). pulsed needs some free space to start: the "
+                     "metadata store writes at every open and recovery rewrites indexes and snapshots. Nothing "
+                     "acknowledged is lost. Free space on that file system (or grow it), then start pulsed again; "
+                     "see docs/Operations.md \"When the disk fills up\"",
+                     data_dir, why, avail);
+}
+
 pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
                                  struct pulse_broker_open_report *report, char *errbuf, size_t errlen)
 {
@@ -582,6 +607,8 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     *out = b;
     b = NULL;
 out:
+    if (st == PULSE_NOSPACE)
+        explain_full(cfg->data_dir, errbuf, errlen);
     pulse_free(defs);
     pulse_broker_close(b);
     return st;
