@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -154,14 +155,20 @@ int pulse_broker_fsync_dir(const char *path)
     return rc == 0 ? 0 : -1;
 }
 
-static pulse_status_t ensure_dir(const char *path)
+/* PULSE_OK when path (partition p of t) is a directory; otherwise logged,
+ * PULSE_NOT_FOUND for one that is not there. */
+static pulse_status_t partition_dir_present(const struct pulse_broker_topic *t, uint32_t p, const char *path)
 {
-    if (mkdir(path, 0755) != 0) {
+    struct stat sb;
+
+    if (stat(path, &sb) != 0) {
         int e = errno;
-        if (e != EEXIST) {
-            PULSE_ERROR("mkdir %s failed: %s", path, strerror(e));
-            return pulse_status_from_errno(e);
-        }
+        PULSE_ERROR("topic %s partition %" PRIu32 ": %s: %s", t->name, p, path, strerror(e));
+        return e == ENOENT ? PULSE_NOT_FOUND : pulse_status_from_errno(e);
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        PULSE_ERROR("topic %s partition %" PRIu32 ": %s: %s", t->name, p, path, strerror(ENOTDIR));
+        return PULSE_NOT_FOUND;
     }
     return PULSE_OK;
 }
@@ -438,15 +445,14 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
     pcfg.sync_observer_arg = b;
     pcfg.checkpoint_interval_ms = b->cfg.checkpoint_interval_ms;
 
-    snprintf(path, sizeof path, "%s/%s", b->topics_dir, t->name);
-    st = ensure_dir(path);
-    if (st != PULSE_OK)
-        return st;
     for (uint32_t p = 0; p < t->nparts; p++) {
         struct pulse_plog_recovery rec;
         memset(&rec, 0, sizeof rec);
         snprintf(path, sizeof path, "%s/%s/%" PRIu32, b->topics_dir, t->name, p);
-        st = ensure_dir(path);
+        /* Never made here: a create made it (make_dirs), and at start one
+         * that is gone refuses the start (datadir.c). Made again empty, the
+         * log would hand out its offsets a second time. */
+        st = partition_dir_present(t, p, path);
         if (st != PULSE_OK)
             return st;
         /* A partition directory this process may not write would open and
@@ -471,6 +477,9 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
                        " known damaged range(s) in %" PRIu32 " segment(s)",
                        t->name, p, rec.truncated_bytes, rec.damaged_ranges, rec.corrupt_segments);
         if (report != NULL) {
+            if (rec.truncated_bytes > 0 || rec.indexes_rebuilt > 0 || rec.damaged_ranges > 0 || rec.leo_raised > 0 ||
+                rec.temp_files_removed > 0 || rec.forensic_copies > 0)
+                report->repaired_partitions++;
             report->truncated_bytes += rec.truncated_bytes;
             report->corrupt_segments += rec.corrupt_segments;
             report->partitions++;
@@ -570,8 +579,9 @@ static pulse_status_t open_topics(struct pulse_broker *b, const struct pulse_met
     rep->recovery_us = pulse_clock_mono_us() - t0;
     b->recovery_us = rep->recovery_us;
     b->recovery_truncated_bytes = rep->truncated_bytes;
-    PULSE_INFO("broker: %" PRIu32 " topics, %" PRIu32 " partitions recovered in %" PRId64 " us", rep->topics,
-               rep->partitions, rep->recovery_us);
+    /* pulsed logs the one summary line of a start (main.c). */
+    PULSE_DEBUG_LOG("broker: %" PRIu32 " topics, %" PRIu32 " partitions recovered in %" PRId64 " us", rep->topics,
+                    rep->partitions, rep->recovery_us);
     return PULSE_OK;
 }
 
@@ -602,6 +612,30 @@ static pulse_status_t start_threads(struct pulse_broker *b, char *errbuf, size_t
     if (st != PULSE_OK)
         pulse_errbuf_set(errbuf, errlen, "cannot start the maintenance thread");
     return st;
+}
+
+/* The sentence of a start that found its file system full (after a crash
+ * on a full disk the metadata store cannot even open: LevelDB writes a new
+ * log and manifest, and replays the old log into a table, at every open).
+ * Nothing is lost by refusing; what is needed is room. */
+static void explain_full(const char *data_dir, char *errbuf, size_t errlen)
+{
+    char why[768];
+    char avail[64] = "";
+    struct statvfs vfs;
+
+    if (errbuf == NULL || errlen == 0)
+        return;
+    snprintf(why, sizeof why, "%s", errbuf[0] != '\0' ? errbuf : pulse_status_message(PULSE_NOSPACE));
+    if (statvfs(data_dir, &vfs) == 0)
+        snprintf(avail, sizeof avail, "; %llu bytes free now",
+                 (unsigned long long)vfs.f_bavail * (unsigned long long)vfs.f_frsize);
+    pulse_errbuf_set(errbuf, errlen,
+                     "the file system holding %s is full (%s%s). pulsed needs some free space to start: the "
+                     "metadata store writes at every open and recovery rewrites indexes and snapshots. Nothing "
+                     "acknowledged is lost. Free space on that file system (or grow it), then start pulsed again; "
+                     "see docs/Operations.md \"When the disk fills up\"",
+                     data_dir, why, avail);
 }
 
 pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
@@ -637,6 +671,8 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     *out = b;
     b = NULL;
 out:
+    if (st == PULSE_NOSPACE)
+        explain_full(cfg->data_dir, errbuf, errlen);
     pulse_free(defs);
     pulse_broker_close(b);
     return st;

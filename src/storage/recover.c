@@ -851,7 +851,10 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
     segs = NULL;
     rc.found = NULL;
     rec->elapsed_us = pulse_clock_mono_us() - t0;
-    PULSE_INFO("recover: %s: %zu segment(s), log end %" PRId64 ", %s, %" PRIu64 " bytes truncated, %" PRIu32
+    /* Debug: a start of many partitions would log a line each. What was
+     * repaired or found damaged has its own lines above; the broker logs
+     * one summary of the start. */
+    PULSE_DEBUG_LOG("recover: %s: %zu segment(s), log end %" PRId64 ", %s, %" PRIu64 " bytes truncated, %" PRIu32
                " index(es) rebuilt, %" PRIu32 " damaged range(s) (%" PRIu32 " new, %" PRIu64 " bytes), %" PRId64
                " us",
                dir, n, res->leo, fast ? "snapshot fast path" : "full scan", rec->truncated_bytes,
