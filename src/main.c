@@ -4,11 +4,13 @@
  * codes; nothing else.
  *
  * Exit codes: 0 after a clean stop (or a successful --repair-metadata /
- * --adopt-topic / --forget-topic); 1 when the broker or the server cannot start (data
- * directory in use or not writable, port busy, recovery failed, damaged
- * metadata), an offline mode failed, or a second signal cut the drain
- * short; 2 for a bad command line or configuration (a --listen value that
- * is not an address and port included).
+ * --adopt-topic / --forget-topic / --recreate-partition); 1 when the broker
+ * or the server cannot start (data directory in use or not writable, a full
+ * file system, port busy, recovery failed, damaged metadata, missing topic
+ * or partition directories), an offline mode failed, or a second signal
+ * cut the drain short; 2 for a bad command line or configuration (a
+ * --listen value that is not an address and port, a --recreate-partition
+ * argument that is not TOPIC/P, included).
  *
  * Signals: SIGINT and SIGTERM are blocked before any thread exists (every
  * thread inherits the mask) and taken by sigwait in the main thread, so no
@@ -16,6 +18,7 @@
  * a watcher thread then waits for a second one and _exits at once (recovery
  * at the next start deals with whatever was not finished).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -68,6 +71,7 @@ static void usage(FILE *f)
                "       pulsed [-c FILE] [--data-dir DIR] --adopt-topic NAME [--partitions N]\n"
                "              [--cleanup delete|compact] [-o topic-defaults.KEY=VALUE]...\n"
                "       pulsed [-c FILE] [--data-dir DIR] --forget-topic NAME\n"
+               "       pulsed [-c FILE] [--data-dir DIR] --recreate-partition TOPIC/P [--start-offset N]\n"
                "  -c, --config FILE     read settings from an INI-style file\n"
                "  --data-dir DIR        data directory (server.data-dir, default ./data)\n"
                "  --listen HOST:PORT    listen address (server.listen, default 127.0.0.1:8080)\n"
@@ -82,6 +86,11 @@ static void usage(FILE *f)
                "  --forget-topic NAME   with pulsed stopped: remove the metadata and consumer cursors of a\n"
                "                        topic whose directory is missing (a start refuses while the\n"
                "                        metadata names such topics); only for a topic gone for good\n"
+               "  --recreate-partition TOPIC/P\n"
+               "                        with pulsed stopped: make partition P's missing or empty\n"
+               "                        directory again with an empty log (its records are lost) whose\n"
+               "                        offsets start after every consumer cursor on it, or at\n"
+               "                        --start-offset N if that is higher; only for a log gone for good\n"
                "Precedence: defaults < config file < PULSE_<SECTION>_<KEY> environment < command line.\n"
                "See docs/Configuration.md for every setting, docs/Operations.md for the repair modes.\n");
 }
@@ -91,8 +100,10 @@ struct mode {
     bool repair;
     const char *adopt;  /* topic name */
     const char *forget; /* topic name */
+    const char *recreate; /* TOPIC/P */
     long partitions;    /* -1: not given */
     int cleanup;        /* -1: not given */
+    long long start_offset; /* -1: not given */
 };
 
 static void *second_signal(void *arg)
@@ -108,12 +119,22 @@ static void *second_signal(void *arg)
     return NULL;
 }
 
-/* --partitions and --cleanup of --adopt-topic; 0 or EXIT_CONFIG. */
+/* --partitions and --cleanup of --adopt-topic, --start-offset of
+ * --recreate-partition; 0 or EXIT_CONFIG. */
 static int parse_mode_arg(int c, const char *arg, struct mode *mode)
 {
     char *end = NULL;
 
-    if (c == 'P') {
+    if (c == 'S') {
+        errno = 0;
+        long long n = strtoll(arg, &end, 10);
+        if (end == arg || *end != '\0' || errno != 0 || n < 0 || n > PULSE_BROKER_MAX_START_OFFSET) {
+            fprintf(stderr, "pulsed: --start-offset: \"%s\" is not an integer in 0..%lld\n", arg,
+                    (long long)PULSE_BROKER_MAX_START_OFFSET);
+            return EXIT_CONFIG;
+        }
+        mode->start_offset = n;
+    } else if (c == 'P') {
         long n = strtol(arg, &end, 10);
         if (end == arg || *end != '\0' || n < 1 || n > 256) {
             fprintf(stderr, "pulsed: --partitions: \"%s\" is not an integer in 1..256\n", arg);
@@ -134,9 +155,14 @@ static int parse_mode_arg(int c, const char *arg, struct mode *mode)
 /* The offline modes exclude each other, and their options go with them. */
 static int check_mode(const struct mode *mode)
 {
-    if ((mode->repair ? 1 : 0) + (mode->adopt != NULL ? 1 : 0) + (mode->forget != NULL ? 1 : 0) > 1) {
-        fprintf(stderr, "pulsed: --repair-metadata, --adopt-topic and --forget-topic are separate steps; run one, "
-                        "then the other\n");
+    if ((mode->repair ? 1 : 0) + (mode->adopt != NULL ? 1 : 0) + (mode->forget != NULL ? 1 : 0) +
+            (mode->recreate != NULL ? 1 : 0) > 1) {
+        fprintf(stderr, "pulsed: --repair-metadata, --adopt-topic, --forget-topic and --recreate-partition are "
+                        "separate steps; run one, then the other\n");
+        return EXIT_CONFIG;
+    }
+    if (mode->recreate == NULL && mode->start_offset >= 0) {
+        fprintf(stderr, "pulsed: --start-offset goes with --recreate-partition\n");
         return EXIT_CONFIG;
     }
     if (mode->adopt == NULL && (mode->partitions >= 0 || mode->cleanup >= 0)) {
@@ -162,6 +188,8 @@ static int parse_cli(int argc, char **argv, struct pulse_config *cfg, const char
                                          {"partitions", required_argument, NULL, 'P'},
                                          {"cleanup", required_argument, NULL, 'C'},
                                          {"forget-topic", required_argument, NULL, 'F'},
+                                         {"recreate-partition", required_argument, NULL, 'N'},
+                                         {"start-offset", required_argument, NULL, 'S'},
                                          {NULL, 0, NULL, 0}};
     char err[512];
     int c;
@@ -194,8 +222,12 @@ static int parse_cli(int argc, char **argv, struct pulse_config *cfg, const char
         case 'F':
             mode->forget = optarg;
             break;
+        case 'N':
+            mode->recreate = optarg;
+            break;
         case 'P':
         case 'C':
+        case 'S':
             if (parse_mode_arg(c, optarg, mode) != 0)
                 return EXIT_CONFIG;
             break;
@@ -290,18 +322,61 @@ static int run_forget(const struct pulse_broker_config *bcfg, const char *name)
     return 0;
 }
 
+/* --recreate-partition TOPIC/P: 0, 1, or EXIT_CONFIG for an argument that
+ * is not TOPIC/P. */
+static int run_recreate(const struct pulse_broker_config *bcfg, const struct mode *mode)
+{
+    struct pulse_broker_recreate_report rep;
+    const char *slash = strrchr(mode->recreate, '/');
+    char topic[256];
+    char *end = NULL;
+    char err[1024] = "";
+    unsigned long p = 0;
+    pulse_status_t st;
+
+    if (slash != NULL) {
+        errno = 0;
+        p = strtoul(slash + 1, &end, 10);
+    }
+    if (slash == NULL || slash == mode->recreate || (size_t)(slash - mode->recreate) >= sizeof topic ||
+        end == slash + 1 || *end != '\0' || errno != 0 || p > 65535 || slash[1] == '-' || slash[1] == '+') {
+        fprintf(stderr, "pulsed: --recreate-partition: \"%s\" is not TOPIC/PARTITION (e.g. orders/1)\n",
+                mode->recreate);
+        return EXIT_CONFIG;
+    }
+    snprintf(topic, sizeof topic, "%.*s", (int)(slash - mode->recreate), mode->recreate);
+    st = pulse_broker_recreate_partition(bcfg, topic, (uint32_t)p, mode->start_offset < 0 ? 0 : mode->start_offset,
+                                         &rep, err, sizeof err);
+    if (st != PULSE_OK) {
+        fprintf(stderr, "pulsed: cannot recreate partition %s: %s\n", mode->recreate,
+                err[0] ? err : pulse_status_message(st));
+        return 1;
+    }
+    printf("pulsed: recreated partition %s empty: its records are lost; its %zu consumer cursor(s) are kept "
+           "(the highest at %lld); new records get offsets from %lld on\n",
+           mode->recreate, rep.cursors, (long long)rep.highest_cursor, (long long)rep.start_offset);
+    if (mode->start_offset < 0 || rep.start_offset > mode->start_offset)
+        printf("pulsed: offsets from %lld up to where the lost log ended will be handed out again; if you know that "
+               "end (the partition's last pulse_partition_high_watermark), remove %s/topics/%s/%lu before starting "
+               "pulsed and run this again with --start-offset END\n",
+               (long long)rep.start_offset, bcfg->data_dir, topic, p);
+    return 0;
+}
+
 /* Offline modes: no listener, no serving. The exit status, or -1 when the
  * command line asks for none (serve). */
 static int run_offline(const struct pulse_config *cfg, const struct mode *mode)
 {
     struct pulse_broker_config bcfg;
 
-    if (!mode->repair && mode->adopt == NULL && mode->forget == NULL)
+    if (!mode->repair && mode->adopt == NULL && mode->forget == NULL && mode->recreate == NULL)
         return -1;
     pulse_broker_config_init(&bcfg);
     pulse_config_to_broker(cfg, &bcfg);
     if (mode->repair)
         return run_repair(&bcfg);
+    if (mode->recreate != NULL)
+        return run_recreate(&bcfg, mode);
     return mode->adopt != NULL ? run_adopt(&bcfg, mode) : run_forget(&bcfg, mode->forget);
 }
 
@@ -358,9 +433,11 @@ static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out
         *out = NULL;
         return 1;
     }
-    PULSE_INFO("recovered %u topic(s), %u partition(s) in %.1f ms (truncated %llu torn bytes, %u corrupt "
-               "segment(s), %u leftover(s) removed)",
-               report.topics, report.partitions, (double)report.recovery_us / 1000.0,
+    /* The one summary line of a start; the partitions recovery repaired
+     * or found damaged have lines of their own before it. */
+    PULSE_INFO("recovered %u topic(s), %u partition(s) in %.1f ms (%u partition(s) repaired or damaged, truncated "
+               "%llu torn bytes, %u corrupt segment(s), %u leftover(s) removed)",
+               report.topics, report.partitions, (double)report.recovery_us / 1000.0, report.repaired_partitions,
                (unsigned long long)report.truncated_bytes, report.corrupt_segments, report.deleted_leftovers);
     return 0;
 }
@@ -434,7 +511,7 @@ int main(int argc, char **argv)
 {
     int rc;
     struct pulse_config cfg;
-    struct mode mode = {false, NULL, NULL, -1, -1};
+    struct mode mode = {false, NULL, NULL, NULL, -1, -1, -1};
     sigset_t stopset;
 
     signal(SIGPIPE, SIG_IGN);

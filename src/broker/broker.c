@@ -21,9 +21,24 @@
  * then fails the pending publishes of that partition with PULSE_FENCED and
  * never retries the sync (a retried fsync can report success after the
  * kernel dropped the dirty pages). The heal thread (heal.c) reopens the log
- * in process later; a pending publish whose partition was reopened in
- * between (its epoch moved) is failed too, never completed by the data
- * appended after the reopen.
+ * in process later.
+ *
+ * Which pending publishes succeed across a fence and a reopen is decided by
+ * the log's epoch rule (pulse_plog_fate; storage/plog.h "Epochs"): each
+ * append is remembered with the epoch it was written in and its end offset.
+ * It is completed OK when HW reached its end within that epoch, even if a
+ * fence and a reopen came before this thread looked (its bytes were
+ * durable, and the reopen kept them); it is failed once its epoch ended, or
+ * the log fenced, short of that (the reopen discards its bytes), even when
+ * HW later passes its end with records appended after the reopen. The
+ * decision is made under the log's sync lock, where the epoch and HW move
+ * together.
+ *
+ * After each pass the syncer also lets every partition write its
+ * durable-end checkpoint (pulse_plog_checkpoint): at most once per
+ * checkpoint_interval_ms per partition whose durable end moved, and for at
+ * most CHECKPOINT_PASS_BUDGET_US of writing per pass, so that publishes
+ * never wait long behind them.
  */
 #include "broker/broker.h"
 
@@ -38,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +72,9 @@
 /* The syncer never sleeps longer than this, so a lost wake-up (there should
  * be none) costs at most this much latency. */
 #define SYNCER_MAX_SLEEP_US 1000000
+/* A pass writes no further checkpoint once it spent this long on them; the
+ * ones still owed are written at the next pass. */
+#define CHECKPOINT_PASS_BUDGET_US 10000
 
 static const double fsync_bounds[PULSE_BROKER_FSYNC_BUCKETS] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                                                0.01,   0.025,   0.05,   0.1,   0.5,    1.0};
@@ -84,6 +103,7 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg)
     cfg->fence_retry_initial_ms = 1000;
     cfg->fence_retry_max_ms = 60000;
     cfg->segment_fd_cache = PULSE_FDCACHE_DEFAULT_CAPACITY;
+    cfg->checkpoint_interval_ms = 1000;
     cfg->io = NULL;
 }
 
@@ -135,14 +155,20 @@ int pulse_broker_fsync_dir(const char *path)
     return rc == 0 ? 0 : -1;
 }
 
-static pulse_status_t ensure_dir(const char *path)
+/* PULSE_OK when path (partition p of t) is a directory; otherwise logged,
+ * PULSE_NOT_FOUND for one that is not there. */
+static pulse_status_t partition_dir_present(const struct pulse_broker_topic *t, uint32_t p, const char *path)
 {
-    if (mkdir(path, 0755) != 0) {
+    struct stat sb;
+
+    if (stat(path, &sb) != 0) {
         int e = errno;
-        if (e != EEXIST) {
-            PULSE_ERROR("mkdir %s failed: %s", path, strerror(e));
-            return pulse_status_from_errno(e);
-        }
+        PULSE_ERROR("topic %s partition %" PRIu32 ": %s: %s", t->name, p, path, strerror(e));
+        return e == ENOENT ? PULSE_NOT_FOUND : pulse_status_from_errno(e);
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        PULSE_ERROR("topic %s partition %" PRIu32 ": %s: %s", t->name, p, path, strerror(ENOTDIR));
+        return PULSE_NOT_FOUND;
     }
     return PULSE_OK;
 }
@@ -187,17 +213,12 @@ static void complete_ready(struct pulse_broker *b)
 
         for (uint32_t i = 0; i < p->n; i++) {
             struct pulse_plog *plog = p->topic->plogs[p->parts[i]];
-            /* Epoch first: after a reopen HW may pass the end of an
-             * append that the reopen discarded. */
-            if (pulse_plog_epoch(plog) != p->epochs[i]) {
+            /* The epoch rule (see the file comment), not HW alone. */
+            enum pulse_plog_fate fate = pulse_plog_fate(plog, p->epochs[i], p->ends[i]);
+            if (fate != PULSE_PLOG_DURABLE)
                 all = false;
+            if (fate == PULSE_PLOG_LOST) {
                 fenced = true;
-            } else if (pulse_plog_high_watermark(plog) < p->ends[i]) {
-                all = false;
-                if (pulse_plog_fenced(plog))
-                    fenced = true;
-            }
-            if (fenced && !all) {
                 pulse_errbuf_set(p->errbuf, p->errlen,
                                  "partition %" PRIu32 " of topic \"%s\" was fenced after a failed write or sync "
                                  "before this publish was durable; it is being reopened, retry later",
@@ -260,20 +281,22 @@ static void complete_ready(struct pulse_broker *b)
         completing_done(b, taken);
 }
 
-/* fdatasyncs every partition with unsynced bytes. */
-static void sync_pass(struct pulse_broker *b)
+/* fdatasyncs every partition with unsynced bytes. Returns true when one
+ * was synced (a durable end moved). */
+static bool sync_pass(struct pulse_broker *b)
 {
     struct pulse_broker_topic **list = NULL;
     size_t n = 0;
+    bool synced = false;
 
     if (b->cfg.sync_mode == PULSE_SYNC_INTERVAL) {
         int64_t now = pulse_clock_mono_us();
         if (now < b->next_interval_sync_us)
-            return;
+            return false;
         b->next_interval_sync_us = now + (int64_t)b->cfg.sync_interval_ms * 1000;
     }
     if (pulse_broker_topic_snapshot(b, &list, &n) != PULSE_OK)
-        return;
+        return false;
     for (size_t i = 0; i < n; i++) {
         struct pulse_broker_topic *t = list[i];
         for (uint32_t p = 0; p < t->nparts; p++) {
@@ -284,6 +307,7 @@ static void sync_pass(struct pulse_broker *b)
              * complete_ready fails its publishes and the heal thread
              * reopens it. */
             pulse_status_t st = pulse_plog_sync(plog);
+            synced = synced || st == PULSE_OK;
             if (st != PULSE_OK && pulse_plog_fenced(plog)) {
                 PULSE_ERROR("topic %s partition %" PRIu32 ": sync failed (%s); partition fenced until it is "
                             "reopened",
@@ -299,6 +323,47 @@ static void sync_pass(struct pulse_broker *b)
         pulse_broker_topic_release(b, t);
     }
     pulse_free(list);
+    return synced;
+}
+
+/*
+ * Lets every partition write its durable-end checkpoint when one is owed
+ * and due (pulse_plog_checkpoint), and notes when the next one falls due.
+ * Stops starting writes once it spent CHECKPOINT_PASS_BUDGET_US; the rest
+ * are due at once then. With nothing owed the next pass comes within
+ * SYNCER_MAX_SLEEP_US, which also catches durable ends moved by a rotation
+ * or a reopen rather than by this thread.
+ */
+static void checkpoint_pass(struct pulse_broker *b)
+{
+    struct pulse_broker_topic **list = NULL;
+    size_t n = 0;
+    int64_t t0 = pulse_clock_mono_us();
+    int64_t next = t0 + SYNCER_MAX_SLEEP_US;
+
+    if (pulse_broker_topic_snapshot(b, &list, &n) != PULSE_OK) {
+        b->next_checkpoint_us = next;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct pulse_broker_topic *t = list[i];
+        for (uint32_t p = 0; p < t->nparts && next > t0; p++) {
+            int64_t due = INT64_MAX;
+            if (pulse_clock_mono_us() - t0 >= CHECKPOINT_PASS_BUDGET_US) {
+                next = t0; /* over budget: go on at the next pass */
+                break;
+            }
+            pulse_status_t st = pulse_plog_checkpoint(t->plogs[p], &due);
+            if (st != PULSE_OK)
+                PULSE_WARN_RL("topic %s partition %" PRIu32 ": checkpoint not written (%s); tried again later",
+                              t->name, p, pulse_status_message(st));
+            if (due < next)
+                next = due;
+        }
+        pulse_broker_topic_release(b, t);
+    }
+    pulse_free(list);
+    b->next_checkpoint_us = next;
 }
 
 /* The wake-up time of the syncer, under mu. */
@@ -311,6 +376,8 @@ static int64_t next_wake_us(struct pulse_broker *b, int64_t now)
             wake = w->deadline_us;
     if (b->cfg.sync_mode == PULSE_SYNC_INTERVAL && b->next_interval_sync_us < wake)
         wake = b->next_interval_sync_us;
+    if (b->next_checkpoint_us < wake)
+        wake = b->next_checkpoint_us;
     return wake;
 }
 
@@ -332,8 +399,11 @@ static void *syncer_main(void *arg)
         if (b->stop)
             break;
         pthread_mutex_unlock(&b->mu);
-        sync_pass(b);
+        bool synced = sync_pass(b);
         complete_ready(b);
+        /* After the answers: a checkpoint never delays one. */
+        if (synced || pulse_clock_mono_us() >= b->next_checkpoint_us)
+            checkpoint_pass(b);
         pthread_mutex_lock(&b->mu);
     }
     pthread_mutex_unlock(&b->mu);
@@ -373,16 +443,16 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
     pcfg.fdcache = b->fdcache;
     pcfg.sync_observer = sync_observer;
     pcfg.sync_observer_arg = b;
+    pcfg.checkpoint_interval_ms = b->cfg.checkpoint_interval_ms;
 
-    snprintf(path, sizeof path, "%s/%s", b->topics_dir, t->name);
-    st = ensure_dir(path);
-    if (st != PULSE_OK)
-        return st;
     for (uint32_t p = 0; p < t->nparts; p++) {
         struct pulse_plog_recovery rec;
         memset(&rec, 0, sizeof rec);
         snprintf(path, sizeof path, "%s/%s/%" PRIu32, b->topics_dir, t->name, p);
-        st = ensure_dir(path);
+        /* Never made here: a create made it (make_dirs), and at start one
+         * that is gone refuses the start (datadir.c). Made again empty, the
+         * log would hand out its offsets a second time. */
+        st = partition_dir_present(t, p, path);
         if (st != PULSE_OK)
             return st;
         /* A partition directory this process may not write would open and
@@ -407,6 +477,9 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
                        " known damaged range(s) in %" PRIu32 " segment(s)",
                        t->name, p, rec.truncated_bytes, rec.damaged_ranges, rec.corrupt_segments);
         if (report != NULL) {
+            if (rec.truncated_bytes > 0 || rec.indexes_rebuilt > 0 || rec.damaged_ranges > 0 || rec.leo_raised > 0 ||
+                rec.temp_files_removed > 0 || rec.forensic_copies > 0)
+                report->repaired_partitions++;
             report->truncated_bytes += rec.truncated_bytes;
             report->corrupt_segments += rec.corrupt_segments;
             report->partitions++;
@@ -506,8 +579,9 @@ static pulse_status_t open_topics(struct pulse_broker *b, const struct pulse_met
     rep->recovery_us = pulse_clock_mono_us() - t0;
     b->recovery_us = rep->recovery_us;
     b->recovery_truncated_bytes = rep->truncated_bytes;
-    PULSE_INFO("broker: %" PRIu32 " topics, %" PRIu32 " partitions recovered in %" PRId64 " us", rep->topics,
-               rep->partitions, rep->recovery_us);
+    /* pulsed logs the one summary line of a start (main.c). */
+    PULSE_DEBUG_LOG("broker: %" PRIu32 " topics, %" PRIu32 " partitions recovered in %" PRId64 " us", rep->topics,
+                    rep->partitions, rep->recovery_us);
     return PULSE_OK;
 }
 
@@ -538,6 +612,30 @@ static pulse_status_t start_threads(struct pulse_broker *b, char *errbuf, size_t
     if (st != PULSE_OK)
         pulse_errbuf_set(errbuf, errlen, "cannot start the maintenance thread");
     return st;
+}
+
+/* The sentence of a start that found its file system full (after a crash
+ * on a full disk the metadata store cannot even open: LevelDB writes a new
+ * log and manifest, and replays the old log into a table, at every open).
+ * Nothing is lost by refusing; what is needed is room. */
+static void explain_full(const char *data_dir, char *errbuf, size_t errlen)
+{
+    char why[768];
+    char avail[64] = "";
+    struct statvfs vfs;
+
+    if (errbuf == NULL || errlen == 0)
+        return;
+    snprintf(why, sizeof why, "%s", errbuf[0] != '\0' ? errbuf : pulse_status_message(PULSE_NOSPACE));
+    if (statvfs(data_dir, &vfs) == 0)
+        snprintf(avail, sizeof avail, "; %llu bytes free now",
+                 (unsigned long long)vfs.f_bavail * (unsigned long long)vfs.f_frsize);
+    pulse_errbuf_set(errbuf, errlen,
+                     "the file system holding %s is full (%s%s). pulsed needs some free space to start: the "
+                     "metadata store writes at every open and recovery rewrites indexes and snapshots. Nothing "
+                     "acknowledged is lost. Free space on that file system (or grow it), then start pulsed again; "
+                     "see docs/Operations.md \"When the disk fills up\"",
+                     data_dir, why, avail);
 }
 
 pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
@@ -573,6 +671,8 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     *out = b;
     b = NULL;
 out:
+    if (st == PULSE_NOSPACE)
+        explain_full(cfg->data_dir, errbuf, errlen);
     pulse_free(defs);
     pulse_broker_close(b);
     return st;

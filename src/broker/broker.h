@@ -80,6 +80,10 @@ struct pulse_broker_config {
     /* sealed and idle segment files kept open, shared by every partition
      * (storage/fdcache.h); default 1024 */
     uint32_t segment_fd_cache;
+    /* the syncer rewrites a partition's snapshot (its durable-end
+     * checkpoint) at most this often, when its durable end moved; default
+     * 1000 (storage/plog.h "Checkpoints") */
+    uint32_t checkpoint_interval_ms;
     const struct pulse_io *io; /* NULL = posix; tests inject faults */
 };
 
@@ -94,6 +98,7 @@ struct pulse_broker_open_report {
     uint64_t truncated_bytes;  /* torn tails cut, all partitions */
     uint32_t corrupt_segments; /* sealed segments cut short */
     uint32_t deleted_leftovers; /* half-deleted topic directories removed */
+    uint32_t repaired_partitions; /* partitions whose recovery cut, rebuilt, removed or found damage (logged) */
     /* What the data directory's own metadata restored (docs/Operations.md
      * "When the metadata store is lost or damaged"). */
     uint32_t adopted_topics;  /* directories without metadata adopted from their topic.json */
@@ -183,6 +188,35 @@ pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, c
  */
 pulse_status_t pulse_broker_forget_topic(const struct pulse_broker_config *cfg, const char *name, size_t *cursors_out,
                                         char *errbuf, size_t errlen);
+
+/* What pulse_broker_recreate_partition did. */
+struct pulse_broker_recreate_report {
+    int64_t start_offset;   /* the first offset of the new, empty log */
+    int64_t highest_cursor; /* highest cursor committed on the partition, -1 if none */
+    size_t cursors;         /* consumer cursors on the partition (all kept) */
+};
+
+/* Upper bound of the start offset of a recreated partition (2^62). */
+#define PULSE_BROKER_MAX_START_OFFSET (INT64_C(1) << 62)
+
+/*
+ * `pulsed --recreate-partition TOPIC/P [--start-offset N]`: the way out of a
+ * start refused because partition P's directory is missing or empty, for a
+ * log that is gone for good. Makes the directory again holding an empty log
+ * whose first offset is the larger of start_offset and the highest cursor
+ * any consumer committed on the partition (a cursor proves the log reached
+ * it), so no offset a consumer saw is handed out again; the records are
+ * lost, the cursors kept. Refuses a topic or partition the store does not
+ * have (PULSE_TOPIC_NOT_FOUND, PULSE_PARTITION_NOT_FOUND; also a missing
+ * topic directory: that is --forget-topic's case), a partition directory
+ * that holds files (PULSE_EXISTS), a start_offset outside
+ * 0..PULSE_BROKER_MAX_START_OFFSET (PULSE_INVALID). *out (nullable) gets
+ * what was done. Thread: main, with no broker running on the directory (the
+ * store's lock is held meanwhile).
+ */
+pulse_status_t pulse_broker_recreate_partition(const struct pulse_broker_config *cfg, const char *topic,
+                                               uint32_t partition, int64_t start_offset,
+                                               struct pulse_broker_recreate_report *out, char *errbuf, size_t errlen);
 
 /*
  * First half of shutdown (Thread: any but the broker's own; Locks: none held

@@ -93,8 +93,8 @@ struct pulse_broker_pending {
     uint32_t n;
     uint32_t parts[PULSE_BROKER_MAX_PARTITIONS];
     int64_t ends[PULSE_BROKER_MAX_PARTITIONS];
-    /* pulse_plog_epoch of each partition, read before its append: if it
-     * moves, the append was discarded by a reopen and never completes. */
+    /* The epoch each partition's append was written in: with ends, what
+     * pulse_plog_fate judges (durable, pending, or discarded by a reopen). */
     uint64_t epochs[PULSE_BROKER_MAX_PARTITIONS];
     pulse_publish_done_fn done;
     void *arg;
@@ -154,6 +154,7 @@ struct pulse_broker {
     struct pulse_broker_maint *maint; /* retention and compaction thread */
     struct pulse_broker_heal *heal;   /* reopens fenced partitions */
     int64_t next_interval_sync_us;
+    int64_t next_checkpoint_us; /* syncer thread only: the earliest checkpoint owed */
 
     /* Metrics. */
     atomic_uint_fast64_t fsync_total;

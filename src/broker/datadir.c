@@ -48,7 +48,13 @@
  * topics and `pulsed --forget-topic`: a volume that is not mounted looks
  * exactly like that, and treating it as deleted data would cost every
  * topic's metadata and cursors. A missing topics/ is made only when the
- * store names no topic.
+ * store names no topic. Likewise a topic kept or adopted whose partition
+ * directory is missing or empty (every committed partition has at least a
+ * segment file): made again empty, its log would hand out its offsets a
+ * second time, so the start refuses and names the directory and
+ * `pulsed --recreate-partition`, which accepts the loss explicitly and
+ * starts the partition again after its consumers' cursors (or a given
+ * offset).
  * Directories are removed by renaming them aside to __deleted-<nonce> first,
  * so an interrupted removal never leaves a half tree under a topic's name.
  *
@@ -497,6 +503,9 @@ struct dir_entry {
     struct dir_scan sc;
     const struct pulse_meta_topic *def; /* into the caller's defs, or NULL */
     char why[256];
+    uint32_t lost_parts; /* kept or adopted: partition logs that are gone */
+    uint32_t first_lost; /*   the first of them */
+    bool first_lost_empty; /*   which is an empty directory (else missing) */
 };
 
 struct reconcile {
@@ -595,6 +604,42 @@ static pulse_status_t grow_items(struct reconcile *rc)
     return PULSE_OK;
 }
 
+/* How partition directory p of topic stands: present with files, or lost
+ * (missing, a symbolic link to nowhere, or empty: a committed create
+ * opened every partition's log, which leaves a segment file, and nothing
+ * pulsed does removes the last one). */
+enum part_state { PART_PRESENT, PART_MISSING, PART_EMPTY };
+
+static enum part_state partition_state(struct pulse_broker *b, const char *topic, uint32_t p)
+{
+    char path[PATH_MAX];
+    char name[16];
+    struct stat sb;
+
+    snprintf(name, sizeof name, "%" PRIu32, p);
+    topic_path(b, topic, name, path, sizeof path);
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return PART_MISSING;
+    return dir_nonempty(path) ? PART_PRESENT : PART_EMPTY;
+}
+
+/* Counts the partitions 0..nparts-1 of a topic pulsed keeps whose logs are
+ * gone. Opening them would make an empty log and hand their offsets out a
+ * second time, so the start refuses over them (refuse_lost). */
+static void find_lost_partitions(struct pulse_broker *b, struct dir_entry *e, uint32_t nparts)
+{
+    for (uint32_t p = 0; p < nparts; p++) {
+        enum part_state ps = partition_state(b, e->name, p);
+        if (ps == PART_PRESENT)
+            continue;
+        if (e->lost_parts == 0) {
+            e->first_lost = p;
+            e->first_lost_empty = ps == PART_EMPTY;
+        }
+        e->lost_parts++;
+    }
+}
+
 static pulse_status_t note_entry(struct pulse_broker *b, struct reconcile *rc, const char *name,
                                  const struct pulse_meta_topic *defs, size_t ndefs)
 {
@@ -614,6 +659,10 @@ static pulse_status_t note_entry(struct pulse_broker *b, struct reconcile *rc, c
     if (e->def != NULL)
         rc->seen[idx] = true;
     e->act = classify(&e->sc, e->def, e->why, sizeof e->why);
+    if (e->act == ACT_KEEP)
+        find_lost_partitions(b, e, e->def->partitions);
+    else if (e->act == ACT_ADOPT)
+        find_lost_partitions(b, e, e->sc.file_def.partitions);
     rc->n++;
     return PULSE_OK;
 }
@@ -707,6 +756,42 @@ static pulse_status_t refuse_undecided(struct pulse_broker *b, const struct reco
                      "or move it out of %s; see docs/Operations.md",
                      b->topics_dir, first->name, first->why, count, count == 1 ? "y" : "ies", b->data_dir,
                      first->name, b->topics_dir);
+    return PULSE_INVALID;
+}
+
+/* Refuses when a topic pulsed would keep has partition logs that are gone
+ * (a missing or empty partition directory): made again empty, the log
+ * would start over at its first offset and hand out offsets its consumers
+ * have already seen. pulsed cannot tell "not there now" (a volume, a move)
+ * from "gone", so it changes nothing and names the ways out. */
+static pulse_status_t refuse_lost(struct pulse_broker *b, const struct reconcile *rc, char *errbuf, size_t errlen)
+{
+    const struct dir_entry *first = NULL;
+    size_t count = 0;
+
+    for (size_t i = 0; i < rc->n; i++) {
+        const struct dir_entry *e = &rc->items[i];
+        if (e->lost_parts == 0)
+            continue;
+        PULSE_ERROR("topic %s: %" PRIu32 " partition log(s) gone, the first %s/%s/%" PRIu32 " (%s)", e->name,
+                    e->lost_parts, b->topics_dir, e->name, e->first_lost,
+                    e->first_lost_empty ? "an empty directory" : "no such directory");
+        if (first == NULL)
+            first = e;
+        count += e->lost_parts;
+    }
+    if (first == NULL)
+        return PULSE_OK;
+    pulse_errbuf_set(errbuf, errlen,
+                     "partition directory %s/%s/%" PRIu32 " %s, but the metadata store names the partition "
+                     "(%zu such partition(s); a volume not mounted? a directory moved?). pulsed will not make it "
+                     "again empty: its offsets would be handed out a second time. Nothing was changed. Put the "
+                     "directory back, or, if its records are gone for good, accept the loss with \"pulsed "
+                     "--data-dir %s --recreate-partition %s/%" PRIu32 " [--start-offset N]\" (once per partition; "
+                     "the partition starts again empty, after its consumers' cursors); see docs/Operations.md",
+                     b->topics_dir, first->name, first->first_lost,
+                     first->first_lost_empty ? "is empty (its log files are gone)" : "is missing", count,
+                     b->data_dir, first->name, first->first_lost);
     return PULSE_INVALID;
 }
 
@@ -962,6 +1047,8 @@ pulse_status_t pulse_broker_datadir_reconcile(struct pulse_broker *b, struct pul
     st = refuse_dirless(b, &rc, *defs, *ndefs, errbuf, errlen);
     if (st == PULSE_OK)
         st = refuse_undecided(b, &rc, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = refuse_lost(b, &rc, errbuf, errlen);
     if (st != PULSE_OK)
         goto out;
     for (size_t i = 0; i < rc.nasides; i++) {
@@ -1309,6 +1396,190 @@ pulse_status_t pulse_broker_forget_topic(const struct pulse_broker_config *cfg, 
                name, cursors, dir);
     if (cursors_out != NULL)
         *cursors_out = cursors;
+out:
+    shell_close(&shell);
+    return st;
+}
+
+/* ---- offline mode: --recreate-partition ---------------------------------- */
+
+/* The highest offset any consumer committed on topic/p (-1: none), and how
+ * many cursors there are on it. A cursor is committed only at or below the
+ * high watermark, so it proves the log reached it. */
+static pulse_status_t highest_cursor(struct pulse_meta *meta, const char *topic, uint32_t p, int64_t *max_out,
+                                     size_t *count_out)
+{
+    char **names = NULL;
+    size_t n = 0;
+    pulse_status_t st = pulse_meta_consumer_list(meta, &names, &n);
+
+    *max_out = -1;
+    *count_out = 0;
+    for (size_t i = 0; i < n && st == PULSE_OK; i++) {
+        int64_t off = 0;
+        st = pulse_meta_cursor_get(meta, names[i], topic, p, &off);
+        if (st == PULSE_NOT_FOUND) {
+            st = PULSE_OK;
+            continue;
+        }
+        if (st != PULSE_OK)
+            break;
+        (*count_out)++;
+        if (off > *max_out)
+            *max_out = off;
+    }
+    pulse_meta_names_free(names, n);
+    return st;
+}
+
+/* What must hold before a partition is made again: the topic and the
+ * partition in the store, the topic directory there, the partition's
+ * directory missing or empty. *make_out: whether dir must be made. */
+static pulse_status_t recreate_check(struct pulse_broker *b, const char *topic, uint32_t p, const char *dir,
+                                    bool *make_out, struct pulse_meta_topic *def, char *errbuf, size_t errlen)
+{
+    char tdir[PATH_MAX];
+    struct stat sb;
+    pulse_status_t st = pulse_meta_topic_get(b->meta, topic, def);
+
+    if (st == PULSE_NOT_FOUND) {
+        pulse_errbuf_set(errbuf, errlen, "the metadata store has no topic %s", topic);
+        return PULSE_TOPIC_NOT_FOUND;
+    }
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot read the metadata of %s: %s", topic, pulse_status_message(st));
+        return st;
+    }
+    if (p >= def->partitions) {
+        pulse_errbuf_set(errbuf, errlen, "topic %s has %" PRIu32 " partition(s): there is no partition %" PRIu32,
+                         topic, def->partitions, p);
+        return PULSE_PARTITION_NOT_FOUND;
+    }
+    topic_path(b, topic, NULL, tdir, sizeof tdir);
+    if (stat(tdir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        pulse_errbuf_set(errbuf, errlen,
+                         "the topic directory %s is missing: put it back, or forget the whole topic with "
+                         "\"pulsed --data-dir %s --forget-topic %s\"",
+                         tdir, b->data_dir, topic);
+        return PULSE_TOPIC_NOT_FOUND;
+    }
+    *make_out = !path_present(dir);
+    if (*make_out)
+        return PULSE_OK;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        pulse_errbuf_set(errbuf, errlen, "%s is not a directory (a symbolic link to a volume not mounted?): mount "
+                         "it, or remove it first", dir);
+        return PULSE_EXISTS;
+    }
+    if (dir_nonempty(dir)) {
+        pulse_errbuf_set(errbuf, errlen, "%s holds files: its log is not lost, there is nothing to recreate", dir);
+        return PULSE_EXISTS;
+    }
+    return PULSE_OK;
+}
+
+/* Makes dir (when make) holding one empty segment at base start, then
+ * opens and closes the log there, which lets the engine add the rest and
+ * proves that its log end is start. */
+static pulse_status_t recreate_log(struct pulse_broker *b, const struct pulse_meta_topic *def, const char *dir,
+                                   bool make, int64_t start, char *errbuf, size_t errlen)
+{
+    struct pulse_plog_config pcfg;
+    struct pulse_plog *plog = NULL;
+    char tdir[PATH_MAX];
+    char *seg = NULL;
+    pulse_status_t st = PULSE_OK;
+
+    topic_path(b, def->name, NULL, tdir, sizeof tdir);
+    if (make && mkdir(dir, 0755) != 0) {
+        int e = errno;
+        st = dir_error(dir, e, errbuf, errlen);
+        goto out;
+    }
+    if (make && pulse_broker_fsync_dir(tdir) != 0) {
+        pulse_errbuf_set(errbuf, errlen, "cannot fsync %s", tdir);
+        st = PULSE_IO;
+        goto out;
+    }
+    seg = pulse_segment_path(dir, start, "log");
+    if (seg == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    if (pulse_io_replace_file(broker_io(b), dir, strrchr(seg, '/') + 1, "", 0) != 0) {
+        int e = errno;
+        pulse_errbuf_set(errbuf, errlen, "cannot write %s: %s", seg, strerror(e));
+        st = pulse_status_from_errno(e);
+        goto out;
+    }
+    pulse_plog_config_init(&pcfg);
+    pcfg.segment_max_bytes = (uint64_t)def->segment_bytes;
+    pcfg.io = b->cfg.io;
+    st = pulse_plog_open(dir, &pcfg, &plog, NULL);
+    if (st == PULSE_OK && pulse_plog_log_end(plog) != start) {
+        pulse_errbuf_set(errbuf, errlen, "the log made in %s ends at %" PRId64 ", not %" PRId64, dir,
+                         pulse_plog_log_end(plog), start);
+        st = PULSE_CORRUPT;
+    }
+    if (plog != NULL) {
+        pulse_status_t cst = pulse_plog_close(plog);
+        st = st == PULSE_OK ? cst : st;
+    }
+    if (st != PULSE_OK && errbuf != NULL && errbuf[0] == '\0')
+        pulse_errbuf_set(errbuf, errlen, "cannot open the log made in %s: %s", dir, pulse_status_message(st));
+out:
+    pulse_free(seg);
+    return st;
+}
+
+pulse_status_t pulse_broker_recreate_partition(const struct pulse_broker_config *cfg, const char *topic,
+                                               uint32_t partition, int64_t start_offset,
+                                               struct pulse_broker_recreate_report *out, char *errbuf, size_t errlen)
+{
+    struct pulse_broker shell;
+    struct pulse_broker_open_report rep;
+    struct pulse_broker_recreate_report r;
+    struct pulse_meta_topic def;
+    char dir[PATH_MAX];
+    bool make = false;
+    pulse_status_t st;
+
+    memset(&rep, 0, sizeof rep);
+    memset(&r, 0, sizeof r);
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
+    if (cfg == NULL || cfg->data_dir == NULL || !pulse_broker_cname_valid(topic)) {
+        pulse_errbuf_set(errbuf, errlen, "not a valid topic name");
+        return PULSE_INVALID_NAME;
+    }
+    if (start_offset < 0 || start_offset > PULSE_BROKER_MAX_START_OFFSET) {
+        pulse_errbuf_set(errbuf, errlen, "the start offset must be 0..%" PRId64,
+                         (int64_t)PULSE_BROKER_MAX_START_OFFSET);
+        return PULSE_INVALID;
+    }
+    st = shell_open(cfg, &shell, &rep, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
+    snprintf(dir, sizeof dir, "%s/%s/%" PRIu32, shell.topics_dir, topic, partition);
+    st = recreate_check(&shell, topic, partition, dir, &make, &def, errbuf, errlen);
+    if (st == PULSE_OK) {
+        st = highest_cursor(shell.meta, topic, partition, &r.highest_cursor, &r.cursors);
+        if (st != PULSE_OK)
+            pulse_errbuf_set(errbuf, errlen, "cannot read the cursors on %s/%" PRIu32 ": %s", topic, partition,
+                             pulse_status_message(st));
+    }
+    if (st != PULSE_OK)
+        goto out;
+    r.start_offset = r.highest_cursor > start_offset ? r.highest_cursor : start_offset;
+    st = recreate_log(&shell, &def, dir, make, r.start_offset, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
+    PULSE_WARN("recreated partition %s/%" PRIu32 " empty in %s: its records were lost; new records get offsets "
+               "from %" PRId64 " on (the highest of %" PRId64 " given and %" PRId64 ", the highest of its %zu "
+               "consumer cursor(s))",
+               topic, partition, dir, r.start_offset, start_offset, r.highest_cursor, r.cursors);
+    if (out != NULL)
+        *out = r;
 out:
     shell_close(&shell);
     return st;

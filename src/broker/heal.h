@@ -24,9 +24,10 @@
  * Safety against concurrent users: the plog object stays the same (readers,
  * fetches, waiters and maintenance keep their pointer); the swap happens
  * inside it under its own locks, and segments of the old list stay valid
- * until their last reference goes. Pending publishes of the old epoch are
- * failed by the syncer (see pulse_plog_epoch), never completed by data
- * appended after the reopen.
+ * until their last reference goes. Pending publishes whose records the
+ * reopen discarded are failed by the syncer, never completed by data
+ * appended after the reopen; those durable before the fence complete
+ * (pulse_plog_fate).
  *
  * Internal to src/broker.
  */

@@ -368,12 +368,12 @@ static pulse_status_t append_all(struct publish_ctx *c, struct pulse_broker_pend
         int64_t base = 0, end = 0;
         if (c->count[p] == 0)
             continue;
-        /* Read before the append: a reopen between the two can then only
-         * fail this publish, never complete it (see pulse_plog_epoch). */
-        uint64_t epoch = pulse_plog_epoch(c->t->plogs[p]);
+        /* The epoch the bytes were written in (see pulse_plog_fate). */
+        uint64_t epoch = 0;
         /* All runs of the partition go in as one append unit: consecutive
          * offsets, one write. */
-        pulse_status_t st = pulse_plog_append_async(c->t->plogs[p], c->bufs[p].data, c->bufs[p].len, &base, &end);
+        pulse_status_t st =
+            pulse_plog_append_async(c->t->plogs[p], c->bufs[p].data, c->bufs[p].len, &base, &end, &epoch);
         if (st != PULSE_OK) {
             append_error(c, p, st);
             return st;

@@ -45,6 +45,9 @@ pulse_status_t pulse_status_from_errno(int err)
         return PULSE_NOFILE;
     case ENOMEM:
         return PULSE_NOMEM;
+    case EACCES:
+    case EPERM:
+        return PULSE_ACCESS;
     default:
         return PULSE_IO;
     }

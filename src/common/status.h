@@ -9,7 +9,9 @@
  *
  * errno is never part of a status: the code that made the failing syscall logs
  * the call, path and strerror, then maps ENOSPC/EDQUOT to PULSE_NOSPACE,
- * EMFILE/ENFILE to PULSE_NOFILE and everything else to PULSE_IO.
+ * EMFILE/ENFILE to PULSE_NOFILE, EACCES/EPERM to PULSE_ACCESS (so that a
+ * caller several layers up still names the cause) and everything else to
+ * PULSE_IO.
  */
 #ifndef PULSE_COMMON_STATUS_H
 #define PULSE_COMMON_STATUS_H
@@ -35,7 +37,8 @@
     X(NOFILE, "too many open files: the process reached its descriptor limit (RLIMIT_NOFILE)") \
     X(FENCED, "partition fenced after a failed write or sync; it is being reopened, retry later") \
     X(SHUTDOWN, "shutting down")                                                   \
-    X(EOF, "end of data")
+    X(EOF, "end of data")                                                          \
+    X(ACCESS, "permission denied")
 
 typedef enum {
 #define PULSE_STATUS_ENUM(name, msg) PULSE_##name,
@@ -51,7 +54,8 @@ const char *pulse_status_name(pulse_status_t st);
 const char *pulse_status_message(pulse_status_t st);
 
 /* Maps a saved errno of a failed syscall: ENOSPC/EDQUOT -> NOSPACE,
- * EMFILE/ENFILE -> NOFILE, ENOMEM -> NOMEM, anything else -> IO. */
+ * EMFILE/ENFILE -> NOFILE, ENOMEM -> NOMEM, EACCES/EPERM -> ACCESS,
+ * anything else -> IO. */
 pulse_status_t pulse_status_from_errno(int err);
 
 /* Formats a one-line reason into a caller's error buffer (errbuf, errlen),

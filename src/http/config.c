@@ -63,6 +63,7 @@ static const struct key_def keys[] = {
     {"storage.compaction-max-bytes-per-pass", KT_SIZE, F(compaction_max_bytes_per_pass), "1GiB", 1, INT64_MAX},
     {"storage.compaction-max-pass-time", KT_DUR, F(compaction_max_pass_ms), "5s", 0, DAY_MS},
     {"storage.segment-fd-cache", KT_INT, F(segment_fd_cache), "1024", 16, 1000000},
+    {"storage.checkpoint-interval", KT_DUR, F(checkpoint_interval_ms), "1s", 0, DAY_MS},
     {"topic-defaults.partitions", KT_INT, F(partitions), "1", 1, 256},
     {"topic-defaults.retention-ms", KT_DUR, F(retention_ms), "7d", 0, INT64_MAX},
     {"topic-defaults.retention-bytes", KT_SIZE, F(retention_bytes), "0", 0, INT64_MAX},
@@ -512,6 +513,7 @@ void pulse_config_to_broker(const struct pulse_config *cfg, struct pulse_broker_
     bcfg->compaction_max_bytes_per_pass = cfg->compaction_max_bytes_per_pass;
     bcfg->compaction_max_pass_ms = cfg->compaction_max_pass_ms;
     bcfg->segment_fd_cache = (uint32_t)cfg->segment_fd_cache;
+    bcfg->checkpoint_interval_ms = (uint32_t)cfg->checkpoint_interval_ms;
 }
 
 bool pulse_config_fit_fd_limit(struct pulse_config *cfg, uint64_t nofile, char *msg, size_t msglen)

@@ -58,6 +58,7 @@ struct pulse_config {
     uint64_t compaction_max_bytes_per_pass;
     int64_t compaction_max_pass_ms; /* 0 = no time bound */
     int64_t segment_fd_cache;
+    int64_t checkpoint_interval_ms; /* durable-end checkpoint of a partition at most this often */
     /* [topic-defaults] */
     int64_t partitions;
     int64_t retention_ms;

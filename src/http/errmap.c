@@ -6,9 +6,10 @@
  *
  * Choices: PULSE_INVALID and PULSE_CORRUPT-in-a-request never reach a user
  * as 500 unless the fault is ours; CORRUPT, IO and NOMEM are server faults
- * (500 storage_error); NOSPACE is 507 storage_full (retry once space is
- * freed); FENCED is 503 partition_fenced (the partition is reopened in
- * process; retry later); BUSY, NOFILE (the descriptor limit; the message
+ * (500 storage_error), and so is ACCESS (a file of the data directory this
+ * process may not open: the message says "permission denied"); NOSPACE is
+ * 507 storage_full (retry once space is freed); FENCED is 503
+ * partition_fenced (the partition is reopened in process; retry later); BUSY, NOFILE (the descriptor limit; the message
  * names it) and SHUTDOWN are 503 unavailable (retry later); RANGE is 416 offset_out_of_range (the only range the API reports);
  * EOF never leaves the engine, but maps to 500 so nothing can slip through
  * unmapped. Every 503 and 507 carries Retry-After (server.c).
@@ -37,6 +38,7 @@ static const struct pulse_errmap_entry table[PULSE_STATUS_COUNT] = {
     [PULSE_FENCED] = {503, "partition_fenced"},
     [PULSE_SHUTDOWN] = {503, "unavailable"},
     [PULSE_EOF] = {500, "storage_error"},
+    [PULSE_ACCESS] = {500, "storage_error"},
 };
 
 static const struct pulse_errmap_entry fallback = {500, "storage_error"};

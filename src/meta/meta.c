@@ -666,7 +666,7 @@ static pulse_status_t open_error(const char *dir, const char *err, char *errbuf,
 {
     if (strstr(err, "Permission denied") != NULL) {
         pulse_errbuf_set(errbuf, errlen, "permission denied: %s (running as uid %u)", dir, (unsigned)geteuid());
-        return PULSE_IO;
+        return PULSE_ACCESS;
     }
     if (strncmp(err, "IO error: lock ", 15) == 0) {
         pulse_errbuf_set(errbuf, errlen, "metadata store %s is in use by another process (%s)", dir, err);

@@ -88,8 +88,9 @@ struct pulse_meta_cursor {
  * PULSE_BUSY: another process holds the store's lock (the data directory is
  * in use); PULSE_INVALID: the schema version is newer than this code;
  * PULSE_CORRUPT: a stored identity or version is malformed, or LevelDB
- * found damage (see pulse_meta_repair); PULSE_IO (a directory that may not
- * be written says "permission denied: DIR (running as uid N)").
+ * found damage (see pulse_meta_repair); PULSE_ACCESS for a directory that
+ * may not be written (errbuf: "permission denied: DIR (running as uid N)");
+ * PULSE_NOSPACE for a full file system; PULSE_IO otherwise.
  * *out is set on success only; close it with pulse_meta_close.
  */
 pulse_status_t pulse_meta_open(const char *dir, struct pulse_meta **out, char *errbuf, size_t errlen);

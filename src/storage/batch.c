@@ -287,14 +287,13 @@ pulse_status_t pulse_batch_parse_header(const uint8_t *buf, size_t len, struct p
         st = PULSE_CORRUPT;
         goto out;
     }
-    if (len - PULSE_BATCH_HEADER_SIZE < h.batch_len) {
+    /* A sane header whose batch runs past len: the header is still
+     * reported (a torn tail's header says how much was being written). */
+    *hdr = h;
+    if (len - PULSE_BATCH_HEADER_SIZE < h.batch_len)
         st = PULSE_EOF;
-        goto out;
-    }
 
 out:
-    if (st == PULSE_OK)
-        *hdr = h;
     return st;
 }
 

@@ -136,8 +136,9 @@ size_t pulse_batch_encoded_size(const struct pulse_record_in *recs, size_t n);
  * Parses and sanity-checks the 52-byte header at buf (len bytes available,
  * which may be more or less than one batch). Checks magic, version, and
  * that recordCount records could fit batchLen. Does not verify the CRC.
- * PULSE_EOF if len < 52 or len < 52 + batchLen (torn / incomplete),
- * PULSE_CORRUPT for a bad header.
+ * PULSE_EOF if len < 52 or len < 52 + batchLen (torn / incomplete; in the
+ * second case the header itself is sane and *hdr is filled all the same),
+ * PULSE_CORRUPT for a bad header (*hdr untouched).
  */
 pulse_status_t pulse_batch_parse_header(const uint8_t *buf, size_t len, struct pulse_batch_header *hdr);
 

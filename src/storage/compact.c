@@ -71,7 +71,11 @@
  * one against the batch headers and rebuilds when they do not match.
  * Readers holding the old segment keep its inode (and its bytes) until they
  * release it: the swap installs a new struct pulse_segment and drops the
- * list's reference on the old one.
+ * list's reference on the old one. A failure after the first rename (the
+ * second rename, the directory fsync, which is never retried, or the list
+ * update) fences the log: the list then no longer describes the files, and
+ * the reopen's recovery reads them as they are. A failure before it leaves
+ * everything as it was, the old segment's retirement taken back.
  *
  * Crash safety of a merge (segments F < S2 < ... < Sn, next segment base E).
  * Renaming the merged file over F while S2..Sn still exist would leave two
@@ -395,10 +399,11 @@ static pulse_status_t reader_fill(struct reader *r, size_t need)
 }
 
 /* Next verified batch: PULSE_OK with *batch and *len (valid until the next
- * call), PULSE_EOF at the end, PULSE_CORRUPT for a batch that fails
- * verification (hostile bytes: never trusted, never crashed on). */
+ * call) and *last_out (nullable) its last offset, PULSE_EOF at the end,
+ * PULSE_CORRUPT for a batch that fails verification (hostile bytes: never
+ * trusted, never crashed on). */
 static pulse_status_t reader_next(struct reader *r, const uint8_t **batch, size_t *len,
-                                  struct pulse_batch_header *hdr, uint64_t *bytes_read)
+                                  struct pulse_batch_header *hdr, int64_t *last_out, uint64_t *bytes_read)
 {
     size_t total;
     pulse_status_t st;
@@ -418,7 +423,7 @@ static pulse_status_t reader_next(struct reader *r, const uint8_t **batch, size_
     if (st != PULSE_OK)
         return st;
     *batch = r->buf + (r->pos - r->buf_pos);
-    if (pulse_batch_verify(*batch, total, hdr, NULL) != PULSE_OK)
+    if (pulse_batch_verify(*batch, total, hdr, last_out) != PULSE_OK)
         return PULSE_CORRUPT;
     *len = total;
     r->pos += total;
@@ -541,7 +546,7 @@ static pulse_status_t build_map(struct pass *p, const struct captured *caps, siz
             struct pulse_batch_iter it;
             struct pulse_record_view rec;
 
-            st = reader_next(&r, &batch, &len, &hdr, &p->bytes_read);
+            st = reader_next(&r, &batch, &len, &hdr, NULL, &p->bytes_read);
             if (st == PULSE_EOF) {
                 st = PULSE_OK;
                 break;
@@ -842,12 +847,14 @@ static pulse_status_t delete_segment(struct pass *p, struct pulse_segment *seg)
         int err = errno;
         PULSE_ERROR("compact: unlink %s failed: %s", seg->index_path, strerror(err));
         st = pulse_status_from_errno(err);
+        pulse_segment_unretire(seg); /* still listed, its path unchanged */
         goto out;
     }
     if (io->unlink(io, seg->log_path) < 0) {
         int err = errno;
         PULSE_ERROR("compact: unlink %s failed: %s", seg->log_path, strerror(err));
         st = pulse_status_from_errno(err);
+        pulse_segment_unretire(seg); /* as above: the data file is still there */
         goto out;
     }
     pthread_mutex_lock(&plog->list_lock);
@@ -866,7 +873,11 @@ out:
     return st;
 }
 
-/* Makes the pass's deletions durable (see delete_segment). */
+/* Makes the pass's deletions durable (see delete_segment). A failed
+ * directory fsync fences the log, as any failed sync of it does: it is
+ * never retried (after a failure the directory's state on disk is
+ * unknown, and a second fsync may report success over the lost entries);
+ * the reopen's recovery reads the directory as it really is. */
 static pulse_status_t sync_deletions(struct pass *p)
 {
     const struct pulse_io *io = p->plog->io;
@@ -877,6 +888,7 @@ static pulse_status_t sync_deletions(struct pass *p)
     if (io->fsync_dir(io, p->plog->dir) < 0) {
         int err = errno;
         PULSE_ERROR("compact: fsync directory %s failed: %s", p->plog->dir, strerror(err));
+        pulse_plog_fence(p->plog, "compact", "directory fsync");
         return pulse_status_from_errno(err);
     }
     return PULSE_OK;
@@ -926,6 +938,7 @@ static pulse_status_t swap_in(struct pass *p, struct pulse_segment *seg, struct 
     struct pulse_plog *plog = p->plog;
     const struct pulse_io *io = plog->io;
     struct pulse_segment *nseg = NULL;
+    const char *what = "rename of a rewritten index";
     size_t at;
     pulse_status_t st = PULSE_OK;
 
@@ -949,27 +962,35 @@ static pulse_status_t swap_in(struct pass *p, struct pulse_segment *seg, struct 
         int err = errno;
         PULSE_ERROR("compact: rename %s -> %s failed: %s", dpath, seg->log_path, strerror(err));
         st = pulse_status_from_errno(err);
+        pulse_segment_unretire(seg); /* nothing was swapped */
         goto out;
     }
     *renamed_out = true;
     pulse_failpoint("compact_between_renames");
     /* From here on the old struct keeps serving the old inode, whose bytes
      * are a superset of the new file's, so a failure below never makes a
-     * read wrong; recovery sorts out the files. */
+     * read wrong; but the list no longer describes the directory (the path
+     * names the new file, the struct the old one), so any failure fences
+     * the log and its reopen's recovery sorts out the files, as after a
+     * failed merge. */
     if (io->rename(io, ipath, seg->index_path) < 0) {
         int err = errno;
-        PULSE_ERROR("compact: rename %s -> %s failed: %s (the index is rebuilt at the next open)", ipath,
+        PULSE_ERROR("compact: rename %s -> %s failed: %s (the index is rebuilt when the log is reopened)", ipath,
                     seg->index_path, strerror(err));
         st = pulse_status_from_errno(err);
         goto out;
     }
     pulse_failpoint("compact_before_dir_fsync");
+    what = "directory fsync";
     if (io->fsync_dir(io, plog->dir) < 0) {
         int err = errno;
+        /* Never retried (see sync_deletions): which name survives a crash
+         * is unknown now. */
         PULSE_ERROR("compact: fsync directory %s failed: %s", plog->dir, strerror(err));
         st = pulse_status_from_errno(err);
         goto out;
     }
+    what = "segment list update after a rewrite";
     st = pulse_segment_open(io, plog->fdcache, plog->dir, seg->base, false, &nseg);
     if (st != PULSE_OK)
         goto out;
@@ -992,6 +1013,8 @@ static pulse_status_t swap_in(struct pass *p, struct pulse_segment *seg, struct 
     nseg = NULL;
     pulse_segment_release(seg); /* the list's old reference */
 out:
+    if (st != PULSE_OK && *renamed_out)
+        pulse_plog_fence(plog, "compact", what);
     pthread_mutex_unlock(&plog->wlock);
     pulse_segment_release(nseg);
     return st;
@@ -1016,21 +1039,21 @@ static char *merge_path(const char *dir, int64_t first, int64_t end)
  * Fences the log after a merge failed part way through its file steps: the
  * directory then holds a state only recovery resolves (it completes the
  * merge), while the segment list still describes the old files. As after a
- * failed write (plog.c, fence_locked), nothing may change the log until it
- * is reopened; readers keep their segments, whose inodes still hold the old
- * bytes. Caller holds wlock (lock order wlock -> sync_lock).
+ * failed write, nothing may change the log until it is reopened; readers
+ * keep their segments, whose inodes still hold the old bytes.
  */
 static void fence_after_merge(struct pulse_plog *plog, const char *what)
 {
-    pthread_mutex_lock(&plog->sync_lock);
-    if (!atomic_load(&plog->fenced)) {
-        atomic_store(&plog->fenced, true);
-        PULSE_ERROR("compact %s: fenced after a failed %s during a merge; appends are refused until the log is "
-                    "reopened, and recovery then completes the merge",
-                    plog->dir, what);
-    }
-    pthread_cond_broadcast(&plog->sync_cond);
-    pthread_mutex_unlock(&plog->sync_lock);
+    PULSE_ERROR("compact %s: a merge failed at its %s; recovery completes it when the log is reopened", plog->dir,
+                what);
+    pulse_plog_fence(plog, "compact", what);
+}
+
+/* Takes the retirement of the first n segments back (see merge_files). */
+static void unretire(const struct captured *const *mem, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        pulse_segment_unretire(mem[k]->seg);
 }
 
 static int io_fail(const char *op, const char *path, int err)
@@ -1058,12 +1081,15 @@ static pulse_status_t merge_files(const struct pulse_io *io, const char *dir, co
     *what_out = "retire";
     for (size_t k = 0; k < n; k++) {
         pulse_status_t st = pulse_segment_retire(mem[k]->seg);
-        if (st != PULSE_OK)
+        if (st != PULSE_OK) {
+            unretire(mem, k); /* nothing changed: they stay listed */
             return st;
+        }
     }
     if (io->rename(io, dpath, mpath) < 0) {
         err = io_fail("rename", mpath, errno);
         *what_out = "rename";
+        unretire(mem, n);
         goto out;
     }
     *named_out = true;
@@ -1287,7 +1313,7 @@ static pulse_status_t evaluate(struct pass *p, const struct captured *cap, const
         struct pulse_batch_iter it;
         struct pulse_record_view rec;
 
-        st = reader_next(&r, &batch, &len, &hdr, &p->bytes_read);
+        st = reader_next(&r, &batch, &len, &hdr, NULL, &p->bytes_read);
         if (st == PULSE_EOF) {
             st = PULSE_OK;
             break;
@@ -1401,7 +1427,7 @@ static pulse_status_t write_group(struct pass *p, const struct group *g, struct 
             struct pulse_batch_iter it;
             struct pulse_record_view rec;
 
-            st = reader_next(&r, &batch, &len, &hdr, &p->bytes_read);
+            st = reader_next(&r, &batch, &len, &hdr, NULL, &p->bytes_read);
             if (st == PULSE_EOF) {
                 st = PULSE_OK;
                 break;
@@ -1910,7 +1936,7 @@ static pulse_status_t verify_merge_file(const struct pulse_io *io, const char *p
         struct pulse_batch_header hdr;
         int64_t last = 0;
 
-        st = reader_next(&r, &batch, &len, &hdr, &ignored);
+        st = reader_next(&r, &batch, &len, &hdr, &last, &ignored);
         if (st == PULSE_EOF) {
             st = PULSE_OK;
             *ok_out = batches > 0;
@@ -1923,7 +1949,7 @@ static pulse_status_t verify_merge_file(const struct pulse_io *io, const char *p
         }
         if (st != PULSE_OK)
             break;
-        if (pulse_batch_verify(batch, len, &hdr, &last) != PULSE_OK || hdr.base_offset < next || last >= end) {
+        if (hdr.base_offset < next || last >= end) {
             *why = "offsets outside the merged range";
             break;
         }

@@ -93,16 +93,21 @@ void pulse_compact_destroy(struct pulse_compact *comp);
  * a bad config; PULSE_FENCED when the log is fenced; PULSE_IO/PULSE_NOSPACE
  * for a failed temp write, sync, rename, unlink or directory fsync (temps
  * are removed; what was committed before stays committed, and a failure
- * between the renames leaves files that recovery accepts; a failure part way
- * through a merge also fences the log, whose reopening lets recovery finish
- * the merge: see pulse_compact_finish_merges); PULSE_NOMEM;
+ * between the renames leaves files that recovery accepts; a failed
+ * directory fsync fences the log, since it is never retried, and so does
+ * any failure after a rewrite's first rename (the list no longer describes
+ * the files) or part way through a merge, whose reopening lets recovery
+ * finish the merge: see pulse_compact_finish_merges); PULSE_NOMEM;
  * PULSE_TOO_LARGE when even the finest key slice does not fit max_keys.
  * Corrupt batches are not an error: a segment holding one is left untouched.
  *
  * Thread: the log's maintenance thread; never two passes on one log at once,
  * and not concurrently with pulse_plog_trim of the same log (retention and
- * compaction share one maintenance loop). Appends, syncs and reads may run
- * meanwhile. Locks: takes the segment-list lock briefly to capture the
+ * compaction share one maintenance loop). Appends, syncs, reads,
+ * checkpoints (the syncer) and an in-process reopen (the heal thread) may
+ * run meanwhile: every commit checks under the writer lock that the
+ * segments it replaces are still listed (a reopen lists new ones) and does
+ * nothing otherwise. Locks: takes the segment-list lock briefly to capture the
  * segment list, and the writer lock (then the list lock inside it) only for
  * each commit or deletion (a merge holds it for its renames, unlinks and
  * three directory fsyncs); no lock is held while reading or writing temp

@@ -13,7 +13,9 @@
  * another thread's cache hit.
  *
  * A miss marks the file "opening" so that a second pinner of the same file
- * waits for the first open() instead of opening it twice.
+ * waits for the first open() instead of opening it twice. The descriptor a
+ * miss opens is checked against the identity the file had first (fstat
+ * outside the mutex, compared under it).
  */
 #include "storage/fdcache.h"
 
@@ -194,13 +196,30 @@ void pulse_fdc_file_fini(struct pulse_fdc_file *f)
     f->cache = NULL;
 }
 
+/* Under mu: whether id (got_id false: unknown) may be the file's. The
+ * first known identity is remembered. */
+static bool same_file(struct pulse_fdc_file *f, bool got_id, const struct pulse_file_id *id)
+{
+    if (!got_id)
+        return true;
+    if (!f->have_id) {
+        f->id = *id;
+        f->have_id = true;
+        return true;
+    }
+    return f->id.dev == id->dev && f->id.ino == id->ino;
+}
+
 void pulse_fdc_adopt(struct pulse_fdc_file *f, int fd)
 {
     struct pulse_fdcache *c = f->cache;
+    struct pulse_file_id id = {0, 0};
+    bool got_id = f->io->file_id(f->io, fd, &id) == 0;
 
     pthread_mutex_lock(&c->mu);
-    if (f->fd >= 0 || f->opening) {
-        /* Open already (or being opened): the same file, keep that one. */
+    if (f->fd >= 0 || f->opening || !same_file(f, got_id, &id)) {
+        /* Open already (or being opened): the same file, keep that one.
+         * Or another file than the one this was: never adopted. */
         pthread_mutex_unlock(&c->mu);
         f->io->close(f->io, fd);
         return;
@@ -264,9 +283,20 @@ pulse_status_t pulse_fdc_pin(struct pulse_fdc_file *f, int *fd_out)
     pthread_mutex_unlock(&c->mu);
     close_victims(v, n);
     fd = open_file(c, f, &err);
+    struct pulse_file_id id = {0, 0};
+    bool got_id = fd >= 0 && f->io->file_id(f->io, fd, &id) == 0;
     pthread_mutex_lock(&c->mu);
     f->opening = false;
     pthread_cond_broadcast(&c->opened);
+    if (fd >= 0 && !same_file(f, got_id, &id)) {
+        size_t open = --c->open;
+        pthread_mutex_unlock(&c->mu);
+        f->io->close(f->io, fd);
+        PULSE_ERROR_RL("fdcache: %s names another file than the one opened there before (it was replaced); not "
+                       "reading it in that one's place (%zu segment files open)",
+                       f->path, open);
+        return PULSE_IO;
+    }
     if (fd < 0) {
         size_t open = --c->open;
         pthread_mutex_unlock(&c->mu);
@@ -337,6 +367,19 @@ void pulse_fdc_close_idle(struct pulse_fdc_file *f)
     pthread_mutex_unlock(&c->mu);
     if (fd >= 0)
         f->io->close(f->io, fd);
+}
+
+void pulse_fdc_unretire(struct pulse_fdc_file *f)
+{
+    struct pulse_fdcache *c = f->cache;
+
+    pthread_mutex_lock(&c->mu);
+    if (!f->retired) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    f->retired = false;
+    settle_unlock(c, f, false);
 }
 
 pulse_status_t pulse_fdc_retire(struct pulse_fdc_file *f)

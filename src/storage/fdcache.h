@@ -22,6 +22,12 @@
  *              descriptor stays open until the file is finalised, so
  *              readers still holding the segment read the old inode; it is
  *              never reopened by path.
+ * A file remembers the identity (device and inode) of the first descriptor
+ * it had. Reopening it by path after it was closed checks that the path
+ * still names that file: should it have been replaced meanwhile (a
+ * compaction swapped a new file in while the retirement that should have
+ * kept the old one open failed), the pin fails instead of reading the new
+ * file's bytes at the old file's positions, which would look like damage.
  * Pinned, dirty and retired files count against the capacity but are never
  * evicted; the cache then runs over capacity until they become idle again,
  * and closes idle files as soon as it is back under it (least recently used
@@ -41,8 +47,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
-
-struct pulse_io;
+#include "storage/io.h"
 struct pulse_fdcache;
 
 #define PULSE_FDCACHE_DEFAULT_CAPACITY 1024u
@@ -61,6 +66,8 @@ struct pulse_fdc_file {
     bool opening;  /* an open() of it is in flight outside the mutex */
     bool dirty;
     bool retired;
+    bool have_id;  /* id is the file's identity, from its first descriptor */
+    struct pulse_file_id id;
     uint64_t ticket; /* counts pulse_fdc_dirty calls */
     struct pulse_fdc_file *prev, *next; /* LRU of idle files (newest first) */
 };
@@ -96,8 +103,8 @@ void pulse_fdc_adopt(struct pulse_fdc_file *f, int fd);
 /* Pins the file, opening it (O_RDWR, never O_CREAT) when closed, and
  * returns its descriptor, valid until the matching pulse_fdc_unpin.
  * PULSE_NOFILE when the process is out of descriptors even after closing
- * idle files; PULSE_IO (ENOENT included: a segment file vanished),
- * logged. */
+ * idle files; PULSE_IO (ENOENT included: a segment file vanished; or the
+ * path names another file than the one first opened), logged. */
 pulse_status_t pulse_fdc_pin(struct pulse_fdc_file *f, int *fd_out);
 void pulse_fdc_unpin(struct pulse_fdc_file *f);
 
@@ -117,5 +124,10 @@ void pulse_fdc_close_idle(struct pulse_fdc_file *f);
  * others may still read it. PULSE_NOFILE / PULSE_IO as pulse_fdc_pin (the
  * caller must then not unlink or replace the path). Idempotent. */
 pulse_status_t pulse_fdc_retire(struct pulse_fdc_file *f);
+
+/* Takes a retirement back when the unlink or rename it was for did not
+ * happen after all (it failed first): the path still names the file, and
+ * its descriptor may be closed again. Only the retirer may call it. */
+void pulse_fdc_unretire(struct pulse_fdc_file *f);
 
 #endif

@@ -102,6 +102,12 @@ void pulse_index_encode_entry(const struct pulse_index_entry *e, uint8_t out[PUL
     pulse_put_be32(out + 4, e->rel_pos);
 }
 
+void pulse_index_decode_entry(const uint8_t in[PULSE_INDEX_ENTRY_SIZE], struct pulse_index_entry *e)
+{
+    e->rel_offset = pulse_get_be32(in);
+    e->rel_pos = pulse_get_be32(in + 4);
+}
+
 pulse_status_t pulse_index_decode(struct pulse_index *idx, const uint8_t *buf, size_t len, bool *clean_out)
 {
     size_t whole = len / PULSE_INDEX_ENTRY_SIZE;
@@ -116,8 +122,9 @@ pulse_status_t pulse_index_decode(struct pulse_index *idx, const uint8_t *buf, s
     if (st != PULSE_OK)
         goto out;
     for (size_t i = 0; i < whole; i++) {
-        const uint8_t *p = buf + i * PULSE_INDEX_ENTRY_SIZE;
-        if (pulse_index_append(idx, pulse_get_be32(p), pulse_get_be32(p + 4)) != PULSE_OK) {
+        struct pulse_index_entry e;
+        pulse_index_decode_entry(buf + i * PULSE_INDEX_ENTRY_SIZE, &e);
+        if (pulse_index_append(idx, e.rel_offset, e.rel_pos) != PULSE_OK) {
             clean = false;
             break;
         }

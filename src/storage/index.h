@@ -51,6 +51,8 @@ bool pulse_index_lookup(const struct pulse_index *idx, uint32_t rel_target, stru
 
 /* Serializes entry i (big-endian) into out[8]. */
 void pulse_index_encode_entry(const struct pulse_index_entry *e, uint8_t out[PULSE_INDEX_ENTRY_SIZE]);
+/* Parses one entry from in[8] (any bytes: the caller judges the values). */
+void pulse_index_decode_entry(const uint8_t in[PULSE_INDEX_ENTRY_SIZE], struct pulse_index_entry *e);
 
 /* Parses an index file image (hostile bytes). Loads the longest prefix of
  * whole entries that is strictly increasing in both fields into idx (which

@@ -82,6 +82,17 @@ static int posix_fsize(const struct pulse_io *io, int fd, uint64_t *size_out)
     return 0;
 }
 
+static int posix_file_id(const struct pulse_io *io, int fd, struct pulse_file_id *id_out)
+{
+    (void)io;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -1;
+    id_out->dev = (uint64_t)st.st_dev;
+    id_out->ino = (uint64_t)st.st_ino;
+    return 0;
+}
+
 static int posix_rename(const struct pulse_io *io, const char *from, const char *to)
 {
     (void)io;
@@ -122,6 +133,7 @@ static const struct pulse_io posix_io = {
     .fsync = posix_fsync,
     .ftruncate = posix_ftruncate,
     .fsize = posix_fsize,
+    .file_id = posix_file_id,
     .rename = posix_rename,
     .unlink = posix_unlink,
     .mkdir = posix_mkdir,

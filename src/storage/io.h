@@ -20,6 +20,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Which file a descriptor refers to (see pulse_io.file_id). */
+struct pulse_file_id {
+    uint64_t dev;
+    uint64_t ino;
+};
+
 struct pulse_io {
     int (*open)(const struct pulse_io *io, const char *path, int flags, mode_t mode);
     int (*close)(const struct pulse_io *io, int fd);
@@ -29,6 +35,9 @@ struct pulse_io {
     int (*fsync)(const struct pulse_io *io, int fd);
     int (*ftruncate)(const struct pulse_io *io, int fd, off_t len);
     int (*fsize)(const struct pulse_io *io, int fd, uint64_t *size_out);
+    /* The identity of the open file (st_dev, st_ino): two descriptors with
+     * the same identity read the same file. */
+    int (*file_id)(const struct pulse_io *io, int fd, struct pulse_file_id *id_out);
     int (*rename)(const struct pulse_io *io, const char *from, const char *to);
     int (*unlink)(const struct pulse_io *io, const char *path);
     int (*mkdir)(const struct pulse_io *io, const char *path, mode_t mode);

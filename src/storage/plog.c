@@ -72,6 +72,7 @@ void pulse_plog_config_init(struct pulse_plog_config *cfg)
     cfg->fdcache = NULL;
     cfg->sync_observer = NULL;
     cfg->sync_observer_arg = NULL;
+    cfg->checkpoint_interval_ms = 1000;
 }
 
 static void store_max_u64(_Atomic uint64_t *a, uint64_t v)
@@ -107,38 +108,56 @@ static void observe(struct pulse_plog *plog, int64_t t0, bool ok)
         plog->cfg.sync_observer(plog->cfg.sync_observer_arg, pulse_clock_mono_us() - t0, ok);
 }
 
-/*
- * Fences the log after a failed write or sync. Caller holds wlock. When
- * truncate is set (a write failed), the active file is cut back to its
- * durable size so no partial batch stays behind; this happens under
- * sync_lock, so a leader either published before (and the cut keeps its
- * bytes) or sees fenced and publishes nothing.
- */
-static void fence_locked(struct pulse_plog *plog, struct pulse_segment *seg, const char *what, bool truncate)
+/* Sets fenced (under sync_lock, so that no sync leader publishes HW after
+ * it) and wakes the waiters. Returns the durable size of seg (nullable) as
+ * of the fence: it cannot grow any more. */
+static uint64_t set_fenced(struct pulse_plog *plog, struct pulse_segment *seg, const char *who, const char *what)
 {
+    uint64_t durable = 0;
+
     pthread_mutex_lock(&plog->sync_lock);
     if (!atomic_load(&plog->fenced)) {
         atomic_store(&plog->fenced, true);
-        PULSE_ERROR("plog %s: fenced after a failed %s; appends are refused until the log is reopened", plog->dir,
-                    what);
+        PULSE_ERROR("%s %s: fenced after a failed %s; appends are refused until the log is reopened", who,
+                    plog->dir, what);
     }
-    if (truncate && seg != NULL) {
-        uint64_t durable = atomic_load_explicit(&seg->durable_size, memory_order_relaxed);
-        int fd;
-        /* Should the cut fail, pulse_plog_reopen cuts again before anything
-         * else touches the file. */
-        if (pulse_segment_pin(seg, &fd) == PULSE_OK) {
-            if (plog->io->ftruncate(plog->io, fd, (off_t)durable) < 0) {
-                int err = errno;
-                PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable,
-                            strerror(err));
-            }
-            pulse_segment_unpin(seg);
-        }
-        atomic_store_explicit(&seg->size, durable, memory_order_release);
-    }
+    if (seg != NULL)
+        durable = atomic_load_explicit(&seg->durable_size, memory_order_relaxed);
     pthread_cond_broadcast(&plog->sync_cond);
     pthread_mutex_unlock(&plog->sync_lock);
+    return durable;
+}
+
+void pulse_plog_fence(struct pulse_plog *plog, const char *who, const char *what)
+{
+    (void)set_fenced(plog, NULL, who, what);
+}
+
+/*
+ * Fences the log after a failed write or sync. Caller holds wlock. When
+ * truncate is set (a write failed), the active file is cut back to its
+ * durable size so no partial batch stays behind. The cut comes after the
+ * fence, outside sync_lock: from the fence on no leader publishes, so the
+ * durable size read with it is final, and a leader still in its fdatasync
+ * only syncs bytes nobody will count.
+ */
+static void fence_locked(struct pulse_plog *plog, struct pulse_segment *seg, const char *what, bool truncate)
+{
+    uint64_t durable = set_fenced(plog, seg, "plog", what);
+    int fd;
+
+    if (!truncate || seg == NULL)
+        return;
+    /* Should the cut fail, pulse_plog_reopen cuts again before anything
+     * else touches the file. */
+    if (pulse_segment_pin(seg, &fd) == PULSE_OK) {
+        if (plog->io->ftruncate(plog->io, fd, (off_t)durable) < 0) {
+            int err = errno;
+            PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable, strerror(err));
+        }
+        pulse_segment_unpin(seg);
+    }
+    atomic_store_explicit(&seg->size, durable, memory_order_release);
 }
 
 /*
@@ -165,25 +184,69 @@ static pulse_status_t undo_write_locked(struct pulse_plog *plog, struct pulse_se
     return why;
 }
 
-/* Writes the snapshot describing the durable state. Caller holds wlock.
- * A failed snapshot write is logged but not fatal: the snapshot is only a
- * shortcut and a stale or missing one sends recovery to the full scan. */
+/*
+ * The durable state as a snapshot: HW, the active segment and its durable
+ * size, read together under sync_lock. A rotation in between (seg is then
+ * the sealed one) gives a state that is just as true: the old segment
+ * durable whole, HW at the new base. False when the log is fenced (its
+ * state is about to change) or the state cannot be a snapshot.
+ * Locks: list_lock, then sync_lock, briefly.
+ */
+static bool durable_state(struct pulse_plog *plog, struct pulse_snapshot *snap)
+{
+    struct pulse_segment *seg;
+    bool ok;
+
+    pthread_mutex_lock(&plog->list_lock);
+    seg = plog->segs[plog->nsegs - 1];
+    pulse_segment_acquire(seg);
+    pthread_mutex_unlock(&plog->list_lock);
+    pthread_mutex_lock(&plog->sync_lock);
+    ok = !atomic_load(&plog->fenced);
+    snap->leo = atomic_load(&plog->hw);
+    snap->active_base = seg->base;
+    snap->active_size = (int64_t)atomic_load(&seg->durable_size);
+    snap->active_next = snap->leo;
+    pthread_mutex_unlock(&plog->sync_lock);
+    pulse_segment_release(seg);
+    /* Cannot happen unfenced: rotation publishes HW = new base. */
+    return ok && snap->leo >= snap->active_base;
+}
+
+static bool snap_equal(const struct pulse_snapshot *a, const struct pulse_snapshot *b)
+{
+    return a->leo == b->leo && a->active_base == b->active_base && a->active_size == b->active_size &&
+           a->active_next == b->active_next;
+}
+
+/* Writes snap and remembers it. Caller holds snap_lock. */
+static pulse_status_t put_snapshot(struct pulse_plog *plog, const struct pulse_snapshot *snap)
+{
+    pulse_status_t st = pulse_snapshot_write(plog->io, plog->dir, snap);
+
+    if (st == PULSE_OK) {
+        plog->last_snap = *snap;
+        plog->last_snap_us = pulse_clock_mono_us();
+        atomic_store(&plog->snap_hw, snap->leo);
+    }
+    return st;
+}
+
+/* Writes the snapshot describing the durable state. Caller holds wlock
+ * (rotation, trim, close). A failed snapshot write is logged but not
+ * fatal: the snapshot is a shortcut and a checkpoint, and a stale or
+ * missing one costs a full scan and the proof of the newest data (see
+ * pulse_plog_checkpoint). */
 static pulse_status_t write_snapshot_locked(struct pulse_plog *plog)
 {
-    struct pulse_segment *seg = active_seg(plog);
     struct pulse_snapshot snap;
+    pulse_status_t st = PULSE_FENCED;
 
-    if (atomic_load(&plog->fenced))
-        return PULSE_FENCED;
-    pthread_mutex_lock(&plog->sync_lock);
-    snap.leo = atomic_load(&plog->hw);
-    snap.active_base = seg->base;
-    snap.active_size = (int64_t)atomic_load(&seg->durable_size);
-    snap.active_next = snap.leo;
-    pthread_mutex_unlock(&plog->sync_lock);
-    if (snap.leo < snap.active_base)
-        return PULSE_OK; /* cannot happen unfenced: rotation publishes HW = new base */
-    return pulse_snapshot_write(plog->io, plog->dir, &snap);
+    pthread_mutex_lock(&plog->snap_lock);
+    if (durable_state(plog, &snap))
+        st = put_snapshot(plog, &snap);
+    pthread_mutex_unlock(&plog->snap_lock);
+    return st;
 }
 
 /* Appends seg to the list. Caller holds wlock. */
@@ -297,8 +360,9 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     observe(plog, t0, true);
     atomic_fetch_add(&plog->syncs, 1);
     store_max_size(&old->index_synced, idx_n);
-    /* Synced: its data descriptor may go back to the cache. */
+    /* Synced: its descriptors may go back to the cache. */
     pulse_fdc_clean(&old->data, old->dirty_ticket);
+    pulse_fdc_clean(&old->idx, old->idx_dirty_ticket);
     pthread_mutex_lock(&plog->sync_lock);
     if (!atomic_load(&plog->fenced)) {
         store_max_u64(&old->durable_size, atomic_load_explicit(&old->size, memory_order_relaxed));
@@ -391,7 +455,7 @@ static void number_unit(uint8_t *buf, size_t len, int64_t base)
 }
 
 pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out,
-                                       int64_t *end_out)
+                                       int64_t *end_out, uint64_t *epoch_out)
 {
     struct pulse_segment *seg;
     uint64_t records = 0;
@@ -485,6 +549,10 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
     *base_out = base;
     if (end_out != NULL)
         *end_out = base + (int64_t)records;
+    /* Under wlock, which a reopen holds while it moves the epoch: this is
+     * the epoch the bytes were written in. */
+    if (epoch_out != NULL)
+        *epoch_out = atomic_load(&plog->epoch);
     st = PULSE_OK;
 out:
     if (pinned != NULL)
@@ -616,10 +684,11 @@ pulse_status_t pulse_plog_sync(struct pulse_plog *plog)
 pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out)
 {
     int64_t base = 0, end = 0;
-    uint64_t epoch = pulse_plog_epoch(plog);
+    uint64_t epoch = 0;
     pulse_status_t st;
+    enum pulse_plog_fate fate;
 
-    st = pulse_plog_append_async(plog, batch, len, &base, &end);
+    st = pulse_plog_append_async(plog, batch, len, &base, &end, &epoch);
     if (st != PULSE_OK)
         return st;
     if (plog->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE) {
@@ -631,13 +700,41 @@ pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t
         if (since >= (int64_t)plog->cfg.sync_interval_ms * 1000)
             st = pulse_plog_wait_durable(plog, end);
     }
-    /* A reopen in between discarded the batch; HW may have passed its end
-     * with other data (see "Epochs" in plog.h). */
-    if (st == PULSE_OK && pulse_plog_epoch(plog) != epoch)
+    /* Whatever the wait said, the epoch rule decides (see "Epochs" in
+     * plog.h): after a reopen HW may pass the end of a batch that the
+     * reopen discarded, and a batch durable before a reopen stays so. */
+    fate = pulse_plog_fate(plog, epoch, end);
+    if (fate == PULSE_PLOG_DURABLE)
+        st = PULSE_OK;
+    else if (fate == PULSE_PLOG_LOST && st == PULSE_OK)
         st = PULSE_FENCED;
     if (st == PULSE_OK)
         *base_out = base;
     return st;
+}
+
+enum pulse_plog_fate pulse_plog_fate(struct pulse_plog *plog, uint64_t epoch, int64_t end)
+{
+    enum pulse_plog_fate fate;
+    uint64_t cur;
+
+    pthread_mutex_lock(&plog->sync_lock);
+    cur = atomic_load(&plog->epoch);
+    if (epoch == cur) {
+        /* Fenced and short of HW: no sync publishes any more in this
+         * epoch, and the reopen that ends it cuts everything past HW. */
+        if (atomic_load(&plog->hw) >= end)
+            fate = PULSE_PLOG_DURABLE;
+        else
+            fate = atomic_load(&plog->fenced) ? PULSE_PLOG_LOST : PULSE_PLOG_PENDING;
+    } else {
+        const struct pulse_plog_epoch_end *e = &plog->ended[epoch % PULSE_PLOG_EPOCHS_KEPT];
+        /* An epoch too old to be remembered counts as lost: it is only
+         * known that it ended. */
+        fate = epoch < cur && e->epoch == epoch && e->hw >= end ? PULSE_PLOG_DURABLE : PULSE_PLOG_LOST;
+    }
+    pthread_mutex_unlock(&plog->sync_lock);
+    return fate;
 }
 
 bool pulse_plog_needs_sync(const struct pulse_plog *plog)
@@ -669,6 +766,78 @@ bool pulse_plog_fenced(const struct pulse_plog *plog)
 uint64_t pulse_plog_epoch(const struct pulse_plog *plog)
 {
     return atomic_load(&plog->epoch);
+}
+
+/*
+ * Syncs the index entries the active segment got so far and marks its
+ * index file clean, so that the descriptor cache may close it again (a
+ * file with unsynced bytes is never closed: fdcache.h). The commit path
+ * leaves the active index unsynced (see lead_sync); without this it would
+ * stay open until the segment is sealed. A failed fdatasync fences the
+ * log, as for any other file of it (never retried). Locks: wlock briefly,
+ * not held during the sync.
+ */
+static pulse_status_t sync_active_index(struct pulse_plog *plog)
+{
+    struct pulse_segment *seg;
+    size_t n;
+    uint64_t ticket;
+    bool failed = false;
+    pulse_status_t st;
+
+    pthread_mutex_lock(&plog->wlock);
+    seg = active_seg(plog);
+    n = seg->index_written;
+    ticket = seg->idx_dirty_ticket;
+    if (n > atomic_load(&seg->index_synced))
+        pulse_segment_acquire(seg);
+    else
+        seg = NULL;
+    pthread_mutex_unlock(&plog->wlock);
+    if (seg == NULL)
+        return PULSE_OK;
+    st = pin_and_sync(plog, &seg->idx, &failed);
+    if (st == PULSE_OK) {
+        store_max_size(&seg->index_synced, n);
+        pulse_fdc_clean(&seg->idx, ticket);
+    } else if (failed) {
+        pulse_plog_fence(plog, "plog", "index fdatasync");
+    }
+    pulse_segment_release(seg);
+    return st;
+}
+
+pulse_status_t pulse_plog_checkpoint(struct pulse_plog *plog, int64_t *due_out)
+{
+    struct pulse_snapshot snap;
+    int64_t now = pulse_clock_mono_us();
+    int64_t due = INT64_MAX;
+    bool moved;
+    pulse_status_t st = PULSE_OK;
+
+    /* The durable end moves with HW (a sync publishes both; a rotation and
+     * a reopen write or keep a snapshot of their own). */
+    if (atomic_load(&plog->hw) == atomic_load(&plog->snap_hw))
+        goto out;
+    pthread_mutex_lock(&plog->snap_lock);
+    moved = durable_state(plog, &snap) && !snap_equal(&snap, &plog->last_snap);
+    if (moved)
+        due = plog->last_snap_us + (int64_t)plog->cfg.checkpoint_interval_ms * 1000;
+    pthread_mutex_unlock(&plog->snap_lock);
+    if (!moved || now < due)
+        goto out;
+    due = INT64_MAX;
+    /* Not needed for the proof (recovery checks every entry anyway), but
+     * this is the one place that releases the active index descriptor. */
+    (void)sync_active_index(plog);
+    pthread_mutex_lock(&plog->snap_lock);
+    if (durable_state(plog, &snap) && !snap_equal(&snap, &plog->last_snap))
+        st = put_snapshot(plog, &snap);
+    pthread_mutex_unlock(&plog->snap_lock);
+out:
+    if (due_out != NULL)
+        *due_out = due;
+    return st;
 }
 
 /* ---- damaged ranges --------------------------------------------------- */
@@ -1397,7 +1566,7 @@ out:
     return st;
 }
 
-pulse_status_t pulse_plog_trim(struct pulse_plog *plog, size_t count, size_t *removed_out)
+pulse_status_t pulse_plog_trim(struct pulse_plog *plog, int64_t keep_from, size_t *removed_out)
 {
     struct pulse_segment **gone = NULL;
     size_t n = 0;
@@ -1408,7 +1577,18 @@ pulse_status_t pulse_plog_trim(struct pulse_plog *plog, size_t count, size_t *re
         st = PULSE_FENCED;
         goto out;
     }
-    n = count < plog->nsegs - 1 ? count : plog->nsegs - 1;
+    /* The segments before the one that starts at keep_from, as planned.
+     * When no segment starts there any more (a reopen or a compaction
+     * merge changed the list since the caller looked), the first one kept
+     * would start earlier and hold offsets the plan never chose: refuse. */
+    while (n < plog->nsegs && plog->segs[n]->base < keep_from)
+        n++;
+    if (n == plog->nsegs || plog->segs[n]->base != keep_from) {
+        if (n > 0)
+            st = PULSE_BUSY;
+        n = 0;
+        goto out;
+    }
     if (n == 0)
         goto out;
     gone = pulse_calloc(n, sizeof *gone);
@@ -1506,6 +1686,7 @@ static void plog_free(struct pulse_plog *plog)
     pthread_mutex_destroy(&plog->wlock);
     pthread_mutex_destroy(&plog->list_lock);
     pthread_mutex_destroy(&plog->sync_lock);
+    pthread_mutex_destroy(&plog->snap_lock);
     pthread_cond_destroy(&plog->sync_cond);
     pulse_free(plog->dir);
     pulse_free(plog);
@@ -1515,7 +1696,7 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
                                struct pulse_plog_recovery *rec_out)
 {
     struct pulse_plog *plog = NULL;
-    struct pulse_recover_result res = {NULL, 0, 0, NULL, 0};
+    struct pulse_recover_result res = {.segs = NULL};
     struct pulse_plog_recovery rec;
     const struct pulse_io *io;
     pulse_status_t st = PULSE_OK;
@@ -1536,7 +1717,10 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     pthread_mutex_init(&plog->wlock, NULL);
     pthread_mutex_init(&plog->list_lock, NULL);
     pthread_mutex_init(&plog->sync_lock, NULL);
+    pthread_mutex_init(&plog->snap_lock, NULL);
     pthread_cond_init(&plog->sync_cond, NULL);
+    for (size_t i = 0; i < PULSE_PLOG_EPOCHS_KEPT; i++)
+        plog->ended[i].epoch = UINT64_MAX;
     plog->cfg = *cfg;
     plog->cfg.io = io;
     plog->io = io;
@@ -1555,13 +1739,18 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     st = mkdir_p(io, dir);
     if (st != PULSE_OK)
         goto out;
-    st = pulse_recover_run(io, plog->fdcache, dir, cfg->index_interval_bytes, &res, &rec);
+    st = pulse_recover_run(io, plog->fdcache, dir, cfg->index_interval_bytes, NULL, &res, &rec);
     if (st != PULSE_OK)
         goto out;
     plog->segs = res.segs;
     plog->nsegs = res.n;
     plog->cap = res.n;
     res.segs = NULL;
+    /* What the snapshot file says: a checkpoint is owed once the durable
+     * state differs. Without one, only an empty log needs no proof. */
+    if (res.have_snap)
+        plog->last_snap = res.snap;
+    atomic_init(&plog->snap_hw, plog->last_snap.leo);
     plog->damage = dset_from(&res);
     if (plog->damage == NULL) {
         st = PULSE_NOMEM;
@@ -1669,27 +1858,49 @@ static void install_recovered_locked(struct pulse_plog *plog, struct pulse_recov
     res->segs = NULL;
     res->n = 0;
     pthread_mutex_lock(&plog->sync_lock);
+    /* The epoch ends with the HW it reached (no sync published since the
+     * fence): its appends up to there are durable and kept (recovery was
+     * given them as proof), the rest are discarded. The new epoch starts
+     * before HW moves, so that whoever reads HW and then the epoch never
+     * pairs the new HW with the old epoch (see "Epochs" in plog.h). */
+    uint64_t epoch = atomic_load(&plog->epoch);
+    plog->ended[epoch % PULSE_PLOG_EPOCHS_KEPT].epoch = epoch;
+    plog->ended[epoch % PULSE_PLOG_EPOCHS_KEPT].hw = atomic_load(&plog->hw);
+    atomic_store(&plog->epoch, epoch + 1);
     /* Recovery synced everything it kept, as at open: HW = LEO. HW only
-     * grows (the caller checked res->leo against it). */
+     * grows: the old HW was recovery's floor. */
     atomic_store_explicit(&plog->leo, res->leo, memory_order_release);
     atomic_store_explicit(&plog->hw, res->leo, memory_order_release);
     atomic_store(&plog->last_sync_us, pulse_clock_mono_us());
-    /* The epoch moves before the fence lifts, so a waiter woken below sees
-     * both (see "Epochs" in plog.h). */
-    atomic_fetch_add(&plog->epoch, 1);
     atomic_store(&plog->fenced, false);
     pthread_cond_broadcast(&plog->sync_cond);
     pthread_mutex_unlock(&plog->sync_lock);
 }
 
+/* What the running log proves about its files, for recovery: HW and the
+ * durable size of the active segment, both covered by a successful
+ * fdatasync. Caller holds wlock; the log is fenced, so neither moves. */
+static void running_proof(struct pulse_plog *plog, struct pulse_snapshot *proof)
+{
+    struct pulse_segment *seg = active_seg(plog);
+
+    pthread_mutex_lock(&plog->sync_lock);
+    proof->leo = atomic_load(&plog->hw);
+    proof->active_base = seg->base;
+    proof->active_size = (int64_t)atomic_load(&seg->durable_size);
+    proof->active_next = proof->leo;
+    pthread_mutex_unlock(&plog->sync_lock);
+}
+
 pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_recovery *rec_out)
 {
-    struct pulse_recover_result res = {NULL, 0, 0, NULL, 0};
+    struct pulse_recover_result res = {.segs = NULL};
     struct pulse_damage_set *damage = NULL;
     struct pulse_plog_recovery rec;
+    struct pulse_snapshot proof;
     struct pulse_segment **old = NULL;
     size_t nold = 0;
-    int64_t hw;
+    bool snap_locked = false;
     pulse_status_t st = PULSE_OK;
 
     if (!atomic_load(&plog->fenced))
@@ -1703,22 +1914,29 @@ pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_reco
     pthread_mutex_unlock(&plog->sync_lock);
 
     pthread_mutex_lock(&plog->wlock);
-    hw = atomic_load(&plog->hw);
+    /* Another reopen may have ended the fence while we waited. */
+    if (!atomic_load(&plog->fenced)) {
+        st = PULSE_INVALID;
+        goto out;
+    }
+    running_proof(plog, &proof);
     st = cut_to_durable_locked(plog);
     if (st != PULSE_OK)
         goto out;
-    /* Step 2: the same recovery as at open, on the files as they are now. */
-    st = pulse_recover_run(plog->io, plog->fdcache, plog->dir, plog->cfg.index_interval_bytes, &res, &rec);
+    /* Step 2: the same recovery as at open, on the files as they are now,
+     * with what the running log proves: every byte of the active segment
+     * below its durable size was synced and may have been acknowledged, so
+     * damage there is corruption, kept and recorded, never a torn tail to
+     * cut; and offsets below HW were visible, so the log end stays at or
+     * above it (those past the surviving data become a recorded missing
+     * range). Recovery decides everything before it changes a file, and
+     * with this proof it never cuts below it. The snapshot writers wait
+     * (recovery reads the snapshot and removes temp files). */
+    pthread_mutex_lock(&plog->snap_lock);
+    snap_locked = true;
+    st = pulse_recover_run(plog->io, plog->fdcache, plog->dir, plog->cfg.index_interval_bytes, &proof, &res, &rec);
     if (st != PULSE_OK)
         goto out;
-    if (res.leo < hw) {
-        PULSE_ERROR("plog %s: recovery found the log ending at offset %" PRId64 ", below its high watermark %" PRId64
-                    "; offsets that readers saw would be handed out again, so the log stays fenced until a "
-                    "restart (inspect it with pulse-log verify first)",
-                    plog->dir, res.leo, hw);
-        st = PULSE_CORRUPT;
-        goto out;
-    }
     damage = dset_from(&res);
     if (damage == NULL) {
         st = PULSE_NOMEM;
@@ -1730,6 +1948,8 @@ pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_reco
     if (rec_out != NULL)
         *rec_out = rec;
 out:
+    if (snap_locked)
+        pthread_mutex_unlock(&plog->snap_lock);
     pthread_mutex_unlock(&plog->wlock);
     for (size_t i = 0; i < res.n; i++)
         pulse_segment_release(res.segs[i]);
@@ -1738,7 +1958,9 @@ out:
     for (size_t i = 0; i < nold; i++) {
         /* A reader still holding an old segment reads the same file as the
          * new one, until a trim or a compaction of the new list removes
-         * the path: keep its descriptor (best effort). */
+         * the path: keep its descriptor. Best effort: should that fail,
+         * the cache refuses to reopen the path once it names another file
+         * (fdcache.h), so the reader gets an error, never other bytes. */
         if (atomic_load(&old[i]->refs) > 1)
             (void)pulse_segment_retire(old[i]);
         pulse_segment_release(old[i]);
@@ -1763,10 +1985,12 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog)
         struct pulse_segment *seg = active_seg(plog);
         if (seg->index_written > atomic_load(&seg->index_synced)) {
             bool failed = false;
-            if (pin_and_sync(plog, &seg->idx, &failed) == PULSE_OK)
+            if (pin_and_sync(plog, &seg->idx, &failed) == PULSE_OK) {
                 store_max_size(&seg->index_synced, seg->index_written);
-            else
+                pulse_fdc_clean(&seg->idx, seg->idx_dirty_ticket);
+            } else {
                 PULSE_WARN("plog: index %s not synced at close (the next open rebuilds it)", seg->index_path);
+            }
         }
         st = write_snapshot_locked(plog);
         pthread_mutex_unlock(&plog->wlock);

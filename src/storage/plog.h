@@ -39,12 +39,28 @@
  *   or by a restart (recovery decides what survived). A failed write is cut
  *   back to the durable size first.
  *
+ * Checkpoints
+ *   The snapshot file is the log's durable checkpoint: it names the active
+ *   segment and how much of it was durable, which is what tells recovery a
+ *   damaged tail of acknowledged data (kept as corruption, its offsets never
+ *   given out again) from a torn write (cut). It is rewritten at rotation,
+ *   trim and close, and by pulse_plog_checkpoint, which the owner calls
+ *   after its syncs: at most once per checkpoint_interval_ms, and only when
+ *   the durable end moved. Data that became durable less than that before a
+ *   crash is proven by nothing but itself: if the crash also damaged it,
+ *   and nothing valid follows, it is cut as a torn tail.
+ *
  * Epochs
  *   pulse_plog_reopen discards every byte that was not durable when the log
- *   fenced, and offsets from the durable end on are given out again. So an
- *   append made in epoch E (pulse_plog_epoch read before the append) is
- *   durable only if HW reached its end while the epoch was still E; once the
- *   epoch moved on it never will be.
+ *   fenced, and offsets from the durable end on are given out again. Each
+ *   reopen starts a new epoch. An append made in epoch E (as
+ *   pulse_plog_append_async reports it) is durable exactly when HW reached
+ *   its end while the epoch was still E: then the reopen that ended E kept
+ *   it (everything below the last HW of an epoch keeps its offsets through
+ *   the reopen); otherwise it was discarded, and HW passing its end later
+ *   means other data. pulse_plog_fate applies the rule. The epoch
+ *   moves before HW does, under sync_lock, so a reader of HW and then the
+ *   epoch never takes the new HW for the old epoch's.
  */
 #ifndef PULSE_STORAGE_PLOG_H
 #define PULSE_STORAGE_PLOG_H
@@ -87,10 +103,14 @@ struct pulse_plog_config {
     struct pulse_fdcache *fdcache;
     pulse_plog_sync_observer_fn sync_observer; /* nullable */
     void *sync_observer_arg;
+    /* pulse_plog_checkpoint writes the snapshot at most this often (0: at
+     * every call where the durable end moved). */
+    uint32_t checkpoint_interval_ms;
 };
 
 /* Fills cfg with the defaults: 512 MiB segments, 4096-byte index interval,
- * every-write, 1000 ms interval, posix io, no observer. */
+ * every-write, 1000 ms interval, posix io, no observer, 1000 ms between
+ * checkpoints. */
 void pulse_plog_config_init(struct pulse_plog_config *cfg);
 
 /* What recovery did when the log was opened (docs/Storage.md "Recovery"). */
@@ -151,11 +171,26 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog);
 pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out);
 
 /* Like pulse_plog_append but never waits for a sync, whatever the mode.
- * *end_out gets base + recordCount: the batch is durable once
- * pulse_plog_high_watermark(plog) >= *end_out. The caller must not
+ * *end_out (nullable) gets base + recordCount and *epoch_out (nullable) the
+ * epoch the batch was written in: the batch is durable once
+ * pulse_plog_fate(plog, *epoch_out, *end_out) says so. The caller must not
  * acknowledge it before that (every-write) or must sync itself. */
 pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out,
-                                       int64_t *end_out);
+                                       int64_t *end_out, uint64_t *epoch_out);
+
+/* What became of an append (see "Epochs"). */
+enum pulse_plog_fate {
+    PULSE_PLOG_PENDING = 0, /* not durable yet; it may still become so */
+    PULSE_PLOG_DURABLE,     /* durable, and it stays in the log */
+    PULSE_PLOG_LOST         /* it never will be: its epoch ended (or is ending:
+                               the log is fenced) before HW reached its end */
+};
+
+/* The fate of the append that pulse_plog_append_async placed in epoch
+ * epoch, ending at end. An epoch more than PULSE_PLOG_EPOCHS_KEPT (16)
+ * reopens old is no longer remembered and counts as lost.
+ * Thread: any. Locks: sync_lock, briefly. */
+enum pulse_plog_fate pulse_plog_fate(struct pulse_plog *plog, uint64_t epoch, int64_t end);
 
 /* Blocks until HW >= end_offset, running the fdatasync itself if no other
  * thread is (group commit). PULSE_OK, or PULSE_FENCED if the log failed
@@ -169,6 +204,21 @@ pulse_status_t pulse_plog_sync(struct pulse_plog *plog);
 /* True when bytes are written but not yet durable. Lock-free. */
 bool pulse_plog_needs_sync(const struct pulse_plog *plog);
 
+/*
+ * Writes the snapshot (see "Checkpoints") when the durable state moved
+ * since the last one this process wrote and checkpoint_interval_ms have
+ * passed since then; also syncs the active segment's index entries so that
+ * its descriptor may be closed again. Does nothing on a fenced log.
+ * *due_out (nullable) gets the monotonic time (pulse_clock_mono_us) at
+ * which a checkpoint that is owed becomes due, INT64_MAX when none is
+ * owed: the caller calls again then. A failed snapshot write is returned
+ * (and logged) but changes nothing else; a failed index sync fences.
+ * Thread: any; meant for the thread that runs the syncs. Locks: wlock
+ * briefly, then snap_lock (list_lock, sync_lock briefly inside it); may
+ * block on a few fsyncs, during which appends go on.
+ */
+pulse_status_t pulse_plog_checkpoint(struct pulse_plog *plog, int64_t *due_out);
+
 /* The reopen count (see "Epochs" above). Lock-free. */
 uint64_t pulse_plog_epoch(const struct pulse_plog *plog);
 
@@ -178,18 +228,24 @@ uint64_t pulse_plog_epoch(const struct pulse_plog *plog);
  * durable size (bytes past it were never covered by a successful fdatasync,
  * and after a failed one their pages cannot be trusted), runs recovery on
  * the directory as pulse_plog_open does (every byte it keeps is CRC-checked
- * and synced), installs the recovered segments, bumps the epoch and lifts
- * the fence. Readers holding a slice or a segment of the old list finish
- * with the right bytes. rec_out (nullable) reports what recovery did.
+ * and synced) with the running log's HW and durable size as proof, installs
+ * the recovered segments, starts a new epoch and lifts the fence. The proof
+ * makes the reopen keep everything that was durable: damage below the
+ * durable size is kept as corruption (forensic copy, damage record), never
+ * cut as a torn tail, and the log end stays at or above the old HW (offsets
+ * past the surviving data become a recorded missing range), so no offset a
+ * reader saw is given out again. Readers holding a slice or a segment of
+ * the old list finish with the right bytes. rec_out (nullable) reports
+ * what recovery did.
  * PULSE_OK: appends are accepted again, at the recovered log end.
- * PULSE_INVALID: the log is not fenced. Any other status: the log stays
- * fenced and as it was (try again later); PULSE_CORRUPT when recovery found
- * less than the old high watermark, since offsets that readers saw would
- * then be handed out again (a restart, with an operator looking, decides).
+ * PULSE_INVALID: the log is not fenced. Any other status (an I/O error of
+ * recovery): the log stays fenced, with nothing durable changed (try again
+ * later); the never-durable bytes are cut already, and recovery may have
+ * written its damage record and forensic copies.
  * Never fsyncs a file whose fdatasync failed with unsynced bytes still in
  * it: those are cut first.
  * Thread: any; one reopen of a log at a time. Locks: sync_lock, then
- * wlock -> list_lock.
+ * wlock -> snap_lock -> list_lock.
  */
 pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_recovery *rec_out);
 
@@ -276,11 +332,17 @@ struct pulse_segment_info {
 pulse_status_t pulse_plog_list_segments(struct pulse_plog *plog, struct pulse_segment_info **out, size_t *n_out);
 
 /*
- * Deletes the oldest count sealed segments (never the active one), advances
- * the log start, rewrites the snapshot. Readers holding a slice or a segment
- * reference finish with correct bytes (the inode lives until they let go).
- * *removed_out gets how many were deleted. Locks: writer lock.
+ * Deletes the sealed segments before the one whose base offset is
+ * keep_from (a base_offset from pulse_plog_list_segments), advances the log
+ * start to keep_from, rewrites the snapshot. The check is made under the
+ * writer lock: when no listed segment starts at keep_from any more (a
+ * reopen or a compaction merge changed the list since it was read),
+ * nothing is deleted and PULSE_BUSY is returned (list and plan again); a
+ * keep_from at or before the log start deletes nothing. Readers holding a
+ * slice or a segment reference finish with correct bytes (the inode lives
+ * until they let go). *removed_out gets how many were deleted.
+ * Locks: writer lock.
  */
-pulse_status_t pulse_plog_trim(struct pulse_plog *plog, size_t count, size_t *removed_out);
+pulse_status_t pulse_plog_trim(struct pulse_plog *plog, int64_t keep_from, size_t *removed_out);
 
 #endif

@@ -4,9 +4,22 @@
  * later compaction module of src/storage. Never included outside
  * src/storage and its unit tests.
  *
- * Lock order: wlock -> list_lock, wlock -> sync_lock; list_lock and
- * sync_lock are never held together, and nothing is waited for (no I/O, no
- * condition wait) while list_lock is held.
+ * Lock order (a lock is only taken while holding locks to its left):
+ *
+ *   wlock -> snap_lock -> { list_lock | sync_lock | index_lock } -> fdcache mu
+ *
+ * - wlock, then snap_lock: rotation, trim and close write the snapshot,
+ *   and a reopen holds snap_lock over its recovery; the checkpoint
+ *   (pulse_plog_checkpoint) takes snap_lock without wlock.
+ * - list_lock and sync_lock are never held together, and nothing is
+ *   waited for (no I/O, no condition wait) while either is held, except
+ *   that sync_cond is waited on with sync_lock.
+ * - a segment's index_lock (segment.h) is never held together with
+ *   list_lock or sync_lock; the descriptor cache's mutex (fdcache.h) is the
+ *   innermost lock of all: the cache is used under any of these, and never
+ *   calls back.
+ * - I/O may happen under wlock (writes, the rotation's and the reopen's
+ *   syncs) and under snap_lock (the snapshot file), never under the others.
  */
 #ifndef PULSE_STORAGE_PLOG_INT_H
 #define PULSE_STORAGE_PLOG_INT_H
@@ -19,9 +32,21 @@
 
 #include "storage/damage.h"
 #include "storage/plog.h"
+#include "storage/snapshot.h"
 
 struct pulse_fdcache;
 struct pulse_segment;
+
+/* Reopens whose final high watermark the log remembers (pulse_plog_fate). */
+#define PULSE_PLOG_EPOCHS_KEPT 16u
+
+/* The high watermark an epoch ended with: every append of that epoch whose
+ * end is at or below it was durable (and survived the reopen); every other
+ * one was discarded. */
+struct pulse_plog_epoch_end {
+    uint64_t epoch; /* UINT64_MAX: unused slot */
+    int64_t hw;
+};
 
 /* The damaged and missing ranges of a log (damage.h), sorted by offset.
  * Immutable once published: a change builds a new set and swaps the
@@ -41,9 +66,10 @@ struct pulse_plog {
     struct pulse_fdcache *fdcache;
     bool own_fdcache;
 
-    /* Serializes appends, rotation, trim and the sync leader's capture of
-     * its target. Readers never take it, except once to record damage a
-     * read found (plog.c record_damage). */
+    /* Serializes appends, rotation, trim, a reopen, and the brief captures
+     * of the sync leader's target and of the checkpoint's index state.
+     * Readers never take it, except once to record damage a read found
+     * (plog.c record_damage). */
     pthread_mutex_t wlock;
 
     /* Guards the segment array for readers. Changed only with wlock held
@@ -68,8 +94,30 @@ struct pulse_plog {
     /* Bumped by each pulse_plog_reopen, before the fence is lifted and
      * under wlock, so an append made after it reads the new value. */
     _Atomic uint64_t epoch;
+    /* sync_lock: ended[e % PULSE_PLOG_EPOCHS_KEPT] is how epoch e ended. */
+    struct pulse_plog_epoch_end ended[PULSE_PLOG_EPOCHS_KEPT];
     _Atomic uint64_t syncs;
     _Atomic int64_t last_sync_us; /* monotonic time of the last good sync */
+
+    /* Serializes the writers of the snapshot file and a reopen's recovery
+     * (which reads it and removes .tmp-* files); held across that I/O.
+     * last_snap is what the file says (all zero when there is none: the
+     * state of an empty log, which needs no checkpoint), last written by
+     * this process at last_snap_us (monotonic; 0 before). */
+    pthread_mutex_t snap_lock;
+    struct pulse_snapshot last_snap; /* snap_lock */
+    int64_t last_snap_us;            /* snap_lock */
+    /* last_snap.leo, for a lock-free look whether HW moved since (a
+     * checkpoint pass calls every partition, most of them idle). */
+    _Atomic int64_t snap_hw;
 };
+
+/*
+ * Fences the log (see plog.h "Durability") because a step outside plog.c
+ * failed in a way only a reopen repairs: what (for the log line) names it.
+ * Nothing is cut. Idempotent. Thread: any. Locks: takes sync_lock; the
+ * caller may hold wlock.
+ */
+void pulse_plog_fence(struct pulse_plog *plog, const char *who, const char *what);
 
 #endif

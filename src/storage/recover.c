@@ -26,11 +26,15 @@
  *      proven-durable end and the record does not already list it: a sealed
  *      segment was fsynced whole before its successor was created, so none
  *      of its bytes can be torn; the active segment is proven durable up to
- *      the snapshot's activeSize when the snapshot names it. Any other tail
- *      is corruption and is kept like a damaged range.
+ *      the snapshot's activeSize when the snapshot names it (the broker's
+ *      syncer rewrites it as the durable end moves: pulse_plog_checkpoint),
+ *      and on an in-process reopen up to the running log's durable size
+ *      (the proof the caller passes). Any other tail is corruption and is
+ *      kept like a damaged range.
  *   5. Log end (settle_active). The next offset is the highest of: the end
  *      of the last valid batch; the snapshot's LEO (it was the high
- *      watermark, so readers may have seen everything below it); every
+ *      watermark, so readers may have seen everything below it) and on a
+ *      reopen the running log's high watermark; every
  *      offset the damage record lists (an earlier recovery proved them);
  *      and the index file's claim (pulse_segment_index_claim: an entry past
  *      the surviving data names a batch the writer numbered). Offsets
@@ -104,6 +108,7 @@ struct recovery {
     struct pulse_plog_recovery *rec;
     struct pulse_snapshot snap;
     bool have_snap;
+    const struct pulse_snapshot *proof; /* the running log's checkpoint (reopen), or NULL */
     struct pulse_damage *known; /* the record as read (sorted) */
     size_t nknown;
     bool known_bad;             /* the record exists but does not decode */
@@ -395,6 +400,20 @@ static pulse_status_t note_range(struct recovery *rc, struct pulse_segment *seg,
     return st;
 }
 
+/* How much of the active segment seg_base a checkpoint proves durable:
+ * the snapshot's activeSize, or the running log's durable size on a
+ * reopen, when they name that segment; else nothing. */
+static uint64_t proven_size(const struct recovery *rc, int64_t seg_base)
+{
+    uint64_t size = 0;
+
+    if (rc->have_snap && rc->snap.active_base == seg_base)
+        size = (uint64_t)rc->snap.active_size;
+    if (rc->proof != NULL && rc->proof->active_base == seg_base && (uint64_t)rc->proof->active_size > size)
+        size = (uint64_t)rc->proof->active_size;
+    return size;
+}
+
 /* Step 4 for one segment: its damaged ranges, then its tail. */
 static pulse_status_t settle_segment(struct recovery *rc, struct pulse_segment *seg, bool active,
                                      struct seg_work *w)
@@ -413,9 +432,7 @@ static pulse_status_t settle_segment(struct recovery *rc, struct pulse_segment *
         return PULSE_OK;
     /* The one rule: a tail is torn only when nothing proves its bytes were
      * ever durable (sealed segments are durable whole). */
-    uint64_t durable = !active ? w->fsize
-                       : rc->have_snap && rc->snap.active_base == seg->base ? (uint64_t)rc->snap.active_size
-                                                                            : 0;
+    uint64_t durable = !active ? w->fsize : proven_size(rc, seg->base);
     struct pulse_damage r = {seg->base, t->pos, t->end, t->from, active ? t->from : w->limit, 0, 0};
     if (!w->scan.tail_unresolved && t->pos >= durable && known_match(rc, &r) == NULL) {
         w->cut = true;
@@ -444,6 +461,8 @@ static pulse_status_t settle_active(struct recovery *rc, struct pulse_segment *s
 
     if (rc->have_snap && rc->snap.leo > leo)
         leo = rc->snap.leo;
+    if (rc->proof != NULL && rc->proof->leo > leo)
+        leo = rc->proof->leo;
     for (size_t i = 0; i < rc->nknown; i++)
         if (rc->known[i].to > leo)
             leo = rc->known[i].to;
@@ -508,12 +527,20 @@ static pulse_status_t carry_over(struct recovery *rc, struct pulse_segment **seg
     return PULSE_OK;
 }
 
+/* Field by field: the structs have padding, whose bytes differ between
+ * an entry built here and one decoded from the record. */
+static bool damage_equal(const struct pulse_damage *a, const struct pulse_damage *b)
+{
+    return a->seg_base == b->seg_base && a->pos == b->pos && a->end == b->end && a->from == b->from &&
+           a->to == b->to && a->found_ms == b->found_ms && a->flags == b->flags;
+}
+
 static bool found_equals_known(const struct recovery *rc)
 {
     if (rc->known_bad || rc->nfound != rc->nknown)
         return false;
     for (size_t i = 0; i < rc->nfound; i++)
-        if (memcmp(&rc->found[i], &rc->known[i], sizeof rc->found[i]) != 0)
+        if (!damage_equal(&rc->found[i], &rc->known[i]))
             return false;
     return true;
 }
@@ -733,6 +760,8 @@ static pulse_status_t open_segments(struct recovery *rc, struct pulse_fdcache *c
         /* A fresh log. If a snapshot or a record survived its segments,
          * start after what they prove was handed out. */
         int64_t base = rc->have_snap ? rc->snap.leo : 0;
+        if (rc->proof != NULL && rc->proof->leo > base)
+            base = rc->proof->leo;
         for (size_t i = 0; i < rc->nknown; i++)
             base = rc->known[i].to > base ? rc->known[i].to : base;
         *bases = pulse_malloc(sizeof **bases);
@@ -759,10 +788,10 @@ static pulse_status_t open_segments(struct recovery *rc, struct pulse_fdcache *c
 }
 
 pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
-                                 uint32_t index_interval, struct pulse_recover_result *res,
-                                 struct pulse_plog_recovery *rec)
+                                 uint32_t index_interval, const struct pulse_snapshot *proof,
+                                 struct pulse_recover_result *res, struct pulse_plog_recovery *rec)
 {
-    struct recovery rc = {.io = io, .dir = dir, .interval = index_interval, .rec = rec};
+    struct recovery rc = {.io = io, .dir = dir, .interval = index_interval, .rec = rec, .proof = proof};
     int64_t t0 = pulse_clock_mono_us();
     int64_t *bases = NULL;
     size_t n = 0;
@@ -817,10 +846,15 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
     res->n = n;
     res->damage = rc.found;
     res->ndamage = rc.nfound;
+    res->have_snap = rc.have_snap;
+    res->snap = rc.snap;
     segs = NULL;
     rc.found = NULL;
     rec->elapsed_us = pulse_clock_mono_us() - t0;
-    PULSE_INFO("recover: %s: %zu segment(s), log end %" PRId64 ", %s, %" PRIu64 " bytes truncated, %" PRIu32
+    /* Debug: a start of many partitions would log a line each. What was
+     * repaired or found damaged has its own lines above; the broker logs
+     * one summary of the start. */
+    PULSE_DEBUG_LOG("recover: %s: %zu segment(s), log end %" PRId64 ", %s, %" PRIu64 " bytes truncated, %" PRIu32
                " index(es) rebuilt, %" PRIu32 " damaged range(s) (%" PRIu32 " new, %" PRIu64 " bytes), %" PRId64
                " us",
                dir, n, res->leo, fast ? "snapshot fast path" : "full scan", rec->truncated_bytes,

@@ -11,10 +11,12 @@
 #ifndef PULSE_STORAGE_RECOVER_H
 #define PULSE_STORAGE_RECOVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/status.h"
+#include "storage/snapshot.h"
 
 struct pulse_damage;
 struct pulse_fdcache;
@@ -28,6 +30,8 @@ struct pulse_recover_result {
     int64_t leo;
     struct pulse_damage *damage; /* owned array (pulse_free), sorted by offset: */
     size_t ndamage;              /*   damaged and missing ranges of these segments */
+    bool have_snap;              /* the snapshot file decoded, and said snap */
+    struct pulse_snapshot snap;
 };
 
 /*
@@ -41,10 +45,16 @@ struct pulse_recover_result {
  * holds one reference per segment (the caller releases them and frees segs
  * and damage); rec (never NULL) says what was done. On failure res is
  * untouched.
+ * proof (nullable) is what a running log knows of its own durable state
+ * (pulse_plog_reopen: HW as leo, the active segment and its durable size),
+ * newer than any snapshot on disk: bytes of that segment below its size
+ * are never cut as a torn tail (damage there is kept as corruption), and
+ * the log end is at least its leo. Decisions are all made before the first
+ * file is changed.
  * Thread: the opener only; nothing else may use dir meanwhile.
  */
 pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
-                                 uint32_t index_interval, struct pulse_recover_result *res,
-                                 struct pulse_plog_recovery *rec);
+                                 uint32_t index_interval, const struct pulse_snapshot *proof,
+                                 struct pulse_recover_result *res, struct pulse_plog_recovery *rec);
 
 #endif

@@ -2,18 +2,23 @@
 /*
  * retention.c - see retention.h.
  *
- * The plan is computed from a snapshot of the segment list. That is safe
- * without holding the writer lock across plan and trim: appends only add at
- * the end (a rotation turns the active segment into a sealed one, which the
- * plan never counted), and trims run on the single maintenance thread, so the
- * oldest `k` segments the plan chose are still the oldest `k` when the trim
- * runs.
+ * The plan is computed from a copy of the segment list, without the writer
+ * lock: reading and judging every segment under it would stall appends.
+ * The list may change before the trim: appends only add at the end (a
+ * rotation turns the active segment into a sealed one, which the plan
+ * never counted), but an in-process reopen (another thread) and a
+ * compaction merge can replace or merge segments. So the plan is handed to
+ * the trim as the base offset of the first segment to keep, which
+ * pulse_plog_trim checks under the writer lock: the offsets below it are
+ * exactly the ones the plan chose, or nothing is removed and the next pass
+ * plans again.
  */
 #include "storage/retention.h"
 
 #include <stdbool.h>
 
 #include "common/alloc.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "storage/plog.h"
 
@@ -64,7 +69,14 @@ pulse_status_t pulse_retention_apply(struct pulse_plog *plog, const struct pulse
     size_t k = pulse_retention_plan(segs, n, pol, now_ms);
     if (k == 0)
         goto out;
-    st = pulse_plog_trim(plog, k, &removed);
+    /* A test's slow point: the list may change right here. */
+    pulse_failpoint_delay("retention_after_plan");
+    st = pulse_plog_trim(plog, segs[k].base_offset, &removed);
+    if (st == PULSE_BUSY) {
+        PULSE_INFO("retention: the segment list changed since the plan; nothing removed, the next pass plans "
+                   "again");
+        st = PULSE_OK;
+    }
     for (size_t i = 0; i < removed && i < n; i++)
         bytes += segs[i].size_bytes;
     if (removed > 0)

@@ -48,8 +48,11 @@ size_t pulse_retention_plan(const struct pulse_segment_info *segs, size_t n, con
                             int64_t now_ms);
 
 /*
- * Applies the policy to one log: lists its segments, plans, trims. out
- * (nullable) reports what went. A policy with both limits 0 does nothing.
+ * Applies the policy to one log: lists its segments, plans, trims what the
+ * plan chose (by offset: pulse_plog_trim checks it under the writer lock;
+ * if the list changed meanwhile nothing is removed and the next
+ * application plans again). out (nullable) reports what went. A policy
+ * with both limits 0 does nothing.
  * Thread: the maintenance thread (one application per log at a time).
  * Locks: the log's writer lock inside pulse_plog_trim.
  */

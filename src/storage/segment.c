@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "common/endian.h"
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/io.h"
@@ -157,6 +156,11 @@ pulse_status_t pulse_segment_retire(struct pulse_segment *seg)
     return st;
 }
 
+void pulse_segment_unretire(struct pulse_segment *seg)
+{
+    pulse_fdc_unretire(&seg->data);
+}
+
 void pulse_segment_close_files(struct pulse_segment *seg)
 {
     pulse_fdc_close_idle(&seg->data);
@@ -221,6 +225,8 @@ pulse_status_t pulse_segment_index_add(struct pulse_segment *seg, uint32_t rel_o
         goto out;
     }
     seg->index_written = slot + 1;
+    /* Unsynced bytes: the descriptor stays open until a sync covers them. */
+    seg->idx_dirty_ticket = pulse_fdc_dirty(&seg->idx);
 out:
     pulse_fdc_unpin(&seg->idx);
     return st;
@@ -485,6 +491,7 @@ pulse_status_t pulse_segment_index_claim(struct pulse_segment *seg, uint64_t fil
 {
     uint8_t raw[PULSE_INDEX_ENTRY_SIZE];
     uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
+    struct pulse_index_entry e;
     struct pulse_batch_header hdr;
     uint64_t isize = 0;
     int64_t claim = next_offset;
@@ -512,11 +519,16 @@ pulse_status_t pulse_segment_index_claim(struct pulse_segment *seg, uint64_t fil
     }
     if ((size_t)got < sizeof raw)
         goto out;
-    int64_t base = seg->base + (int64_t)pulse_get_be32(raw);
-    uint64_t epos = pulse_get_be32(raw + 4);
-    /* An entry inside the surviving data says nothing new; one whose
-     * offset the missing bytes could not have held is itself damaged. */
-    if (epos < end_pos || base < next_offset ||
+    pulse_index_decode_entry(raw, &e);
+    int64_t base = seg->base + (int64_t)e.rel_offset;
+    uint64_t epos = e.rel_pos;
+    /* An entry inside the surviving data says nothing new. One pointing
+     * at or past the end of the file names a batch none of whose bytes
+     * reached it: never durable nor visible, so its offsets may go to the
+     * next appends (and an entry damaged into a large position claims
+     * nothing). One whose offset the bytes between could not have held is
+     * itself damaged. */
+    if (epos < end_pos || epos >= file_size || base < next_offset ||
         (uint64_t)(base - next_offset) > (epos - end_pos) / PULSE_RECORD_MIN_SIZE)
         goto out;
     claim = base + 1;
@@ -524,10 +536,14 @@ pulse_status_t pulse_segment_index_claim(struct pulse_segment *seg, uint64_t fil
         fd = -1;
         goto out;
     }
+    /* The record count of a header still there that names the entry's
+     * offset: whole (its batch fits in the file) or torn by the crash (it
+     * runs past the end, which is how a cut-off write looks). The codec's
+     * header check bounds the count by the batch length it claims. */
     if (pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)epos) == (ssize_t)sizeof hraw &&
-        pulse_batch_parse_header(hraw, sizeof hraw, &hdr) != PULSE_CORRUPT &&
-        (int64_t)pulse_get_be64(hraw + 8) == base)
-        claim = base + (int64_t)pulse_get_be32(hraw + 36);
+        pulse_batch_parse_header(hraw, (size_t)(file_size - epos), &hdr) != PULSE_CORRUPT &&
+        hdr.base_offset == base)
+        claim = base + (int64_t)hdr.record_count;
 out:
     if (fd >= 0)
         pulse_segment_unpin(seg);

@@ -69,6 +69,7 @@ struct pulse_segment {
     uint64_t since_entry;  /* W: data bytes appended since the last index entry */
     size_t index_written;  /* W: entries written to the index file */
     uint64_t dirty_ticket; /* W: pulse_fdc_dirty ticket of the last append */
+    uint64_t idx_dirty_ticket; /* W: the same for the last index entry written */
 };
 
 /* Formats "<dir>/<base %020>.<ext>" into a new string (pulse_free). NULL on
@@ -110,6 +111,10 @@ pulse_status_t pulse_segment_file_size(struct pulse_segment *seg, uint64_t *size
  * caller must leave the path alone. Locks: none of the log's needed. */
 pulse_status_t pulse_segment_retire(struct pulse_segment *seg);
 
+/* Takes pulse_segment_retire back, for a caller whose unlink or rename
+ * failed before the path changed. */
+void pulse_segment_unretire(struct pulse_segment *seg);
+
 /* Closes the segment's descriptors that nobody uses (recovery is done with
  * a sealed segment). */
 void pulse_segment_close_files(struct pulse_segment *seg);
@@ -119,6 +124,8 @@ void pulse_segment_acquire(struct pulse_segment *seg);
 void pulse_segment_release(struct pulse_segment *seg);
 
 /* Adds an index entry in memory and writes it to the index file at its slot.
+ * The index file is then dirty (fdcache.h) under idx_dirty_ticket: the
+ * caller cleans it once an fdatasync of it covered the entry.
  * PULSE_IO/PULSE_NOSPACE on a write failure (logged), PULSE_NOMEM,
  * PULSE_INVALID when out of order. On any failure the in-memory table is as
  * it was before the call. Locks: takes index_lock; caller holds the writer
@@ -191,11 +198,14 @@ pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64
 /*
  * The offsets the index file says were handed out past the surviving data:
  * when its last entry points at or past end_pos (data that did not survive)
- * and is plausible (the bytes between end_pos and its position could hold
- * the offsets from next_offset up to it, at PULSE_RECORD_MIN_SIZE bytes
- * each), *claim_out gets the offset after that batch (its base plus the
- * record count of a parseable header there naming that base, else base + 1).
- * Otherwise *claim_out = next_offset. Reads the index file; PULSE_IO.
+ * but inside the file (an entry at or past file_size names a batch none of
+ * whose bytes reached it), and is plausible (the bytes
+ * between end_pos and its position could hold the offsets from next_offset
+ * up to it, at PULSE_RECORD_MIN_SIZE bytes each), *claim_out gets the
+ * offset after that batch: its base plus the record count of a header
+ * there that names that base and whose batch fits in the file, else
+ * base + 1. Otherwise *claim_out = next_offset. Reads the index file;
+ * PULSE_IO.
  */
 pulse_status_t pulse_segment_index_claim(struct pulse_segment *seg, uint64_t file_size, uint64_t end_pos,
                                          int64_t next_offset, int64_t *claim_out);

@@ -267,16 +267,13 @@ static pulse_status_t check_at(struct pulse_segscan *sc, uint64_t q, char *probl
 }
 
 /*
- * Step 1 and 2 of the resync: the known end, then the length field. A
- * known range ends where it ended before even when what follows it is not
- * valid (it is then judged on its own); *next_base gets the first offset
- * after the range.
+ * Step 1 of the resync: a known range that starts at pos ends where it
+ * ended before, even when what follows it is not valid (it is then judged
+ * on its own); *next_base gets the first offset after the range.
  */
-static pulse_status_t resync_cheap(struct pulse_segscan *sc, uint64_t pos, uint64_t *budget,
-                                   struct pulse_segscan_item *cand, uint64_t *found, int64_t *next_base)
+static pulse_status_t resync_hint(struct pulse_segscan *sc, uint64_t pos, uint64_t *budget,
+                                  struct pulse_segscan_item *cand, uint64_t *found, int64_t *next_base)
 {
-    const uint8_t *p;
-    struct pulse_batch_header hdr;
     enum verdict v;
     pulse_status_t st;
 
@@ -293,6 +290,21 @@ static pulse_status_t resync_cheap(struct pulse_segscan *sc, uint64_t pos, uint6
             *next_base = cand->hdr.base_offset;
         return st;
     }
+    return PULSE_OK;
+}
+
+/* Step 2's candidate: the position the length field of the header at pos
+ * names, when that header still parses and a valid batch starts there
+ * (*lq and *lbase: its position and base offset; *lq stays UINT64_MAX
+ * otherwise). */
+static pulse_status_t length_candidate(struct pulse_segscan *sc, uint64_t pos, uint64_t *budget,
+                                       struct pulse_segscan_item *cand, uint64_t *lq, int64_t *lbase)
+{
+    const uint8_t *p;
+    struct pulse_batch_header hdr;
+    enum verdict v;
+    pulse_status_t st;
+
     if (sc->size - pos < PULSE_BATCH_HEADER_SIZE)
         return PULSE_OK;
     st = window(sc, pos, PULSE_BATCH_HEADER_SIZE, &p);
@@ -305,37 +317,30 @@ static pulse_status_t resync_cheap(struct pulse_segscan *sc, uint64_t pos, uint6
         return PULSE_OK;
     st = check_at(sc, q, NULL, budget, cand, &v);
     if (st == PULSE_OK && v == V_VALID) {
-        *found = q;
-        *next_base = cand->hdr.base_offset;
+        *lq = q;
+        *lbase = cand->hdr.base_offset;
     }
     return st;
 }
 
-/*
- * Finds the end of the damage at pos: the first valid batch after it (or a
- * recorded end). *found gets its position and *next_base the first offset
- * after the damage, or *found is the scanned size when nothing valid
- * follows; *unresolved is set when the budget ran out first.
- */
-static pulse_status_t resync(struct pulse_segscan *sc, uint64_t pos, struct pulse_segscan_item *cand,
-                             uint64_t *found, int64_t *next_base, bool *unresolved)
+/* Step 3: the first position in [from, to) where a valid batch starts
+ * (*found, its base offset in *base), or *found = UINT64_MAX; *unresolved
+ * when the budget ran out first. */
+static pulse_status_t search(struct pulse_segscan *sc, uint64_t from, uint64_t to, uint64_t *budget,
+                             struct pulse_segscan_item *cand, uint64_t *found, int64_t *base, bool *unresolved)
 {
-    uint64_t budget = PULSE_SEGSCAN_RESYNC_BUDGET;
-    uint64_t q = pos + 1;
+    uint64_t q = from;
     pulse_status_t st;
 
     *found = UINT64_MAX;
-    *next_base = sc->expect;
-    *unresolved = false;
-    st = resync_cheap(sc, pos, &budget, cand, found, next_base);
-    if (st != PULSE_OK || *found != UINT64_MAX)
-        return st;
-    while (q < sc->size && sc->size - q >= PULSE_BATCH_HEADER_SIZE) {
+    while (q < to && sc->size - q >= PULSE_BATCH_HEADER_SIZE) {
         const uint8_t *p;
         const uint8_t *hit;
-        size_t span = sc->size - q > WINDOW_MIN ? WINDOW_MIN : (size_t)(sc->size - q);
+        size_t span = to - q > WINDOW_MIN ? WINDOW_MIN : (size_t)(to - q);
         enum verdict v;
 
+        if (span > sc->size - q)
+            span = (size_t)(sc->size - q);
         st = window(sc, q, span, &p);
         if (st != PULSE_OK)
             return st;
@@ -352,12 +357,12 @@ static pulse_status_t resync(struct pulse_segscan *sc, uint64_t pos, struct puls
             q++;
             continue;
         }
-        st = check_at(sc, q, NULL, &budget, cand, &v);
+        st = check_at(sc, q, NULL, budget, cand, &v);
         if (st != PULSE_OK)
             return st;
         if (v == V_VALID) {
             *found = q;
-            *next_base = cand->hdr.base_offset;
+            *base = cand->hdr.base_offset;
             return PULSE_OK;
         }
         if (v == V_BUDGET) {
@@ -366,7 +371,78 @@ static pulse_status_t resync(struct pulse_segscan *sc, uint64_t pos, struct puls
         }
         q++;
     }
-    *found = sc->size;
+    return PULSE_OK;
+}
+
+/* True when valid batches follow each other from q, with offsets going
+ * up, and land exactly on stop, the last one ending below stop_base. */
+static pulse_status_t chain_reaches(struct pulse_segscan *sc, uint64_t q, uint64_t stop, int64_t stop_base,
+                                    uint64_t *budget, struct pulse_segscan_item *cand, bool *out)
+{
+    int64_t saved = sc->expect;
+    pulse_status_t st = PULSE_OK;
+
+    *out = false;
+    while (q < stop) {
+        enum verdict v;
+        st = check_at(sc, q, NULL, budget, cand, &v);
+        if (st != PULSE_OK || v != V_VALID)
+            break;
+        q = cand->end;
+        sc->expect = cand->last_offset + 1;
+    }
+    *out = st == PULSE_OK && q == stop && sc->expect <= stop_base;
+    sc->expect = saved;
+    return st;
+}
+
+/*
+ * Finds the end of the damage at pos: the first valid batch after it (or a
+ * recorded end). *found gets its position and *next_base the first offset
+ * after the damage, or *found is the scanned size when nothing valid
+ * follows; *unresolved is set when the budget ran out first.
+ *
+ * The length field's candidate (step 2) is cross-checked: a bit flipped in
+ * that field can name a batch further on, and the intact batches between
+ * would then be swallowed by the range. So the bytes before the candidate
+ * are searched too (step 3, bounded by it); a valid batch found there wins
+ * when valid batches run from it exactly onto the candidate, which is how
+ * intact batches behind a damaged length look. A batch image inside a
+ * record value of the damaged batch would have to end exactly where that
+ * batch ends, offsets in order, to be taken instead.
+ */
+static pulse_status_t resync(struct pulse_segscan *sc, uint64_t pos, struct pulse_segscan_item *cand,
+                             uint64_t *found, int64_t *next_base, bool *unresolved)
+{
+    uint64_t budget = PULSE_SEGSCAN_RESYNC_BUDGET;
+    uint64_t lq = UINT64_MAX, q = UINT64_MAX;
+    int64_t lbase = 0, base = 0;
+    bool chained = false;
+    pulse_status_t st;
+
+    *found = UINT64_MAX;
+    *next_base = sc->expect;
+    *unresolved = false;
+    st = resync_hint(sc, pos, &budget, cand, found, next_base);
+    if (st != PULSE_OK || *found != UINT64_MAX)
+        return st;
+    st = length_candidate(sc, pos, &budget, cand, &lq, &lbase);
+    if (st == PULSE_OK)
+        st = search(sc, pos + 1, lq != UINT64_MAX ? lq : sc->size, &budget, cand, &q, &base, unresolved);
+    if (st == PULSE_OK && q != UINT64_MAX && lq != UINT64_MAX)
+        st = chain_reaches(sc, q, lq, lbase, &budget, cand, &chained);
+    if (st != PULSE_OK)
+        return st;
+    if (q != UINT64_MAX && (lq == UINT64_MAX || chained)) {
+        *found = q;
+        *next_base = base;
+    } else if (lq != UINT64_MAX) {
+        *found = lq;
+        *next_base = lbase;
+        *unresolved = false;
+    } else {
+        *found = sc->size;
+    }
     return PULSE_OK;
 }
 

@@ -19,7 +19,10 @@
  *      where it ended before, if a valid batch starts there (this keeps
  *      recovery repeatable when more data was appended after the damage);
  *   2. else, when the header at pos still parses, its length field names
- *      the next batch: it is taken if that batch is valid;
+ *      the next batch: it is taken if that batch is valid, unless a valid
+ *      batch starts earlier from which valid batches run exactly onto it
+ *      (a flipped bit in the length field can name a later batch; the
+ *      intact ones between must not be swallowed);
  *   3. else every later position is tried in order, and the first valid
  *      batch wins.
  * When none is found the damage runs to the end of the scanned size: a
@@ -32,7 +35,8 @@
  *
  * Known limit: step 3 may take a complete, valid batch image stored inside
  * a record value of the damaged batch for the next batch. Step 2 avoids
- * that whenever the damaged batch's length field survived.
+ * that whenever the damaged batch's length field survived, unless such an
+ * image (or a run of them) ends exactly where the damaged batch ends.
  *
  * Thread: one iterator is used by one thread; the file must not shrink
  * while it is read. Locks: none.

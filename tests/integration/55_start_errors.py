@@ -5,7 +5,8 @@
     "not a directory: PATH";
   - a data directory (or its metadata store, or a partition directory) this
     user may not write: exit 1, "permission denied: PATH (running as uid N)",
-    never "in use by another process" nor "input/output error". Root
+    never "in use by another process" nor "input/output error" (on any
+    line: a segment file it may not open is named so from the first). Root
     bypasses permissions, so as root pulsed runs as nobody (setpriv or
     runuser); without either that one case is skipped with the reason;
   - a data directory another pulsed holds: exit 1, "in use by another
@@ -139,6 +140,30 @@ def test_partition_directory_of_another_user_is_permission_denied(ctx):
         rc, text = run(start_args(d), wrapper=wrapper, what="partition directory of root")
         expect(rc, text, 1, ["permission denied: %s (running as uid %d)" % (part, uid)],
                "partition directory of root")
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_segment_file_of_another_user_is_permission_denied_from_the_first_line(ctx):
+    wrapper, uid = as_other_user()
+    if wrapper is None or os.geteuid() != 0:
+        raise Skip("segment permission case: %s" % (uid if wrapper is None else "needs root to chown"))
+    top = tempfile.mkdtemp(prefix="pulse-perm-")
+    try:
+        os.chmod(top, 0o755)
+        d = root_made_data_dir(ctx, top, topic="t")
+        give_to_nobody(d)
+        part = os.path.join(d, "topics", "t", "0")
+        seg = sorted(f for f in os.listdir(part) if f.endswith(".log"))[0]
+        path = os.path.join(part, seg)
+        os.chown(path, 0, 0)
+        os.chmod(path, 0o644)  # readable, not writable: the open for writing fails
+        rc, text = run(start_args(d), wrapper=wrapper, what="segment file of root")
+        expect(rc, text, 1, ["permission denied: %s (running as uid %d)" % (path, uid)], "segment file of root")
+        # Every line names the cause, the first one included.
+        for line in text.splitlines():
+            check("level=error" not in line or "ermission denied" in line,
+                  "an error line that does not name the cause: %r in %r" % (line, text))
     finally:
         shutil.rmtree(top, ignore_errors=True)
 

@@ -187,5 +187,54 @@ def test_abandoned_partial_request_does_not_stall_shutdown(ctx):
               % (i, took, srv.stderr_tail(5)))
 
 
+def start_lines(srv):
+    """The lines this start logged up to "listening"."""
+    with open(srv.stderr_path, "rb") as f:
+        lines = f.read().decode("utf-8", "replace").splitlines()
+    for i, line in enumerate(lines):
+        if " listening on " in line:
+            return lines[:i]
+    return lines
+
+
+def test_a_start_logs_one_summary_line_not_one_per_partition(ctx):
+    srv = ctx.new_server(args=["-o", "log.level=info"])
+    srv.start()
+    for t in ("loga", "logb"):
+        srv.create_topic(t, partitions=8)
+        srv.publish(t, [{"value": "v%d" % p, "partition": p} for p in range(8)])
+    with open(srv.stderr_path, "rb") as f:
+        created = f.read().decode("utf-8", "replace")
+    check("/topics/log" not in created, "new partitions log nothing of their recovery at info: %r" % created[-1500:])
+    srv.stop()
+
+    srv.start()
+    lines = start_lines(srv)
+    eq([line for line in lines if "/topics/" in line], [], "partition lines of a clean start")
+    summaries = [line for line in lines if "recovered 2 topic(s), 16 partition(s)" in line]
+    eq(len(summaries), 1, "summary lines in %r" % lines)
+    check("0 partition(s) repaired" in summaries[0], "the summary: %r" % summaries[0])
+    check(len(lines) <= 3, "a clean start of 16 partitions logs a few lines, not one per partition: %r" % lines)
+    srv.stop()
+
+    # A torn tail in one partition: that partition is named, the summary
+    # counts it, the others stay quiet.
+    part = os.path.join(srv.data_dir, "topics", "loga", "3")
+    seg = sorted(f for f in os.listdir(part) if f.endswith(".log"))[-1]
+    with open(os.path.join(part, seg), "ab") as f:
+        f.write(b"\x01\x02\x03\x04\x05")
+    srv.start()
+    lines = start_lines(srv)
+    named = [line for line in lines if "/topics/" in line or "topic loga partition" in line]
+    check(named, "the repaired partition is named: %r" % lines)
+    check(all("loga/3" in line or "topic loga partition 3" in line for line in named),
+          "only the repaired partition is named: %r" % named)
+    summaries = [line for line in lines if "recovered 2 topic(s), 16 partition(s)" in line]
+    eq(len(summaries), 1, "summary lines in %r" % lines)
+    check("1 partition(s) repaired" in summaries[0] and "truncated 5 torn bytes" in summaries[0],
+          "the summary: %r" % summaries[0])
+    srv.stop()
+
+
 if __name__ == "__main__":
     sys.exit(main(globals(), shared_server=False))

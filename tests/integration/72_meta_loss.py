@@ -15,7 +15,11 @@ damages the LevelDB store for real while pulsed is down, and starts it again:
     (refused, naming --adopt-topic; the command makes the next start work);
   - topics/ empty or missing (a volume not mounted), and one topic directory
     gone (refused, naming --forget-topic, changing nothing; the directory's
-    return, or the command, makes the next start work).
+    return, or the command, makes the next start work);
+  - one partition directory gone or emptied (refused, naming
+    --recreate-partition, changing nothing; the directory's return, or the
+    command, makes the next start work, and the partition's offsets go on
+    after its cursors or the given offset, never over again).
 
 After each, every topic's records must be byte-identical at the same offsets,
 read over HTTP both as JSON and as raw batches, and the cluster id the same.
@@ -289,6 +293,55 @@ def test_missing_topic_directories_refuse_the_start_until_back_or_forgotten(ctx)
         eq(recs, before["records"][("orders", p)], "records of orders/%d" % p)
     eq(expect_json(srv.get("/v1/consumers/reader/cursors"), 200, "cursors"), before["cursors"],
        "the cursor on orders is kept")
+    srv.stop()
+
+
+def test_missing_partition_directory_refuses_the_start_until_back_or_recreated(ctx):
+    srv, before = filled(ctx)
+    part = os.path.join(srv.data_dir, "topics", "orders", "1")
+    aside = os.path.join(ctx.tmp, "orders-1.offline")
+    old = before["records"][("orders", 1)]
+    check(len(old) > 5, "orders/1 holds records: %d" % len(old))
+    old_hw = old[-1]["offset"] + 1
+    # Not there now (a move, a volume): refused, naming it; nothing made.
+    shutil.move(part, aside)
+    out = run_pulsed(srv, [], 1, "start without topics/orders/1")
+    check("topics/orders/1 is missing" in out and "--recreate-partition orders/1" in out and
+          "Nothing was changed" in out, "the refusal names the partition and the command: %r" % out[-1200:])
+    check(not os.path.exists(part), "the partition directory is not made again")
+    os.mkdir(part)
+    out = run_pulsed(srv, [], 1, "start with topics/orders/1 empty")
+    check("topics/orders/1 is empty" in out, "the refusal says the directory is empty: %r" % out[-1200:])
+    os.rmdir(part)
+    shutil.move(aside, part)
+    srv.start()
+    compare(before, snapshot(srv), "after topics/orders/1 came back")
+    srv.stop()
+
+    # Gone for good: the command makes it again, after every cursor on it,
+    # or from a given offset (the old high watermark, known to the operator).
+    shutil.rmtree(part)
+    run_pulsed(srv, ["--recreate-partition", "orders"], 2, "--recreate-partition without a partition")
+    run_pulsed(srv, ["--start-offset", "5"], 2, "--start-offset alone")
+    run_pulsed(srv, ["--recreate-partition", "orders/0"], 1, "recreate a partition that holds files")
+    out = run_pulsed(srv, ["--recreate-partition", "orders/1"], 0, "recreate orders/1 from its cursor")
+    check("new records get offsets from 3 on" in out and "handed out again" in out,
+          "the command says where offsets go on and what that risks: %r" % out)
+    shutil.rmtree(part)
+    out = run_pulsed(srv, ["--recreate-partition", "orders/1", "--start-offset", str(old_hw)], 0,
+                     "recreate orders/1 at its old high watermark")
+    check("new records get offsets from %d on" % old_hw in out and "handed out again" not in out,
+          "the given offset is taken: %r" % out)
+    srv.start()
+    eq(srv.hw("orders", 1), old_hw, "the recreated partition's high watermark")
+    eq(srv.fetch_all("orders", 1)[0], [], "no record survives in the recreated partition")
+    eq(srv.publish("orders", [{"value": "after", "partition": 1}]), [(1, old_hw)],
+       "the next record goes after every offset handed out before")
+    for p in (0, 2):
+        recs, _ = srv.fetch_all("orders", p)
+        eq(recs, before["records"][("orders", p)], "records of orders/%d" % p)
+    cur = expect_json(srv.get("/v1/consumers/reader/cursors"), 200, "cursors")["cursors"]
+    eq([(c["topic"], c["partition"], c["offset"]) for c in cur], [("orders", 1, 3)], "the cursor on orders/1 is kept")
     srv.stop()
 
 

@@ -12,6 +12,10 @@ offset was acknowledged twice, and a restart agrees; so do a cursor commit
 and a topic created after the metadata store had failed a write (LevelDB's
 log is reopened after a failed write, or those would be lost).
 
+A start after kill -9 on a disk that is still full cannot succeed (LevelDB
+writes at every open): it must exit 1 naming the full file system and what
+to do, and start once space is freed, with every record and cursor.
+
 Needs root (mount); skipped otherwise."""
 
 import os
@@ -20,7 +24,8 @@ import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import Skip, check, eq, expect_json, fail, main, quote_path, uniq  # noqa: E402
+from pulsetest import (Skip, check, eq, expect_json, fail, free_port, main, pulsed_path,  # noqa: E402
+                       quote_path, uniq)
 
 VALUE_BYTES = 3000
 
@@ -168,6 +173,60 @@ def test_full_disk_answers_507_and_recovers_without_restart(ctx):
         eq([c["offset"] for c in cur["cursors"]], [2], "committed cursor after restart")
         recs, _ = srv.fetch_all(after)
         eq([r["value"] for r in recs], ["kept"], "topic created after the disk was grown, after restart")
+        srv.stop()
+    finally:
+        srv.cleanup()
+        umount(srv.data_dir)
+
+
+def fill_to_the_last_byte(path):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while os.write(fd, b"\0" * 4096) > 0:
+            pass
+    except OSError:
+        pass
+    try:
+        while os.write(fd, b"\0") > 0:
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def test_start_on_a_still_full_disk_after_a_crash_names_the_cause(ctx):
+    if os.geteuid() != 0:
+        raise Skip("needs root to mount a tmpfs")
+    srv = ctx.new_server()
+    os.makedirs(srv.data_dir)
+    mount_tmpfs(srv.data_dir, "2m")
+    try:
+        srv.start()
+        topic = uniq("crash")
+        srv.create_topic(topic, partitions=1, segment_bytes=65536)
+        acked = srv.publish(topic, [{"value": value_of(i)} for i in range(20)])
+        expect_json(srv.req("POST", "/v1/consumers/reader/cursors",
+                            {"cursors": [{"topic": topic, "partition": 0, "offset": 7}]}), 200, "commit")
+        srv.kill()
+        filler = os.path.join(srv.data_dir, "filler")
+        fill_to_the_last_byte(filler)
+        args = [pulsed_path(), "--data-dir", srv.data_dir, "--listen", "127.0.0.1:%d" % free_port(),
+                "-o", "log.level=warn"]
+        p = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+        text = (p.stdout + p.stderr).decode("utf-8", "replace")
+        eq(p.returncode, 1, "exit status of a start on a full disk (output %r)" % text[-1500:])
+        check("is full" in text and "Free space on that file system" in text and srv.data_dir in text,
+              "the start names the cause and what to do: %r" % text[-1500:])
+        check("input/output error" not in text, "not an I/O error: %r" % text[-1500:])
+        # Room again: everything acknowledged is there, the cursor too.
+        os.unlink(filler)
+        srv.start()
+        recs, _ = srv.fetch_all(topic)
+        eq([(0, r["offset"]) for r in recs], acked, "acknowledged offsets after the full start")
+        eq([r["value"] for r in recs], [value_of(i) for i in range(20)], "acknowledged values")
+        cur = expect_json(srv.get("/v1/consumers/reader/cursors"), 200, "cursors")
+        eq([c["offset"] for c in cur["cursors"]], [7], "committed cursor")
         srv.stop()
     finally:
         srv.cleanup()

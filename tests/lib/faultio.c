@@ -254,6 +254,12 @@ static int f_fsize(const struct pulse_io *io, int fd, uint64_t *size_out)
     return fio->real->fsize(fio->real, fd, size_out);
 }
 
+static int f_file_id(const struct pulse_io *io, int fd, struct pulse_file_id *id_out)
+{
+    struct faultio *fio = F(io);
+    return fio->real->file_id(fio->real, fd, id_out);
+}
+
 static int f_rename(const struct pulse_io *io, const char *from, const char *to)
 {
     struct faultio *fio = F(io);
@@ -335,6 +341,7 @@ struct faultio *faultio_create(void)
     fio->io.fsync = f_fsync;
     fio->io.ftruncate = f_ftruncate;
     fio->io.fsize = f_fsize;
+    fio->io.file_id = f_file_id;
     fio->io.rename = f_rename;
     fio->io.unlink = f_unlink;
     fio->io.mkdir = f_mkdir;

@@ -32,6 +32,8 @@
 #include "common/log.h"
 #include "meta/meta.h"
 #include "storage/batch.h"
+#include "storage/io.h"
+#include "storage/snapshot.h"
 #include "faultio.h"
 
 static char tmpdir[256];
@@ -1317,6 +1319,217 @@ START_TEST(test_concurrent_publishers_and_cursor_writers_lose_nothing)
 }
 END_TEST
 
+/* ---- the epoch rule across a fence and a reopen ------------------------- */
+
+/* Stages, from inside the syncer's fdatasyncs (faultio's sync hook), a fence
+ * and an in-process reopen of partition 0 after the sync that made publish
+ * A durable and before the syncer's completion pass looks at A; publish B is
+ * appended just before the fence and discarded by the reopen. */
+struct stage {
+    struct faultio *fio;
+    struct pulse_broker *b;
+    struct pulse_plog *p0, *p1;
+    atomic_int step;
+    pulse_status_t sync_st, reopen_st, pub_b_st;
+    struct pulse_offset_pair off_b;
+    char err_b[256];
+};
+
+struct done_rec {
+    atomic_bool done;
+    atomic_int st;
+};
+
+static void done_cb(void *arg, pulse_status_t st)
+{
+    struct done_rec *d = arg;
+    atomic_store(&d->st, (int)st);
+    atomic_store(&d->done, true);
+}
+
+static struct done_rec done_b;
+
+static void stage_hook(void *arg)
+{
+    struct stage *s = arg;
+    int step = atomic_load(&s->step);
+
+    if (step == 0 && pulse_plog_log_end(s->p0) >= 1 && pulse_plog_high_watermark(s->p0) == 0) {
+        /* The syncer is about to sync A's bytes. Give partition 1 unsynced
+         * bytes too, so that the same pass syncs it afterwards. */
+        struct pulse_buf buf;
+        struct pulse_record_in r = {.timestamp = 1, .key_len = PULSE_BATCH_NULL,
+                                    .value = (const uint8_t *)"z", .value_len = 1};
+        int64_t base;
+        atomic_store(&s->step, 1);
+        pulse_buf_init(&buf, 1 << 16);
+        ck_assert_int_eq(pulse_batch_encode(&buf, 0, 0, &r, 1), PULSE_OK);
+        ck_assert_int_eq(pulse_plog_append_async(s->p1, buf.data, buf.len, &base, NULL, NULL), PULSE_OK);
+        pulse_buf_fini(&buf);
+    } else if (step == 1 && pulse_plog_high_watermark(s->p0) >= 1) {
+        /* A is durable; the syncer has not completed it yet. B goes to
+         * the page cache, a sync fails (fence), the log is reopened. */
+        struct pulse_publish_record rec = rec_kv(NULL, "B", 0);
+        bool pending = false;
+        atomic_store(&s->step, 2);
+        s->pub_b_st = pulse_broker_publish(s->b, "t", &rec, 1, &s->off_b, done_cb, &done_b, &pending, s->err_b,
+                                           sizeof s->err_b);
+        faultio_fail_nth(s->fio, FAULTIO_FDATASYNC, 1, EIO);
+        s->sync_st = pulse_plog_sync(s->p0);
+        s->reopen_st = pulse_plog_reopen(s->p0, NULL);
+        atomic_store(&s->step, 3);
+    }
+}
+
+/* A publish whose bytes were durable before a fence and a reopen is
+ * answered OK even when the syncer looks at it only after the reopen (its
+ * record is in the log, at its offset); one whose bytes the reopen
+ * discarded fails, even though HW passes its end again with a record
+ * appended after the reopen. */
+START_TEST(test_publish_durable_before_a_reopen_succeeds_and_one_it_discarded_fails)
+{
+    static struct stage st;
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b;
+    struct pulse_offset_pair off_a, off_c;
+    struct done_rec done_a;
+    char err[256] = "", err_a[256] = "";
+    bool pending = false;
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    cfg.fence_retry_initial_ms = 60000; /* the heal thread stays out of it */
+    cfg.fence_retry_max_ms = 60000;
+    b = open_cfg(&cfg, NULL);
+    create_topic(b, "t", 2);
+    struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, "t");
+    memset(&st, 0, sizeof st);
+    st.fio = fio;
+    st.b = b;
+    st.p0 = t->plogs[0];
+    st.p1 = t->plogs[1];
+    atomic_init(&st.step, 0);
+    atomic_init(&done_a.done, false);
+    atomic_init(&done_b.done, false);
+    faultio_set_sync_hook(fio, stage_hook, &st);
+    struct pulse_publish_record rec_a = rec_kv(NULL, "A", 0);
+    ck_assert_int_eq(pulse_broker_publish(b, "t", &rec_a, 1, &off_a, done_cb, &done_a, &pending, err_a, sizeof err_a),
+                     PULSE_OK);
+    ck_assert(pending);
+    int64_t t0 = pulse_clock_mono_us();
+    while (!atomic_load(&done_a.done) || !atomic_load(&done_b.done)) {
+        ck_assert_int_lt(pulse_clock_mono_us() - t0, 10 * 1000 * 1000);
+        usleep(1000);
+    }
+    faultio_set_sync_hook(fio, NULL, NULL);
+    ck_assert_int_eq(atomic_load(&st.step), 3);
+    ck_assert_int_eq(st.pub_b_st, PULSE_OK);
+    ck_assert_int_eq(st.sync_st, PULSE_IO);
+    ck_assert_int_eq(st.reopen_st, PULSE_OK);
+    ck_assert_int_eq(off_a.offset, 0);
+    ck_assert_int_eq(st.off_b.offset, 1);
+    ck_assert_msg(atomic_load(&done_a.st) == PULSE_OK, "A: %s (%s)", pulse_status_name(atomic_load(&done_a.st)),
+                  err_a);
+    ck_assert_int_eq(atomic_load(&done_b.st), PULSE_FENCED);
+    ck_assert_msg(strstr(st.err_b, "partition 0") != NULL, "%s", st.err_b);
+    /* C gets B's offset (B was never durable nor visible) and succeeds. */
+    struct pulse_publish_record rec_c = rec_kv(NULL, "C", 0);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "t", &rec_c, 1, &off_c, err, sizeof err), PULSE_OK);
+    ck_assert_int_eq(off_c.offset, 1);
+    char values[4][32];
+    ck_assert_uint_eq(read_values(b, "t", 0, values, 4), 2);
+    ck_assert_str_eq(values[0], "A");
+    ck_assert_str_eq(values[1], "C");
+    pulse_broker_topic_release(b, t);
+    pulse_broker_close(b);
+    faultio_destroy(fio);
+}
+END_TEST
+
+/* ---- the durable-end checkpoint --------------------------------------- */
+
+static char crash_log[512];
+
+/* Publishes 5 records (5 batches), waits until the syncer's checkpoint
+ * covers them, then dies without closing anything. */
+static void child_publish_then_crash(void)
+{
+    struct pulse_broker_config cfg;
+    struct pulse_broker *b;
+    struct pulse_snapshot snap;
+    struct pulse_offset_pair off;
+    char err[256], dir[600];
+
+    test_config(&cfg);
+    cfg.checkpoint_interval_ms = 50;
+    b = open_cfg(&cfg, NULL);
+    create_topic(b, "ck", 1);
+    for (int i = 0; i < 5; i++) {
+        char v[16];
+        snprintf(v, sizeof v, "v%d", i);
+        struct pulse_publish_record rec = rec_kv(NULL, v, 0);
+        if (pulse_broker_publish_wait(b, "ck", &rec, 1, &off, err, sizeof err) != PULSE_OK)
+            _exit(2);
+    }
+    /* Ten checkpoint intervals at most; then a crash: no close, so no
+     * close-time snapshot either. */
+    snprintf(dir, sizeof dir, "%s/topics/ck/0", tmpdir);
+    for (int i = 0; i < 50; i++) {
+        if (pulse_snapshot_read(pulse_io_posix(), dir, &snap) == PULSE_OK && snap.leo == 5)
+            break;
+        usleep(10 * 1000);
+    }
+    _exit(0);
+}
+
+/* Acknowledged records at the very end of a partition whose last batch is
+ * damaged by the crash: the checkpoint the syncer wrote while the broker
+ * ran proves them durable, so the damage is kept as corruption and their
+ * offsets are never handed out again (without it, the batch was cut as a
+ * torn tail and offset 4 given to the next record). */
+START_TEST(test_syncer_checkpoint_keeps_the_offsets_of_a_damaged_acknowledged_tail)
+{
+    struct pulse_offset_pair off;
+    char err[256];
+    int status = 0;
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        child_publish_then_crash();
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    snprintf(crash_log, sizeof crash_log, "%s/topics/ck/0/%020d.log", tmpdir, 0);
+    struct stat sb;
+    ck_assert_int_eq(stat(crash_log, &sb), 0);
+    FILE *f = fopen(crash_log, "r+b");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, (long)sb.st_size - 2, SEEK_SET), 0);
+    int c = fgetc(f);
+    ck_assert_int_eq(fseek(f, (long)sb.st_size - 2, SEEK_SET), 0);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+
+    struct pulse_broker *b = open_default(NULL);
+    struct pulse_publish_record rec = rec_kv(NULL, "after", 0);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "ck", &rec, 1, &off, err, sizeof err), PULSE_OK);
+    ck_assert_int_eq(off.offset, 5);
+    ck_assert_int_eq(stat(crash_log, &sb), 0);
+    struct pulse_buf buf;
+    struct pulse_slice info;
+    pulse_buf_init(&buf, 1 << 20);
+    ck_assert_int_eq(pulse_broker_fetch(b, "ck", 0, 4, 1 << 20, &buf, &info), PULSE_OK);
+    ck_assert_int_eq(info.skip_from, 4);
+    ck_assert_int_eq(info.skip_to, 5);
+    ck_assert(info.skip_damaged);
+    pulse_buf_fini(&buf);
+    pulse_broker_close(b);
+}
+END_TEST
+
 /* ---- storage failures and group commit -------------------------------- */
 
 START_TEST(test_failed_sync_fails_the_publish_and_fences_only_that_partition)
@@ -1420,6 +1633,9 @@ START_TEST(test_fenced_partition_is_reopened_in_process_with_backoff_and_loses_n
     cfg.io = faultio_io(fio);
     cfg.fence_retry_initial_ms = 100;
     cfg.fence_retry_max_ms = 400;
+    /* One checkpoint (right after the first sync), then none: the injected
+     * failures below are meant for the publishes' syncs and the reopen. */
+    cfg.checkpoint_interval_ms = 3600 * 1000;
     b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 2);
     atomic_init(&stop, false);
@@ -1911,6 +2127,21 @@ START_TEST(test_drain_completes_queued_admin_work_then_refuses_more)
 }
 END_TEST
 
+/* Waits until partition p of topic has written its first durable-end
+ * checkpoint (its snapshot file), so that a test counting or failing I/O
+ * afterwards meets no checkpoint write of the syncer in between. */
+static void wait_checkpointed(const char *topic, int32_t p)
+{
+    char rel[200];
+    int64_t t0 = pulse_clock_mono_us();
+
+    snprintf(rel, sizeof rel, "topics/%.64s/%d/snapshot", topic, (int)p);
+    while (!path_exists(rel)) {
+        ck_assert_msg(pulse_clock_mono_us() - t0 < 5 * 1000 * 1000, "no checkpoint for %s", rel);
+        usleep(1000);
+    }
+}
+
 /* Fences partition p of topic with a failed fdatasync (the publish that
  * meets it answers PULSE_FENCED). */
 static void fence_partition(struct pulse_broker *b, struct faultio *fio, const char *topic, int32_t p)
@@ -2051,12 +2282,16 @@ START_TEST(test_publish_failing_on_one_partition_says_what_it_stored)
     test_config(&cfg);
     cfg.io = faultio_io(fio);
     cfg.fence_retry_initial_ms = 60000;
+    /* No checkpoint writes between the counted ones below. */
+    cfg.checkpoint_interval_ms = 3600 * 1000;
     b = open_cfg(&cfg, NULL);
     create_topic(b, "m", 3);
     for (int32_t p = 0; p < 3; p++) {
         struct pulse_publish_record r = rec_kv(NULL, "warm", p);
         ck_assert_int_eq(pulse_broker_publish_wait(b, "m", &r, 1, off, err, sizeof err), PULSE_OK);
     }
+    for (int32_t p = 0; p < 3; p++)
+        wait_checkpointed("m", p);
     /* How many pwrites one partition's append takes. */
     unsigned long before = faultio_count(fio, FAULTIO_PWRITE);
     struct pulse_publish_record one = rec_kv(NULL, "warm2", 2);
@@ -2117,10 +2352,13 @@ START_TEST(test_publish_to_a_fenced_partition_stores_nothing_on_the_others)
     test_config(&cfg);
     cfg.io = faultio_io(fio);
     cfg.fence_retry_initial_ms = 60000;
+    /* The fdatasync failed below must be the publish's, not a checkpoint's. */
+    cfg.checkpoint_interval_ms = 3600 * 1000;
     b = open_cfg(&cfg, NULL);
     create_topic(b, "f", 2);
     recs[0] = rec_kv(NULL, "x", 0);
     ck_assert_int_eq(pulse_broker_publish_wait(b, "f", recs, 1, off, err, sizeof err), PULSE_OK);
+    wait_checkpointed("f", 0);
     fence_partition(b, fio, "f", 1);
     t = pulse_broker_topic_acquire(b, "f");
     int64_t end0 = pulse_plog_log_end(t->plogs[0]);
@@ -2183,6 +2421,8 @@ static Suite *broker_suite(void)
     tcase_add_test(tc, test_heal_record_is_not_inherited_by_a_new_topic_at_the_old_log_address);
     tcase_add_test(tc, test_publish_failing_on_one_partition_says_what_it_stored);
     tcase_add_test(tc, test_publish_to_a_fenced_partition_stores_nothing_on_the_others);
+    tcase_add_test(tc, test_publish_durable_before_a_reopen_succeeds_and_one_it_discarded_fails);
+    tcase_add_test(tc, test_syncer_checkpoint_keeps_the_offsets_of_a_damaged_acknowledged_tail);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -603,6 +603,131 @@ START_TEST(test_metadata_without_a_directory_refuses_to_start_until_forgotten)
 }
 END_TEST
 
+/* Publishes one record to topic/p; its offset. */
+static int64_t publish_to(struct pulse_broker *b, const char *topic, uint32_t p)
+{
+    struct pulse_publish_record r;
+    struct pulse_offset_pair off;
+    char err[256] = "";
+
+    memset(&r, 0, sizeof r);
+    r.rec.key_len = PULSE_BATCH_NULL;
+    r.rec.value = (const uint8_t *)"after";
+    r.rec.value_len = 5;
+    r.partition = (int32_t)p;
+    ck_assert_int_eq(pulse_broker_publish_wait(b, topic, &r, 1, &off, err, sizeof err), PULSE_OK);
+    return off.offset;
+}
+
+/* Log start and high watermark of topic/p. */
+static void bounds_of(struct pulse_broker *b, const char *topic, uint32_t p, int64_t *start, int64_t *hw)
+{
+    struct pulse_buf out;
+    struct pulse_slice info;
+
+    pulse_buf_init(&out, 1u << 20);
+    ck_assert_int_eq(pulse_broker_fetch(b, topic, p, 0, 4096, &out, &info), PULSE_OK);
+    *start = info.log_start;
+    *hw = info.high_watermark;
+    pulse_buf_fini(&out);
+}
+
+static void commit_at(struct pulse_broker *b, const char *consumer, const char *topic, uint32_t p, int64_t offset)
+{
+    struct pulse_cursor c;
+    char err[256] = "";
+
+    memset(&c, 0, sizeof c);
+    snprintf(c.topic, sizeof c.topic, "%s", topic);
+    c.partition = p;
+    c.offset = offset;
+    ck_assert_int_eq(pulse_broker_cursor_commit(b, consumer, &c, 1, err, sizeof err), PULSE_OK);
+}
+
+/* A partition directory that is gone (removed, a volume not mounted) or
+ * empty, beside an intact store and topic: it used to be made again empty
+ * without a word, so its offsets were handed out a second time and a
+ * consumer whose cursor was past them skipped the new records. The start
+ * refuses, changing nothing; --recreate-partition accepts the loss and the
+ * partition goes on after its consumers' cursors (or a given offset). */
+START_TEST(test_missing_or_empty_partition_directory_refuses_until_recreated)
+{
+    struct pulse_broker_recreate_report rr;
+    struct pulse_broker_config cfg;
+    struct pulse_buf before, after;
+    struct pulse_cursor got;
+    struct pulse_broker *b = open_ok(NULL);
+    int64_t start = 0, hw = 0;
+    char path[512];
+    char err[1024] = "";
+
+    create(b, "alpha", 3, PULSE_CLEANUP_DELETE, -1);
+    fill(b, "alpha", 3);
+    commit_at(b, "reader", "alpha", 1, 12);
+    commit_at(b, "other", "alpha", 1, 5);
+    pulse_buf_init(&before, 64u << 20);
+    dump_partition(b, "alpha", 0, &before);
+    pulse_broker_close(b);
+
+    rm_tree("topics/alpha/1");
+    ck_assert_int_eq(open_fails(err, sizeof err), PULSE_INVALID);
+    ck_assert_msg(strstr(err, "topics/alpha/1 is missing") != NULL && strstr(err, "Nothing was changed") != NULL &&
+                      strstr(err, "--recreate-partition alpha/1") != NULL,
+                  "message: %s", err);
+    ck_assert(!path_exists("topics/alpha/1"));
+    /* An empty directory is no better: a committed partition always holds
+     * a segment file. */
+    snprintf(path, sizeof path, "%s/topics/alpha/1", tmpdir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    ck_assert_int_eq(open_fails(err, sizeof err), PULSE_INVALID);
+    ck_assert_msg(strstr(err, "topics/alpha/1 is empty") != NULL, "message: %s", err);
+
+    /* What the command refuses. */
+    test_config(&cfg);
+    ck_assert_int_eq(pulse_broker_recreate_partition(&cfg, "nosuch", 1, 0, NULL, err, sizeof err),
+                     PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(pulse_broker_recreate_partition(&cfg, "alpha", 3, 0, NULL, err, sizeof err),
+                     PULSE_PARTITION_NOT_FOUND);
+    ck_assert_int_eq(pulse_broker_recreate_partition(&cfg, "alpha", 0, 0, NULL, err, sizeof err), PULSE_EXISTS);
+    ck_assert_msg(strstr(err, "holds files") != NULL, "message: %s", err);
+    ck_assert_int_eq(pulse_broker_recreate_partition(&cfg, "alpha", 1, -1, NULL, err, sizeof err), PULSE_INVALID);
+
+    /* Accepted: the new log starts at the highest cursor (12 > 0). */
+    ck_assert_int_eq(pulse_broker_recreate_partition(&cfg, "alpha", 1, 0, &rr, err, sizeof err), PULSE_OK);
+    ck_assert_int_eq(rr.start_offset, 12);
+    ck_assert_int_eq(rr.highest_cursor, 12);
+    ck_assert_uint_eq(rr.cursors, 2);
+    /* A missing one with a higher offset given (no cursor on it). */
+    rm_tree("topics/alpha/2");
+    ck_assert_int_eq(pulse_broker_recreate_partition(&cfg, "alpha", 2, 100, &rr, err, sizeof err), PULSE_OK);
+    ck_assert_int_eq(rr.start_offset, 100);
+    ck_assert_int_eq(rr.highest_cursor, -1);
+
+    b = open_ok(NULL);
+    bounds_of(b, "alpha", 1, &start, &hw);
+    ck_assert_int_eq(start, 12);
+    ck_assert_int_eq(hw, 12);
+    ck_assert_int_eq(publish_to(b, "alpha", 1), 12);
+    ck_assert_int_eq(publish_to(b, "alpha", 2), 100);
+    ck_assert_int_eq(pulse_broker_cursor_get(b, "reader", "alpha", 1, &got), PULSE_OK);
+    ck_assert_int_eq(got.offset, 12);
+    /* The partition that was there is untouched. */
+    pulse_buf_init(&after, 64u << 20);
+    dump_partition(b, "alpha", 0, &after);
+    ck_assert_uint_gt(before.len, 0);
+    ck_assert_uint_eq(after.len, before.len);
+    ck_assert(memcmp(after.data, before.data, before.len) == 0);
+    pulse_broker_close(b);
+    /* And a restart agrees. */
+    b = open_ok(NULL);
+    bounds_of(b, "alpha", 1, &start, &hw);
+    ck_assert_int_eq(hw, 13);
+    pulse_broker_close(b);
+    pulse_buf_fini(&before);
+    pulse_buf_fini(&after);
+}
+END_TEST
+
 START_TEST(test_adopt_topic_takes_partitions_from_directories_and_refuses_what_it_must)
 {
     struct pulse_broker_config cfg;
@@ -1161,6 +1286,7 @@ static Suite *datadir_suite(void)
     tcase_add_test(tc, test_store_of_another_data_directory_refuses_to_start);
     tcase_add_test(tc, test_identity_file_damage);
     tcase_add_test(tc, test_metadata_without_a_directory_refuses_to_start_until_forgotten);
+    tcase_add_test(tc, test_missing_or_empty_partition_directory_refuses_until_recreated);
     tcase_add_test(tc, test_adopt_topic_takes_partitions_from_directories_and_refuses_what_it_must);
     tcase_add_test(tc, test_adopt_topic_refuses_an_unfinished_create);
     tcase_add_test(tc, test_store_leveldb_finds_damaged_is_refused_then_repaired);

@@ -2,6 +2,7 @@
 /* check_common.c - CRC32C check values and path agreement, buffer caps,
  * status tables, allocation failure hook. */
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,21 @@ START_TEST(test_status_tables_name_every_status)
 }
 END_TEST
 
+/* A status carries the cause a caller several layers up must name: a
+ * permission problem is not "input/output error". */
+START_TEST(test_errno_maps_to_the_status_that_names_it)
+{
+    ck_assert_int_eq(pulse_status_from_errno(ENOSPC), PULSE_NOSPACE);
+    ck_assert_int_eq(pulse_status_from_errno(EDQUOT), PULSE_NOSPACE);
+    ck_assert_int_eq(pulse_status_from_errno(EMFILE), PULSE_NOFILE);
+    ck_assert_int_eq(pulse_status_from_errno(ENOMEM), PULSE_NOMEM);
+    ck_assert_int_eq(pulse_status_from_errno(EACCES), PULSE_ACCESS);
+    ck_assert_int_eq(pulse_status_from_errno(EPERM), PULSE_ACCESS);
+    ck_assert_str_eq(pulse_status_message(pulse_status_from_errno(EACCES)), "permission denied");
+    ck_assert_int_eq(pulse_status_from_errno(EIO), PULSE_IO);
+}
+END_TEST
+
 /* Runs fn with stderr sent to a temporary file; returns the text written
  * (static storage). Check forks each test, so the redirect dies with it. */
 static const char *capture_stderr(void (*fn)(void))
@@ -199,6 +215,7 @@ int main(void)
     tcase_add_test(tc, test_buf_big_endian_appends);
     tcase_add_test(tc, test_alloc_fail_after_n_returns_null);
     tcase_add_test(tc, test_status_tables_name_every_status);
+    tcase_add_test(tc, test_errno_maps_to_the_status_that_names_it);
     tcase_add_test(tc, test_repeated_warnings_are_rate_limited_with_a_count);
     tcase_add_test(tc, test_rate_limit_window_reopens_after_a_second_and_reports_the_count_first);
     suite_add_tcase(s, tc);

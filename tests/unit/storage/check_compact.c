@@ -6,6 +6,7 @@
  * passes over an unchanged log that read nothing, readers that keep the
  * old bytes, and a seeded random model test with reopens. */
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,6 +25,8 @@
 #include "storage/compact.h"
 #include "storage/io.h"
 #include "storage/plog.h"
+#include "storage/plog_int.h"
+#include "storage/segment.h"
 
 #include "compacttest.h"
 
@@ -1417,6 +1420,130 @@ START_TEST(test_reader_in_a_segment_merged_away_does_not_skip_records)
 }
 END_TEST
 
+/* A posix io whose directory fsyncs, or renames, fail while armed. */
+static atomic_bool dirsync_armed, rename_armed;
+static struct pulse_io failing;
+
+static int failing_fsync_dir(const struct pulse_io *io, const char *dir)
+{
+    const struct pulse_io *posix = pulse_io_posix();
+    (void)io;
+    if (atomic_load(&dirsync_armed)) {
+        errno = EIO;
+        return -1;
+    }
+    return posix->fsync_dir(posix, dir);
+}
+
+static int failing_rename(const struct pulse_io *io, const char *from, const char *to)
+{
+    const struct pulse_io *posix = pulse_io_posix();
+    (void)io;
+    if (atomic_load(&rename_armed)) {
+        errno = EIO;
+        return -1;
+    }
+    return posix->rename(posix, from, to);
+}
+
+static struct pulse_plog *open_failing(const char *dir)
+{
+    failing = *pulse_io_posix();
+    failing.fsync_dir = failing_fsync_dir;
+    failing.rename = failing_rename;
+    atomic_store(&dirsync_armed, false);
+    atomic_store(&rename_armed, false);
+    return ct_open_io(dir, SEG, &failing);
+}
+
+/* After a failed directory fsync nobody knows which of the pass's renames
+ * or unlinks are on disk, and a second fsync could report success over the
+ * lost ones: the log fences (never retried), and a reopen recovers from the
+ * files as they are, every record where the model says. */
+static void dirsync_failure_fences(void (*build)(struct pulse_plog *, struct ct_model *), uint32_t rewritten,
+                                   uint32_t deleted)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog *plog = open_failing(dir);
+    struct ct_model m = {0};
+    struct pulse_compact_config cfg;
+    struct pulse_compact_result res;
+
+    build(plog, &m);
+    ct_cfg(&cfg);
+    atomic_store(&dirsync_armed, true);
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, &res), PULSE_IO);
+    ck_assert_uint_eq(res.segments_rewritten, rewritten);
+    ck_assert_uint_eq(res.segments_deleted, deleted);
+    ck_assert(pulse_plog_fenced(plog));
+    atomic_store(&dirsync_armed, false);
+    ck_assert_int_eq(pulse_plog_reopen(plog, NULL), PULSE_OK);
+    ct_check_model(plog, &m, 4);
+    ck_assert_int_eq(ct_append(plog, NULL, 9, false, CT_T0, 0), m.recs[m.n - 1].offset + 1);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    pt_cleanup(dir);
+}
+
+/* One sealed segment whose records are all superseded, between two that
+ * survive whole (as in test_segment_with_no_survivors_is_deleted...). */
+static void build_one_dead(struct pulse_plog *plog, struct ct_model *m)
+{
+    ct_append(plog, m, -1, false, CT_T0, 400);
+    ct_append(plog, m, -1, false, CT_T0, 400);
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 4; k++)
+            ct_append(plog, m, k, false, CT_T0, 150);
+    ct_append(plog, m, -1, false, CT_T0, 600);
+    ct_append(plog, m, -1, false, CT_T0, 600);
+}
+
+static void build_one_rewrite(struct pulse_plog *plog, struct ct_model *m)
+{
+    ck_assert_uint_eq(build_unmergeable(plog, m, 1), 1);
+}
+
+START_TEST(test_failed_directory_fsync_after_deletions_fences_the_log)
+{
+    dirsync_failure_fences(build_one_dead, 0, 1);
+}
+END_TEST
+
+START_TEST(test_failed_directory_fsync_after_a_rewrite_fences_the_log)
+{
+    dirsync_failure_fences(build_one_rewrite, 0, 0);
+}
+END_TEST
+
+/* A commit that fails before it renamed anything gives back the
+ * descriptor it kept open for readers (the retirement), so failed passes
+ * cannot pile up open files; the log stays usable and unfenced. */
+START_TEST(test_commit_that_renamed_nothing_keeps_no_descriptor_open)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog *plog = open_failing(dir);
+    struct ct_model m = {0};
+    struct pulse_compact_config cfg;
+    struct pulse_compact_result res;
+
+    ck_assert_uint_eq(build_unmergeable(plog, &m, 1), 1);
+    ct_cfg(&cfg);
+    atomic_store(&rename_armed, true);
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, &res), PULSE_IO);
+    ck_assert_uint_eq(res.segments_rewritten, 0);
+    ck_assert(!pulse_plog_fenced(plog));
+    ck_assert(!plog->segs[0]->data.retired);
+    atomic_store(&rename_armed, false);
+    ct_check_model(plog, &m, 3);
+    ck_assert_int_eq(pulse_compact_pass(plog, &cfg, CT_T0, &res), PULSE_OK);
+    ck_assert_uint_eq(res.segments_rewritten, 1);
+    ct_check_model(plog, &m, 3);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    ct_model_free(&m);
+    pt_cleanup(dir);
+}
+END_TEST
+
 static Suite *compact_suite(void)
 {
     Suite *s = suite_create("compact");
@@ -1448,6 +1575,9 @@ static Suite *compact_suite(void)
     tcase_add_test(tc, test_adjacent_small_segments_merge_into_the_first_ones_file);
     tcase_add_test(tc, test_merge_never_spans_more_offsets_than_the_index_can_address);
     tcase_add_test(tc, test_reader_in_a_segment_merged_away_does_not_skip_records);
+    tcase_add_test(tc, test_failed_directory_fsync_after_deletions_fences_the_log);
+    tcase_add_test(tc, test_failed_directory_fsync_after_a_rewrite_fences_the_log);
+    tcase_add_test(tc, test_commit_that_renamed_nothing_keeps_no_descriptor_open);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -224,7 +224,7 @@ START_TEST(test_short_write_on_a_full_device_is_cut_back_and_earlier_unsynced_ap
     /* Written, not yet synced: a publisher is waiting for it. */
     pulse_buf_init(&b, 1 << 20);
     pt_batch(&b, 2, 2, 64, 0);
-    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end, NULL), PULSE_OK);
     ck_assert_int_eq(end, 4);
     pulse_buf_fini(&b);
     pt_path(p, sizeof p, e.dir, 0, "log");
@@ -339,7 +339,7 @@ START_TEST(test_reopen_cuts_the_index_entries_of_the_batches_it_cuts)
         ck_assert_int_eq(append_one(e.plog, i * 3, 3, &base), PULSE_OK);
     pulse_buf_init(&b, 1 << 20);
     pt_batch(&b, 1000, 3, 64, 0);
-    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end, NULL), PULSE_OK);
     pulse_buf_fini(&b);
     faultio_fail_nth(e.fio, FAULTIO_FDATASYNC, 1, EIO);
     ck_assert_int_eq(pulse_plog_wait_durable(e.plog, end), PULSE_IO);
@@ -374,7 +374,7 @@ START_TEST(test_reopen_after_a_failed_fdatasync_keeps_what_was_durable_and_appen
     /* Written, then the sync that should cover it fails. */
     pulse_buf_init(&b, 1 << 20);
     pt_batch(&b, 1000, 3, 64, 0);
-    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end, NULL), PULSE_OK);
     ck_assert_int_eq(end, 33);
     pulse_buf_fini(&b);
     uint64_t epoch = pulse_plog_epoch(e.plog);
@@ -428,23 +428,126 @@ START_TEST(test_reopen_after_a_failed_fdatasync_keeps_what_was_durable_and_appen
 }
 END_TEST
 
-START_TEST(test_reopen_refuses_a_log_that_recovers_below_its_high_watermark)
+/* Behind the log's back its durable tail is lost (the file is cut in the
+ * middle of batch 2 of 4), then a sync fails. The reopen keeps the offsets
+ * readers saw: the running log's HW is proof they were handed out, so the
+ * log end stays 8 and the lost ones become a recorded range, skipped by
+ * reads and never given to a new record, in this process or after a
+ * restart. */
+START_TEST(test_reopen_of_a_log_that_lost_durable_bytes_never_hands_their_offsets_out_again)
 {
     struct env e;
+    struct pulse_plog_recovery rec;
     int64_t base;
     char p[512];
     env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
     for (uint64_t i = 0; i < 4; i++)
         ck_assert_int_eq(append_one(e.plog, i * 2, 2, &base), PULSE_OK);
-    /* Behind the log's back the durable tail is lost, then a sync fails. */
     pt_path(p, sizeof p, e.dir, 0, "log");
     pt_truncate(p, pt_file_size(p) / 2);
     faultio_fail_nth(e.fio, FAULTIO_FDATASYNC, 1, EIO);
     ck_assert_int_eq(append_one(e.plog, 8, 2, &base), PULSE_IO);
-    ck_assert_int_eq(pulse_plog_reopen(e.plog, NULL), PULSE_CORRUPT);
-    ck_assert(pulse_plog_fenced(e.plog));
+    ck_assert_int_eq(pulse_plog_reopen(e.plog, &rec), PULSE_OK);
+    ck_assert_uint_eq(rec.truncated_bytes, 0);
+    ck_assert_uint_ge(rec.new_damaged_ranges, 1);
     ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 8);
-    ck_assert_int_eq(append_one(e.plog, 8, 2, &base), PULSE_FENCED);
+    ck_assert_int_eq(pulse_plog_log_end(e.plog), 8);
+    ck_assert_int_eq(append_one(e.plog, 8, 2, &base), PULSE_OK);
+    ck_assert_int_eq(base, 8);
+    /* Offsets 0..3 survived whole; 4..7 are skipped; 8 and 9 follow. */
+    struct pt_log l = {0};
+    pt_read_all(e.plog, 0, 1 << 20, &l);
+    ck_assert_uint_eq(l.n, 6);
+    for (size_t i = 0; i < l.n; i++)
+        ck_assert_int_eq(l.offs[i], i < 4 ? (int64_t)i : (int64_t)i + 4);
+    pt_log_free(&l);
+    env_close(&e);
+}
+END_TEST
+
+/* The last synced batch of the active segment goes bad on disk (one byte),
+ * then a sync fails. The reopen must not take that acknowledged batch for
+ * a torn tail: the running log's durable size proves it was synced, so it
+ * is kept as corruption (the file keeps every byte), and neither the
+ * reopened log nor a restart ever gives offsets 6 and 7 to new records. */
+START_TEST(test_reopen_keeps_a_damaged_durable_batch_and_never_hands_its_offsets_out_again)
+{
+    struct env e;
+    struct pulse_plog_recovery rec;
+    int64_t base;
+    char p[512];
+    long long size;
+    uint8_t x;
+    env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
+    for (uint64_t i = 0; i < 4; i++)
+        ck_assert_int_eq(append_one(e.plog, i * 2, 2, &base), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 8); /* readers may have seen 0..7 */
+    pt_path(p, sizeof p, e.dir, 0, "log");
+    size = pt_file_size(p);
+    pt_read_file(p, size - 10, &x, 1);
+    x ^= 0x40;
+    pt_patch(p, size - 10, &x, 1);
+    faultio_fail_nth(e.fio, FAULTIO_FDATASYNC, 1, EIO);
+    ck_assert_int_eq(append_one(e.plog, 8, 2, &base), PULSE_IO);
+    ck_assert_int_eq(pulse_plog_reopen(e.plog, &rec), PULSE_OK);
+    /* Only the never-durable batch 8 was cut, by the reopen's first step. */
+    ck_assert_int_eq(pt_file_size(p), size);
+    ck_assert_uint_eq(rec.truncated_bytes, 0);
+    ck_assert_uint_eq(rec.new_damaged_ranges, 1);
+    ck_assert_uint_eq(rec.forensic_copies, 1);
+    ck_assert_int_eq(pulse_plog_log_end(e.plog), 8);
+    ck_assert_int_eq(append_one(e.plog, 8, 2, &base), PULSE_OK);
+    ck_assert_int_eq(base, 8);
+    ck_assert_int_eq(pulse_plog_close(e.plog), PULSE_OK);
+    e.plog = NULL;
+    /* A restart never hands out 6 and 7 again either. */
+    struct pulse_plog *plog = reopen_posix(e.dir, 1 << 20, &rec);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 10);
+    ck_assert_uint_eq(rec.truncated_bytes, 0);
+    ck_assert_uint_eq(rec.damaged_ranges, 1);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    env_close(&e);
+}
+END_TEST
+
+/* The epoch rule (pulse_plog_fate): an append whose bytes were durable
+ * before a fence and a reopen is durable for good; one the reopen
+ * discarded never is, even once HW passes its end again with other
+ * records appended after the reopen. */
+START_TEST(test_fate_keeps_an_append_durable_before_a_reopen_and_never_one_it_discarded)
+{
+    struct env e;
+    struct pulse_buf b;
+    int64_t base, end_a, end_b, end_c;
+    uint64_t ep_a, ep_b, ep_c;
+    env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
+    pulse_buf_init(&b, 1 << 20);
+    pt_batch(&b, 0, 2, 64, 0);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end_a, &ep_a), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_fate(e.plog, ep_a, end_a), PULSE_PLOG_PENDING);
+    ck_assert_int_eq(pulse_plog_sync(e.plog), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_fate(e.plog, ep_a, end_a), PULSE_PLOG_DURABLE);
+    pt_batch(&b, 2, 2, 64, 0);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end_b, &ep_b), PULSE_OK);
+    faultio_fail_nth(e.fio, FAULTIO_FDATASYNC, 1, EIO);
+    ck_assert_int_eq(pulse_plog_sync(e.plog), PULSE_IO);
+    /* Fenced: B can only be cut now. */
+    ck_assert_int_eq(pulse_plog_fate(e.plog, ep_b, end_b), PULSE_PLOG_LOST);
+    ck_assert_int_eq(pulse_plog_reopen(e.plog, NULL), PULSE_OK);
+    ck_assert_uint_eq(pulse_plog_epoch(e.plog), ep_a + 1);
+    ck_assert_int_eq(pulse_plog_fate(e.plog, ep_a, end_a), PULSE_PLOG_DURABLE);
+    ck_assert_int_eq(pulse_plog_fate(e.plog, ep_b, end_b), PULSE_PLOG_LOST);
+    /* C takes B's offsets and becomes durable: B stays lost. */
+    pt_batch(&b, 2, 2, 64, 0);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end_c, &ep_c), PULSE_OK);
+    ck_assert_int_eq(base, 2);
+    ck_assert_uint_eq(ep_c, ep_a + 1);
+    ck_assert_int_eq(pulse_plog_sync(e.plog), PULSE_OK);
+    ck_assert_int_ge(pulse_plog_high_watermark(e.plog), end_b);
+    ck_assert_int_eq(pulse_plog_fate(e.plog, ep_b, end_b), PULSE_PLOG_LOST);
+    ck_assert_int_eq(pulse_plog_fate(e.plog, ep_c, end_c), PULSE_PLOG_DURABLE);
+    ck_assert_int_eq(pulse_plog_fate(e.plog, ep_a, end_a), PULSE_PLOG_DURABLE);
+    pulse_buf_fini(&b);
     env_close(&e);
 }
 END_TEST
@@ -485,9 +588,9 @@ START_TEST(test_waiters_of_a_failed_sync_get_fenced_and_the_leader_gets_io)
     env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
     pulse_buf_init(&b, 1 << 20);
     pt_batch(&b, 0, 2, 64, 0);
-    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end1), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end1, NULL), PULSE_OK);
     pt_batch(&b, 2, 2, 64, 0);
-    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end2), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end2, NULL), PULSE_OK);
     ck_assert_int_eq(end2, 4);
     ck_assert_int_eq(pulse_plog_high_watermark(e.plog), 0);
     faultio_fail_nth(e.fio, FAULTIO_FDATASYNC, 1, EIO);
@@ -523,7 +626,7 @@ START_TEST(test_a_sync_that_finishes_after_a_fence_does_not_publish_hw)
     env_open(&e, 1 << 20, PULSE_SYNC_EVERY_WRITE);
     pulse_buf_init(&b, 1 << 20);
     pt_batch(&b, 0, 2, 64, 0);
-    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end, NULL), PULSE_OK);
     pulse_buf_fini(&b);
     struct race r = {&e, PULSE_OK};
     faultio_set_sync_hook(e.fio, fail_write_during_sync, &r);
@@ -715,7 +818,7 @@ START_TEST(test_power_cut_keeps_every_acknowledged_batch_and_drops_unsynced_tail
         ck_assert_int_eq(append_one(e.plog, i * 3, 3, &base), PULSE_OK);
     pulse_buf_init(&b, 1 << 20);
     pt_batch(&b, 90, 3, 64, 0);
-    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_append_async(e.plog, b.data, b.len, &base, &end, NULL), PULSE_OK);
     pulse_buf_fini(&b);
     faultio_crash(e.fio);
     (void)pulse_plog_close(e.plog);
@@ -817,7 +920,9 @@ int main(void)
     tcase_add_test(tc, test_eio_on_write_still_fences_and_cuts_to_the_durable_size);
     tcase_add_test(tc, test_reopen_after_a_failed_fdatasync_keeps_what_was_durable_and_appends_resume);
     tcase_add_test(tc, test_reopen_cuts_the_index_entries_of_the_batches_it_cuts);
-    tcase_add_test(tc, test_reopen_refuses_a_log_that_recovers_below_its_high_watermark);
+    tcase_add_test(tc, test_reopen_of_a_log_that_lost_durable_bytes_never_hands_their_offsets_out_again);
+    tcase_add_test(tc, test_reopen_keeps_a_damaged_durable_batch_and_never_hands_its_offsets_out_again);
+    tcase_add_test(tc, test_fate_keeps_an_append_durable_before_a_reopen_and_never_one_it_discarded);
     tcase_add_test(tc, test_reopen_after_a_failed_rotation_sync_continues_in_a_new_segment);
     tcase_add_test(tc, test_waiters_of_a_failed_sync_get_fenced_and_the_leader_gets_io);
     tcase_add_test(tc, test_a_sync_that_finishes_after_a_fence_does_not_publish_hw);

@@ -210,6 +210,56 @@ START_TEST(test_a_retired_file_keeps_its_inode_after_its_path_is_replaced)
 }
 END_TEST
 
+/* A file that was closed and whose path now names another file (a
+ * compaction swapped one in while the retirement that should have kept
+ * the old one open failed) is not reopened in its place: the pin fails,
+ * rather than hand out bytes of another file at the old file's positions. */
+START_TEST(test_a_closed_file_is_never_reopened_when_its_path_names_another_file)
+{
+    struct env e;
+    int fd = -1;
+    env_open(&e, 16);
+    use(&e, 3); /* opened once: its identity is known */
+    pulse_fdc_close_idle(&e.files[3]);
+    ck_assert_int_eq(e.files[3].fd, -1);
+    ck_assert_int_eq(rename(e.paths[9], e.paths[3]), 0);
+    ck_assert_int_eq(pulse_fdc_pin(&e.files[3], &fd), PULSE_IO);
+    ck_assert_int_eq(e.files[3].fd, -1);
+    ck_assert_uint_eq(open_now(&e), 0);
+    /* Neither is a descriptor of the new file adopted in its place. */
+    int nfd = open(e.paths[3], O_RDWR);
+    ck_assert_int_ge(nfd, 0);
+    pulse_fdc_adopt(&e.files[3], nfd);
+    ck_assert_int_eq(e.files[3].fd, -1);
+    ck_assert_uint_eq(open_now(&e), 0);
+    /* The same file reopened by path is fine. */
+    use(&e, 4);
+    pulse_fdc_close_idle(&e.files[4]);
+    use(&e, 4);
+    nfd = open(e.paths[9], O_CREAT | O_WRONLY, 0644);
+    close(nfd);
+    env_close(&e);
+}
+END_TEST
+
+/* A retirement taken back (the unlink or rename it was for failed) makes
+ * the file an ordinary idle one again, which the cache may close. */
+START_TEST(test_an_unretired_file_may_be_closed_again)
+{
+    struct env e;
+    env_open(&e, 16);
+    ck_assert_int_eq(pulse_fdc_retire(&e.files[2]), PULSE_OK);
+    pulse_fdc_close_idle(&e.files[2]);
+    ck_assert_int_ge(e.files[2].fd, 0); /* retired: kept */
+    pulse_fdc_unretire(&e.files[2]);
+    pulse_fdc_close_idle(&e.files[2]);
+    ck_assert_int_eq(e.files[2].fd, -1);
+    ck_assert_uint_eq(open_now(&e), 0);
+    use(&e, 2); /* and reopens by path: the path was never changed */
+    env_close(&e);
+}
+END_TEST
+
 struct reader_arg {
     struct env *e;
     atomic_bool stop;
@@ -333,6 +383,8 @@ int main(void)
     tcase_add_test(tc, test_pins_beyond_capacity_overflow_then_shrink_back);
     tcase_add_test(tc, test_a_dirty_file_stays_open_until_a_sync_covers_its_last_write);
     tcase_add_test(tc, test_a_retired_file_keeps_its_inode_after_its_path_is_replaced);
+    tcase_add_test(tc, test_a_closed_file_is_never_reopened_when_its_path_names_another_file);
+    tcase_add_test(tc, test_an_unretired_file_may_be_closed_again);
     tcase_add_test(tc, test_eviction_by_other_threads_never_closes_a_file_being_read);
     tcase_add_test(tc, test_emfile_gives_back_idle_descriptors_or_reports_nofile);
     suite_add_tcase(s, tc);

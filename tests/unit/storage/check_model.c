@@ -61,7 +61,7 @@ static void *append_worker(void *p)
         pulse_status_t st;
         pt_batch(&b, id, n, vlen, (int64_t)id);
         if (async)
-            st = pulse_plog_append_async(w->plog, b.data, b.len, &base, &end);
+            st = pulse_plog_append_async(w->plog, b.data, b.len, &base, &end, NULL);
         else
             st = pulse_plog_append(w->plog, b.data, b.len, &base);
         MCHECK(st == PULSE_OK);
@@ -226,7 +226,7 @@ START_TEST(test_log_matches_reference_model_across_threads_reopens_and_power_cut
         /* Sometimes trim the oldest segment. */
         if (rand_r(&seed) % 3 == 0) {
             size_t removed = 0;
-            MCHECK(pulse_plog_trim(plog, 1, &removed) == PULSE_OK);
+            MCHECK(pt_trim_oldest(plog, 1, &removed) == PULSE_OK);
             if (removed > 0) {
                 trims++;
                 m.start = pulse_plog_log_start(plog);
@@ -242,7 +242,7 @@ START_TEST(test_log_matches_reference_model_across_threads_reopens_and_power_cut
                 int64_t base, end;
                 uint64_t id = atomic_fetch_add(&next_id, 2);
                 pt_batch(&b, id, 2, 50, (int64_t)id);
-                MCHECK(pulse_plog_append_async(plog, b.data, b.len, &base, &end) == PULSE_OK);
+                MCHECK(pulse_plog_append_async(plog, b.data, b.len, &base, &end, NULL) == PULSE_OK);
                 m.ids[base] = id;
                 m.ids[base + 1] = id + 1;
                 m.acked[base] = m.acked[base + 1] = false;

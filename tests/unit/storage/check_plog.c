@@ -87,7 +87,7 @@ START_TEST(test_append_unit_of_several_batches_gets_consecutive_offsets_in_one_w
         id += counts[i];
     }
     int64_t base = -1, end = -1;
-    ck_assert_int_eq(pulse_plog_append_async(plog, unit.data, unit.len, &base, &end), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_append_async(plog, unit.data, unit.len, &base, &end, NULL), PULSE_OK);
     ck_assert_int_eq(base, 3);
     ck_assert_int_eq(end, 14);
     ck_assert_int_eq(pulse_plog_wait_durable(plog, end), PULSE_OK);
@@ -96,7 +96,7 @@ START_TEST(test_append_unit_of_several_batches_gets_consecutive_offsets_in_one_w
 
     /* A unit whose second batch is damaged is refused whole. */
     unit.data[unit.len - 1] ^= 0x40;
-    ck_assert_int_eq(pulse_plog_append_async(plog, unit.data, unit.len, &base, &end), PULSE_INVALID);
+    ck_assert_int_eq(pulse_plog_append_async(plog, unit.data, unit.len, &base, &end, NULL), PULSE_INVALID);
     ck_assert_int_eq(pulse_plog_log_end(plog), 14);
 
     /* Recovery sees the unit as ordinary batches. */
@@ -314,7 +314,7 @@ START_TEST(test_slice_bounds_below_start_at_hw_and_past_hw)
     struct pulse_plog *plog = open_log(dir, 2048, 4096);
     append_n(plog, 10, 2, 300, &id);
     size_t removed = 0;
-    ck_assert_int_eq(pulse_plog_trim(plog, 1, &removed), PULSE_OK);
+    ck_assert_int_eq(pt_trim_oldest(plog, 1, &removed), PULSE_OK);
     ck_assert_uint_eq(removed, 1);
     int64_t start = pulse_plog_log_start(plog);
     ck_assert_int_eq(start, 4);
@@ -453,7 +453,7 @@ START_TEST(test_invalid_or_sparse_batch_is_refused_and_nothing_is_written)
         }
         pulse_buf_reset(&b);
         ck_assert_int_eq(pulse_batch_encode(&b, 0, PULSE_BATCH_FLAG_SPARSE, recs, 2), PULSE_OK);
-        ck_assert_int_eq(pulse_plog_append_async(plog, b.data, b.len, &base, &end), PULSE_INVALID);
+        ck_assert_int_eq(pulse_plog_append_async(plog, b.data, b.len, &base, &end, NULL), PULSE_INVALID);
     }
     ck_assert_int_eq(base, -7);
     ck_assert_int_eq(pulse_plog_log_end(plog), 0);
@@ -504,7 +504,7 @@ START_TEST(test_trim_keeps_in_flight_slice_readable_through_its_fd)
     pt_read_file(p, (long long)sl.pos, before, sl.len);
 
     size_t removed = 0;
-    ck_assert_int_eq(pulse_plog_trim(plog, 2, &removed), PULSE_OK);
+    ck_assert_int_eq(pt_trim_oldest(plog, 2, &removed), PULSE_OK);
     ck_assert_uint_eq(removed, 2);
     ck_assert_int_eq(pt_file_size(p), -1); /* unlinked at once */
     pt_path(p, sizeof p, dir, 0, "index");
@@ -607,7 +607,7 @@ START_TEST(test_a_trimmed_segment_still_held_by_a_reader_reads_right_after_evict
     struct pulse_segment *held = plog->segs[0];
     pulse_segment_acquire(held);
     pthread_mutex_unlock(&plog->list_lock);
-    ck_assert_int_eq(pulse_plog_trim(plog, 1, &removed), PULSE_OK);
+    ck_assert_int_eq(pt_trim_oldest(plog, 1, &removed), PULSE_OK);
     ck_assert_uint_eq(removed, 1);
     char p[512];
     pt_path(p, sizeof p, dir, 0, "log");
@@ -633,16 +633,88 @@ START_TEST(test_a_trimmed_segment_still_held_by_a_reader_reads_right_after_evict
 }
 END_TEST
 
+/* The active segment's index file holds entries no fdatasync covered (the
+ * commit path syncs only the data file): the cache must not close it, or
+ * a write-back error could go with the descriptor and the sync at the
+ * segment's sealing would go through a fresh one. The checkpoint syncs it,
+ * and from then on it may be closed like any idle file. */
+START_TEST(test_active_index_with_unsynced_entries_stays_open_until_a_checkpoint_syncs_it)
+{
+    char *dir = pt_tmpdir();
+    char *other = pt_tmpdir();
+    struct pulse_fdcache *cache = NULL;
+    uint64_t id = 0, oid = 0;
+    ck_assert_int_eq(pulse_fdcache_create(16, &cache), PULSE_OK);
+    struct pulse_plog *plog = open_cached(dir, cache);
+    struct pulse_plog *churn = open_cached(other, cache);
+    append_n(plog, 1, 2, 100, &id); /* the first batch: an index entry */
+    struct pulse_segment *seg = plog->segs[plog->nsegs - 1];
+    ck_assert_uint_eq(seg->index_written, 1);
+    ck_assert_uint_eq(atomic_load(&seg->index_synced), 0);
+    /* 40 segments of another log go through the 16-file cache. */
+    append_n(churn, 40, 2, 300, &oid);
+    check_all(churn, 0, 80, 1 << 20);
+    ck_assert_int_ge(seg->idx.fd, 0);
+    ck_assert(seg->idx.dirty);
+    ck_assert_int_eq(pulse_plog_checkpoint(plog, NULL), PULSE_OK);
+    ck_assert_uint_eq(atomic_load(&seg->index_synced), 1);
+    ck_assert(!seg->idx.dirty);
+    check_all(churn, 0, 80, 1 << 20);
+    ck_assert_int_eq(seg->idx.fd, -1);
+    /* Appends go on through a reopened index file. */
+    append_n(plog, 3, 2, 3000, &id);
+    check_all(plog, 0, 8, 1 << 20);
+    ck_assert_int_eq(pulse_plog_close(churn), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pulse_fdcache_destroy(cache);
+    pt_cleanup(other);
+    pt_cleanup(dir);
+}
+END_TEST
+
+/* Trim takes the base offset of the first segment to keep and checks it
+ * under the writer lock: a plan made on a list that has changed since is
+ * refused rather than applied to other segments. */
+START_TEST(test_trim_removes_the_segments_below_the_planned_base_or_nothing)
+{
+    char *dir = pt_tmpdir();
+    uint64_t id = 0;
+    size_t removed = 9;
+    struct pulse_segment_info *segs = NULL;
+    size_t n = 0;
+    struct pulse_plog *plog = open_log(dir, 2048, 4096);
+    append_n(plog, 8, 2, 300, &id);
+    ck_assert_int_eq(pulse_plog_list_segments(plog, &segs, &n), PULSE_OK);
+    ck_assert_uint_ge(n, 4);
+    /* Not a segment's base (as after a merge swallowed it): refused. */
+    ck_assert_int_eq(pulse_plog_trim(plog, segs[2].base_offset + 1, &removed), PULSE_BUSY);
+    ck_assert_uint_eq(removed, 0);
+    ck_assert_int_eq(pulse_plog_log_start(plog), 0);
+    ck_assert_int_eq(pulse_plog_trim(plog, segs[2].base_offset, &removed), PULSE_OK);
+    ck_assert_uint_eq(removed, 2);
+    ck_assert_int_eq(pulse_plog_log_start(plog), segs[2].base_offset);
+    /* The same plan again: already done, nothing more goes. */
+    ck_assert_int_eq(pulse_plog_trim(plog, segs[1].base_offset, &removed), PULSE_OK);
+    ck_assert_uint_eq(removed, 0);
+    ck_assert_int_eq(pulse_plog_trim(plog, segs[2].base_offset, &removed), PULSE_OK);
+    ck_assert_uint_eq(removed, 0);
+    check_all(plog, (uint64_t)segs[2].base_offset, 16 - (uint64_t)segs[2].base_offset, 1 << 20);
+    pulse_free(segs);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
 START_TEST(test_trim_never_removes_the_active_segment)
 {
     char *dir = pt_tmpdir();
     uint64_t id = 0;
     size_t removed = 9;
     struct pulse_plog *plog = open_log(dir, 2048, 4096);
-    ck_assert_int_eq(pulse_plog_trim(plog, 5, &removed), PULSE_OK);
+    ck_assert_int_eq(pt_trim_oldest(plog, 5, &removed), PULSE_OK);
     ck_assert_uint_eq(removed, 0);
     append_n(plog, 6, 2, 300, &id);
-    ck_assert_int_eq(pulse_plog_trim(plog, 100, &removed), PULSE_OK);
+    ck_assert_int_eq(pt_trim_oldest(plog, 100, &removed), PULSE_OK);
     ck_assert_uint_eq(removed, 2);
     struct pulse_plog_stats st;
     pulse_plog_get_stats(plog, &st);
@@ -754,6 +826,8 @@ int main(void)
     tcase_add_test(tc, test_append_unit_of_several_batches_gets_consecutive_offsets_in_one_write);
     tcase_add_test(tc, test_a_log_of_many_segments_holds_no_more_descriptors_than_its_cache);
     tcase_add_test(tc, test_a_trimmed_segment_still_held_by_a_reader_reads_right_after_eviction);
+    tcase_add_test(tc, test_active_index_with_unsynced_entries_stays_open_until_a_checkpoint_syncs_it);
+    tcase_add_test(tc, test_trim_removes_the_segments_below_the_planned_base_or_nothing);
     suite_add_tcase(s, tc);
     return pt_run(s);
 }

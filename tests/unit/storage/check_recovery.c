@@ -17,6 +17,8 @@
 #include "storage/plog_int.h"
 #include "storage/segment.h"
 #include "storage/snapshot.h"
+#include "common/clock.h"
+#include "storage/index.h"
 
 /* These tests check what recovery decides, not that fsync reaches the
  * disk (check_fault does that): syncs are skipped to keep the exhaustive
@@ -282,7 +284,13 @@ START_TEST(test_torn_tail_at_every_byte_of_the_last_batch_is_truncated)
 }
 END_TEST
 
-START_TEST(test_flipped_byte_in_a_last_batch_nothing_proves_durable_is_cut_as_torn)
+/* Damage at the very end of the active segment, in a batch that no
+ * checkpoint covers (here the snapshot was taken before it, or is gone; in
+ * a running broker, data younger than storage.checkpoint-interval): nothing
+ * but the damaged bytes themselves could prove it durable, so it is cut as
+ * a torn tail. docs/Storage.md "Torn tail or corruption" names this window;
+ * the test below shows the checkpoint closing it. */
+START_TEST(test_flipped_byte_in_a_last_batch_no_checkpoint_covers_is_cut_as_torn)
 {
     char *dir = pt_tmpdir();
     struct image snap5;
@@ -1045,6 +1053,227 @@ START_TEST(test_leftover_temp_files_are_removed_at_open)
 }
 END_TEST
 
+/* A bit flipped in one batch's length field can make it name the batch
+ * after its successor (equal batches of 256 bytes: batchLen 0xCC becomes
+ * 0x1CC). The intact successor between them must not be swallowed by the
+ * damaged range: only offset 3 is lost. */
+START_TEST(test_length_field_naming_a_later_batch_keeps_the_intact_batch_between)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog_recovery rec;
+    struct pulse_buf b;
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 1 << 20, NULL);
+    char logp[512], snapp[600];
+    int64_t base;
+    uint8_t x;
+
+    pulse_buf_init(&b, 1 << 20);
+    for (uint64_t id = 0; id < 8; id++) {
+        /* 52 header + 25 record overhead + 179 value = 256 bytes. */
+        ck_assert_uint_eq(pt_batch(&b, id, 1, 179, 1000), 256);
+        ck_assert_int_eq(pulse_plog_append(plog, b.data, b.len, &base), PULSE_OK);
+        ck_assert_int_eq(base, (int64_t)id);
+    }
+    pulse_buf_fini(&b);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_path(logp, sizeof logp, dir, 0, "log");
+    snprintf(snapp, sizeof snapp, "%s/snapshot", dir);
+    unlink(snapp); /* the full scan */
+    /* batchLen of batch 3 is 0x000000CC; flip bit 0 of its third byte:
+     * 0x000001CC = 204 + 256, which names the start of batch 5. */
+    pt_read_file(logp, 3 * 256 + 18, &x, 1);
+    ck_assert_uint_eq(x, 0);
+    x ^= 1;
+    pt_patch(logp, 3 * 256 + 18, &x, 1);
+    plog = open_rec(dir, 1 << 20, 1 << 20, &rec);
+    ck_assert_uint_eq(rec.new_damaged_ranges, 1);
+    /* Only offset 3 is damaged: batch 4 is whole and CRC-valid. */
+    static const int64_t want[] = {0, 1, 2, 4, 5, 6, 7};
+    expect_offsets(plog, want, 7, true);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+/* A log opened with a checkpoint interval (and the test's io). */
+static struct pulse_plog *open_ckpt(const char *dir, uint32_t interval_ms)
+{
+    struct pulse_plog_config cfg;
+    struct pulse_plog *plog = NULL;
+    pt_cfg(&cfg, 1 << 20, 1 << 20, faultio_io(g_fio));
+    cfg.checkpoint_interval_ms = interval_ms;
+    ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, NULL), PULSE_OK);
+    return plog;
+}
+
+/* The inode number of path (a replaced file gets a new one), 0 if none. */
+static ino_t inode_of(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+/* The running log's checkpoint (pulse_plog_checkpoint, which the broker's
+ * syncer calls) proves the last batch durable as soon as it is written,
+ * before any close: a flipped byte anywhere in that batch is then kept as
+ * corruption and its offsets are never given out again, where without the
+ * checkpoint (the test above) it is cut. */
+START_TEST(test_checkpoint_proves_a_last_batch_durable_so_its_damage_is_kept)
+{
+    char *dir = pt_tmpdir();
+    struct image ckpt;
+    struct run r;
+    struct pulse_slice sl;
+    uint64_t id = 0;
+    int64_t due = 0;
+    int64_t want[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13};
+    char snapp[600];
+    struct pulse_plog *plog = open_ckpt(dir, 0);
+
+    fill(plog, &id, 6, 2, 100);
+    ck_assert_int_eq(pulse_plog_checkpoint(plog, &due), PULSE_OK);
+    ck_assert_int_eq(due, INT64_MAX);
+    snprintf(snapp, sizeof snapp, "%s/snapshot", dir);
+    img_load(&ckpt, snapp); /* as a crash right now would leave it */
+    ck_assert(ckpt.exists);
+    ck_assert_int_eq(pulse_plog_slice(plog, 10, 1, false, &sl), PULSE_OK);
+    long long last = (long long)sl.pos;
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    run_init(&r, dir);
+    for (long long at = last; at < (long long)r.log.len; at += 7) {
+        struct pulse_plog_recovery rec;
+        run_reset(&r, &ckpt);
+        uint8_t x = (uint8_t)(r.log.data[at] ^ 0xFF);
+        pt_patch(r.logp, at, &x, 1);
+        plog = open_rec(dir, 1 << 20, 1 << 20, &rec);
+        ck_assert_int_eq(pt_file_size(r.logp), (long long)r.log.len); /* kept, not cut */
+        ck_assert_uint_eq(rec.truncated_bytes, 0);
+        ck_assert_uint_eq(rec.new_damaged_ranges, 1);
+        ck_assert_int_eq(pulse_plog_log_end(plog), 12);
+        append_expect(plog, 12);
+        expect_offsets(plog, want, 12, true);
+        ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    }
+    run_fini(&r);
+    img_free(&ckpt);
+    pt_cleanup(dir);
+}
+END_TEST
+
+/* pulse_plog_checkpoint writes only when the durable state moved, at most
+ * once per interval, and says when the one it owes falls due. */
+START_TEST(test_checkpoint_is_written_when_the_durable_end_moved_at_most_once_per_interval)
+{
+    char *dir = pt_tmpdir();
+    char snapp[600];
+    uint64_t id = 0;
+    int64_t due = 0;
+    struct pulse_snapshot snap;
+    struct pulse_plog *plog = open_ckpt(dir, 300);
+    ino_t ino;
+
+    snprintf(snapp, sizeof snapp, "%s/snapshot", dir);
+    fill(plog, &id, 1, 2, 100);
+    /* The first one is written at once. */
+    ck_assert_int_eq(pulse_plog_checkpoint(plog, &due), PULSE_OK);
+    ck_assert_int_eq(due, INT64_MAX);
+    ck_assert_int_eq(pulse_snapshot_read(pulse_io_posix(), dir, &snap), PULSE_OK);
+    ck_assert_int_eq(snap.leo, 2);
+    ino = inode_of(snapp);
+    /* Nothing moved: nothing written, nothing owed. */
+    ck_assert_int_eq(pulse_plog_checkpoint(plog, &due), PULSE_OK);
+    ck_assert_int_eq(due, INT64_MAX);
+    ck_assert_uint_eq(inode_of(snapp), ino);
+    /* Moved, but within the interval: owed, due later. */
+    fill(plog, &id, 1, 2, 100);
+    int64_t t0 = pulse_clock_mono_us();
+    ck_assert_int_eq(pulse_plog_checkpoint(plog, &due), PULSE_OK);
+    ck_assert_int_gt(due, t0);
+    ck_assert_int_le(due, t0 + 300 * 1000);
+    ck_assert_uint_eq(inode_of(snapp), ino);
+    ck_assert_int_eq(pulse_snapshot_read(pulse_io_posix(), dir, &snap), PULSE_OK);
+    ck_assert_int_eq(snap.leo, 2);
+    /* Once due, it is written, describing the durable end. */
+    while (pulse_clock_mono_us() < due)
+        usleep(10 * 1000);
+    ck_assert_int_eq(pulse_plog_checkpoint(plog, &due), PULSE_OK);
+    ck_assert_int_eq(due, INT64_MAX);
+    ck_assert_uint_ne(inode_of(snapp), ino);
+    ck_assert_int_eq(pulse_snapshot_read(pulse_io_posix(), dir, &snap), PULSE_OK);
+    ck_assert_int_eq(snap.leo, 4);
+    ck_assert_int_eq(snap.active_base, 0);
+    char logp[512];
+    pt_path(logp, sizeof logp, dir, 0, "log");
+    ck_assert_int_eq(snap.active_size, pt_file_size(logp));
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+/* An index entry naming a position at or past the end of the data file
+ * (none of that batch's bytes reached the disk, or the entry itself is
+ * damaged) proves nothing was handed out there: it must not raise the log
+ * end, however plausible its offset looks. */
+START_TEST(test_index_entry_past_the_end_of_the_file_claims_no_offsets)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog_recovery rec;
+    struct run r;
+    uint8_t raw[PULSE_INDEX_ENTRY_SIZE];
+    long long last = build_log(dir, 6, 256, NULL, 5);
+    (void)last;
+    run_init(&r, dir);
+    run_reset(&r, NULL);
+    /* Offset 112 at 100000 bytes past the end: 100 offsets in 100000
+     * bytes would fit the plausibility rule. */
+    struct pulse_index_entry e = {112, (uint32_t)(r.log.len + 100000)};
+    pulse_index_encode_entry(&e, raw);
+    pt_patch(r.idxp, (long long)r.idx.len, raw, sizeof raw);
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_int_eq(pulse_plog_log_end(plog), 12);
+    ck_assert_int_eq(rec.leo_raised, 0);
+    ck_assert_uint_eq(rec.damaged_ranges, 0);
+    append_expect(plog, 12);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    run_fini(&r);
+    pt_cleanup(dir);
+}
+END_TEST
+
+/* Once recovery recorded the damage it found, the next open finds the same
+ * and leaves the record file as it is (it used to compare the entries with
+ * their padding bytes, and rewrote the record at every open). */
+START_TEST(test_known_damage_leaves_the_record_file_alone_at_the_next_open)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog_recovery rec;
+    char damp[600];
+    long long bad = build_log(dir, 7, 256, NULL, 3);
+    char logp[512];
+    uint8_t x;
+    pt_path(logp, sizeof logp, dir, 0, "log");
+    pt_read_file(logp, bad + 60, &x, 1);
+    x ^= 0xFF;
+    pt_patch(logp, bad + 60, &x, 1);
+    snprintf(damp, sizeof damp, "%s/snapshot", dir);
+    unlink(damp); /* the full scan finds it */
+    struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
+    ck_assert_uint_eq(rec.new_damaged_ranges, 1);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    snprintf(damp, sizeof damp, "%s/damage", dir);
+    ino_t ino = inode_of(damp);
+    ck_assert_uint_ne(ino, 0);
+    for (int i = 0; i < 2; i++) {
+        plog = open_rec(dir, 1 << 20, 256, &rec);
+        ck_assert_uint_eq(rec.new_damaged_ranges, 0);
+        ck_assert_uint_eq(rec.damaged_ranges, 1);
+        ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+        ck_assert_uint_eq(inode_of(damp), ino);
+    }
+    pt_cleanup(dir);
+}
+END_TEST
+
 int main(void)
 {
     g_fio = faultio_create();
@@ -1053,7 +1282,11 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_torn_tail_at_every_byte_of_the_last_batch_is_truncated);
-    tcase_add_test(tc, test_flipped_byte_in_a_last_batch_nothing_proves_durable_is_cut_as_torn);
+    tcase_add_test(tc, test_flipped_byte_in_a_last_batch_no_checkpoint_covers_is_cut_as_torn);
+    tcase_add_test(tc, test_checkpoint_proves_a_last_batch_durable_so_its_damage_is_kept);
+    tcase_add_test(tc, test_checkpoint_is_written_when_the_durable_end_moved_at_most_once_per_interval);
+    tcase_add_test(tc, test_index_entry_past_the_end_of_the_file_claims_no_offsets);
+    tcase_add_test(tc, test_known_damage_leaves_the_record_file_alone_at_the_next_open);
     tcase_add_test(tc, test_damaged_last_batch_the_snapshot_covers_is_kept_and_its_offsets_never_reused);
     tcase_add_test(tc, test_flipped_byte_in_a_middle_batch_of_the_active_segment_keeps_every_later_batch);
     tcase_add_test(tc, test_index_naming_a_lost_batch_keeps_its_offsets_from_being_handed_out_again);
@@ -1068,6 +1301,7 @@ int main(void)
     tcase_add_test(tc, test_rot_a_read_finds_at_the_end_keeps_its_offsets_across_a_restart);
     tcase_add_test(tc, test_damage_record_round_trips_and_refuses_anything_else);
     tcase_add_test(tc, test_unreadable_damage_record_sends_recovery_to_the_full_scan);
+    tcase_add_test(tc, test_length_field_naming_a_later_batch_keeps_the_intact_batch_between);
     suite_add_tcase(s, tc);
     int rc = pt_run(s);
     faultio_destroy(g_fio);

@@ -5,6 +5,7 @@
  * before the trim still reads the deleted segment's bytes. */
 #include <check.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +187,60 @@ START_TEST(test_apply_by_size_leaves_the_log_within_the_limit)
 }
 END_TEST
 
+struct apply_arg {
+    struct pulse_plog *plog;
+    struct pulse_retention_policy pol;
+    struct pulse_retention_result res;
+    pulse_status_t st;
+};
+
+static void *apply_main(void *p)
+{
+    struct apply_arg *a = p;
+    a->st = pulse_retention_apply(a->plog, &a->pol, 0, &a->res);
+    return NULL;
+}
+
+/* The segment list changes between the plan and the trim (here another
+ * trim; in a broker, an in-process reopen or a compaction merge): the trim
+ * still removes exactly the offsets the plan chose, never the segment that
+ * has moved into the planned position. */
+START_TEST(test_apply_removes_only_what_it_planned_when_the_list_changes_before_the_trim)
+{
+    make_dir();
+    struct pulse_plog *plog = open_small();
+    for (int i = 0; i < 6; i++)
+        append_one(plog, 1000, 500);
+    struct pulse_plog_stats st;
+    pulse_plog_get_stats(plog, &st);
+    ck_assert_uint_eq(st.segments, 6);
+    uint64_t per = st.size_bytes / st.segments;
+    /* The plan: the oldest segment goes (offset 0), offsets from 1 stay. */
+    struct apply_arg a = {.plog = plog, .pol = {.max_age_ms = 0, .max_bytes = (int64_t)(per * 5)}};
+    pthread_t th;
+    ck_assert_int_eq(setenv("PULSE_FAILPOINT_DELAY", "retention_after_plan:400", 1), 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, apply_main, &a), 0);
+    usleep(150 * 1000); /* the plan is made; its trim waits */
+    size_t removed = 0;
+    struct pulse_segment_info *segs = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_plog_list_segments(plog, &segs, &n), PULSE_OK);
+    ck_assert_int_eq(pulse_plog_trim(plog, segs[1].base_offset, &removed), PULSE_OK);
+    pulse_free(segs);
+    ck_assert_uint_eq(removed, 1);
+    pthread_join(th, NULL);
+    unsetenv("PULSE_FAILPOINT_DELAY");
+    ck_assert_int_eq(a.st, PULSE_OK);
+    /* Offset 0 is gone already: nothing else was the plan's to remove. */
+    ck_assert_uint_eq(a.res.segments_removed, 0);
+    ck_assert_int_eq(pulse_plog_log_start(plog), 1);
+    pulse_plog_get_stats(plog, &st);
+    ck_assert_uint_eq(st.segments, 5);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    remove_dir();
+}
+END_TEST
+
 START_TEST(test_a_slice_taken_before_a_trim_still_reads_its_bytes)
 {
     make_dir();
@@ -286,6 +341,7 @@ int main(void)
     tcase_add_test(apply, test_apply_by_time_trims_old_segments_and_keeps_offsets);
     tcase_add_test(apply, test_apply_by_size_leaves_the_log_within_the_limit);
     tcase_add_test(apply, test_a_slice_taken_before_a_trim_still_reads_its_bytes);
+    tcase_add_test(apply, test_apply_removes_only_what_it_planned_when_the_list_changes_before_the_trim);
     tcase_add_test(apply, test_a_crash_mid_trim_leaves_a_consistent_prefix_removed);
     suite_add_tcase(s, apply);
     SRunner *sr = srunner_create(s);

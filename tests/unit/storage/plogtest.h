@@ -214,6 +214,20 @@ static inline void pt_read_file(const char *path, long long pos, void *bytes, si
     close(fd);
 }
 
+/* Trims the oldest count sealed segments (all of them when there are
+ * fewer): pulse_plog_trim up to the base of the segment after them. */
+static inline pulse_status_t pt_trim_oldest(struct pulse_plog *plog, size_t count, size_t *removed)
+{
+    struct pulse_segment_info *segs = NULL;
+    size_t n = 0;
+    pulse_status_t st = pulse_plog_list_segments(plog, &segs, &n);
+
+    if (st == PULSE_OK)
+        st = pulse_plog_trim(plog, segs[count < n - 1 ? count : n - 1].base_offset, removed);
+    pulse_free(segs);
+    return st;
+}
+
 /* Runs the suite with the engine's log off, or at debug level when the
  * environment has PT_LOG set (for chasing a failure with CK_FORK=no). */
 static inline int pt_run(Suite *s)
