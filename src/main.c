@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "http/config.h"
 #include "http/server.h"
@@ -485,6 +486,7 @@ static int serve(const struct pulse_config *cfg, sigset_t *stopset)
         PULSE_ERROR("%s", err);
         goto out;
     }
+    pulse_failpoint_delay("recovery"); /* tests: a recovery that takes long */
     if (open_broker(cfg, &broker) != 0)
         goto out;
     pulse_server_attach(srv, broker);

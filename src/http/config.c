@@ -47,6 +47,8 @@ static const struct key_def keys[] = {
     {"server.max-connections-per-ip", KT_INT, F(max_connections_per_ip), "64", 0, 1000000},
     {"server.connection-timeout", KT_DUR, F(connection_timeout_ms), "30s", 1, DAY_MS},
     {"server.header-timeout", KT_DUR, F(header_timeout_ms), "10s", 1, DAY_MS},
+    {"server.body-timeout", KT_DUR, F(body_timeout_ms), "10s", 1, DAY_MS},
+    {"server.body-min-rate", KT_SIZE, F(body_min_rate), "1KiB", 0, GIB},
     {"server.memory-budget", KT_SIZE, F(memory_budget), "256MiB", 1024 * 1024, 1024 * GIB},
     {"server.threads", KT_INT, F(threads), "0", 0, 256},
     {"storage.segment-max-bytes", KT_SIZE, F(segment_max_bytes), "512MiB", 1024, 2 * GIB - 1},

@@ -42,6 +42,8 @@ struct pulse_config {
     int64_t max_connections_per_ip; /* 0 = no per-address limit */
     int64_t connection_timeout_ms;
     int64_t header_timeout_ms; /* a request head must arrive within this */
+    int64_t body_timeout_ms;   /* a request body must arrive within this... */
+    uint64_t body_min_rate;    /* ...or keep this many bytes per second; 0 = no extension */
     uint64_t memory_budget;    /* in-flight request/answer memory, all requests */
     int64_t threads; /* 0 = number of online cores */
     /* [storage] */

@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conns.c - see conns.h. The waiting list is doubly linked so a head that
- * arrives unlinks its connection in O(1); it is kept in deadline order by
- * construction (every deadline is "now + timeout", taken under the lock).
+ * conns.c - see conns.h. Each phase list is doubly linked so an entry
+ * leaves it in O(1); it is kept in order of the entries' start times by
+ * construction (every entry is appended with start = now, taken under the
+ * lock), which is also deadline order: an entry is due at its start plus
+ * the list's allowance, the same for every entry of the list (the timeout,
+ * or BUSY_GRACE_US while the server is full).
  *
- * Logging: under attack thousands of heads time out; the first is logged at
- * once, later ones are summed and logged at most every LOG_EVERY_US, and the
- * exact count is always in the metrics.
+ * Logging: under attack thousands of requests time out; the first is
+ * logged at once, later ones are summed and logged at most every
+ * LOG_EVERY_US, and the exact counts are always in the metrics.
  */
 #include "http/conns.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -21,15 +25,33 @@
 #include "common/log.h"
 
 #define LOG_EVERY_US (10ll * 1000 * 1000)
+/* While every connection slot is taken, a head or a body window is due
+ * this long after its start (or at its timeout, when that is shorter). */
+#define BUSY_GRACE_US (1000ll * 1000)
+
+struct conn_list {
+    struct pulse_conn *first; /* earliest start */
+    struct pulse_conn *last;
+    int64_t timeout_us;
+};
 
 struct pulse_conn {
-    struct pulse_conn *prev; /* waiting-list links; NULL when not listed */
+    struct pulse_conn *prev; /* links in *list; NULL when not listed */
     struct pulse_conn *next;
+    struct conn_list *list;  /* the phase list holding it; NULL: none */
     int fd;
-    int64_t deadline_us;
-    bool waiting;    /* listed: no head seen since the connection became ready */
-    bool expired;    /* the sweeper shut the socket down */
+    int64_t start_us;            /* when the head or the body window began */
+    bool expired;                /* the sweeper shut the socket down */
+    _Atomic uint64_t body_bytes; /* of the current request (its worker adds) */
+    uint64_t window_bytes;       /* body_bytes when the current window began */
     struct pulse_target_note target; /* owner thread only (conns.h) */
+};
+
+/* What one pass of the sweeper closed. */
+struct sweep {
+    uint64_t heads;
+    uint64_t bodies;
+    uint64_t early; /* of them, before their timeout: the server was full */
 };
 
 struct pulse_conns {
@@ -37,79 +59,160 @@ struct pulse_conns {
     pthread_cond_t wake; /* CLOCK_MONOTONIC */
     pthread_t thread;
     bool stop;
-    int64_t timeout_us;
-    struct pulse_conn *head; /* waiting connections, earliest deadline first */
-    struct pulse_conn *tail;
+    struct conn_list heads;  /* waiting for a request head */
+    struct conn_list bodies; /* receiving a request body */
+    uint64_t body_min_rate;  /* bytes per second; 0: a window never earns another */
+    uint64_t max_open;       /* the server is full at this many; 0: never */
     uint64_t open;
-    uint64_t timeouts;
-    uint64_t unlogged;
+    uint64_t head_timeouts;
+    uint64_t body_timeouts;
+    uint64_t busy_closes;
+    struct sweep unlogged; /* closed since the last log line */
     int64_t logged_at_us;
 };
 
-/* ---- the waiting list (lock held) ------------------------------------- */
+/* ---- the phase lists (lock held) -------------------------------------- */
 
-static void unlink_waiting(struct pulse_conns *cs, struct pulse_conn *c)
+static void unlink_conn(struct pulse_conn *c)
 {
-    if (!c->waiting)
+    struct conn_list *l = c->list;
+    if (l == NULL)
         return;
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
-        cs->head = c->next;
+        l->first = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
     else
-        cs->tail = c->prev;
+        l->last = c->prev;
     c->prev = c->next = NULL;
-    c->waiting = false;
+    c->list = NULL;
 }
 
-static void append_waiting(struct pulse_conns *cs, struct pulse_conn *c)
+/* Appends c (not listed) to l, starting now. */
+static void append_conn(struct pulse_conns *cs, struct conn_list *l, struct pulse_conn *c, int64_t now)
 {
-    c->deadline_us = pulse_clock_mono_us() + cs->timeout_us;
-    c->prev = cs->tail;
+    c->start_us = now;
+    c->prev = l->last;
     c->next = NULL;
-    if (cs->tail != NULL)
-        cs->tail->next = c;
+    if (l->last != NULL)
+        l->last->next = c;
     else
-        cs->head = c;
-    cs->tail = c;
-    c->waiting = true;
-    /* The sweeper sleeps without a deadline only when the list is empty. */
-    if (cs->head == c)
+        l->first = c;
+    l->last = c;
+    c->list = l;
+    /* The sweeper sleeps until the earliest first entry, or without a
+     * deadline when both lists are empty: a new first entry may be earlier. */
+    if (l->first == c)
         pthread_cond_signal(&cs->wake);
 }
 
 /* ---- the sweeper ------------------------------------------------------ */
 
-/* Shuts down every connection whose deadline passed; returns how many. */
-static uint64_t expire_due(struct pulse_conns *cs, int64_t now)
+/* Every connection slot is taken: no new client gets in until one frees. */
+static bool busy(const struct pulse_conns *cs)
 {
-    uint64_t n = 0;
-    while (cs->head != NULL && cs->head->deadline_us <= now) {
-        struct pulse_conn *c = cs->head;
-        unlink_waiting(cs, c);
-        c->expired = true;
-        /* Both directions: MHD reads end-of-file and closes the connection;
-         * the descriptor stays MHD's to close. */
-        (void)shutdown(c->fd, SHUT_RDWR);
-        n++;
+    return cs->max_open > 0 && cs->open >= cs->max_open;
+}
+
+/* How long after its start an entry of l is due. */
+static int64_t allowance(const struct pulse_conns *cs, const struct conn_list *l)
+{
+    return busy(cs) && BUSY_GRACE_US < l->timeout_us ? BUSY_GRACE_US : l->timeout_us;
+}
+
+static void expire(struct pulse_conn *c)
+{
+    unlink_conn(c);
+    c->expired = true;
+    /* Both directions: MHD reads end-of-file and closes the connection;
+     * the descriptor stays MHD's to close. */
+    (void)shutdown(c->fd, SHUT_RDWR);
+}
+
+/* Shuts down every head that is due. */
+static void expire_heads(struct pulse_conns *cs, int64_t now, struct sweep *sw)
+{
+    int64_t allowed = allowance(cs, &cs->heads);
+    while (cs->heads.first != NULL && cs->heads.first->start_us + allowed <= now) {
+        expire(cs->heads.first);
+        sw->heads++;
+        if (allowed < cs->heads.timeout_us)
+            sw->early++;
     }
-    cs->timeouts += n;
-    return n;
+}
+
+/*
+ * Ends every body window that is due: a body that brought at least
+ * body-min-rate bytes per second of the window (and at least one byte)
+ * starts another one at the tail (its start, now, is the latest in the
+ * list); the rest are shut down. The window is measured as it really ran
+ * (it can be longer than the allowance: the sweeper's own delay, or the
+ * server just became full).
+ */
+static void end_body_windows(struct pulse_conns *cs, int64_t now, struct sweep *sw)
+{
+    int64_t allowed = allowance(cs, &cs->bodies);
+    while (cs->bodies.first != NULL && cs->bodies.first->start_us + allowed <= now) {
+        struct pulse_conn *c = cs->bodies.first;
+        uint64_t got = atomic_load_explicit(&c->body_bytes, memory_order_relaxed) - c->window_bytes;
+        /* Milliseconds keep the product in range: 1 GiB/s for a day. */
+        uint64_t need = cs->body_min_rate * (uint64_t)((now - c->start_us) / 1000) / 1000;
+        if (cs->body_min_rate > 0 && got >= (need > 0 ? need : 1)) {
+            c->window_bytes += got;
+            unlink_conn(c);
+            append_conn(cs, &cs->bodies, c, now);
+            continue;
+        }
+        expire(c);
+        sw->bodies++;
+        if (allowed < cs->bodies.timeout_us)
+            sw->early++;
+    }
 }
 
 static void wait_next(struct pulse_conns *cs)
 {
-    if (cs->head == NULL) {
+    int64_t at = INT64_MAX;
+    if (cs->heads.first != NULL)
+        at = cs->heads.first->start_us + allowance(cs, &cs->heads);
+    if (cs->bodies.first != NULL && cs->bodies.first->start_us + allowance(cs, &cs->bodies) < at)
+        at = cs->bodies.first->start_us + allowance(cs, &cs->bodies);
+    if (at == INT64_MAX) {
         pthread_cond_wait(&cs->wake, &cs->lock);
         return;
     }
     /* pulse_clock_mono_us is CLOCK_MONOTONIC's own reading, the clock of
      * the condition variable. */
-    int64_t at = cs->head->deadline_us;
     struct timespec ts = {(time_t)(at / 1000000), (long)(at % 1000000) * 1000};
     (void)pthread_cond_timedwait(&cs->wake, &cs->lock, &ts);
+}
+
+/* Logs what was closed since the last line. Called with the lock held;
+ * drops it while writing. */
+static void log_closes(struct pulse_conns *cs, int64_t now)
+{
+    struct sweep sw = cs->unlogged;
+    memset(&cs->unlogged, 0, sizeof cs->unlogged);
+    cs->logged_at_us = now;
+    long long head_ms = (long long)(cs->heads.timeout_us / 1000);
+    long long body_ms = (long long)(cs->bodies.timeout_us / 1000);
+    unsigned long long max_open = (unsigned long long)cs->max_open;
+    pthread_mutex_unlock(&cs->lock);
+    if (sw.heads > 0)
+        PULSE_WARN("http: closed %llu connection(s) whose request head did not arrive within %lld ms "
+                   "(server.header-timeout); more are summed for 10 s",
+                   (unsigned long long)sw.heads, head_ms);
+    if (sw.bodies > 0)
+        PULSE_WARN("http: closed %llu connection(s) whose request body did not arrive within %lld ms, or "
+                   "slower than server.body-min-rate after that (server.body-timeout); more are summed for 10 s",
+                   (unsigned long long)sw.bodies, body_ms);
+    if (sw.early > 0)
+        PULSE_WARN("http: %llu of these were closed after 1 s already: every connection slot was taken "
+                   "(server.max-connections = %llu)",
+                   (unsigned long long)sw.early, max_open);
+    pthread_mutex_lock(&cs->lock);
 }
 
 static void *sweeper(void *arg)
@@ -118,18 +221,18 @@ static void *sweeper(void *arg)
     pthread_mutex_lock(&cs->lock);
     while (!cs->stop) {
         int64_t now = pulse_clock_mono_us();
-        uint64_t n = expire_due(cs, now);
-        cs->unlogged += n;
-        if (cs->unlogged > 0 && (cs->logged_at_us == 0 || now - cs->logged_at_us >= LOG_EVERY_US)) {
-            uint64_t count = cs->unlogged;
-            cs->unlogged = 0;
-            cs->logged_at_us = now;
-            long long ms = (long long)(cs->timeout_us / 1000);
-            pthread_mutex_unlock(&cs->lock);
-            PULSE_WARN("http: closed %llu connection(s) whose request head did not arrive within %lld ms "
-                       "(server.header-timeout); more are summed for 10 s",
-                       (unsigned long long)count, ms);
-            pthread_mutex_lock(&cs->lock);
+        struct sweep sw = {0, 0, 0};
+        expire_heads(cs, now, &sw);
+        end_body_windows(cs, now, &sw);
+        cs->head_timeouts += sw.heads;
+        cs->body_timeouts += sw.bodies;
+        cs->busy_closes += sw.early;
+        cs->unlogged.heads += sw.heads;
+        cs->unlogged.bodies += sw.bodies;
+        cs->unlogged.early += sw.early;
+        if (cs->unlogged.heads + cs->unlogged.bodies > 0 &&
+            (cs->logged_at_us == 0 || now - cs->logged_at_us >= LOG_EVERY_US)) {
+            log_closes(cs, now);
             continue;
         }
         wait_next(cs);
@@ -140,7 +243,7 @@ static void *sweeper(void *arg)
 
 /* ---- lifecycle -------------------------------------------------------- */
 
-pulse_status_t pulse_conns_create(int64_t head_timeout_ms, struct pulse_conns **out)
+pulse_status_t pulse_conns_create(const struct pulse_conns_limits *limits, struct pulse_conns **out)
 {
     pulse_status_t st = PULSE_OK;
     pthread_condattr_t attr;
@@ -148,7 +251,10 @@ pulse_status_t pulse_conns_create(int64_t head_timeout_ms, struct pulse_conns **
     struct pulse_conns *cs = pulse_calloc(1, sizeof *cs);
     if (cs == NULL)
         return PULSE_NOMEM;
-    cs->timeout_us = head_timeout_ms * 1000;
+    cs->heads.timeout_us = limits->head_timeout_ms * 1000;
+    cs->bodies.timeout_us = limits->body_timeout_ms * 1000;
+    cs->body_min_rate = limits->body_min_rate;
+    cs->max_open = limits->max_connections;
     pthread_mutex_init(&cs->lock, NULL);
     if (pthread_condattr_init(&attr) != 0) {
         st = PULSE_NOMEM;
@@ -162,7 +268,7 @@ pulse_status_t pulse_conns_create(int64_t head_timeout_ms, struct pulse_conns **
     }
     int err = pthread_create(&cs->thread, NULL, sweeper, cs);
     if (err != 0) {
-        PULSE_ERROR("http: cannot start the request-head deadline thread: %s", strerror(err));
+        PULSE_ERROR("http: cannot start the request deadline thread: %s", strerror(err));
         pthread_cond_destroy(&cs->wake);
         st = PULSE_IO;
         goto out;
@@ -179,6 +285,15 @@ out:
     return st;
 }
 
+static void free_list(struct conn_list *l)
+{
+    while (l->first != NULL) {
+        struct pulse_conn *c = l->first;
+        unlink_conn(c);
+        pulse_free(c);
+    }
+}
+
 void pulse_conns_destroy(struct pulse_conns *cs)
 {
     if (cs == NULL)
@@ -188,11 +303,8 @@ void pulse_conns_destroy(struct pulse_conns *cs)
     pthread_cond_signal(&cs->wake);
     pthread_mutex_unlock(&cs->lock);
     pthread_join(cs->thread, NULL);
-    while (cs->head != NULL) {
-        struct pulse_conn *c = cs->head;
-        unlink_waiting(cs, c);
-        pulse_free(c);
-    }
+    free_list(&cs->heads);
+    free_list(&cs->bodies);
     pthread_cond_destroy(&cs->wake);
     pthread_mutex_destroy(&cs->lock);
     pulse_free(cs);
@@ -206,10 +318,14 @@ struct pulse_conn *pulse_conns_opened(struct pulse_conns *cs, int fd)
     if (c == NULL)
         return NULL;
     c->fd = fd;
+    atomic_init(&c->body_bytes, 0);
     c->target.raw_len = SIZE_MAX;
     pthread_mutex_lock(&cs->lock);
     cs->open++;
-    append_waiting(cs, c);
+    /* Full from now on: the sweeper's allowances shrink. */
+    if (cs->open == cs->max_open)
+        pthread_cond_signal(&cs->wake);
+    append_conn(cs, &cs->heads, c, pulse_clock_mono_us());
     pthread_mutex_unlock(&cs->lock);
     return c;
 }
@@ -219,7 +335,7 @@ void pulse_conns_closed(struct pulse_conns *cs, struct pulse_conn *c)
     if (c == NULL)
         return;
     pthread_mutex_lock(&cs->lock);
-    unlink_waiting(cs, c);
+    unlink_conn(c);
     cs->open--;
     pthread_mutex_unlock(&cs->lock);
     pulse_free(c);
@@ -229,7 +345,28 @@ bool pulse_conns_head_arrived(struct pulse_conns *cs, struct pulse_conn *c)
 {
     pthread_mutex_lock(&cs->lock);
     bool alive = !c->expired;
-    unlink_waiting(cs, c);
+    unlink_conn(c);
+    if (alive) {
+        /* Only this worker adds to the counter, and not before this call
+         * returns: resetting it here races with nothing. */
+        atomic_store_explicit(&c->body_bytes, 0, memory_order_relaxed);
+        c->window_bytes = 0;
+        append_conn(cs, &cs->bodies, c, pulse_clock_mono_us());
+    }
+    pthread_mutex_unlock(&cs->lock);
+    return alive;
+}
+
+void pulse_conns_body_bytes(struct pulse_conn *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(&c->body_bytes, n, memory_order_relaxed);
+}
+
+bool pulse_conns_body_done(struct pulse_conns *cs, struct pulse_conn *c)
+{
+    pthread_mutex_lock(&cs->lock);
+    bool alive = !c->expired;
+    unlink_conn(c);
     pthread_mutex_unlock(&cs->lock);
     return alive;
 }
@@ -238,8 +375,8 @@ void pulse_conns_request_done(struct pulse_conns *cs, struct pulse_conn *c)
 {
     pthread_mutex_lock(&cs->lock);
     if (!c->expired) {
-        unlink_waiting(cs, c);
-        append_waiting(cs, c);
+        unlink_conn(c);
+        append_conn(cs, &cs->heads, c, pulse_clock_mono_us());
     }
     pthread_mutex_unlock(&cs->lock);
 }
@@ -249,10 +386,12 @@ struct pulse_target_note *pulse_conns_target(struct pulse_conn *c)
     return &c->target;
 }
 
-void pulse_conns_stats(struct pulse_conns *cs, uint64_t *open, uint64_t *head_timeouts)
+void pulse_conns_stats(struct pulse_conns *cs, struct pulse_conns_counts *out)
 {
     pthread_mutex_lock(&cs->lock);
-    *open = cs->open;
-    *head_timeouts = cs->timeouts;
+    out->open = cs->open;
+    out->head_timeouts = cs->head_timeouts;
+    out->body_timeouts = cs->body_timeouts;
+    out->busy_closes = cs->busy_closes;
     pthread_mutex_unlock(&cs->lock);
 }

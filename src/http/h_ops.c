@@ -53,7 +53,7 @@ void pulse_h_ops_readyz(struct pulse_hreq *r)
     size_t nfenced = 0;
 
     if (!atomic_load(&r->srv->ready) || atomic_load(&r->srv->stopping)) {
-        pulse_server_reply_error(r, 503, "unavailable", "not ready");
+        pulse_server_reply_not_serving(r, "not ready");
         return;
     }
     pulse_status_t st = pulse_broker_fenced_list(r->srv->broker, &fenced, &nfenced);

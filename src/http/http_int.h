@@ -102,7 +102,9 @@ struct pulse_hreq {
     unsigned status; /* HTTP status of the queued answer; 0 = none */
     bool close;           /* answer with "Connection: close" (framing errors) */
     const char *line_problem; /* why the request line is refused (400, close); NULL = none */
+    bool http11;              /* HTTP/1.1 or later: a Host field is required */
     unsigned retry_after; /* seconds for a Retry-After header; 0 = none */
+    bool not_serving;     /* a 503 because the broker starts or stops: not a fault, not warned about */
     uint64_t mem_held;    /* taken from srv->budget; given back in on_completed */
     uint64_t mem_charged; /* of mem_held, taken by pulse_server_mem_charge */
     uint64_t mem_credit;  /* of that, not yet charged */
@@ -181,7 +183,12 @@ void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Respon
 void pulse_server_reply_json(struct pulse_hreq *r, unsigned status, json_t *body);
 void pulse_server_reply_error(struct pulse_hreq *r, unsigned status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* Error answer for st through the errmap; msg NULL = the status message. */
+/* 503 unavailable because the broker is not serving yet or any more
+ * (recovery, drain): expected, so logged at debug level only, never as a
+ * server fault; msg says which. */
+void pulse_server_reply_not_serving(struct pulse_hreq *r, const char *msg);
+/* Error answer for st through the errmap; msg NULL = the status message.
+ * PULSE_SHUTDOWN is answered as pulse_server_reply_not_serving. */
 void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const char *msg);
 /* 416 offset_out_of_range with log_start_offset and high_watermark. */
 void pulse_server_reply_range(struct pulse_hreq *r, int64_t log_start, int64_t hw, const char *msg);

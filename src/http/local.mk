@@ -10,6 +10,7 @@ libpulsehttp_a_SOURCES = \
 	src/http/errmap.c src/http/errmap.h \
 	src/http/fetch_json.c src/http/fetch_json.h \
 	src/http/json.c src/http/json.h \
+	src/http/mhdfix.c src/http/mhdfix.h \
 	src/http/request.c src/http/request.h \
 	src/http/router.c src/http/router.h \
 	src/http/server.c src/http/server.h \

@@ -35,11 +35,13 @@
  * with the request's pool.
  *
  * Connections: MHD_OPTION_NOTIFY_CONNECTION registers every connection with
- * the head-deadline registry (conns.h); the first on_access call for a
- * request tells it the head arrived, on_completed that the next head is
- * due. MHD_OPTION_UNESCAPE_CALLBACK decodes the target as MHD would and
- * flags a decoded control character, which MHD would otherwise pass on as
- * a string cut at a NUL ("orders%00.archive" read as "orders");
+ * the deadline registry (conns.h); the first on_access call for a request
+ * tells it the head arrived (the body deadline starts), each upload call
+ * how many body bytes came, the final call that the body is complete, and
+ * on_completed that the next head is due. MHD_OPTION_UNESCAPE_CALLBACK
+ * decodes the target as MHD would and flags a decoded control character,
+ * which MHD would otherwise pass on as a string cut at a NUL
+ * ("orders%00.archive" read as "orders");
  * MHD_OPTION_URI_LOG_CALLBACK notes the raw target before MHD cuts or
  * decodes it, so a raw NUL byte is caught as well (on_uri).
  */
@@ -66,6 +68,7 @@
 #include "http/errmap.h"
 #include "http/http_int.h"
 #include "http/json.h"
+#include "http/mhdfix.h"
 
 #define CONNECTION_MEMORY_LIMIT (16u * 1024)
 /* A body without a Content-Length (chunked) or an inflated gzip body grows
@@ -311,10 +314,15 @@ static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *cod
     json_decref(extra);
     /* Overload refusals (they carry their own Retry-After) are counted in
      * the metrics, not logged one by one: under load they would flood the
-     * log; a 501 is the client's doing, not a server fault. The rest are
+     * log; a 501 is the client's doing, not a server fault; a broker that
+     * is starting or stopping says so once in its own lines (every /readyz
+     * poll during recovery would warn otherwise). The rest are
      * rate-limited per error code (a static string): a full disk answers
      * every publish with 507, and one line per request would flood too. */
-    if (status >= 500 && status != 501 && r->retry_after == 0)
+    if (r->not_serving)
+        PULSE_DEBUG_LOG("request %s %s %s: %u %s: %s", r->id, pulse_router_method_name(r->method), r->url, status,
+                        code, msg);
+    else if (status >= 500 && status != 501 && r->retry_after == 0)
         pulse_log_limited(PULSE_LOG_WARN, code, "request %s %s %s: %u %s: %s", r->id,
                           pulse_router_method_name(r->method), r->url, status, code, msg);
     pulse_server_reply_json(r, status, body);
@@ -341,8 +349,16 @@ static void reply_error_extra(struct pulse_hreq *r, unsigned status, const char 
     va_end(ap);
 }
 
+void pulse_server_reply_not_serving(struct pulse_hreq *r, const char *msg)
+{
+    r->not_serving = true;
+    pulse_server_reply_error(r, 503, "unavailable", "%s", msg);
+}
+
 void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const char *msg)
 {
+    if (st == PULSE_SHUTDOWN)
+        r->not_serving = true;
     /* Out of memory because the budget said no: not a server fault. */
     if (st == PULSE_NOMEM && r->mem_refused) {
         pulse_server_reply_refused(r);
@@ -714,7 +730,37 @@ static const char *request_line_problem(struct pulse_conn *hc, const char *metho
 struct header_check {
     const char *name;    /* the first bad field */
     const char *problem; /* NULL: all fields are clean */
+    unsigned n_host;
 };
+
+/*
+ * Did MHD store this field as it parsed it from one line? libmicrohttpd
+ * 0.9.75 parses a field line in place: it writes a NUL over the colon and
+ * skips the blanks after it, so the value starts right after the name's
+ * NUL and some blanks in the same buffer. A field continued on a folded
+ * line (obs-fold, a line starting with a blank) breaks that: MHD appends
+ * the continuation to a copy of the NAME, elsewhere ("Content-Length: 0"
+ * + " 27" becomes the field "Content-Length27" with the value "0"), and a
+ * raw NUL inside the name cuts it short. Walking back from the value over
+ * the blanks must land on the NUL that ends the name. (The walk stays in
+ * the line: MHD's value always follows a colon in its read buffer.)
+ */
+static bool field_whole(const char *key, const char *value)
+{
+    const char *p = value;
+    while (p[-1] == ' ' || p[-1] == '\t')
+        p--;
+    return p[-1] == '\0' && p - 1 == key + strlen(key);
+}
+
+/* Equal ignoring case, with '_' taken for '-' in name. */
+static bool name_like(const char *name, const char *want)
+{
+    for (; *name != '\0' && *want != '\0'; name++, want++)
+        if (tolower((unsigned char)(*name == '_' ? '-' : *name)) != tolower((unsigned char)*want))
+            return false;
+    return *name == '\0' && *want == '\0';
+}
 
 static enum MHD_Result check_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
@@ -731,29 +777,51 @@ static enum MHD_Result check_header(void *cls, enum MHD_ValueKind kind, const ch
     for (; h->problem == NULL && *v != '\0'; v++)
         if ((*v < 0x20 && *v != '\t') || *v == 0x7f)
             h->problem = "has a control character in its value";
+    if (h->problem == NULL && key != NULL && value != NULL && !field_whole(key, value))
+        h->problem = "is continued on a folded line (obs-fold), or holds a NUL byte in its name";
+    if (h->problem == NULL && strchr(h->name, '_') != NULL &&
+        (name_like(h->name, MHD_HTTP_HEADER_CONTENT_LENGTH) || name_like(h->name, MHD_HTTP_HEADER_TRANSFER_ENCODING)))
+        h->problem = "is a framing field spelt with '_' for '-', which a gateway may read as the real one";
+    if (h->problem == NULL && strcasecmp(h->name, MHD_HTTP_HEADER_HOST) == 0)
+        h->n_host++;
     return h->problem == NULL ? MHD_YES : MHD_NO;
 }
 
 /*
- * RFC 9112 5.1 and RFC 9110 5.5: a field name is a token (no blank before
- * the colon), a field value holds no control character but HTAB. MHD 0.9.75
- * checks neither: "Content-Length : 5" is stored under the name
- * "Content-Length " that neither MHD nor we read as the body's length, so
- * the body would be parsed as the next request. (A raw NUL in a value is
- * another matter: MHD cuts the value there, and MHD and these checks both
- * see only the part before it; docs/API.md.)
+ * RFC 9112 5.1, 5.2 and RFC 9110 5.5: a field name is a token (no blank
+ * before the colon), a field value holds no control character but HTAB, and
+ * no field is folded onto a second line. MHD 0.9.75 checks none of these:
+ * "Content-Length : 5" is stored under the name "Content-Length ", and a
+ * folded Content-Length under a longer name (field_whole), neither of which
+ * MHD or we read as the body's length, so the body would be parsed as the
+ * next request. "Transfer_Encoding" is a token, but CGI-style gateways map
+ * '-' and '_' alike, so a front end may take it for Transfer-Encoding while
+ * we do not: refused too, as is Content_Length.
+ * (A raw NUL in a value is another matter: MHD cuts the value there, and
+ * MHD and these checks both see only the part before it; docs/API.md.)
+ *
+ * RFC 9112 3.2: an HTTP/1.1 request carries exactly one Host field; no
+ * request carries two (which one a proxy routed by is anyone's guess).
  */
 static bool refuse_headers(struct pulse_hreq *r)
 {
-    struct header_check h = {NULL, NULL};
+    struct header_check h = {NULL, NULL, 0};
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, check_header, &h);
-    if (h.problem == NULL)
-        return false;
     char name[72];
-    r->close = true;
-    pulse_server_reply_error(r, 400, "invalid_request", "header field \"%s\" %s", printable(h.name, name, sizeof name),
-                             h.problem);
-    return true;
+    if (h.problem != NULL) {
+        r->close = true;
+        pulse_server_reply_error(r, 400, "invalid_request", "header field \"%s\" %s",
+                                 printable(h.name, name, sizeof name), h.problem);
+        return true;
+    }
+    if (h.n_host > 1 || (h.n_host == 0 && r->http11)) {
+        r->close = true;
+        pulse_server_reply_error(r, 400, "invalid_request", "%s",
+                                 h.n_host > 1 ? "a request must carry at most one Host header field"
+                                              : "an HTTP/1.1 request must carry a Host header field");
+        return true;
+    }
+    return false;
 }
 
 struct query_check {
@@ -898,11 +966,11 @@ static void begin(struct pulse_hreq *r)
     if (refuse_query(r))
         return;
     if (atomic_load(&srv->stopping) && route != PULSE_ROUTE_HEALTHZ) {
-        pulse_server_reply_error(r, 503, "unavailable", "the broker is shutting down");
+        pulse_server_reply_not_serving(r, "the broker is shutting down");
         return;
     }
     if (srv->broker == NULL && route != PULSE_ROUTE_HEALTHZ) {
-        pulse_server_reply_error(r, 503, "unavailable", "the broker is starting (recovery in progress)");
+        pulse_server_reply_not_serving(r, "the broker is starting (recovery in progress)");
         return;
     }
     if (route_answers_json(route)) {
@@ -1011,7 +1079,7 @@ static void finish(struct pulse_hreq *r)
 {
     struct pulse_server *srv = r->srv;
     if (atomic_load(&srv->stopping) && r->match.route != PULSE_ROUTE_HEALTHZ) {
-        pulse_server_reply_error(r, 503, "unavailable", "the broker is shutting down");
+        pulse_server_reply_not_serving(r, "the broker is shutting down");
         return;
     }
     if (r->too_large) {
@@ -1055,6 +1123,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     struct pulse_hreq *r = *con_cls;
 
     if (r == NULL) {
+        pulse_mhdfix_head_handled();
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         struct pulse_conn *hc = ci != NULL ? ci->socket_context : NULL;
         /* No registry entry (it could not be made) or the head came after
@@ -1066,6 +1135,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             return MHD_NO; /* out of memory: drop the connection */
         r->hc = hc;
         r->line_problem = request_line_problem(hc, method, url, version);
+        /* HTTP/1.1 and any later 1.x (MHD takes those as 1.1) need Host. */
+        r->http11 = version != NULL && strncmp(version, "HTTP/1.", 7) == 0 && strcmp(version, "HTTP/1.0") != 0;
         atomic_fetch_add(&srv->inflight, 1);
         atomic_fetch_add(&srv->receiving, 1);
         *con_cls = r;
@@ -1073,6 +1144,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
+        pulse_conns_body_bytes(r->hc, *upload_data_size);
         take_upload(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
@@ -1080,6 +1152,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     if (!r->received) {
         r->received = true;
         atomic_fetch_sub(&srv->receiving, 1);
+        /* The body came after its deadline (the socket is being shut
+         * down): no answer could reach the client, so never act on it. */
+        if (!pulse_conns_body_done(srv->conns, r->hc))
+            return MHD_NO;
     }
     switch (r->state) {
     case PULSE_HREQ_NEW:
@@ -1172,6 +1248,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 {
     struct pulse_server *srv = cls;
     if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        pulse_mhdfix_closed(conn);
         /* Called before MHD closes the socket (see conns.h). */
         pulse_conns_closed(srv->conns, *socket_context);
         *socket_context = NULL;
@@ -1204,6 +1281,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     (void)cls;
+    pulse_mhdfix_request_line(conn);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     if (ci == NULL || ci->socket_context == NULL)
         return NULL;
@@ -1252,9 +1330,8 @@ static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s)
 /* The connection registry and the memory budget. */
 static pulse_status_t limits_metrics(struct pulse_server *srv, struct pulse_buf *out)
 {
-    uint64_t open = 0;
-    uint64_t timeouts = 0;
-    pulse_conns_stats(srv->conns, &open, &timeouts);
+    struct pulse_conns_counts cst;
+    pulse_conns_stats(srv->conns, &cst);
     return pulse_buf_printf(
         out,
         "# HELP pulse_http_connections Open client connections.\n"
@@ -1264,6 +1341,14 @@ static pulse_status_t limits_metrics(struct pulse_server *srv, struct pulse_buf 
         "server.header-timeout.\n"
         "# TYPE pulse_http_header_timeouts_total counter\n"
         "pulse_http_header_timeouts_total %llu\n"
+        "# HELP pulse_http_body_timeouts_total Connections closed because a request body did not arrive within "
+        "server.body-timeout, or slower than server.body-min-rate after that.\n"
+        "# TYPE pulse_http_body_timeouts_total counter\n"
+        "pulse_http_body_timeouts_total %llu\n"
+        "# HELP pulse_http_busy_closes_total Of the head and body timeouts, connections closed after 1 s already "
+        "because every connection slot (server.max-connections) was taken.\n"
+        "# TYPE pulse_http_busy_closes_total counter\n"
+        "pulse_http_busy_closes_total %llu\n"
         "# HELP pulse_http_memory_budget_bytes The in-flight request and answer memory budget "
         "(server.memory-budget).\n"
         "# TYPE pulse_http_memory_budget_bytes gauge\n"
@@ -1274,7 +1359,9 @@ static pulse_status_t limits_metrics(struct pulse_server *srv, struct pulse_buf 
         "# HELP pulse_http_memory_refusals_total Reservations the budget refused (answered 503).\n"
         "# TYPE pulse_http_memory_refusals_total counter\n"
         "pulse_http_memory_refusals_total %llu\n",
-        (unsigned long long)open, (unsigned long long)timeouts, (unsigned long long)srv->budget.limit,
+        (unsigned long long)cst.open, (unsigned long long)cst.head_timeouts,
+        (unsigned long long)cst.body_timeouts, (unsigned long long)cst.busy_closes,
+        (unsigned long long)srv->budget.limit,
         (unsigned long long)pulse_budget_used(&srv->budget),
         (unsigned long long)pulse_budget_refusals(&srv->budget));
 }
@@ -1336,10 +1423,12 @@ pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *
 static void mhd_logger(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* Rate-limited by MHD's format string: at the descriptor limit MHD retries
- * accept() in a loop and reports every failure (c-notes section 8). */
+ * accept() in a loop and reports every failure (c-notes section 8). Two of
+ * MHD's refusals are answered by mhdfix.h before MHD answers them wrongly. */
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
+    (void)pulse_mhdfix_log(fmt);
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
@@ -1442,7 +1531,9 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     srv->started_mono_us = pulse_clock_mono_us();
     pthread_mutex_init(&srv->mlock, NULL);
     pulse_budget_init(&srv->budget, cfg->memory_budget);
-    st = pulse_conns_create(cfg->header_timeout_ms, &srv->conns);
+    struct pulse_conns_limits limits = {cfg->header_timeout_ms, cfg->body_timeout_ms, cfg->body_min_rate,
+                                        (uint64_t)cfg->max_connections};
+    st = pulse_conns_create(&limits, &srv->conns);
     if (st != PULSE_OK) {
         pulse_errbuf_set(errbuf, errlen, "cannot start the connection registry: %s", pulse_status_message(st));
         goto out;

@@ -4,16 +4,19 @@
 405 with Allow), X-Request-Id on every answer, and the command line:
 configuration precedence and refusing bad keys or values with exit 2."""
 
+import http.client
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pulsetest import (check, eq, expect_error, expect_json, expect_keys, expect_status,  # noqa: E402
-                       free_port, is_int, main, pulsed_path, read_file, srcdir, uniq)
+                       free_port, is_int, main, pulsed_path, raw_request, read_file, srcdir, uniq)
 
 LABELS = r'\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*\}'
 METRIC_LINE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(' + LABELS + r')? [-+0-9.eEInfNa]+( -?[0-9]+)?$')
@@ -242,6 +245,86 @@ def test_unknown_routes_and_405_store_nothing(ctx):
     srv.req("PUT", "/v1/topics", {"name": "put-created"})
     eq(srv.topics(), before, "topic list unchanged")
     expect_error(srv.get("/v1/topics/put-created"), 404, "topic_not_found", "not created")
+
+
+def warn_lines_about(path, words):
+    with open(path, errors="replace") as f:
+        return [line for line in f if "level=warn" in line and any(w in line for w in words)]
+
+
+def test_refusals_while_starting_are_not_warnings(ctx):
+    # Recovery made slow on purpose: every /readyz poll of the harness, and
+    # a client's requests, get 503 meanwhile; none of them is a fault.
+    srv = ctx.new_server(env={"PULSE_FAILPOINT_DELAY": "recovery:1500"})
+    srv.port = free_port()
+    refused = []
+    done = threading.Event()
+
+    def client():
+        while not done.is_set():
+            try:
+                r = raw_request(srv.port, "GET", "/v1/topics", timeout=2)
+                if r.status == 503:
+                    refused.append(r)
+            except (OSError, http.client.HTTPException):
+                pass
+            time.sleep(0.02)
+
+    th = threading.Thread(target=client)
+    th.start()
+    try:
+        srv.start()
+    finally:
+        done.set()
+        th.join()
+    check(len(refused) >= 10, "only %d requests were refused during a 1.5 s recovery" % len(refused))
+    expect_error(refused[0], 503, "unavailable", "a request during recovery")
+    text = srv.get("/metrics").body.decode()
+    m = re.search(r'^pulse_http_requests_total\{route="/readyz",method="GET",status="503"\} (\d+)', text, re.M)
+    check(m is not None and int(m.group(1)) >= 10, "readyz polls answered 503 during recovery: %r" % (m,))
+    eq(warn_lines_about(srv.stderr_path, ("503", "not ready", "starting")), [],
+       "warn lines about refusals during recovery")
+    srv.stop()
+
+
+def test_refusals_while_draining_are_not_warnings(ctx):
+    # A cursor commit made slow on purpose keeps the drain waiting; a kept-
+    # alive connection's next request meanwhile is told the broker stops.
+    srv = ctx.new_server(env={"PULSE_FAILPOINT_DELAY": "cursor_commit_write:1500"}).start()
+    t = uniq("drain")
+    srv.create_topic(t)
+    srv.publish(t, [{"value": "x"}])
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    conn.request("GET", "/healthz")
+    eq(conn.getresponse().read(), b'{"status":"ok"}', "first request on the kept-alive connection")
+    out = {}
+
+    def commit():
+        try:
+            out["commit"] = raw_request(srv.port, "PUT", "/v1/consumers/c/cursors/%s/0" % t, body={"offset": 1},
+                                        timeout=30)
+        except (OSError, http.client.HTTPException) as e:
+            out["commit"] = e
+
+    th = threading.Thread(target=commit)
+    th.start()
+    time.sleep(0.3)
+    srv.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    statuses = []
+    for _ in range(5):
+        conn.request("GET", "/v1/topics")
+        r = conn.getresponse()
+        r.read()
+        statuses.append(r.status)
+        if r.getheader("Connection", "").lower() == "close":
+            break
+    conn.close()
+    th.join(30)
+    eq(statuses[0], 503, "a request during the drain (statuses %r)" % statuses)
+    eq(srv.proc.wait(timeout=30), 0, "exit status after the drain")
+    srv.proc = None
+    eq(warn_lines_about(srv.stderr_path, ("503", "shutting down")), [], "warn lines about refusals while draining")
 
 
 if __name__ == "__main__":

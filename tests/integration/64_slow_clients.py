@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: MIT
 """Slow clients: a request head must arrive within server.header-timeout
-however slowly it trickles, and the connection limits leave room for
-well-behaved clients.
+however slowly it trickles, a body within server.body-timeout unless it
+keeps server.body-min-rate, and the connection limits leave room for
+well-behaved clients; while every slot is taken, slow clients give theirs
+up after a second.
 
 The attack is real: connections from eight loopback addresses
 (127.0.0.2 .. 127.0.0.9) each send a request line and then one header line
-every quarter second, which libmicrohttpd's inactivity timeout alone never
-cuts. The server runs with a 1 s head deadline and small limits so the test
-stays fast."""
+(or a whole head and then one body byte) every quarter second, which
+libmicrohttpd's inactivity timeout alone never cuts. The server runs with
+1 s head and body deadlines and small limits so the test stays fast."""
 
 import os
 import re
@@ -21,12 +23,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pulsetest import check, eq, expect_json, main, note, raw_request  # noqa: E402
 
 HEAD_TIMEOUT = 1.0
+BODY_TIMEOUT = 1.0
+BODY_MIN_RATE = 8192
 MAX_CONNECTIONS = 48
 PER_ADDRESS = 5
 ADDRESSES = ["127.0.0.%d" % i for i in range(2, 10)]
 SERVER_ARGS = ["-o", "server.header-timeout=%dms" % int(HEAD_TIMEOUT * 1000),
                "-o", "server.max-connections=%d" % MAX_CONNECTIONS,
                "-o", "server.max-connections-per-ip=%d" % PER_ADDRESS,
+               "-o", "server.body-timeout=%dms" % int(BODY_TIMEOUT * 1000),
+               "-o", "server.body-min-rate=%d" % BODY_MIN_RATE,
                "-o", "server.connection-timeout=30s"]
 TRICKLE_EVERY = 0.25
 
@@ -34,7 +40,8 @@ TRICKLE_EVERY = 0.25
 class Trickler:
     """One connection that sends its request head a line at a time."""
 
-    def __init__(self, port, source, first=b"GET /v1/topics HTTP/1.1\r\nHost: x\r\n"):
+    def __init__(self, port, source, first=b"GET /v1/topics HTTP/1.1\r\nHost: x\r\n", piece=None):
+        self.piece = piece  # what each trickle sends; None: a header line
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind((source, 0))
         self.sock.connect(("127.0.0.1", port))
@@ -55,7 +62,7 @@ class Trickler:
 
     def trickle(self):
         self.lines += 1
-        self.send(b"X-Trickle-%d: still coming\r\n" % self.lines)
+        self.send(self.piece if self.piece is not None else b"X-Trickle-%d: still coming\r\n" % self.lines)
 
     def poll(self):
         """Reads what arrived; notes the close."""
@@ -192,6 +199,94 @@ def test_per_address_limit_leaves_room_for_others(ctx):
     finally:
         for t in tricklers:
             t.close()
+
+
+def body_head(topic, length):
+    return ("POST /v1/topics/%s/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+            "Content-Length: %d\r\n\r\n" % (topic, length)).encode()
+
+
+def test_trickled_bodies_are_cut_at_the_body_deadline(ctx):
+    srv = ctx.srv
+    topic = "slow-bodies"
+    srv.create_topic(topic)
+    heads_before = metric(srv, "pulse_http_header_timeouts_total")
+    before = metric(srv, "pulse_http_body_timeouts_total")
+    # A whole head at once, then one body byte every quarter second: far
+    # below the minimum rate, however steadily it comes.
+    tricklers = [Trickler(srv.port, a, first=body_head(topic, 100000), piece=b"a") for a in ADDRESSES]
+    try:
+        drive(tricklers, BODY_TIMEOUT * 6, during=lambda: served_at_once(srv, "during the body trickle"))
+        still = [t for t in tricklers if t.closed is None]
+        check(not still, "%d of %d trickling bodies still open after %.1f s" % (len(still), len(tricklers),
+                                                                             BODY_TIMEOUT * 6))
+        lives = sorted(t.closed - t.opened for t in tricklers)
+        note("trickling bodies closed after %.2f .. %.2f s (deadline %.1f s)" % (lives[0], lives[-1], BODY_TIMEOUT))
+        check(lives[0] >= BODY_TIMEOUT * 0.9, "a body was cut before its deadline: %.2f s" % lives[0])
+        check(lives[-1] < BODY_TIMEOUT + 1.5, "a body outlived its deadline: %.2f s" % lives[-1])
+        for t in tricklers:
+            eq(t.received, b"", "nothing is answered to an unfinished body")
+    finally:
+        for t in tricklers:
+            t.close()
+    eq(metric(srv, "pulse_http_body_timeouts_total") - before, len(tricklers), "body timeouts counted")
+    eq(metric(srv, "pulse_http_header_timeouts_total") - heads_before, 0, "no head timeouts")
+    eq(srv.hw(topic), 0, "nothing of the cut bodies was stored")
+    # A body that keeps above the minimum rate may take several windows.
+    size = 100000
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    try:
+        t0 = time.monotonic()
+        s.sendall(body_head(topic, size))
+        sent = 0
+        while sent < size:
+            piece = min(4000, size - sent)  # 40 kB/s, five times the minimum
+            s.sendall(b"b" * piece)
+            sent += piece
+            time.sleep(0.1)
+        took = time.monotonic() - t0
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(4096)
+            check(chunk, "closed before the answer after %.1f s: %r" % (took, data))
+            data += chunk
+    finally:
+        s.close()
+    check(took > BODY_TIMEOUT * 2, "the steady body took %.1f s, more than two windows" % took)
+    check(data.startswith(b"HTTP/1.1 200"), "steady body: %r" % data[:200])
+    eq(srv.hw(topic), 1, "the steady body was stored")
+
+
+def test_a_full_server_frees_the_slots_of_slow_clients(ctx):
+    # Long deadlines, few slots: five addresses take all 16 with heads and
+    # bodies that trickle; more wait in the listen queue. A prompt client
+    # gets in only when a slot frees: after a second, not after 30.
+    srv = ctx.new_server(args=["-o", "server.header-timeout=30s", "-o", "server.body-timeout=30s",
+                               "-o", "server.max-connections=16", "-o", "server.max-connections-per-ip=4",
+                               "-o", "server.connection-timeout=60s"]).start()
+    srv.create_topic("full")
+    before = metric(srv, "pulse_http_busy_closes_total")
+    tricklers = []
+    try:
+        for i, a in enumerate(ADDRESSES[:5]):
+            for j in range(4):
+                if (i + j) % 2:
+                    tricklers.append(Trickler(srv.port, a, first=body_head("full", 100000), piece=b"a"))
+                else:
+                    tricklers.append(Trickler(srv.port, a))
+        drive(tricklers, 0.3)
+        t0 = time.monotonic()
+        r = raw_request(srv.port, "GET", "/healthz", timeout=10)
+        took = time.monotonic() - t0
+        expect_json(r, 200, "healthz on a full server")
+        note("a prompt client on a full server was served after %.2f s" % took)
+        check(took < 3.0, "a prompt client waited %.2f s for a slot" % took)
+    finally:
+        for t in tricklers:
+            t.close()
+    check(metric(srv, "pulse_http_busy_closes_total") > before, "slow connections closed early as the server was full")
+    eq(srv.hw("full"), 0, "nothing stored")
+    srv.stop()
 
 
 if __name__ == "__main__":

@@ -82,6 +82,8 @@ START_TEST(test_config_defaults_match_the_documented_values)
     ck_assert_int_eq(cfg.max_connections_per_ip, 64);
     ck_assert_int_eq(cfg.connection_timeout_ms, 30000);
     ck_assert_int_eq(cfg.header_timeout_ms, 10000);
+    ck_assert_int_eq(cfg.body_timeout_ms, 10000);
+    ck_assert_uint_eq(cfg.body_min_rate, 1024);
     ck_assert_uint_eq(cfg.memory_budget, 256u * 1024 * 1024);
     ck_assert_int_eq(cfg.threads, 0);
     ck_assert_uint_eq(cfg.segment_max_bytes, 512ull * 1024 * 1024);
@@ -327,7 +329,7 @@ START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
     json_t *j = pulse_config_to_json(&cfg);
     ck_assert_ptr_nonnull(j);
-    ck_assert_uint_eq(json_object_size(j), 27);
+    ck_assert_uint_eq(json_object_size(j), 29);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.segment-fd-cache")), 1024);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.checkpoint-interval")), 1000);
     ck_assert_str_eq(json_string_value(json_object_get(j, "server.listen")), "127.0.0.1:8080");
@@ -773,12 +775,21 @@ static bool peer_shut(int fd)
     return n == 0;
 }
 
-START_TEST(test_a_head_that_misses_its_deadline_gets_its_socket_shut)
+/* Head deadline 100 ms; body windows of 400 ms that must bring 100 bytes
+ * (250 bytes/s) to earn another. */
+static struct pulse_conns *conns_for_test(void)
 {
     struct pulse_conns *cs = NULL;
+    const struct pulse_conns_limits limits = {100, 400, 250, 0};
+    ck_assert_int_eq(pulse_conns_create(&limits, &cs), PULSE_OK);
+    return cs;
+}
+
+START_TEST(test_a_head_that_misses_its_deadline_gets_its_socket_shut)
+{
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    ck_assert_int_eq(pulse_conns_create(100, &cs), PULSE_OK);
+    struct pulse_conns *cs = conns_for_test();
     struct pulse_conn *c = pulse_conns_opened(cs, sv[0]);
     ck_assert_ptr_nonnull(c);
     /* Data keeps coming: it does not matter, only the head counts. */
@@ -790,13 +801,14 @@ START_TEST(test_a_head_that_misses_its_deadline_gets_its_socket_shut)
     sleep_ms(300);
     ck_assert(peer_shut(sv[1]));
     ck_assert(!pulse_conns_head_arrived(cs, c)); /* too late */
-    uint64_t open = 0, timeouts = 0;
-    pulse_conns_stats(cs, &open, &timeouts);
-    ck_assert_uint_eq(open, 1);
-    ck_assert_uint_eq(timeouts, 1);
+    struct pulse_conns_counts n;
+    pulse_conns_stats(cs, &n);
+    ck_assert_uint_eq(n.open, 1);
+    ck_assert_uint_eq(n.head_timeouts, 1);
+    ck_assert_uint_eq(n.body_timeouts, 0);
     pulse_conns_closed(cs, c);
-    pulse_conns_stats(cs, &open, &timeouts);
-    ck_assert_uint_eq(open, 0);
+    pulse_conns_stats(cs, &n);
+    ck_assert_uint_eq(n.open, 0);
     pulse_conns_destroy(cs);
     close(sv[0]);
     close(sv[1]);
@@ -805,14 +817,14 @@ END_TEST
 
 START_TEST(test_a_head_in_time_stops_the_deadline_until_the_request_is_done)
 {
-    struct pulse_conns *cs = NULL;
     int a[2], b[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
-    ck_assert_int_eq(pulse_conns_create(100, &cs), PULSE_OK);
+    struct pulse_conns *cs = conns_for_test();
     struct pulse_conn *ca = pulse_conns_opened(cs, a[0]);
     struct pulse_conn *cb = pulse_conns_opened(cs, b[0]);
     ck_assert(pulse_conns_head_arrived(cs, ca));
+    ck_assert(pulse_conns_body_done(cs, ca));
     sleep_ms(300);
     /* a is in a request (as long as it takes); b never sent a head. */
     ck_assert(!peer_shut(a[1]));
@@ -836,6 +848,126 @@ START_TEST(test_a_head_in_time_stops_the_deadline_until_the_request_is_done)
     close(a[1]);
     close(b[0]);
     close(b[1]);
+}
+END_TEST
+
+START_TEST(test_a_trickling_body_is_cut_at_the_end_of_its_window)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    struct pulse_conns *cs = conns_for_test();
+    struct pulse_conn *c = pulse_conns_opened(cs, sv[0]);
+    ck_assert(pulse_conns_head_arrived(cs, c));
+    /* Far less than 100 bytes per 400 ms window, however steadily. */
+    for (int i = 0; i < 10; i++) {
+        pulse_conns_body_bytes(c, 2);
+        sleep_ms(10);
+    }
+    ck_assert(!peer_shut(sv[1]));
+    sleep_ms(450);
+    ck_assert(peer_shut(sv[1]));
+    ck_assert(!pulse_conns_body_done(cs, c)); /* too late: never act on it */
+    struct pulse_conns_counts n;
+    pulse_conns_stats(cs, &n);
+    ck_assert_uint_eq(n.head_timeouts, 0);
+    ck_assert_uint_eq(n.body_timeouts, 1);
+    pulse_conns_closed(cs, c);
+    pulse_conns_destroy(cs);
+    close(sv[0]);
+    close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_a_body_at_the_minimum_rate_earns_more_windows)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    struct pulse_conns *cs = conns_for_test();
+    struct pulse_conn *c = pulse_conns_opened(cs, sv[0]);
+    ck_assert(pulse_conns_head_arrived(cs, c));
+    /* 50 bytes every 20 ms (2,500 bytes/s) for 1.2 s: three windows, each
+     * bringing about 1,000 bytes. */
+    for (int i = 0; i < 60; i++) {
+        pulse_conns_body_bytes(c, 50);
+        sleep_ms(20);
+    }
+    ck_assert(!peer_shut(sv[1]));
+    /* Then it stops: at most one more window, which brings nothing. */
+    sleep_ms(1000);
+    ck_assert(peer_shut(sv[1]));
+    pulse_conns_closed(cs, c);
+    pulse_conns_destroy(cs);
+    close(sv[0]);
+    close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_without_a_minimum_rate_the_body_is_due_in_one_window)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    struct pulse_conns *cs = NULL;
+    const struct pulse_conns_limits limits = {100, 200, 0, 0};
+    ck_assert_int_eq(pulse_conns_create(&limits, &cs), PULSE_OK);
+    struct pulse_conn *c = pulse_conns_opened(cs, sv[0]);
+    ck_assert(pulse_conns_head_arrived(cs, c));
+    for (int i = 0; i < 20; i++) {
+        pulse_conns_body_bytes(c, 1000000);
+        sleep_ms(15);
+    }
+    ck_assert(peer_shut(sv[1]));
+    pulse_conns_closed(cs, c);
+    pulse_conns_destroy(cs);
+    close(sv[0]);
+    close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_a_full_server_cuts_slow_connections_after_a_second)
+{
+    int a[2], b[2], f[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, f), 0);
+    struct pulse_conns *cs = NULL;
+    /* Timeouts of 20 s, a limit of 3 connections. */
+    const struct pulse_conns_limits limits = {20000, 20000, 1000, 3};
+    ck_assert_int_eq(pulse_conns_create(&limits, &cs), PULSE_OK);
+    struct pulse_conn *ca = pulse_conns_opened(cs, a[0]); /* will trickle its body */
+    struct pulse_conn *cb = pulse_conns_opened(cs, b[0]); /* will trickle its head */
+    ck_assert(pulse_conns_head_arrived(cs, ca));
+    /* Two of three slots: nothing is cut before its timeout. */
+    sleep_ms(1300);
+    ck_assert(!peer_shut(a[1]));
+    ck_assert(!peer_shut(b[1]));
+    /* The third fills the server: the slow ones go within about a second,
+     * the fast body (2,000 bytes/s, above 1,000) stays. */
+    struct pulse_conn *cf = pulse_conns_opened(cs, f[0]);
+    ck_assert(pulse_conns_head_arrived(cs, cf));
+    for (int i = 0; i < 5; i++) {
+        pulse_conns_body_bytes(cf, 200);
+        pulse_conns_body_bytes(ca, 1);
+        sleep_ms(100);
+    }
+    ck_assert(peer_shut(a[1]));
+    ck_assert(peer_shut(b[1]));
+    for (int i = 0; i < 10; i++) {
+        pulse_conns_body_bytes(cf, 200);
+        sleep_ms(100);
+    }
+    ck_assert(!peer_shut(f[1]));
+    struct pulse_conns_counts n;
+    pulse_conns_stats(cs, &n);
+    ck_assert_uint_eq(n.head_timeouts, 1);
+    ck_assert_uint_eq(n.body_timeouts, 1);
+    ck_assert_uint_eq(n.busy_closes, 2);
+    pulse_conns_closed(cs, ca);
+    pulse_conns_closed(cs, cb);
+    pulse_conns_closed(cs, cf);
+    pulse_conns_destroy(cs);
+    int fds[] = {a[0], a[1], b[0], b[1], f[0], f[1]};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        close(fds[i]);
 }
 END_TEST
 
@@ -885,6 +1017,10 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_budget_never_passes_its_limit_and_counts_refusals);
     tcase_add_test(tc, test_a_head_that_misses_its_deadline_gets_its_socket_shut);
     tcase_add_test(tc, test_a_head_in_time_stops_the_deadline_until_the_request_is_done);
+    tcase_add_test(tc, test_a_trickling_body_is_cut_at_the_end_of_its_window);
+    tcase_add_test(tc, test_a_body_at_the_minimum_rate_earns_more_windows);
+    tcase_add_test(tc, test_without_a_minimum_rate_the_body_is_due_in_one_window);
+    tcase_add_test(tc, test_a_full_server_cuts_slow_connections_after_a_second);
     suite_add_tcase(s, tc);
     return s;
 }
