@@ -444,6 +444,9 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
     pcfg.sync_observer = sync_observer;
     pcfg.sync_observer_arg = b;
     pcfg.checkpoint_interval_ms = b->cfg.checkpoint_interval_ms;
+    /* Only compaction leaves gaps in offsets: in the other logs a gap is
+     * lost data, and recovery reports it (plog.h). */
+    pcfg.contiguous = t->cleanup == PULSE_CLEANUP_DELETE;
 
     for (uint32_t p = 0; p < t->nparts; p++) {
         struct pulse_plog_recovery rec;
@@ -662,6 +665,8 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     st = open_metadata(b, &defs, &ndefs, &rep, errbuf, errlen);
     if (st == PULSE_OK)
         st = open_topics(b, defs, ndefs, &rep, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = pulse_broker_cursor_raise_ends(b, errbuf, errlen);
     if (st == PULSE_OK)
         st = start_threads(b, errbuf, errlen);
     if (st != PULSE_OK)

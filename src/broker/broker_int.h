@@ -252,6 +252,17 @@ void pulse_broker_sync_fini(struct pulse_broker_sync *s);
 pulse_status_t pulse_broker_topic_load(struct pulse_broker *b, const struct pulse_meta_topic *def,
                                        struct pulse_broker_open_report *rep, char *errbuf, size_t errlen);
 
+/* At open, once every log is recovered: a consumer's cursor is committed
+ * only at or below HW, so the highest cursor of a partition proves its HW
+ * reached that offset. A partition whose recovered log end is below it
+ * lost acknowledged data that nothing on its disk proves (a damaged tail
+ * no checkpoint covers, a lost active segment): pulse_plog_raise_end
+ * records the gap as missing and moves the log end, so those offsets are
+ * never handed out again. One scan of the cursors. A failure to record
+ * fails the open (errbuf says which partition). Thread: the opener, before
+ * the broker's threads start. */
+pulse_status_t pulse_broker_cursor_raise_ends(struct pulse_broker *b, char *errbuf, size_t errlen);
+
 /* Closes a topic's logs and frees it (refs must be down to the caller's). */
 void pulse_broker_topic_destroy(struct pulse_broker_topic *t);
 

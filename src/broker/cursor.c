@@ -49,6 +49,7 @@
 #include "common/status.h"
 #include "common/alloc.h"
 #include "common/failpoint.h"
+#include "common/log.h"
 #include "meta/meta.h"
 
 pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *consumer,
@@ -306,5 +307,47 @@ pulse_status_t pulse_broker_consumer_delete_async(struct pulse_broker *b, const 
     st = pulse_broker_admin_submit(b->admin, job);
     if (st != PULSE_OK)
         pulse_broker_admin_job_free(job);
+    return st;
+}
+
+/* ---- at open: log ends proven by cursors ----------------------------- */
+
+pulse_status_t pulse_broker_cursor_raise_ends(struct pulse_broker *b, char *errbuf, size_t errlen)
+{
+    struct pulse_meta_cursor *hi = NULL;
+    size_t n = 0;
+    uint32_t raised = 0;
+    pulse_status_t st = pulse_meta_cursor_highest(b->meta, &hi, &n);
+
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot read the consumer cursors: %s", pulse_status_message(st));
+        return st;
+    }
+    for (size_t i = 0; i < n && st == PULSE_OK; i++) {
+        struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, hi[i].topic);
+        int64_t skipped = 0;
+        if (t == NULL)
+            continue;
+        if (hi[i].partition < t->nparts)
+            st = pulse_plog_raise_end(t->plogs[hi[i].partition], hi[i].offset, &skipped);
+        if (st != PULSE_OK)
+            pulse_errbuf_set(errbuf, errlen,
+                             "topic %s partition %" PRIu32 ": a consumer's cursor at %" PRId64
+                             " proves offsets the log no longer holds, and they cannot be recorded as missing: %s",
+                             t->name, hi[i].partition, hi[i].offset, pulse_status_message(st));
+        else if (skipped > 0) {
+            PULSE_ERROR("topic %s partition %" PRIu32 ": a consumer's committed cursor at %" PRId64
+                        " is past the recovered log end %" PRId64 ": the %" PRId64 " offsets between were handed "
+                        "out and are lost; they are recorded as missing (fetches skip them) and the next publish "
+                        "gets offset %" PRId64 " (docs/Operations.md \"Damaged data\")",
+                        t->name, hi[i].partition, hi[i].offset, hi[i].offset - skipped, skipped, hi[i].offset);
+            raised++;
+        }
+        pulse_broker_topic_release(b, t);
+    }
+    if (raised > 0)
+        PULSE_ERROR("broker: %" PRIu32 " partition(s) had lost offsets that consumer cursors prove were handed out",
+                    raised);
+    pulse_free(hi);
     return st;
 }

@@ -1470,6 +1470,62 @@ pulse_status_t pulse_meta_cursor_list(struct pulse_meta *meta, const char *consu
     return PULSE_OK;
 }
 
+/* cursor_list_cb for a key of any consumer: the topic starts after
+ * "cursor/<consumer>/". */
+static pulse_status_t any_cursor_cb(void *ctx, const char *key, size_t klen, const char *val, size_t vlen)
+{
+    struct cursor_list_ctx *cl = ctx;
+    const char *slash = klen > 7 ? memchr(key + 7, '/', klen - 7) : NULL;
+
+    if (slash == NULL) {
+        PULSE_ERROR("meta: cursor record %.*s is malformed", (int)(klen > 600 ? 600 : klen), key);
+        return PULSE_CORRUPT;
+    }
+    cl->prefix_len = (size_t)(slash - key) + 1;
+    return cursor_list_cb(ctx, key, klen, val, vlen);
+}
+
+/* By topic, then partition, then the highest offset first. */
+static int cursor_cmp_highest(const void *a, const void *b)
+{
+    const struct pulse_meta_cursor *x = a;
+    const struct pulse_meta_cursor *y = b;
+    int c = cursor_cmp(a, b);
+
+    if (c != 0)
+        return c;
+    return x->offset > y->offset ? -1 : x->offset < y->offset;
+}
+
+pulse_status_t pulse_meta_cursor_highest(struct pulse_meta *meta, struct pulse_meta_cursor **out, size_t *n_out)
+{
+    struct cursor_list_ctx cl = {0};
+    size_t k = 0;
+    pulse_status_t st;
+
+    *out = NULL;
+    *n_out = 0;
+    st = scan_prefix(meta, "cursor/", any_cursor_cb, &cl);
+    if (st != PULSE_OK) {
+        pulse_free(cl.items);
+        return st;
+    }
+    if (cl.n > 1)
+        qsort(cl.items, cl.n, sizeof *cl.items, cursor_cmp_highest);
+    for (size_t i = 0; i < cl.n; i++) {
+        if (k > 0 && cursor_cmp(&cl.items[k - 1], &cl.items[i]) == 0)
+            continue;
+        cl.items[k++] = cl.items[i];
+    }
+    if (k == 0) {
+        pulse_free(cl.items);
+        cl.items = NULL;
+    }
+    *out = cl.items;
+    *n_out = k;
+    return PULSE_OK;
+}
+
 struct name_list_ctx {
     char **names;
     size_t n;

@@ -244,6 +244,12 @@ pulse_status_t pulse_meta_cursor_get(struct pulse_meta *meta, const char *consum
 pulse_status_t pulse_meta_cursor_list(struct pulse_meta *meta, const char *consumer,
                                       struct pulse_meta_cursor **out, size_t *n_out);
 
+/* The highest cursor any consumer committed for each topic partition, in
+ * one scan of every cursor: *out allocated (pulse_free), sorted by topic
+ * then partition, each partition once; NULL when *n_out == 0.
+ * PULSE_CORRUPT for a malformed cursor record. */
+pulse_status_t pulse_meta_cursor_highest(struct pulse_meta *meta, struct pulse_meta_cursor **out, size_t *n_out);
+
 /* Distinct consumer names that have at least one cursor, sorted; free with
  * pulse_meta_names_free. */
 pulse_status_t pulse_meta_consumer_list(struct pulse_meta *meta, char ***names_out, size_t *n_out);

@@ -53,3 +53,12 @@ include src/storage/maint.mk
 
 # Retention (maintenance).
 include src/storage/retention.mk
+
+# Lost data and headers that cannot be right: missing ranges, the index
+# files of lost segments, pulse_plog_raise_end, damage a read meets.
+check_PROGRAMS += tests/unit/check_lost
+TESTS += tests/unit/check_lost
+tests_unit_check_lost_SOURCES = tests/unit/storage/check_lost.c tests/unit/storage/plogtest.h
+tests_unit_check_lost_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_lost_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_lost_LDADD = $(STORE_TEST_LDADD)

@@ -27,8 +27,9 @@
  *   missing ranges recovery found, as an immutable set that readers take a
  *   reference on. Slices never include damaged bytes and only skip offsets
  *   before their first batch, reporting them. A read whose CRC check meets
- *   damage nobody knew learns it with the recovery rule, publishes a new
- *   set and records it in the damage record.
+ *   damage nobody knew, or whose walk meets a batch header that cannot be
+ *   right (header_plausible), learns it with the recovery rule, publishes
+ *   a new set, records it in the damage record and reads on past it.
  *
  *   Failure fencing: a failed pwrite or fdatasync sets fenced (sticky, under
  *   sync_lock so that no leader can publish HW after it) and cuts the active
@@ -73,6 +74,7 @@ void pulse_plog_config_init(struct pulse_plog_config *cfg)
     cfg->sync_observer = NULL;
     cfg->sync_observer_arg = NULL;
     cfg->checkpoint_interval_ms = 1000;
+    cfg->contiguous = false;
 }
 
 static void store_max_u64(_Atomic uint64_t *a, uint64_t v)
@@ -966,6 +968,20 @@ static struct pulse_segment *next_segment(struct pulse_plog *plog, struct pulse_
     return next;
 }
 
+/* The next segment's base (the offset limit of seg), INT64_MAX for the
+ * active one (or a segment no longer listed: its limit is unknown). */
+static int64_t segment_limit(struct pulse_plog *plog, const struct pulse_segment *seg)
+{
+    int64_t limit = INT64_MAX;
+
+    pthread_mutex_lock(&plog->list_lock);
+    size_t i = first_base_after(plog, seg->base);
+    if (i > 0 && plog->segs[i - 1] == seg && i < plog->nsegs)
+        limit = plog->segs[i]->base;
+    pthread_mutex_unlock(&plog->list_lock);
+    return limit;
+}
+
 /* The segment holding offset (greatest base <= offset, else the first).
  * Returns an acquired reference or NULL. */
 static struct pulse_segment *find_segment(struct pulse_plog *plog, int64_t offset)
@@ -1047,6 +1063,7 @@ out:
 
 /* The state of one slice being built. */
 struct slicer {
+    struct pulse_plog *plog;
     struct pulse_damage_set *set; /* a reference */
     int64_t hw;
     uint64_t max_bytes;
@@ -1055,21 +1072,73 @@ struct slicer {
     int64_t first_base; /* base offset of the first batch taken */
     uint64_t first_pos;
     uint64_t len;
-    uint64_t bad_pos;   /* a batch header that did not parse (CORRUPT) */
+    uint64_t bad_pos;   /* a batch that cannot be right (CORRUPT) */
     bool done;          /* nothing more may join the slice */
 };
+
+/* The high watermark now, read under sync_lock: a sync publishes a
+ * segment's durable size and HW together under it, so every batch that
+ * lies below a durable size read before this call ends below this HW. */
+static int64_t hw_now(struct pulse_plog *plog)
+{
+    int64_t hw;
+
+    pthread_mutex_lock(&plog->sync_lock);
+    hw = atomic_load_explicit(&plog->hw, memory_order_relaxed);
+    pthread_mutex_unlock(&plog->sync_lock);
+    return hw;
+}
+
+/* True when the whole batch at pos (total bytes) verifies. */
+static bool batch_verifies(struct pulse_segment *seg, int fd, uint64_t pos, size_t total)
+{
+    uint8_t *buf = pulse_malloc(total);
+    bool ok = buf != NULL && pulse_io_pread_all(seg->io, fd, buf, total, (off_t)pos) == (ssize_t)total &&
+              pulse_batch_verify(buf, total, NULL, NULL) == PULSE_OK;
+
+    pulse_free(buf);
+    return ok;
+}
+
+/*
+ * Judges a batch header the walk met inside the durable bytes of seg,
+ * where expect is the lowest offset the batch may start at and limit the
+ * segment's offset limit. Returns false when the header cannot be right
+ * (damage, which the caller learns: docs/Storage.md "Reading around
+ * damage"): a base offset below expect or at or past limit, or at or past
+ * HW (nothing below a durable size can lie there), or, in a contiguous
+ * log, a base offset that jumps over offsets no known range holds while
+ * the batch fails its check. *at_end is set for a base offset at or past
+ * the HW this read started with, which a sync that ran since made durable.
+ */
+static bool header_plausible(struct slicer *sl, struct pulse_segment *seg, int fd, uint64_t pos,
+                             const struct pulse_batch_header *hdr, int64_t expect, int64_t limit, bool *at_end)
+{
+    *at_end = false;
+    if (hdr->base_offset < expect || hdr->base_offset >= limit)
+        return false;
+    if (hdr->base_offset >= sl->hw) {
+        *at_end = true;
+        return hdr->base_offset < hw_now(sl->plog);
+    }
+    if (sl->plog->cfg.contiguous && hdr->base_offset > expect && !dset_between(sl->set, expect, hdr->base_offset))
+        return batch_verifies(seg, fd, pos, pulse_batch_total_size(hdr));
+    return true;
+}
 
 /*
  * Adds the batches of seg (data file pinned as fd) at and after sl->offset
  * to the slice, walking headers from the index entry before it, stepping
  * over damaged bytes while the slice is empty and stopping at them (and at
- * any skipped range) once it is not. PULSE_CORRUPT when an unknown bad
- * header comes first.
+ * any skipped range) once it is not. PULSE_CORRUPT when a batch that
+ * cannot be right (unknown damage) comes first; sl->bad_pos names it.
  */
 static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg, int fd)
 {
     uint64_t bound = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
-    uint64_t pos = pulse_segment_lookup(seg, sl->offset);
+    int64_t expect;
+    uint64_t pos = pulse_segment_lookup(seg, sl->offset, &expect);
+    int64_t limit = segment_limit(sl->plog, seg);
     const struct pulse_damage *dr = dset_bytes_from(sl->set, seg->base, pos);
     pulse_status_t st = PULSE_OK;
 
@@ -1079,11 +1148,13 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg,
         int64_t bend = 0;
         size_t total;
         ssize_t got;
+        bool at_end = false;
 
         if (dr != NULL && dr->pos <= pos) {
             /* Damaged bytes (recover.c) are never part of a slice. */
             sl->done = sl->len > 0;
             pos = dr->end;
+            expect = dr->to > expect ? dr->to : expect;
             dr = dset_bytes_from(sl->set, seg->base, pos);
             continue;
         }
@@ -1100,7 +1171,9 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg,
         st = pulse_batch_parse_header(hraw, (size_t)(bound - pos), &hdr);
         if (st == PULSE_EOF)
             st = PULSE_CORRUPT;
-        if (st == PULSE_OK && hdr.base_offset >= sl->hw) {
+        if (st == PULSE_OK && !header_plausible(sl, seg, fd, pos, &hdr, expect, limit, &at_end))
+            st = PULSE_CORRUPT;
+        else if (st == PULSE_OK && at_end) {
             sl->done = true;
             break;
         }
@@ -1115,6 +1188,7 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg,
             return sl->len > 0 ? PULSE_OK : PULSE_CORRUPT;
         }
         total = pulse_batch_total_size(&hdr);
+        expect = bend;
         if (bend <= sl->offset) {
             pos += total;
             continue;
@@ -1162,7 +1236,7 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
                                struct pulse_segment **seg_out, int *fd_out, uint64_t *bad_pos)
 {
     struct pulse_segment *seg = NULL;
-    struct slicer sl = {.max_bytes = max_bytes, .bad_pos = UINT64_MAX};
+    struct slicer sl = {.plog = plog, .max_bytes = max_bytes, .bad_pos = UINT64_MAX};
     int fd = -1;
     int64_t ls;
     pulse_status_t st = PULSE_OK;
@@ -1213,34 +1287,6 @@ out:
     }
     unpin_release(seg);
     dset_release(sl.set);
-    return st;
-}
-
-pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, bool want_fd,
-                                struct pulse_slice *out)
-{
-    struct pulse_segment *seg = NULL;
-    int sfd = -1;
-    uint64_t bad_pos;
-    pulse_status_t st;
-
-    st = do_slice(plog, offset, max_bytes, out, &seg, &sfd, &bad_pos);
-    if (st != PULSE_OK)
-        goto out;
-    /* The dup is the caller's: it keeps the inode readable whatever the
-     * cache or retention do with the segment afterwards. */
-    if (want_fd && seg != NULL) {
-        int fd = fcntl(sfd, F_DUPFD_CLOEXEC, 0);
-        if (fd < 0) {
-            int err = errno;
-            PULSE_ERROR_RL("plog: dup of %s failed: %s", seg->log_path, strerror(err));
-            st = pulse_status_from_errno(err);
-            goto out;
-        }
-        out->fd = fd;
-    }
-out:
-    unpin_release(seg);
     return st;
 }
 
@@ -1313,20 +1359,6 @@ static size_t dset_merge(struct pulse_plog *plog, const struct pulse_damage *add
     return added;
 }
 
-/* The next segment's base (the offset limit of seg), INT64_MAX for the
- * active one (or a segment no longer listed: its limit is unknown). */
-static int64_t segment_limit(struct pulse_plog *plog, const struct pulse_segment *seg)
-{
-    int64_t limit = INT64_MAX;
-
-    pthread_mutex_lock(&plog->list_lock);
-    size_t i = first_base_after(plog, seg->base);
-    if (i > 0 && plog->segs[i - 1] == seg && i < plog->nsegs)
-        limit = plog->segs[i]->base;
-    pthread_mutex_unlock(&plog->list_lock);
-    return limit;
-}
-
 /*
  * Records the log's ranges in the damage record, so that the next open
  * scans the damaged segment whole even on the snapshot fast path, never
@@ -1384,6 +1416,10 @@ static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, int
     pthread_mutex_unlock(&plog->sync_lock);
     if (hw > atomic_load_explicit(&seg->next_offset, memory_order_acquire))
         hw = atomic_load_explicit(&seg->next_offset, memory_order_acquire);
+    /* Every valid batch below the durable size read together with that HW
+     * ends below it: a batch beyond it is damage, as the read judged. */
+    if (hw < limit)
+        limit = hw;
     entry_before(seg, pos, &spos, &soff);
     for (size_t i = 0; i < set->n; i++) {
         if (set->r[i].seg_base == seg->base && nh++ == 0)
@@ -1481,6 +1517,62 @@ out:
     return st;
 }
 
+/*
+ * Learns the damage a read met at bad_pos of bad (pinned; the pin and the
+ * reference are given up here) and records it. True when a range now
+ * covers bad_pos, so the read can be tried again past it.
+ */
+static bool learn_and_record(struct pulse_plog *plog, struct pulse_segment *bad, int bad_fd, uint64_t bad_pos)
+{
+    bool learned, record = false;
+
+    learned = learn_damage(plog, bad, bad_fd, bad_pos, &record);
+    unpin_release(bad);
+    if (record)
+        record_damage(plog);
+    return learned;
+}
+
+pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, bool want_fd,
+                                struct pulse_slice *out)
+{
+    struct pulse_segment *seg = NULL;
+    int sfd = -1;
+    uint64_t bad_pos;
+    pulse_status_t st;
+
+    /* A batch that cannot be right is learned as damage and the slice is
+     * tried again past it (as pulse_plog_read does), so that no reader,
+     * raw or not, ever stalls in front of it. Each retry follows a newly
+     * learned range; the bound is a guard. */
+    for (int attempt = 0;; attempt++) {
+        st = do_slice(plog, offset, max_bytes, out, &seg, &sfd, &bad_pos);
+        if (st != PULSE_CORRUPT || seg == NULL)
+            break;
+        bool learned = learn_and_record(plog, seg, sfd, bad_pos);
+        seg = NULL;
+        if (!learned || attempt >= 16)
+            break;
+    }
+    if (st != PULSE_OK)
+        goto out;
+    /* The dup is the caller's: it keeps the inode readable whatever the
+     * cache or retention do with the segment afterwards. */
+    if (want_fd && seg != NULL) {
+        int fd = fcntl(sfd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
+            int err = errno;
+            PULSE_ERROR_RL("plog: dup of %s failed: %s", seg->log_path, strerror(err));
+            st = pulse_status_from_errno(err);
+            goto out;
+        }
+        out->fd = fd;
+    }
+out:
+    unpin_release(seg);
+    return st;
+}
+
 pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
                                struct pulse_slice *info)
 {
@@ -1493,15 +1585,11 @@ pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t
         struct pulse_segment *bad = NULL;
         uint64_t bad_pos = UINT64_MAX;
         int bad_fd = -1;
-        bool learned = false, record = false;
+        bool learned = false;
 
         st = read_once(plog, offset, max_bytes, out, &sl, &bad, &bad_fd, &bad_pos);
-        if (bad != NULL) {
-            learned = learn_damage(plog, bad, bad_fd, bad_pos, &record);
-            unpin_release(bad);
-        }
-        if (record)
-            record_damage(plog);
+        if (bad != NULL)
+            learned = learn_and_record(plog, bad, bad_fd, bad_pos);
         if (st != PULSE_CORRUPT || !learned || attempt >= 16)
             break;
     }
@@ -1509,6 +1597,108 @@ pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t
         sl.fd = -1;
         *info = sl;
     }
+    return st;
+}
+
+/* ---- a proven log end ------------------------------------------------- */
+
+/* Writes the damage record with the log's ranges plus r (which lies past
+ * all of them). Caller holds wlock (the writers of the record serialize on
+ * it). Nothing is published. */
+static pulse_status_t record_with(struct pulse_plog *plog, const struct pulse_damage *r)
+{
+    struct pulse_damage_set *set = dset_get(plog);
+    struct pulse_damage *all = pulse_calloc(set->n + 1, sizeof *all);
+    pulse_status_t st = PULSE_NOMEM;
+
+    if (all != NULL) {
+        if (set->n > 0)
+            memcpy(all, set->r, set->n * sizeof *all);
+        all[set->n] = *r;
+        st = pulse_damage_valid(all, set->n + 1) ? pulse_damage_write(plog->io, plog->dir, all, set->n + 1)
+                                                 : PULSE_INVALID;
+    }
+    pulse_free(all);
+    dset_release(set);
+    return st;
+}
+
+pulse_status_t pulse_plog_raise_end(struct pulse_plog *plog, int64_t min_end, int64_t *raised_out)
+{
+    struct pulse_segment *seg;
+    int64_t leo = 0;
+    bool locked = false;
+    pulse_status_t st = PULSE_OK;
+
+    if (raised_out != NULL)
+        *raised_out = 0;
+    /* HW moves to min_end below, so whatever is appended must be durable
+     * first; the sync runs without wlock (its leader takes it), so an
+     * append that slips in between sends us round again. */
+    for (int attempt = 0; st == PULSE_OK; attempt++) {
+        if (min_end <= pulse_plog_log_end(plog))
+            return PULSE_OK;
+        st = pulse_plog_sync(plog);
+        if (st != PULSE_OK)
+            return st;
+        pthread_mutex_lock(&plog->wlock);
+        locked = true;
+        leo = atomic_load_explicit(&plog->leo, memory_order_relaxed);
+        if (atomic_load(&plog->fenced) || leo == atomic_load(&plog->hw) || min_end <= leo)
+            break;
+        pthread_mutex_unlock(&plog->wlock);
+        locked = false;
+        if (attempt >= 8)
+            st = PULSE_BUSY;
+    }
+    if (st != PULSE_OK || min_end <= leo)
+        goto out;
+    if (atomic_load(&plog->fenced)) {
+        st = PULSE_FENCED;
+        goto out;
+    }
+    seg = active_seg(plog);
+    if (min_end - seg->base > (int64_t)UINT32_MAX) {
+        PULSE_ERROR("plog %s: cannot raise the log end from %" PRId64 " to %" PRId64 ": past what segment %020" PRId64
+                    " can index",
+                    plog->dir, leo, min_end, seg->base);
+        st = PULSE_RANGE;
+        goto out;
+    }
+    /* Nothing is unsynced (leo == HW): the written end is the durable one,
+     * and the next batch will be written there. */
+    uint64_t end = atomic_load_explicit(&seg->size, memory_order_relaxed);
+    struct pulse_damage r = {seg->base, end, end, leo, min_end, pulse_clock_wall_ms(), 0};
+    /* Durable first: a crash after it keeps the log end (recovery counts
+     * the record's offsets as handed out), and a failed write changes
+     * nothing. */
+    st = record_with(plog, &r);
+    if (st != PULSE_OK) {
+        PULSE_ERROR("plog %s: cannot record offsets %" PRId64 "..%" PRId64 " as missing (%s); the log end stays at "
+                    "%" PRId64,
+                    plog->dir, leo, min_end, pulse_status_message(st), leo);
+        goto out;
+    }
+    (void)dset_merge(plog, &r, 1);
+    PULSE_ERROR("plog %s: offsets %" PRId64 "..%" PRId64 " were handed out (their high watermark was reached) but "
+                "the log holds nothing for them; they are recorded as missing, skipped by fetches, and never "
+                "handed out again",
+                plog->dir, leo, min_end);
+    /* The next batch gets an index entry, as after damage. */
+    seg->since_entry = UINT64_MAX;
+    atomic_store_explicit(&seg->next_offset, min_end, memory_order_release);
+    atomic_store_explicit(&plog->leo, min_end, memory_order_release);
+    pthread_mutex_lock(&plog->sync_lock);
+    store_max_i64(&plog->hw, min_end);
+    pthread_cond_broadcast(&plog->sync_cond);
+    pthread_mutex_unlock(&plog->sync_lock);
+    if (raised_out != NULL)
+        *raised_out = min_end - leo;
+    /* Best effort (see write_snapshot_locked): the record is the proof. */
+    (void)write_snapshot_locked(plog);
+out:
+    if (locked)
+        pthread_mutex_unlock(&plog->wlock);
     return st;
 }
 
@@ -1739,7 +1929,7 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
     st = mkdir_p(io, dir);
     if (st != PULSE_OK)
         goto out;
-    st = pulse_recover_run(io, plog->fdcache, dir, cfg->index_interval_bytes, NULL, &res, &rec);
+    st = pulse_recover_run(io, plog->fdcache, dir, cfg->index_interval_bytes, cfg->contiguous, NULL, &res, &rec);
     if (st != PULSE_OK)
         goto out;
     plog->segs = res.segs;
@@ -1934,7 +2124,8 @@ pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_reco
      * (recovery reads the snapshot and removes temp files). */
     pthread_mutex_lock(&plog->snap_lock);
     snap_locked = true;
-    st = pulse_recover_run(plog->io, plog->fdcache, plog->dir, plog->cfg.index_interval_bytes, &proof, &res, &rec);
+    st = pulse_recover_run(plog->io, plog->fdcache, plog->dir, plog->cfg.index_interval_bytes, plog->cfg.contiguous,
+                           &proof, &res, &rec);
     if (st != PULSE_OK)
         goto out;
     damage = dset_from(&res);

@@ -106,11 +106,20 @@ struct pulse_plog_config {
     /* pulse_plog_checkpoint writes the snapshot at most this often (0: at
      * every call where the durable end moved). */
     uint32_t checkpoint_interval_ms;
+    /* The log's offsets have no gaps: every batch starts where the one
+     * before it ended, in the same segment or across segments (nothing is
+     * ever compacted away). The owner knows this (the broker sets it for
+     * cleanup=delete topics); the engine cannot tell it from the files.
+     * Recovery then takes a gap for lost data and records it as a missing
+     * range (a sealed segment deleted or cut at a batch boundary; see
+     * docs/Storage.md "The log end never goes back"), and readers take a
+     * batch that does not follow on for suspect (its CRC is checked). */
+    bool contiguous;
 };
 
 /* Fills cfg with the defaults: 512 MiB segments, 4096-byte index interval,
  * every-write, 1000 ms interval, posix io, no observer, 1000 ms between
- * checkpoints. */
+ * checkpoints, not contiguous. */
 void pulse_plog_config_init(struct pulse_plog_config *cfg);
 
 /* What recovery did when the log was opened (docs/Storage.md "Recovery"). */
@@ -249,6 +258,26 @@ uint64_t pulse_plog_epoch(const struct pulse_plog *plog);
  */
 pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_recovery *rec_out);
 
+/*
+ * Makes the log end at least min_end, for an owner that holds proof the
+ * log's high watermark once reached min_end although the files no longer
+ * show it (the broker: a consumer cursor is committed only at or below
+ * HW, so the highest committed cursor of a partition proves it). When the
+ * log end is below min_end, the offsets [log end, min_end) are recorded as
+ * a missing range (damage record, written durably first; skipped by reads
+ * and reported like any other, logged at error level), and the log end and
+ * HW move to min_end, so that those offsets are never handed out again.
+ * *raised_out (nullable) gets how many offsets were skipped (0 when the
+ * log end already reached min_end: nothing changes then).
+ * PULSE_FENCED on a fenced log; PULSE_RANGE when min_end is so far past the
+ * active segment's base that its offsets would not fit the 32-bit index;
+ * a failed record write (PULSE_IO, PULSE_NOSPACE) changes nothing.
+ * Thread: any; meant for the owner right after pulse_plog_open. It syncs
+ * whatever was appended first. Locks: wlock, then list_lock and sync_lock
+ * briefly; blocks on a sync and on the record's write.
+ */
+pulse_status_t pulse_plog_raise_end(struct pulse_plog *plog, int64_t min_end, int64_t *raised_out);
+
 int64_t pulse_plog_high_watermark(const struct pulse_plog *plog); /* lock-free */
 int64_t pulse_plog_log_start(const struct pulse_plog *plog);      /* lock-free */
 int64_t pulse_plog_log_end(const struct pulse_plog *plog);        /* lock-free */
@@ -283,7 +312,14 @@ struct pulse_slice {
  * offset > HW is PULSE_RANGE (out->log_start and out->high_watermark are
  * still filled). With want_fd, out->fd is a dup() of the segment descriptor
  * that stays readable even if retention deletes the segment meanwhile.
- * Thread: any. Locks: segment-list lock briefly; never the writer lock.
+ * Batch bodies are not read (no CRC check), but every header walked is
+ * judged: one that cannot be right (a base offset below the end of the
+ * batch before it, at or past the next segment's base or HW, or, in a
+ * contiguous log, jumping over offsets while its CRC fails) is damage,
+ * learned as pulse_plog_read learns it, and the slice is found again past
+ * it; PULSE_CORRUPT only if that fails.
+ * Thread: any. Locks: segment-list lock and sync_lock briefly; learning
+ * damage takes the writer lock once.
  */
 pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, bool want_fd,
                                 struct pulse_slice *out);

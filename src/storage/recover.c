@@ -7,8 +7,12 @@
  * Method.
  *   1. Delete every .tmp-* file: a temp file is only ever renamed into place
  *      after it was synced, so one that is still a temp is garbage.
- *   2. List *.log in name order (20-digit names sort as offsets); read the
- *      snapshot and the damage record (damage.h).
+ *   2. List *.log in name order (20-digit names sort as offsets), and the
+ *      *.index files whose .log is gone (read_orphans: a lost segment, whose
+ *      index proves offsets); read the snapshot and the damage record
+ *      (damage.h). A directory without segment files, or a contiguous log
+ *      whose first segment file is lost, gets an empty segment where the
+ *      lost offsets start (lost_start).
  *   3. Scan, changing nothing yet. Fast path when the snapshot decodes,
  *      names the last segment as the active one with a size the file still
  *      reaches, and the damage record reads back: each segment's index is
@@ -30,14 +34,18 @@
  *      syncer rewrites it as the durable end moves: pulse_plog_checkpoint),
  *      and on an in-process reopen up to the running log's durable size
  *      (the proof the caller passes). Any other tail is corruption and is
- *      kept like a damaged range.
+ *      kept like a damaged range. In a contiguous log (plog.h) a sealed
+ *      segment that ends before the next one starts, and a batch that
+ *      starts after the one before it ended, leave a gap: lost offsets,
+ *      recorded as a missing range (settle_gap, pulse_segment_scan).
  *   5. Log end (settle_active). The next offset is the highest of: the end
  *      of the last valid batch; the snapshot's LEO (it was the high
  *      watermark, so readers may have seen everything below it) and on a
  *      reopen the running log's high watermark; every
  *      offset the damage record lists (an earlier recovery proved them);
- *      and the index file's claim (pulse_segment_index_claim: an entry past
- *      the surviving data names a batch the writer numbered). Offsets
+ *      the index file's claim (pulse_segment_index_claim: an entry past
+ *      the surviving data names a batch the writer numbered); and the
+ *      claims of lost segments' index files. Offsets
  *      between the last valid batch and that end become a missing range
  *      (or extend a kept tail), so they are recorded and reported too.
  *   6. New damage (not in the record) is logged at error level. A segment
@@ -109,6 +117,12 @@ struct recovery {
     struct pulse_snapshot snap;
     bool have_snap;
     const struct pulse_snapshot *proof; /* the running log's checkpoint (reopen), or NULL */
+    bool contiguous;                    /* the log's offsets have no gaps (plog.h) */
+    /* Index files whose .log is gone (segment.h pulse_segment_orphan_claim):
+     * the lowest base among them (INT64_MAX: none) and the highest offset
+     * they prove was handed out (-1: none). */
+    int64_t orphan_min;
+    int64_t orphan_claim;
     struct pulse_damage *known; /* the record as read (sorted) */
     size_t nknown;
     bool known_bad;             /* the record exists but does not decode */
@@ -125,13 +139,47 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Removes .tmp-* files and collects segment bases, sorted. */
+/* Appends v to *arr (n used, cap allocated). */
+static pulse_status_t push_base(int64_t **arr, size_t *n, size_t *cap, int64_t v)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap == 0 ? 16 : *cap * 2;
+        int64_t *na = pulse_realloc(*arr, ncap * sizeof *na);
+        if (na == NULL)
+            return PULSE_NOMEM;
+        *arr = na;
+        *cap = ncap;
+    }
+    (*arr)[(*n)++] = v;
+    return PULSE_OK;
+}
+
+/* Parses "<20 digits>.index" (the name of an index file). */
+static bool parse_index_name(const char *name, int64_t *base_out)
+{
+    char log_name[PULSE_SEGMENT_NAME_MAX];
+
+    if (strlen(name) != 26 || strcmp(name + 20, ".index") != 0)
+        return false;
+    memcpy(log_name, name, 20);
+    memcpy(log_name + 20, ".log", 5);
+    return pulse_segment_parse_name(log_name, base_out);
+}
+
+/* True when the sorted array holds v. */
+static bool has_base(const int64_t *arr, size_t n, int64_t v)
+{
+    return n > 0 && bsearch(&v, arr, n, sizeof *arr, cmp_i64) != NULL;
+}
+
+/* Removes .tmp-* files and collects segment bases, sorted, and the bases
+ * of index files (*ibases, unsorted). */
 static pulse_status_t list_dir(const struct pulse_io *io, const char *dir, int64_t **bases_out, size_t *n_out,
-                               uint32_t *temps_out)
+                               int64_t **ibases_out, size_t *ni_out, uint32_t *temps_out)
 {
     DIR *d = NULL;
-    int64_t *bases = NULL;
-    size_t n = 0, cap = 0;
+    int64_t *bases = NULL, *ibases = NULL;
+    size_t n = 0, cap = 0, ni = 0, icap = 0;
     uint32_t temps = 0;
     pulse_status_t st = PULSE_OK;
     struct dirent *de;
@@ -159,19 +207,12 @@ static pulse_status_t list_dir(const struct pulse_io *io, const char *dir, int64
             temps++;
             continue;
         }
-        if (!pulse_segment_parse_name(de->d_name, &base))
-            continue;
-        if (n == cap) {
-            size_t ncap = cap == 0 ? 16 : cap * 2;
-            int64_t *nb = pulse_realloc(bases, ncap * sizeof *nb);
-            if (nb == NULL) {
-                st = PULSE_NOMEM;
-                goto out;
-            }
-            bases = nb;
-            cap = ncap;
-        }
-        bases[n++] = base;
+        if (pulse_segment_parse_name(de->d_name, &base))
+            st = push_base(&bases, &n, &cap, base);
+        else if (parse_index_name(de->d_name, &base))
+            st = push_base(&ibases, &ni, &icap, base);
+        if (st != PULSE_OK)
+            goto out;
     }
     if (n > 1)
         qsort(bases, n, sizeof *bases, cmp_i64);
@@ -184,12 +225,45 @@ static pulse_status_t list_dir(const struct pulse_io *io, const char *dir, int64
     *bases_out = bases;
     bases = NULL;
     *n_out = n;
+    *ibases_out = ibases;
+    ibases = NULL;
+    *ni_out = ni;
     *temps_out = temps;
 out:
     if (d != NULL)
         closedir(d);
     pulse_free(bases);
+    pulse_free(ibases);
     return st;
+}
+
+/*
+ * Step 2b: index files whose segment file is gone. Nothing Pulse does
+ * leaves one (an index is always removed before its data, and created
+ * after it), so each is a lost segment: what it proves was handed out
+ * (pulse_segment_orphan_claim) keeps the log end from going back, and its
+ * base says where lost offsets start when no segment before it is left.
+ * The files stay: they are the evidence, and cost nothing.
+ */
+static pulse_status_t read_orphans(struct recovery *rc, const int64_t *bases, size_t n, const int64_t *ibases,
+                                   size_t ni)
+{
+    rc->orphan_min = INT64_MAX;
+    rc->orphan_claim = -1;
+    for (size_t i = 0; i < ni; i++) {
+        int64_t claim;
+        if (has_base(bases, n, ibases[i]))
+            continue;
+        pulse_status_t st = pulse_segment_orphan_claim(rc->io, rc->dir, ibases[i], rc->contiguous, &claim);
+        if (st != PULSE_OK)
+            return st;
+        PULSE_WARN("recover: %s: index file %020" PRId64 ".index has no segment file: segment %020" PRId64
+                   " was lost; offsets below %" PRId64 " were handed out",
+                   rc->dir, ibases[i], ibases[i], claim);
+        rc->orphan_min = ibases[i] < rc->orphan_min ? ibases[i] : rc->orphan_min;
+        rc->orphan_claim = claim > rc->orphan_claim ? claim : rc->orphan_claim;
+    }
+    return PULSE_OK;
 }
 
 static pulse_status_t file_size(struct pulse_segment *seg, uint64_t *size_out)
@@ -320,7 +394,7 @@ static pulse_status_t scan_segment(struct recovery *rc, struct pulse_segment *se
         max_ts = INT64_MIN;
     }
     st = pulse_segment_scan(seg, start_pos, start_off, w->limit, w->fsize, rc->interval, UINT64_MAX, max_ts,
-                            nhints > 0 ? &rc->known[hfirst] : NULL, nhints, &w->scan);
+                            nhints > 0 ? &rc->known[hfirst] : NULL, nhints, rc->contiguous, &w->scan);
     if (st != PULSE_OK)
         goto out;
     /* In the fast path the table may legitimately have grown past what the
@@ -414,6 +488,24 @@ static uint64_t proven_size(const struct recovery *rc, int64_t seg_base)
     return size;
 }
 
+/* Step 4 for a sealed segment whose data ends cleanly: in a contiguous
+ * log the next segment starts where it ends, so offsets between its end
+ * and the next base were handed out and lost (a segment deleted, or cut
+ * at a batch boundary), and become a missing range. */
+static pulse_status_t settle_gap(struct recovery *rc, struct pulse_segment *seg, struct seg_work *w)
+{
+    char why[160];
+
+    if (!rc->contiguous || w->scan.next_offset >= w->limit)
+        return PULSE_OK;
+    struct pulse_damage r = {seg->base, w->scan.end_pos, w->scan.end_pos, w->scan.next_offset, w->limit, 0, 0};
+    snprintf(why, sizeof why,
+             "the segment ends at offset %" PRId64 " but the next one starts at %" PRId64
+             ": a segment lost or cut short",
+             w->scan.next_offset, w->limit);
+    return note_range(rc, seg, w, &r, why);
+}
+
 /* Step 4 for one segment: its damaged ranges, then its tail. */
 static pulse_status_t settle_segment(struct recovery *rc, struct pulse_segment *seg, bool active,
                                      struct seg_work *w)
@@ -429,7 +521,7 @@ static pulse_status_t settle_segment(struct recovery *rc, struct pulse_segment *
             return st;
     }
     if (!w->scan.tail)
-        return PULSE_OK;
+        return active ? PULSE_OK : settle_gap(rc, seg, w);
     /* The one rule: a tail is torn only when nothing proves its bytes were
      * ever durable (sealed segments are durable whole). */
     uint64_t durable = !active ? w->fsize : proven_size(rc, seg->base);
@@ -472,6 +564,10 @@ static pulse_status_t settle_active(struct recovery *rc, struct pulse_segment *s
     if (claim > leo) {
         leo = claim;
         why = "the index names a batch past the surviving data";
+    }
+    if (rc->orphan_claim > leo) {
+        leo = rc->orphan_claim;
+        why = "the index file of a lost segment names them";
     }
     rc->leo = leo;
     rc->rec->leo_raised = leo - valid_end;
@@ -748,33 +844,70 @@ static pulse_status_t read_checkpoints(struct recovery *rc)
     return st;
 }
 
+/*
+ * Where an empty segment must be created in front of the segment files
+ * (first: the lowest base there is, INT64_MAX when there are none), or
+ * INT64_MAX when none is needed.
+ * A log without segment files gets one: at the lowest base that proves a
+ * segment once existed (an orphan index, the snapshot's or the running
+ * log's active segment), so that the offsets from there to the log end
+ * (settle_active) are recorded as missing rather than left unsaid; else
+ * after every offset the damage record names; else at 0 (a new log).
+ * In a contiguous log an orphan index below the first segment file is a
+ * lost first segment (retention removes an index before its data): an
+ * empty segment stands in for it, and the gap after it (settle_gap)
+ * records its offsets as missing.
+ */
+static int64_t lost_start(const struct recovery *rc, int64_t first)
+{
+    int64_t base = INT64_MAX;
+
+    if (first != INT64_MAX)
+        return rc->contiguous && rc->orphan_min < first ? rc->orphan_min : INT64_MAX;
+    if (rc->orphan_min != INT64_MAX)
+        base = rc->orphan_min;
+    if (rc->have_snap && rc->snap.active_base < base)
+        base = rc->snap.active_base;
+    if (rc->proof != NULL && rc->proof->active_base < base)
+        base = rc->proof->active_base;
+    if (base != INT64_MAX)
+        return base;
+    base = 0;
+    for (size_t i = 0; i < rc->nknown; i++)
+        base = rc->known[i].to > base ? rc->known[i].to : base;
+    return base;
+}
+
 /* A segment per base, nothing opened yet except the active segment's files
- * (created for the first segment of an empty log). */
+ * (and those of a segment created in front: lost_start). */
 static pulse_status_t open_segments(struct recovery *rc, struct pulse_fdcache *cache, int64_t **bases, size_t *n,
                                     struct pulse_segment ***out)
 {
     struct pulse_segment **segs;
     pulse_status_t st = PULSE_OK;
 
-    if (*n == 0) {
-        /* A fresh log. If a snapshot or a record survived its segments,
-         * start after what they prove was handed out. */
-        int64_t base = rc->have_snap ? rc->snap.leo : 0;
-        if (rc->proof != NULL && rc->proof->leo > base)
-            base = rc->proof->leo;
-        for (size_t i = 0; i < rc->nknown; i++)
-            base = rc->known[i].to > base ? rc->known[i].to : base;
-        *bases = pulse_malloc(sizeof **bases);
-        if (*bases == NULL)
+    int64_t first = lost_start(rc, *n > 0 ? (*bases)[0] : INT64_MAX);
+    bool made = first != INT64_MAX;
+    if (made) {
+        int64_t *nb = pulse_malloc((*n + 1) * sizeof *nb);
+        if (nb == NULL)
             return PULSE_NOMEM;
-        (*bases)[0] = base;
-        *n = 1;
+        nb[0] = first;
+        if (*n > 0)
+            memcpy(nb + 1, *bases, *n * sizeof *nb);
+        pulse_free(*bases);
+        *bases = nb;
+        (*n)++;
     }
     segs = pulse_calloc(*n, sizeof *segs);
     if (segs == NULL)
         return PULSE_NOMEM;
     for (size_t i = 0; i < *n && st == PULSE_OK; i++)
         st = pulse_segment_open(rc->io, cache, rc->dir, (*bases)[i], false, &segs[i]);
+    /* The first segment of a fresh (or emptied) log, or the stand-in of a
+     * lost first segment, is created; so are the active one's files. */
+    if (st == PULSE_OK && made && *n > 1)
+        st = pulse_segment_create_files(segs[0]);
     if (st == PULSE_OK)
         st = pulse_segment_create_files(segs[*n - 1]);
     if (st != PULSE_OK) {
@@ -788,13 +921,14 @@ static pulse_status_t open_segments(struct recovery *rc, struct pulse_fdcache *c
 }
 
 pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
-                                 uint32_t index_interval, const struct pulse_snapshot *proof,
+                                 uint32_t index_interval, bool contiguous, const struct pulse_snapshot *proof,
                                  struct pulse_recover_result *res, struct pulse_plog_recovery *rec)
 {
-    struct recovery rc = {.io = io, .dir = dir, .interval = index_interval, .rec = rec, .proof = proof};
+    struct recovery rc = {
+        .io = io, .dir = dir, .interval = index_interval, .rec = rec, .proof = proof, .contiguous = contiguous};
     int64_t t0 = pulse_clock_mono_us();
-    int64_t *bases = NULL;
-    size_t n = 0;
+    int64_t *bases = NULL, *ibases = NULL;
+    size_t n = 0, ni = 0;
     struct pulse_segment **segs = NULL;
     struct seg_work *works = NULL;
     bool fast = false;
@@ -807,7 +941,9 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
      * so that the listing below sees the merged segment (compact.h). */
     st = pulse_compact_finish_merges(io, dir, rec);
     if (st == PULSE_OK)
-        st = list_dir(io, dir, &bases, &n, &temps);
+        st = list_dir(io, dir, &bases, &n, &ibases, &ni, &temps);
+    if (st == PULSE_OK)
+        st = read_orphans(&rc, bases, n, ibases, ni);
     if (st == PULSE_OK)
         st = read_checkpoints(&rc);
     if (st == PULSE_OK)
@@ -874,5 +1010,6 @@ out:
     pulse_free(rc.known);
     pulse_free(rc.found);
     pulse_free(bases);
+    pulse_free(ibases);
     return st;
 }

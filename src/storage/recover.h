@@ -51,10 +51,12 @@ struct pulse_recover_result {
  * are never cut as a torn tail (damage there is kept as corruption), and
  * the log end is at least its leo. Decisions are all made before the first
  * file is changed.
+ * contiguous (plog.h) says the log's offsets have no gaps: a gap between
+ * segments, or between batches, is then recorded as a missing range.
  * Thread: the opener only; nothing else may use dir meanwhile.
  */
 pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
-                                 uint32_t index_interval, const struct pulse_snapshot *proof,
+                                 uint32_t index_interval, bool contiguous, const struct pulse_snapshot *proof,
                                  struct pulse_recover_result *res, struct pulse_plog_recovery *rec);
 
 #endif

@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/io.h"
+#include "storage/plog.h"
 
 char *pulse_segment_path(const char *dir, int64_t base, const char *ext)
 {
@@ -232,20 +233,25 @@ out:
     return st;
 }
 
-uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset)
+uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset, int64_t *entry_offset_out)
 {
     struct pulse_index_entry e;
     uint64_t pos = 0;
+    int64_t entry_offset = seg->base;
     int64_t rel = offset - seg->base;
 
-    if (rel <= 0)
-        return 0;
-    if (rel > (int64_t)UINT32_MAX)
-        rel = UINT32_MAX;
-    pthread_mutex_lock(&seg->index_lock);
-    if (pulse_index_lookup(&seg->index, (uint32_t)rel, &e))
-        pos = e.rel_pos;
-    pthread_mutex_unlock(&seg->index_lock);
+    if (rel > 0) {
+        if (rel > (int64_t)UINT32_MAX)
+            rel = UINT32_MAX;
+        pthread_mutex_lock(&seg->index_lock);
+        if (pulse_index_lookup(&seg->index, (uint32_t)rel, &e)) {
+            pos = e.rel_pos;
+            entry_offset = seg->base + (int64_t)e.rel_offset;
+        }
+        pthread_mutex_unlock(&seg->index_lock);
+    }
+    if (entry_offset_out != NULL)
+        *entry_offset_out = entry_offset;
     return pos;
 }
 
@@ -395,6 +401,20 @@ out:
     return st;
 }
 
+/* A new entry at the end of out->flaws, or NULL when out of memory. */
+static struct pulse_segment_flaw *push_flaw(struct pulse_segment_scan *out, size_t *cap)
+{
+    if (out->nflaws == *cap) {
+        size_t ncap = *cap == 0 ? 4 : *cap * 2;
+        struct pulse_segment_flaw *nf = pulse_realloc(out->flaws, ncap * sizeof *nf);
+        if (nf == NULL)
+            return NULL;
+        out->flaws = nf;
+        *cap = ncap;
+    }
+    return &out->flaws[out->nflaws++];
+}
+
 /* Records a damaged range [it->pos, it->end) in out->flaws or the tail. */
 static pulse_status_t note_flaw(struct pulse_segment_scan *out, size_t *cap, const struct pulse_segscan_item *it)
 {
@@ -405,15 +425,9 @@ static pulse_status_t note_flaw(struct pulse_segment_scan *out, size_t *cap, con
         out->tail = true;
         out->tail_unresolved = it->unresolved;
     } else {
-        if (out->nflaws == *cap) {
-            size_t ncap = *cap == 0 ? 4 : *cap * 2;
-            struct pulse_segment_flaw *nf = pulse_realloc(out->flaws, ncap * sizeof *nf);
-            if (nf == NULL)
-                return PULSE_NOMEM;
-            out->flaws = nf;
-            *cap = ncap;
-        }
-        f = &out->flaws[out->nflaws++];
+        f = push_flaw(out, cap);
+        if (f == NULL)
+            return PULSE_NOMEM;
     }
     f->pos = it->pos;
     f->end = it->end;
@@ -424,10 +438,30 @@ static pulse_status_t note_flaw(struct pulse_segment_scan *out, size_t *cap, con
     return PULSE_OK;
 }
 
+/* Records the offsets a valid batch at it->pos skips over in a contiguous
+ * log, [expect, its base), as a range without bytes: they were handed out
+ * (the batch was numbered after them) but nothing holds them. */
+static pulse_status_t note_gap(struct pulse_segment_scan *out, size_t *cap, const struct pulse_segscan_item *it,
+                               int64_t expect)
+{
+    struct pulse_segment_flaw *f = push_flaw(out, cap);
+
+    if (f == NULL)
+        return PULSE_NOMEM;
+    memset(f, 0, sizeof *f);
+    f->pos = f->end = it->pos;
+    f->from = expect;
+    f->to = it->hdr.base_offset;
+    snprintf(f->problem, sizeof f->problem,
+             "batch base offset %" PRId64 " does not follow the previous offset %" PRId64 " in a contiguous log",
+             it->hdr.base_offset, expect - 1);
+    return PULSE_OK;
+}
+
 pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64_t expect_offset,
                                   int64_t limit_offset, uint64_t file_size, uint32_t interval,
                                   uint64_t since_entry, int64_t max_ts, const struct pulse_damage *hints,
-                                  size_t nhints, struct pulse_segment_scan *out)
+                                  size_t nhints, bool contiguous, struct pulse_segment_scan *out)
 {
     struct pulse_segscan sc;
     struct pulse_segscan_item it;
@@ -459,6 +493,12 @@ pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64
              * past it: the first valid batch gets an entry. */
             since_entry = UINT64_MAX;
             continue;
+        }
+        if (contiguous && it.hdr.base_offset > out->next_offset) {
+            st = note_gap(out, &cap, &it, out->next_offset);
+            if (st != PULSE_OK)
+                break;
+            since_entry = UINT64_MAX; /* as after damage */
         }
         if (seg->index.n == 0 || since_entry >= interval) {
             pthread_mutex_lock(&seg->index_lock);
@@ -548,6 +588,57 @@ out:
     if (fd >= 0)
         pulse_segment_unpin(seg);
     pulse_fdc_unpin(&seg->idx);
+    if (st == PULSE_OK)
+        *claim_out = claim;
+    return st;
+}
+
+pulse_status_t pulse_segment_orphan_claim(const struct pulse_io *io, const char *dir, int64_t base, bool contiguous,
+                                          int64_t *claim_out)
+{
+    char *path = pulse_segment_path(dir, base, "index");
+    uint8_t raw[2 * PULSE_INDEX_ENTRY_SIZE];
+    struct pulse_index_entry prev = {0, 0}, last;
+    uint64_t isize = 0;
+    int64_t claim = base;
+    int fd = -1;
+    pulse_status_t st = PULSE_OK;
+
+    if (path == NULL)
+        return PULSE_NOMEM;
+    fd = io->open(io, path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0 || io->fsize(io, fd, &isize) < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: cannot read %s: %s", path, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    isize -= isize % PULSE_INDEX_ENTRY_SIZE;
+    if (isize == 0)
+        goto out;
+    size_t want = isize >= sizeof raw ? sizeof raw : PULSE_INDEX_ENTRY_SIZE;
+    if (pulse_io_pread_all(io, fd, raw, want, (off_t)(isize - want)) != (ssize_t)want) {
+        int err = errno;
+        PULSE_ERROR("segment: pread %s failed: %s", path, strerror(err));
+        st = PULSE_IO;
+        goto out;
+    }
+    pulse_index_decode_entry(raw + want - PULSE_INDEX_ENTRY_SIZE, &last);
+    if (want == sizeof raw)
+        pulse_index_decode_entry(raw, &prev);
+    /* Entries grow in both fields, a position fits a segment, and in a
+     * contiguous log the records between two entries need at least their
+     * minimum size each: an entry damaged itself claims nothing. */
+    bool plausible = last.rel_pos < PULSE_PLOG_MAX_SEGMENT_BYTES &&
+                     (want == PULSE_INDEX_ENTRY_SIZE || (last.rel_offset > prev.rel_offset && last.rel_pos > prev.rel_pos));
+    if (plausible && contiguous)
+        plausible = last.rel_offset - prev.rel_offset <= (last.rel_pos - prev.rel_pos) / PULSE_RECORD_MIN_SIZE;
+    if (plausible)
+        claim = base + (int64_t)last.rel_offset + 1;
+out:
+    if (fd >= 0)
+        io->close(io, fd);
+    pulse_free(path);
     if (st == PULSE_OK)
         *claim_out = claim;
     return st;

@@ -133,8 +133,11 @@ void pulse_segment_release(struct pulse_segment *seg);
 pulse_status_t pulse_segment_index_add(struct pulse_segment *seg, uint32_t rel_offset, uint32_t rel_pos);
 
 /* Finds where to start decoding for offset: the position of the greatest
- * index entry at or before it (0 when none). Locks: index_lock briefly. */
-uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset);
+ * index entry at or before it (0 when none). *entry_offset_out (nullable)
+ * gets that entry's offset (the segment base when none): the batch at the
+ * position starts there, and no batch after it starts lower.
+ * Locks: index_lock briefly. */
+uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset, int64_t *entry_offset_out);
 
 /* Writes the in-memory index over the index file whole, cuts the file to
  * its length and fdatasyncs it. Used after recovery rebuilt an index. */
@@ -154,7 +157,7 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
 
 /* A damaged range a scan found, with what was wrong at its start. */
 struct pulse_segment_flaw {
-    uint64_t pos;      /* damaged bytes [pos, end) */
+    uint64_t pos;      /* damaged bytes [pos, end) (none for a gap: pos == end) */
     uint64_t end;
     int64_t from;      /* the offsets they held: [from, to) */
     int64_t to;
@@ -183,17 +186,20 @@ struct pulse_segment_scan {
  * segscan.h (same validity rule, same resync), starting with expect_offset
  * and keeping offsets below limit_offset. Every valid batch that is first
  * in the index, comes at least interval bytes after the previous entry, or
- * is the first after damage gets an in-memory index entry (since_entry
- * carries the count in; pass UINT64_MAX to force an entry for the first
- * batch). hints (nullable, sorted by pos) are damaged ranges of this file
- * recorded earlier. Returns PULSE_OK with *out filled (free out->flaws), or
- * PULSE_IO/PULSE_NOMEM for a failure of the scan itself (not of the data).
- * Changes no file.
+ * is the first after damage or a gap gets an in-memory index entry
+ * (since_entry carries the count in; pass UINT64_MAX to force an entry for
+ * the first batch). hints (nullable, sorted by pos) are damaged ranges of
+ * this file recorded earlier. With contiguous (a log whose offsets have no
+ * gaps: plog.h), a valid batch whose base offset lies above the expected
+ * one also yields a flaw without bytes (pos == end, the offsets it skips
+ * over), since nothing but lost data leaves such a gap. Returns PULSE_OK
+ * with *out filled (free out->flaws), or PULSE_IO/PULSE_NOMEM for a
+ * failure of the scan itself (not of the data). Changes no file.
  */
 pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64_t expect_offset,
                                   int64_t limit_offset, uint64_t file_size, uint32_t interval,
                                   uint64_t since_entry, int64_t max_ts, const struct pulse_damage *hints,
-                                  size_t nhints, struct pulse_segment_scan *out);
+                                  size_t nhints, bool contiguous, struct pulse_segment_scan *out);
 
 /*
  * The offsets the index file says were handed out past the surviving data:
@@ -209,5 +215,20 @@ pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64
  */
 pulse_status_t pulse_segment_index_claim(struct pulse_segment *seg, uint64_t file_size, uint64_t end_pos,
                                          int64_t next_offset, int64_t *claim_out);
+
+/*
+ * What the index file of a lost segment (its .log is gone, its .index is
+ * not: nothing Pulse does leaves that, since an index is always removed
+ * before its data) proves: the segment existed, so the offsets below base
+ * were handed out, and its last entry names a batch the writer numbered,
+ * so the offsets up to that batch's base were too. *claim_out gets the
+ * offset after that batch's base (base itself for an empty index, or a
+ * last entry that is not plausible: not above the one before it, past a
+ * segment's size, or, with contiguous, naming more offsets than the bytes
+ * before it could hold at PULSE_RECORD_MIN_SIZE each). Reads dir's
+ * <base>.index; PULSE_IO (logged), PULSE_NOMEM.
+ */
+pulse_status_t pulse_segment_orphan_claim(const struct pulse_io *io, const char *dir, int64_t base, bool contiguous,
+                                          int64_t *claim_out);
 
 #endif

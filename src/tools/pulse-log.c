@@ -43,8 +43,12 @@
 #include "common/status.h"
 #include "storage/batch.h"
 #include "storage/damage.h"
+#include "meta/dirfile.h"
+#include "meta/meta.h"
 #include "storage/io.h"
+#include "storage/segment.h"
 #include "storage/segscan.h"
+#include "storage/snapshot.h"
 
 #define EXIT_PROBLEM 1
 #define EXIT_USAGE 2
@@ -96,21 +100,33 @@ struct verify_stats {
     int64_t last_offset;
     unsigned long damaged;      /* damaged ranges (valid batches follow) */
     unsigned long tails;        /* damage that runs to the end of a file */
-    unsigned long missing;      /* offset ranges the damage record lists without bytes */
+    unsigned long missing;      /* offset ranges without bytes: gaps, and those the damage record lists */
+    unsigned long lost_segments; /* index files whose segment file is gone */
     uint64_t damaged_bytes;
+};
+
+/* Offsets verify found missing (gaps), so that the damage record's entry
+ * for the same offsets is not counted twice. */
+struct gaps {
+    int64_t (*r)[2];
+    size_t n;
+    size_t cap;
 };
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: pulse-log dump [--json] FILE.log\n"
-            "       pulse-log verify PATH\n"
+            "       pulse-log verify [--contiguous | --not-contiguous] PATH\n"
             "       pulse-log --help | --version\n"
             "\n"
             "  dump      print every batch and record of a segment file\n"
             "            (--json: one JSON object per record and line)\n"
             "  verify    check a segment file or a partition directory: batch\n"
             "            framing, CRCs, offset order and the .index files\n"
+            "            (--contiguous: offsets must have no gaps, as in a topic\n"
+            "            with cleanup=delete; the default for a directory is what\n"
+            "            ../topic.json says, else gaps are allowed)\n"
             "\n"
             "Exit status: 0 valid, 1 a problem was found, 2 usage error.\n");
 }
@@ -628,6 +644,39 @@ static void report_damage(const char *path, const struct pulse_segscan_item *it,
     report(path, it->pos, msg);
 }
 
+/* Reports offsets [from, to) as missing (no bytes hold them) at pos of
+ * path, and remembers them. Returns 0, or 1 when out of memory. */
+static int note_missing(const char *path, uint64_t pos, int64_t from, int64_t to, const char *why,
+                        struct verify_stats *stats, struct gaps *g)
+{
+    char msg[400];
+
+    if (g->n == g->cap) {
+        size_t ncap = g->cap ? g->cap * 2 : 16;
+        int64_t(*nr)[2] = pulse_realloc(g->r, ncap * sizeof *nr);
+        if (nr == NULL) {
+            fprintf(stderr, "%s: out of memory\n", path);
+            return 1;
+        }
+        g->r = nr;
+        g->cap = ncap;
+    }
+    g->r[g->n][0] = from;
+    g->r[g->n][1] = to;
+    g->n++;
+    stats->missing++;
+    snprintf(msg, sizeof msg, "offsets %" PRId64 "..%" PRId64 " are missing: %s", from, to, why);
+    report(path, pos, msg);
+    return 0;
+}
+
+/* How a walk of one segment ended. */
+struct seg_end {
+    int64_t next;  /* the offset the next batch would have to start at */
+    uint64_t pos;  /* the byte where the walk ended */
+    bool tail;     /* damage ran to the end of the file */
+};
+
 /*
  * Checks every batch of one segment with the iterator recovery uses
  * (storage/segscan.h), so both name the same damage. seg_base is the base
@@ -635,11 +684,14 @@ static void report_damage(const char *path, const struct pulse_segscan_item *it,
  * following segment (-1 for the last). *prev_last carries the last offset
  * seen across segments. Batch boundaries (and the starts of damaged ranges)
  * are appended to *bounds for the index check. Damage is printed and
- * counted, and the walk goes on after it. Returns 0, or 1 when the file
- * could not be read.
+ * counted, and the walk goes on after it. With contiguous, a batch that
+ * starts above the offset the one before it ended at leaves missing
+ * offsets, reported as recovery records them. *end says where the walk
+ * ended. Returns 0, or 1 when the file could not be read.
  */
-static int verify_segment(const char *path, int64_t seg_base, int64_t next_base, int64_t *prev_last,
-                          struct verify_stats *stats, struct boundary **bounds, size_t *nbounds)
+static int verify_segment(const char *path, int64_t seg_base, int64_t next_base, bool contiguous, int64_t *prev_last,
+                          struct verify_stats *stats, struct gaps *g, struct boundary **bounds, size_t *nbounds,
+                          struct seg_end *end)
 {
     struct seg_reader rd;
     struct pulse_segscan sc;
@@ -649,6 +701,7 @@ static int verify_segment(const char *path, int64_t seg_base, int64_t next_base,
     int rc = 0;
 
     *nbounds = 0;
+    end->tail = false;
     if (reader_open(&rd, path) != 0) {
         reader_close(&rd);
         return 1;
@@ -657,6 +710,7 @@ static int verify_segment(const char *path, int64_t seg_base, int64_t next_base,
                        next_base >= 0 ? next_base : INT64_MAX);
     sc.seen_batch = *prev_last + 1 > seg_base; /* names the rule that was broken */
     for (;;) {
+        int64_t before = sc.expect;
         if (pulse_segscan_next(&sc, &it) != PULSE_OK) {
             fprintf(stderr, "%s: read failed\n", path);
             rc = 1;
@@ -671,7 +725,14 @@ static int verify_segment(const char *path, int64_t seg_base, int64_t next_base,
         }
         if (it.kind == PULSE_SEGSCAN_DAMAGE) {
             report_damage(path, &it, stats);
+            end->tail = it.tail;
             continue;
+        }
+        if (contiguous && it.hdr.base_offset > before &&
+            note_missing(path, it.pos, before, it.hdr.base_offset,
+                         "the batch here does not follow on from the one before (a contiguous log)", stats, g) != 0) {
+            rc = 1;
+            break;
         }
         if (stats->first_offset < 0)
             stats->first_offset = it.hdr.base_offset;
@@ -680,6 +741,8 @@ static int verify_segment(const char *path, int64_t seg_base, int64_t next_base,
         stats->records += it.hdr.record_count;
         *prev_last = it.last_offset;
     }
+    end->next = sc.expect;
+    end->pos = sc.pos;
     pulse_segscan_fini(&sc);
     reader_close(&rd);
     return rc;
@@ -886,9 +949,10 @@ static char *index_path_for(const char *path)
  * Lists what the damage record of a partition directory (written by
  * recovery, storage/damage.h) holds: damaged byte ranges are also found by
  * the scan, so only the offsets it records as missing (no bytes left) are
- * printed here, as problems. Returns 0, or 1 when the record is unreadable.
+ * printed here, as problems (unless the walk reported them already, g).
+ * Returns 0, or 1 when the record is unreadable.
  */
-static int verify_damage_record(const char *dir, struct verify_stats *stats)
+static int verify_damage_record(const char *dir, struct verify_stats *stats, const struct gaps *g)
 {
     struct pulse_damage *d = NULL;
     size_t n = 0;
@@ -905,7 +969,10 @@ static int verify_damage_record(const char *dir, struct verify_stats *stats)
         rc = 1;
     }
     for (size_t i = 0; i < n; i++) {
-        if (pulse_damage_has_bytes(&d[i]) || d[i].to <= d[i].from)
+        bool seen = false;
+        for (size_t k = 0; k < g->n && !seen; k++)
+            seen = g->r[k][0] < d[i].to && d[i].from < g->r[k][1];
+        if (pulse_damage_has_bytes(&d[i]) || d[i].to <= d[i].from || seen)
             continue;
         stats->missing++;
         snprintf(msg, sizeof msg,
@@ -922,7 +989,7 @@ static int verify_damage_record(const char *dir, struct verify_stats *stats)
 /* The last line of verify: "ok" or "damaged", with the counts. */
 static void print_summary(const char *path, const struct verify_stats *stats)
 {
-    bool bad = stats->damaged + stats->tails + stats->missing > 0;
+    bool bad = stats->damaged + stats->tails + stats->missing + stats->lost_segments > 0;
 
     printf("%s: %s: %lu segment%s, %lu batches, %lu records", path, bad ? "damaged" : "ok", stats->segments,
            stats->segments == 1 ? "" : "s", stats->batches, stats->records);
@@ -935,20 +1002,170 @@ static void print_summary(const char *path, const struct verify_stats *stats)
         printf(", %lu damaged range%s and %lu damaged tail%s (%" PRIu64 " bytes), %lu missing offset range%s",
                stats->damaged, stats->damaged == 1 ? "" : "s", stats->tails, stats->tails == 1 ? "" : "s",
                stats->damaged_bytes, stats->missing, stats->missing == 1 ? "" : "s");
+    if (stats->lost_segments > 0)
+        printf(", %lu lost segment file%s", stats->lost_segments, stats->lost_segments == 1 ? "" : "s");
     printf("\n");
 }
 
-static int cmd_verify(const char *path)
+/*
+ * Whether the offsets of the partition directory dir must be contiguous:
+ * what the topic's own copy of its definition (dir/../topic.json, written
+ * by pulsed beside its partition directories; docs/Storage.md section 9)
+ * says: 1 for cleanup=delete, 0 for compact, -1 when there is no such file
+ * or it does not verify (then gaps are allowed and said so).
+ */
+static int topic_contiguous(const char *dir)
 {
-    struct verify_stats stats = {0, 0, 0, 0, 0, -1, -1, 0, 0, 0, 0};
-    struct stat sb;
+    char *path = join_path(dir, "../topic.json");
+    char buf[PULSE_DIRFILE_MAX + 1];
+    struct pulse_meta_topic t;
+    char why[200];
+    int fd = path != NULL ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    ssize_t got = fd >= 0 ? read(fd, buf, sizeof buf) : -1;
+    int rc = -1;
+
+    if (got > 0 && (size_t)got <= PULSE_DIRFILE_MAX &&
+        pulse_dirfile_topic_decode(buf, (size_t)got, &t, why, sizeof why) == PULSE_OK)
+        rc = t.cleanup == 0 ? 1 : 0;
+    else if (got >= 0)
+        fprintf(stderr, "%s: not a valid topic definition; offset gaps are not checked\n", path);
+    if (fd >= 0)
+        close(fd);
+    pulse_free(path);
+    return rc;
+}
+
+/* True when the sorted segment names hold "<base>.log". */
+static bool has_segment(char **names, size_t n, int64_t base)
+{
+    char want[NAME_DIGITS + 8];
+    snprintf(want, sizeof want, "%020" PRId64 ".log", base);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], want) == 0)
+            return true;
+    return false;
+}
+
+/* Index files of dir whose segment file is gone: a lost segment (pulsed
+ * removes an index before its data, never the other way). Reported with
+ * what the index proves was handed out (the engine's own reading,
+ * pulse_segment_orphan_claim). Returns 0, or 1 when one cannot be read. */
+static int verify_orphans(const char *dir, char **names, size_t n, bool contiguous, struct verify_stats *stats)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char msg[320];
+    int rc = 0;
+
+    if (d == NULL)
+        return 1;
+    while ((de = readdir(d)) != NULL && rc == 0) {
+        int64_t base = parse_segment_name(de->d_name, ".index"), claim = 0;
+        if (base < 0 || has_segment(names, n, base))
+            continue;
+        char *path = join_path(dir, de->d_name);
+        if (path == NULL ||
+            pulse_segment_orphan_claim(pulse_io_posix(), dir, base, contiguous, &claim) != PULSE_OK) {
+            rc = 1;
+        } else {
+            stats->lost_segments++;
+            snprintf(msg, sizeof msg,
+                     "index file without its segment file: segment %020" PRId64 " was lost; offsets below %" PRId64
+                     " were handed out",
+                     base, claim);
+            report(path, 0, msg);
+        }
+        pulse_free(path);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* The snapshot's log end against the end of the data: offsets between
+ * were visible once (the snapshot only ever records the high watermark). */
+static int verify_snapshot_end(const char *dir, const char *last_seg, const struct seg_end *end,
+                               struct verify_stats *stats, struct gaps *g)
+{
+    struct pulse_snapshot snap;
+    char why[200];
+
+    if (pulse_snapshot_read(pulse_io_posix(), dir, &snap) != PULSE_OK || snap.leo <= end->next)
+        return 0;
+    snprintf(why, sizeof why, "the snapshot says the log ended at %" PRId64 " but the data ends at %" PRId64,
+             snap.leo, end->next);
+    return note_missing(last_seg, end->pos, end->next, snap.leo, why, stats, g);
+}
+
+/* verify of a partition directory. Returns 0, or EXIT_PROBLEM when a file
+ * could not be read or is badly named. */
+static int verify_dir(const char *path, bool contiguous, struct verify_stats *stats, struct gaps *g)
+{
     char **names = NULL;
     size_t nnames = 0;
-    char *seg_path = NULL;
+    char *seg_path = NULL, *idx_path = NULL;
+    struct boundary *bounds = NULL;
+    size_t nbounds = 0;
+    int64_t prev_last = -1;
+    struct seg_end end = {-1, 0, false};
+    char why[200];
+    int rc = 0;
+
+    if (list_segments(path, &names, &nnames) != 0)
+        return EXIT_PROBLEM;
+    for (size_t i = 0; i < nnames && rc == 0; i++) {
+        int64_t base = parse_segment_name(names[i], ".log");
+        int64_t next = i + 1 < nnames ? parse_segment_name(names[i + 1], ".log") : -1;
+        pulse_free(seg_path);
+        pulse_free(idx_path);
+        seg_path = join_path(path, names[i]);
+        idx_path = seg_path != NULL ? index_path_for(seg_path) : NULL;
+        if (seg_path == NULL || idx_path == NULL) {
+            fprintf(stderr, "pulse-log: out of memory\n");
+            rc = EXIT_PROBLEM;
+        } else if (base < 0) {
+            report(seg_path, 0, "segment name is not a base offset within int64");
+            rc = EXIT_PROBLEM;
+        } else if (verify_segment(seg_path, base, next, contiguous, &prev_last, stats, g, &bounds, &nbounds, &end) !=
+                       0 ||
+                   verify_index(idx_path, base, bounds, nbounds, stats) != 0) {
+            rc = EXIT_PROBLEM;
+        } else {
+            stats->segments++;
+            /* A segment that ends before the next one starts lost offsets
+             * (deleted, or cut at a batch boundary); a damaged tail covers
+             * its offsets up to the next base already. */
+            snprintf(why, sizeof why, "segment %s ends there but the next one starts at %" PRId64, names[i], next);
+            if (contiguous && next >= 0 && !end.tail && end.next < next &&
+                note_missing(seg_path, end.pos, end.next, next, why, stats, g) != 0)
+                rc = EXIT_PROBLEM;
+        }
+    }
+    if (rc == 0 && nnames > 0 && !end.tail && verify_snapshot_end(path, seg_path, &end, stats, g) != 0)
+        rc = EXIT_PROBLEM;
+    if (rc == 0 && verify_orphans(path, names, nnames, contiguous, stats) != 0)
+        rc = EXIT_PROBLEM;
+    if (rc == 0 && verify_damage_record(path, stats, g) != 0)
+        rc = EXIT_PROBLEM;
+    for (size_t i = 0; i < nnames; i++)
+        pulse_free(names[i]);
+    pulse_free(names);
+    pulse_free(seg_path);
+    pulse_free(idx_path);
+    pulse_free(bounds);
+    return rc;
+}
+
+/* contiguous_opt: 1 / 0 from the command line, -1 to ask ../topic.json. */
+static int cmd_verify(const char *path, int contiguous_opt)
+{
+    struct verify_stats stats = {0, 0, 0, 0, 0, -1, -1, 0, 0, 0, 0, 0};
+    struct gaps g = {NULL, 0, 0};
+    struct stat sb;
     char *idx_path = NULL;
     struct boundary *bounds = NULL;
     size_t nbounds = 0;
     int64_t prev_last = -1;
+    struct seg_end end;
     int rc = 0;
 
     if (stat(path, &sb) != 0) {
@@ -958,44 +1175,17 @@ static int cmd_verify(const char *path)
         goto out;
     }
     if (S_ISDIR(sb.st_mode)) {
-        if (list_segments(path, &names, &nnames) != 0) {
-            rc = EXIT_PROBLEM;
+        int contiguous = contiguous_opt >= 0 ? contiguous_opt : topic_contiguous(path);
+        rc = verify_dir(path, contiguous == 1, &stats, &g);
+        if (rc != 0)
             goto out;
-        }
-        for (size_t i = 0; i < nnames; i++) {
-            int64_t base = parse_segment_name(names[i], ".log");
-            int64_t next = i + 1 < nnames ? parse_segment_name(names[i + 1], ".log") : -1;
-            pulse_free(seg_path);
-            pulse_free(idx_path);
-            seg_path = join_path(path, names[i]);
-            idx_path = seg_path != NULL ? index_path_for(seg_path) : NULL;
-            if (seg_path == NULL || idx_path == NULL) {
-                fprintf(stderr, "pulse-log: out of memory\n");
-                rc = EXIT_PROBLEM;
-                goto out;
-            }
-            if (base < 0) {
-                report(seg_path, 0, "segment name is not a base offset within int64");
-                rc = EXIT_PROBLEM;
-                goto out;
-            }
-            if (verify_segment(seg_path, base, next, &prev_last, &stats, &bounds, &nbounds) != 0 ||
-                verify_index(idx_path, base, bounds, nbounds, &stats) != 0) {
-                rc = EXIT_PROBLEM;
-                goto out;
-            }
-            stats.segments++;
-        }
-        if (verify_damage_record(path, &stats) != 0) {
-            rc = EXIT_PROBLEM;
-            goto out;
-        }
     } else if (S_ISREG(sb.st_mode)) {
         /* A lone segment: its base comes from its name when it has the
          * canonical shape; otherwise offsets are only checked for order. */
         int64_t base = parse_segment_name(base_name(path), ".log");
         idx_path = index_path_for(path);
-        if (verify_segment(path, base, -1, &prev_last, &stats, &bounds, &nbounds) != 0 ||
+        if (verify_segment(path, base, -1, contiguous_opt == 1, &prev_last, &stats, &g, &bounds, &nbounds, &end) !=
+                0 ||
             (idx_path != NULL && verify_index(idx_path, base, bounds, nbounds, &stats) != 0)) {
             rc = EXIT_PROBLEM;
             goto out;
@@ -1008,16 +1198,13 @@ static int cmd_verify(const char *path)
     }
 
     print_summary(path, &stats);
-    if (stats.damaged + stats.tails + stats.missing > 0)
+    if (stats.damaged + stats.tails + stats.missing + stats.lost_segments > 0)
         rc = EXIT_PROBLEM;
 
 out:
-    for (size_t i = 0; i < nnames; i++)
-        pulse_free(names[i]);
-    pulse_free(names);
-    pulse_free(seg_path);
     pulse_free(idx_path);
     pulse_free(bounds);
+    pulse_free(g.r);
     return rc;
 }
 
@@ -1060,11 +1247,25 @@ int main(int argc, char **argv)
         return cmd_dump(file, json);
     }
     if (strcmp(cmd, "verify") == 0) {
-        if (argc != 3 || argv[2][0] == '-') {
+        int contiguous = -1;
+        const char *target = NULL;
+        for (int i = 2; i < argc; i++) {
+            if (strcmp(argv[i], "--contiguous") == 0) {
+                contiguous = 1;
+            } else if (strcmp(argv[i], "--not-contiguous") == 0) {
+                contiguous = 0;
+            } else if (argv[i][0] == '-' || target != NULL) {
+                usage(stderr);
+                return EXIT_USAGE;
+            } else {
+                target = argv[i];
+            }
+        }
+        if (target == NULL) {
             usage(stderr);
             return EXIT_USAGE;
         }
-        return cmd_verify(argv[2]);
+        return cmd_verify(target, contiguous);
     }
     fprintf(stderr, "pulse-log: unknown command %s\n", cmd);
     usage(stderr);

@@ -420,6 +420,39 @@ START_TEST(test_cursor_list_is_sorted_by_topic_then_partition)
 }
 END_TEST
 
+/* One scan gives each partition's highest cursor over every consumer:
+ * what proves its high watermark at start-up (broker cursor.c). */
+START_TEST(test_highest_cursor_of_each_partition_over_every_consumer)
+{
+    struct pulse_meta *meta = open_ok();
+    struct pulse_meta_cursor *hi = NULL;
+    size_t n = 0;
+
+    ck_assert_int_eq(pulse_meta_cursor_highest(meta, &hi, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_ptr_null(hi);
+    put_cursor(meta, "c", "t", 0, 7);
+    put_cursor(meta, "c.d", "t", 0, 120);
+    put_cursor(meta, "c2", "t", 0, 40);
+    put_cursor(meta, "c2", "t", 10, 5);
+    put_cursor(meta, "c", "t", 2, 9);
+    put_cursor(meta, "c", "t.x", 0, 3);
+    ck_assert_int_eq(pulse_meta_cursor_highest(meta, &hi, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_str_eq(hi[0].topic, "t");
+    ck_assert_uint_eq(hi[0].partition, 0);
+    ck_assert_int_eq(hi[0].offset, 120);
+    ck_assert_uint_eq(hi[1].partition, 2);
+    ck_assert_int_eq(hi[1].offset, 9);
+    ck_assert_uint_eq(hi[2].partition, 10);
+    ck_assert_int_eq(hi[2].offset, 5);
+    ck_assert_str_eq(hi[3].topic, "t.x");
+    ck_assert_int_eq(hi[3].offset, 3);
+    pulse_free(hi);
+    pulse_meta_close(meta);
+}
+END_TEST
+
 START_TEST(test_consumer_list_is_sorted_and_delete_is_exact)
 {
     struct pulse_meta *meta = open_ok();
@@ -817,6 +850,7 @@ static Suite *meta_suite(void)
     tcase_add_test(tc, test_cursor_batch_is_all_or_none);
     tcase_add_test(tc, test_cursor_list_is_sorted_by_topic_then_partition);
     tcase_add_test(tc, test_consumer_list_is_sorted_and_delete_is_exact);
+    tcase_add_test(tc, test_highest_cursor_of_each_partition_over_every_consumer);
     tcase_add_test(tc, test_damaged_records_are_corrupt_not_crashes);
     tcase_add_test(tc, test_topic_file_round_trips_and_every_flipped_bit_is_caught);
     tcase_add_test(tc, test_identity_file_round_trips_and_rejects_damage);

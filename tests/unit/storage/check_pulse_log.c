@@ -275,6 +275,41 @@ START_TEST(test_verify_reports_an_index_entry_with_the_wrong_offset)
 }
 END_TEST
 
+/* Offsets 0..5 in segment 0, then a segment named 10 starting at 10: a
+ * gap that only a contiguous log (cleanup=delete) calls missing; and an
+ * index file whose segment file is gone, which any log calls lost. */
+START_TEST(test_verify_reports_gaps_of_a_contiguous_log_and_lost_segment_files)
+{
+    struct pulse_record_in r = {1, 0, NULL, PULSE_BATCH_NULL, (const uint8_t *)"x", 1, NULL, 0};
+    struct pulse_buf b;
+    uint8_t idx[8];
+    pulse_buf_init(&b, 1 << 16);
+    ck_assert_int_eq(pulse_batch_encode(&b, 10, 0, &r, 1), PULSE_OK);
+    write_file(SEG1 ".log", b.data, b.len);
+    pulse_buf_fini(&b);
+    ck_assert_int_eq(run_tool("verify", tmpdir, NULL), 0);
+    ck_assert_int_eq(run_tool("verify", "--not-contiguous", tmpdir), 0);
+    ck_assert_int_eq(run_tool("verify", "--contiguous", tmpdir), 1);
+    char want[300];
+    snprintf(want, sizeof want,
+             SEG0 ".log: byte %zu: offsets 6..10 are missing: segment " SEG0
+                  ".log ends there but the next one starts at 10",
+             seg_size);
+    ck_assert_msg(strstr(out_text, want) != NULL, "got: %s", out_text);
+    ck_assert_msg(strstr(out_text, ": damaged: 2 segments") != NULL, "got: %s", out_text);
+    /* The index of a lost segment 20 with an entry for offset 23. */
+    pulse_put_be32(idx, 3);
+    pulse_put_be32(idx + 4, 0);
+    write_file("00000000000000000020.index", idx, sizeof idx);
+    ck_assert_int_eq(run_tool("verify", tmpdir, NULL), 1);
+    ck_assert_msg(strstr(out_text, "00000000000000000020.index: byte 0: index file without its segment file: segment "
+                                   "00000000000000000020 was lost; offsets below 24 were handed out") != NULL,
+                  "got: %s", out_text);
+    ck_assert_msg(strstr(out_text, "1 lost segment file") != NULL, "got: %s", out_text);
+    ck_assert_int_eq(run_tool("verify", "--contigous", tmpdir), 2);
+}
+END_TEST
+
 START_TEST(test_verify_checks_offsets_against_segment_names)
 {
     /* A second segment named base 10 whose batch starts at 4: below its
@@ -335,6 +370,7 @@ int main(void)
     tcase_add_test(tc, test_verify_reports_an_index_entry_off_a_batch_boundary);
     tcase_add_test(tc, test_verify_reports_an_index_entry_with_the_wrong_offset);
     tcase_add_test(tc, test_verify_checks_offsets_against_segment_names);
+    tcase_add_test(tc, test_verify_reports_gaps_of_a_contiguous_log_and_lost_segment_files);
     tcase_add_test(tc, test_usage_errors_exit_2_and_version_prints_the_package_version);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
