@@ -52,8 +52,6 @@ struct pulse_server {
     /* NULL until pulse_server_attach: requests answer 503 meanwhile */
     struct pulse_broker *_Atomic broker;
     struct MHD_Daemon *daemon;
-    int listen_fd; /* ours again after MHD_quiesce_daemon; else MHD's */
-    bool quiesced;
     uint16_t port;
     int64_t started_mono_us;
     atomic_bool ready;

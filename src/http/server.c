@@ -1506,6 +1506,18 @@ out:
     return st;
 }
 
+/* Accept policy: once the server is stopping, a new connection is closed
+ * as soon as it is accepted (see pulse_server_shutdown). Thread: an MHD
+ * worker. */
+static enum MHD_Result on_accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    struct pulse_server *srv = cls;
+
+    (void)addr;
+    (void)addrlen;
+    return atomic_load(&srv->stopping) ? MHD_NO : MHD_YES;
+}
+
 pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_broker *broker,
                                    struct pulse_server **out, char *errbuf, size_t errlen)
 {
@@ -1527,7 +1539,6 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     srv->cfg = cfg;
     srv->broker = broker;
     srv->port = port;
-    srv->listen_fd = -1;
     srv->started_mono_us = pulse_clock_mono_us();
     pthread_mutex_init(&srv->mlock, NULL);
     pulse_budget_init(&srv->budget, cfg->memory_budget);
@@ -1555,7 +1566,7 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     if (v6)
         flags |= MHD_USE_IPv6;
     srv->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, srv,
+        flags, 0, on_accept_policy, srv, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, srv,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
         MHD_OPTION_ARRAY, pool, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
@@ -1602,12 +1613,12 @@ pulse_status_t pulse_server_shutdown(struct pulse_server *srv, int64_t deadline_
     if (srv->daemon == NULL)
         return PULSE_OK;
     atomic_store(&srv->ready, false);
-    MHD_socket ls = MHD_quiesce_daemon(srv->daemon);
-    if (ls != MHD_INVALID_SOCKET) {
-        srv->listen_fd = ls;
-        srv->quiesced = true;
-    }
-    /* From here handlers answer 503 and never suspend. */
+    /* From here new connections are refused at accept (on_accept_policy),
+     * and handlers answer 503 and never suspend. Not MHD_quiesce_daemon:
+     * in libmicrohttpd 0.9.75 it races with the epoll workers, which
+     * remove the listen socket from their epoll sets themselves once they
+     * see the daemon quiesced, and the loser of that race aborts the
+     * process ("Failed to remove listen FD from epoll set"). */
     atomic_store(&srv->stopping, true);
     /* Parked long-polls are completed (their connections resume and
      * answer); publishes already written reach durability and answer. */
@@ -1634,11 +1645,8 @@ pulse_status_t pulse_server_shutdown(struct pulse_server *srv, int64_t deadline_
                     atomic_load(&srv->suspended));
         return PULSE_BUSY;
     }
-    MHD_stop_daemon(srv->daemon);
+    MHD_stop_daemon(srv->daemon); /* closes the listen socket too */
     srv->daemon = NULL;
-    if (srv->quiesced && srv->listen_fd >= 0)
-        close(srv->listen_fd);
-    srv->listen_fd = -1;
     return PULSE_OK;
 }
 
@@ -1649,8 +1657,6 @@ void pulse_server_destroy(struct pulse_server *srv)
     if (srv->daemon != NULL && atomic_load(&srv->suspended) == 0) {
         MHD_stop_daemon(srv->daemon);
         srv->daemon = NULL;
-        if (srv->quiesced && srv->listen_fd >= 0)
-            close(srv->listen_fd);
     }
     /* With the daemon still running (a suspended connection kept it), its
      * workers may still call into the registry: leave it to the exit. */
