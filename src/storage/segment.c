@@ -476,7 +476,7 @@ pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64
     st = pulse_segment_pin(seg, &fd);
     if (st != PULSE_OK)
         return st;
-    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, file_size, pos, expect_offset, limit_offset);
+    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, file_size, pos, expect_offset, limit_offset, 0);
     pulse_segscan_set_hints(&sc, hints, nhints);
     for (;;) {
         st = pulse_segscan_next(&sc, &it);

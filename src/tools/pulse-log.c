@@ -707,7 +707,7 @@ static int verify_segment(const char *path, int64_t seg_base, int64_t next_base,
         return 1;
     }
     pulse_segscan_init(&sc, pulse_io_posix(), rd.fd, path, seg_base, rd.size, 0, expect,
-                       next_base >= 0 ? next_base : INT64_MAX);
+                       next_base >= 0 ? next_base : INT64_MAX, 0);
     sc.seen_batch = *prev_last + 1 > seg_base; /* names the rule that was broken */
     for (;;) {
         int64_t before = sc.expect;
