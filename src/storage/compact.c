@@ -791,15 +791,6 @@ static void writer_fini(struct writer *w)
     pulse_index_fini(&w->index);
 }
 
-static char *temp_path(const char *dir, int64_t base, const char *ext)
-{
-    size_t need = strlen(dir) + 64;
-    char *s = pulse_malloc(need);
-    if (s != NULL)
-        snprintf(s, need, "%s/.tmp-compact-%020" PRId64 ".%s.tmp", dir, base, ext);
-    return s;
-}
-
 /* Finds seg in the list. Caller holds wlock (the list only changes under
  * it). Returns its index or SIZE_MAX. */
 static size_t list_find(struct pulse_plog *plog, const struct pulse_segment *seg)
@@ -898,14 +889,12 @@ static pulse_status_t sync_deletions(struct pass *p)
 static pulse_status_t sync_temps(struct writer *w, int ifd, const char *ipath)
 {
     const struct pulse_io *io = w->io;
-    size_t len = w->index.n * PULSE_INDEX_ENTRY_SIZE;
-    uint8_t *raw = pulse_malloc(len > 0 ? len : 1);
+    size_t len = 0;
+    uint8_t *raw = pulse_index_encode(&w->index, &len);
     pulse_status_t st = PULSE_OK;
 
     if (raw == NULL)
         return PULSE_NOMEM;
-    for (size_t i = 0; i < w->index.n; i++)
-        pulse_index_encode_entry(&w->index.entries[i], raw + i * PULSE_INDEX_ENTRY_SIZE);
     if (pulse_io_pwrite_all(io, ifd, raw, len, 0, NULL) < 0) {
         int err = errno;
         PULSE_ERROR("compact: pwrite %s failed: %s", ipath, strerror(err));
@@ -1021,19 +1010,6 @@ out:
 }
 
 /* ---- merging several segments into one (commit) ----------------------- */
-
-/* "<dir>/<first>-<end>.merge": see "Merging" in the file comment. */
-#define MERGE_SUFFIX ".merge"
-#define MERGE_NAME_LEN (20 + 1 + 20 + sizeof MERGE_SUFFIX - 1)
-
-static char *merge_path(const char *dir, int64_t first, int64_t end)
-{
-    size_t need = strlen(dir) + MERGE_NAME_LEN + 2;
-    char *s = pulse_malloc(need);
-    if (s != NULL)
-        snprintf(s, need, "%s/%020" PRId64 "-%020" PRId64 "%s", dir, first, end, MERGE_SUFFIX);
-    return s;
-}
 
 /*
  * Fences the log after a merge failed part way through its file steps: the
@@ -1212,7 +1188,7 @@ static pulse_status_t merge_in(struct pass *p, const struct captured *const *mem
         }
     }
     end = plog->segs[at + n]->base;
-    mpath = merge_path(plog->dir, mem[0]->seg->base, end);
+    mpath = pulse_segment_merge_path(plog->dir, mem[0]->seg->base, end);
     if (mpath == NULL) {
         st = PULSE_NOMEM;
         goto out;
@@ -1467,8 +1443,8 @@ static pulse_status_t rewrite_group(struct pass *p, const struct group *g, uint6
     const struct pulse_io *io = plog->io;
     struct pulse_segment *seg = g->mem[0]->seg;
     struct writer w;
-    char *dpath = temp_path(plog->dir, seg->base, "log");
-    char *ipath = temp_path(plog->dir, seg->base, "index");
+    char *dpath = pulse_segment_temp_path(plog->dir, "compact", seg->base, "log");
+    char *ipath = pulse_segment_temp_path(plog->dir, "compact", seg->base, "index");
     int ifd = -1;
     bool renamed = false;
     pulse_status_t st;
@@ -1887,23 +1863,6 @@ pulse_status_t pulse_compact_pass(struct pulse_plog *plog, const struct pulse_co
 
 /* ---- finishing an interrupted merge (recovery) ------------------------ */
 
-/* Parses "<20 digits>-<20 digits>.merge" with first < end. */
-static bool parse_merge_name(const char *name, int64_t *first_out, int64_t *end_out)
-{
-    char seg[25];
-
-    if (strlen(name) != MERGE_NAME_LEN || name[20] != '-' || strcmp(name + 41, MERGE_SUFFIX) != 0)
-        return false;
-    memcpy(seg, name, 20);
-    memcpy(seg + 20, ".log", 5);
-    if (!pulse_segment_parse_name(seg, first_out))
-        return false;
-    memcpy(seg, name + 21, 20);
-    if (!pulse_segment_parse_name(seg, end_out))
-        return false;
-    return *first_out < *end_out;
-}
-
 /*
  * Whether the merge file at path holds what a merge writes: at least one
  * batch, every batch whole and CRC-valid, offsets increasing from first and
@@ -2049,7 +2008,7 @@ static pulse_status_t scan_for_merges(const char *dir, char ***names_out, size_t
     }
     while (st == PULSE_OK && (de = readdir(d)) != NULL) {
         int64_t a, b;
-        if (parse_merge_name(de->d_name, &a, &b)) {
+        if (pulse_segment_parse_merge_name(de->d_name, &a, &b)) {
             if (nn == capn) {
                 capn = capn ? capn * 2 : 4;
                 char **nb2 = pulse_realloc(names, capn * sizeof *names);
@@ -2121,7 +2080,7 @@ pulse_status_t pulse_compact_finish_merges(const struct pulse_io *io, const char
             break;
         }
         snprintf(mpath, need, "%s/%s", dir, names[i]);
-        (void)parse_merge_name(names[i], &first, &end);
+        (void)pulse_segment_parse_merge_name(names[i], &first, &end);
         for (size_t j = 0; j < nb; j++)
             has_first = has_first || bases[j] == first;
         if (has_first)

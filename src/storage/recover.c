@@ -154,18 +154,6 @@ static pulse_status_t push_base(int64_t **arr, size_t *n, size_t *cap, int64_t v
     return PULSE_OK;
 }
 
-/* Parses "<20 digits>.index" (the name of an index file). */
-static bool parse_index_name(const char *name, int64_t *base_out)
-{
-    char log_name[PULSE_SEGMENT_NAME_MAX];
-
-    if (strlen(name) != 26 || strcmp(name + 20, ".index") != 0)
-        return false;
-    memcpy(log_name, name, 20);
-    memcpy(log_name + 20, ".log", 5);
-    return pulse_segment_parse_name(log_name, base_out);
-}
-
 /* True when the sorted array holds v. */
 static bool has_base(const int64_t *arr, size_t n, int64_t v)
 {
@@ -209,7 +197,7 @@ static pulse_status_t list_dir(const struct pulse_io *io, const char *dir, int64
         }
         if (pulse_segment_parse_name(de->d_name, &base))
             st = push_base(&bases, &n, &cap, base);
-        else if (parse_index_name(de->d_name, &base))
+        else if (pulse_segment_parse_file_name(de->d_name, "index", &base))
             st = push_base(&ibases, &ni, &icap, base);
         if (st != PULSE_OK)
             goto out;

@@ -43,6 +43,7 @@
 #include "common/status.h"
 #include "storage/batch.h"
 #include "storage/damage.h"
+#include "storage/index.h"
 #include "meta/dirfile.h"
 #include "meta/meta.h"
 #include "storage/io.h"
@@ -55,7 +56,6 @@
 
 /* Segment and index names: 20 decimal digits, then the extension. */
 #define NAME_DIGITS 20
-#define INDEX_ENTRY_SIZE 8
 
 /* A batch is at most a header plus a 32-bit records section. */
 #define BATCH_BUF_MAX ((size_t)PULSE_BATCH_HEADER_SIZE + UINT32_MAX)
@@ -578,23 +578,13 @@ out:
 
 /* ---- verify ---- */
 
-/* Parses "NNNNNNNNNNNNNNNNNNNN<ext>" (20 digits); returns the base offset, or
- * -1 when name does not have that shape or the number passes INT64_MAX. */
-static int64_t parse_segment_name(const char *name, const char *ext)
+/* The base offset a file name "<20 digits>.<ext>" carries (the engine's
+ * parser, storage/segment.h), or -1 when the name does not have that
+ * shape or the number passes INT64_MAX. */
+static int64_t name_base(const char *name, const char *ext)
 {
-    size_t n = strlen(name);
-    if (n != NAME_DIGITS + strlen(ext) || strcmp(name + NAME_DIGITS, ext) != 0)
-        return -1;
-    uint64_t v = 0;
-    for (size_t i = 0; i < NAME_DIGITS; i++) {
-        if (name[i] < '0' || name[i] > '9')
-            return -1;
-        uint64_t d = (uint64_t)(name[i] - '0');
-        if (v > ((uint64_t)INT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    return (int64_t)v;
+    int64_t base;
+    return pulse_segment_parse_file_name(name, ext, &base) ? base : -1;
 }
 
 static const char *base_name(const char *path)
@@ -796,9 +786,9 @@ static int verify_index(const char *path, int64_t seg_base, const struct boundar
         goto out;
     }
     size_t size = (size_t)sb.st_size;
-    if (size % INDEX_ENTRY_SIZE != 0) {
-        snprintf(msg, sizeof msg, "index size %zu is not a multiple of %d", size, INDEX_ENTRY_SIZE);
-        report(path, size - size % INDEX_ENTRY_SIZE, msg);
+    if (size % PULSE_INDEX_ENTRY_SIZE != 0) {
+        snprintf(msg, sizeof msg, "index size %zu is not a multiple of %u", size, PULSE_INDEX_ENTRY_SIZE);
+        report(path, size - size % PULSE_INDEX_ENTRY_SIZE, msg);
         rc = 1;
         goto out;
     }
@@ -814,13 +804,13 @@ static int verify_index(const char *path, int64_t seg_base, const struct boundar
         rc = 1;
         goto out;
     }
-    for (size_t i = 0; i < size / INDEX_ENTRY_SIZE; i++) {
-        uint64_t at = (uint64_t)i * INDEX_ENTRY_SIZE;
-        uint32_t rel_off = pulse_get_be32(data + at);
-        uint32_t rel_pos = pulse_get_be32(data + at + 4);
+    struct pulse_index_entry e, prev = {0, 0};
+    for (size_t i = 0; i < size / PULSE_INDEX_ENTRY_SIZE; i++, prev = e) {
+        uint64_t at = (uint64_t)i * PULSE_INDEX_ENTRY_SIZE;
+        pulse_index_decode_entry(data + at, &e);
+        uint32_t rel_off = e.rel_offset, rel_pos = e.rel_pos;
         if (i > 0) {
-            uint32_t prev_off = pulse_get_be32(data + at - INDEX_ENTRY_SIZE);
-            uint32_t prev_pos = pulse_get_be32(data + at - INDEX_ENTRY_SIZE + 4);
+            uint32_t prev_off = prev.rel_offset, prev_pos = prev.rel_pos;
             if (rel_off <= prev_off || rel_pos <= prev_pos) {
                 snprintf(msg, sizeof msg,
                          "index entry %zu (offset +%" PRIu32 ", position %" PRIu32
@@ -1038,10 +1028,8 @@ static int topic_contiguous(const char *dir)
 /* True when the sorted segment names hold "<base>.log". */
 static bool has_segment(char **names, size_t n, int64_t base)
 {
-    char want[NAME_DIGITS + 8];
-    snprintf(want, sizeof want, "%020" PRId64 ".log", base);
     for (size_t i = 0; i < n; i++)
-        if (strcmp(names[i], want) == 0)
+        if (name_base(names[i], "log") == base)
             return true;
     return false;
 }
@@ -1060,7 +1048,7 @@ static int verify_orphans(const char *dir, char **names, size_t n, bool contiguo
     if (d == NULL)
         return 1;
     while ((de = readdir(d)) != NULL && rc == 0) {
-        int64_t base = parse_segment_name(de->d_name, ".index"), claim = 0;
+        int64_t base = name_base(de->d_name, "index"), claim = 0;
         if (base < 0 || has_segment(names, n, base))
             continue;
         char *path = join_path(dir, de->d_name);
@@ -1113,8 +1101,8 @@ static int verify_dir(const char *path, bool contiguous, struct verify_stats *st
     if (list_segments(path, &names, &nnames) != 0)
         return EXIT_PROBLEM;
     for (size_t i = 0; i < nnames && rc == 0; i++) {
-        int64_t base = parse_segment_name(names[i], ".log");
-        int64_t next = i + 1 < nnames ? parse_segment_name(names[i + 1], ".log") : -1;
+        int64_t base = name_base(names[i], "log");
+        int64_t next = i + 1 < nnames ? name_base(names[i + 1], "log") : -1;
         pulse_free(seg_path);
         pulse_free(idx_path);
         seg_path = join_path(path, names[i]);
@@ -1182,7 +1170,7 @@ static int cmd_verify(const char *path, int contiguous_opt)
     } else if (S_ISREG(sb.st_mode)) {
         /* A lone segment: its base comes from its name when it has the
          * canonical shape; otherwise offsets are only checked for order. */
-        int64_t base = parse_segment_name(base_name(path), ".log");
+        int64_t base = name_base(base_name(path), "log");
         idx_path = index_path_for(path);
         if (verify_segment(path, base, -1, contiguous_opt == 1, &prev_last, &stats, &g, &bounds, &nbounds, &end) !=
                 0 ||
