@@ -8,13 +8,13 @@
  *
  * Design. The tool never opens a log through the storage engine, so it
  * works on a copy of a broken directory without repairing or truncating
- * anything (it opens every file read-only). verify walks segments with the
- * engine's batch iterator (storage/segscan.h), so it names exactly the
- * damaged ranges recovery finds, and reads the damage record with its
- * decoder (storage/damage.h). Segments are read one batch (or one window) at
- * a time with pread, so memory is bounded by the largest batch, never by the
- * segment size; a batch length is believed only after it has been checked
- * against the bytes left in the file.
+ * anything (it opens every file read-only). dump and verify walk segments
+ * with the engine's batch iterator (storage/segscan.h), so they name exactly
+ * the damaged ranges recovery finds, and verify reads the damage record with
+ * its decoder (storage/damage.h). Segments are read one window (or one
+ * batch) at a time with pread, so memory is bounded by the largest batch,
+ * never by the segment size; a batch length is believed only after it has
+ * been checked against the bytes left in the file.
  *
  * Records of a batch whose CRC fails are never printed: the bytes cannot be
  * trusted, and showing them would look like data. The batch header itself is
@@ -38,8 +38,6 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
-#include "common/crc32c.h"
-#include "common/endian.h"
 #include "common/status.h"
 #include "storage/batch.h"
 #include "storage/damage.h"
@@ -60,28 +58,11 @@
 /* A batch is at most a header plus a 32-bit records section. */
 #define BATCH_BUF_MAX ((size_t)PULSE_BATCH_HEADER_SIZE + UINT32_MAX)
 
-/* What reading the batch at one position found. */
-enum batch_result {
-    BATCH_OK,
-    BATCH_END,        /* clean end of file */
-    BATCH_TORN,       /* the file ends inside this batch */
-    BATCH_BAD_HEADER, /* magic, version, flags or counts are wrong */
-    BATCH_BAD_CRC,    /* header sane, CRC does not match */
-    BATCH_BAD_RECORD, /* CRC matches but a record breaks the framing rules */
-    BATCH_IO          /* a read failed */
-};
-
-/* One segment file opened for reading batch after batch. */
+/* One segment file opened for reading. */
 struct seg_reader {
     const char *path;
     int fd;
     uint64_t size;
-    uint64_t pos;         /* position of the batch just read */
-    struct pulse_buf buf; /* the bytes of that batch */
-    struct pulse_batch_header hdr;
-    int64_t last_offset;
-    uint64_t problem_pos; /* where the problem of a non-OK result is */
-    char problem[256];
 };
 
 /* A batch boundary, for checking index entries. */
@@ -155,7 +136,6 @@ static int reader_open(struct seg_reader *rd, const char *path)
     struct stat sb;
     memset(rd, 0, sizeof *rd);
     rd->path = path;
-    pulse_buf_init(&rd->buf, BATCH_BUF_MAX);
     rd->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (rd->fd < 0) {
         int err = errno;
@@ -180,105 +160,6 @@ static void reader_close(struct seg_reader *rd)
     if (rd->fd >= 0)
         close(rd->fd);
     rd->fd = -1;
-    pulse_buf_fini(&rd->buf);
-}
-
-/* Finds the first record that breaks the framing rules in a batch whose CRC
- * matched, to report its position rather than the batch's. */
-static void locate_bad_record(struct seg_reader *rd)
-{
-    struct pulse_batch_iter it;
-    struct pulse_record_view rec;
-    pulse_status_t st;
-
-    rd->problem_pos = rd->pos;
-    if (pulse_batch_iter_init(&it, rd->buf.data, rd->buf.len) != PULSE_OK) {
-        snprintf(rd->problem, sizeof rd->problem, "bad batch header");
-        return;
-    }
-    while ((st = pulse_batch_iter_next(&it, &rec)) == PULSE_OK)
-        ;
-    rd->problem_pos = rd->pos + it.pos;
-    if (it.index < it.hdr.record_count)
-        snprintf(rd->problem, sizeof rd->problem,
-                 "record %" PRIu32 " of %" PRIu32 " (batch at byte %" PRIu64 ") has bad framing or offset",
-                 it.index, it.hdr.record_count, rd->pos);
-    else
-        snprintf(rd->problem, sizeof rd->problem,
-                 "batch at byte %" PRIu64 " has %zu bytes after its last record", rd->pos, it.len - it.pos);
-}
-
-/* Reads and checks the batch at position pos. */
-static enum batch_result reader_next(struct seg_reader *rd, uint64_t pos)
-{
-    uint8_t head[PULSE_BATCH_HEADER_SIZE];
-    uint64_t avail;
-    int err;
-
-    rd->pos = pos;
-    rd->problem_pos = pos;
-    rd->problem[0] = '\0';
-    pulse_buf_reset(&rd->buf);
-    if (pos >= rd->size)
-        return BATCH_END;
-    avail = rd->size - pos;
-    if (avail < PULSE_BATCH_HEADER_SIZE) {
-        snprintf(rd->problem, sizeof rd->problem,
-                 "torn batch: %" PRIu64 " bytes left, less than a %u-byte batch header", avail,
-                 PULSE_BATCH_HEADER_SIZE);
-        return BATCH_TORN;
-    }
-    err = read_at(rd->fd, head, sizeof head, pos);
-    if (err != 0) {
-        snprintf(rd->problem, sizeof rd->problem, "read failed: %s", strerror(err));
-        return BATCH_IO;
-    }
-    /* A 52-byte view passes every header check, then reports EOF for any
-     * non-empty records section: so CORRUPT here means the header itself is
-     * wrong, whatever the rest of the file holds. */
-    if (pulse_batch_parse_header(head, sizeof head, &rd->hdr) == PULSE_CORRUPT) {
-        snprintf(rd->problem, sizeof rd->problem,
-                 "bad batch header (magic 0x%02x, version 0x%02x, flags 0x%04x, %" PRIu32
-                 " records in %" PRIu32 " bytes)",
-                 head[0], head[1], pulse_get_be16(head + 2), pulse_get_be32(head + 36),
-                 pulse_get_be32(head + 16));
-        return BATCH_BAD_HEADER;
-    }
-    uint64_t total = (uint64_t)PULSE_BATCH_HEADER_SIZE + pulse_get_be32(head + 16);
-    if (total > avail) {
-        snprintf(rd->problem, sizeof rd->problem,
-                 "torn batch: it claims %" PRIu64 " bytes but only %" PRIu64 " are left in the file", total,
-                 avail);
-        return BATCH_TORN;
-    }
-    if (pulse_buf_reserve(&rd->buf, (size_t)total) != PULSE_OK) {
-        snprintf(rd->problem, sizeof rd->problem, "out of memory for a %" PRIu64 "-byte batch", total);
-        return BATCH_IO;
-    }
-    err = read_at(rd->fd, rd->buf.data, (size_t)total, pos);
-    if (err != 0) {
-        snprintf(rd->problem, sizeof rd->problem, "read failed: %s", strerror(err));
-        return BATCH_IO;
-    }
-    rd->buf.len = (size_t)total;
-    pulse_status_t st = pulse_batch_verify(rd->buf.data, rd->buf.len, &rd->hdr, &rd->last_offset);
-    if (st == PULSE_OK)
-        return BATCH_OK;
-    /* Tell a CRC failure from a framing failure behind a good CRC. */
-    if (pulse_batch_parse_header(rd->buf.data, rd->buf.len, &rd->hdr) != PULSE_OK) {
-        snprintf(rd->problem, sizeof rd->problem, "bad batch header");
-        return BATCH_BAD_HEADER;
-    }
-    uint32_t crc = pulse_crc32c(0, rd->buf.data + 8, rd->buf.len - 8);
-    if (crc != rd->hdr.crc) {
-        snprintf(rd->problem, sizeof rd->problem,
-                 "CRC mismatch in batch with base offset %" PRId64 " (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32
-                 ")",
-                 rd->hdr.base_offset, rd->hdr.crc, crc);
-        return BATCH_BAD_CRC;
-    }
-    locate_bad_record(rd);
-    return BATCH_BAD_RECORD;
 }
 
 static void report(const char *path, uint64_t pos, const char *problem)
@@ -354,20 +235,20 @@ static void print_bytes(const uint8_t *p, uint32_t len)
     putchar('"');
 }
 
-static void print_batch_line(const struct seg_reader *rd, bool crc_ok)
+static void print_batch_line(const struct pulse_segscan_item *item, bool crc_ok)
 {
-    const struct pulse_batch_header *h = &rd->hdr;
+    const struct pulse_batch_header *h = &item->hdr;
     printf("batch at byte %" PRIu64 ": base_offset=%" PRId64 " records=%" PRIu32 " flags=0x%04x crc=%s"
            " first_timestamp=%" PRId64 " last_timestamp=%" PRId64 " batch_len=%" PRIu32 "\n",
-           rd->pos, h->base_offset, h->record_count, h->flags, crc_ok ? "ok" : "BAD", h->first_timestamp,
+           item->pos, h->base_offset, h->record_count, h->flags, crc_ok ? "ok" : "BAD", h->first_timestamp,
            h->last_timestamp, h->batch_len);
 }
 
-static void print_records_text(const struct seg_reader *rd)
+static void print_records_text(const struct pulse_segscan_item *item)
 {
     struct pulse_batch_iter it;
     struct pulse_record_view rec;
-    if (pulse_batch_iter_init(&it, rd->buf.data, rd->buf.len) != PULSE_OK)
+    if (pulse_batch_iter_init(&it, item->batch, (size_t)(item->end - item->pos)) != PULSE_OK)
         return;
     while (pulse_batch_iter_next(&it, &rec) == PULSE_OK) {
         printf("  offset=%" PRId64 " timestamp=%" PRId64 " key=", rec.offset, rec.timestamp);
@@ -504,16 +385,16 @@ out:
     return result;
 }
 
-static int print_records_json(const struct seg_reader *rd)
+static int print_records_json(const char *path, const struct pulse_segscan_item *item)
 {
     struct pulse_batch_iter it;
     struct pulse_record_view rec;
-    if (pulse_batch_iter_init(&it, rd->buf.data, rd->buf.len) != PULSE_OK)
+    if (pulse_batch_iter_init(&it, item->batch, (size_t)(item->end - item->pos)) != PULSE_OK)
         return -1;
     while (pulse_batch_iter_next(&it, &rec) == PULSE_OK) {
         json_t *obj = record_to_json(&rec);
         if (obj == NULL) {
-            fprintf(stderr, "%s: out of memory\n", rd->path);
+            fprintf(stderr, "%s: out of memory\n", path);
             return -1;
         }
         int rc = json_dumpf(obj, stdout, JSON_COMPACT);
@@ -527,51 +408,60 @@ static int print_records_json(const struct seg_reader *rd)
 
 /* ---- dump ---- */
 
+/*
+ * Walks the file with the engine's iterator, offsets unchecked (a dump
+ * shows what is there). A damaged batch whose header still held together
+ * is shown as a header line (crc=BAD, unless only its record framing is
+ * wrong) without its records, and the walk goes on where the recovery rule
+ * finds the next valid batch; damage without a usable header, and a torn
+ * batch, end the dump.
+ */
 static int cmd_dump(const char *path, bool json)
 {
     struct seg_reader rd;
+    struct pulse_segscan sc;
+    struct pulse_segscan_item it;
     int rc = 0;
-    uint64_t pos = 0;
 
     if (reader_open(&rd, path) != 0) {
-        rc = EXIT_PROBLEM;
-        goto out;
+        reader_close(&rd);
+        return EXIT_PROBLEM;
     }
+    pulse_segscan_init(&sc, pulse_io_posix(), rd.fd, path, -1, rd.size, 0, 0, INT64_MAX, PULSE_SEGSCAN_ANY_ORDER);
     for (;;) {
-        enum batch_result r = reader_next(&rd, pos);
-        if (r == BATCH_END)
+        if (pulse_segscan_next(&sc, &it) != PULSE_OK) {
+            fprintf(stderr, "%s: read failed\n", path);
+            rc = EXIT_PROBLEM;
             break;
-        if (r == BATCH_OK) {
+        }
+        if (it.kind == PULSE_SEGSCAN_END)
+            break;
+        if (it.kind == PULSE_SEGSCAN_BATCH) {
             if (json) {
-                if (print_records_json(&rd) != 0) {
+                if (print_records_json(path, &it) != 0) {
                     rc = EXIT_PROBLEM;
-                    goto out;
+                    break;
                 }
             } else {
-                print_batch_line(&rd, true);
-                print_records_text(&rd);
+                print_batch_line(&it, true);
+                print_records_text(&it);
             }
-            pos += rd.buf.len;
             continue;
         }
         /* The problem goes to stderr so --json output stays pure JSON lines. */
         rc = EXIT_PROBLEM;
-        if (r == BATCH_BAD_CRC || r == BATCH_BAD_RECORD) {
-            /* The header held together, so its length still finds the next
-             * batch; its records are not shown. */
+        if (it.parsed) {
             if (!json)
-                print_batch_line(&rd, r != BATCH_BAD_CRC);
-            fprintf(stderr, "%s: byte %" PRIu64 ": %s; records not shown\n", path, rd.problem_pos, rd.problem);
-            pos += rd.buf.len;
+                print_batch_line(&it, it.crc_ok);
+            fprintf(stderr, "%s: byte %" PRIu64 ": %s; records not shown\n", path, it.pos, it.problem);
             continue;
         }
-        fprintf(stderr, "%s: byte %" PRIu64 ": %s\n", path, rd.problem_pos, rd.problem);
+        fprintf(stderr, "%s: byte %" PRIu64 ": %s\n", path, it.pos, it.problem);
         break;
     }
     if (fflush(stdout) != 0)
         rc = EXIT_PROBLEM;
-
-out:
+    pulse_segscan_fini(&sc);
     reader_close(&rd);
     return rc;
 }
