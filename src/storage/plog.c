@@ -234,12 +234,7 @@ static pulse_status_t put_snapshot(struct pulse_plog *plog, const struct pulse_s
     return st;
 }
 
-/* Writes the snapshot describing the durable state. Caller holds wlock
- * (rotation, trim, close). A failed snapshot write is logged but not
- * fatal: the snapshot is a shortcut and a checkpoint, and a stale or
- * missing one costs a full scan and the proof of the newest data (see
- * pulse_plog_checkpoint). */
-static pulse_status_t write_snapshot_locked(struct pulse_plog *plog)
+pulse_status_t pulse_plog_snapshot_locked(struct pulse_plog *plog)
 {
     struct pulse_snapshot snap;
     pulse_status_t st = PULSE_FENCED;
@@ -404,8 +399,8 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     pulse_segment_close_index(old);
     PULSE_INFO("plog %s: rolled to segment %020" PRId64 " (previous %" PRIu64 " bytes)", plog->dir, leo,
                atomic_load(&old->size));
-    /* Best effort (see write_snapshot_locked). */
-    (void)write_snapshot_locked(plog);
+    /* Best effort (see pulse_plog_snapshot_locked). */
+    (void)pulse_plog_snapshot_locked(plog);
 out:
     pulse_segment_release(seg);
     return st;
@@ -951,7 +946,7 @@ static size_t first_base_after(const struct pulse_plog *plog, int64_t offset)
  * The segment to read after seg, which held nothing at or after offset: the
  * next one in the list. If seg is no longer listed, the list changed since
  * the reader found it: compaction may have merged seg and the segments
- * after it into an earlier file (compact.c, "Merging"), so the segment
+ * after it into an earlier file (plog_edit.c, "Crash safety of a merge"), so the segment
  * after seg's base could lie past records that now live in that file. Look
  * offset up again instead; each lookup lands on a listed segment, so this
  * cannot loop. Returns an acquired reference or NULL.
@@ -1648,8 +1643,8 @@ pulse_status_t pulse_plog_raise_end(struct pulse_plog *plog, int64_t min_end, in
     pthread_mutex_unlock(&plog->sync_lock);
     if (raised_out != NULL)
         *raised_out = min_end - leo;
-    /* Best effort (see write_snapshot_locked): the record is the proof. */
-    (void)write_snapshot_locked(plog);
+    /* Best effort (see pulse_plog_snapshot_locked): the record is the proof. */
+    (void)pulse_plog_snapshot_locked(plog);
 out:
     if (locked)
         pthread_mutex_unlock(&plog->wlock);
@@ -1707,87 +1702,6 @@ out:
         *out = arr;
         *n_out = n;
     }
-    return st;
-}
-
-pulse_status_t pulse_plog_trim(struct pulse_plog *plog, int64_t keep_from, size_t *removed_out)
-{
-    struct pulse_segment **gone = NULL;
-    size_t n = 0;
-    pulse_status_t st = PULSE_OK;
-
-    pthread_mutex_lock(&plog->wlock);
-    if (atomic_load(&plog->fenced)) {
-        st = PULSE_FENCED;
-        goto out;
-    }
-    /* The segments before the one that starts at keep_from, as planned.
-     * When no segment starts there any more (a reopen or a compaction
-     * merge changed the list since the caller looked), the first one kept
-     * would start earlier and hold offsets the plan never chose: refuse. */
-    while (n < plog->nsegs && plog->segs[n]->base < keep_from)
-        n++;
-    if (n == plog->nsegs || plog->segs[n]->base != keep_from) {
-        if (n > 0)
-            st = PULSE_BUSY;
-        n = 0;
-        goto out;
-    }
-    if (n == 0)
-        goto out;
-    gone = pulse_calloc(n, sizeof *gone);
-    if (gone == NULL) {
-        st = PULSE_NOMEM;
-        n = 0;
-        goto out;
-    }
-    pthread_mutex_lock(&plog->list_lock);
-    memcpy(gone, plog->segs, n * sizeof *gone);
-    memmove(plog->segs, plog->segs + n, (plog->nsegs - n) * sizeof *plog->segs);
-    plog->nsegs -= n;
-    atomic_store_explicit(&plog->log_start, plog->segs[0]->base, memory_order_release);
-    pthread_mutex_unlock(&plog->list_lock);
-    /* Unlink at once; readers holding a reference or a dup()'ed descriptor
-     * keep the inode alive and finish with the right bytes: no new
-     * reference can appear now the segment is off the list, and one held
-     * already gets its data descriptor kept open (retired) first, since the
-     * cache could otherwise close it and find no path to reopen. Oldest first,
-     * and the index before its data file: a crash part way leaves a prefix
-     * removed and, at worst, one data file whose index recovery rebuilds,
-     * never an index without its data. */
-    for (size_t i = 0; i < n; i++) {
-        if (atomic_load(&gone[i]->refs) > 1 && pulse_segment_retire(gone[i]) != PULSE_OK)
-            PULSE_WARN("plog: %s is still being read but cannot be kept open; that read may fail",
-                       gone[i]->log_path);
-        if (plog->io->unlink(plog->io, gone[i]->index_path) < 0 && errno != ENOENT) {
-            int err = errno;
-            PULSE_ERROR("plog: unlink %s failed: %s", gone[i]->index_path, strerror(err));
-            st = pulse_status_from_errno(err);
-        }
-        if (plog->io->unlink(plog->io, gone[i]->log_path) < 0) {
-            int err = errno;
-            PULSE_ERROR("plog: unlink %s failed: %s", gone[i]->log_path, strerror(err));
-            st = pulse_status_from_errno(err);
-        }
-        PULSE_INFO("plog %s: trimmed segment %020" PRId64, plog->dir, gone[i]->base);
-        if (i == 0 && n > 1)
-            pulse_failpoint("plog_trim_mid");
-    }
-    if (plog->io->fsync_dir(plog->io, plog->dir) < 0) {
-        int err = errno;
-        PULSE_ERROR("plog: fsync directory %s failed: %s", plog->dir, strerror(err));
-        st = pulse_status_from_errno(err);
-    }
-    /* The snapshot follows the trim so a restart trusts the trimmed state;
-     * a failure only costs the next start a full scan. */
-    (void)write_snapshot_locked(plog);
-out:
-    pthread_mutex_unlock(&plog->wlock);
-    for (size_t i = 0; i < n; i++)
-        pulse_segment_release(gone[i]);
-    pulse_free(gone);
-    if (removed_out != NULL)
-        *removed_out = n;
     return st;
 }
 
@@ -2137,7 +2051,7 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog)
                 PULSE_WARN("plog: index %s not synced at close (the next open rebuilds it)", seg->index_path);
             }
         }
-        st = write_snapshot_locked(plog);
+        st = pulse_plog_snapshot_locked(plog);
         pthread_mutex_unlock(&plog->wlock);
     }
     if (st == PULSE_OK && atomic_load(&plog->fenced))

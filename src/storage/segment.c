@@ -170,6 +170,31 @@ out:
     return st;
 }
 
+void pulse_segment_set_bounds(struct pulse_segment *seg, const struct pulse_segment_bounds *b)
+{
+    seg->index_written = seg->index.n;
+    atomic_store_explicit(&seg->index_synced, seg->index.n, memory_order_relaxed);
+    atomic_store_explicit(&seg->size, b->size, memory_order_relaxed);
+    atomic_store_explicit(&seg->durable_size, b->size, memory_order_relaxed);
+    atomic_store_explicit(&seg->next_offset, b->next_offset, memory_order_relaxed);
+    atomic_store_explicit(&seg->max_ts, b->max_ts, memory_order_relaxed);
+    seg->since_entry = b->since_entry;
+}
+
+pulse_status_t pulse_segment_copy_index(struct pulse_segment *seg, const struct pulse_index *idx)
+{
+    pulse_status_t st = PULSE_OK;
+
+    pthread_mutex_lock(&seg->index_lock);
+    pulse_index_truncate(&seg->index, 0);
+    for (size_t i = 0; i < idx->n && st == PULSE_OK; i++)
+        st = pulse_index_append(&seg->index, idx->entries[i].rel_offset, idx->entries[i].rel_pos);
+    if (st != PULSE_OK)
+        pulse_index_truncate(&seg->index, 0);
+    pthread_mutex_unlock(&seg->index_lock);
+    return st;
+}
+
 pulse_status_t pulse_segment_create_files(struct pulse_segment *seg)
 {
     pulse_status_t st = create_file(&seg->data, seg->io, seg->log_path);

@@ -116,6 +116,32 @@ char *pulse_segment_temp_path(const char *dir, const char *who, int64_t base, co
 pulse_status_t pulse_segment_open(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
                                   int64_t base, bool create, struct pulse_segment **seg_out);
 
+/*
+ * The bounds of a segment with data, set in one place
+ * (pulse_segment_set_bounds) by whoever makes such a segment: recovery
+ * (what its scan kept) and the log's compaction edits (a rewritten or
+ * merged segment: plog_edit.c). A segment pulse_segment_open makes starts
+ * empty at its base, which is what rotation wants.
+ */
+struct pulse_segment_bounds {
+    uint64_t size;        /* bytes of data: the written end, all of it durable */
+    int64_t next_offset;  /* the offset after its last batch, or the next
+                             segment's base for a sealed one */
+    int64_t max_ts;       /* newest record timestamp, INT64_MIN if none */
+    uint64_t since_entry; /* data bytes after the last index entry;
+                             UINT64_MAX: the next appended batch gets one */
+};
+
+/* Sets seg's bounds, and records every entry of its in-memory index as
+ * written and durable in its index file (the caller wrote and synced it).
+ * Caller: the only user of seg (not listed yet), or holds the log's writer
+ * lock. */
+void pulse_segment_set_bounds(struct pulse_segment *seg, const struct pulse_segment_bounds *b);
+
+/* Replaces seg's in-memory index by a copy of idx. PULSE_NOMEM (seg's
+ * index is then empty). Locks: index_lock. */
+pulse_status_t pulse_segment_copy_index(struct pulse_segment *seg, const struct pulse_index *idx);
+
 /* Opens both files now, creating them when missing (never truncating), and
  * hands them to the cache (see pulse_segment_open with create). */
 pulse_status_t pulse_segment_create_files(struct pulse_segment *seg);
