@@ -458,16 +458,110 @@ static void number_unit(uint8_t *buf, size_t len, int64_t base)
     pulse_segscan_fini(&sc);
 }
 
+/*
+ * The segment an append of len bytes and records records at offset base
+ * goes to, rolling first when it would not fit the active one (contract
+ * section 5); a batch bigger than a whole segment still gets an empty
+ * segment of its own. The second test keeps relative offsets within the
+ * index's 32 bits. Caller holds wlock.
+ */
+static pulse_status_t segment_for(struct pulse_plog *plog, size_t len, uint64_t records, int64_t base,
+                                  struct pulse_segment **seg_out)
+{
+    struct pulse_segment *seg = active_seg(plog);
+    uint64_t pos = atomic_load_explicit(&seg->size, memory_order_relaxed);
+    pulse_status_t st;
+
+    if (pos > 0 &&
+        (pos + len > plog->cfg.segment_max_bytes || (uint64_t)(base - seg->base) + records > UINT32_MAX)) {
+        st = rotate_locked(plog);
+        if (st != PULSE_OK)
+            return st;
+        seg = active_seg(plog);
+    }
+    *seg_out = seg;
+    return PULSE_OK;
+}
+
+/*
+ * Writes the numbered unit at pos of seg (data file pinned as fd). A full
+ * device refuses this append only (the write is taken back); any other
+ * failure fences. Caller holds wlock.
+ */
+static pulse_status_t write_unit(struct pulse_plog *plog, struct pulse_segment *seg, int fd, const uint8_t *batch,
+                                 size_t len, uint64_t pos)
+{
+    size_t done = 0;
+    int err;
+    pulse_status_t st;
+
+    if (pulse_io_pwrite_all(plog->io, fd, batch, len, (off_t)pos, &done) >= 0)
+        return PULSE_OK;
+    err = errno;
+    st = pulse_status_from_errno(err);
+    if (st == PULSE_NOSPACE) {
+        /* A full disk is expected to pass: refuse this append only. */
+        PULSE_WARN_RL("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s; append refused, "
+                      "the log keeps accepting appends",
+                      seg->log_path, pos, done, len, strerror(err));
+        return undo_write_locked(plog, seg, fd, pos, st);
+    }
+    PULSE_ERROR("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s", seg->log_path, pos, done, len,
+                strerror(err));
+    fence_locked(plog, seg, "write", true);
+    return st;
+}
+
+/*
+ * The index entry of a unit just written at pos (at base), when one is due:
+ * one entry at most per unit, at its first batch (entries must point at
+ * batch boundaries, and the unit's start is one). A failure that leaves the
+ * table as it was takes the data back too; any other fences. Caller holds
+ * wlock.
+ */
+static pulse_status_t index_unit(struct pulse_plog *plog, struct pulse_segment *seg, int fd, int64_t base,
+                                 uint64_t pos)
+{
+    pulse_status_t st;
+
+    if (seg->index.n > 0 && seg->since_entry < plog->cfg.index_interval_bytes)
+        return PULSE_OK;
+    st = pulse_segment_index_add(seg, (uint32_t)(base - seg->base), (uint32_t)pos);
+    if (st == PULSE_NOSPACE || st == PULSE_NOMEM || st == PULSE_NOFILE)
+        return undo_write_locked(plog, seg, fd, pos, st);
+    if (st != PULSE_OK) {
+        fence_locked(plog, seg, "index write", true);
+        return st;
+    }
+    seg->since_entry = 0;
+    return PULSE_OK;
+}
+
+/* Publishes a unit written at pos of seg: the new end is visible only once
+ * its bytes exist. Caller holds wlock. */
+static void publish_unit(struct pulse_plog *plog, struct pulse_segment *seg, size_t len, uint64_t pos, int64_t end,
+                         int64_t max_ts)
+{
+    seg->since_entry += len;
+    if (max_ts > atomic_load_explicit(&seg->max_ts, memory_order_relaxed))
+        atomic_store_explicit(&seg->max_ts, max_ts, memory_order_relaxed);
+    /* Unsynced bytes: the descriptor stays open until a sync covers them
+     * (see fdcache.h); the ticket tells that sync what it covered. */
+    seg->dirty_ticket = pulse_fdc_dirty(&seg->data);
+    atomic_store_explicit(&seg->size, pos + len, memory_order_release);
+    atomic_store_explicit(&seg->next_offset, end, memory_order_release);
+    atomic_store_explicit(&plog->leo, end, memory_order_release);
+}
+
 pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out,
                                        int64_t *end_out, uint64_t *epoch_out)
 {
-    struct pulse_segment *seg;
+    struct pulse_segment *seg = NULL;
     uint64_t records = 0;
     int64_t max_ts = INT64_MIN;
     int64_t base = 0;
     uint64_t pos;
-    bool locked = false;
-    struct pulse_segment *pinned = NULL;
+    bool locked = false, pinned = false;
     int fd = -1;
     pulse_status_t st;
 
@@ -486,70 +580,22 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
         st = PULSE_FENCED;
         goto out;
     }
-    seg = active_seg(plog);
     base = atomic_load_explicit(&plog->leo, memory_order_relaxed);
-    pos = atomic_load_explicit(&seg->size, memory_order_relaxed);
-    /* Roll when the batch would not fit (contract section 5); a batch bigger
-     * than a whole segment still gets an empty segment of its own. The
-     * second test keeps relative offsets within the index's 32 bits. */
-    if (pos > 0 && (pos + len > plog->cfg.segment_max_bytes ||
-                    (uint64_t)(base - seg->base) + records > UINT32_MAX)) {
-        st = rotate_locked(plog);
-        if (st != PULSE_OK)
-            goto out;
-        seg = active_seg(plog);
-        pos = 0;
-    }
+    st = segment_for(plog, len, records, base, &seg);
     /* Out of descriptors: refused before anything is written. */
-    st = pulse_segment_pin(seg, &fd);
+    if (st == PULSE_OK)
+        st = pulse_segment_pin(seg, &fd);
     if (st != PULSE_OK)
         goto out;
-    pinned = seg;
+    pinned = true;
+    pos = atomic_load_explicit(&seg->size, memory_order_relaxed);
     number_unit(batch, len, base);
-    {
-        size_t done = 0;
-        if (pulse_io_pwrite_all(plog->io, fd, batch, len, (off_t)pos, &done) < 0) {
-            int err = errno;
-            st = pulse_status_from_errno(err);
-            if (st == PULSE_NOSPACE) {
-                /* A full disk is expected to pass: refuse this append only. */
-                PULSE_WARN_RL("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s; append refused, "
-                              "the log keeps accepting appends",
-                              seg->log_path, pos, done, len, strerror(err));
-                st = undo_write_locked(plog, seg, fd, pos, st);
-                goto out;
-            }
-            PULSE_ERROR("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s", seg->log_path, pos,
-                        done, len, strerror(err));
-            fence_locked(plog, seg, "write", true);
-            goto out;
-        }
-    }
-    /* One index entry at most per unit, at its first batch: entries must
-     * point at batch boundaries, and the unit's start is one. */
-    if (seg->index.n == 0 || seg->since_entry >= plog->cfg.index_interval_bytes) {
-        st = pulse_segment_index_add(seg, (uint32_t)(base - seg->base), (uint32_t)pos);
-        if (st == PULSE_NOSPACE || st == PULSE_NOMEM || st == PULSE_NOFILE) {
-            /* index_add left the table as it was; take the data back too. */
-            st = undo_write_locked(plog, seg, fd, pos, st);
-            goto out;
-        }
-        if (st != PULSE_OK) {
-            fence_locked(plog, seg, "index write", true);
-            goto out;
-        }
-        seg->since_entry = 0;
-    }
-    seg->since_entry += len;
-    if (max_ts > atomic_load_explicit(&seg->max_ts, memory_order_relaxed))
-        atomic_store_explicit(&seg->max_ts, max_ts, memory_order_relaxed);
-    /* Unsynced bytes: the descriptor stays open until a sync covers them
-     * (see fdcache.h); the ticket tells that sync what it covered. */
-    seg->dirty_ticket = pulse_fdc_dirty(&seg->data);
-    /* Publish last: the new end is visible only once its bytes exist. */
-    atomic_store_explicit(&seg->size, pos + len, memory_order_release);
-    atomic_store_explicit(&seg->next_offset, base + (int64_t)records, memory_order_release);
-    atomic_store_explicit(&plog->leo, base + (int64_t)records, memory_order_release);
+    st = write_unit(plog, seg, fd, batch, len, pos);
+    if (st == PULSE_OK)
+        st = index_unit(plog, seg, fd, base, pos);
+    if (st != PULSE_OK)
+        goto out;
+    publish_unit(plog, seg, len, pos, base + (int64_t)records, max_ts);
     *base_out = base;
     if (end_out != NULL)
         *end_out = base + (int64_t)records;
@@ -557,10 +603,9 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
      * the epoch the bytes were written in. */
     if (epoch_out != NULL)
         *epoch_out = atomic_load(&plog->epoch);
-    st = PULSE_OK;
 out:
-    if (pinned != NULL)
-        pulse_segment_unpin(pinned);
+    if (pinned)
+        pulse_segment_unpin(seg);
     if (locked)
         pthread_mutex_unlock(&plog->wlock);
     return st;
