@@ -29,6 +29,13 @@ check storage common
 check meta common
 check broker common storage meta
 check http common storage broker
+# The log owns its segment list: only its own files (plog*.c), segment.c and
+# recover.c see its inside; compaction and retention edit it through
+# storage/plog_edit.h (docs/Architecture.md).
+if grep -ln '#include "storage/plog_int.h"' src/*/*.c src/*/*.h 2>/dev/null \
+        | grep -vE '^src/storage/(plog[a-z_]*\.c|plog_int\.h|segment\.c|recover\.c)$'; then
+    echo "only src/storage/plog*.c, segment.c and recover.c may include storage/plog_int.h"; fail=1
+fi
 if grep -n '#include <leveldb' src/*/*.c src/*/*.h 2>/dev/null | grep -v '^src/meta/'; then
     echo "only src/meta may include LevelDB"; fail=1
 fi

@@ -135,76 +135,56 @@ static uint8_t *put_bytes(uint8_t *p, const uint8_t *data, uint32_t len)
     return p;
 }
 
-pulse_status_t pulse_batch_encode(struct pulse_buf *out, int64_t base_offset, uint16_t flags,
-                                  const struct pulse_record_in *recs, size_t n)
+/*
+ * Pass 1 of the encoder: validates every record and sizes the records
+ * section (*len_out), before anything is written. PULSE_RANGE for a
+ * timestamp more than an int32 of milliseconds from the first (a wider
+ * span must be split by the caller, never wrapped into a wrong timestamp),
+ * PULSE_INVALID / PULSE_TOO_LARGE as pulse_batch_encode says.
+ */
+static pulse_status_t size_records(int64_t base_offset, bool sparse, const struct pulse_record_in *recs, size_t n,
+                                   size_t *len_out)
 {
-    pulse_status_t st = PULSE_OK;
-    bool sparse = (flags & PULSE_BATCH_FLAG_SPARSE) != 0;
     size_t records_len = 0;
-    int64_t last_offset = 0;
+    int64_t last_offset;
+    pulse_status_t st;
 
-    if (out == NULL || recs == NULL || n == 0 || base_offset < 0) {
-        st = PULSE_INVALID;
-        goto out;
-    }
-    if (flags != 0 && flags != PULSE_BATCH_FLAG_SPARSE) {
-        st = PULSE_INVALID;
-        goto out;
-    }
-    if (n > UINT32_MAX) {
-        st = PULSE_TOO_LARGE;
-        goto out;
-    }
-
-    /* Pass 1: validate everything and size the batch before touching out. */
     for (size_t i = 0; i < n; i++) {
         const struct pulse_record_in *rec = &recs[i];
         int64_t delta;
-        /* The delta is stored as int32: a wider span must be split by the
-         * caller, never wrapped into a wrong timestamp. */
         if (__builtin_sub_overflow(rec->timestamp, recs[0].timestamp, &delta) || delta < INT32_MIN ||
-            delta > INT32_MAX) {
-            st = PULSE_RANGE;
-            goto out;
-        }
+            delta > INT32_MAX)
+            return PULSE_RANGE;
         st = check_record_in(rec);
         if (st != PULSE_OK)
-            goto out;
-        if (sparse) {
-            if (rec->offset_delta >= SPARSE_DELTA_LIMIT ||
-                (i > 0 && rec->offset_delta <= recs[i - 1].offset_delta)) {
-                st = PULSE_INVALID;
-                goto out;
-            }
-        }
+            return st;
+        if (sparse && (rec->offset_delta >= SPARSE_DELTA_LIMIT ||
+                       (i > 0 && rec->offset_delta <= recs[i - 1].offset_delta)))
+            return PULSE_INVALID;
         size_t body = record_body_size(rec);
-        if (body > UINT32_MAX) {
-            st = PULSE_TOO_LARGE;
-            goto out;
-        }
+        if (body > UINT32_MAX)
+            return PULSE_TOO_LARGE;
         records_len = add_size(records_len, 4 + body);
     }
-    if (records_len > UINT32_MAX) {
-        st = PULSE_TOO_LARGE;
-        goto out;
-    }
+    if (records_len > UINT32_MAX)
+        return PULSE_TOO_LARGE;
     /* The last offset must be representable, or the batch would name offsets
      * beyond int64. */
-    {
-        uint32_t last_delta = sparse ? recs[n - 1].offset_delta : (uint32_t)(n - 1);
-        if (__builtin_add_overflow(base_offset, (int64_t)last_delta, &last_offset)) {
-            st = PULSE_INVALID;
-            goto out;
-        }
-    }
+    uint32_t last_delta = sparse ? recs[n - 1].offset_delta : (uint32_t)(n - 1);
+    if (__builtin_add_overflow(base_offset, (int64_t)last_delta, &last_offset))
+        return PULSE_INVALID;
+    *len_out = records_len;
+    return PULSE_OK;
+}
 
+/* Pass 2 of the encoder: writes the batch of validated records (records_len
+ * bytes of them) at b, which has room; nothing here can fail. */
+static void write_batch(uint8_t *b, int64_t base_offset, uint16_t flags, const struct pulse_record_in *recs, size_t n,
+                        size_t records_len)
+{
+    bool sparse = (flags & PULSE_BATCH_FLAG_SPARSE) != 0;
     size_t total = PULSE_BATCH_HEADER_SIZE + records_len;
-    st = pulse_buf_reserve(out, total);
-    if (st != PULSE_OK)
-        goto out;
 
-    /* Pass 2: write in place; nothing below can fail. */
-    uint8_t *b = out->data + out->len;
     b[OFF_MAGIC] = PULSE_BATCH_MAGIC;
     b[OFF_VERSION] = PULSE_BATCH_VERSION;
     pulse_put_be16(b + OFF_FLAGS, flags);
@@ -239,10 +219,30 @@ pulse_status_t pulse_batch_encode(struct pulse_buf *out, int64_t base_offset, ui
         }
     }
     pulse_put_be32(b + OFF_CRC, pulse_crc32c(0, b + CRC_START, total - CRC_START));
-    out->len += total;
+}
 
-out:
-    return st;
+pulse_status_t pulse_batch_encode(struct pulse_buf *out, int64_t base_offset, uint16_t flags,
+                                  const struct pulse_record_in *recs, size_t n)
+{
+    size_t records_len = 0;
+    pulse_status_t st;
+
+    if (out == NULL || recs == NULL || n == 0 || base_offset < 0)
+        return PULSE_INVALID;
+    if (flags != 0 && flags != PULSE_BATCH_FLAG_SPARSE)
+        return PULSE_INVALID;
+    if (n > UINT32_MAX)
+        return PULSE_TOO_LARGE;
+    /* Pass 1: validate everything and size the batch before touching out. */
+    st = size_records(base_offset, flags != 0, recs, n, &records_len);
+    if (st == PULSE_OK)
+        st = pulse_buf_reserve(out, PULSE_BATCH_HEADER_SIZE + records_len);
+    if (st != PULSE_OK)
+        return st;
+    /* Pass 2: write in place; nothing below can fail. */
+    write_batch(out->data + out->len, base_offset, flags, recs, n, records_len);
+    out->len += PULSE_BATCH_HEADER_SIZE + records_len;
+    return PULSE_OK;
 }
 
 pulse_status_t pulse_batch_parse_header(const uint8_t *buf, size_t len, struct pulse_batch_header *hdr)

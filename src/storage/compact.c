@@ -61,70 +61,25 @@
  * it. If the map scan met a corrupt batch, no tombstone is dropped in that
  * pass (the unreadable bytes might hold an older value).
  *
- * Crash safety of a rewrite (one segment). Temps (.tmp-compact-<base>.log.tmp
- * and .index.tmp: never a ".log" suffix, so recovery never takes them for a
- * segment, and the ".tmp-" prefix makes recovery delete them) are written and
- * fdatasynced first. Then, under the writer lock: rename data over the
- * segment, rename index over its index, fsync the directory. A crash before
- * the first rename leaves the old files; after both, the new ones; in
- * between, new data with the old index, whose entries recovery checks one by
- * one against the batch headers and rebuilds when they do not match.
- * Readers holding the old segment keep its inode (and its bytes) until they
- * release it: the swap installs a new struct pulse_segment and drops the
- * list's reference on the old one. A failure after the first rename (the
- * second rename, the directory fsync, which is never retried, or the list
- * update) fences the log: the list then no longer describes the files, and
- * the reopen's recovery reads them as they are. A failure before it leaves
- * everything as it was, the old segment's retirement taken back.
- *
- * Crash safety of a merge (segments F < S2 < ... < Sn, next segment base E).
- * Renaming the merged file over F while S2..Sn still exist would leave two
- * files holding the same offsets; removing S2..Sn first would lose their
- * records if the rename never happened. So the merged data takes an
- * intermediate name that recovery recognises and rolls forward:
- *   1. write and fdatasync both temps (failpoint compact_after_temps);
- *   2. under the writer lock, check the n segments are still listed in a
- *      row; rename the data temp to "<F>-<E>.merge" and fsync the directory
- *      (compact_merge_after_marker). From here the merge is decided: the
- *      file is complete and durable before any segment it replaces is
- *      touched, and its name says which offsets it covers;
- *   3. unlink S2..Sn, each index before its data
- *      (compact_merge_between_unlinks after the first), fsync the directory
- *      (compact_merge_before_renames): the removals must be durable before
- *      F's name changes meaning, or a crash could keep the new F beside an
- *      old S2;
- *   4. rename the index temp over F.index (compact_merge_between_renames),
- *      rename "<F>-<E>.merge" over F.log (compact_merge_before_dir_fsync),
- *      fsync the directory;
- *   5. install one segment struct spanning [F, E) in place of the n. A
- *      reader holding one of the old segments keeps its inode; when it
- *      finds nothing more there it continues at its offset in whichever
- *      segment holds that offset now (plog.c, next_segment), so it never
- *      skips what moved into F.
- * Recovery (pulse_compact_finish_merges, called by pulse_recover_run before
- * it lists the segments): a "<F>-<E>.merge" file that verifies whole, with
- * F.log present, is rolled forward: every segment with a base in (F, E) is
- * removed, the directory fsynced, F.index removed (the scan rebuilds it) and
- * the merge file renamed over F.log. A crash before step 2's rename leaves
- * the old files and a temp recovery deletes; from step 2 to before the
- * rename in step 4 recovery finishes the merge; after it, the directory
- * already is the merged state. No crash point loses a record or leaves an
- * offset in two files. A merge file that does not verify (damaged on disk
- * after its fdatasync) is left alone and reported: nothing is removed on the
- * strength of bytes that do not check out.
- * A failure after step 2 (a rename, unlink or fsync error) fences the log:
- * the directory then describes a merge in progress while the segment list
- * describes the old files; reopening the log lets recovery finish the merge.
+ * Committing. A pass never changes the log's list or its segment files
+ * itself: it writes the survivors of a group into temps
+ * (.tmp-compact-<base>.log.tmp and .index.tmp) and fdatasyncs them
+ * (failpoint compact_after_temps), then hands the log an edit
+ * (plog_edit.h): REPLACE for a rewrite (one segment) or a merge (several),
+ * REMOVE for a segment with no survivor. The log checks under its writer
+ * lock that the segments are still listed, renames and unlinks in the
+ * crash-safe order (plog_edit.c, "Crash safety of a rewrite" and "... of a
+ * merge"; docs/Storage.md), and fences itself when a failure leaves its
+ * files and its list apart; recovery finishes a merge a crash interrupted
+ * (recover.c, finish_merges).
  */
 #include "storage/compact.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -135,12 +90,12 @@
 #include "storage/batch.h"
 #include "storage/index.h"
 #include "storage/io.h"
-#include "storage/plog_int.h"
-#include "storage/segment.h"
+#include "storage/plog.h"
+#include "storage/plog_edit.h"
+#include "storage/segscan.h"
 
 /* Key slices: at most 2^20, so a slice number fits the hash bits used. */
 #define MAX_SLICE_SHIFT 20u
-#define READ_CHUNK (256u * 1024u)
 
 /* ---- dedupe map ------------------------------------------------------- */
 
@@ -310,133 +265,7 @@ void pulse_compact_destroy(struct pulse_compact *comp)
     pulse_free(comp);
 }
 
-/* ---- streaming batch reader ------------------------------------------- */
-
-/* Reads the whole, verified batches of [0, end) of one file, READ_CHUNK at
- * a time; a batch larger than that is read whole (it is bounded by the
- * segment size). */
-struct reader {
-    const struct pulse_io *io;
-    struct pulse_segment *seg; /* its data file pinned from the first fill */
-    int fd;                    /* -1 until then */
-    const char *path;
-    uint64_t pos; /* file position of the next batch */
-    uint64_t end;
-    uint8_t *buf;
-    size_t cap;
-    uint64_t buf_pos; /* file position of buf[0] */
-    size_t buf_len;
-};
-
-/* A reader of a raw descriptor the caller owns (a .merge file at recovery). */
-static void reader_init_fd(struct reader *r, const struct pulse_io *io, int fd, const char *path, uint64_t end)
-{
-    memset(r, 0, sizeof *r);
-    r->io = io;
-    r->seg = NULL;
-    r->fd = fd;
-    r->path = path;
-    r->end = end;
-}
-
-/* A reader of a segment's data file, pinned from the first fill until
- * reader_fini. */
-static void reader_init(struct reader *r, struct pulse_segment *seg, uint64_t end)
-{
-    memset(r, 0, sizeof *r);
-    r->io = seg->io;
-    r->seg = seg;
-    r->fd = -1;
-    r->path = seg->log_path;
-    r->end = end;
-}
-
-static void reader_fini(struct reader *r)
-{
-    if (r->seg != NULL && r->fd >= 0)
-        pulse_segment_unpin(r->seg);
-    r->fd = -1;
-    pulse_free(r->buf);
-    r->buf = NULL;
-}
-
-/* Makes bytes [r->pos, r->pos + need) available in buf. need <= end - pos. */
-static pulse_status_t reader_fill(struct reader *r, size_t need)
-{
-    size_t want;
-    ssize_t got;
-
-    if (r->pos >= r->buf_pos && r->pos + need <= r->buf_pos + r->buf_len)
-        return PULSE_OK;
-    if (r->fd < 0) {
-        pulse_status_t st = pulse_segment_pin(r->seg, &r->fd);
-        if (st != PULSE_OK) {
-            r->fd = -1;
-            return st;
-        }
-    }
-    want = need > READ_CHUNK ? need : READ_CHUNK;
-    if (want > r->end - r->pos)
-        want = (size_t)(r->end - r->pos);
-    if (want > r->cap) {
-        uint8_t *nb = pulse_realloc(r->buf, want);
-        if (nb == NULL)
-            return PULSE_NOMEM;
-        r->buf = nb;
-        r->cap = want;
-    }
-    got = pulse_io_pread_all(r->io, r->fd, r->buf, want, (off_t)r->pos);
-    if (got < 0) {
-        int err = errno;
-        PULSE_ERROR("compact: pread %s at %" PRIu64 " failed: %s", r->path, r->pos, strerror(err));
-        return pulse_status_from_errno(err);
-    }
-    r->buf_pos = r->pos;
-    r->buf_len = (size_t)got;
-    if ((size_t)got < need)
-        return PULSE_CORRUPT; /* the file is shorter than its published end */
-    return PULSE_OK;
-}
-
-/* Next verified batch: PULSE_OK with *batch and *len (valid until the next
- * call) and *last_out (nullable) its last offset, PULSE_EOF at the end,
- * PULSE_CORRUPT for a batch that fails verification (hostile bytes: never
- * trusted, never crashed on). */
-static pulse_status_t reader_next(struct reader *r, const uint8_t **batch, size_t *len,
-                                  struct pulse_batch_header *hdr, int64_t *last_out, uint64_t *bytes_read)
-{
-    size_t total;
-    pulse_status_t st;
-
-    if (r->pos >= r->end)
-        return PULSE_EOF;
-    if (r->end - r->pos < PULSE_BATCH_HEADER_SIZE)
-        return PULSE_CORRUPT;
-    st = reader_fill(r, PULSE_BATCH_HEADER_SIZE);
-    if (st != PULSE_OK)
-        return st;
-    st = pulse_batch_parse_header(r->buf + (r->pos - r->buf_pos), (size_t)(r->end - r->pos), hdr);
-    if (st != PULSE_OK)
-        return PULSE_CORRUPT;
-    total = pulse_batch_total_size(hdr);
-    st = reader_fill(r, total);
-    if (st != PULSE_OK)
-        return st;
-    *batch = r->buf + (r->pos - r->buf_pos);
-    if (pulse_batch_verify(*batch, total, hdr, last_out) != PULSE_OK)
-        return PULSE_CORRUPT;
-    *len = total;
-    r->pos += total;
-    *bytes_read += total;
-    return PULSE_OK;
-}
-
 /* ---- one pass --------------------------------------------------------- */
-
-struct captured {
-    struct pulse_segment *seg; /* a reference */
-    uint64_t size;             /* bytes to consider */
-};
 
 struct pass {
     struct pulse_compact *comp;
@@ -447,7 +276,7 @@ struct pass {
     bool map_corrupt;
     uint64_t bytes_read;
     uint64_t evaluated; /* sealed bytes evaluated for a rewrite, against max_bytes_per_pass */
-    bool unsynced_deletions; /* delete_segment ran since the last directory fsync */
+    bool unsynced_deletions; /* drop_dead removed a segment since the last directory fsync */
     int64_t t0_us;      /* when the pass started, against max_pass_ms */
     struct pulse_compact_result res;
 };
@@ -457,12 +286,54 @@ static bool in_slice(const struct pass *p, uint64_t h)
     return slice_of(h, p->comp->slice_shift) == p->comp->slice;
 }
 
-static pulse_status_t map_record(struct pass *p, const struct pulse_record_view *rec)
+/* Called for each record of a walk; a status other than PULSE_OK ends it. */
+typedef pulse_status_t (*record_fn)(struct pass *p, const struct pulse_record_view *rec, void *arg);
+
+/*
+ * The one loop over the records of a captured segment (the map, the dry
+ * evaluation and the write all use it): walks the batches of ref's bytes
+ * with the engine's iterator (segscan.h), each one verified, one source
+ * batch in memory at a time, and calls fn on every record in offset order.
+ * The first batch that fails verification (hostile bytes: never trusted,
+ * never crashed on) ends the walk: *bad_pos gets its position (UINT64_MAX
+ * when every batch verified), and the status stays PULSE_OK.
+ */
+static pulse_status_t walk_records(struct pass *p, const struct pulse_plog_segref *ref, record_fn fn, void *arg,
+                                   uint64_t *bad_pos)
+{
+    struct pulse_segscan sc;
+    struct pulse_segscan_item it;
+    pulse_status_t st = pulse_plog_segref_scan(ref, PULSE_SEGSCAN_STOP, &sc);
+
+    *bad_pos = UINT64_MAX;
+    if (st != PULSE_OK)
+        return st;
+    while ((st = pulse_segscan_next(&sc, &it)) == PULSE_OK && it.kind == PULSE_SEGSCAN_BATCH) {
+        struct pulse_batch_iter bi;
+        struct pulse_record_view rec;
+
+        p->bytes_read += it.end - it.pos;
+        st = pulse_batch_iter_init(&bi, it.batch, (size_t)(it.end - it.pos));
+        while (st == PULSE_OK && (st = pulse_batch_iter_next(&bi, &rec)) == PULSE_OK)
+            st = fn(p, &rec, arg);
+        if (st == PULSE_EOF)
+            st = PULSE_OK;
+        if (st != PULSE_OK)
+            break;
+    }
+    if (st == PULSE_OK && it.kind == PULSE_SEGSCAN_DAMAGE)
+        *bad_pos = it.pos;
+    pulse_plog_segref_unscan(ref, &sc);
+    return st;
+}
+
+static pulse_status_t map_record(struct pass *p, const struct pulse_record_view *rec, void *arg)
 {
     struct kentry *e;
     uint64_t h;
     pulse_status_t st;
 
+    (void)arg;
     if (rec->key == NULL)
         return PULSE_OK; /* keyless records are never deduplicated */
     h = key_hash(rec->key, rec->key_len);
@@ -484,14 +355,14 @@ static pulse_status_t map_record(struct pass *p, const struct pulse_record_view 
          * that fall outside it, then retry. */
         if (p->comp->slice_shift >= MAX_SLICE_SHIFT) {
             PULSE_ERROR("compact %s: more than %zu keys in 1/%u of the key space; raise the key cap",
-                        p->plog->dir, p->cfg->max_keys, 1u << MAX_SLICE_SHIFT);
+                        pulse_plog_dir(p->plog), p->cfg->max_keys, 1u << MAX_SLICE_SHIFT);
             return PULSE_TOO_LARGE;
         }
         p->comp->slice_shift++;
         st = kmap_rebuild(&p->map, p->map.cap, false, p->comp->slice_shift, p->comp->slice);
         if (st != PULSE_OK)
             return st;
-        PULSE_INFO("compact %s: key cap %zu reached; mapping 1/%u of the key space per pass", p->plog->dir,
+        PULSE_INFO("compact %s: key cap %zu reached; mapping 1/%u of the key space per pass", pulse_plog_dir(p->plog),
                    p->cfg->max_keys, 1u << p->comp->slice_shift);
     }
     if ((p->map.n + 1) * 2 > p->map.cap) {
@@ -526,58 +397,30 @@ static pulse_status_t map_record(struct pass *p, const struct pulse_record_view 
 
 /* Step 3: maps every captured byte. A corrupt batch ends that segment's
  * contribution and is remembered (no tombstone may then be dropped). */
-static pulse_status_t build_map(struct pass *p, const struct captured *caps, size_t n)
+static pulse_status_t build_map(struct pass *p, const struct pulse_plog_segref *caps, size_t n)
 {
     pulse_status_t st = PULSE_OK;
 
-    for (size_t i = 0; i < n; i++) {
-        struct reader r;
-        uint64_t fsize = 0;
+    for (size_t i = 0; i < n && st == PULSE_OK; i++) {
+        uint64_t fsize = 0, bad = UINT64_MAX;
         /* A sealed segment longer than its published end had a bad batch at
          * recovery: what lies past it is unknown, so it might hold an older
          * value of any key. */
-        if (i + 1 < n && pulse_segment_file_size(caps[i].seg, &fsize) == PULSE_OK && fsize != caps[i].size)
+        if (i + 1 < n && pulse_plog_segref_file_size(&caps[i], &fsize) == PULSE_OK && fsize != caps[i].size)
             p->map_corrupt = true;
-        reader_init(&r, caps[i].seg, caps[i].size);
-        for (;;) {
-            const uint8_t *batch;
-            size_t len;
-            struct pulse_batch_header hdr;
-            struct pulse_batch_iter it;
-            struct pulse_record_view rec;
-
-            st = reader_next(&r, &batch, &len, &hdr, NULL, &p->bytes_read);
-            if (st == PULSE_EOF) {
-                st = PULSE_OK;
-                break;
-            }
-            if (st == PULSE_CORRUPT) {
-                PULSE_WARN("compact %s: %s has an invalid batch at byte %" PRIu64
-                           "; keys past it are not mapped and no tombstone is dropped this pass",
-                           p->plog->dir, caps[i].seg->log_path, r.pos);
-                p->map_corrupt = true;
-                st = PULSE_OK;
-                break;
-            }
-            if (st != PULSE_OK)
-                break;
-            st = pulse_batch_iter_init(&it, batch, len);
-            while (st == PULSE_OK && (st = pulse_batch_iter_next(&it, &rec)) == PULSE_OK)
-                st = map_record(p, &rec);
-            if (st == PULSE_EOF)
-                st = PULSE_OK;
-            if (st != PULSE_OK)
-                break;
+        st = walk_records(p, &caps[i], map_record, NULL, &bad);
+        if (st == PULSE_OK && bad != UINT64_MAX) {
+            PULSE_WARN("compact %s: %s has an invalid batch at byte %" PRIu64
+                       "; keys past it are not mapped and no tombstone is dropped this pass",
+                       pulse_plog_dir(p->plog), caps[i].path, bad);
+            p->map_corrupt = true;
         }
-        reader_fini(&r);
-        if (st != PULSE_OK)
-            break;
     }
     return st;
 }
 
 /* Survivors waiting to be encoded into one sparse batch. Their bytes are
- * copied into arena (the source batch buffer is reused by the reader);
+ * copied into arena (the source batch buffer is reused by the iterator);
  * pointers are fixed up at encode time because the arena may move. */
 struct pending_rec {
     int64_t offset;
@@ -791,121 +634,27 @@ static void writer_fini(struct writer *w)
     pulse_index_fini(&w->index);
 }
 
-static char *temp_path(const char *dir, int64_t base, const char *ext)
-{
-    size_t need = strlen(dir) + 64;
-    char *s = pulse_malloc(need);
-    if (s != NULL)
-        snprintf(s, need, "%s/.tmp-compact-%020" PRId64 ".%s.tmp", dir, base, ext);
-    return s;
-}
-
-/* Finds seg in the list. Caller holds wlock (the list only changes under
- * it). Returns its index or SIZE_MAX. */
-static size_t list_find(struct pulse_plog *plog, const struct pulse_segment *seg)
-{
-    for (size_t i = 0; i + 1 < plog->nsegs; i++)
-        if (plog->segs[i] == seg)
-            return i;
-    return SIZE_MAX;
-}
-
-/* Removes a segment whose every record was dropped: the same as a trim of
- * that one segment. A middle segment may go too: sealed segments take their
- * end from the next segment's base, so the previous one's range simply
- * grows, and reads skip forward over the gap. The index goes first, so a
- * crash between the unlinks leaves a data file whose index is rebuilt, never
- * an orphan index.
- * The directory is fsynced once for all the deletions of a pass, at its end
- * (sync_deletions), as a trim does for all its segments: a deletion that a
- * crash undoes only brings back records that are superseded or expired
- * tombstones with nothing older left, which the next pass drops again. A
- * tombstone is only ever dropped in a pass after the one that removed its
- * older values (the map notes them), so that pass's fsync orders the two. */
-static pulse_status_t delete_segment(struct pass *p, struct pulse_segment *seg)
-{
-    struct pulse_plog *plog = p->plog;
-    const struct pulse_io *io = plog->io;
-    size_t at;
-    pulse_status_t st = PULSE_OK;
-
-    pthread_mutex_lock(&plog->wlock);
-    if (atomic_load(&plog->fenced)) {
-        st = PULSE_FENCED;
-        goto out;
-    }
-    at = list_find(plog, seg);
-    if (at == SIZE_MAX) {
-        st = PULSE_BUSY; /* trimmed meanwhile: nothing to do */
-        goto out;
-    }
-    /* Readers holding the segment keep its descriptor (fdcache.h). */
-    st = pulse_segment_retire(seg);
-    if (st != PULSE_OK)
-        goto out;
-    if (io->unlink(io, seg->index_path) < 0 && errno != ENOENT) {
-        int err = errno;
-        PULSE_ERROR("compact: unlink %s failed: %s", seg->index_path, strerror(err));
-        st = pulse_status_from_errno(err);
-        pulse_segment_unretire(seg); /* still listed, its path unchanged */
-        goto out;
-    }
-    if (io->unlink(io, seg->log_path) < 0) {
-        int err = errno;
-        PULSE_ERROR("compact: unlink %s failed: %s", seg->log_path, strerror(err));
-        st = pulse_status_from_errno(err);
-        pulse_segment_unretire(seg); /* as above: the data file is still there */
-        goto out;
-    }
-    pthread_mutex_lock(&plog->list_lock);
-    memmove(plog->segs + at, plog->segs + at + 1, (plog->nsegs - at - 1) * sizeof *plog->segs);
-    plog->nsegs--;
-    if (at == 0)
-        atomic_store_explicit(&plog->log_start, plog->segs[0]->base, memory_order_release);
-    pthread_mutex_unlock(&plog->list_lock);
-    p->unsynced_deletions = true;
-    PULSE_DEBUG_LOG("compact %s: deleted segment %020" PRId64 " (no record survived)", plog->dir, seg->base);
-    /* The list's reference; readers holding one keep the inode alive, and
-     * the pass still holds its own. */
-    pulse_segment_release(seg);
-out:
-    pthread_mutex_unlock(&plog->wlock);
-    return st;
-}
-
-/* Makes the pass's deletions durable (see delete_segment). A failed
- * directory fsync fences the log, as any failed sync of it does: it is
- * never retried (after a failure the directory's state on disk is
- * unknown, and a second fsync may report success over the lost entries);
- * the reopen's recovery reads the directory as it really is. */
+/* Makes the pass's deletions durable (see drop_dead): one directory
+ * fsync for all of them, as a trim does for its segments. A failure
+ * fences the log (pulse_plog_sync_dir). */
 static pulse_status_t sync_deletions(struct pass *p)
 {
-    const struct pulse_io *io = p->plog->io;
-
     if (!p->unsynced_deletions)
         return PULSE_OK;
     p->unsynced_deletions = false;
-    if (io->fsync_dir(io, p->plog->dir) < 0) {
-        int err = errno;
-        PULSE_ERROR("compact: fsync directory %s failed: %s", p->plog->dir, strerror(err));
-        pulse_plog_fence(p->plog, "compact", "directory fsync");
-        return pulse_status_from_errno(err);
-    }
-    return PULSE_OK;
+    return pulse_plog_sync_dir(p->plog, "compact");
 }
 
 /* Writes the index table to its temp file, then fdatasyncs both temps. */
 static pulse_status_t sync_temps(struct writer *w, int ifd, const char *ipath)
 {
     const struct pulse_io *io = w->io;
-    size_t len = w->index.n * PULSE_INDEX_ENTRY_SIZE;
-    uint8_t *raw = pulse_malloc(len > 0 ? len : 1);
+    size_t len = 0;
+    uint8_t *raw = pulse_index_encode(&w->index, &len);
     pulse_status_t st = PULSE_OK;
 
     if (raw == NULL)
         return PULSE_NOMEM;
-    for (size_t i = 0; i < w->index.n; i++)
-        pulse_index_encode_entry(&w->index.entries[i], raw + i * PULSE_INDEX_ENTRY_SIZE);
     if (pulse_io_pwrite_all(io, ifd, raw, len, 0, NULL) < 0) {
         int err = errno;
         PULSE_ERROR("compact: pwrite %s failed: %s", ipath, strerror(err));
@@ -927,306 +676,6 @@ static pulse_status_t sync_temps(struct writer *w, int ifd, const char *ipath)
     }
 out:
     pulse_free(raw);
-    return st;
-}
-
-/* Renames the synced temps over the segment's files and swaps the segment
- * struct in the list (see the file comment for the crash cases). */
-static pulse_status_t swap_in(struct pass *p, struct pulse_segment *seg, struct writer *w, const char *dpath,
-                              const char *ipath, bool *renamed_out)
-{
-    struct pulse_plog *plog = p->plog;
-    const struct pulse_io *io = plog->io;
-    struct pulse_segment *nseg = NULL;
-    const char *what = "rename of a rewritten index";
-    size_t at;
-    pulse_status_t st = PULSE_OK;
-
-    *renamed_out = false;
-    pthread_mutex_lock(&plog->wlock);
-    if (atomic_load(&plog->fenced)) {
-        st = PULSE_FENCED;
-        goto out;
-    }
-    at = list_find(plog, seg);
-    if (at == SIZE_MAX) {
-        st = PULSE_BUSY;
-        goto out;
-    }
-    /* Readers holding the old segment keep its inode through its retired
-     * descriptor; a reopen by path would find the new file. */
-    st = pulse_segment_retire(seg);
-    if (st != PULSE_OK)
-        goto out;
-    if (io->rename(io, dpath, seg->log_path) < 0) {
-        int err = errno;
-        PULSE_ERROR("compact: rename %s -> %s failed: %s", dpath, seg->log_path, strerror(err));
-        st = pulse_status_from_errno(err);
-        pulse_segment_unretire(seg); /* nothing was swapped */
-        goto out;
-    }
-    *renamed_out = true;
-    pulse_failpoint("compact_between_renames");
-    /* From here on the old struct keeps serving the old inode, whose bytes
-     * are a superset of the new file's, so a failure below never makes a
-     * read wrong; but the list no longer describes the directory (the path
-     * names the new file, the struct the old one), so any failure fences
-     * the log and its reopen's recovery sorts out the files, as after a
-     * failed merge. */
-    if (io->rename(io, ipath, seg->index_path) < 0) {
-        int err = errno;
-        PULSE_ERROR("compact: rename %s -> %s failed: %s (the index is rebuilt when the log is reopened)", ipath,
-                    seg->index_path, strerror(err));
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
-    pulse_failpoint("compact_before_dir_fsync");
-    what = "directory fsync";
-    if (io->fsync_dir(io, plog->dir) < 0) {
-        int err = errno;
-        /* Never retried (see sync_deletions): which name survives a crash
-         * is unknown now. */
-        PULSE_ERROR("compact: fsync directory %s failed: %s", plog->dir, strerror(err));
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
-    what = "segment list update after a rewrite";
-    st = pulse_segment_open(io, plog->fdcache, plog->dir, seg->base, false, &nseg);
-    if (st != PULSE_OK)
-        goto out;
-    for (size_t i = 0; i < w->index.n; i++) {
-        st = pulse_index_append(&nseg->index, w->index.entries[i].rel_offset, w->index.entries[i].rel_pos);
-        if (st != PULSE_OK)
-            goto out;
-    }
-    nseg->index_written = w->index.n;
-    atomic_store_explicit(&nseg->index_synced, w->index.n, memory_order_relaxed);
-    atomic_store_explicit(&nseg->size, w->size, memory_order_relaxed);
-    atomic_store_explicit(&nseg->durable_size, w->size, memory_order_relaxed);
-    atomic_store_explicit(&nseg->next_offset, atomic_load(&seg->next_offset), memory_order_relaxed);
-    atomic_store_explicit(&nseg->max_ts, w->max_ts, memory_order_relaxed);
-    nseg->since_entry = w->since_entry;
-    pulse_segment_close_index(nseg); /* sealed: its table is complete */
-    pthread_mutex_lock(&plog->list_lock);
-    plog->segs[at] = nseg; /* the list's reference moves to nseg */
-    pthread_mutex_unlock(&plog->list_lock);
-    nseg = NULL;
-    pulse_segment_release(seg); /* the list's old reference */
-out:
-    if (st != PULSE_OK && *renamed_out)
-        pulse_plog_fence(plog, "compact", what);
-    pthread_mutex_unlock(&plog->wlock);
-    pulse_segment_release(nseg);
-    return st;
-}
-
-/* ---- merging several segments into one (commit) ----------------------- */
-
-/* "<dir>/<first>-<end>.merge": see "Merging" in the file comment. */
-#define MERGE_SUFFIX ".merge"
-#define MERGE_NAME_LEN (20 + 1 + 20 + sizeof MERGE_SUFFIX - 1)
-
-static char *merge_path(const char *dir, int64_t first, int64_t end)
-{
-    size_t need = strlen(dir) + MERGE_NAME_LEN + 2;
-    char *s = pulse_malloc(need);
-    if (s != NULL)
-        snprintf(s, need, "%s/%020" PRId64 "-%020" PRId64 "%s", dir, first, end, MERGE_SUFFIX);
-    return s;
-}
-
-/*
- * Fences the log after a merge failed part way through its file steps: the
- * directory then holds a state only recovery resolves (it completes the
- * merge), while the segment list still describes the old files. As after a
- * failed write, nothing may change the log until it is reopened; readers
- * keep their segments, whose inodes still hold the old bytes.
- */
-static void fence_after_merge(struct pulse_plog *plog, const char *what)
-{
-    PULSE_ERROR("compact %s: a merge failed at its %s; recovery completes it when the log is reopened", plog->dir,
-                what);
-    pulse_plog_fence(plog, "compact", what);
-}
-
-/* Takes the retirement of the first n segments back (see merge_files). */
-static void unretire(const struct captured *const *mem, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        pulse_segment_unretire(mem[k]->seg);
-}
-
-static int io_fail(const char *op, const char *path, int err)
-{
-    PULSE_ERROR("compact: %s %s failed: %s", op, path, strerror(err));
-    return err;
-}
-
-/*
- * The file steps of a merge of the n captured segments mem (the first one
- * keeps its name), in the crash-safe order of the file comment; the temps
- * dpath and ipath are synced. *named_out is set once the data temp is named
- * mpath: from then on a failure leaves work that only recovery finishes
- * (the caller fences). *what_out names the step that failed.
- */
-static pulse_status_t merge_files(const struct pulse_io *io, const char *dir, const struct captured *const *mem,
-                                  size_t n, const char *dpath, const char *ipath, const char *mpath,
-                                  bool *named_out, const char **what_out)
-{
-    int err = 0;
-
-    /* Readers holding the segments keep their descriptors (fdcache.h); a
-     * reopen by path would find the merged file or nothing. Before the
-     * first rename, so a failure here leaves nothing done. */
-    *what_out = "retire";
-    for (size_t k = 0; k < n; k++) {
-        pulse_status_t st = pulse_segment_retire(mem[k]->seg);
-        if (st != PULSE_OK) {
-            unretire(mem, k); /* nothing changed: they stay listed */
-            return st;
-        }
-    }
-    if (io->rename(io, dpath, mpath) < 0) {
-        err = io_fail("rename", mpath, errno);
-        *what_out = "rename";
-        unretire(mem, n);
-        goto out;
-    }
-    *named_out = true;
-    *what_out = "directory fsync";
-    if (io->fsync_dir(io, dir) < 0) {
-        err = io_fail("fsync directory", dir, errno);
-        goto out;
-    }
-    pulse_failpoint("compact_merge_after_marker");
-    *what_out = "unlink";
-    for (size_t k = 1; k < n; k++) {
-        if (io->unlink(io, mem[k]->seg->index_path) < 0 && errno != ENOENT) {
-            err = io_fail("unlink", mem[k]->seg->index_path, errno);
-            goto out;
-        }
-        if (io->unlink(io, mem[k]->seg->log_path) < 0 && errno != ENOENT) {
-            err = io_fail("unlink", mem[k]->seg->log_path, errno);
-            goto out;
-        }
-        if (k == 1)
-            pulse_failpoint("compact_merge_between_unlinks");
-    }
-    /* The removals must be durable before the merged file takes the first
-     * name: otherwise a crash could keep the new name and lose removals,
-     * leaving two files that hold the same offsets. */
-    *what_out = "directory fsync";
-    if (io->fsync_dir(io, dir) < 0) {
-        err = io_fail("fsync directory", dir, errno);
-        goto out;
-    }
-    pulse_failpoint("compact_merge_before_renames");
-    *what_out = "rename";
-    if (io->rename(io, ipath, mem[0]->seg->index_path) < 0) {
-        err = io_fail("rename", mem[0]->seg->index_path, errno);
-        goto out;
-    }
-    pulse_failpoint("compact_merge_between_renames");
-    if (io->rename(io, mpath, mem[0]->seg->log_path) < 0) {
-        err = io_fail("rename", mem[0]->seg->log_path, errno);
-        goto out;
-    }
-    pulse_failpoint("compact_merge_before_dir_fsync");
-    *what_out = "directory fsync";
-    if (io->fsync_dir(io, dir) < 0)
-        err = io_fail("fsync directory", dir, errno);
-out:
-    return err == 0 ? PULSE_OK : pulse_status_from_errno(err);
-}
-
-/*
- * The list edit of a merge: opens the merged files as one segment spanning
- * [first base, end) with the writer's index and bounds, puts it at position
- * at in place of the n old ones (mem, which the caller found listed there)
- * and drops the list's references on those. Caller holds wlock; readers
- * holding an old segment keep its inode.
- */
-static pulse_status_t merge_list(struct pulse_plog *plog, const struct captured *const *mem, size_t at, size_t n,
-                                 const struct writer *w, int64_t end)
-{
-    struct pulse_segment *nseg = NULL;
-    pulse_status_t st;
-
-    st = pulse_segment_open(plog->io, plog->fdcache, plog->dir, plog->segs[at]->base, false, &nseg);
-    for (size_t i = 0; st == PULSE_OK && i < w->index.n; i++)
-        st = pulse_index_append(&nseg->index, w->index.entries[i].rel_offset, w->index.entries[i].rel_pos);
-    if (st != PULSE_OK) {
-        pulse_segment_release(nseg);
-        return st;
-    }
-    nseg->index_written = w->index.n;
-    atomic_store_explicit(&nseg->index_synced, w->index.n, memory_order_relaxed);
-    atomic_store_explicit(&nseg->size, w->size, memory_order_relaxed);
-    atomic_store_explicit(&nseg->durable_size, w->size, memory_order_relaxed);
-    atomic_store_explicit(&nseg->next_offset, end, memory_order_relaxed);
-    atomic_store_explicit(&nseg->max_ts, w->max_ts, memory_order_relaxed);
-    nseg->since_entry = w->since_entry;
-    pulse_segment_close_index(nseg); /* sealed: its table is complete */
-    pthread_mutex_lock(&plog->list_lock);
-    plog->segs[at] = nseg; /* the list's reference moves to nseg */
-    memmove(plog->segs + at + 1, plog->segs + at + n, (plog->nsegs - at - n) * sizeof *plog->segs);
-    plog->nsegs -= n - 1;
-    pthread_mutex_unlock(&plog->list_lock);
-    for (size_t k = 0; k < n; k++)
-        pulse_segment_release(mem[k]->seg); /* the list's old references */
-    return PULSE_OK;
-}
-
-/*
- * Commits the merge of the n captured segments mem, adjacent in the list,
- * into the synced temps dpath/ipath held by w. PULSE_BUSY (nothing done)
- * when the list no longer holds exactly those segments in a row. *renamed_out is set
- * once the data temp has been renamed. A failure after that point fences
- * the log (fence_after_merge).
- */
-static pulse_status_t merge_in(struct pass *p, const struct captured *const *mem, size_t n, const struct writer *w,
-                               const char *dpath, const char *ipath, bool *renamed_out)
-{
-    struct pulse_plog *plog = p->plog;
-    char *mpath = NULL;
-    const char *what = "rename";
-    size_t at;
-    int64_t end;
-    pulse_status_t st = PULSE_OK;
-
-    *renamed_out = false;
-    pthread_mutex_lock(&plog->wlock);
-    if (atomic_load(&plog->fenced)) {
-        st = PULSE_FENCED;
-        goto out;
-    }
-    at = list_find(plog, mem[0]->seg);
-    if (at == SIZE_MAX || at + n >= plog->nsegs) {
-        st = PULSE_BUSY;
-        goto out;
-    }
-    for (size_t k = 1; k < n; k++) {
-        if (plog->segs[at + k] != mem[k]->seg) {
-            st = PULSE_BUSY;
-            goto out;
-        }
-    }
-    end = plog->segs[at + n]->base;
-    mpath = merge_path(plog->dir, mem[0]->seg->base, end);
-    if (mpath == NULL) {
-        st = PULSE_NOMEM;
-        goto out;
-    }
-    st = merge_files(plog->io, plog->dir, mem, n, dpath, ipath, mpath, renamed_out, &what);
-    if (st == PULSE_OK) {
-        what = "segment open";
-        st = merge_list(plog, mem, at, n, w, end);
-    }
-    if (st != PULSE_OK && *renamed_out)
-        fence_after_merge(plog, what);
-out:
-    pthread_mutex_unlock(&plog->wlock);
-    pulse_free(mpath);
     return st;
 }
 
@@ -1268,12 +717,35 @@ struct seg_eval {
  * are deleted, whose survivors go into one output file named by the first
  * one's base. mem has room for every sealed segment of the capture. */
 struct group {
-    const struct captured **mem;
+    const struct pulse_plog_segref **mem;
     size_t n;
     struct sizer size;
     uint64_t dropped, expired, kept;
     bool unusable;
 };
+
+/* The record step of evaluate: the survival rule, counted and sized. */
+struct eval_walk {
+    struct seg_eval *ev;
+    bool joining; /* ev->joined sizes the open group with this segment */
+};
+
+static pulse_status_t eval_record(struct pass *p, const struct pulse_record_view *rec, void *arg)
+{
+    struct eval_walk *ew = arg;
+    bool expired;
+
+    if (!keep_record(p, rec, &expired)) {
+        ew->ev->dropped++;
+        ew->ev->expired += expired;
+        return PULSE_OK;
+    }
+    ew->ev->kept++;
+    sizer_add(&ew->ev->alone, p->cfg, rec);
+    if (ew->joining)
+        sizer_add(&ew->ev->joined, p->cfg, rec);
+    return PULSE_OK;
+}
 
 /*
  * Step 4, dry: decodes cap's batches and applies the survival rule, counting
@@ -1282,12 +754,11 @@ struct group {
  * pass and sealed bytes never change, so the later write makes exactly the
  * same decisions. A segment with damage is marked unusable, never an error.
  */
-static pulse_status_t evaluate(struct pass *p, const struct captured *cap, const struct sizer *open,
+static pulse_status_t evaluate(struct pass *p, const struct pulse_plog_segref *cap, const struct sizer *open,
                                struct seg_eval *ev)
 {
-    struct pulse_segment *seg = cap->seg;
-    struct reader r;
-    uint64_t fsize = 0;
+    struct eval_walk ew = {ev, open != NULL};
+    uint64_t fsize = 0, bad = UINT64_MAX;
     pulse_status_t st = PULSE_OK;
 
     memset(ev, 0, sizeof *ev);
@@ -1296,57 +767,22 @@ static pulse_status_t evaluate(struct pass *p, const struct captured *cap, const
     /* Recovery publishes only the valid prefix of a sealed segment with a
      * bad batch; its file is longer. Leave such a segment alone: a rewrite
      * would silently drop the evidence. */
-    st = pulse_segment_file_size(seg, &fsize);
+    st = pulse_plog_segref_file_size(cap, &fsize);
     if (st != PULSE_OK)
         return st;
     if (fsize != cap->size) {
         PULSE_WARN("compact %s: %s holds %" PRIu64 " bytes but only %" PRIu64 " are valid; segment left as is",
-                   p->plog->dir, seg->log_path, fsize, cap->size);
+                   pulse_plog_dir(p->plog), cap->path, fsize, cap->size);
         ev->unusable = true;
         return PULSE_OK;
     }
-    reader_init(&r, seg, cap->size);
-    for (;;) {
-        const uint8_t *batch;
-        size_t len;
-        struct pulse_batch_header hdr;
-        struct pulse_batch_iter it;
-        struct pulse_record_view rec;
-
-        st = reader_next(&r, &batch, &len, &hdr, NULL, &p->bytes_read);
-        if (st == PULSE_EOF) {
-            st = PULSE_OK;
-            break;
-        }
-        if (st == PULSE_CORRUPT) {
-            /* Never rewrite around damage: that would hide it. */
-            PULSE_WARN("compact %s: %s has an invalid batch at byte %" PRIu64 "; segment left as is",
-                       p->plog->dir, seg->log_path, r.pos);
-            ev->unusable = true;
-            st = PULSE_OK;
-            break;
-        }
-        if (st != PULSE_OK)
-            break;
-        st = pulse_batch_iter_init(&it, batch, len);
-        while (st == PULSE_OK && (st = pulse_batch_iter_next(&it, &rec)) == PULSE_OK) {
-            bool expired;
-            if (!keep_record(p, &rec, &expired)) {
-                ev->dropped++;
-                ev->expired += expired;
-                continue;
-            }
-            ev->kept++;
-            sizer_add(&ev->alone, p->cfg, &rec);
-            if (open != NULL)
-                sizer_add(&ev->joined, p->cfg, &rec);
-        }
-        if (st == PULSE_EOF)
-            st = PULSE_OK;
-        if (st != PULSE_OK)
-            break;
+    st = walk_records(p, cap, eval_record, &ew, &bad);
+    if (st == PULSE_OK && bad != UINT64_MAX) {
+        /* Never rewrite around damage: that would hide it. */
+        PULSE_WARN("compact %s: %s has an invalid batch at byte %" PRIu64 "; segment left as is",
+                   pulse_plog_dir(p->plog), cap->path, bad);
+        ev->unusable = true;
     }
-    reader_fini(&r);
     return st;
 }
 
@@ -1358,14 +794,14 @@ static pulse_status_t evaluate(struct pass *p, const struct captured *cap, const
  * relative offsets of the index (Kafka's bound, 2^31 - 1). caps[i + 1]
  * exists: the last captured segment is the active one, never grouped.
  */
-static bool can_join(const struct pass *p, const struct captured *caps, const struct group *g, size_t i,
+static bool can_join(const struct pass *p, const struct pulse_plog_segref *caps, const struct group *g, size_t i,
                      const struct seg_eval *ev)
 {
     if (ev->unusable || g->unusable)
         return false;
-    if (caps[i + 1].seg->base - g->mem[0]->seg->base > INT32_MAX)
+    if (caps[i + 1].base - g->mem[0]->base > INT32_MAX)
         return false;
-    return sizer_total(&ev->joined) <= p->plog->cfg.segment_max_bytes;
+    return sizer_total(&ev->joined) <= pulse_plog_get_config(p->plog)->segment_max_bytes;
 }
 
 /* Whether the pass has used its budget; at least one segment is always
@@ -1383,13 +819,14 @@ static bool budget_spent(const struct pass *p, uint64_t next_size)
  * segment based at base. Caller runs writer_fini whatever happens. */
 static pulse_status_t writer_open(struct writer *w, const struct pass *p, int64_t base, const char *dpath)
 {
-    const struct pulse_io *io = p->plog->io;
+    const struct pulse_plog_config *pcfg = pulse_plog_get_config(p->plog);
+    const struct pulse_io *io = pcfg->io;
 
     memset(w, 0, sizeof *w);
     w->io = io;
     w->fd = -1;
     w->cfg = p->cfg;
-    w->interval = p->plog->cfg.index_interval_bytes;
+    w->interval = pcfg->index_interval_bytes;
     w->seg_base = base;
     w->bytes = PULSE_BATCH_HEADER_SIZE;
     w->max_ts = INT64_MIN;
@@ -1410,6 +847,14 @@ static pulse_status_t writer_open(struct writer *w, const struct pass *p, int64_
     return PULSE_OK;
 }
 
+/* The record step of write_group: survivors go to the writer. */
+static pulse_status_t write_record(struct pass *p, const struct pulse_record_view *rec, void *arg)
+{
+    bool expired;
+
+    return keep_record(p, rec, &expired) ? writer_add(arg, rec) : PULSE_OK;
+}
+
 /* Streams the survivors of the group's segments into w, in offset order,
  * one source batch in memory at a time, and flushes the last batch. */
 static pulse_status_t write_group(struct pass *p, const struct group *g, struct writer *w)
@@ -1417,85 +862,72 @@ static pulse_status_t write_group(struct pass *p, const struct group *g, struct 
     pulse_status_t st = PULSE_OK;
 
     for (size_t i = 0; i < g->n && st == PULSE_OK; i++) {
-        const struct captured *cap = g->mem[i];
-        struct reader r;
-        reader_init(&r, cap->seg, cap->size);
-        for (;;) {
-            const uint8_t *batch;
-            size_t len;
-            struct pulse_batch_header hdr;
-            struct pulse_batch_iter it;
-            struct pulse_record_view rec;
-
-            st = reader_next(&r, &batch, &len, &hdr, NULL, &p->bytes_read);
-            if (st == PULSE_EOF) {
-                st = PULSE_OK;
-                break;
-            }
-            if (st == PULSE_CORRUPT) /* it verified a moment ago: the disk changed under us */
-                PULSE_ERROR("compact %s: %s: batch at byte %" PRIu64 " no longer verifies; rewrite abandoned",
-                            p->plog->dir, cap->seg->log_path, r.pos);
-            if (st != PULSE_OK)
-                break;
-            st = pulse_batch_iter_init(&it, batch, len);
-            while (st == PULSE_OK && (st = pulse_batch_iter_next(&it, &rec)) == PULSE_OK) {
-                bool expired;
-                if (keep_record(p, &rec, &expired))
-                    st = writer_add(w, &rec);
-            }
-            if (st == PULSE_EOF)
-                st = PULSE_OK;
-            if (st != PULSE_OK)
-                break;
+        uint64_t bad = UINT64_MAX;
+        st = walk_records(p, g->mem[i], write_record, w, &bad);
+        if (st == PULSE_OK && bad != UINT64_MAX) {
+            /* It verified a moment ago: the disk changed under us. */
+            PULSE_ERROR("compact %s: %s: batch at byte %" PRIu64 " no longer verifies; rewrite abandoned",
+                        pulse_plog_dir(p->plog), g->mem[i]->path, bad);
+            st = PULSE_CORRUPT;
         }
-        reader_fini(&r);
     }
     if (st == PULSE_OK)
         st = writer_flush(w);
     return st;
 }
 
+/* Writes the survivors of group g into the temps dpath and ipath, synced:
+ * the REPLACE edit's new segment, described in *add. */
+static pulse_status_t write_temps(struct pass *p, const struct group *g, struct writer *w, const char *dpath,
+                                  const char *ipath, struct pulse_plog_newseg *add)
+{
+    const struct pulse_io *io = pulse_plog_get_config(p->plog)->io;
+    int ifd = -1;
+    pulse_status_t st = writer_open(w, p, g->mem[0]->base, dpath);
+
+    if (st == PULSE_OK)
+        st = write_group(p, g, w);
+    if (st != PULSE_OK)
+        return st;
+    ifd = io->open(io, ipath, O_CREAT | O_TRUNC | O_RDWR, 0644);
+    if (ifd < 0) {
+        int err = errno;
+        PULSE_ERROR("compact: open %s failed: %s", ipath, strerror(err));
+        return pulse_status_from_errno(err);
+    }
+    st = sync_temps(w, ifd, ipath);
+    io->close(io, ifd);
+    *add = (struct pulse_plog_newseg){dpath, ipath, &w->index, w->size, w->max_ts, w->since_entry};
+    return st;
+}
+
 /*
- * Writes the survivors of group g to synced temps and commits them: over
- * the one segment (swap_in), or as a merge of several (merge_in).
+ * Writes the survivors of group g to synced temps and has the log commit
+ * them (a REPLACE edit): over the one segment, or as a merge of several.
  * *committed_out tells whether the new files are in place, *size_out then
  * gets their data size.
  */
 static pulse_status_t rewrite_group(struct pass *p, const struct group *g, uint64_t *size_out, bool *committed_out)
 {
-    struct pulse_plog *plog = p->plog;
-    const struct pulse_io *io = plog->io;
-    struct pulse_segment *seg = g->mem[0]->seg;
+    const struct pulse_io *io = pulse_plog_get_config(p->plog)->io;
+    int64_t base = g->mem[0]->base;
     struct writer w;
-    char *dpath = temp_path(plog->dir, seg->base, "log");
-    char *ipath = temp_path(plog->dir, seg->base, "index");
-    int ifd = -1;
-    bool renamed = false;
+    struct pulse_plog_newseg add;
+    struct pulse_plog_edit edit = {.kind = PULSE_PLOG_EDIT_REPLACE, .who = "compact", .segs = g->mem, .n = g->n,
+                                   .add = &add};
+    struct pulse_plog_edit_result res = {0, false};
+    char *dpath = pulse_plog_temp_path(p->plog, "compact", base, "log");
+    char *ipath = pulse_plog_temp_path(p->plog, "compact", base, "index");
     pulse_status_t st;
 
     *committed_out = false;
     memset(&w, 0, sizeof w);
     w.fd = -1;
-    st = dpath == NULL || ipath == NULL ? PULSE_NOMEM : writer_open(&w, p, seg->base, dpath);
-    if (st == PULSE_OK)
-        st = write_group(p, g, &w);
-    if (st != PULSE_OK)
-        goto out;
-    ifd = io->open(io, ipath, O_CREAT | O_TRUNC | O_RDWR, 0644);
-    if (ifd < 0) {
-        int err = errno;
-        PULSE_ERROR("compact: open %s failed: %s", ipath, strerror(err));
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
-    st = sync_temps(&w, ifd, ipath);
+    st = dpath == NULL || ipath == NULL ? PULSE_NOMEM : write_temps(p, g, &w, dpath, ipath, &add);
     if (st != PULSE_OK)
         goto out;
     pulse_failpoint("compact_after_temps");
-    if (g->n == 1)
-        st = swap_in(p, seg, &w, dpath, ipath, &renamed);
-    else
-        st = merge_in(p, g->mem, g->n, &w, dpath, ipath, &renamed);
+    st = pulse_plog_apply(p->plog, &edit, &res);
     if (st == PULSE_BUSY) {
         st = PULSE_OK; /* the list changed meanwhile: nothing committed */
         goto out;
@@ -1507,10 +939,8 @@ static pulse_status_t rewrite_group(struct pass *p, const struct group *g, uint6
 out:
     if (w.fd >= 0)
         io->close(io, w.fd);
-    if (ifd >= 0)
-        io->close(io, ifd);
     /* A temp that was not renamed is garbage (recovery would delete it). */
-    if (dpath != NULL && !renamed)
+    if (dpath != NULL && !res.temp_taken)
         (void)io->unlink(io, dpath);
     if (ipath != NULL && !*committed_out)
         (void)io->unlink(io, ipath);
@@ -1520,23 +950,37 @@ out:
     return st;
 }
 
-/* Deletes a segment none of whose records survive (delete_segment), and
- * accounts for it. */
-static pulse_status_t drop_dead(struct pass *p, const struct captured *cap)
+/*
+ * Removes a segment none of whose records survive (a REMOVE edit: the
+ * same as a trim of that one segment, which may be a middle one), and
+ * accounts for it. The directory is fsynced once for all the deletions of
+ * a pass, at its end (sync_deletions), as a trim does for all its
+ * segments: a deletion that a crash undoes only brings back records that
+ * are superseded or expired tombstones with nothing older left, which the
+ * next pass drops again. A tombstone is only ever dropped in a pass after
+ * the one that removed its older values (the map notes them), so that
+ * pass's fsync orders the two.
+ */
+static pulse_status_t drop_dead(struct pass *p, const struct pulse_plog_segref *cap)
 {
-    pulse_status_t st = delete_segment(p, cap->seg);
+    struct pulse_plog_edit edit = {.kind = PULSE_PLOG_EDIT_REMOVE, .who = "compact", .segs = &cap, .n = 1};
+    pulse_status_t st = pulse_plog_apply(p->plog, &edit, NULL);
+
     if (st == PULSE_OK) {
+        p->unsynced_deletions = true;
+        PULSE_DEBUG_LOG("compact %s: deleted segment %020" PRId64 " (no record survived)", pulse_plog_dir(p->plog),
+                        cap->base);
         p->res.segments_deleted++;
         return PULSE_OK;
     }
     p->res.bytes_after += cap->size;
-    return st == PULSE_BUSY ? PULSE_OK : st;
+    return st == PULSE_BUSY ? PULSE_OK : st; /* trimmed meanwhile: nothing to do */
 }
 
 /* Step 5 for a group of one segment: leave it, or rewrite it. */
 static pulse_status_t finish_single(struct pass *p, const struct group *g)
 {
-    const struct captured *cap = g->mem[0];
+    const struct pulse_plog_segref *cap = g->mem[0];
     uint64_t predicted = sizer_total(&g->size), size = cap->size;
     uint64_t after = size;
     bool committed = false;
@@ -1559,7 +1003,7 @@ static pulse_status_t finish_single(struct pass *p, const struct group *g)
     p->res.segments_rewritten++;
     PULSE_DEBUG_LOG("compact %s: rewrote segment %020" PRId64 ": %" PRIu64 " -> %" PRIu64 " bytes, %" PRIu64
                " records dropped (%" PRIu64 " expired tombstones)",
-               p->plog->dir, cap->seg->base, size, after, g->dropped, g->expired);
+               pulse_plog_dir(p->plog), cap->base, size, after, g->dropped, g->expired);
 out:
     p->res.bytes_after += after;
     return st;
@@ -1586,7 +1030,7 @@ static pulse_status_t finish_merge(struct pass *p, const struct group *g)
     p->res.bytes_after += after;
     PULSE_DEBUG_LOG("compact %s: merged %zu segments %020" PRId64 "..%020" PRId64 " into one: %" PRIu64 " -> %" PRIu64
                " bytes, %" PRIu64 " records dropped (%" PRIu64 " expired tombstones)",
-               p->plog->dir, g->n, g->mem[0]->seg->base, g->mem[g->n - 1]->seg->base, size, after, g->dropped,
+               pulse_plog_dir(p->plog), g->n, g->mem[0]->base, g->mem[g->n - 1]->base, size, after, g->dropped,
                g->expired);
     return PULSE_OK;
 }
@@ -1599,7 +1043,7 @@ static pulse_status_t finish_group(struct pass *p, struct group *g)
 }
 
 /* Opens group g with caps[i], evaluated as ev. */
-static void group_start(struct group *g, const struct captured *cap, const struct seg_eval *ev)
+static void group_start(struct group *g, const struct pulse_plog_segref *cap, const struct seg_eval *ev)
 {
     g->mem[0] = cap;
     g->n = 1;
@@ -1619,7 +1063,7 @@ static void group_start(struct group *g, const struct captured *cap, const struc
  * budget is spent. *stop_out gets the index of the first segment not
  * evaluated.
  */
-static pulse_status_t run_window(struct pass *p, const struct captured *caps, size_t first, size_t nsealed,
+static pulse_status_t run_window(struct pass *p, const struct pulse_plog_segref *caps, size_t first, size_t nsealed,
                                  size_t *stop_out)
 {
     struct group g;
@@ -1663,12 +1107,12 @@ static pulse_status_t run_window(struct pass *p, const struct captured *caps, si
     return st;
 }
 
-static bool fp_equal(const struct pulse_compact *comp, const struct captured *caps, size_t n)
+static bool fp_equal(const struct pulse_compact *comp, const struct pulse_plog_segref *caps, size_t n)
 {
     if (comp->fp == NULL || comp->fp_n != n)
         return false;
     for (size_t i = 0; i < n; i++)
-        if (comp->fp[i].base != caps[i].seg->base || comp->fp[i].size != caps[i].size)
+        if (comp->fp[i].base != caps[i].base || comp->fp[i].size != caps[i].size)
             return false;
     return true;
 }
@@ -1699,62 +1143,131 @@ static void map_outlook(const struct pass *p, int64_t *wake_out, bool *pending_o
     *pending_out = pending;
 }
 
-/* Step 1: a reference on every segment of the list and the byte end that
- * the pass considers. *caps_out (pulse_free) holds *n_out >= 1 entries. */
-static pulse_status_t capture(struct pulse_plog *plog, struct captured **caps_out, size_t *n_out)
-{
-    struct captured *caps;
-    size_t n;
-
-    pthread_mutex_lock(&plog->list_lock);
-    caps = pulse_calloc(plog->nsegs, sizeof *caps);
-    if (caps == NULL) {
-        pthread_mutex_unlock(&plog->list_lock);
-        return PULSE_NOMEM;
-    }
-    for (n = 0; n < plog->nsegs; n++) {
-        struct pulse_segment *seg = plog->segs[n];
-        bool active = n + 1 == plog->nsegs;
-        pulse_segment_acquire(seg);
-        caps[n].seg = seg;
-        /* The active segment contributes its durable prefix only: bytes past
-         * it may still be cut by a failed sync. */
-        caps[n].size = atomic_load_explicit(active ? &seg->durable_size : &seg->size, memory_order_acquire);
-    }
-    pthread_mutex_unlock(&plog->list_lock);
-    *caps_out = caps;
-    *n_out = n;
-    return PULSE_OK;
-}
-
 /* Records in comp the layout the pass leaves: every captured segment still
  * listed, with its size now (sealed: rewritten or not) or, for the active
  * one, what was mapped, so that any growth since forces a new scan. */
 static pulse_status_t remember_layout(struct pulse_compact *comp, struct pulse_plog *plog,
-                                      const struct captured *caps, size_t n)
+                                      const struct pulse_plog_segref *caps, size_t n)
 {
-    struct fp_entry *fp = pulse_calloc(n, sizeof *fp); /* k <= n below */
-    size_t k = 0;
+    struct pulse_segment_info *now = NULL;
+    struct fp_entry *fp = NULL;
+    size_t nnow = 0, k = 0;
+    pulse_status_t st = pulse_plog_list_segments(plog, &now, &nnow);
 
-    if (fp == NULL)
-        return PULSE_NOMEM;
-    pthread_mutex_lock(&plog->list_lock);
-    for (size_t i = 0; i < n; i++) {
+    if (st == PULSE_OK) {
+        fp = pulse_calloc(n, sizeof *fp); /* k <= n below */
+        st = fp == NULL ? PULSE_NOMEM : PULSE_OK;
+    }
+    for (size_t i = 0; st == PULSE_OK && i < n; i++) {
         size_t j;
-        for (j = 0; j < plog->nsegs; j++)
-            if (plog->segs[j]->base == caps[i].seg->base)
-                break;
-        if (j == plog->nsegs)
+        for (j = 0; j < nnow && now[j].base_offset != caps[i].base; j++)
+            ;
+        if (j == nnow)
             continue; /* deleted or merged away by this pass */
-        fp[k].base = caps[i].seg->base;
-        fp[k].size = i + 1 == n ? caps[i].size : atomic_load(&plog->segs[j]->size);
+        fp[k].base = caps[i].base;
+        fp[k].size = i + 1 == n ? caps[i].size : now[j].size_bytes;
         k++;
     }
-    pthread_mutex_unlock(&plog->list_lock);
+    pulse_free(now);
+    if (st != PULSE_OK) {
+        pulse_free(fp);
+        return st;
+    }
     pulse_free(comp->fp);
     comp->fp = fp;
     comp->fp_n = k;
     return PULSE_OK;
+}
+
+/* Step 2: whether the pass can stop before reading anything: the layout
+ * is what the last pass left, and that pass finished a clean cycle with no
+ * tombstone come of age since. */
+static bool pass_is_moot(struct pulse_compact *comp, const struct pulse_plog_segref *caps, size_t n, int64_t now_ms)
+{
+    bool same = fp_equal(comp, caps, n);
+
+    if (!same || now_ms >= comp->wake_ms) {
+        comp->quiet = false;
+        comp->cycle_clean = false;
+    }
+    return same && comp->quiet;
+}
+
+/* Steps 4 and 5: the window from the cursor to the budget, then the
+ * deletions made durable; moves the cursor on. *last_out gets the index of
+ * the first sealed segment not evaluated. */
+static pulse_status_t compact_window(struct pass *p, const struct pulse_plog_segref *caps, size_t nsealed,
+                                     size_t *last_out)
+{
+    struct pulse_compact *comp = p->comp;
+    size_t first, last = 0;
+    pulse_status_t st, sst;
+
+    for (first = 0; first < nsealed && caps[first].base < comp->cursor_base; first++)
+        ;
+    if (first == nsealed)
+        first = 0;
+    if (first == 0)
+        comp->cycle_clean = true; /* a fresh cycle over an unchanged map */
+    st = run_window(p, caps, first, nsealed, &last);
+    sst = sync_deletions(p);
+    if (st == PULSE_OK)
+        st = sst;
+    if (st == PULSE_OK)
+        comp->cursor_base = last < nsealed ? caps[last].base : 0;
+    *last_out = last;
+    return st;
+}
+
+/* What is left for later, after a window that stopped before last: other
+ * key slices, tombstones waiting for their older values to go (pending),
+ * or unreadable bytes make the cycle unclean; a cycle that reached the end
+ * moves to the next key slice, so that every sealed segment meets every
+ * slice. */
+static void end_cycle(struct pass *p, size_t last, size_t nsealed, bool pending, int64_t wake)
+{
+    struct pulse_compact *comp = p->comp;
+
+    if (comp->slice_shift > 0 || pending || p->map_corrupt)
+        comp->cycle_clean = false;
+    if (comp->slice_shift > 0 && last == nsealed)
+        comp->slice = (comp->slice + 1) & ((1u << comp->slice_shift) - 1);
+    if (last == nsealed && comp->cycle_clean)
+        comp->quiet = true;
+    comp->wake_ms = wake;
+}
+
+static bool config_valid(const struct pulse_compact_config *cfg)
+{
+    return cfg->max_keys > 0 && cfg->max_bytes_per_pass > 0 && cfg->max_pass_ms >= 0 && cfg->batch_max_records > 0 &&
+           cfg->batch_max_bytes > PULSE_BATCH_HEADER_SIZE && cfg->tombstone_retention_ms >= 0 &&
+           cfg->min_gain_ratio >= 0.0;
+}
+
+/* Steps 2 to 5 over a captured list caps[0..n), the last one active. */
+static pulse_status_t compact_captured(struct pass *p, const struct pulse_plog_segref *caps, size_t n)
+{
+    size_t nsealed = n - 1, last = 0;
+    int64_t wake = INT64_MAX;
+    bool pending = false;
+    pulse_status_t st;
+
+    if (nsealed == 0)
+        return PULSE_OK; /* a single-segment log never compacts until it rotates */
+    if (pass_is_moot(p->comp, caps, n, p->now_ms))
+        return PULSE_OK;
+    /* Step 3. */
+    st = build_map(p, caps, n);
+    if (st != PULSE_OK)
+        return st;
+    map_outlook(p, &wake, &pending);
+    st = compact_window(p, caps, nsealed, &last);
+    if (st != PULSE_OK)
+        return st;
+    end_cycle(p, last, nsealed, pending, wake);
+    /* Remember the layout as this pass left it (own rewrites included), so
+     * that only a change by someone else forces the next map scan. */
+    return remember_layout(p->comp, p->plog, caps, n);
 }
 
 pulse_status_t pulse_compact_run(struct pulse_compact *comp, struct pulse_plog *plog,
@@ -1762,12 +1275,8 @@ pulse_status_t pulse_compact_run(struct pulse_compact *comp, struct pulse_plog *
                                  struct pulse_compact_result *out)
 {
     struct pass p;
-    struct captured *caps = NULL;
-    size_t n = 0, nsealed, first, last;
-    int64_t t0 = pulse_clock_mono_us();
-    int64_t wake = INT64_MAX;
-    bool pending = false;
-    bool same;
+    struct pulse_plog_segref *caps = NULL;
+    size_t n = 0;
     pulse_status_t st = PULSE_OK;
 
     memset(&p, 0, sizeof p);
@@ -1775,75 +1284,15 @@ pulse_status_t pulse_compact_run(struct pulse_compact *comp, struct pulse_plog *
     p.plog = plog;
     p.cfg = cfg;
     p.now_ms = now_ms;
-    p.t0_us = t0;
-    if (comp == NULL || plog == NULL || cfg == NULL || cfg->max_keys == 0 || cfg->max_bytes_per_pass == 0 ||
-        cfg->max_pass_ms < 0 ||
-        cfg->batch_max_records == 0 || cfg->batch_max_bytes <= PULSE_BATCH_HEADER_SIZE ||
-        cfg->tombstone_retention_ms < 0 || !(cfg->min_gain_ratio >= 0.0)) {
+    p.t0_us = pulse_clock_mono_us();
+    if (comp == NULL || plog == NULL || cfg == NULL || !config_valid(cfg))
         st = PULSE_INVALID;
-        goto out;
-    }
-    if (atomic_load(&plog->fenced)) {
+    else if (pulse_plog_fenced(plog))
         st = PULSE_FENCED;
-        goto out;
-    }
-
-    /* Step 1. */
-    st = capture(plog, &caps, &n);
-    if (st != PULSE_OK)
-        goto out;
-    nsealed = n - 1;
-    if (nsealed == 0)
-        goto out; /* a single-segment log never compacts until it rotates */
-
-    /* Step 2. */
-    same = fp_equal(comp, caps, n);
-    if (!same || now_ms >= comp->wake_ms) {
-        comp->quiet = false;
-        comp->cycle_clean = false;
-    }
-    if (same && comp->quiet)
-        goto out;
-
-    /* Step 3. */
-    st = build_map(&p, caps, n);
-    if (st != PULSE_OK)
-        goto out;
-    map_outlook(&p, &wake, &pending);
-
-    /* Steps 4 and 5: the window, from the cursor to the budget. */
-    for (first = 0; first < nsealed && caps[first].seg->base < comp->cursor_base; first++)
-        ;
-    if (first == nsealed)
-        first = 0;
-    if (first == 0)
-        comp->cycle_clean = true; /* a fresh cycle over an unchanged map */
-    st = run_window(&p, caps, first, nsealed, &last);
-    {
-        pulse_status_t sst = sync_deletions(&p);
-        if (st == PULSE_OK)
-            st = sst;
-    }
-    if (st != PULSE_OK)
-        goto out;
-    comp->cursor_base = last < nsealed ? caps[last].seg->base : 0;
-
-    /* What is left for later: other key slices, tombstones waiting for their
-     * older values to go, or unreadable bytes make the cycle unclean. */
-    if (comp->slice_shift > 0 || pending || p.map_corrupt)
-        comp->cycle_clean = false;
-    /* The next key slice starts with the next cycle, so that every sealed
-     * segment meets every slice. */
-    if (comp->slice_shift > 0 && last == nsealed)
-        comp->slice = (comp->slice + 1) & ((1u << comp->slice_shift) - 1);
-    if (last == nsealed && comp->cycle_clean)
-        comp->quiet = true;
-    comp->wake_ms = wake;
-
-    /* Remember the layout as this pass left it (own rewrites included), so
-     * that only a change by someone else forces the next map scan. */
-    st = remember_layout(comp, plog, caps, n);
-out:
+    else
+        st = pulse_plog_capture(plog, &caps, &n); /* step 1 */
+    if (st == PULSE_OK)
+        st = compact_captured(&p, caps, n);
     if (st != PULSE_OK && comp != NULL) {
         comp->quiet = false;
         comp->cycle_clean = false;
@@ -1855,14 +1304,12 @@ out:
         PULSE_DEBUG_LOG("compact %s: pass read %" PRIu64 " bytes, mapped %zu keys (slice %" PRIu32 " of %u), "
                         "evaluated %" PRIu32 " segment(s): %" PRIu32 " rewritten, %" PRIu32 " deleted, %" PRIu32
                         " gated",
-                        plog->dir, p.bytes_read, p.map.n, comp->slice, 1u << comp->slice_shift,
+                        pulse_plog_dir(plog), p.bytes_read, p.map.n, comp->slice, 1u << comp->slice_shift,
                         p.res.segments_scanned, p.res.segments_rewritten, p.res.segments_deleted,
                         p.res.skipped_by_gain_gate);
     kmap_fini(&p.map);
-    for (size_t i = 0; i < n; i++)
-        pulse_segment_release(caps[i].seg);
-    pulse_free(caps);
-    p.res.duration_us = pulse_clock_mono_us() - t0;
+    pulse_plog_capture_free(caps, n);
+    p.res.duration_us = pulse_clock_mono_us() - p.t0_us;
     if (out != NULL)
         *out = p.res;
     return st;
@@ -1882,268 +1329,5 @@ pulse_status_t pulse_compact_pass(struct pulse_plog *plog, const struct pulse_co
     }
     st = pulse_compact_run(comp, plog, cfg, now_ms, out);
     pulse_compact_destroy(comp);
-    return st;
-}
-
-/* ---- finishing an interrupted merge (recovery) ------------------------ */
-
-/* Parses "<20 digits>-<20 digits>.merge" with first < end. */
-static bool parse_merge_name(const char *name, int64_t *first_out, int64_t *end_out)
-{
-    char seg[25];
-
-    if (strlen(name) != MERGE_NAME_LEN || name[20] != '-' || strcmp(name + 41, MERGE_SUFFIX) != 0)
-        return false;
-    memcpy(seg, name, 20);
-    memcpy(seg + 20, ".log", 5);
-    if (!pulse_segment_parse_name(seg, first_out))
-        return false;
-    memcpy(seg, name + 21, 20);
-    if (!pulse_segment_parse_name(seg, end_out))
-        return false;
-    return *first_out < *end_out;
-}
-
-/*
- * Whether the merge file at path holds what a merge writes: at least one
- * batch, every batch whole and CRC-valid, offsets increasing from first and
- * all below end, nothing after the last batch. *ok_out is false (and *why
- * says why) otherwise; a failure to read it at all is an error status.
- */
-static pulse_status_t verify_merge_file(const struct pulse_io *io, const char *path, int64_t first, int64_t end,
-                                        bool *ok_out, const char **why)
-{
-    struct reader r;
-    uint64_t fsize = 0, ignored = 0;
-    int64_t next = first;
-    size_t batches = 0;
-    int fd = io->open(io, path, O_RDONLY, 0);
-    pulse_status_t st = PULSE_OK;
-
-    *ok_out = false;
-    *why = "no batch";
-    if (fd < 0 || io->fsize(io, fd, &fsize) < 0) {
-        int err = errno;
-        PULSE_ERROR("recover: cannot read %s: %s", path, strerror(err));
-        if (fd >= 0)
-            io->close(io, fd);
-        return pulse_status_from_errno(err);
-    }
-    reader_init_fd(&r, io, fd, path, fsize);
-    for (;;) {
-        const uint8_t *batch;
-        size_t len;
-        struct pulse_batch_header hdr;
-        int64_t last = 0;
-
-        st = reader_next(&r, &batch, &len, &hdr, &last, &ignored);
-        if (st == PULSE_EOF) {
-            st = PULSE_OK;
-            *ok_out = batches > 0;
-            break;
-        }
-        if (st == PULSE_CORRUPT) {
-            *why = "a batch that does not verify";
-            st = PULSE_OK;
-            break;
-        }
-        if (st != PULSE_OK)
-            break;
-        if (hdr.base_offset < next || last >= end) {
-            *why = "offsets outside the merged range";
-            break;
-        }
-        next = last + 1;
-        batches++;
-    }
-    reader_fini(&r);
-    io->close(io, fd);
-    return st;
-}
-
-/* Unlinks path unless it is already gone. */
-static pulse_status_t unlink_if_present(const struct pulse_io *io, const char *path)
-{
-    if (io->unlink(io, path) < 0 && errno != ENOENT) {
-        int err = errno;
-        PULSE_ERROR("recover: unlink %s failed: %s", path, strerror(err));
-        return pulse_status_from_errno(err);
-    }
-    return PULSE_OK;
-}
-
-/*
- * Rolls one merge forward: removes the segments in (first, end), then the
- * first segment's index (rebuilt by the scan that follows), then renames
- * the merge file over the first segment's data file. Each step is
- * idempotent, so a crash in here is finished by the next open.
- */
-static pulse_status_t roll_merge_forward(const struct pulse_io *io, const char *dir, const char *mpath,
-                                         int64_t first, int64_t end, const int64_t *bases, size_t nbases)
-{
-    char *path = NULL;
-    uint32_t removed = 0;
-    pulse_status_t st = PULSE_OK;
-
-    for (size_t i = 0; i < nbases && st == PULSE_OK; i++) {
-        if (bases[i] <= first || bases[i] >= end)
-            continue;
-        path = pulse_segment_path(dir, bases[i], "index");
-        st = path == NULL ? PULSE_NOMEM : unlink_if_present(io, path);
-        pulse_free(path);
-        path = pulse_segment_path(dir, bases[i], "log");
-        if (st == PULSE_OK)
-            st = path == NULL ? PULSE_NOMEM : unlink_if_present(io, path);
-        pulse_free(path);
-        path = NULL;
-        removed++;
-    }
-    /* As in merge_files: removals durable before the rename. */
-    if (st == PULSE_OK && io->fsync_dir(io, dir) < 0) {
-        int err = errno;
-        PULSE_ERROR("recover: fsync directory %s failed: %s", dir, strerror(err));
-        st = pulse_status_from_errno(err);
-    }
-    if (st != PULSE_OK)
-        return st;
-    pulse_failpoint("compact_finish_merge_before_rename");
-    path = pulse_segment_path(dir, first, "index");
-    st = path == NULL ? PULSE_NOMEM : unlink_if_present(io, path);
-    pulse_free(path);
-    path = pulse_segment_path(dir, first, "log");
-    if (st == PULSE_OK && path == NULL)
-        st = PULSE_NOMEM;
-    if (st == PULSE_OK && io->rename(io, mpath, path) < 0) {
-        int err = errno;
-        PULSE_ERROR("recover: rename %s -> %s failed: %s", mpath, path, strerror(err));
-        st = pulse_status_from_errno(err);
-    }
-    if (st == PULSE_OK && io->fsync_dir(io, dir) < 0) {
-        int err = errno;
-        PULSE_ERROR("recover: fsync directory %s failed: %s", dir, strerror(err));
-        st = pulse_status_from_errno(err);
-    }
-    if (st == PULSE_OK)
-        PULSE_WARN("recover: %s: completed an interrupted compaction merge: %s now holds offsets %" PRId64
-                   "..%" PRId64 " (%" PRIu32 " later segment(s) it replaced removed)",
-                   dir, path, first, end - 1, removed);
-    pulse_free(path);
-    return st;
-}
-
-/* Collects the merge file names and the segment bases of dir. */
-static pulse_status_t scan_for_merges(const char *dir, char ***names_out, size_t *nnames_out, int64_t **bases_out,
-                                      size_t *nbases_out)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    char **names = NULL;
-    int64_t *bases = NULL;
-    size_t nn = 0, nb = 0, capn = 0, capb = 0;
-    pulse_status_t st = PULSE_OK;
-
-    if (d == NULL) {
-        int err = errno;
-        PULSE_ERROR("recover: opendir %s failed: %s", dir, strerror(err));
-        return pulse_status_from_errno(err);
-    }
-    while (st == PULSE_OK && (de = readdir(d)) != NULL) {
-        int64_t a, b;
-        if (parse_merge_name(de->d_name, &a, &b)) {
-            if (nn == capn) {
-                capn = capn ? capn * 2 : 4;
-                char **nb2 = pulse_realloc(names, capn * sizeof *names);
-                if (nb2 == NULL) {
-                    st = PULSE_NOMEM;
-                    break;
-                }
-                names = nb2;
-            }
-            names[nn] = pulse_strdup(de->d_name);
-            if (names[nn] == NULL)
-                st = PULSE_NOMEM;
-            else
-                nn++;
-        } else if (pulse_segment_parse_name(de->d_name, &a)) {
-            if (nb == capb) {
-                capb = capb ? capb * 2 : 16;
-                int64_t *bb = pulse_realloc(bases, capb * sizeof *bases);
-                if (bb == NULL) {
-                    st = PULSE_NOMEM;
-                    break;
-                }
-                bases = bb;
-            }
-            bases[nb++] = a;
-        }
-    }
-    closedir(d);
-    if (st != PULSE_OK) {
-        for (size_t i = 0; i < nn; i++)
-            pulse_free(names[i]);
-        pulse_free(names);
-        pulse_free(bases);
-        return st;
-    }
-    *names_out = names;
-    *nnames_out = nn;
-    *bases_out = bases;
-    *nbases_out = nb;
-    return PULSE_OK;
-}
-
-static int cmp_names(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-pulse_status_t pulse_compact_finish_merges(const struct pulse_io *io, const char *dir,
-                                           struct pulse_plog_recovery *rec)
-{
-    char **names = NULL;
-    int64_t *bases = NULL;
-    size_t nn = 0, nb = 0;
-    pulse_status_t st;
-
-    st = scan_for_merges(dir, &names, &nn, &bases, &nb);
-    if (st != PULSE_OK || nn == 0)
-        goto out;
-    qsort(names, nn, sizeof *names, cmp_names);
-    for (size_t i = 0; i < nn && st == PULSE_OK; i++) {
-        int64_t first = 0, end = 0;
-        bool has_first = false, ok = false;
-        const char *why = "its first segment is missing";
-        size_t need = strlen(dir) + strlen(names[i]) + 2;
-        char *mpath = pulse_malloc(need);
-
-        if (mpath == NULL) {
-            st = PULSE_NOMEM;
-            break;
-        }
-        snprintf(mpath, need, "%s/%s", dir, names[i]);
-        (void)parse_merge_name(names[i], &first, &end);
-        for (size_t j = 0; j < nb; j++)
-            has_first = has_first || bases[j] == first;
-        if (has_first)
-            st = verify_merge_file(io, mpath, first, end, &ok, &why);
-        if (st == PULSE_OK && ok) {
-            st = roll_merge_forward(io, dir, mpath, first, end, bases, nb);
-        } else if (st == PULSE_OK) {
-            /* Never remove data on an unproven file: the segments left keep
-             * serving, the offsets only the merge file held are unreadable
-             * until an operator restores them. */
-            PULSE_ERROR("recover: CORRUPT interrupted compaction merge %s: %s. It is left in place and not "
-                        "served; the remaining segment files are kept as they are. Keep a copy of it for "
-                        "inspection (pulse-log dump reads it as a segment file)",
-                        mpath, why);
-            rec->corrupt_segments++;
-        }
-        pulse_free(mpath);
-    }
-out:
-    for (size_t i = 0; i < nn; i++)
-        pulse_free(names[i]);
-    pulse_free(names);
-    pulse_free(bases);
     return st;
 }

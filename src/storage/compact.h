@@ -11,11 +11,14 @@
  * and the newest record of each key survive, at their offsets, re-encoded
  * into sparse-offset batches (PULSE_BATCH_FLAG_SPARSE). Adjacent segments
  * whose survivors fit one segment (the log's segment_max_bytes) are merged
- * into one file named by the first one's base. A rewrite is committed by
- * copy and swap (temp files, fdatasync, renames under the log's writer lock,
- * directory fsync); a merge through a "<first>-<end>.merge" file that
- * recovery completes (pulse_compact_finish_merges). The active segment, the
- * log end, the high watermark and the snapshot are never touched.
+ * into one file named by the first one's base. The pass reads and writes
+ * outside every lock of the log; what it decides it hands the log as an
+ * edit of its segment list (plog_edit.h): REMOVE for a segment with no
+ * survivor, REPLACE for a rewrite (copy and swap: temp files written and
+ * synced here, renamed by the log under its writer lock, directory fsync)
+ * or a merge (through a "<first>-<end>.merge" file that recovery
+ * completes). The active segment, the log end, the high watermark and the
+ * snapshot are never touched.
  *
  * State between passes lives in a struct pulse_compact (one per log): where
  * the next pass starts, which slice of the key space it maps when the log
@@ -32,9 +35,7 @@
 
 #include "common/status.h"
 
-struct pulse_io;
 struct pulse_plog;
-struct pulse_plog_recovery;
 struct pulse_compact;
 
 #define PULSE_COMPACT_DEFAULT_TOMBSTONE_RETENTION_MS (24ll * 3600 * 1000)
@@ -97,7 +98,7 @@ void pulse_compact_destroy(struct pulse_compact *comp);
  * directory fsync fences the log, since it is never retried, and so does
  * any failure after a rewrite's first rename (the list no longer describes
  * the files) or part way through a merge, whose reopening lets recovery
- * finish the merge: see pulse_compact_finish_merges); PULSE_NOMEM;
+ * finish the merge: see plog_edit.h); PULSE_NOMEM;
  * PULSE_TOO_LARGE when even the finest key slice does not fit max_keys.
  * Corrupt batches are not an error: a segment holding one is left untouched.
  *
@@ -108,10 +109,10 @@ void pulse_compact_destroy(struct pulse_compact *comp);
  * run meanwhile: every commit checks under the writer lock that the
  * segments it replaces are still listed (a reopen lists new ones) and does
  * nothing otherwise. Locks: takes the segment-list lock briefly to capture the
- * segment list, and the writer lock (then the list lock inside it) only for
- * each commit or deletion (a merge holds it for its renames, unlinks and
- * three directory fsyncs); no lock is held while reading or writing temp
- * files. May block on disk I/O for up to about max_pass_ms plus one commit.
+ * segment list (pulse_plog_capture), and the writer lock (then the list
+ * lock inside it) only inside pulse_plog_apply, for each commit or deletion
+ * (a merge holds it for its renames, unlinks and three directory fsyncs);
+ * no lock is held while reading or writing temp files. May block on disk I/O for up to about max_pass_ms plus one commit.
  */
 pulse_status_t pulse_compact_run(struct pulse_compact *comp, struct pulse_plog *plog,
                                  const struct pulse_compact_config *cfg, int64_t now_ms,
@@ -127,27 +128,5 @@ pulse_status_t pulse_compact_run(struct pulse_compact *comp, struct pulse_plog *
  */
 pulse_status_t pulse_compact_pass(struct pulse_plog *plog, const struct pulse_compact_config *cfg, int64_t now_ms,
                                   struct pulse_compact_result *out);
-
-/*
- * Finishes every merge that a pass left half done in the partition
- * directory dir: a file "<first>-<end>.merge" (20-digit offsets; see
- * docs/Storage.md, "Merging adjacent segments"). Its existence proves that
- * the merged data was complete and synced before any segment it replaces
- * was touched, so the merge is rolled forward: once the file verifies
- * (whole CRC-valid batches, offsets increasing within [first, end)) and
- * <first>.log still exists, the segment files with a base in (first, end)
- * are removed, the directory is fsynced, <first>.index is removed (the scan
- * rebuilds it) and the merge file is renamed over <first>.log, then the
- * directory is fsynced again. Every step is idempotent, so a crash in here
- * is finished by the next open. A merge file that does not verify, or whose
- * first segment is missing, is left in place, logged as an error naming it,
- * and counted in rec->corrupt_segments; nothing is removed for it.
- * PULSE_OK, PULSE_IO/PULSE_NOSPACE for a failed unlink, rename or directory
- * fsync (nothing is lost: the next open retries), PULSE_NOMEM.
- * Thread: the opener only (pulse_recover_run, before it lists the
- * segments); nothing else may use dir meanwhile.
- */
-pulse_status_t pulse_compact_finish_merges(const struct pulse_io *io, const char *dir,
-                                           struct pulse_plog_recovery *rec);
 
 #endif

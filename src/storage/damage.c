@@ -16,7 +16,6 @@
 #include "storage/damage.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -131,55 +130,21 @@ out:
 pulse_status_t pulse_damage_read(const struct pulse_io *io, const char *dir, struct pulse_damage **out,
                                  size_t *n_out)
 {
-    char path[4096];
-    const uint64_t max = PULSE_DAMAGE_HEADER_SIZE + (uint64_t)PULSE_DAMAGE_MAX_ENTRIES * PULSE_DAMAGE_ENTRY_SIZE;
+    const size_t max = PULSE_DAMAGE_HEADER_SIZE + (size_t)PULSE_DAMAGE_MAX_ENTRIES * PULSE_DAMAGE_ENTRY_SIZE;
     uint8_t *raw = NULL;
-    uint64_t size = 0;
-    int fd = -1;
-    ssize_t got;
-    pulse_status_t st = PULSE_OK;
+    size_t len = 0;
+    pulse_status_t st;
 
-    if (snprintf(path, sizeof path, "%s/%s", dir, PULSE_DAMAGE_NAME) >= (int)sizeof path) {
-        st = PULSE_INVALID;
-        goto out;
-    }
-    fd = io->open(io, path, O_RDONLY, 0);
-    if (fd < 0) {
+    if (pulse_io_read_file(io, dir, PULSE_DAMAGE_NAME, max, &raw, &len) < 0) {
         int err = errno;
-        if (err == ENOENT) {
-            st = PULSE_NOT_FOUND;
-        } else {
-            PULSE_ERROR("damage: open %s failed: %s", path, strerror(err));
-            st = pulse_status_from_errno(err);
-        }
-        goto out;
+        if (err == ENOENT)
+            return PULSE_NOT_FOUND;
+        if (err == EFBIG)
+            return PULSE_CORRUPT; /* larger than any record we write */
+        PULSE_ERROR("damage: read %s/%s failed: %s", dir, PULSE_DAMAGE_NAME, strerror(err));
+        return err == ENAMETOOLONG ? PULSE_INVALID : pulse_status_from_errno(err);
     }
-    if (io->fsize(io, fd, &size) < 0) {
-        int err = errno;
-        PULSE_ERROR("damage: fstat %s failed: %s", path, strerror(err));
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
-    if (size > max) {
-        st = PULSE_CORRUPT;
-        goto out;
-    }
-    raw = pulse_malloc(size > 0 ? (size_t)size : 1);
-    if (raw == NULL) {
-        st = PULSE_NOMEM;
-        goto out;
-    }
-    got = pulse_io_pread_all(io, fd, raw, (size_t)size, 0);
-    if (got < 0) {
-        int err = errno;
-        PULSE_ERROR("damage: pread %s failed: %s", path, strerror(err));
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
-    st = pulse_damage_decode(raw, (size_t)got, out, n_out);
-out:
-    if (fd >= 0)
-        io->close(io, fd);
+    st = pulse_damage_decode(raw, len, out, n_out);
     pulse_free(raw);
     return st;
 }

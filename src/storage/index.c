@@ -108,6 +108,19 @@ void pulse_index_decode_entry(const uint8_t in[PULSE_INDEX_ENTRY_SIZE], struct p
     e->rel_pos = pulse_get_be32(in + 4);
 }
 
+uint8_t *pulse_index_encode(const struct pulse_index *idx, size_t *len_out)
+{
+    size_t len = idx->n * PULSE_INDEX_ENTRY_SIZE;
+    uint8_t *raw = pulse_malloc(len > 0 ? len : 1);
+
+    if (raw == NULL)
+        return NULL;
+    for (size_t i = 0; i < idx->n; i++)
+        pulse_index_encode_entry(&idx->entries[i], raw + i * PULSE_INDEX_ENTRY_SIZE);
+    *len_out = len;
+    return raw;
+}
+
 pulse_status_t pulse_index_decode(struct pulse_index *idx, const uint8_t *buf, size_t len, bool *clean_out)
 {
     size_t whole = len / PULSE_INDEX_ENTRY_SIZE;

@@ -54,6 +54,13 @@ void pulse_index_encode_entry(const struct pulse_index_entry *e, uint8_t out[PUL
 /* Parses one entry from in[8] (any bytes: the caller judges the values). */
 void pulse_index_decode_entry(const uint8_t in[PULSE_INDEX_ENTRY_SIZE], struct pulse_index_entry *e);
 
+/* The image of an index file holding the whole table: n entries of 8
+ * bytes, in order. Returns it (pulse_free; at least one byte is allocated
+ * for an empty table) with its length in *len_out, or NULL when out of
+ * memory. The one writer of index tables: recovery's rewrite of an index
+ * file (segment.c) and compaction's new index (compact.c) both use it. */
+uint8_t *pulse_index_encode(const struct pulse_index *idx, size_t *len_out);
+
 /* Parses an index file image (hostile bytes). Loads the longest prefix of
  * whole entries that is strictly increasing in both fields into idx (which
  * must be empty). *clean_out is true when every byte was consumed that way

@@ -250,3 +250,47 @@ out:
     }
     return rc;
 }
+
+int pulse_io_read_file(const struct pulse_io *io, const char *dir, const char *name, size_t max, uint8_t **data_out,
+                       size_t *len_out)
+{
+    char path[4096];
+    uint8_t *data = NULL;
+    uint64_t size = 0;
+    ssize_t got = 0;
+    int fd = -1;
+    int err = 0;
+
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+        err = ENAMETOOLONG;
+        goto out;
+    }
+    fd = io->open(io, path, O_RDONLY, 0);
+    if (fd < 0 || io->fsize(io, fd, &size) < 0) {
+        err = errno;
+        goto out;
+    }
+    if (size > max) {
+        err = EFBIG;
+        goto out;
+    }
+    data = pulse_malloc(size > 0 ? (size_t)size : 1);
+    if (data == NULL) {
+        err = ENOMEM;
+        goto out;
+    }
+    got = pulse_io_pread_all(io, fd, data, (size_t)size, 0);
+    if (got < 0)
+        err = errno;
+out:
+    if (fd >= 0)
+        io->close(io, fd);
+    if (err != 0) {
+        pulse_free(data);
+        errno = err;
+        return -1;
+    }
+    *data_out = data;
+    *len_out = (size_t)got;
+    return 0;
+}

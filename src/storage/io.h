@@ -63,4 +63,12 @@ ssize_t pulse_io_pread_all(const struct pulse_io *io, int fd, void *buf, size_t 
 int pulse_io_replace_file(const struct pulse_io *io, const char *dir, const char *name,
                           const void *data, size_t len);
 
+/* Reads a small file whole (the counterpart of pulse_io_replace_file):
+ * *data_out gets its bytes (pulse_free; at least one byte is allocated)
+ * and *len_out their count. Returns 0, or -1 with errno: ENOENT when it
+ * does not exist, EFBIG when it holds more than max bytes (none of it is
+ * read), ENAMETOOLONG, ENOMEM, or the error of the open, fstat or pread. */
+int pulse_io_read_file(const struct pulse_io *io, const char *dir, const char *name, size_t max, uint8_t **data_out,
+                       size_t *len_out);
+
 #endif

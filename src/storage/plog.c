@@ -28,7 +28,7 @@
  *   reference on. Slices never include damaged bytes and only skip offsets
  *   before their first batch, reporting them. A read whose CRC check meets
  *   damage nobody knew, or whose walk meets a batch header that cannot be
- *   right (header_plausible), learns it with the recovery rule, publishes
+ *   right (batch_plausible), learns it with the recovery rule, publishes
  *   a new set, records it in the damage record and reads on past it.
  *
  *   Failure fencing: a failed pwrite or fdatasync sets fenced (sticky, under
@@ -234,12 +234,7 @@ static pulse_status_t put_snapshot(struct pulse_plog *plog, const struct pulse_s
     return st;
 }
 
-/* Writes the snapshot describing the durable state. Caller holds wlock
- * (rotation, trim, close). A failed snapshot write is logged but not
- * fatal: the snapshot is a shortcut and a checkpoint, and a stale or
- * missing one costs a full scan and the proof of the newest data (see
- * pulse_plog_checkpoint). */
-static pulse_status_t write_snapshot_locked(struct pulse_plog *plog)
+pulse_status_t pulse_plog_snapshot_locked(struct pulse_plog *plog)
 {
     struct pulse_snapshot snap;
     pulse_status_t st = PULSE_FENCED;
@@ -404,8 +399,8 @@ static pulse_status_t rotate_locked(struct pulse_plog *plog)
     pulse_segment_close_index(old);
     PULSE_INFO("plog %s: rolled to segment %020" PRId64 " (previous %" PRIu64 " bytes)", plog->dir, leo,
                atomic_load(&old->size));
-    /* Best effort (see write_snapshot_locked). */
-    (void)write_snapshot_locked(plog);
+    /* Best effort (see pulse_plog_snapshot_locked). */
+    (void)pulse_plog_snapshot_locked(plog);
 out:
     pulse_segment_release(seg);
     return st;
@@ -413,59 +408,160 @@ out:
 
 /*
  * Checks a buffer of one or more consecutive contiguous batches (an append
- * unit) outside any lock: pure CPU work on the caller's bytes. Fills the
- * unit's record count and newest timestamp.
+ * unit) outside any lock: pure CPU work on the caller's bytes, walked with
+ * the one batch iterator (segscan.h) over the buffer, every batch verified
+ * and the first that is not whole and valid ending the walk; the unit's
+ * offsets are not numbered yet, so they mean nothing. Fills the unit's
+ * record count and newest timestamp.
  */
 static pulse_status_t verify_unit(const uint8_t *buf, size_t len, uint64_t *records_out, int64_t *max_ts_out)
 {
+    struct pulse_segscan sc;
+    struct pulse_segscan_item it;
     uint64_t records = 0;
     int64_t max_ts = INT64_MIN;
-    size_t pos = 0;
+    pulse_status_t st = PULSE_OK;
 
     if (buf == NULL || len == 0)
         return PULSE_INVALID;
-    while (pos < len) {
-        struct pulse_batch_header hdr;
-        int64_t last = 0;
-        if (pulse_batch_verify(buf + pos, len - pos, &hdr, &last) != PULSE_OK ||
-            (hdr.flags & PULSE_BATCH_FLAG_SPARSE) != 0 || hdr.record_count == 0)
-            return PULSE_INVALID;
-        records += hdr.record_count;
-        if (hdr.first_timestamp > max_ts)
-            max_ts = hdr.first_timestamp;
-        if (hdr.last_timestamp > max_ts)
-            max_ts = hdr.last_timestamp;
-        pos += pulse_batch_total_size(&hdr);
+    pulse_segscan_init_mem(&sc, buf, len, PULSE_SEGSCAN_STOP | PULSE_SEGSCAN_ANY_ORDER);
+    while (pulse_segscan_next(&sc, &it) == PULSE_OK && it.kind == PULSE_SEGSCAN_BATCH) {
+        if ((it.hdr.flags & PULSE_BATCH_FLAG_SPARSE) != 0)
+            break;
+        records += it.hdr.record_count;
+        if (it.hdr.first_timestamp > max_ts)
+            max_ts = it.hdr.first_timestamp;
+        if (it.hdr.last_timestamp > max_ts)
+            max_ts = it.hdr.last_timestamp;
     }
-    *records_out = records;
-    *max_ts_out = max_ts;
-    return PULSE_OK;
+    if (it.kind != PULSE_SEGSCAN_END)
+        st = PULSE_INVALID; /* damage, or a sparse batch: only compaction writes those */
+    pulse_segscan_fini(&sc);
+    if (st == PULSE_OK) {
+        *records_out = records;
+        *max_ts_out = max_ts;
+    }
+    return st;
 }
 
 /* Gives each batch of a verified unit its base offset, consecutively. */
 static void number_unit(uint8_t *buf, size_t len, int64_t base)
 {
-    size_t pos = 0;
-    while (pos < len) {
-        struct pulse_batch_header hdr;
-        (void)pulse_batch_parse_header(buf + pos, len - pos, &hdr);
-        size_t size = pulse_batch_total_size(&hdr);
-        pulse_batch_set_base_offset(buf + pos, size, base);
-        base += hdr.record_count;
-        pos += size;
+    struct pulse_segscan sc;
+    struct pulse_segscan_item it;
+
+    pulse_segscan_init_mem(&sc, buf, len, PULSE_SEGSCAN_TRUST | PULSE_SEGSCAN_ANY_ORDER);
+    while (pulse_segscan_next(&sc, &it) == PULSE_OK && it.kind == PULSE_SEGSCAN_BATCH) {
+        pulse_batch_set_base_offset(buf + it.pos, (size_t)(it.end - it.pos), base);
+        base += it.hdr.record_count;
     }
+    pulse_segscan_fini(&sc);
+}
+
+/*
+ * The segment an append of len bytes and records records at offset base
+ * goes to, rolling first when it would not fit the active one (contract
+ * section 5); a batch bigger than a whole segment still gets an empty
+ * segment of its own. The second test keeps relative offsets within the
+ * index's 32 bits. Caller holds wlock.
+ */
+static pulse_status_t segment_for(struct pulse_plog *plog, size_t len, uint64_t records, int64_t base,
+                                  struct pulse_segment **seg_out)
+{
+    struct pulse_segment *seg = active_seg(plog);
+    uint64_t pos = atomic_load_explicit(&seg->size, memory_order_relaxed);
+    pulse_status_t st;
+
+    if (pos > 0 &&
+        (pos + len > plog->cfg.segment_max_bytes || (uint64_t)(base - seg->base) + records > UINT32_MAX)) {
+        st = rotate_locked(plog);
+        if (st != PULSE_OK)
+            return st;
+        seg = active_seg(plog);
+    }
+    *seg_out = seg;
+    return PULSE_OK;
+}
+
+/*
+ * Writes the numbered unit at pos of seg (data file pinned as fd). A full
+ * device refuses this append only (the write is taken back); any other
+ * failure fences. Caller holds wlock.
+ */
+static pulse_status_t write_unit(struct pulse_plog *plog, struct pulse_segment *seg, int fd, const uint8_t *batch,
+                                 size_t len, uint64_t pos)
+{
+    size_t done = 0;
+    int err;
+    pulse_status_t st;
+
+    if (pulse_io_pwrite_all(plog->io, fd, batch, len, (off_t)pos, &done) >= 0)
+        return PULSE_OK;
+    err = errno;
+    st = pulse_status_from_errno(err);
+    if (st == PULSE_NOSPACE) {
+        /* A full disk is expected to pass: refuse this append only. */
+        PULSE_WARN_RL("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s; append refused, "
+                      "the log keeps accepting appends",
+                      seg->log_path, pos, done, len, strerror(err));
+        return undo_write_locked(plog, seg, fd, pos, st);
+    }
+    PULSE_ERROR("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s", seg->log_path, pos, done, len,
+                strerror(err));
+    fence_locked(plog, seg, "write", true);
+    return st;
+}
+
+/*
+ * The index entry of a unit just written at pos (at base), when one is due:
+ * one entry at most per unit, at its first batch (entries must point at
+ * batch boundaries, and the unit's start is one). A failure that leaves the
+ * table as it was takes the data back too; any other fences. Caller holds
+ * wlock.
+ */
+static pulse_status_t index_unit(struct pulse_plog *plog, struct pulse_segment *seg, int fd, int64_t base,
+                                 uint64_t pos)
+{
+    pulse_status_t st;
+
+    if (seg->index.n > 0 && seg->since_entry < plog->cfg.index_interval_bytes)
+        return PULSE_OK;
+    st = pulse_segment_index_add(seg, (uint32_t)(base - seg->base), (uint32_t)pos);
+    if (st == PULSE_NOSPACE || st == PULSE_NOMEM || st == PULSE_NOFILE)
+        return undo_write_locked(plog, seg, fd, pos, st);
+    if (st != PULSE_OK) {
+        fence_locked(plog, seg, "index write", true);
+        return st;
+    }
+    seg->since_entry = 0;
+    return PULSE_OK;
+}
+
+/* Publishes a unit written at pos of seg: the new end is visible only once
+ * its bytes exist. Caller holds wlock. */
+static void publish_unit(struct pulse_plog *plog, struct pulse_segment *seg, size_t len, uint64_t pos, int64_t end,
+                         int64_t max_ts)
+{
+    seg->since_entry += len;
+    if (max_ts > atomic_load_explicit(&seg->max_ts, memory_order_relaxed))
+        atomic_store_explicit(&seg->max_ts, max_ts, memory_order_relaxed);
+    /* Unsynced bytes: the descriptor stays open until a sync covers them
+     * (see fdcache.h); the ticket tells that sync what it covered. */
+    seg->dirty_ticket = pulse_fdc_dirty(&seg->data);
+    atomic_store_explicit(&seg->size, pos + len, memory_order_release);
+    atomic_store_explicit(&seg->next_offset, end, memory_order_release);
+    atomic_store_explicit(&plog->leo, end, memory_order_release);
 }
 
 pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out,
                                        int64_t *end_out, uint64_t *epoch_out)
 {
-    struct pulse_segment *seg;
+    struct pulse_segment *seg = NULL;
     uint64_t records = 0;
     int64_t max_ts = INT64_MIN;
     int64_t base = 0;
     uint64_t pos;
-    bool locked = false;
-    struct pulse_segment *pinned = NULL;
+    bool locked = false, pinned = false;
     int fd = -1;
     pulse_status_t st;
 
@@ -484,70 +580,22 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
         st = PULSE_FENCED;
         goto out;
     }
-    seg = active_seg(plog);
     base = atomic_load_explicit(&plog->leo, memory_order_relaxed);
-    pos = atomic_load_explicit(&seg->size, memory_order_relaxed);
-    /* Roll when the batch would not fit (contract section 5); a batch bigger
-     * than a whole segment still gets an empty segment of its own. The
-     * second test keeps relative offsets within the index's 32 bits. */
-    if (pos > 0 && (pos + len > plog->cfg.segment_max_bytes ||
-                    (uint64_t)(base - seg->base) + records > UINT32_MAX)) {
-        st = rotate_locked(plog);
-        if (st != PULSE_OK)
-            goto out;
-        seg = active_seg(plog);
-        pos = 0;
-    }
+    st = segment_for(plog, len, records, base, &seg);
     /* Out of descriptors: refused before anything is written. */
-    st = pulse_segment_pin(seg, &fd);
+    if (st == PULSE_OK)
+        st = pulse_segment_pin(seg, &fd);
     if (st != PULSE_OK)
         goto out;
-    pinned = seg;
+    pinned = true;
+    pos = atomic_load_explicit(&seg->size, memory_order_relaxed);
     number_unit(batch, len, base);
-    {
-        size_t done = 0;
-        if (pulse_io_pwrite_all(plog->io, fd, batch, len, (off_t)pos, &done) < 0) {
-            int err = errno;
-            st = pulse_status_from_errno(err);
-            if (st == PULSE_NOSPACE) {
-                /* A full disk is expected to pass: refuse this append only. */
-                PULSE_WARN_RL("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s; append refused, "
-                              "the log keeps accepting appends",
-                              seg->log_path, pos, done, len, strerror(err));
-                st = undo_write_locked(plog, seg, fd, pos, st);
-                goto out;
-            }
-            PULSE_ERROR("plog: pwrite %s at %" PRIu64 " failed after %zu of %zu bytes: %s", seg->log_path, pos,
-                        done, len, strerror(err));
-            fence_locked(plog, seg, "write", true);
-            goto out;
-        }
-    }
-    /* One index entry at most per unit, at its first batch: entries must
-     * point at batch boundaries, and the unit's start is one. */
-    if (seg->index.n == 0 || seg->since_entry >= plog->cfg.index_interval_bytes) {
-        st = pulse_segment_index_add(seg, (uint32_t)(base - seg->base), (uint32_t)pos);
-        if (st == PULSE_NOSPACE || st == PULSE_NOMEM || st == PULSE_NOFILE) {
-            /* index_add left the table as it was; take the data back too. */
-            st = undo_write_locked(plog, seg, fd, pos, st);
-            goto out;
-        }
-        if (st != PULSE_OK) {
-            fence_locked(plog, seg, "index write", true);
-            goto out;
-        }
-        seg->since_entry = 0;
-    }
-    seg->since_entry += len;
-    if (max_ts > atomic_load_explicit(&seg->max_ts, memory_order_relaxed))
-        atomic_store_explicit(&seg->max_ts, max_ts, memory_order_relaxed);
-    /* Unsynced bytes: the descriptor stays open until a sync covers them
-     * (see fdcache.h); the ticket tells that sync what it covered. */
-    seg->dirty_ticket = pulse_fdc_dirty(&seg->data);
-    /* Publish last: the new end is visible only once its bytes exist. */
-    atomic_store_explicit(&seg->size, pos + len, memory_order_release);
-    atomic_store_explicit(&seg->next_offset, base + (int64_t)records, memory_order_release);
-    atomic_store_explicit(&plog->leo, base + (int64_t)records, memory_order_release);
+    st = write_unit(plog, seg, fd, batch, len, pos);
+    if (st == PULSE_OK)
+        st = index_unit(plog, seg, fd, base, pos);
+    if (st != PULSE_OK)
+        goto out;
+    publish_unit(plog, seg, len, pos, base + (int64_t)records, max_ts);
     *base_out = base;
     if (end_out != NULL)
         *end_out = base + (int64_t)records;
@@ -555,10 +603,9 @@ pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, 
      * the epoch the bytes were written in. */
     if (epoch_out != NULL)
         *epoch_out = atomic_load(&plog->epoch);
-    st = PULSE_OK;
 out:
-    if (pinned != NULL)
-        pulse_segment_unpin(pinned);
+    if (pinned)
+        pulse_segment_unpin(seg);
     if (locked)
         pthread_mutex_unlock(&plog->wlock);
     return st;
@@ -944,7 +991,7 @@ static size_t first_base_after(const struct pulse_plog *plog, int64_t offset)
  * The segment to read after seg, which held nothing at or after offset: the
  * next one in the list. If seg is no longer listed, the list changed since
  * the reader found it: compaction may have merged seg and the segments
- * after it into an earlier file (compact.c, "Merging"), so the segment
+ * after it into an earlier file (plog_edit.c, "Crash safety of a merge"), so the segment
  * after seg's base could lie past records that now live in that file. Look
  * offset up again instead; each lookup lands on a listed segment, so this
  * cannot loop. Returns an acquired reference or NULL.
@@ -1024,43 +1071,6 @@ static void unpin_release(struct pulse_segment *seg)
     pulse_segment_release(seg);
 }
 
-/* The offset after the last record of the batch at pos. Sparse batches
- * (compacted) need their records decoded to know it. */
-static pulse_status_t batch_end_offset(struct pulse_segment *seg, int fd, const struct pulse_batch_header *hdr,
-                                       uint64_t pos, int64_t *end_out)
-{
-    uint8_t *buf = NULL;
-    size_t total = pulse_batch_total_size(hdr);
-    int64_t last = 0;
-    pulse_status_t st = PULSE_OK;
-
-    if ((hdr->flags & PULSE_BATCH_FLAG_SPARSE) == 0) {
-        *end_out = hdr->base_offset + hdr->record_count;
-        goto out;
-    }
-    buf = pulse_malloc(total);
-    if (buf == NULL) {
-        st = PULSE_NOMEM;
-        goto out;
-    }
-    if (pulse_io_pread_all(seg->io, fd, buf, total, (off_t)pos) != (ssize_t)total) {
-        int err = errno;
-        PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
-        st = PULSE_IO;
-        goto out;
-    }
-    struct pulse_batch_header full;
-    st = pulse_batch_verify(buf, total, &full, &last);
-    if (st != PULSE_OK) {
-        st = PULSE_CORRUPT;
-        goto out;
-    }
-    *end_out = last + 1;
-out:
-    pulse_free(buf);
-    return st;
-}
-
 /* The state of one slice being built. */
 struct slicer {
     struct pulse_plog *plog;
@@ -1089,124 +1099,108 @@ static int64_t hw_now(struct pulse_plog *plog)
     return hw;
 }
 
-/* True when the whole batch at pos (total bytes) verifies. */
-static bool batch_verifies(struct pulse_segment *seg, int fd, uint64_t pos, size_t total)
+/*
+ * What the log knows beyond the scan's own rule about a batch its walk met
+ * inside the durable bytes of a segment (header only), where expect is the
+ * lowest offset the batch may start at: false when the header cannot be
+ * right (damage, which the caller learns: docs/Storage.md "Reading around
+ * damage"): a base offset at or past HW (nothing below a durable size can
+ * lie there), or, in a contiguous log, a base offset that jumps over
+ * offsets no known range holds while the batch fails its check. (Offsets
+ * below expect or past the segment's limit the scan itself refuses.)
+ * *at_end is set for a base offset at or past the HW this read started
+ * with, which a sync that ran since made durable.
+ */
+static bool batch_plausible(struct slicer *sl, struct pulse_segscan *sc, const struct pulse_segscan_item *it,
+                            int64_t expect, bool *at_end)
 {
-    uint8_t *buf = pulse_malloc(total);
-    bool ok = buf != NULL && pulse_io_pread_all(seg->io, fd, buf, total, (off_t)pos) == (ssize_t)total &&
-              pulse_batch_verify(buf, total, NULL, NULL) == PULSE_OK;
+    bool ok = false;
 
-    pulse_free(buf);
-    return ok;
+    *at_end = false;
+    if (it->hdr.base_offset >= sl->hw) {
+        *at_end = true;
+        return it->hdr.base_offset < hw_now(sl->plog);
+    }
+    if (sl->plog->cfg.contiguous && it->hdr.base_offset > expect && !dset_between(sl->set, expect, it->hdr.base_offset)) {
+        (void)pulse_segscan_verify(sc, it, &ok); /* a failed read counts as a failed check */
+        return ok;
+    }
+    return true;
 }
 
-/*
- * Judges a batch header the walk met inside the durable bytes of seg,
- * where expect is the lowest offset the batch may start at and limit the
- * segment's offset limit. Returns false when the header cannot be right
- * (damage, which the caller learns: docs/Storage.md "Reading around
- * damage"): a base offset below expect or at or past limit, or at or past
- * HW (nothing below a durable size can lie there), or, in a contiguous
- * log, a base offset that jumps over offsets no known range holds while
- * the batch fails its check. *at_end is set for a base offset at or past
- * the HW this read started with, which a sync that ran since made durable.
- */
-static bool header_plausible(struct slicer *sl, struct pulse_segment *seg, int fd, uint64_t pos,
-                             const struct pulse_batch_header *hdr, int64_t expect, int64_t limit, bool *at_end)
+/* A batch the walk cannot serve (damage, or a header that cannot be
+ * right) at pos: the slice ends before it. PULSE_CORRUPT when it comes
+ * first; sl->bad_pos names it. */
+static pulse_status_t walk_bad(struct slicer *sl, struct pulse_segment *seg, uint64_t pos)
 {
-    *at_end = false;
-    if (hdr->base_offset < expect || hdr->base_offset >= limit)
-        return false;
-    if (hdr->base_offset >= sl->hw) {
-        *at_end = true;
-        return hdr->base_offset < hw_now(sl->plog);
-    }
-    if (sl->plog->cfg.contiguous && hdr->base_offset > expect && !dset_between(sl->set, expect, hdr->base_offset))
-        return batch_verifies(seg, fd, pos, pulse_batch_total_size(hdr));
-    return true;
+    PULSE_ERROR_RL("plog: %s: invalid batch at byte %" PRIu64 "; not serving past it", seg->log_path, pos);
+    sl->bad_pos = pos;
+    sl->done = true;
+    return sl->len > 0 ? PULSE_OK : PULSE_CORRUPT;
 }
 
 /*
  * Adds the batches of seg (data file pinned as fd) at and after sl->offset
- * to the slice, walking headers from the index entry before it, stepping
- * over damaged bytes while the slice is empty and stopping at them (and at
- * any skipped range) once it is not. PULSE_CORRUPT when a batch that
- * cannot be right (unknown damage) comes first; sl->bad_pos names it.
+ * to the slice, walking headers (segscan.h, TRUST: the bytes below the
+ * durable size were verified when written or recovered) from the index
+ * entry before it, stepping over damaged bytes while the slice is empty and
+ * stopping at them (and at any skipped range) once it is not. PULSE_CORRUPT
+ * when a batch that cannot be right (unknown damage) comes first;
+ * sl->bad_pos names it.
  */
 static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg, int fd)
 {
     uint64_t bound = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
-    int64_t expect;
-    uint64_t pos = pulse_segment_lookup(seg, sl->offset, &expect);
-    int64_t limit = segment_limit(sl->plog, seg);
+    int64_t entry;
+    uint64_t pos = pulse_segment_lookup(seg, sl->offset, &entry);
     const struct pulse_damage *dr = dset_bytes_from(sl->set, seg->base, pos);
+    struct pulse_segscan sc;
+    struct pulse_segscan_item it;
     pulse_status_t st = PULSE_OK;
 
-    while (!sl->done && pos + PULSE_BATCH_HEADER_SIZE <= bound) {
-        uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
-        struct pulse_batch_header hdr;
-        int64_t bend = 0;
-        size_t total;
-        ssize_t got;
+    /* The durable end is always a batch boundary, so a batch that claims to
+     * run past it is damaged, not incomplete: the scan calls it damage. */
+    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, bound, pos, entry, segment_limit(sl->plog, seg),
+                       PULSE_SEGSCAN_TRUST | PULSE_SEGSCAN_STOP);
+    while (!sl->done && sc.pos + PULSE_BATCH_HEADER_SIZE <= bound) {
+        int64_t expect = sc.expect;
         bool at_end = false;
 
-        if (dr != NULL && dr->pos <= pos) {
+        if (dr != NULL && dr->pos <= sc.pos) {
             /* Damaged bytes (recover.c) are never part of a slice. */
             sl->done = sl->len > 0;
-            pos = dr->end;
-            expect = dr->to > expect ? dr->to : expect;
-            dr = dset_bytes_from(sl->set, seg->base, pos);
+            pulse_segscan_seek(&sc, dr->end, dr->to > expect ? dr->to : expect);
+            dr = dset_bytes_from(sl->set, seg->base, sc.pos);
             continue;
         }
-        got = pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)pos);
-        if (got < 0) {
-            int err = errno;
-            PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
-            return pulse_status_from_errno(err);
-        }
-        if ((size_t)got < sizeof hraw)
+        st = pulse_segscan_next(&sc, &it);
+        if (st != PULSE_OK || it.kind == PULSE_SEGSCAN_END)
             break;
-        /* The durable end is always a batch boundary, so a batch that
-         * claims to run past it is damaged, not incomplete. */
-        st = pulse_batch_parse_header(hraw, (size_t)(bound - pos), &hdr);
-        if (st == PULSE_EOF)
-            st = PULSE_CORRUPT;
-        if (st == PULSE_OK && !header_plausible(sl, seg, fd, pos, &hdr, expect, limit, &at_end))
-            st = PULSE_CORRUPT;
-        else if (st == PULSE_OK && at_end) {
+        if (it.kind == PULSE_SEGSCAN_DAMAGE || !batch_plausible(sl, &sc, &it, expect, &at_end)) {
+            st = walk_bad(sl, seg, it.pos);
+            break;
+        }
+        if (at_end) {
             sl->done = true;
             break;
         }
-        if (st == PULSE_OK)
-            st = batch_end_offset(seg, fd, &hdr, pos, &bend);
-        if (st != PULSE_OK) {
-            if (st != PULSE_CORRUPT)
-                return st;
-            PULSE_ERROR_RL("plog: %s: invalid batch at byte %" PRIu64 "; not serving past it", seg->log_path, pos);
-            sl->bad_pos = pos;
-            sl->done = true;
-            return sl->len > 0 ? PULSE_OK : PULSE_CORRUPT;
-        }
-        total = pulse_batch_total_size(&hdr);
-        expect = bend;
-        if (bend <= sl->offset) {
-            pos += total;
+        if (it.last_offset < sl->offset)
             continue;
-        }
         /* A skipped range between the slice and this batch: the next read
          * starts there and reports it. */
-        if (sl->len > 0 && (dset_between(sl->set, sl->next, hdr.base_offset) || sl->len + total > sl->max_bytes)) {
+        if (sl->len > 0 && (dset_between(sl->set, sl->next, it.hdr.base_offset) ||
+                            sl->len + (it.end - it.pos) > sl->max_bytes)) {
             sl->done = true;
             break;
         }
         if (sl->len == 0) {
-            sl->first_pos = pos;
-            sl->first_base = hdr.base_offset;
+            sl->first_pos = it.pos;
+            sl->first_base = it.hdr.base_offset;
         }
-        sl->len += total;
-        sl->next = bend;
-        pos += total;
+        sl->len += it.end - it.pos;
+        sl->next = it.last_offset + 1;
     }
+    pulse_segscan_fini(&sc);
     return st;
 }
 
@@ -1425,7 +1419,7 @@ static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, int
         if (set->r[i].seg_base == seg->base && nh++ == 0)
             hfirst = i;
     }
-    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, bound, spos, soff, limit);
+    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, bound, spos, soff, limit, 0);
     pulse_segscan_set_hints(&sc, nh > 0 ? &set->r[hfirst] : NULL, nh);
     while (n < sizeof found / sizeof found[0] && pulse_segscan_next(&sc, &it) == PULSE_OK &&
            it.kind != PULSE_SEGSCAN_END && it.pos <= pos) {
@@ -1454,6 +1448,8 @@ static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_
                                 uint64_t *bad_pos)
 {
     struct pulse_segment *seg = NULL;
+    struct pulse_segscan sc;
+    struct pulse_segscan_item it;
     size_t old_len = out->len;
     uint64_t good = 0;
     int64_t next;
@@ -1487,21 +1483,19 @@ static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_
         }
     }
     /* Never hand out a batch that fails its CRC: stop before it. */
-    while (good < sl->len) {
-        struct pulse_batch_header hdr;
-        int64_t last = 0;
-        const uint8_t *p = out->data + out->len + good;
-        if (pulse_batch_verify(p, (size_t)(sl->len - good), &hdr, &last) != PULSE_OK) {
-            PULSE_ERROR_RL("plog: %s: batch at byte %" PRIu64 " fails verification; not serving it", seg->log_path,
-                           sl->pos + good);
-            *bad_pos = sl->pos + good;
-            *bad_seg = seg; /* with its pin */
-            *bad_fd = fd;
-            seg = NULL;
-            break;
-        }
-        good += pulse_batch_total_size(&hdr);
-        next = last + 1;
+    pulse_segscan_init_mem(&sc, out->data + out->len, (size_t)sl->len, PULSE_SEGSCAN_STOP);
+    while (pulse_segscan_next(&sc, &it) == PULSE_OK && it.kind == PULSE_SEGSCAN_BATCH) {
+        good = it.end;
+        next = it.last_offset + 1;
+    }
+    pulse_segscan_fini(&sc);
+    if (it.kind == PULSE_SEGSCAN_DAMAGE) {
+        PULSE_ERROR_RL("plog: %s: batch at byte %" PRIu64 " fails verification; not serving it", seg->log_path,
+                       sl->pos + good);
+        *bad_pos = sl->pos + good;
+        *bad_seg = seg; /* with its pin */
+        *bad_fd = fd;
+        seg = NULL;
     }
     if (good == 0) {
         st = PULSE_CORRUPT;
@@ -1694,8 +1688,8 @@ pulse_status_t pulse_plog_raise_end(struct pulse_plog *plog, int64_t min_end, in
     pthread_mutex_unlock(&plog->sync_lock);
     if (raised_out != NULL)
         *raised_out = min_end - leo;
-    /* Best effort (see write_snapshot_locked): the record is the proof. */
-    (void)write_snapshot_locked(plog);
+    /* Best effort (see pulse_plog_snapshot_locked): the record is the proof. */
+    (void)pulse_plog_snapshot_locked(plog);
 out:
     if (locked)
         pthread_mutex_unlock(&plog->wlock);
@@ -1753,87 +1747,6 @@ out:
         *out = arr;
         *n_out = n;
     }
-    return st;
-}
-
-pulse_status_t pulse_plog_trim(struct pulse_plog *plog, int64_t keep_from, size_t *removed_out)
-{
-    struct pulse_segment **gone = NULL;
-    size_t n = 0;
-    pulse_status_t st = PULSE_OK;
-
-    pthread_mutex_lock(&plog->wlock);
-    if (atomic_load(&plog->fenced)) {
-        st = PULSE_FENCED;
-        goto out;
-    }
-    /* The segments before the one that starts at keep_from, as planned.
-     * When no segment starts there any more (a reopen or a compaction
-     * merge changed the list since the caller looked), the first one kept
-     * would start earlier and hold offsets the plan never chose: refuse. */
-    while (n < plog->nsegs && plog->segs[n]->base < keep_from)
-        n++;
-    if (n == plog->nsegs || plog->segs[n]->base != keep_from) {
-        if (n > 0)
-            st = PULSE_BUSY;
-        n = 0;
-        goto out;
-    }
-    if (n == 0)
-        goto out;
-    gone = pulse_calloc(n, sizeof *gone);
-    if (gone == NULL) {
-        st = PULSE_NOMEM;
-        n = 0;
-        goto out;
-    }
-    pthread_mutex_lock(&plog->list_lock);
-    memcpy(gone, plog->segs, n * sizeof *gone);
-    memmove(plog->segs, plog->segs + n, (plog->nsegs - n) * sizeof *plog->segs);
-    plog->nsegs -= n;
-    atomic_store_explicit(&plog->log_start, plog->segs[0]->base, memory_order_release);
-    pthread_mutex_unlock(&plog->list_lock);
-    /* Unlink at once; readers holding a reference or a dup()'ed descriptor
-     * keep the inode alive and finish with the right bytes: no new
-     * reference can appear now the segment is off the list, and one held
-     * already gets its data descriptor kept open (retired) first, since the
-     * cache could otherwise close it and find no path to reopen. Oldest first,
-     * and the index before its data file: a crash part way leaves a prefix
-     * removed and, at worst, one data file whose index recovery rebuilds,
-     * never an index without its data. */
-    for (size_t i = 0; i < n; i++) {
-        if (atomic_load(&gone[i]->refs) > 1 && pulse_segment_retire(gone[i]) != PULSE_OK)
-            PULSE_WARN("plog: %s is still being read but cannot be kept open; that read may fail",
-                       gone[i]->log_path);
-        if (plog->io->unlink(plog->io, gone[i]->index_path) < 0 && errno != ENOENT) {
-            int err = errno;
-            PULSE_ERROR("plog: unlink %s failed: %s", gone[i]->index_path, strerror(err));
-            st = pulse_status_from_errno(err);
-        }
-        if (plog->io->unlink(plog->io, gone[i]->log_path) < 0) {
-            int err = errno;
-            PULSE_ERROR("plog: unlink %s failed: %s", gone[i]->log_path, strerror(err));
-            st = pulse_status_from_errno(err);
-        }
-        PULSE_INFO("plog %s: trimmed segment %020" PRId64, plog->dir, gone[i]->base);
-        if (i == 0 && n > 1)
-            pulse_failpoint("plog_trim_mid");
-    }
-    if (plog->io->fsync_dir(plog->io, plog->dir) < 0) {
-        int err = errno;
-        PULSE_ERROR("plog: fsync directory %s failed: %s", plog->dir, strerror(err));
-        st = pulse_status_from_errno(err);
-    }
-    /* The snapshot follows the trim so a restart trusts the trimmed state;
-     * a failure only costs the next start a full scan. */
-    (void)write_snapshot_locked(plog);
-out:
-    pthread_mutex_unlock(&plog->wlock);
-    for (size_t i = 0; i < n; i++)
-        pulse_segment_release(gone[i]);
-    pulse_free(gone);
-    if (removed_out != NULL)
-        *removed_out = n;
     return st;
 }
 
@@ -2183,7 +2096,7 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog)
                 PULSE_WARN("plog: index %s not synced at close (the next open rebuilds it)", seg->index_path);
             }
         }
-        st = write_snapshot_locked(plog);
+        st = pulse_plog_snapshot_locked(plog);
         pthread_mutex_unlock(&plog->wlock);
     }
     if (st == PULSE_OK && atomic_load(&plog->fenced))

@@ -368,7 +368,8 @@ struct pulse_segment_info {
 pulse_status_t pulse_plog_list_segments(struct pulse_plog *plog, struct pulse_segment_info **out, size_t *n_out);
 
 /*
- * Deletes the sealed segments before the one whose base offset is
+ * Retention's edit of the list (plog_edit.h, PULSE_PLOG_EDIT_TRIM): deletes
+ * the sealed segments before the one whose base offset is
  * keep_from (a base_offset from pulse_plog_list_segments), advances the log
  * start to keep_from, rewrites the snapshot. The check is made under the
  * writer lock: when no listed segment starts at keep_from any more (a

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plog_int.h - the inside of struct pulse_plog, for plog.c, its tests and a
- * later compaction module of src/storage. Never included outside
- * src/storage and its unit tests.
+ * plog_int.h - the inside of struct pulse_plog: for the log's own files
+ * (plog.c: appends, syncs, reads, reopen; plog_edit.c: the edits of its
+ * segment list that maintenance jobs describe), segment.c and recover.c,
+ * and their unit tests. Everything else, compaction and retention too,
+ * goes through plog.h and plog_edit.h; scripts/check-layers.sh enforces it.
  *
  * Lock order (a lock is only taken while holding locks to its left):
  *
@@ -113,11 +115,22 @@ struct pulse_plog {
 };
 
 /*
- * Fences the log (see plog.h "Durability") because a step outside plog.c
- * failed in a way only a reopen repairs: what (for the log line) names it.
- * Nothing is cut. Idempotent. Thread: any. Locks: takes sync_lock; the
- * caller may hold wlock.
+ * Fences the log (see plog.h "Durability") because a step outside the
+ * append path (an edit of plog_edit.c, a sync of the active index) failed
+ * in a way only a reopen repairs: who and what (for the log line) name the
+ * job and the step. Nothing is cut. Idempotent. Thread: any. Locks: takes
+ * sync_lock; the caller may hold wlock.
  */
 void pulse_plog_fence(struct pulse_plog *plog, const char *who, const char *what);
+
+/*
+ * Writes the snapshot describing the durable state. Caller holds wlock
+ * (rotation, trim, close, a raised log end). A failed snapshot write is
+ * logged but not fatal: the snapshot is a shortcut and a checkpoint, and a
+ * stale or missing one costs a full scan and the proof of the newest data
+ * (see pulse_plog_checkpoint). PULSE_FENCED on a fenced log (its state is
+ * about to change). Locks: snap_lock, then list_lock and sync_lock briefly.
+ */
+pulse_status_t pulse_plog_snapshot_locked(struct pulse_plog *plog);
 
 #endif

@@ -59,7 +59,7 @@
  *   while one step reads or writes them; a sealed segment's are closed once
  *   it is recovered (the active one's stay cached), so a log of any number
  *   of segments recovers within a few descriptors. A merge compaction left
- *   half done is finished before anything is listed (compact.h).
+ *   half done is finished before anything is listed (finish_merges).
  *
  * Why damaged bytes stay where they are. Cutting the active segment at the
  * damage would renumber (or lose) the valid batches after it; rewriting the
@@ -86,12 +86,13 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/failpoint.h"
 #include "common/log.h"
-#include "storage/compact.h"
 #include "storage/damage.h"
 #include "storage/io.h"
 #include "storage/plog.h"
 #include "storage/segment.h"
+#include "storage/segscan.h"
 #include "storage/snapshot.h"
 
 #define FORENSICS_DIR "forensics"
@@ -154,18 +155,6 @@ static pulse_status_t push_base(int64_t **arr, size_t *n, size_t *cap, int64_t v
     return PULSE_OK;
 }
 
-/* Parses "<20 digits>.index" (the name of an index file). */
-static bool parse_index_name(const char *name, int64_t *base_out)
-{
-    char log_name[PULSE_SEGMENT_NAME_MAX];
-
-    if (strlen(name) != 26 || strcmp(name + 20, ".index") != 0)
-        return false;
-    memcpy(log_name, name, 20);
-    memcpy(log_name + 20, ".log", 5);
-    return pulse_segment_parse_name(log_name, base_out);
-}
-
 /* True when the sorted array holds v. */
 static bool has_base(const int64_t *arr, size_t n, int64_t v)
 {
@@ -209,7 +198,7 @@ static pulse_status_t list_dir(const struct pulse_io *io, const char *dir, int64
         }
         if (pulse_segment_parse_name(de->d_name, &base))
             st = push_base(&bases, &n, &cap, base);
-        else if (parse_index_name(de->d_name, &base))
+        else if (pulse_segment_parse_file_name(de->d_name, "index", &base))
             st = push_base(&ibases, &ni, &icap, base);
         if (st != PULSE_OK)
             goto out;
@@ -731,21 +720,18 @@ static pulse_status_t apply_segment(struct recovery *rc, struct pulse_segment *s
             return st;
         rc->rec->indexes_rebuilt++;
         PULSE_INFO("recover: rebuilt index %s (%zu entries)", seg->index_path, seg->index.n);
-    } else {
-        seg->index_written = seg->index.n;
-        if (active) {
-            st = sync_file(seg, &seg->idx);
-            if (st != PULSE_OK)
-                return st;
-        }
-        atomic_store_explicit(&seg->index_synced, seg->index.n, memory_order_relaxed);
+    } else if (active) {
+        st = sync_file(seg, &seg->idx);
+        if (st != PULSE_OK)
+            return st;
     }
-    atomic_store_explicit(&seg->size, keep, memory_order_relaxed);
-    atomic_store_explicit(&seg->durable_size, keep, memory_order_relaxed);
-    atomic_store_explicit(&seg->next_offset, active ? rc->leo : w->limit, memory_order_relaxed);
-    atomic_store_explicit(&seg->max_ts, w->scan.max_ts, memory_order_relaxed);
     /* After a kept tail the first appended batch gets an index entry. */
-    seg->since_entry = w->kept_tail ? UINT64_MAX : w->scan.since_entry;
+    pulse_segment_set_bounds(seg, &(struct pulse_segment_bounds){
+                                      .size = keep,
+                                      .next_offset = active ? rc->leo : w->limit,
+                                      .max_ts = w->scan.max_ts,
+                                      .since_entry = w->kept_tail ? UINT64_MAX : w->scan.since_entry,
+                                  });
     /* A sealed segment's table is complete and in memory; its files reopen
      * on demand. */
     if (!active)
@@ -920,6 +906,250 @@ static pulse_status_t open_segments(struct recovery *rc, struct pulse_fdcache *c
     return PULSE_OK;
 }
 
+/* ---- merges left half done --------------------------------------------- */
+
+/*
+ * Whether the merge file at path holds what a merge writes: at least one
+ * batch, every batch whole and valid (segscan.h's rule, offsets from first
+ * up and all below end), nothing after the last batch. *ok_out is false
+ * (and why gets the problem) otherwise; a failure to read it at all is an
+ * error status.
+ */
+static pulse_status_t verify_merge_file(const struct pulse_io *io, const char *path, int64_t first, int64_t end,
+                                        bool *ok_out, char *why, size_t why_len)
+{
+    struct pulse_segscan sc;
+    struct pulse_segscan_item it;
+    uint64_t fsize = 0;
+    size_t batches = 0;
+    int fd = io->open(io, path, O_RDONLY, 0);
+    pulse_status_t st = PULSE_OK;
+
+    *ok_out = false;
+    if (fd < 0 || io->fsize(io, fd, &fsize) < 0) {
+        int err = errno;
+        PULSE_ERROR("recover: cannot read %s: %s", path, strerror(err));
+        if (fd >= 0)
+            io->close(io, fd);
+        return pulse_status_from_errno(err);
+    }
+    pulse_segscan_init(&sc, io, fd, path, first, fsize, 0, first, end, PULSE_SEGSCAN_STOP);
+    while ((st = pulse_segscan_next(&sc, &it)) == PULSE_OK && it.kind == PULSE_SEGSCAN_BATCH)
+        batches++;
+    if (st == PULSE_OK && it.kind == PULSE_SEGSCAN_DAMAGE)
+        snprintf(why, why_len, "at byte %" PRIu64 ": %s", it.pos, it.problem);
+    else if (st == PULSE_OK && batches == 0)
+        snprintf(why, why_len, "no batch");
+    else
+        *ok_out = st == PULSE_OK;
+    pulse_segscan_fini(&sc);
+    io->close(io, fd);
+    return st;
+}
+
+/* Unlinks path unless it is already gone. */
+static pulse_status_t unlink_if_present(const struct pulse_io *io, const char *path)
+{
+    if (io->unlink(io, path) < 0 && errno != ENOENT) {
+        int err = errno;
+        PULSE_ERROR("recover: unlink %s failed: %s", path, strerror(err));
+        return pulse_status_from_errno(err);
+    }
+    return PULSE_OK;
+}
+
+/*
+ * Rolls one merge forward: removes the segments in (first, end), then the
+ * first segment's index (rebuilt by the scan that follows), then renames
+ * the merge file over the first segment's data file. Each step is
+ * idempotent, so a crash in here is finished by the next open.
+ */
+static pulse_status_t roll_merge_forward(const struct pulse_io *io, const char *dir, const char *mpath,
+                                         int64_t first, int64_t end, const int64_t *bases, size_t nbases)
+{
+    char *path = NULL;
+    uint32_t removed = 0;
+    pulse_status_t st = PULSE_OK;
+
+    for (size_t i = 0; i < nbases && st == PULSE_OK; i++) {
+        if (bases[i] <= first || bases[i] >= end)
+            continue;
+        path = pulse_segment_path(dir, bases[i], "index");
+        st = path == NULL ? PULSE_NOMEM : unlink_if_present(io, path);
+        pulse_free(path);
+        path = pulse_segment_path(dir, bases[i], "log");
+        if (st == PULSE_OK)
+            st = path == NULL ? PULSE_NOMEM : unlink_if_present(io, path);
+        pulse_free(path);
+        path = NULL;
+        removed++;
+    }
+    /* As in the merge itself (plog_edit.c): removals durable before the
+     * rename. */
+    if (st == PULSE_OK && io->fsync_dir(io, dir) < 0) {
+        int err = errno;
+        PULSE_ERROR("recover: fsync directory %s failed: %s", dir, strerror(err));
+        st = pulse_status_from_errno(err);
+    }
+    if (st != PULSE_OK)
+        return st;
+    pulse_failpoint("compact_finish_merge_before_rename");
+    path = pulse_segment_path(dir, first, "index");
+    st = path == NULL ? PULSE_NOMEM : unlink_if_present(io, path);
+    pulse_free(path);
+    path = pulse_segment_path(dir, first, "log");
+    if (st == PULSE_OK && path == NULL)
+        st = PULSE_NOMEM;
+    if (st == PULSE_OK && io->rename(io, mpath, path) < 0) {
+        int err = errno;
+        PULSE_ERROR("recover: rename %s -> %s failed: %s", mpath, path, strerror(err));
+        st = pulse_status_from_errno(err);
+    }
+    if (st == PULSE_OK && io->fsync_dir(io, dir) < 0) {
+        int err = errno;
+        PULSE_ERROR("recover: fsync directory %s failed: %s", dir, strerror(err));
+        st = pulse_status_from_errno(err);
+    }
+    if (st == PULSE_OK)
+        PULSE_WARN("recover: %s: completed an interrupted compaction merge: %s now holds offsets %" PRId64
+                   "..%" PRId64 " (%" PRIu32 " later segment(s) it replaced removed)",
+                   dir, path, first, end - 1, removed);
+    pulse_free(path);
+    return st;
+}
+
+/* Collects the merge file names and the segment bases of dir. */
+static pulse_status_t scan_for_merges(const char *dir, char ***names_out, size_t *nnames_out, int64_t **bases_out,
+                                      size_t *nbases_out)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char **names = NULL;
+    int64_t *bases = NULL;
+    size_t nn = 0, nb = 0, capn = 0, capb = 0;
+    pulse_status_t st = PULSE_OK;
+
+    if (d == NULL) {
+        int err = errno;
+        PULSE_ERROR("recover: opendir %s failed: %s", dir, strerror(err));
+        return pulse_status_from_errno(err);
+    }
+    while (st == PULSE_OK && (de = readdir(d)) != NULL) {
+        int64_t a, b;
+        if (pulse_segment_parse_merge_name(de->d_name, &a, &b)) {
+            if (nn == capn) {
+                capn = capn ? capn * 2 : 4;
+                char **nb2 = pulse_realloc(names, capn * sizeof *names);
+                if (nb2 == NULL) {
+                    st = PULSE_NOMEM;
+                    break;
+                }
+                names = nb2;
+            }
+            names[nn] = pulse_strdup(de->d_name);
+            if (names[nn] == NULL)
+                st = PULSE_NOMEM;
+            else
+                nn++;
+        } else if (pulse_segment_parse_name(de->d_name, &a)) {
+            if (nb == capb) {
+                capb = capb ? capb * 2 : 16;
+                int64_t *bb = pulse_realloc(bases, capb * sizeof *bases);
+                if (bb == NULL) {
+                    st = PULSE_NOMEM;
+                    break;
+                }
+                bases = bb;
+            }
+            bases[nb++] = a;
+        }
+    }
+    closedir(d);
+    if (st != PULSE_OK) {
+        for (size_t i = 0; i < nn; i++)
+            pulse_free(names[i]);
+        pulse_free(names);
+        pulse_free(bases);
+        return st;
+    }
+    *names_out = names;
+    *nnames_out = nn;
+    *bases_out = bases;
+    *nbases_out = nb;
+    return PULSE_OK;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * Step 0: finishes every merge that compaction left half done in dir: a
+ * file "<first>-<end>.merge" (plog_edit.c, "Crash safety of a merge";
+ * docs/Storage.md "Merging adjacent segments"). Its existence proves that
+ * the merged data was complete and synced before any segment it replaces
+ * was touched, so the merge is rolled forward: once the file verifies and
+ * <first>.log still exists, the segment files with a base in (first, end)
+ * are removed, the directory is fsynced, <first>.index is removed (the
+ * scan rebuilds it) and the merge file is renamed over <first>.log, then
+ * the directory is fsynced again. Every step is idempotent, so a crash in
+ * here is finished by the next open. A merge file that does not verify, or
+ * whose first segment is missing, is left in place, logged as an error
+ * naming it, and counted in rec->corrupt_segments; nothing is removed for
+ * it. PULSE_IO/PULSE_NOSPACE for a failed unlink, rename or directory fsync
+ * (nothing is lost: the next open retries), PULSE_NOMEM.
+ */
+static pulse_status_t finish_merges(const struct pulse_io *io, const char *dir, struct pulse_plog_recovery *rec)
+{
+    char **names = NULL;
+    int64_t *bases = NULL;
+    size_t nn = 0, nb = 0;
+    pulse_status_t st;
+
+    st = scan_for_merges(dir, &names, &nn, &bases, &nb);
+    if (st != PULSE_OK || nn == 0)
+        goto out;
+    qsort(names, nn, sizeof *names, cmp_names);
+    for (size_t i = 0; i < nn && st == PULSE_OK; i++) {
+        int64_t first = 0, end = 0;
+        bool has_first = false, ok = false;
+        char why[PULSE_SEGSCAN_PROBLEM_MAX + 40] = "its first segment is missing";
+        size_t need = strlen(dir) + strlen(names[i]) + 2;
+        char *mpath = pulse_malloc(need);
+
+        if (mpath == NULL) {
+            st = PULSE_NOMEM;
+            break;
+        }
+        snprintf(mpath, need, "%s/%s", dir, names[i]);
+        (void)pulse_segment_parse_merge_name(names[i], &first, &end);
+        for (size_t j = 0; j < nb; j++)
+            has_first = has_first || bases[j] == first;
+        if (has_first)
+            st = verify_merge_file(io, mpath, first, end, &ok, why, sizeof why);
+        if (st == PULSE_OK && ok) {
+            st = roll_merge_forward(io, dir, mpath, first, end, bases, nb);
+        } else if (st == PULSE_OK) {
+            /* Never remove data on an unproven file: the segments left keep
+             * serving, the offsets only the merge file held are unreadable
+             * until an operator restores them. */
+            PULSE_ERROR("recover: CORRUPT interrupted compaction merge %s: %s. It is left in place and not "
+                        "served; the remaining segment files are kept as they are. Keep a copy of it for "
+                        "inspection (pulse-log dump reads it as a segment file)",
+                        mpath, why);
+            rec->corrupt_segments++;
+        }
+        pulse_free(mpath);
+    }
+out:
+    for (size_t i = 0; i < nn; i++)
+        pulse_free(names[i]);
+    pulse_free(names);
+    pulse_free(bases);
+    return st;
+}
+
 pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
                                  uint32_t index_interval, bool contiguous, const struct pulse_snapshot *proof,
                                  struct pulse_recover_result *res, struct pulse_plog_recovery *rec)
@@ -938,8 +1168,8 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
     memset(rec, 0, sizeof *rec);
     rc.now_ms = pulse_clock_wall_ms();
     /* A merge of segments that compaction left half done is finished first,
-     * so that the listing below sees the merged segment (compact.h). */
-    st = pulse_compact_finish_merges(io, dir, rec);
+     * so that the listing below sees the merged segment. */
+    st = finish_merges(io, dir, rec);
     if (st == PULSE_OK)
         st = list_dir(io, dir, &bases, &n, &ibases, &ni, &temps);
     if (st == PULSE_OK)

@@ -41,22 +41,78 @@ char *pulse_segment_path(const char *dir, int64_t base, const char *ext)
     return p;
 }
 
-bool pulse_segment_parse_name(const char *name, int64_t *base_out)
+/* "<20 digits>" at name: the number, or -1 when a character is not a
+ * digit or the number passes INT64_MAX. */
+static int64_t parse_digits(const char *name)
 {
     uint64_t v = 0;
 
-    if (strlen(name) != 24 || strcmp(name + 20, ".log") != 0)
-        return false;
     for (int i = 0; i < 20; i++) {
         if (name[i] < '0' || name[i] > '9')
-            return false;
+            return -1;
         uint64_t d = (uint64_t)(name[i] - '0');
         if (v > ((uint64_t)INT64_MAX - d) / 10)
-            return false;
+            return -1;
         v = v * 10 + d;
     }
-    *base_out = (int64_t)v;
+    return (int64_t)v;
+}
+
+bool pulse_segment_parse_file_name(const char *name, const char *ext, int64_t *base_out)
+{
+    size_t n = strlen(name);
+    int64_t v;
+
+    if (n != 20 + 1 + strlen(ext) || name[20] != '.' || strcmp(name + 21, ext) != 0)
+        return false;
+    v = parse_digits(name);
+    if (v < 0)
+        return false;
+    *base_out = v;
     return true;
+}
+
+bool pulse_segment_parse_name(const char *name, int64_t *base_out)
+{
+    return pulse_segment_parse_file_name(name, "log", base_out);
+}
+
+#define MERGE_SUFFIX ".merge"
+#define MERGE_NAME_LEN (20 + 1 + 20 + sizeof MERGE_SUFFIX - 1)
+
+char *pulse_segment_merge_path(const char *dir, int64_t first, int64_t end)
+{
+    size_t need = strlen(dir) + MERGE_NAME_LEN + 2;
+    char *s = pulse_malloc(need);
+
+    if (s != NULL)
+        snprintf(s, need, "%s/%020" PRId64 "-%020" PRId64 "%s", dir, first, end, MERGE_SUFFIX);
+    return s;
+}
+
+bool pulse_segment_parse_merge_name(const char *name, int64_t *first_out, int64_t *end_out)
+{
+    int64_t first, end;
+
+    if (strlen(name) != MERGE_NAME_LEN || name[20] != '-' || strcmp(name + 41, MERGE_SUFFIX) != 0)
+        return false;
+    first = parse_digits(name);
+    end = parse_digits(name + 21);
+    if (first < 0 || end <= first)
+        return false;
+    *first_out = first;
+    *end_out = end;
+    return true;
+}
+
+char *pulse_segment_temp_path(const char *dir, const char *who, int64_t base, const char *ext)
+{
+    size_t need = strlen(dir) + strlen(who) + strlen(ext) + 40;
+    char *s = pulse_malloc(need);
+
+    if (s != NULL)
+        snprintf(s, need, "%s/.tmp-%s-%020" PRId64 ".%s.tmp", dir, who, base, ext);
+    return s;
 }
 
 /* Opens path with O_CREAT (never O_TRUNC) and hands the descriptor to f. */
@@ -111,6 +167,31 @@ pulse_status_t pulse_segment_open(const struct pulse_io *io, struct pulse_fdcach
     seg = NULL;
 out:
     pulse_segment_release(seg);
+    return st;
+}
+
+void pulse_segment_set_bounds(struct pulse_segment *seg, const struct pulse_segment_bounds *b)
+{
+    seg->index_written = seg->index.n;
+    atomic_store_explicit(&seg->index_synced, seg->index.n, memory_order_relaxed);
+    atomic_store_explicit(&seg->size, b->size, memory_order_relaxed);
+    atomic_store_explicit(&seg->durable_size, b->size, memory_order_relaxed);
+    atomic_store_explicit(&seg->next_offset, b->next_offset, memory_order_relaxed);
+    atomic_store_explicit(&seg->max_ts, b->max_ts, memory_order_relaxed);
+    seg->since_entry = b->since_entry;
+}
+
+pulse_status_t pulse_segment_copy_index(struct pulse_segment *seg, const struct pulse_index *idx)
+{
+    pulse_status_t st = PULSE_OK;
+
+    pthread_mutex_lock(&seg->index_lock);
+    pulse_index_truncate(&seg->index, 0);
+    for (size_t i = 0; i < idx->n && st == PULSE_OK; i++)
+        st = pulse_index_append(&seg->index, idx->entries[i].rel_offset, idx->entries[i].rel_pos);
+    if (st != PULSE_OK)
+        pulse_index_truncate(&seg->index, 0);
+    pthread_mutex_unlock(&seg->index_lock);
     return st;
 }
 
@@ -259,20 +340,18 @@ pulse_status_t pulse_segment_rewrite_index(struct pulse_segment *seg)
 {
     uint8_t *raw = NULL;
     size_t n = seg->index.n;
-    size_t len = n * PULSE_INDEX_ENTRY_SIZE;
+    size_t len = 0;
     int ifd = -1;
     pulse_status_t st = PULSE_OK;
 
     st = pulse_fdc_pin(&seg->idx, &ifd);
     if (st != PULSE_OK)
         return st;
-    raw = pulse_malloc(len > 0 ? len : 1);
+    raw = pulse_index_encode(&seg->index, &len);
     if (raw == NULL) {
         st = PULSE_NOMEM;
         goto out;
     }
-    for (size_t i = 0; i < n; i++)
-        pulse_index_encode_entry(&seg->index.entries[i], raw + i * PULSE_INDEX_ENTRY_SIZE);
     /* Written in place rather than via rename: a crash halfway leaves an
      * index that fails validation, and recovery rebuilds it again. */
     if (pulse_io_pwrite_all(seg->io, ifd, raw, len, 0, NULL) < 0) {
@@ -476,7 +555,7 @@ pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64
     st = pulse_segment_pin(seg, &fd);
     if (st != PULSE_OK)
         return st;
-    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, file_size, pos, expect_offset, limit_offset);
+    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, file_size, pos, expect_offset, limit_offset, 0);
     pulse_segscan_set_hints(&sc, hints, nhints);
     for (;;) {
         st = pulse_segscan_next(&sc, &it);

@@ -45,9 +45,6 @@
 struct pulse_damage;
 struct pulse_io;
 
-/* "%020" PRId64 ".index" plus NUL */
-#define PULSE_SEGMENT_NAME_MAX 32
-
 struct pulse_segment {
     const struct pulse_io *io;
     int64_t base;              /* base offset, from the file name */
@@ -72,13 +69,39 @@ struct pulse_segment {
     uint64_t idx_dirty_ticket; /* W: the same for the last index entry written */
 };
 
+/*
+ * File names (docs/Storage.md section 2). The one place that formats and
+ * parses them: the engine, recovery and pulse-log all use these.
+ *   <base>.log, <base>.index      a segment's data and index file; base is
+ *                                 its base offset in 20 decimal digits
+ *   <first>-<end>.merge           the data of a compaction merge of the
+ *                                 segments in [first, end), waiting to be
+ *                                 renamed over <first>.log (plog_edit.h)
+ *   .tmp-<who>-<base>.<ext>.tmp   a temp file (never a ".log" suffix, and
+ *                                 recovery deletes every ".tmp-" file)
+ */
+
 /* Formats "<dir>/<base %020>.<ext>" into a new string (pulse_free). NULL on
  * out of memory. */
 char *pulse_segment_path(const char *dir, int64_t base, const char *ext);
 
+/* Parses "<20 digits>.<ext>" (ext without its dot: "log", "index"):
+ * true, with the base, for such a name whose number fits int64. */
+bool pulse_segment_parse_file_name(const char *name, const char *ext, int64_t *base_out);
+
 /* Parses a segment data file name "<20 digits>.log". Returns false for any
  * other name. */
 bool pulse_segment_parse_name(const char *name, int64_t *base_out);
+
+/* "<dir>/<first %020>-<end %020>.merge" (pulse_free), NULL on out of memory. */
+char *pulse_segment_merge_path(const char *dir, int64_t first, int64_t end);
+
+/* Parses "<20 digits>-<20 digits>.merge" with first < end. */
+bool pulse_segment_parse_merge_name(const char *name, int64_t *first_out, int64_t *end_out);
+
+/* "<dir>/.tmp-<who>-<base %020>.<ext>.tmp" (pulse_free), NULL on out of
+ * memory. */
+char *pulse_segment_temp_path(const char *dir, const char *who, int64_t base, const char *ext);
 
 /*
  * The segment with this base in dir, its files opened on demand through
@@ -92,6 +115,32 @@ bool pulse_segment_parse_name(const char *name, int64_t *base_out);
  */
 pulse_status_t pulse_segment_open(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
                                   int64_t base, bool create, struct pulse_segment **seg_out);
+
+/*
+ * The bounds of a segment with data, set in one place
+ * (pulse_segment_set_bounds) by whoever makes such a segment: recovery
+ * (what its scan kept) and the log's compaction edits (a rewritten or
+ * merged segment: plog_edit.c). A segment pulse_segment_open makes starts
+ * empty at its base, which is what rotation wants.
+ */
+struct pulse_segment_bounds {
+    uint64_t size;        /* bytes of data: the written end, all of it durable */
+    int64_t next_offset;  /* the offset after its last batch, or the next
+                             segment's base for a sealed one */
+    int64_t max_ts;       /* newest record timestamp, INT64_MIN if none */
+    uint64_t since_entry; /* data bytes after the last index entry;
+                             UINT64_MAX: the next appended batch gets one */
+};
+
+/* Sets seg's bounds, and records every entry of its in-memory index as
+ * written and durable in its index file (the caller wrote and synced it).
+ * Caller: the only user of seg (not listed yet), or holds the log's writer
+ * lock. */
+void pulse_segment_set_bounds(struct pulse_segment *seg, const struct pulse_segment_bounds *b);
+
+/* Replaces seg's in-memory index by a copy of idx. PULSE_NOMEM (seg's
+ * index is then empty). Locks: index_lock. */
+pulse_status_t pulse_segment_copy_index(struct pulse_segment *seg, const struct pulse_index *idx);
 
 /* Opens both files now, creating them when missing (never truncating), and
  * hands them to the cache (see pulse_segment_open with create). */

@@ -17,6 +17,10 @@
  * spent on candidates is bounded per resync (PULSE_SEGSCAN_RESYNC_BUDGET):
  * record values are client bytes and may hold many plausible-looking
  * headers.
+ *
+ * A buffer scan (pulse_segscan_init_mem) is the same walk with the window
+ * being the whole buffer: window() and header_at() point into it, so the
+ * rule above is applied by the very same code to bytes in memory.
  */
 #include "storage/segscan.h"
 
@@ -42,17 +46,33 @@ enum verdict {
 };
 
 void pulse_segscan_init(struct pulse_segscan *sc, const struct pulse_io *io, int fd, const char *path,
-                        int64_t seg_base, uint64_t size, uint64_t pos, int64_t expect, int64_t limit)
+                        int64_t seg_base, uint64_t size, uint64_t pos, int64_t expect, int64_t limit,
+                        unsigned mode)
 {
     memset(sc, 0, sizeof *sc);
     sc->io = io;
     sc->fd = fd;
+    sc->mode = mode;
     sc->path = path;
     sc->seg_base = seg_base;
     sc->size = size;
     sc->pos = pos;
     sc->expect = expect;
     sc->limit = limit;
+}
+
+void pulse_segscan_init_mem(struct pulse_segscan *sc, const uint8_t *buf, size_t len, unsigned mode)
+{
+    /* Base offsets are never negative (the codec refuses them), so 0
+     * expects nothing of the first batch. */
+    pulse_segscan_init(sc, NULL, -1, "buffer", -1, len, 0, 0, INT64_MAX, mode);
+    sc->mem = buf;
+}
+
+void pulse_segscan_seek(struct pulse_segscan *sc, uint64_t pos, int64_t expect)
+{
+    sc->pos = pos;
+    sc->expect = expect;
 }
 
 void pulse_segscan_set_hints(struct pulse_segscan *sc, const struct pulse_damage *hints, size_t n)
@@ -79,6 +99,10 @@ static pulse_status_t window(struct pulse_segscan *sc, uint64_t pos, size_t need
     size_t keep = 0;
     ssize_t got;
 
+    if (sc->mem != NULL) {
+        *p = sc->mem + pos; /* callers keep pos + need within the size */
+        return PULSE_OK;
+    }
     if (pos >= sc->buf_pos && pos - sc->buf_pos + need <= sc->buf_len) {
         *p = sc->buf + (pos - sc->buf_pos);
         return PULSE_OK;
@@ -122,6 +146,10 @@ static pulse_status_t header_at(struct pulse_segscan *sc, uint64_t q, uint8_t hr
 {
     ssize_t got;
 
+    if (sc->mem != NULL) {
+        *p = sc->mem + q;
+        return PULSE_OK;
+    }
     if (q >= sc->buf_pos && q - sc->buf_pos + PULSE_BATCH_HEADER_SIZE <= sc->buf_len) {
         *p = sc->buf + (q - sc->buf_pos);
         return PULSE_OK;
@@ -140,8 +168,9 @@ static pulse_status_t header_at(struct pulse_segscan *sc, uint64_t q, uint8_t hr
     return PULSE_OK;
 }
 
-/* Says why a batch whose header parsed fails pulse_batch_verify. */
-static void explain_verify(const uint8_t *b, size_t total, char *problem)
+/* Says why a batch whose header parsed fails pulse_batch_verify; returns
+ * whether its CRC matched. */
+static bool explain_verify(const uint8_t *b, size_t total, char *problem)
 {
     uint32_t crc = pulse_crc32c(0, b + 8, total - 8);
     struct pulse_batch_iter it;
@@ -152,11 +181,11 @@ static void explain_verify(const uint8_t *b, size_t total, char *problem)
                  "CRC mismatch in batch with base offset %" PRId64 " (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32
                  ")",
                  (int64_t)pulse_get_be64(b + 8), pulse_get_be32(b + 4), crc);
-        return;
+        return false;
     }
     if (pulse_batch_iter_init(&it, b, total) != PULSE_OK) {
         snprintf(problem, PULSE_SEGSCAN_PROBLEM_MAX, "bad batch header");
-        return;
+        return true;
     }
     while (pulse_batch_iter_next(&it, &rec) == PULSE_OK)
         ;
@@ -166,6 +195,7 @@ static void explain_verify(const uint8_t *b, size_t total, char *problem)
                  it.hdr.record_count, it.pos);
     else
         snprintf(problem, PULSE_SEGSCAN_PROBLEM_MAX, "batch has %zu bytes after its last record", it.len - it.pos);
+    return true;
 }
 
 /* The offset rules (segscan.h); problem (nullable) gets the reason. */
@@ -175,6 +205,8 @@ static bool offsets_ok(const struct pulse_segscan *sc, uint64_t q, const struct 
     const char *why = NULL;
     char msg[PULSE_SEGSCAN_PROBLEM_MAX];
 
+    if (sc->mode & PULSE_SEGSCAN_ANY_ORDER)
+        return true;
     if (hdr->base_offset < sc->expect) {
         if (sc->seen_batch)
             snprintf(msg, sizeof msg, "batch base offset %" PRId64 " does not follow the previous last offset %" PRId64,
@@ -195,12 +227,23 @@ static bool offsets_ok(const struct pulse_segscan *sc, uint64_t q, const struct 
     return why == NULL;
 }
 
+/* The last offset of a batch whose header (only) was read: a contiguous
+ * batch's records are numbered from its base. False on overflow (the
+ * codec refuses such a batch too). */
+static bool header_last(const struct pulse_batch_header *hdr, int64_t *last)
+{
+    return !__builtin_add_overflow(hdr->base_offset, (int64_t)hdr->record_count - 1, last);
+}
+
 /*
  * Judges the bytes at q. On V_VALID, it->batch/hdr/last_offset/end describe
- * the batch. problem (nullable) gets the reason of any other verdict.
- * budget (nullable) is charged the batch size before its CRC is computed.
+ * the batch. problem (nullable: a resync candidate) gets the reason of any
+ * other verdict, and then it->parsed, it->crc_ok and it->hdr say how far
+ * the batch at q held together. trust: judge by the header alone (TRUST
+ * mode, at the scan position only). budget (nullable) is charged the batch
+ * size before its CRC is computed.
  */
-static pulse_status_t check_at(struct pulse_segscan *sc, uint64_t q, char *problem, uint64_t *budget,
+static pulse_status_t check_at(struct pulse_segscan *sc, uint64_t q, char *problem, bool trust, uint64_t *budget,
                                struct pulse_segscan_item *it, enum verdict *v)
 {
     uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
@@ -224,7 +267,7 @@ static pulse_status_t check_at(struct pulse_segscan *sc, uint64_t q, char *probl
     if (st != PULSE_OK)
         return st;
     /* On 52 bytes parse_header says CORRUPT only for a bad header itself
-     * (and EOF, without filling hdr, for any good one). */
+     * (and EOF, having filled hdr, for any good one). */
     if (pulse_batch_parse_header(p, PULSE_BATCH_HEADER_SIZE, &hdr) == PULSE_CORRUPT) {
         if (problem != NULL)
             snprintf(problem, PULSE_SEGSCAN_PROBLEM_MAX,
@@ -233,7 +276,7 @@ static pulse_status_t check_at(struct pulse_segscan *sc, uint64_t q, char *probl
                      p[0], p[1], pulse_get_be16(p + 2), pulse_get_be32(p + 36), pulse_get_be32(p + 16));
         return PULSE_OK;
     }
-    total = (uint64_t)PULSE_BATCH_HEADER_SIZE + pulse_get_be32(p + 16);
+    total = (uint64_t)PULSE_BATCH_HEADER_SIZE + hdr.batch_len;
     if (total > avail) {
         if (problem != NULL)
             snprintf(problem, PULSE_SEGSCAN_PROBLEM_MAX,
@@ -241,21 +284,36 @@ static pulse_status_t check_at(struct pulse_segscan *sc, uint64_t q, char *probl
         *v = V_TORN;
         return PULSE_OK;
     }
-    if (budget != NULL) {
-        if (*budget < total) {
-            *v = V_BUDGET;
+    it->hdr = hdr;
+    it->parsed = problem != NULL;
+    trust = trust && (hdr.flags & PULSE_BATCH_FLAG_SPARSE) == 0;
+    if (trust) {
+        /* The header alone: the body is not read (a buffer has it anyway). */
+        p = sc->mem != NULL ? sc->mem + q : NULL;
+        if (!header_last(&hdr, &last)) {
+            if (problem != NULL)
+                snprintf(problem, PULSE_SEGSCAN_PROBLEM_MAX, "batch base offset %" PRId64 " overflows",
+                         hdr.base_offset);
             return PULSE_OK;
         }
-        *budget -= total;
+    } else {
+        if (budget != NULL) {
+            if (*budget < total) {
+                *v = V_BUDGET;
+                return PULSE_OK;
+            }
+            *budget -= total;
+        }
+        st = window(sc, q, (size_t)total, &p);
+        if (st != PULSE_OK)
+            return st;
+        if (pulse_batch_verify(p, (size_t)total, &hdr, &last) != PULSE_OK) {
+            if (problem != NULL)
+                it->crc_ok = explain_verify(p, (size_t)total, problem);
+            return PULSE_OK;
+        }
     }
-    st = window(sc, q, (size_t)total, &p);
-    if (st != PULSE_OK)
-        return st;
-    if (pulse_batch_verify(p, (size_t)total, &hdr, &last) != PULSE_OK) {
-        if (problem != NULL)
-            explain_verify(p, (size_t)total, problem);
-        return PULSE_OK;
-    }
+    it->crc_ok = problem != NULL && !trust;
     if (!offsets_ok(sc, q, &hdr, last, problem))
         return PULSE_OK;
     it->batch = p;
@@ -285,7 +343,7 @@ static pulse_status_t resync_hint(struct pulse_segscan *sc, uint64_t pos, uint64
         *next_base = h->to > sc->expect ? h->to : sc->expect;
         if (h->end == sc->size)
             return PULSE_OK;
-        st = check_at(sc, h->end, NULL, budget, cand, &v);
+        st = check_at(sc, h->end, NULL, false, budget, cand, &v);
         if (st == PULSE_OK && v == V_VALID)
             *next_base = cand->hdr.base_offset;
         return st;
@@ -315,7 +373,7 @@ static pulse_status_t length_candidate(struct pulse_segscan *sc, uint64_t pos, u
     uint64_t q = pos + PULSE_BATCH_HEADER_SIZE + pulse_get_be32(p + 16);
     if (q >= sc->size)
         return PULSE_OK;
-    st = check_at(sc, q, NULL, budget, cand, &v);
+    st = check_at(sc, q, NULL, false, budget, cand, &v);
     if (st == PULSE_OK && v == V_VALID) {
         *lq = q;
         *lbase = cand->hdr.base_offset;
@@ -357,7 +415,7 @@ static pulse_status_t search(struct pulse_segscan *sc, uint64_t from, uint64_t t
             q++;
             continue;
         }
-        st = check_at(sc, q, NULL, budget, cand, &v);
+        st = check_at(sc, q, NULL, false, budget, cand, &v);
         if (st != PULSE_OK)
             return st;
         if (v == V_VALID) {
@@ -385,7 +443,7 @@ static pulse_status_t chain_reaches(struct pulse_segscan *sc, uint64_t q, uint64
     *out = false;
     while (q < stop) {
         enum verdict v;
-        st = check_at(sc, q, NULL, budget, cand, &v);
+        st = check_at(sc, q, NULL, false, budget, cand, &v);
         if (st != PULSE_OK || v != V_VALID)
             break;
         q = cand->end;
@@ -459,7 +517,7 @@ pulse_status_t pulse_segscan_next(struct pulse_segscan *sc, struct pulse_segscan
      * scan, and the problem text alone is larger than a small batch. */
     it->pos = sc->pos;
     it->problem[0] = '\0';
-    it->tail = it->torn = it->unresolved = false;
+    it->tail = it->torn = it->unresolved = it->parsed = it->crc_ok = false;
     it->from = it->next_base = 0;
     it->batch = NULL;
     if (sc->pos >= sc->size) {
@@ -467,7 +525,7 @@ pulse_status_t pulse_segscan_next(struct pulse_segscan *sc, struct pulse_segscan
         it->end = sc->pos;
         return PULSE_OK;
     }
-    st = check_at(sc, sc->pos, it->problem, NULL, it, &v);
+    st = check_at(sc, sc->pos, it->problem, (sc->mode & PULSE_SEGSCAN_TRUST) != 0, NULL, it, &v);
     if (st != PULSE_OK)
         return st;
     if (v == V_VALID) {
@@ -480,6 +538,14 @@ pulse_status_t pulse_segscan_next(struct pulse_segscan *sc, struct pulse_segscan
     it->kind = PULSE_SEGSCAN_DAMAGE;
     it->from = sc->expect;
     it->torn = v == V_TORN;
+    if (sc->mode & PULSE_SEGSCAN_STOP) {
+        /* Nothing past the damage is looked at: the walk ends here. */
+        it->end = sc->size;
+        it->tail = it->unresolved = true;
+        it->next_base = sc->expect;
+        sc->pos = sc->size;
+        return PULSE_OK;
+    }
     memset(&cand, 0, sizeof cand);
     st = resync(sc, sc->pos, &cand, &found, &next_base, &unresolved);
     if (st != PULSE_OK)
@@ -493,4 +559,13 @@ pulse_status_t pulse_segscan_next(struct pulse_segscan *sc, struct pulse_segscan
     if (!it->tail)
         sc->expect = next_base;
     return PULSE_OK;
+}
+
+pulse_status_t pulse_segscan_verify(struct pulse_segscan *sc, const struct pulse_segscan_item *it, bool *ok_out)
+{
+    const uint8_t *p;
+    pulse_status_t st = window(sc, it->pos, (size_t)(it->end - it->pos), &p);
+
+    *ok_out = st == PULSE_OK && pulse_batch_verify(p, (size_t)(it->end - it->pos), NULL, NULL) == PULSE_OK;
+    return st;
 }

@@ -10,10 +10,10 @@
 #include "storage/snapshot.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/crc32c.h"
 #include "common/endian.h"
 #include "common/log.h"
@@ -67,38 +67,20 @@ pulse_status_t pulse_snapshot_write(const struct pulse_io *io, const char *dir, 
 
 pulse_status_t pulse_snapshot_read(const struct pulse_io *io, const char *dir, struct pulse_snapshot *snap)
 {
-    char path[4096];
-    /* One byte more than a valid file, so an oversized file is noticed. */
-    uint8_t raw[PULSE_SNAPSHOT_SIZE + 1];
-    int fd = -1;
-    ssize_t got;
-    pulse_status_t st = PULSE_OK;
+    uint8_t *raw = NULL;
+    size_t len = 0;
+    pulse_status_t st;
 
-    if (snprintf(path, sizeof path, "%s/%s", dir, PULSE_SNAPSHOT_NAME) >= (int)sizeof path) {
-        st = PULSE_INVALID;
-        goto out;
-    }
-    fd = io->open(io, path, O_RDONLY, 0);
-    if (fd < 0) {
+    if (pulse_io_read_file(io, dir, PULSE_SNAPSHOT_NAME, PULSE_SNAPSHOT_SIZE, &raw, &len) < 0) {
         int err = errno;
-        if (err == ENOENT) {
-            st = PULSE_NOT_FOUND;
-        } else {
-            PULSE_ERROR("snapshot: open %s failed: %s", path, strerror(err));
-            st = pulse_status_from_errno(err);
-        }
-        goto out;
+        if (err == ENOENT)
+            return PULSE_NOT_FOUND;
+        if (err == EFBIG)
+            return PULSE_CORRUPT; /* an oversized file is no snapshot */
+        PULSE_ERROR("snapshot: read %s/%s failed: %s", dir, PULSE_SNAPSHOT_NAME, strerror(err));
+        return err == ENAMETOOLONG ? PULSE_INVALID : pulse_status_from_errno(err);
     }
-    got = pulse_io_pread_all(io, fd, raw, sizeof raw, 0);
-    if (got < 0) {
-        int err = errno;
-        PULSE_ERROR("snapshot: pread %s failed: %s", path, strerror(err));
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
-    st = pulse_snapshot_decode(raw, (size_t)got, snap);
-out:
-    if (fd >= 0)
-        io->close(io, fd);
+    st = pulse_snapshot_decode(raw, len, snap);
+    pulse_free(raw);
     return st;
 }

@@ -8,13 +8,13 @@
  *
  * Design. The tool never opens a log through the storage engine, so it
  * works on a copy of a broken directory without repairing or truncating
- * anything (it opens every file read-only). verify walks segments with the
- * engine's batch iterator (storage/segscan.h), so it names exactly the
- * damaged ranges recovery finds, and reads the damage record with its
- * decoder (storage/damage.h). Segments are read one batch (or one window) at
- * a time with pread, so memory is bounded by the largest batch, never by the
- * segment size; a batch length is believed only after it has been checked
- * against the bytes left in the file.
+ * anything (it opens every file read-only). dump and verify walk segments
+ * with the engine's batch iterator (storage/segscan.h), so they name exactly
+ * the damaged ranges recovery finds, and verify reads the damage record with
+ * its decoder (storage/damage.h). Segments are read one window (or one
+ * batch) at a time with pread, so memory is bounded by the largest batch,
+ * never by the segment size; a batch length is believed only after it has
+ * been checked against the bytes left in the file.
  *
  * Records of a batch whose CRC fails are never printed: the bytes cannot be
  * trusted, and showing them would look like data. The batch header itself is
@@ -38,11 +38,10 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
-#include "common/crc32c.h"
-#include "common/endian.h"
 #include "common/status.h"
 #include "storage/batch.h"
 #include "storage/damage.h"
+#include "storage/index.h"
 #include "meta/dirfile.h"
 #include "meta/meta.h"
 #include "storage/io.h"
@@ -55,33 +54,15 @@
 
 /* Segment and index names: 20 decimal digits, then the extension. */
 #define NAME_DIGITS 20
-#define INDEX_ENTRY_SIZE 8
 
 /* A batch is at most a header plus a 32-bit records section. */
 #define BATCH_BUF_MAX ((size_t)PULSE_BATCH_HEADER_SIZE + UINT32_MAX)
 
-/* What reading the batch at one position found. */
-enum batch_result {
-    BATCH_OK,
-    BATCH_END,        /* clean end of file */
-    BATCH_TORN,       /* the file ends inside this batch */
-    BATCH_BAD_HEADER, /* magic, version, flags or counts are wrong */
-    BATCH_BAD_CRC,    /* header sane, CRC does not match */
-    BATCH_BAD_RECORD, /* CRC matches but a record breaks the framing rules */
-    BATCH_IO          /* a read failed */
-};
-
-/* One segment file opened for reading batch after batch. */
+/* One segment file opened for reading. */
 struct seg_reader {
     const char *path;
     int fd;
     uint64_t size;
-    uint64_t pos;         /* position of the batch just read */
-    struct pulse_buf buf; /* the bytes of that batch */
-    struct pulse_batch_header hdr;
-    int64_t last_offset;
-    uint64_t problem_pos; /* where the problem of a non-OK result is */
-    char problem[256];
 };
 
 /* A batch boundary, for checking index entries. */
@@ -155,7 +136,6 @@ static int reader_open(struct seg_reader *rd, const char *path)
     struct stat sb;
     memset(rd, 0, sizeof *rd);
     rd->path = path;
-    pulse_buf_init(&rd->buf, BATCH_BUF_MAX);
     rd->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (rd->fd < 0) {
         int err = errno;
@@ -180,105 +160,6 @@ static void reader_close(struct seg_reader *rd)
     if (rd->fd >= 0)
         close(rd->fd);
     rd->fd = -1;
-    pulse_buf_fini(&rd->buf);
-}
-
-/* Finds the first record that breaks the framing rules in a batch whose CRC
- * matched, to report its position rather than the batch's. */
-static void locate_bad_record(struct seg_reader *rd)
-{
-    struct pulse_batch_iter it;
-    struct pulse_record_view rec;
-    pulse_status_t st;
-
-    rd->problem_pos = rd->pos;
-    if (pulse_batch_iter_init(&it, rd->buf.data, rd->buf.len) != PULSE_OK) {
-        snprintf(rd->problem, sizeof rd->problem, "bad batch header");
-        return;
-    }
-    while ((st = pulse_batch_iter_next(&it, &rec)) == PULSE_OK)
-        ;
-    rd->problem_pos = rd->pos + it.pos;
-    if (it.index < it.hdr.record_count)
-        snprintf(rd->problem, sizeof rd->problem,
-                 "record %" PRIu32 " of %" PRIu32 " (batch at byte %" PRIu64 ") has bad framing or offset",
-                 it.index, it.hdr.record_count, rd->pos);
-    else
-        snprintf(rd->problem, sizeof rd->problem,
-                 "batch at byte %" PRIu64 " has %zu bytes after its last record", rd->pos, it.len - it.pos);
-}
-
-/* Reads and checks the batch at position pos. */
-static enum batch_result reader_next(struct seg_reader *rd, uint64_t pos)
-{
-    uint8_t head[PULSE_BATCH_HEADER_SIZE];
-    uint64_t avail;
-    int err;
-
-    rd->pos = pos;
-    rd->problem_pos = pos;
-    rd->problem[0] = '\0';
-    pulse_buf_reset(&rd->buf);
-    if (pos >= rd->size)
-        return BATCH_END;
-    avail = rd->size - pos;
-    if (avail < PULSE_BATCH_HEADER_SIZE) {
-        snprintf(rd->problem, sizeof rd->problem,
-                 "torn batch: %" PRIu64 " bytes left, less than a %u-byte batch header", avail,
-                 PULSE_BATCH_HEADER_SIZE);
-        return BATCH_TORN;
-    }
-    err = read_at(rd->fd, head, sizeof head, pos);
-    if (err != 0) {
-        snprintf(rd->problem, sizeof rd->problem, "read failed: %s", strerror(err));
-        return BATCH_IO;
-    }
-    /* A 52-byte view passes every header check, then reports EOF for any
-     * non-empty records section: so CORRUPT here means the header itself is
-     * wrong, whatever the rest of the file holds. */
-    if (pulse_batch_parse_header(head, sizeof head, &rd->hdr) == PULSE_CORRUPT) {
-        snprintf(rd->problem, sizeof rd->problem,
-                 "bad batch header (magic 0x%02x, version 0x%02x, flags 0x%04x, %" PRIu32
-                 " records in %" PRIu32 " bytes)",
-                 head[0], head[1], pulse_get_be16(head + 2), pulse_get_be32(head + 36),
-                 pulse_get_be32(head + 16));
-        return BATCH_BAD_HEADER;
-    }
-    uint64_t total = (uint64_t)PULSE_BATCH_HEADER_SIZE + pulse_get_be32(head + 16);
-    if (total > avail) {
-        snprintf(rd->problem, sizeof rd->problem,
-                 "torn batch: it claims %" PRIu64 " bytes but only %" PRIu64 " are left in the file", total,
-                 avail);
-        return BATCH_TORN;
-    }
-    if (pulse_buf_reserve(&rd->buf, (size_t)total) != PULSE_OK) {
-        snprintf(rd->problem, sizeof rd->problem, "out of memory for a %" PRIu64 "-byte batch", total);
-        return BATCH_IO;
-    }
-    err = read_at(rd->fd, rd->buf.data, (size_t)total, pos);
-    if (err != 0) {
-        snprintf(rd->problem, sizeof rd->problem, "read failed: %s", strerror(err));
-        return BATCH_IO;
-    }
-    rd->buf.len = (size_t)total;
-    pulse_status_t st = pulse_batch_verify(rd->buf.data, rd->buf.len, &rd->hdr, &rd->last_offset);
-    if (st == PULSE_OK)
-        return BATCH_OK;
-    /* Tell a CRC failure from a framing failure behind a good CRC. */
-    if (pulse_batch_parse_header(rd->buf.data, rd->buf.len, &rd->hdr) != PULSE_OK) {
-        snprintf(rd->problem, sizeof rd->problem, "bad batch header");
-        return BATCH_BAD_HEADER;
-    }
-    uint32_t crc = pulse_crc32c(0, rd->buf.data + 8, rd->buf.len - 8);
-    if (crc != rd->hdr.crc) {
-        snprintf(rd->problem, sizeof rd->problem,
-                 "CRC mismatch in batch with base offset %" PRId64 " (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32
-                 ")",
-                 rd->hdr.base_offset, rd->hdr.crc, crc);
-        return BATCH_BAD_CRC;
-    }
-    locate_bad_record(rd);
-    return BATCH_BAD_RECORD;
 }
 
 static void report(const char *path, uint64_t pos, const char *problem)
@@ -354,20 +235,20 @@ static void print_bytes(const uint8_t *p, uint32_t len)
     putchar('"');
 }
 
-static void print_batch_line(const struct seg_reader *rd, bool crc_ok)
+static void print_batch_line(const struct pulse_segscan_item *item, bool crc_ok)
 {
-    const struct pulse_batch_header *h = &rd->hdr;
+    const struct pulse_batch_header *h = &item->hdr;
     printf("batch at byte %" PRIu64 ": base_offset=%" PRId64 " records=%" PRIu32 " flags=0x%04x crc=%s"
            " first_timestamp=%" PRId64 " last_timestamp=%" PRId64 " batch_len=%" PRIu32 "\n",
-           rd->pos, h->base_offset, h->record_count, h->flags, crc_ok ? "ok" : "BAD", h->first_timestamp,
+           item->pos, h->base_offset, h->record_count, h->flags, crc_ok ? "ok" : "BAD", h->first_timestamp,
            h->last_timestamp, h->batch_len);
 }
 
-static void print_records_text(const struct seg_reader *rd)
+static void print_records_text(const struct pulse_segscan_item *item)
 {
     struct pulse_batch_iter it;
     struct pulse_record_view rec;
-    if (pulse_batch_iter_init(&it, rd->buf.data, rd->buf.len) != PULSE_OK)
+    if (pulse_batch_iter_init(&it, item->batch, (size_t)(item->end - item->pos)) != PULSE_OK)
         return;
     while (pulse_batch_iter_next(&it, &rec) == PULSE_OK) {
         printf("  offset=%" PRId64 " timestamp=%" PRId64 " key=", rec.offset, rec.timestamp);
@@ -504,16 +385,16 @@ out:
     return result;
 }
 
-static int print_records_json(const struct seg_reader *rd)
+static int print_records_json(const char *path, const struct pulse_segscan_item *item)
 {
     struct pulse_batch_iter it;
     struct pulse_record_view rec;
-    if (pulse_batch_iter_init(&it, rd->buf.data, rd->buf.len) != PULSE_OK)
+    if (pulse_batch_iter_init(&it, item->batch, (size_t)(item->end - item->pos)) != PULSE_OK)
         return -1;
     while (pulse_batch_iter_next(&it, &rec) == PULSE_OK) {
         json_t *obj = record_to_json(&rec);
         if (obj == NULL) {
-            fprintf(stderr, "%s: out of memory\n", rd->path);
+            fprintf(stderr, "%s: out of memory\n", path);
             return -1;
         }
         int rc = json_dumpf(obj, stdout, JSON_COMPACT);
@@ -527,74 +408,73 @@ static int print_records_json(const struct seg_reader *rd)
 
 /* ---- dump ---- */
 
+/*
+ * Walks the file with the engine's iterator, offsets unchecked (a dump
+ * shows what is there). A damaged batch whose header still held together
+ * is shown as a header line (crc=BAD, unless only its record framing is
+ * wrong) without its records, and the walk goes on where the recovery rule
+ * finds the next valid batch; damage without a usable header, and a torn
+ * batch, end the dump.
+ */
 static int cmd_dump(const char *path, bool json)
 {
     struct seg_reader rd;
+    struct pulse_segscan sc;
+    struct pulse_segscan_item it;
     int rc = 0;
-    uint64_t pos = 0;
 
     if (reader_open(&rd, path) != 0) {
-        rc = EXIT_PROBLEM;
-        goto out;
+        reader_close(&rd);
+        return EXIT_PROBLEM;
     }
+    pulse_segscan_init(&sc, pulse_io_posix(), rd.fd, path, -1, rd.size, 0, 0, INT64_MAX, PULSE_SEGSCAN_ANY_ORDER);
     for (;;) {
-        enum batch_result r = reader_next(&rd, pos);
-        if (r == BATCH_END)
+        if (pulse_segscan_next(&sc, &it) != PULSE_OK) {
+            fprintf(stderr, "%s: read failed\n", path);
+            rc = EXIT_PROBLEM;
             break;
-        if (r == BATCH_OK) {
+        }
+        if (it.kind == PULSE_SEGSCAN_END)
+            break;
+        if (it.kind == PULSE_SEGSCAN_BATCH) {
             if (json) {
-                if (print_records_json(&rd) != 0) {
+                if (print_records_json(path, &it) != 0) {
                     rc = EXIT_PROBLEM;
-                    goto out;
+                    break;
                 }
             } else {
-                print_batch_line(&rd, true);
-                print_records_text(&rd);
+                print_batch_line(&it, true);
+                print_records_text(&it);
             }
-            pos += rd.buf.len;
             continue;
         }
         /* The problem goes to stderr so --json output stays pure JSON lines. */
         rc = EXIT_PROBLEM;
-        if (r == BATCH_BAD_CRC || r == BATCH_BAD_RECORD) {
-            /* The header held together, so its length still finds the next
-             * batch; its records are not shown. */
+        if (it.parsed) {
             if (!json)
-                print_batch_line(&rd, r != BATCH_BAD_CRC);
-            fprintf(stderr, "%s: byte %" PRIu64 ": %s; records not shown\n", path, rd.problem_pos, rd.problem);
-            pos += rd.buf.len;
+                print_batch_line(&it, it.crc_ok);
+            fprintf(stderr, "%s: byte %" PRIu64 ": %s; records not shown\n", path, it.pos, it.problem);
             continue;
         }
-        fprintf(stderr, "%s: byte %" PRIu64 ": %s\n", path, rd.problem_pos, rd.problem);
+        fprintf(stderr, "%s: byte %" PRIu64 ": %s\n", path, it.pos, it.problem);
         break;
     }
     if (fflush(stdout) != 0)
         rc = EXIT_PROBLEM;
-
-out:
+    pulse_segscan_fini(&sc);
     reader_close(&rd);
     return rc;
 }
 
 /* ---- verify ---- */
 
-/* Parses "NNNNNNNNNNNNNNNNNNNN<ext>" (20 digits); returns the base offset, or
- * -1 when name does not have that shape or the number passes INT64_MAX. */
-static int64_t parse_segment_name(const char *name, const char *ext)
+/* The base offset a file name "<20 digits>.<ext>" carries (the engine's
+ * parser, storage/segment.h), or -1 when the name does not have that
+ * shape or the number passes INT64_MAX. */
+static int64_t name_base(const char *name, const char *ext)
 {
-    size_t n = strlen(name);
-    if (n != NAME_DIGITS + strlen(ext) || strcmp(name + NAME_DIGITS, ext) != 0)
-        return -1;
-    uint64_t v = 0;
-    for (size_t i = 0; i < NAME_DIGITS; i++) {
-        if (name[i] < '0' || name[i] > '9')
-            return -1;
-        uint64_t d = (uint64_t)(name[i] - '0');
-        if (v > ((uint64_t)INT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    return (int64_t)v;
+    int64_t base;
+    return pulse_segment_parse_file_name(name, ext, &base) ? base : -1;
 }
 
 static const char *base_name(const char *path)
@@ -707,7 +587,7 @@ static int verify_segment(const char *path, int64_t seg_base, int64_t next_base,
         return 1;
     }
     pulse_segscan_init(&sc, pulse_io_posix(), rd.fd, path, seg_base, rd.size, 0, expect,
-                       next_base >= 0 ? next_base : INT64_MAX);
+                       next_base >= 0 ? next_base : INT64_MAX, 0);
     sc.seen_batch = *prev_last + 1 > seg_base; /* names the rule that was broken */
     for (;;) {
         int64_t before = sc.expect;
@@ -796,9 +676,9 @@ static int verify_index(const char *path, int64_t seg_base, const struct boundar
         goto out;
     }
     size_t size = (size_t)sb.st_size;
-    if (size % INDEX_ENTRY_SIZE != 0) {
-        snprintf(msg, sizeof msg, "index size %zu is not a multiple of %d", size, INDEX_ENTRY_SIZE);
-        report(path, size - size % INDEX_ENTRY_SIZE, msg);
+    if (size % PULSE_INDEX_ENTRY_SIZE != 0) {
+        snprintf(msg, sizeof msg, "index size %zu is not a multiple of %u", size, PULSE_INDEX_ENTRY_SIZE);
+        report(path, size - size % PULSE_INDEX_ENTRY_SIZE, msg);
         rc = 1;
         goto out;
     }
@@ -814,13 +694,13 @@ static int verify_index(const char *path, int64_t seg_base, const struct boundar
         rc = 1;
         goto out;
     }
-    for (size_t i = 0; i < size / INDEX_ENTRY_SIZE; i++) {
-        uint64_t at = (uint64_t)i * INDEX_ENTRY_SIZE;
-        uint32_t rel_off = pulse_get_be32(data + at);
-        uint32_t rel_pos = pulse_get_be32(data + at + 4);
+    struct pulse_index_entry e, prev = {0, 0};
+    for (size_t i = 0; i < size / PULSE_INDEX_ENTRY_SIZE; i++, prev = e) {
+        uint64_t at = (uint64_t)i * PULSE_INDEX_ENTRY_SIZE;
+        pulse_index_decode_entry(data + at, &e);
+        uint32_t rel_off = e.rel_offset, rel_pos = e.rel_pos;
         if (i > 0) {
-            uint32_t prev_off = pulse_get_be32(data + at - INDEX_ENTRY_SIZE);
-            uint32_t prev_pos = pulse_get_be32(data + at - INDEX_ENTRY_SIZE + 4);
+            uint32_t prev_off = prev.rel_offset, prev_pos = prev.rel_pos;
             if (rel_off <= prev_off || rel_pos <= prev_pos) {
                 snprintf(msg, sizeof msg,
                          "index entry %zu (offset +%" PRIu32 ", position %" PRIu32
@@ -1038,10 +918,8 @@ static int topic_contiguous(const char *dir)
 /* True when the sorted segment names hold "<base>.log". */
 static bool has_segment(char **names, size_t n, int64_t base)
 {
-    char want[NAME_DIGITS + 8];
-    snprintf(want, sizeof want, "%020" PRId64 ".log", base);
     for (size_t i = 0; i < n; i++)
-        if (strcmp(names[i], want) == 0)
+        if (name_base(names[i], "log") == base)
             return true;
     return false;
 }
@@ -1060,7 +938,7 @@ static int verify_orphans(const char *dir, char **names, size_t n, bool contiguo
     if (d == NULL)
         return 1;
     while ((de = readdir(d)) != NULL && rc == 0) {
-        int64_t base = parse_segment_name(de->d_name, ".index"), claim = 0;
+        int64_t base = name_base(de->d_name, "index"), claim = 0;
         if (base < 0 || has_segment(names, n, base))
             continue;
         char *path = join_path(dir, de->d_name);
@@ -1113,8 +991,8 @@ static int verify_dir(const char *path, bool contiguous, struct verify_stats *st
     if (list_segments(path, &names, &nnames) != 0)
         return EXIT_PROBLEM;
     for (size_t i = 0; i < nnames && rc == 0; i++) {
-        int64_t base = parse_segment_name(names[i], ".log");
-        int64_t next = i + 1 < nnames ? parse_segment_name(names[i + 1], ".log") : -1;
+        int64_t base = name_base(names[i], "log");
+        int64_t next = i + 1 < nnames ? name_base(names[i + 1], "log") : -1;
         pulse_free(seg_path);
         pulse_free(idx_path);
         seg_path = join_path(path, names[i]);
@@ -1182,7 +1060,7 @@ static int cmd_verify(const char *path, int contiguous_opt)
     } else if (S_ISREG(sb.st_mode)) {
         /* A lone segment: its base comes from its name when it has the
          * canonical shape; otherwise offsets are only checked for order. */
-        int64_t base = parse_segment_name(base_name(path), ".log");
+        int64_t base = name_base(base_name(path), "log");
         idx_path = index_path_for(path);
         if (verify_segment(path, base, -1, contiguous_opt == 1, &prev_last, &stats, &g, &bounds, &nbounds, &end) !=
                 0 ||

@@ -137,6 +137,58 @@ START_TEST(test_segment_names_are_exactly_20_digits_dot_log)
 }
 END_TEST
 
+START_TEST(test_index_and_merge_and_temp_names_have_one_parser)
+{
+    int64_t base = -1, first = -1, end = -1;
+    ck_assert(pulse_segment_parse_file_name("00000000000000000042.index", "index", &base));
+    ck_assert_int_eq(base, 42);
+    ck_assert(!pulse_segment_parse_file_name("00000000000000000042.log", "index", &base));
+    ck_assert(!pulse_segment_parse_file_name("00000000000000000042.indexx", "index", &base));
+    ck_assert(!pulse_segment_parse_file_name("0000000000000000004.2index", "index", &base));
+    char *p = pulse_segment_merge_path("/d", 3, 17);
+    ck_assert_str_eq(p, "/d/00000000000000000003-00000000000000000017.merge");
+    ck_assert(pulse_segment_parse_merge_name(p + 3, &first, &end));
+    ck_assert_int_eq(first, 3);
+    ck_assert_int_eq(end, 17);
+    pulse_free(p);
+    /* The end must lie past the first; both are offsets within int64. */
+    ck_assert(!pulse_segment_parse_merge_name("00000000000000000017-00000000000000000017.merge", &first, &end));
+    ck_assert(!pulse_segment_parse_merge_name("00000000000000000003-09223372036854775808.merge", &first, &end));
+    ck_assert(!pulse_segment_parse_merge_name("00000000000000000003_00000000000000000017.merge", &first, &end));
+    ck_assert(!pulse_segment_parse_merge_name("00000000000000000003-00000000000000000017.log", &first, &end));
+    p = pulse_segment_temp_path("/d", "compact", 5, "log");
+    ck_assert_str_eq(p, "/d/.tmp-compact-00000000000000000005.log.tmp");
+    ck_assert(!pulse_segment_parse_name(p + 3, &base));
+    pulse_free(p);
+}
+END_TEST
+
+START_TEST(test_a_table_encodes_as_its_entries_in_order)
+{
+    struct pulse_index idx, back;
+    size_t len = 99;
+    bool clean = false;
+    pulse_index_init(&idx);
+    pulse_index_init(&back);
+    uint8_t *raw = pulse_index_encode(&idx, &len);
+    ck_assert_ptr_nonnull(raw);
+    ck_assert_uint_eq(len, 0);
+    pulse_free(raw);
+    for (uint32_t i = 0; i < 100; i++)
+        ck_assert_int_eq(pulse_index_append(&idx, i * 3, i * 4096 + 7 * (i > 0)), PULSE_OK);
+    raw = pulse_index_encode(&idx, &len);
+    ck_assert_uint_eq(len, 100 * PULSE_INDEX_ENTRY_SIZE);
+    ck_assert_uint_eq(pulse_get_be32(raw + 8 * 5), 15);
+    ck_assert_uint_eq(pulse_get_be32(raw + 8 * 5 + 4), 5 * 4096 + 7);
+    ck_assert_int_eq(pulse_index_decode(&back, raw, len, &clean), PULSE_OK);
+    ck_assert(clean);
+    ck_assert(pulse_index_equal(&idx, &back));
+    pulse_free(raw);
+    pulse_index_fini(&idx);
+    pulse_index_fini(&back);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("index");
@@ -147,6 +199,8 @@ int main(void)
     tcase_add_test(tc, test_decode_keeps_the_longest_sorted_prefix_of_whole_entries);
     tcase_add_test(tc, test_decode_survives_random_bytes);
     tcase_add_test(tc, test_segment_names_are_exactly_20_digits_dot_log);
+    tcase_add_test(tc, test_index_and_merge_and_temp_names_have_one_parser);
+    tcase_add_test(tc, test_a_table_encodes_as_its_entries_in_order);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     pulse_log_set_level(PULSE_LOG_OFF);

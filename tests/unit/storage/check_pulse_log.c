@@ -18,6 +18,7 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/crc32c.h"
 #include "common/endian.h"
 #include "storage/batch.h"
 
@@ -239,6 +240,40 @@ START_TEST(test_verify_reports_a_flipped_byte_with_its_batch_position)
 }
 END_TEST
 
+/* A record whose framing is wrong under a CRC that matches (rewritten
+ * after the damage): dump shows the header as crc=ok, hides the records and
+ * goes on; a header that is itself unusable ends the dump. */
+START_TEST(test_dump_hides_records_of_a_bad_batch_and_stops_at_an_unusable_header)
+{
+    char path[600], seg[512];
+    uint8_t b[4096];
+    size_t len = batch_pos[2] - batch_pos[1];
+    path_of(seg, sizeof seg, SEG0 ".log");
+    int fd = open(seg, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pread(fd, b, len, (off_t)batch_pos[1]), (ssize_t)len);
+    /* The record's length field: one byte longer than its fields. */
+    b[PULSE_BATCH_HEADER_SIZE + 3] ^= 0x01;
+    pulse_put_be32(b + 4, pulse_crc32c(0, b + 8, len - 8));
+    ck_assert_int_eq(pwrite(fd, b, len, (off_t)batch_pos[1]), (ssize_t)len);
+    ck_assert_int_eq(run_tool("dump", seg, NULL), 1);
+    ck_assert_ptr_nonnull(strstr(out_text, "base_offset=2 records=1 flags=0x0000 crc=ok"));
+    ck_assert_ptr_null(strstr(out_text, "  offset=2 "));
+    ck_assert_ptr_nonnull(strstr(out_text, "  offset=5 "));
+    ck_assert_msg(strstr(err_text, "has bad framing") != NULL, "%s", err_text);
+    /* The magic byte of the same batch: nothing says where the next one is. */
+    b[0] ^= 0xff;
+    ck_assert_int_eq(pwrite(fd, b, 1, (off_t)batch_pos[1]), 1);
+    close(fd);
+    ck_assert_int_eq(run_tool("dump", seg, NULL), 1);
+    ck_assert_ptr_nonnull(strstr(out_text, "  offset=1 "));
+    ck_assert_ptr_null(strstr(out_text, "base_offset=2"));
+    ck_assert_ptr_null(strstr(out_text, "  offset=5 "));
+    snprintf(path, sizeof path, "%s: byte %zu: bad batch header", seg, batch_pos[1]);
+    ck_assert_msg(strstr(err_text, path) != NULL, "%s", err_text);
+}
+END_TEST
+
 START_TEST(test_verify_reports_a_torn_tail)
 {
     char seg[512];
@@ -367,6 +402,7 @@ int main(void)
     tcase_add_test(tc, test_dump_json_gives_one_fetch_shaped_object_per_record);
     tcase_add_test(tc, test_verify_reports_a_flipped_byte_with_its_batch_position);
     tcase_add_test(tc, test_verify_reports_a_torn_tail);
+    tcase_add_test(tc, test_dump_hides_records_of_a_bad_batch_and_stops_at_an_unusable_header);
     tcase_add_test(tc, test_verify_reports_an_index_entry_off_a_batch_boundary);
     tcase_add_test(tc, test_verify_reports_an_index_entry_with_the_wrong_offset);
     tcase_add_test(tc, test_verify_checks_offsets_against_segment_names);

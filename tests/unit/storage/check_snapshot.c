@@ -91,6 +91,43 @@ START_TEST(test_snapshot_write_then_read_round_trips_and_failed_write_keeps_the_
 }
 END_TEST
 
+/* The small-file read the snapshot and the damage record share: a file
+ * longer than its kind allows is not read (it is corrupt, not a prefix),
+ * a missing one is NOT_FOUND. */
+START_TEST(test_small_files_are_read_whole_or_refused)
+{
+    char *dir = pt_tmpdir();
+    char path[600];
+    uint8_t raw[PULSE_SNAPSHOT_SIZE + 1];
+    struct pulse_snapshot a = {50, 40, 777, 50}, got;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    const struct pulse_io *io = pulse_io_posix();
+
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    errno = 0;
+    ck_assert_int_eq(pulse_io_read_file(io, dir, "nothing", 10, &data, &len), -1);
+    ck_assert_int_eq(errno, ENOENT);
+    ck_assert_int_eq(pulse_snapshot_write(io, dir, &a), PULSE_OK);
+    ck_assert_int_eq(pulse_io_read_file(io, dir, PULSE_SNAPSHOT_NAME, PULSE_SNAPSHOT_SIZE, &data, &len), 0);
+    ck_assert_uint_eq(len, PULSE_SNAPSHOT_SIZE);
+    pulse_free(data);
+    /* One byte too many: refused unread, and the snapshot is corrupt. */
+    pulse_snapshot_encode(&a, raw);
+    raw[PULSE_SNAPSHOT_SIZE] = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, PULSE_SNAPSHOT_NAME);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(raw, 1, sizeof raw, f), sizeof raw);
+    fclose(f);
+    errno = 0;
+    ck_assert_int_eq(pulse_io_read_file(io, dir, PULSE_SNAPSHOT_NAME, PULSE_SNAPSHOT_SIZE, &data, &len), -1);
+    ck_assert_int_eq(errno, EFBIG);
+    ck_assert_int_eq(pulse_snapshot_read(io, dir, &got), PULSE_CORRUPT);
+    pt_cleanup(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("snapshot");
@@ -98,6 +135,7 @@ int main(void)
     tcase_add_test(tc, test_snapshot_bytes_follow_the_contract_layout);
     tcase_add_test(tc, test_snapshot_decode_rejects_every_single_byte_change);
     tcase_add_test(tc, test_snapshot_write_then_read_round_trips_and_failed_write_keeps_the_old_one);
+    tcase_add_test(tc, test_small_files_are_read_whole_or_refused);
     suite_add_tcase(s, tc);
     return pt_run(s);
 }
