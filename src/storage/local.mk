@@ -49,6 +49,14 @@ tests_unit_check_model_LDADD = $(STORE_TEST_LDADD)
 tests_unit_check_fdcache_SOURCES = tests/unit/storage/check_fdcache.c
 tests_unit_check_fdcache_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_fdcache_LDADD = $(STORE_TEST_LDADD)
+
+# The file-system helpers of the io seam (tree removal, mkdir -p, ...).
+check_PROGRAMS += tests/unit/check_fsio
+TESTS += tests/unit/check_fsio
+tests_unit_check_fsio_SOURCES = tests/unit/common/check_fsio.c
+tests_unit_check_fsio_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_fsio_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_fsio_LDADD = $(STORE_TEST_LDADD)
 include src/storage/maint.mk
 
 # Retention (maintenance).
