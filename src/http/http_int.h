@@ -60,7 +60,7 @@ struct pulse_server {
     atomic_long suspended; /* connections suspended right now */
     atomic_long receiving; /* in flight whose body has not fully arrived */
     /* in-flight request and answer memory (server.memory-budget); every
-     * request gives back what it took in on_completed */
+     * request gives back what it took in pulse_server_on_completed */
     struct pulse_budget budget;
     /* open connections and the request-head deadline (server.header-timeout) */
     struct pulse_conns *conns;
@@ -103,7 +103,7 @@ struct pulse_hreq {
     bool http11;              /* HTTP/1.1 or later: a Host field is required */
     unsigned retry_after; /* seconds for a Retry-After header; 0 = none */
     bool not_serving;     /* a 503 because the broker starts or stops: not a fault, not warned about */
-    uint64_t mem_held;    /* taken from srv->budget; given back in on_completed */
+    uint64_t mem_held;    /* taken from srv->budget; given back at completion */
     uint64_t mem_charged; /* of mem_held, taken by pulse_server_mem_charge */
     uint64_t mem_credit;  /* of that, not yet charged */
     bool mem_refused;     /* a charge was refused: NOMEM answers become 503 or 413 */

@@ -13,7 +13,10 @@ libpulsehttp_a_SOURCES = \
 	src/http/mhdfix.c src/http/mhdfix.h \
 	src/http/request.c src/http/request.h \
 	src/http/router.c src/http/router.h \
-	src/http/server.c src/http/server.h \
+	src/http/server.c src/http/server.h src/http/server_int.h \
+	src/http/server_access.c src/http/server_checks.c src/http/server_hooks.c \
+	src/http/server_input.c src/http/server_mem.c src/http/server_metrics.c \
+	src/http/server_reply.c \
 	src/http/h_topics.c src/http/h_publish.c src/http/h_fetch.c \
 	src/http/h_consumers.c src/http/h_ops.c \
 	src/http/fastpub.c src/http/fastpub.h \
