@@ -77,7 +77,6 @@ static void hreq_free(struct pulse_hreq *r)
         return;
     pulse_server_pool_free(r);
     json_decref(r->doc);
-    pulse_topic_info_free(r->info);
     pulse_buf_fini(&r->body);
     pulse_free(r);
 }

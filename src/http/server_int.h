@@ -75,8 +75,8 @@ void pulse_server_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__(
 
 /* ---- server_mem.c ----------------------------------------------------- */
 
-/* Frees r's pool (and runs its disposers); r's budget is given back by
- * the caller. */
+/* Disposes of r's handler state, then frees r's pool; r's budget is given
+ * back by the caller. */
 void pulse_server_pool_free(struct pulse_hreq *r);
 
 /* ---- server_metrics.c ------------------------------------------------- */

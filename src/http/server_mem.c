@@ -134,8 +134,23 @@ void *pulse_server_palloc(struct pulse_hreq *r, size_t n)
     return c->data;
 }
 
+void *pulse_server_hstate(struct pulse_hreq *r, size_t n, void (*dispose)(void *hstate))
+{
+    void *state = pulse_server_palloc(r, n);
+
+    if (state == NULL)
+        return NULL;
+    r->hstate = state;
+    r->hstate_dispose = dispose;
+    return state;
+}
+
 void pulse_server_pool_free(struct pulse_hreq *r)
 {
+    if (r->hstate_dispose != NULL)
+        r->hstate_dispose(r->hstate);
+    r->hstate = NULL;
+    r->hstate_dispose = NULL;
     struct pulse_hreq_chunk *c = r->pool;
     while (c != NULL) {
         struct pulse_hreq_chunk *next = c->next;
