@@ -9,7 +9,8 @@ libpulsecommon_a_SOURCES = \
 	src/common/log.c src/common/log.h \
 	src/common/clock.c src/common/clock.h \
 	src/common/crc32c.c src/common/crc32c.h \
-	src/common/failpoint.c src/common/failpoint.h
+	src/common/failpoint.c src/common/failpoint.h \
+	src/common/settings.c src/common/settings.h
 
 check_PROGRAMS += tests/unit/check_common
 TESTS += tests/unit/check_common

@@ -241,7 +241,7 @@ void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
         return;
     }
     size_t n = json_array_size(arr);
-    if (n > (size_t)r->srv->cfg->max_records_per_request) {
+    if (n > (size_t)r->srv->cfg->server.max_records_per_request) {
         pulse_server_reply_error(r, 413, "payload_too_large", "too many cursors in one commit");
         return;
     }

@@ -231,9 +231,9 @@ static bool alloc_records(struct pulse_hreq *r, size_t n)
         pulse_server_reply_error(r, 400, "invalid_request", "no records to publish");
         return false;
     }
-    if (n > (size_t)r->srv->cfg->max_records_per_request) {
+    if (n > (size_t)r->srv->cfg->server.max_records_per_request) {
         pulse_server_reply_error(r, 413, "payload_too_large", "more than %lld records in one request",
-                                 (long long)r->srv->cfg->max_records_per_request);
+                                 (long long)r->srv->cfg->server.max_records_per_request);
         return false;
     }
     struct publish_state *ps = pub(r);
@@ -259,14 +259,14 @@ static bool parse_json_body(struct pulse_hreq *r)
      * 12 bytes of body ({"value":""}), and the array grows by doubling
      * (old and new copies at once while it moves). */
     uint64_t most = r->body.len / 12 + 1;
-    if (most > (uint64_t)r->srv->cfg->max_records_per_request)
-        most = (uint64_t)r->srv->cfg->max_records_per_request;
+    if (most > (uint64_t)r->srv->cfg->server.max_records_per_request)
+        most = (uint64_t)r->srv->cfg->server.max_records_per_request;
     if (!pulse_server_mem_charge(r, 3 * most * sizeof *fast + 64)) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return false;
     }
-    pulse_status_t fst = pulse_fastpub_parse(r->body.data, r->body.len, (size_t)r->srv->cfg->max_records_per_request,
-                                             &fast, &nfast);
+    pulse_status_t fst = pulse_fastpub_parse(r->body.data, r->body.len,
+                                             (size_t)r->srv->cfg->server.max_records_per_request, &fast, &nfast);
     if (fst == PULSE_OK) {
         bool ok = alloc_records(r, nfast);
         if (ok)
@@ -315,9 +315,9 @@ static bool parse_ndjson_body(struct pulse_hreq *r)
         while (q < le && (*q == ' ' || *q == '\t' || *q == '\r'))
             q++;
         if (q < le) {
-            if (json_array_size(lines) >= (size_t)r->srv->cfg->max_records_per_request) {
+            if (json_array_size(lines) >= (size_t)r->srv->cfg->server.max_records_per_request) {
                 pulse_server_reply_error(r, 413, "payload_too_large", "more than %lld records in one request",
-                                         (long long)r->srv->cfg->max_records_per_request);
+                                         (long long)r->srv->cfg->server.max_records_per_request);
                 return false;
             }
             json_error_t jerr;

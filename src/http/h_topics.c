@@ -182,8 +182,8 @@ void pulse_h_topics_create(struct pulse_hreq *r)
         return;
     if (!pulse_server_int_field(r, body, "segment_bytes", 1024, 2147483647, &spec.segment_bytes, &present))
         return;
-    if (!present && r->srv->cfg->segment_bytes != 0)
-        spec.segment_bytes = (int64_t)r->srv->cfg->segment_bytes;
+    if (!present && r->srv->cfg->broker.segment_bytes != 0)
+        spec.segment_bytes = (int64_t)r->srv->cfg->broker.segment_bytes;
 
     struct change_state *cs = change_state_new(r);
     if (cs == NULL)

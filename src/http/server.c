@@ -46,7 +46,7 @@ static pulse_status_t open_listener(const char *listen_addr, int *fd_out, bool *
     socklen_t sslen = 0;
     memset(&ss, 0, sizeof ss);
 
-    if (pulse_config_split_listen(listen_addr, host, sizeof host, &port, &v6) != PULSE_OK) {
+    if (pulse_server_listen_split(listen_addr, host, sizeof host, &port, &v6) != PULSE_OK) {
         st = PULSE_INVALID;
         pulse_errbuf_set(errbuf, errlen, "server.listen: \"%s\" is not HOST:PORT", listen_addr);
         goto out;
@@ -122,7 +122,7 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     bool v6 = false;
     uint16_t port = 0;
 
-    st = open_listener(cfg->listen, &fd, &v6, &port, errbuf, errlen);
+    st = open_listener(cfg->server.listen, &fd, &v6, &port, errbuf, errlen);
     if (st != PULSE_OK)
         goto out;
     srv = pulse_calloc(1, sizeof *srv);
@@ -136,16 +136,16 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     srv->port = port;
     srv->started_mono_us = pulse_clock_mono_us();
     pthread_mutex_init(&srv->mlock, NULL);
-    pulse_budget_init(&srv->budget, cfg->memory_budget);
-    struct pulse_conns_limits limits = {cfg->header_timeout_ms, cfg->body_timeout_ms, cfg->body_min_rate,
-                                        (uint64_t)cfg->max_connections};
+    pulse_budget_init(&srv->budget, cfg->server.memory_budget);
+    struct pulse_conns_limits limits = {cfg->server.header_timeout_ms, cfg->server.body_timeout_ms,
+                                        cfg->server.body_min_rate, (uint64_t)cfg->server.max_connections};
     st = pulse_conns_create(&limits, &srv->conns);
     if (st != PULSE_OK) {
         pulse_errbuf_set(errbuf, errlen, "cannot start the connection registry: %s", pulse_status_message(st));
         goto out;
     }
 
-    unsigned threads = (unsigned)cfg->threads;
+    unsigned threads = (unsigned)cfg->server.threads;
     if (threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (unsigned)n : 1;
@@ -156,7 +156,7 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     if (threads > 1)
         pool[0] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads, NULL};
     /* MHD's timeout is whole seconds; 0 would mean "never", so round up. */
-    unsigned timeout_s = (unsigned)((cfg->connection_timeout_ms + 999) / 1000);
+    unsigned timeout_s = (unsigned)((cfg->server.connection_timeout_ms + 999) / 1000);
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
@@ -165,8 +165,9 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
         MHD_OPTION_EXTERNAL_LOGGER, pulse_server_mhd_log, srv,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
         MHD_OPTION_ARRAY, pool, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->server.max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->server.max_connections_per_ip,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
         MHD_OPTION_NOTIFY_COMPLETED, pulse_server_on_completed, srv,
         MHD_OPTION_NOTIFY_CONNECTION, pulse_server_on_connection, srv,
         MHD_OPTION_UNESCAPE_CALLBACK, pulse_server_on_unescape, srv,
@@ -174,7 +175,7 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     if (srv->daemon == NULL) {
         st = PULSE_IO;
         pulse_errbuf_set(errbuf, errlen, "cannot start the HTTP server on %s (see the libmicrohttpd message above)",
-                cfg->listen);
+                cfg->server.listen);
         goto out;
     }
     fd = -1; /* the daemon owns it now */

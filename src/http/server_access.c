@@ -175,11 +175,11 @@ static void begin_body(struct pulse_hreq *r)
     int64_t len = 0;
     if (cl == NULL || pulse_request_parse_i64(cl, 0, INT64_MAX, &len) != PULSE_OK)
         return; /* chunked: the reservation grows with the body */
-    if ((uint64_t)len > srv->cfg->max_body_bytes) {
+    if ((uint64_t)len > srv->cfg->server.max_body_bytes) {
         /* Answered before the body is read: MHD skips "100 Continue" and
          * closes the connection instead of reading megabytes we refuse. */
         pulse_server_reply_error(r, 413, "payload_too_large", "request body is larger than %llu bytes",
-                                 (unsigned long long)srv->cfg->max_body_bytes);
+                                 (unsigned long long)srv->cfg->server.max_body_bytes);
         return;
     }
     /* A declared body is reserved whole, before a byte of it is read, and
@@ -308,7 +308,7 @@ static void dispatch(struct pulse_hreq *r)
 static pulse_status_t grow_inflated(void *arg, struct pulse_buf *out, size_t n)
 {
     struct pulse_hreq *r = arg;
-    return pulse_server_mem_grow(r, out, n, (size_t)r->srv->cfg->max_body_bytes);
+    return pulse_server_mem_grow(r, out, n, (size_t)r->srv->cfg->server.max_body_bytes);
 }
 
 /* Keeps a body chunk, within max-body-bytes and the budget; past either it
@@ -318,7 +318,7 @@ static void take_upload(struct pulse_hreq *r, const char *data, size_t n)
 {
     if (r->state != PULSE_HREQ_NEW || !r->wants_body || r->too_large || r->over_budget)
         return;
-    pulse_status_t st = pulse_server_mem_grow(r, &r->body, n, (size_t)r->srv->cfg->max_body_bytes);
+    pulse_status_t st = pulse_server_mem_grow(r, &r->body, n, (size_t)r->srv->cfg->server.max_body_bytes);
     if (st == PULSE_OK)
         st = pulse_buf_append(&r->body, data, n);
     if (st == PULSE_OK)
@@ -340,7 +340,7 @@ static void finish(struct pulse_hreq *r)
     }
     if (r->too_large) {
         pulse_server_reply_error(r, 413, "payload_too_large", "request body is larger than %llu bytes",
-                                 (unsigned long long)srv->cfg->max_body_bytes);
+                                 (unsigned long long)srv->cfg->server.max_body_bytes);
         return;
     }
     if (r->over_budget) {
@@ -358,7 +358,7 @@ static void finish(struct pulse_hreq *r)
             else if (st == PULSE_TOO_LARGE)
                 pulse_server_reply_error(r, 413, "payload_too_large",
                                          "decompressed request body is larger than %llu bytes",
-                                         (unsigned long long)srv->cfg->max_body_bytes);
+                                         (unsigned long long)srv->cfg->server.max_body_bytes);
             else if (st == PULSE_INVALID)
                 pulse_server_reply_error(r, 400, "invalid_request", "request body is not valid gzip");
             else

@@ -10,7 +10,8 @@ libpulsestore_a_SOURCES = \
 	src/storage/segment.h src/storage/segment.c \
 	src/storage/snapshot.h src/storage/snapshot.c \
 	src/storage/recover.h src/storage/recover.c \
-	src/storage/plog_int.h src/storage/plog.h src/storage/plog.c
+	src/storage/plog_int.h src/storage/plog.h src/storage/plog.c \
+	src/storage/store_settings.h src/storage/store_settings.c
 
 # The batch codec lives in its own fragment.
 include src/storage/codec.mk
