@@ -65,7 +65,7 @@
 #include "common/log.h"
 #include "meta/meta.h"
 #include "storage/fdcache.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 
 /* The syncer never sleeps longer than this, so a lost wake-up (there should
  * be none) costs at most this much latency. */

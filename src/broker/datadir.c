@@ -84,7 +84,7 @@
 #include "common/status.h"
 #include "meta/dirfile.h"
 #include "meta/meta.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/segment.h"
 
 /* ---- the directories themselves (errors that name their cause) --------- */

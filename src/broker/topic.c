@@ -70,7 +70,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "meta/meta.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 
 _Static_assert(PULSE_NAME_MAX == PULSE_META_NAME_MAX, "name limits of broker and meta differ");
 

@@ -134,7 +134,7 @@
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/index.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/plog_int.h"
 #include "storage/segment.h"
 

@@ -2,7 +2,6 @@
 # src/storage: the storage engine library (knows common only).
 noinst_LIBRARIES += libpulsestore.a
 libpulsestore_a_SOURCES = \
-	src/storage/io.h src/storage/io.c \
 	src/storage/index.h src/storage/index.c \
 	src/storage/fdcache.h src/storage/fdcache.c \
 	src/storage/segscan.h src/storage/segscan.c \
@@ -50,14 +49,6 @@ tests_unit_check_model_LDADD = $(STORE_TEST_LDADD)
 tests_unit_check_fdcache_SOURCES = tests/unit/storage/check_fdcache.c
 tests_unit_check_fdcache_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_fdcache_LDADD = $(STORE_TEST_LDADD)
-
-# The file-system helpers of the io seam (tree removal, mkdir -p, ...).
-check_PROGRAMS += tests/unit/check_fsio
-TESTS += tests/unit/check_fsio
-tests_unit_check_fsio_SOURCES = tests/unit/common/check_fsio.c
-tests_unit_check_fsio_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fsio_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
-tests_unit_check_fsio_LDADD = $(STORE_TEST_LDADD)
 include src/storage/maint.mk
 
 # Retention (maintenance).

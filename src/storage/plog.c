@@ -55,7 +55,7 @@
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/fdcache.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/plog_int.h"
 #include "storage/recover.h"
 #include "storage/segment.h"

@@ -89,7 +89,7 @@
 #include "common/log.h"
 #include "storage/compact.h"
 #include "storage/damage.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/plog.h"
 #include "storage/segment.h"
 #include "storage/snapshot.h"

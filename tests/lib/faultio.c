@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 
 #define MAX_FILES 512
 #define MAX_FD 4096

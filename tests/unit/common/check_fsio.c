@@ -18,7 +18,7 @@
 
 #include "common/log.h"
 #include "faultio.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 
 static char tmpdir[256];
 

@@ -23,7 +23,7 @@
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/compact.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/plog.h"
 #include "storage/plog_int.h"
 #include "storage/segment.h"

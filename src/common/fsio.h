@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * io.h - the only door to the file system, of the storage engine and of
- * the broker's topic directories alike.
+ * fsio.h - the only door to the file system, of the storage engine and of
+ * the broker's topic directories alike (the I/O seam; its functions keep
+ * the pulse_io_ prefix of struct pulse_io).
  *
  * Every file operation goes through a struct pulse_io vtable (as leveldb's
  * Env and redis' rio do), so tests can substitute a faulty one
@@ -21,8 +22,8 @@
  * the syscalls may; callers loop (pulse_io_pwrite_all / pulse_io_pread_all).
  * Thread: every function may be called from any thread.
  */
-#ifndef PULSE_STORAGE_IO_H
-#define PULSE_STORAGE_IO_H
+#ifndef PULSE_COMMON_FSIO_H
+#define PULSE_COMMON_FSIO_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * io.c - the POSIX implementation of struct pulse_io and the helpers built
+ * fsio.c - the POSIX implementation of struct pulse_io and the helpers built
  * on any implementation of it (full pwrite/pread, durable small-file
  * replace and removal, rename-and-sync, mkdir -p, tree removal).
  *
@@ -10,7 +10,7 @@
  * files, directory fsync) is written once here on top of the vtable, so a
  * fault-injecting vtable exercises exactly the same loops as production.
  */
-#include "storage/io.h"
+#include "common/fsio.h"
 
 #include <dirent.h>
 #include <errno.h>
