@@ -405,7 +405,7 @@ static int configure(int argc, char **argv, struct pulse_config *cfg, struct mod
     if (cli != 0)
         return cli < 0 ? 0 : cli;
     enum pulse_log_level level = PULSE_LOG_INFO;
-    (void)pulse_log_parse_level(cfg->level, &level);
+    (void)pulse_log_parse_level(cfg->log.level, &level);
     pulse_log_set_level(level);
     fit_fd_limit(cfg);
     return -1;
@@ -425,11 +425,12 @@ static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out
     st = pulse_broker_open(&bcfg, out, &report, err, sizeof err);
     if (st != PULSE_OK) {
         if (st == PULSE_BUSY && err[0] == '\0')
-            PULSE_ERROR("data directory %s is in use by another process", cfg->data_dir);
+            PULSE_ERROR("data directory %s is in use by another process", cfg->server.data_dir);
         else if (st == PULSE_BUSY)
             PULSE_ERROR("%s", err);
         else
-            PULSE_ERROR("cannot open data directory %s: %s", cfg->data_dir, err[0] ? err : pulse_status_message(st));
+            PULSE_ERROR("cannot open data directory %s: %s", cfg->server.data_dir,
+                        err[0] ? err : pulse_status_message(st));
         *out = NULL;
         return 1;
     }
@@ -494,9 +495,9 @@ static int serve(const struct pulse_config *cfg, sigset_t *stopset)
     char host[256] = "";
     uint16_t port = 0;
     bool v6 = false;
-    (void)pulse_config_split_listen(cfg->listen, host, sizeof host, &port, &v6);
+    (void)pulse_server_listen_split(cfg->server.listen, host, sizeof host, &port, &v6);
     PULSE_INFO("pulsed %s listening on %s%s%s:%u data-dir=%s", PACKAGE_VERSION, v6 ? "[" : "", host, v6 ? "]" : "",
-               (unsigned)pulse_server_port(srv), cfg->data_dir);
+               (unsigned)pulse_server_port(srv), cfg->server.data_dir);
     rc = wait_and_stop(stopset, &srv, &broker);
 out:
     /* The server goes first: no request may reach a closed broker. */

@@ -42,10 +42,7 @@
  */
 #include "broker/broker.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -68,6 +65,7 @@
 #include "common/log.h"
 #include "meta/meta.h"
 #include "storage/fdcache.h"
+#include "common/fsio.h"
 
 /* The syncer never sleeps longer than this, so a lost wake-up (there should
  * be none) costs at most this much latency. */
@@ -107,61 +105,39 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg)
     cfg->io = NULL;
 }
 
-/* ---- small file-system helpers --------------------------------------- */
+/* ---- the file system -------------------------------------------------- */
 
-static int remove_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+const struct pulse_io *pulse_broker_io(const struct pulse_broker *b)
 {
-    (void)sb;
-    (void)ftw;
-    if (remove(path) != 0) {
+    return b->cfg.io != NULL ? b->cfg.io : pulse_io_posix();
+}
+
+int pulse_broker_fsync_dir(const struct pulse_broker *b, const char *path)
+{
+    const struct pulse_io *io = pulse_broker_io(b);
+
+    if (io->fsync_dir(io, path) != 0) {
         int e = errno;
-        if (e != ENOENT) {
-            PULSE_ERROR("remove %s failed: %s", path, strerror(e));
-            return flag == FTW_DP ? 0 : -1;
-        }
+        PULSE_ERROR("fsync %s failed: %s", path, strerror(e));
+        return -1;
     }
     return 0;
 }
 
-int pulse_broker_remove_tree(const char *path)
+int pulse_broker_remove_tree(const struct pulse_broker *b, const char *path)
 {
-    struct stat st;
-
-    if (lstat(path, &st) != 0)
-        return errno == ENOENT ? 0 : -1;
-    /* FTW_DEPTH: children before their directory; FTW_PHYS: never follow a
-     * symlink out of the data directory. */
-    if (nftw(path, remove_cb, 8, FTW_DEPTH | FTW_PHYS) != 0)
-        return -1;
-    return lstat(path, &st) == 0 ? -1 : 0;
-}
-
-int pulse_broker_fsync_dir(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc;
-
-    if (fd < 0) {
-        int e = errno;
-        PULSE_ERROR("open %s failed: %s", path, strerror(e));
-        return -1;
-    }
-    rc = fsync(fd);
-    if (rc != 0) {
-        int e = errno;
-        PULSE_ERROR("fsync %s failed: %s", path, strerror(e));
-    }
-    close(fd);
-    return rc == 0 ? 0 : -1;
+    return pulse_io_remove_tree(pulse_broker_io(b), path) == 0 ? 0 : -1;
 }
 
 /* PULSE_OK when path (partition p of t) is a directory; otherwise logged,
  * PULSE_NOT_FOUND for one that is not there. */
-static pulse_status_t partition_dir_present(const struct pulse_broker_topic *t, uint32_t p, const char *path)
+static pulse_status_t partition_dir_present(const struct pulse_broker *b, const struct pulse_broker_topic *t,
+                                            uint32_t p, const char *path)
 {
+    const struct pulse_io *io = pulse_broker_io(b);
     struct stat sb;
 
-    if (stat(path, &sb) != 0) {
+    if (io->stat(io, path, false, &sb) != 0) {
         int e = errno;
         PULSE_ERROR("topic %s partition %" PRIu32 ": %s: %s", t->name, p, path, strerror(e));
         return e == ENOENT ? PULSE_NOT_FOUND : pulse_status_from_errno(e);
@@ -431,6 +407,7 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
                                             struct pulse_broker_open_report *report)
 {
     pulse_status_t st = PULSE_OK;
+    const struct pulse_io *io = pulse_broker_io(b);
     struct pulse_plog_config pcfg;
     char path[PATH_MAX];
 
@@ -455,12 +432,12 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse
         /* Never made here: a create made it (make_dirs), and at start one
          * that is gone refuses the start (datadir.c). Made again empty, the
          * log would hand out its offsets a second time. */
-        st = partition_dir_present(t, p, path);
+        st = partition_dir_present(b, t, p, path);
         if (st != PULSE_OK)
             return st;
         /* A partition directory this process may not write would open and
          * then fail at the first rotation or snapshot: refuse now. */
-        if (faccessat(AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) != 0) {
+        if (io->access(io, path, W_OK | X_OK) != 0) {
             int e = errno;
             PULSE_ERROR("topic %s partition %" PRIu32 ": %s: %s", t->name, p, path, strerror(e));
             return pulse_status_from_errno(e);

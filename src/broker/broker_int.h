@@ -317,10 +317,18 @@ pulse_status_t pulse_broker_mark_clear(struct pulse_broker *b, const char *topic
  * bytes, gets the new path) and fsyncs topics/. */
 pulse_status_t pulse_broker_dir_set_aside(struct pulse_broker *b, const char *topic, char *aside, size_t asidelen);
 
-/* rm -rf of path; 0 or -1 (logged). */
-int pulse_broker_remove_tree(const char *path);
+/* The broker's file system: cfg.io, or the real one when that is NULL.
+ * Every file-system call of the broker goes through it (datadir.c,
+ * topic.c, broker.c), so a test's faulty io (tests/lib/faultio.c) reaches
+ * every step of topic create and delete. */
+const struct pulse_io *pulse_broker_io(const struct pulse_broker *b);
 
-/* fsync of a directory; 0 or -1 (logged). */
-int pulse_broker_fsync_dir(const char *path);
+/* fsync of a directory through pulse_broker_io; 0 or -1 (logged). */
+int pulse_broker_fsync_dir(const struct pulse_broker *b, const char *path);
+
+/* rm -rf of path through pulse_broker_io (pulse_io_remove_tree: never
+ * follows a link, logs what it cannot remove); 0 when path is gone, -1
+ * otherwise. The parent is not fsynced. */
+int pulse_broker_remove_tree(const struct pulse_broker *b, const char *path);
 
 #endif

@@ -15,8 +15,10 @@
  *   <data>/topics/<t>/deleting        a delete that has been decided
  * Partition directories are decimal numbers, so these names never collide
  * with one. Every file is written with pulse_io_replace_file (temp file,
- * fdatasync, rename, directory fsync) and removed with unlink plus a
- * directory fsync.
+ * fdatasync, rename, directory fsync) and removed with pulse_io_remove_file
+ * (unlink plus a directory fsync). Every file-system call, reads and
+ * directory listings included, goes through the broker's struct pulse_io
+ * (pulse_broker_io), so a test's faulty io reaches each of them.
  *
  * The rule at start, for each entry of topics/ (classify everything first;
  * if any directory is undecidable, refuse to start having changed nothing):
@@ -82,13 +84,8 @@
 #include "common/status.h"
 #include "meta/dirfile.h"
 #include "meta/meta.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/segment.h"
-
-static const struct pulse_io *broker_io(const struct pulse_broker *b)
-{
-    return b->cfg.io != NULL ? b->cfg.io : pulse_io_posix();
-}
 
 /* ---- the directories themselves (errors that name their cause) --------- */
 
@@ -108,22 +105,23 @@ static pulse_status_t dir_error(const char *path, int e, char *errbuf, size_t er
 
 /* Makes path if missing and checks that it is a directory this process may
  * write. As root the permission check always passes, as it should. */
-static pulse_status_t usable_dir(const char *path, char *errbuf, size_t errlen)
+static pulse_status_t usable_dir(const struct pulse_broker *b, const char *path, char *errbuf, size_t errlen)
 {
+    const struct pulse_io *io = pulse_broker_io(b);
     struct stat sb;
 
-    if (mkdir(path, 0755) != 0) {
+    if (io->mkdir(io, path, 0755) != 0) {
         int e = errno;
         if (e != EEXIST)
             return dir_error(path, e, errbuf, errlen);
     }
-    if (stat(path, &sb) != 0) {
+    if (io->stat(io, path, false, &sb) != 0) {
         int e = errno;
         return dir_error(path, e, errbuf, errlen);
     }
     if (!S_ISDIR(sb.st_mode))
         return dir_error(path, ENOTDIR, errbuf, errlen);
-    if (faccessat(AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) != 0) {
+    if (io->access(io, path, W_OK | X_OK) != 0) {
         int e = errno;
         return dir_error(path, e, errbuf, errlen);
     }
@@ -131,22 +129,32 @@ static pulse_status_t usable_dir(const char *path, char *errbuf, size_t errlen)
 }
 
 /* Whether path exists at all (lstat); errno-free. */
-static bool path_present(const char *path)
+static bool path_present(const struct pulse_broker *b, const char *path)
 {
+    const struct pulse_io *io = pulse_broker_io(b);
     struct stat sb;
 
-    return lstat(path, &sb) == 0;
+    return io->stat(io, path, true, &sb) == 0;
+}
+
+/* Whether path is a directory (following a symbolic link). */
+static bool is_dir(const struct pulse_broker *b, const char *path)
+{
+    const struct pulse_io *io = pulse_broker_io(b);
+    struct stat sb;
+
+    return io->stat(io, path, false, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
 pulse_status_t pulse_broker_datadir_prepare(struct pulse_broker *b, char *errbuf, size_t errlen)
 {
-    pulse_status_t st = usable_dir(b->data_dir, errbuf, errlen);
+    pulse_status_t st = usable_dir(b, b->data_dir, errbuf, errlen);
 
     /* A missing topics/ is made only once the store says it names no
      * topic (topics_dir_ready): made now, it would hide an unmounted
      * volume. */
-    if (st == PULSE_OK && path_present(b->topics_dir))
-        st = usable_dir(b->topics_dir, errbuf, errlen);
+    if (st == PULSE_OK && path_present(b, b->topics_dir))
+        st = usable_dir(b, b->topics_dir, errbuf, errlen);
     return st;
 }
 
@@ -183,7 +191,7 @@ static pulse_status_t read_small(const struct pulse_io *io, const char *path, ch
 static pulse_status_t replace_small(struct pulse_broker *b, const char *dir, const char *name, const char *data,
                                     size_t len)
 {
-    if (pulse_io_replace_file(broker_io(b), dir, name, data, len) != 0) {
+    if (pulse_io_replace_file(pulse_broker_io(b), dir, name, data, len) != 0) {
         int e = errno;
         PULSE_ERROR("writing %s/%s failed: %s", dir, name, strerror(e));
         return pulse_status_from_errno(e);
@@ -199,30 +207,37 @@ static void topic_path(const struct pulse_broker *b, const char *topic, const ch
         snprintf(path, len, "%s/%s", b->topics_dir, topic);
 }
 
+struct unwritable {
+    const struct pulse_io *io;
+    const char *tree; /* the directory being listed */
+    int depth;        /* levels left below it */
+    char *path_out;
+    size_t len;
+};
+
+static bool find_unwritable(const struct pulse_io *io, const char *tree, int depth, char *path_out, size_t len);
+
+static int unwritable_entry(void *arg, const char *name, unsigned char type)
+{
+    const struct unwritable *u = arg;
+    char path[PATH_MAX];
+
+    if (snprintf(path, sizeof path, "%s/%s", u->tree, name) >= (int)sizeof path)
+        return 0;
+    return find_unwritable(u->io, path, type == DT_DIR ? u->depth - 1 : 0, u->path_out, u->len) ? 1 : 0;
+}
+
 /* First entry of tree (the directory itself, its subdirectories and their
  * files, two levels down) this process may not write, or false. */
-static bool find_unwritable(const char *tree, int depth, char *path_out, size_t len)
+static bool find_unwritable(const struct pulse_io *io, const char *tree, int depth, char *path_out, size_t len)
 {
-    char path[PATH_MAX];
-    struct dirent *de;
-    bool found = false;
-    DIR *d;
+    struct unwritable u = {io, tree, depth, path_out, len};
 
-    if (faccessat(AT_FDCWD, tree, depth > 0 ? W_OK | X_OK : W_OK, AT_EACCESS) != 0 && errno == EACCES) {
+    if (io->access(io, tree, depth > 0 ? W_OK | X_OK : W_OK) != 0 && errno == EACCES) {
         snprintf(path_out, len, "%s", tree);
         return true;
     }
-    if (depth == 0 || (d = opendir(tree)) == NULL)
-        return false;
-    while (!found && (de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        if (snprintf(path, sizeof path, "%s/%s", tree, de->d_name) >= (int)sizeof path)
-            continue;
-        found = find_unwritable(path, de->d_type == DT_DIR ? depth - 1 : 0, path_out, len);
-    }
-    closedir(d);
-    return found;
+    return depth > 0 && io->list_dir(io, tree, unwritable_entry, &u) == 1;
 }
 
 bool pulse_broker_datadir_explain(struct pulse_broker *b, const char *topic, char *errbuf, size_t errlen)
@@ -231,7 +246,7 @@ bool pulse_broker_datadir_explain(struct pulse_broker *b, const char *topic, cha
     char path[PATH_MAX];
 
     topic_path(b, topic, NULL, tree, sizeof tree);
-    if (!find_unwritable(tree, 2, path, sizeof path))
+    if (!find_unwritable(pulse_broker_io(b), tree, 2, path, sizeof path))
         return false;
     pulse_errbuf_set(errbuf, errlen, "cannot open the logs of topic %s: permission denied: %s (running as uid %u)",
                      topic, path, (unsigned)geteuid());
@@ -261,7 +276,7 @@ static pulse_status_t topic_file_read(struct pulse_broker *b, const char *topic,
     pulse_status_t st;
 
     topic_path(b, topic, PULSE_BROKER_TOPIC_FILE, path, sizeof path);
-    st = read_small(broker_io(b), path, buf, sizeof buf, &len);
+    st = read_small(pulse_broker_io(b), path, buf, sizeof buf, &len);
     if (st == PULSE_TOO_LARGE) {
         pulse_errbuf_set(why, whylen, "larger than %d bytes", PULSE_DIRFILE_MAX);
         return PULSE_CORRUPT;
@@ -289,22 +304,12 @@ pulse_status_t pulse_broker_mark_set(struct pulse_broker *b, const char *topic, 
 
 pulse_status_t pulse_broker_mark_clear(struct pulse_broker *b, const char *topic, const char *mark)
 {
-    const struct pulse_io *io = broker_io(b);
     char dir[PATH_MAX];
-    char path[PATH_MAX];
 
     topic_path(b, topic, NULL, dir, sizeof dir);
-    topic_path(b, topic, mark, path, sizeof path);
-    if (io->unlink(io, path) != 0) {
+    if (pulse_io_remove_file(pulse_broker_io(b), dir, mark) != 0) {
         int e = errno;
-        if (e != ENOENT) {
-            PULSE_ERROR("unlink %s failed: %s", path, strerror(e));
-            return pulse_status_from_errno(e);
-        }
-    }
-    if (io->fsync_dir(io, dir) != 0) {
-        int e = errno;
-        PULSE_ERROR("fsync %s failed: %s", dir, strerror(e));
+        PULSE_ERROR("removing %s/%s failed: %s", dir, mark, strerror(e));
         return pulse_status_from_errno(e);
     }
     return PULSE_OK;
@@ -319,13 +324,11 @@ pulse_status_t pulse_broker_dir_set_aside(struct pulse_broker *b, const char *to
         nonce = (uint64_t)pulse_clock_mono_us();
     topic_path(b, topic, NULL, path, sizeof path);
     snprintf(aside, asidelen, "%s/" PULSE_BROKER_DELETED_PREFIX "%016" PRIx64, b->topics_dir, nonce);
-    if (rename(path, aside) != 0) {
+    if (pulse_io_rename_sync(pulse_broker_io(b), path, aside, b->topics_dir) != 0) {
         int e = errno;
-        PULSE_ERROR("rename %s -> %s failed: %s", path, aside, strerror(e));
+        PULSE_ERROR("rename %s -> %s (and fsync of %s) failed: %s", path, aside, b->topics_dir, strerror(e));
         return pulse_status_from_errno(e);
     }
-    if (pulse_broker_fsync_dir(b->topics_dir) != 0)
-        return PULSE_IO;
     return PULSE_OK;
 }
 
@@ -337,9 +340,9 @@ static pulse_status_t discard_dir(struct pulse_broker *b, const char *topic)
 
     if (st != PULSE_OK)
         return st;
-    if (pulse_broker_remove_tree(aside) != 0)
+    if (pulse_broker_remove_tree(b, aside) != 0)
         PULSE_ERROR("could not remove %s; it is removed at the next start", aside);
-    pulse_broker_fsync_dir(b->topics_dir);
+    pulse_broker_fsync_dir(b, b->topics_dir);
     return PULSE_OK;
 }
 
@@ -374,19 +377,43 @@ struct dir_scan {
     uint32_t max_part; /* highest partition directory + 1 */
 };
 
-/* True when dir holds any entry at all. */
-static bool dir_nonempty(const char *path)
+static int any_entry(void *arg, const char *name, unsigned char type)
 {
-    DIR *d = opendir(path);
-    struct dirent *de;
-    bool any = false;
+    (void)arg;
+    (void)name;
+    (void)type;
+    return 1;
+}
 
-    if (d == NULL)
-        return true; /* unreadable: assume it holds something */
-    while (!any && (de = readdir(d)) != NULL)
-        any = strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
-    closedir(d);
-    return any;
+/* True when dir holds any entry at all. */
+static bool dir_nonempty(const struct pulse_broker *b, const char *path)
+{
+    const struct pulse_io *io = pulse_broker_io(b);
+
+    /* Unreadable (-1): assume it holds something. */
+    return io->list_dir(io, path, any_entry, NULL) != 0;
+}
+
+struct records_probe {
+    const struct pulse_io *io;
+    const char *dir;
+};
+
+/* 1 (stop) at a segment file that holds or held records. */
+static int records_entry(void *arg, const char *name, unsigned char type)
+{
+    const struct records_probe *rp = arg;
+    char file[PATH_MAX];
+    struct stat sb;
+    int64_t base = 0;
+
+    (void)type;
+    if (!pulse_segment_parse_name(name, &base))
+        return 0;
+    if (base > 0 || snprintf(file, sizeof file, "%s/%s", rp->dir, name) >= (int)sizeof file ||
+        rp->io->stat(rp->io, file, false, &sb) != 0 || sb.st_size > 0)
+        return 1;
+    return 0;
 }
 
 /* Whether a partition directory may hold records: a segment file with
@@ -395,95 +422,99 @@ static bool dir_nonempty(const char *path)
  * one empty segment at base 0. What cannot be read counts as records: the
  * answer decides whether a directory may be removed, and nothing is removed
  * that is not proven garbage. */
-static bool partition_has_records(const char *path)
+static bool partition_has_records(const struct pulse_broker *b, const char *path)
 {
-    char file[PATH_MAX];
-    DIR *d = opendir(path);
-    struct dirent *de;
-    bool found = false;
+    struct records_probe rp = {pulse_broker_io(b), path};
 
-    if (d == NULL)
-        return true;
-    while (!found && (de = readdir(d)) != NULL) {
-        struct stat sb;
-        int64_t base = 0;
-        if (!pulse_segment_parse_name(de->d_name, &base))
-            continue;
-        if (base > 0 || snprintf(file, sizeof file, "%s/%s", path, de->d_name) >= (int)sizeof file ||
-            stat(file, &sb) != 0 || sb.st_size > 0)
-            found = true;
+    return rp.io->list_dir(rp.io, path, records_entry, &rp) != 0;
+}
+
+struct scan_ctx {
+    struct pulse_broker *b;
+    const char *topic;
+    struct dir_scan *sc;
+};
+
+static int scan_entry(void *arg, const char *n, unsigned char type)
+{
+    struct scan_ctx *c = arg;
+    struct dir_scan *sc = c->sc;
+    char path[PATH_MAX];
+    uint32_t p;
+
+    (void)type;
+    if (strcmp(n, PULSE_BROKER_CREATE_MARK) == 0) {
+        sc->creating = true;
+    } else if (strcmp(n, PULSE_BROKER_DELETE_MARK) == 0) {
+        sc->deleting = true;
+    } else if (strncmp(n, ".tmp-", 5) == 0) {
+        return 0; /* an unfinished replace: never the file itself */
+    } else if (partition_name(n, &p)) {
+        sc->nparts++;
+        if (p + 1 > sc->max_part)
+            sc->max_part = p + 1;
+        topic_path(c->b, c->topic, n, path, sizeof path);
+        if (dir_nonempty(c->b, path))
+            sc->holds_files = true;
+        if (!sc->records && partition_has_records(c->b, path))
+            sc->records = true;
+    } else {
+        /* topic.json, or something we did not write: either way not
+         * nothing. */
+        sc->holds_files = true;
     }
-    closedir(d);
-    return found;
+    return 0;
 }
 
 static pulse_status_t scan_topic_dir(struct pulse_broker *b, const char *topic, struct dir_scan *sc)
 {
+    const struct pulse_io *io = pulse_broker_io(b);
+    struct scan_ctx c = {b, topic, sc};
     char path[PATH_MAX];
-    DIR *d;
-    struct dirent *de;
 
     memset(sc, 0, sizeof *sc);
     topic_path(b, topic, NULL, path, sizeof path);
-    d = opendir(path);
-    if (d == NULL) {
+    if (io->list_dir(io, path, scan_entry, &c) < 0) {
         int e = errno;
-        PULSE_ERROR("opendir %s failed: %s", path, strerror(e));
+        PULSE_ERROR("reading directory %s failed: %s", path, strerror(e));
         return pulse_status_from_errno(e);
     }
-    while ((de = readdir(d)) != NULL) {
-        const char *n = de->d_name;
-        uint32_t p;
-        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
-            continue;
-        if (strcmp(n, PULSE_BROKER_CREATE_MARK) == 0) {
-            sc->creating = true;
-        } else if (strcmp(n, PULSE_BROKER_DELETE_MARK) == 0) {
-            sc->deleting = true;
-        } else if (strncmp(n, ".tmp-", 5) == 0) {
-            continue; /* an unfinished replace: never the file itself */
-        } else if (partition_name(n, &p)) {
-            sc->nparts++;
-            if (p + 1 > sc->max_part)
-                sc->max_part = p + 1;
-            topic_path(b, topic, n, path, sizeof path);
-            if (dir_nonempty(path))
-                sc->holds_files = true;
-            if (!sc->records && partition_has_records(path))
-                sc->records = true;
-        } else {
-            /* topic.json, or something we did not write: either way not
-             * nothing. */
-            sc->holds_files = true;
-        }
-    }
-    closedir(d);
     sc->file_st = topic_file_read(b, topic, &sc->file_def, sc->file_why, sizeof sc->file_why);
     if (sc->file_st != PULSE_OK && sc->file_st != PULSE_NOT_FOUND)
         sc->file_st = PULSE_CORRUPT;
     return PULSE_OK;
 }
 
+struct temps_ctx {
+    struct pulse_broker *b;
+    const char *topic;
+};
+
+static int temp_entry(void *arg, const char *name, unsigned char type)
+{
+    const struct temps_ctx *c = arg;
+    const struct pulse_io *io = pulse_broker_io(c->b);
+    char path[PATH_MAX];
+
+    (void)type;
+    if (strncmp(name, ".tmp-", 5) != 0)
+        return 0;
+    topic_path(c->b, c->topic, name, path, sizeof path);
+    if (io->unlink(io, path) != 0)
+        PULSE_WARN("cannot remove %s: %s", path, strerror(errno));
+    return 0;
+}
+
 /* Removes ".tmp-" files directly in a topic directory (an interrupted
  * replace of topic.json or of a marker; the file itself is intact). */
 static void remove_temps(struct pulse_broker *b, const char *topic)
 {
+    const struct pulse_io *io = pulse_broker_io(b);
+    struct temps_ctx c = {b, topic};
     char path[PATH_MAX];
-    DIR *d;
-    struct dirent *de;
 
     topic_path(b, topic, NULL, path, sizeof path);
-    d = opendir(path);
-    if (d == NULL)
-        return;
-    while ((de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, ".tmp-", 5) != 0)
-            continue;
-        topic_path(b, topic, de->d_name, path, sizeof path);
-        if (unlink(path) != 0)
-            PULSE_WARN("cannot remove %s: %s", path, strerror(errno));
-    }
-    closedir(d);
+    (void)io->list_dir(io, path, temp_entry, &c);
 }
 
 /* ---- start-up reconciliation ------------------------------------------- */
@@ -614,13 +645,12 @@ static enum part_state partition_state(struct pulse_broker *b, const char *topic
 {
     char path[PATH_MAX];
     char name[16];
-    struct stat sb;
 
     snprintf(name, sizeof name, "%" PRIu32, p);
     topic_path(b, topic, name, path, sizeof path);
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    if (!is_dir(b, path))
         return PART_MISSING;
-    return dir_nonempty(path) ? PART_PRESENT : PART_EMPTY;
+    return dir_nonempty(b, path) ? PART_PRESENT : PART_EMPTY;
 }
 
 /* Counts the partitions 0..nparts-1 of a topic pulsed keeps whose logs are
@@ -687,47 +717,57 @@ static pulse_status_t note_dangling(struct reconcile *rc, const char *name, cons
     return PULSE_OK;
 }
 
+struct survey_ctx {
+    struct pulse_broker *b;
+    struct reconcile *rc;
+    const struct pulse_meta_topic *defs;
+    size_t ndefs;
+    pulse_status_t st;
+};
+
+/* One entry of topics/; 1 (stop) once c->st is not PULSE_OK. */
+static int survey_entry(void *arg, const char *n, unsigned char type)
+{
+    struct survey_ctx *c = arg;
+    const struct pulse_io *io = pulse_broker_io(c->b);
+    char path[PATH_MAX];
+    struct stat sb;
+
+    (void)type;
+    if (strncmp(n, PULSE_BROKER_DELETED_PREFIX, strlen(PULSE_BROKER_DELETED_PREFIX)) == 0) {
+        c->st = note_aside(c->rc, n);
+        return c->st != PULSE_OK;
+    }
+    snprintf(path, sizeof path, "%s/%s", c->b->topics_dir, n);
+    if (!pulse_broker_name_valid(n, strlen(n)) ||
+        (io->stat(io, path, true, &sb) == 0 && !S_ISLNK(sb.st_mode) && !S_ISDIR(sb.st_mode))) {
+        /* Not something pulsed makes: never touched. */
+        PULSE_WARN("ignoring %s: not a topic directory", path);
+        return 0;
+    }
+    /* A topic directory may be a symbolic link (to another volume); one
+     * whose target is missing is an unmounted volume, not a deleted
+     * topic. */
+    if (!is_dir(c->b, path))
+        c->st = note_dangling(c->rc, n, c->defs, c->ndefs);
+    else
+        c->st = note_entry(c->b, c->rc, n, c->defs, c->ndefs);
+    return c->st != PULSE_OK;
+}
+
 /* Phase 1: looks at every entry of topics/ and decides; changes nothing. */
 static pulse_status_t survey(struct pulse_broker *b, struct reconcile *rc, const struct pulse_meta_topic *defs,
                              size_t ndefs)
 {
-    pulse_status_t st = PULSE_OK;
-    char path[PATH_MAX];
-    struct dirent *de;
-    DIR *dir = opendir(b->topics_dir);
+    const struct pulse_io *io = pulse_broker_io(b);
+    struct survey_ctx c = {b, rc, defs, ndefs, PULSE_OK};
 
-    if (dir == NULL) {
+    if (io->list_dir(io, b->topics_dir, survey_entry, &c) < 0) {
         int e = errno;
-        PULSE_ERROR("opendir %s failed: %s", b->topics_dir, strerror(e));
+        PULSE_ERROR("reading directory %s failed: %s", b->topics_dir, strerror(e));
         return pulse_status_from_errno(e);
     }
-    while (st == PULSE_OK && (de = readdir(dir)) != NULL) {
-        const char *n = de->d_name;
-        struct stat sb;
-        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
-            continue;
-        if (strncmp(n, PULSE_BROKER_DELETED_PREFIX, strlen(PULSE_BROKER_DELETED_PREFIX)) == 0) {
-            st = note_aside(rc, n);
-            continue;
-        }
-        snprintf(path, sizeof path, "%s/%s", b->topics_dir, n);
-        if (!pulse_broker_name_valid(n, strlen(n)) || (lstat(path, &sb) == 0 && !S_ISLNK(sb.st_mode) &&
-                                                       !S_ISDIR(sb.st_mode))) {
-            /* Not something pulsed makes: never touched. */
-            PULSE_WARN("ignoring %s: not a topic directory", path);
-            continue;
-        }
-        /* A topic directory may be a symbolic link (to another volume);
-         * one whose target is missing is an unmounted volume, not a
-         * deleted topic. */
-        if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            st = note_dangling(rc, n, defs, ndefs);
-            continue;
-        }
-        st = note_entry(b, rc, n, defs, ndefs);
-    }
-    closedir(dir);
-    return st;
+    return c.st;
 }
 
 /* Refuses when any directory is undecidable: each is logged, the first one
@@ -977,10 +1017,10 @@ static pulse_status_t refuse_missing(struct pulse_broker *b, bool no_topics_dir,
 static pulse_status_t topics_dir_ready(struct pulse_broker *b, const struct pulse_meta_topic *defs, size_t ndefs,
                                        char *errbuf, size_t errlen)
 {
-    if (path_present(b->topics_dir))
+    if (path_present(b, b->topics_dir))
         return PULSE_OK;
     if (ndefs == 0)
-        return usable_dir(b->topics_dir, errbuf, errlen);
+        return usable_dir(b, b->topics_dir, errbuf, errlen);
     return refuse_missing(b, true, defs, ndefs, NULL, errbuf, errlen);
 }
 
@@ -1054,11 +1094,11 @@ pulse_status_t pulse_broker_datadir_reconcile(struct pulse_broker *b, struct pul
     for (size_t i = 0; i < rc.nasides; i++) {
         snprintf(path, sizeof path, "%s/%s", b->topics_dir, rc.asides[i]);
         PULSE_INFO("removing %s left by an interrupted topic delete", path);
-        if (pulse_broker_remove_tree(path) == 0)
+        if (pulse_broker_remove_tree(b, path) == 0)
             rep->deleted_leftovers++;
     }
     if (rc.nasides > 0)
-        pulse_broker_fsync_dir(b->topics_dir);
+        pulse_broker_fsync_dir(b, b->topics_dir);
     for (size_t i = 0; i < rc.n && st == PULSE_OK; i++) {
         st = act_on(b, &rc.items[i], rep);
         if (st != PULSE_OK)
@@ -1091,7 +1131,7 @@ static pulse_status_t identity_read(struct pulse_broker *b, const char *path, st
 {
     char buf[PULSE_DIRFILE_MAX + 1];
     size_t len = 0;
-    pulse_status_t st = read_small(broker_io(b), path, buf, sizeof buf, &len);
+    pulse_status_t st = read_small(pulse_broker_io(b), path, buf, sizeof buf, &len);
 
     if (st == PULSE_NOT_FOUND)
         return st;
@@ -1272,7 +1312,6 @@ static pulse_status_t adopt_check(struct pulse_broker *b, const char *name, stru
 {
     struct pulse_meta_topic existing;
     char dir[PATH_MAX];
-    struct stat sb;
     pulse_status_t st;
 
     topic_path(b, name, NULL, dir, sizeof dir);
@@ -1285,7 +1324,7 @@ static pulse_status_t adopt_check(struct pulse_broker *b, const char *name, stru
         pulse_errbuf_set(errbuf, errlen, "cannot read the metadata of %s: %s", name, pulse_status_message(st));
         return st;
     }
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    if (!is_dir(b, dir)) {
         pulse_errbuf_set(errbuf, errlen, "no topic directory %s", dir);
         return PULSE_TOPIC_NOT_FOUND;
     }
@@ -1378,7 +1417,7 @@ pulse_status_t pulse_broker_forget_topic(const struct pulse_broker_config *cfg, 
     }
     /* Only what the start refuses over: a topic whose directory is there
      * is deleted through the API, never forgotten behind its data's back. */
-    if (path_present(dir)) {
+    if (path_present(&shell, dir)) {
         pulse_errbuf_set(errbuf, errlen,
                          "%s exists: --forget-topic is for a topic whose directory is gone; delete the topic "
                          "through the API (DELETE /v1/topics/%s) instead",
@@ -1439,7 +1478,6 @@ static pulse_status_t recreate_check(struct pulse_broker *b, const char *topic, 
                                     bool *make_out, struct pulse_meta_topic *def, char *errbuf, size_t errlen)
 {
     char tdir[PATH_MAX];
-    struct stat sb;
     pulse_status_t st = pulse_meta_topic_get(b->meta, topic, def);
 
     if (st == PULSE_NOT_FOUND) {
@@ -1456,22 +1494,22 @@ static pulse_status_t recreate_check(struct pulse_broker *b, const char *topic, 
         return PULSE_PARTITION_NOT_FOUND;
     }
     topic_path(b, topic, NULL, tdir, sizeof tdir);
-    if (stat(tdir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    if (!is_dir(b, tdir)) {
         pulse_errbuf_set(errbuf, errlen,
                          "the topic directory %s is missing: put it back, or forget the whole topic with "
                          "\"pulsed --data-dir %s --forget-topic %s\"",
                          tdir, b->data_dir, topic);
         return PULSE_TOPIC_NOT_FOUND;
     }
-    *make_out = !path_present(dir);
+    *make_out = !path_present(b, dir);
     if (*make_out)
         return PULSE_OK;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    if (!is_dir(b, dir)) {
         pulse_errbuf_set(errbuf, errlen, "%s is not a directory (a symbolic link to a volume not mounted?): mount "
                          "it, or remove it first", dir);
         return PULSE_EXISTS;
     }
-    if (dir_nonempty(dir)) {
+    if (dir_nonempty(b, dir)) {
         pulse_errbuf_set(errbuf, errlen, "%s holds files: its log is not lost, there is nothing to recreate", dir);
         return PULSE_EXISTS;
     }
@@ -1484,6 +1522,7 @@ static pulse_status_t recreate_check(struct pulse_broker *b, const char *topic, 
 static pulse_status_t recreate_log(struct pulse_broker *b, const struct pulse_meta_topic *def, const char *dir,
                                    bool make, int64_t start, char *errbuf, size_t errlen)
 {
+    const struct pulse_io *io = pulse_broker_io(b);
     struct pulse_plog_config pcfg;
     struct pulse_plog *plog = NULL;
     char tdir[PATH_MAX];
@@ -1491,12 +1530,12 @@ static pulse_status_t recreate_log(struct pulse_broker *b, const struct pulse_me
     pulse_status_t st = PULSE_OK;
 
     topic_path(b, def->name, NULL, tdir, sizeof tdir);
-    if (make && mkdir(dir, 0755) != 0) {
+    if (make && io->mkdir(io, dir, 0755) != 0) {
         int e = errno;
         st = dir_error(dir, e, errbuf, errlen);
         goto out;
     }
-    if (make && pulse_broker_fsync_dir(tdir) != 0) {
+    if (make && pulse_broker_fsync_dir(b, tdir) != 0) {
         pulse_errbuf_set(errbuf, errlen, "cannot fsync %s", tdir);
         st = PULSE_IO;
         goto out;
@@ -1506,7 +1545,7 @@ static pulse_status_t recreate_log(struct pulse_broker *b, const struct pulse_me
         st = PULSE_NOMEM;
         goto out;
     }
-    if (pulse_io_replace_file(broker_io(b), dir, strrchr(seg, '/') + 1, "", 0) != 0) {
+    if (pulse_io_replace_file(io, dir, strrchr(seg, '/') + 1, "", 0) != 0) {
         int e = errno;
         pulse_errbuf_set(errbuf, errlen, "cannot write %s: %s", seg, strerror(e));
         st = pulse_status_from_errno(e);
@@ -1600,7 +1639,8 @@ pulse_status_t pulse_broker_repair_metadata(const struct pulse_broker_config *cf
         errbuf[0] = '\0';
     if (cfg == NULL || cfg->data_dir == NULL || strlen(cfg->data_dir) > PATH_MAX - 64)
         return PULSE_INVALID;
-    if (stat(cfg->data_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    const struct pulse_io *io = cfg->io != NULL ? cfg->io : pulse_io_posix();
+    if (io->stat(io, cfg->data_dir, false, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
         pulse_errbuf_set(errbuf, errlen, "no data directory at %s", cfg->data_dir);
         return PULSE_NOT_FOUND;
     }

@@ -70,6 +70,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "meta/meta.h"
+#include "common/fsio.h"
 
 _Static_assert(PULSE_NAME_MAX == PULSE_META_NAME_MAX, "name limits of broker and meta differ");
 
@@ -531,11 +532,12 @@ static pulse_status_t resolve_spec(struct pulse_broker *b, const struct pulse_to
  * empty directory, which the next start removes. */
 static pulse_status_t make_dirs(struct pulse_broker *b, const struct pulse_meta_topic *def)
 {
+    const struct pulse_io *io = pulse_broker_io(b);
     char path[PATH_MAX];
     pulse_status_t st;
 
     snprintf(path, sizeof path, "%s/%s", b->topics_dir, def->name);
-    if (mkdir(path, 0755) != 0) {
+    if (io->mkdir(io, path, 0755) != 0) {
         int e = errno;
         PULSE_ERROR("mkdir %s failed: %s", path, strerror(e));
         return pulse_status_from_errno(e);
@@ -545,7 +547,7 @@ static pulse_status_t make_dirs(struct pulse_broker *b, const struct pulse_meta_
         return st;
     for (uint32_t p = 0; p < def->partitions; p++) {
         snprintf(path, sizeof path, "%s/%s/%" PRIu32, b->topics_dir, def->name, p);
-        if (mkdir(path, 0755) != 0) {
+        if (io->mkdir(io, path, 0755) != 0) {
             int e = errno;
             PULSE_ERROR("mkdir %s failed: %s", path, strerror(e));
             return pulse_status_from_errno(e);
@@ -556,7 +558,7 @@ static pulse_status_t make_dirs(struct pulse_broker *b, const struct pulse_meta_
     st = pulse_broker_topic_file_write(b, def);
     if (st != PULSE_OK)
         return st;
-    if (pulse_broker_fsync_dir(b->topics_dir) != 0)
+    if (pulse_broker_fsync_dir(b, b->topics_dir) != 0)
         return PULSE_IO;
     return PULSE_OK;
 }
@@ -567,6 +569,7 @@ static pulse_status_t make_dirs(struct pulse_broker *b, const struct pulse_meta_
  * else may be data, and the create is refused rather than delete it. */
 static pulse_status_t clear_leftover(struct pulse_broker *b, const char *name, char *errbuf, size_t errlen)
 {
+    const struct pulse_io *io = pulse_broker_io(b);
     char path[PATH_MAX];
     char aside[PATH_MAX];
     char mark[PATH_MAX + 16];
@@ -574,14 +577,14 @@ static pulse_status_t clear_leftover(struct pulse_broker *b, const char *name, c
     bool marked;
 
     snprintf(path, sizeof path, "%s/%s", b->topics_dir, name);
-    if (lstat(path, &sb) != 0)
+    if (io->stat(io, path, true, &sb) != 0)
         return PULSE_OK;
     snprintf(mark, sizeof mark, "%s/%s", path, PULSE_BROKER_CREATE_MARK);
-    marked = stat(mark, &sb) == 0;
+    marked = io->stat(io, mark, false, &sb) == 0;
     snprintf(mark, sizeof mark, "%s/%s", path, PULSE_BROKER_DELETE_MARK);
-    marked = marked || stat(mark, &sb) == 0;
+    marked = marked || io->stat(io, mark, false, &sb) == 0;
     if (!marked) {
-        if (rmdir(path) == 0)
+        if (io->rmdir(io, path) == 0)
             return PULSE_OK; /* empty */
         pulse_errbuf_set(errbuf, errlen,
                          "directory %s exists without metadata; restart pulsed to adopt it, or move it aside", path);
@@ -589,8 +592,8 @@ static pulse_status_t clear_leftover(struct pulse_broker *b, const char *name, c
     }
     if (pulse_broker_dir_set_aside(b, name, aside, sizeof aside) != PULSE_OK)
         return PULSE_IO;
-    pulse_broker_remove_tree(aside);
-    pulse_broker_fsync_dir(b->topics_dir);
+    pulse_broker_remove_tree(b, aside);
+    pulse_broker_fsync_dir(b, b->topics_dir);
     return PULSE_OK;
 }
 
@@ -765,8 +768,8 @@ out:
         /* Set aside before removal: a half-removed tree must never stay
          * under the topic's name (it could lose its marker first). */
         if (dirs_made && pulse_broker_dir_set_aside(b, def.name, path, sizeof path) == PULSE_OK) {
-            pulse_broker_remove_tree(path);
-            pulse_broker_fsync_dir(b->topics_dir);
+            pulse_broker_remove_tree(b, path);
+            pulse_broker_fsync_dir(b, b->topics_dir);
         }
     }
     return st;
@@ -1011,9 +1014,9 @@ static pulse_status_t delete_commit(struct pulse_broker *b, struct pulse_broker_
     /* The directory is out of the way: a create of the name may go. */
     dying_remove(b, t);
     pulse_broker_topic_destroy(t);
-    if (pulse_broker_remove_tree(aside) != 0)
+    if (pulse_broker_remove_tree(b, aside) != 0)
         PULSE_ERROR("could not remove %s; it is removed at the next start", aside);
-    pulse_broker_fsync_dir(b->topics_dir);
+    pulse_broker_fsync_dir(b, b->topics_dir);
     PULSE_INFO("topic %s deleted (%zu cursors)", name, cursors);
     return PULSE_OK;
 }

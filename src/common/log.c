@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/settings.h"
 
 static atomic_int current_level = -1;
 
@@ -39,6 +41,29 @@ int pulse_log_parse_level(const char *s, enum pulse_log_level *out)
         return 0;
     }
     return -1;
+}
+
+static pulse_status_t check_level(const char *name, const char *value, char *errbuf, size_t errlen)
+{
+    enum pulse_log_level lvl;
+
+    if (pulse_log_parse_level(value, &lvl) == 0)
+        return PULSE_OK;
+    pulse_errbuf_set(errbuf, errlen, "%s: \"%s\" is not debug, info, warn, error or off", name, value);
+    return PULSE_INVALID;
+}
+
+static const struct pulse_setting log_keys[] = {
+    {"log.level", PULSE_SETTING_STRING, offsetof(struct pulse_log_settings, level), "info", NULL, 0, 0, check_level,
+     "lowest level written to standard error: debug, info, warn, error or off"},
+};
+
+static const struct pulse_settings_table log_table = {"log", log_keys, sizeof log_keys / sizeof log_keys[0],
+                                                      sizeof(struct pulse_log_settings)};
+
+const struct pulse_settings_table *pulse_log_settings(void)
+{
+    return &log_table;
 }
 
 void pulse_log_set_level(enum pulse_log_level level)

@@ -27,6 +27,14 @@ int pulse_log_parse_level(const char *s, enum pulse_log_level *out);
 
 int pulse_log_enabled(enum pulse_log_level level);
 
+/* The log's settings ([log]; common/settings.h has the table format):
+ * log.level, a name pulse_log_parse_level takes. */
+struct pulse_settings_table;
+struct pulse_log_settings {
+    char *level;
+};
+const struct pulse_settings_table *pulse_log_settings(void);
+
 void pulse_log(enum pulse_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -13,6 +13,14 @@
  * Value syntax: sizes are bytes, or a number with B, KiB, MiB or GiB;
  * durations are milliseconds, or a number with ms, s, m, h or d.
  *
+ * Each layer declares its own keys (name, type, default, bounds, a line of
+ * description) in a table over a struct of its own (common/settings.h):
+ * the HTTP server (http/server_settings.h), the storage engine
+ * (storage/store_settings.h), the broker (broker/broker_settings.h) and
+ * the log (common/log.h). struct pulse_config is those structs side by
+ * side; this module only reads files, the environment and the command line
+ * and hands each key to the table that declares it.
+ *
  * The struct is a plain value (like struct pulse_buf): callers read the
  * fields; only these functions write them. The string fields are owned by
  * the struct and freed by pulse_config_fini.
@@ -27,46 +35,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "broker/broker_settings.h"
+#include "common/log.h"
 #include "common/status.h"
+#include "http/server_settings.h"
 
 struct json_t;
 struct pulse_broker_config;
+struct pulse_settings_table;
 
 struct pulse_config {
-    /* [server] */
-    char *listen;   /* "HOST:PORT" or "[V6]:PORT" */
-    char *data_dir;
-    uint64_t max_body_bytes;
-    int64_t max_records_per_request;
-    int64_t max_connections;
-    int64_t max_connections_per_ip; /* 0 = no per-address limit */
-    int64_t connection_timeout_ms;
-    int64_t header_timeout_ms; /* a request head must arrive within this */
-    int64_t body_timeout_ms;   /* a request body must arrive within this... */
-    uint64_t body_min_rate;    /* ...or keep this many bytes per second; 0 = no extension */
-    uint64_t memory_budget;    /* in-flight request/answer memory, all requests */
-    int64_t threads; /* 0 = number of online cores */
-    /* [storage] */
-    uint64_t segment_max_bytes;
-    uint64_t index_interval_bytes;
-    char *sync_mode; /* "every-write" | "interval" */
-    int64_t sync_interval_ms;
-    int64_t retention_interval_ms;
-    int64_t compaction_interval_ms;
-    int64_t compaction_tombstone_retention_ms;
-    double compaction_min_gain_ratio;
-    uint64_t compaction_max_bytes_per_pass;
-    int64_t compaction_max_pass_ms; /* 0 = no time bound */
-    int64_t segment_fd_cache;
-    int64_t checkpoint_interval_ms; /* durable-end checkpoint of a partition at most this often */
-    /* [topic-defaults] */
-    int64_t partitions;
-    int64_t retention_ms;
-    uint64_t retention_bytes;
-    uint64_t segment_bytes; /* 0 until set: follows storage.segment-max-bytes */
-    /* [log] */
-    char *level;
+    struct pulse_server_settings server; /* [server] */
+    struct pulse_store_settings storage; /* [storage]: the engine's own keys */
+    struct pulse_broker_settings broker; /* [storage]: sync and maintenance pacing; [topic-defaults] */
+    struct pulse_log_settings log;       /* [log] */
 };
+
+/* The i-th layer's table (0, 1, ...), in the order keys are looked up,
+ * listed and dumped; NULL past the last. Thread: any. */
+const struct pulse_settings_table *pulse_config_table(size_t i);
 
 /*
  * Fills cfg with the defaults. PULSE_NOMEM on failure (cfg is then
@@ -105,27 +92,6 @@ pulse_status_t pulse_config_load_file(struct pulse_config *cfg, const char *path
 typedef const char *(*pulse_config_getenv_fn)(const char *name);
 pulse_status_t pulse_config_load_env(struct pulse_config *cfg, pulse_config_getenv_fn getenv_fn, char *errbuf,
                                      size_t errlen);
-
-/* Parsers used by pulse_config_set, exposed for reuse and tests. */
-pulse_status_t pulse_config_parse_size(const char *text, uint64_t *out);
-pulse_status_t pulse_config_parse_duration_ms(const char *text, int64_t *out);
-
-/*
- * Splits server.listen into a host and a port. host (hostlen bytes) gets
- * the address without brackets; *is_v6 tells whether it was bracketed.
- * PULSE_INVALID when malformed.
- */
-pulse_status_t pulse_config_split_listen(const char *listen, char *host, size_t hostlen, uint16_t *port,
-                                         bool *is_v6);
-
-/*
- * Checks a server.listen value the way pulse_config_set does: HOST:PORT
- * with a port in 0..65535 (0 picks a free port; otherwise "port must be
- * 1..65535") and a host that is an IPv4 address, a bracketed IPv6 address
- * or localhost (names are not resolved). PULSE_INVALID with a message
- * naming server.listen.
- */
-pulse_status_t pulse_config_check_listen(const char *listen, char *errbuf, size_t errlen);
 
 /*
  * Fits the settings that take file descriptors into the process limit

@@ -13,6 +13,13 @@
 #include "common/alloc.h"
 #include "http/http_int.h"
 
+/* r->hstate of a cursor commit (many, or one by PUT). */
+struct commit_state {
+    struct pulse_cursor *cursors; /* in the pool */
+    size_t n_cursors;
+    char errmsg[256]; /* the broker's refusal, for the answer */
+};
+
 static json_t *cursor_object(const struct pulse_cursor *c, bool with_lag)
 {
     if (with_lag)
@@ -137,9 +144,10 @@ void pulse_h_consumers_cursors_list(struct pulse_hreq *r)
  * them for PULSE_RANGE, else through the errmap with the broker's reason. */
 static void reply_commit_error(struct pulse_hreq *r, pulse_status_t st)
 {
-    const struct pulse_cursor *cursors = r->cursors;
+    const struct commit_state *cs = r->hstate;
+    const struct pulse_cursor *cursors = cs->cursors;
     if (st == PULSE_RANGE) {
-        for (size_t i = 0; i < r->n_cursors; i++) {
+        for (size_t i = 0; i < cs->n_cursors; i++) {
             struct pulse_topic_info *info = NULL;
             if (pulse_broker_topic_get(r->srv->broker, cursors[i].topic, true, &info) != PULSE_OK)
                 continue;
@@ -147,21 +155,37 @@ static void reply_commit_error(struct pulse_hreq *r, pulse_status_t st)
                        (cursors[i].offset < 0 || cursors[i].offset > info->stats[cursors[i].partition].high_watermark);
             pulse_topic_info_free(info);
             if (out) {
-                reply_range_for(r, cursors[i].topic, cursors[i].partition, r->errmsg);
+                reply_range_for(r, cursors[i].topic, cursors[i].partition, cs->errmsg);
                 return;
             }
         }
     }
-    pulse_server_reply_status(r, st, r->errmsg);
+    pulse_server_reply_status(r, st, cs->errmsg);
 }
 
-/* Suspends r and hands its cursors (r->cursors, in the pool) to the
- * committer; resume answers. */
+/* Keeps n cursors (in the pool) as r's commit state; NULL after answering
+ * when the pool has no room for it. */
+static struct commit_state *commit_state_new(struct pulse_hreq *r, size_t n)
+{
+    struct commit_state *cs = pulse_server_hstate(r, sizeof *cs, NULL);
+    struct pulse_cursor *cursors = cs != NULL ? pulse_server_palloc(r, n * sizeof *cursors) : NULL;
+    if (cursors == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return NULL;
+    }
+    cs->cursors = cursors;
+    cs->n_cursors = n;
+    return cs;
+}
+
+/* Suspends r and hands its cursors (its commit state) to the committer;
+ * resume answers. */
 static void start_commit(struct pulse_hreq *r, pulse_hreq_resume_fn resume)
 {
+    struct commit_state *cs = r->hstate;
     pulse_server_suspend(r, resume);
-    pulse_status_t st = pulse_broker_cursor_commit_async(r->srv->broker, r->consumer, r->cursors, r->n_cursors,
-                                                         pulse_server_on_done, r, r->errmsg, sizeof r->errmsg);
+    pulse_status_t st = pulse_broker_cursor_commit_async(r->srv->broker, r->consumer, cs->cursors, cs->n_cursors,
+                                                         pulse_server_on_done, r, cs->errmsg, sizeof cs->errmsg);
     /* No callback will come: resume from here (exactly once). */
     if (st != PULSE_OK)
         pulse_server_wake(r, st);
@@ -174,9 +198,10 @@ static void commit_many_resume(struct pulse_hreq *r)
         reply_commit_error(r, st);
         return;
     }
+    const struct commit_state *cs = r->hstate;
     json_t *out = json_array();
-    for (size_t i = 0; out != NULL && i < r->n_cursors; i++) {
-        if (json_array_append_new(out, cursor_object(&r->cursors[i], false)) != 0) {
+    for (size_t i = 0; out != NULL && i < cs->n_cursors; i++) {
+        if (json_array_append_new(out, cursor_object(&cs->cursors[i], false)) != 0) {
             json_decref(out);
             out = NULL;
         }
@@ -195,9 +220,10 @@ static void commit_one_resume(struct pulse_hreq *r)
         reply_commit_error(r, st);
         return;
     }
+    const struct commit_state *cs = r->hstate;
     pulse_server_reply_json(r, 200,
                             json_pack("{s:s,s:s,s:I,s:I}", "consumer", r->consumer, "topic", r->topic, "partition",
-                                      (json_int_t)r->partition, "offset", (json_int_t)r->cursors[0].offset));
+                                      (json_int_t)r->partition, "offset", (json_int_t)cs->cursors[0].offset));
 }
 
 void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
@@ -215,15 +241,14 @@ void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
         return;
     }
     size_t n = json_array_size(arr);
-    if (n > (size_t)r->srv->cfg->max_records_per_request) {
+    if (n > (size_t)r->srv->cfg->server.max_records_per_request) {
         pulse_server_reply_error(r, 413, "payload_too_large", "too many cursors in one commit");
         return;
     }
-    struct pulse_cursor *cursors = pulse_server_palloc(r, n * sizeof *cursors);
-    if (cursors == NULL) {
-        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+    struct commit_state *cs = commit_state_new(r, n);
+    if (cs == NULL)
         return;
-    }
+    struct pulse_cursor *cursors = cs->cursors;
     for (size_t i = 0; i < n; i++) {
         json_t *c = json_array_get(arr, i);
         if (!json_is_object(c)) {
@@ -261,8 +286,6 @@ void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
             return;
         }
     }
-    r->cursors = cursors;
-    r->n_cursors = n;
     start_commit(r, commit_many_resume);
 }
 
@@ -305,11 +328,10 @@ void pulse_h_consumers_cursor_put(struct pulse_hreq *r)
     }
     if (!check_partition(r, r->topic, r->partition))
         return;
-    struct pulse_cursor *c = pulse_server_palloc(r, sizeof *c);
-    if (c == NULL) {
-        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+    struct commit_state *cs = commit_state_new(r, 1);
+    if (cs == NULL)
         return;
-    }
+    struct pulse_cursor *c = cs->cursors;
     memcpy(c->topic, r->topic, sizeof c->topic);
     c->partition = r->partition;
     c->offset = (int64_t)json_integer_value(o);
@@ -317,7 +339,5 @@ void pulse_h_consumers_cursor_put(struct pulse_hreq *r)
         reply_range_for(r, r->topic, r->partition, "the offset is negative");
         return;
     }
-    r->cursors = c;
-    r->n_cursors = 1;
     start_commit(r, commit_one_resume);
 }

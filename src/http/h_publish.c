@@ -4,7 +4,9 @@
  * (JSON {"records": [...]}, NDJSON, raw octets).
  *
  * The records borrow their bytes from the parsed body (r->doc) or from
- * buffers in the request pool, all alive until the request completes.
+ * buffers in the request pool, all alive until the request completes; the
+ * records, their offsets and the broker's message live in the handler's
+ * own state (struct publish_state, r->hstate), in the pool too.
  *
  * Durability: the answer is sent only from publish_resume, after the
  * broker reported the batches durable (its done callback), or at once when
@@ -23,6 +25,19 @@
 #include "http/fastpub.h"
 #include "http/http_int.h"
 #include "http/json.h"
+
+/* r->hstate of a publish. */
+struct publish_state {
+    struct pulse_publish_record *recs;
+    size_t n_recs;
+    struct pulse_offset_pair *offsets; /* filled by the broker */
+    char errmsg[256];                  /* the broker's refusal, for the answer */
+};
+
+static struct publish_state *pub(struct pulse_hreq *r)
+{
+    return r->hstate;
+}
 
 static const char *const record_fields[] = {"key",       "key_base64", "value", "value_base64",
                                             "headers",   "partition",  "timestamp", NULL};
@@ -216,18 +231,19 @@ static bool alloc_records(struct pulse_hreq *r, size_t n)
         pulse_server_reply_error(r, 400, "invalid_request", "no records to publish");
         return false;
     }
-    if (n > (size_t)r->srv->cfg->max_records_per_request) {
+    if (n > (size_t)r->srv->cfg->server.max_records_per_request) {
         pulse_server_reply_error(r, 413, "payload_too_large", "more than %lld records in one request",
-                                 (long long)r->srv->cfg->max_records_per_request);
+                                 (long long)r->srv->cfg->server.max_records_per_request);
         return false;
     }
-    r->recs = pulse_server_palloc(r, n * sizeof *r->recs);
-    r->offsets = pulse_server_palloc(r, n * sizeof *r->offsets);
-    if (r->recs == NULL || r->offsets == NULL) {
+    struct publish_state *ps = pub(r);
+    ps->recs = pulse_server_palloc(r, n * sizeof *ps->recs);
+    ps->offsets = pulse_server_palloc(r, n * sizeof *ps->offsets);
+    if (ps->recs == NULL || ps->offsets == NULL) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return false;
     }
-    r->n_recs = n;
+    ps->n_recs = n;
     return true;
 }
 
@@ -243,18 +259,18 @@ static bool parse_json_body(struct pulse_hreq *r)
      * 12 bytes of body ({"value":""}), and the array grows by doubling
      * (old and new copies at once while it moves). */
     uint64_t most = r->body.len / 12 + 1;
-    if (most > (uint64_t)r->srv->cfg->max_records_per_request)
-        most = (uint64_t)r->srv->cfg->max_records_per_request;
+    if (most > (uint64_t)r->srv->cfg->server.max_records_per_request)
+        most = (uint64_t)r->srv->cfg->server.max_records_per_request;
     if (!pulse_server_mem_charge(r, 3 * most * sizeof *fast + 64)) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return false;
     }
-    pulse_status_t fst = pulse_fastpub_parse(r->body.data, r->body.len, (size_t)r->srv->cfg->max_records_per_request,
-                                             &fast, &nfast);
+    pulse_status_t fst = pulse_fastpub_parse(r->body.data, r->body.len,
+                                             (size_t)r->srv->cfg->server.max_records_per_request, &fast, &nfast);
     if (fst == PULSE_OK) {
         bool ok = alloc_records(r, nfast);
         if (ok)
-            memcpy(r->recs, fast, nfast * sizeof *fast);
+            memcpy(pub(r)->recs, fast, nfast * sizeof *fast);
         pulse_free(fast);
         return ok;
     }
@@ -273,8 +289,8 @@ static bool parse_json_body(struct pulse_hreq *r)
     }
     if (!alloc_records(r, json_array_size(arr)))
         return false;
-    for (size_t i = 0; i < r->n_recs; i++)
-        if (!parse_record(r, json_array_get(arr, i), i, &r->recs[i]))
+    for (size_t i = 0; i < pub(r)->n_recs; i++)
+        if (!parse_record(r, json_array_get(arr, i), i, &pub(r)->recs[i]))
             return false;
     return true;
 }
@@ -299,9 +315,9 @@ static bool parse_ndjson_body(struct pulse_hreq *r)
         while (q < le && (*q == ' ' || *q == '\t' || *q == '\r'))
             q++;
         if (q < le) {
-            if (json_array_size(lines) >= (size_t)r->srv->cfg->max_records_per_request) {
+            if (json_array_size(lines) >= (size_t)r->srv->cfg->server.max_records_per_request) {
                 pulse_server_reply_error(r, 413, "payload_too_large", "more than %lld records in one request",
-                                         (long long)r->srv->cfg->max_records_per_request);
+                                         (long long)r->srv->cfg->server.max_records_per_request);
                 return false;
             }
             json_error_t jerr;
@@ -324,8 +340,8 @@ static bool parse_ndjson_body(struct pulse_hreq *r)
     }
     if (!alloc_records(r, json_array_size(lines)))
         return false;
-    for (size_t i = 0; i < r->n_recs; i++)
-        if (!parse_record(r, json_array_get(lines, i), i, &r->recs[i]))
+    for (size_t i = 0; i < pub(r)->n_recs; i++)
+        if (!parse_record(r, json_array_get(lines, i), i, &pub(r)->recs[i]))
             return false;
     return true;
 }
@@ -334,7 +350,7 @@ static bool parse_octets_body(struct pulse_hreq *r)
 {
     if (!alloc_records(r, 1))
         return false;
-    struct pulse_publish_record *rec = &r->recs[0];
+    struct pulse_publish_record *rec = &pub(r)->recs[0];
     memset(rec, 0, sizeof *rec);
     rec->partition = -1;
     rec->rec.key_len = PULSE_BATCH_NULL;
@@ -359,12 +375,13 @@ static bool parse_octets_body(struct pulse_hreq *r)
 
 static void publish_resume(struct pulse_hreq *r)
 {
+    const struct publish_state *ps = pub(r);
     pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st != PULSE_OK) {
         if (st == PULSE_TOPIC_NOT_FOUND)
             pulse_server_reply_error(r, 404, "topic_not_found", "topic \"%s\" does not exist", r->topic);
         else
-            pulse_server_reply_status(r, st, r->errmsg);
+            pulse_server_reply_status(r, st, ps->errmsg);
         return;
     }
     /* The answer is written directly rather than through jansson: it is
@@ -372,13 +389,13 @@ static void publish_resume(struct pulse_hreq *r)
      * them was a visible share of a large publish's cost. */
     struct pulse_buf out;
     pulse_buf_init(&out, SIZE_MAX);
-    pulse_status_t bst = pulse_buf_reserve(&out, 16 + r->n_recs * 48);
+    pulse_status_t bst = pulse_buf_reserve(&out, 16 + ps->n_recs * 48);
     if (bst == PULSE_OK)
         bst = pulse_buf_append(&out, "{\"offsets\":[", 12);
-    for (size_t i = 0; bst == PULSE_OK && i < r->n_recs; i++) {
+    for (size_t i = 0; bst == PULSE_OK && i < ps->n_recs; i++) {
         char item[80];
         int len = snprintf(item, sizeof item, "%s{\"partition\":%u,\"offset\":%lld}", i == 0 ? "" : ",",
-                           (unsigned)r->offsets[i].partition, (long long)r->offsets[i].offset);
+                           (unsigned)ps->offsets[i].partition, (long long)ps->offsets[i].offset);
         bst = pulse_buf_append(&out, item, (size_t)len);
     }
     if (bst == PULSE_OK)
@@ -412,6 +429,11 @@ void pulse_h_publish_post(struct pulse_hreq *r)
                                  PULSE_MEDIA_OCTETS);
         return;
     }
+    struct publish_state *ps = pulse_server_hstate(r, sizeof *ps, NULL);
+    if (ps == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
     /* Every allocation of the parse is charged to the memory budget: the
      * parsed form of a JSON body can take 80 times its text. */
     struct pulse_hreq *prev = pulse_server_json_begin(r);
@@ -433,8 +455,8 @@ void pulse_h_publish_post(struct pulse_hreq *r)
 
     pulse_server_suspend(r, publish_resume);
     bool pending = false;
-    pulse_status_t st = pulse_broker_publish(r->srv->broker, r->topic, r->recs, r->n_recs, r->offsets,
-                                             pulse_server_on_done, r, &pending, r->errmsg, sizeof r->errmsg);
+    pulse_status_t st = pulse_broker_publish(r->srv->broker, r->topic, ps->recs, ps->n_recs, ps->offsets,
+                                             pulse_server_on_done, r, &pending, ps->errmsg, sizeof ps->errmsg);
     /* No callback will come: resume from here (exactly once). */
     if (st != PULSE_OK || !pending)
         pulse_server_wake(r, st);

@@ -14,6 +14,28 @@
 #include "http/http_int.h"
 #include "http/json.h"
 
+/* A create's or a retention change's state (r->hstate): filled by the
+ * broker's admin or committer thread before it resumes the connection. */
+struct change_state {
+    struct pulse_topic_info *info; /* the changed topic; freed with the request */
+    char errmsg[256];              /* a create's refusal, for the answer */
+};
+
+static void change_state_dispose(void *hstate)
+{
+    struct change_state *cs = hstate;
+    pulse_topic_info_free(cs->info);
+}
+
+/* NULL after answering 503/500 when the pool has no room for it. */
+static struct change_state *change_state_new(struct pulse_hreq *r)
+{
+    struct change_state *cs = pulse_server_hstate(r, sizeof *cs, change_state_dispose);
+    if (cs == NULL)
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+    return cs;
+}
+
 json_t *pulse_h_topics_object(const struct pulse_topic_info *info)
 {
     char created[32];
@@ -75,13 +97,14 @@ void pulse_h_topics_list(struct pulse_hreq *r)
     pulse_server_reply_json(r, 200, json_pack("{s:o}", "topics", arr));
 }
 
-/* Answers with r->info (taken) or, failing that, a fresh look-up of
- * r->topic. */
+/* Answers with the broker's info of the changed topic (taken) or, failing
+ * that, a fresh look-up of r->topic. */
 static void reply_changed_topic(struct pulse_hreq *r, unsigned status)
 {
-    struct pulse_topic_info *info = r->info;
+    struct change_state *cs = r->hstate;
+    struct pulse_topic_info *info = cs->info;
     pulse_status_t st = PULSE_OK;
-    r->info = NULL;
+    cs->info = NULL;
     if (info == NULL || info->stats == NULL) {
         pulse_topic_info_free(info);
         info = NULL;
@@ -99,13 +122,14 @@ static void reply_changed_topic(struct pulse_hreq *r, unsigned status)
 
 static void create_resume(struct pulse_hreq *r)
 {
+    const struct change_state *cs = r->hstate;
     pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st == PULSE_EXISTS) {
         pulse_server_reply_error(r, 409, "topic_exists", "topic \"%s\" already exists", r->topic);
         return;
     }
     if (st != PULSE_OK) {
-        pulse_server_reply_status(r, st, r->errmsg);
+        pulse_server_reply_status(r, st, cs->errmsg);
         return;
     }
     reply_changed_topic(r, 201);
@@ -158,13 +182,16 @@ void pulse_h_topics_create(struct pulse_hreq *r)
         return;
     if (!pulse_server_int_field(r, body, "segment_bytes", 1024, 2147483647, &spec.segment_bytes, &present))
         return;
-    if (!present && r->srv->cfg->segment_bytes != 0)
-        spec.segment_bytes = (int64_t)r->srv->cfg->segment_bytes;
+    if (!present && r->srv->cfg->broker.segment_bytes != 0)
+        spec.segment_bytes = (int64_t)r->srv->cfg->broker.segment_bytes;
 
+    struct change_state *cs = change_state_new(r);
+    if (cs == NULL)
+        return;
     memcpy(r->topic, nm, nlen + 1);
     pulse_server_suspend(r, create_resume);
-    pulse_status_t st = pulse_broker_topic_create_async(r->srv->broker, &spec, &r->info, pulse_server_on_done, r,
-                                                        r->errmsg, sizeof r->errmsg);
+    pulse_status_t st = pulse_broker_topic_create_async(r->srv->broker, &spec, &cs->info, pulse_server_on_done, r,
+                                                        cs->errmsg, sizeof cs->errmsg);
     /* No callback will come: resume from here (exactly once). */
     if (st != PULSE_OK)
         pulse_server_wake(r, st);
@@ -221,8 +248,11 @@ void pulse_h_topics_patch(struct pulse_hreq *r)
         return;
     if (!pulse_server_int_field(r, body, "retention_bytes", 0, INT64_MAX, &rbytes, NULL))
         return;
+    struct change_state *cs = change_state_new(r);
+    if (cs == NULL)
+        return;
     pulse_server_suspend(r, patch_resume);
-    pulse_status_t st = pulse_broker_topic_set_retention_async(r->srv->broker, r->topic, rms, rbytes, &r->info,
+    pulse_status_t st = pulse_broker_topic_set_retention_async(r->srv->broker, r->topic, rms, rbytes, &cs->info,
                                                                pulse_server_on_done, r);
     if (st != PULSE_OK)
         pulse_server_wake(r, st);

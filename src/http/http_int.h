@@ -7,8 +7,12 @@
  * first call for a request and MHD's request-completed callback frees it;
  * nothing else frees it, so a broker callback that resumes a connection can
  * never race with its context's free (the context outlives the suspension).
- * Everything a request allocates goes through its pool (pulse_hreq_alloc)
- * and is released in one place.
+ * Everything a request allocates goes through its pool (pulse_server_palloc)
+ * and is released in one place. struct pulse_hreq holds only what every
+ * route shares; a handler that needs more (records and their offsets,
+ * cursors, the broker's answer, its error message) keeps it in its own
+ * struct, allocated from the pool (pulse_server_hstate), as h2o handlers
+ * keep theirs in h2o_mem_alloc_pool memory.
  *
  * Thread: the helpers below run on the MHD worker that owns the request's
  * connection, except pulse_server_wake (any thread, typically the broker's
@@ -60,7 +64,7 @@ struct pulse_server {
     atomic_long suspended; /* connections suspended right now */
     atomic_long receiving; /* in flight whose body has not fully arrived */
     /* in-flight request and answer memory (server.memory-budget); every
-     * request gives back what it took in on_completed */
+     * request gives back what it took in pulse_server_on_completed */
     struct pulse_budget budget;
     /* open connections and the request-head deadline (server.header-timeout) */
     struct pulse_conns *conns;
@@ -103,7 +107,7 @@ struct pulse_hreq {
     bool http11;              /* HTTP/1.1 or later: a Host field is required */
     unsigned retry_after; /* seconds for a Retry-After header; 0 = none */
     bool not_serving;     /* a 503 because the broker starts or stops: not a fault, not warned about */
-    uint64_t mem_held;    /* taken from srv->budget; given back in on_completed */
+    uint64_t mem_held;    /* taken from srv->budget; given back at completion */
     uint64_t mem_charged; /* of mem_held, taken by pulse_server_mem_charge */
     uint64_t mem_credit;  /* of that, not yet charged */
     bool mem_refused;     /* a charge was refused: NOMEM answers become 503 or 413 */
@@ -119,22 +123,18 @@ struct pulse_hreq {
     /* suspension: written by a broker thread before MHD_resume_connection */
     pulse_hreq_resume_fn resume;
     atomic_int async_status;
-    char errmsg[256];
-    /* handler state */
+    /* memory that lives until the request completes (server_mem.c) */
     struct pulse_hreq_chunk *pool;
+    /* the handler's own state, in the pool (pulse_server_hstate); dispose
+     * (nullable) runs on it when the request completes */
+    void *hstate;
+    void (*hstate_dispose)(void *hstate);
+    /* what every handler may read */
     json_t *doc; /* parsed body kept alive while records borrow from it */
-    char topic[PULSE_NAME_MAX + 1];
-    char consumer[PULSE_NAME_MAX + 1];
-    uint32_t partition;
-    struct pulse_publish_record *recs;
-    size_t n_recs;
-    struct pulse_offset_pair *offsets;
-    /* admin (topic create/patch, cursor commit): filled by a broker thread
-     * before it resumes the connection */
-    struct pulse_topic_info *info; /* freed with the request */
-    struct pulse_cursor *cursors;  /* in the pool */
-    size_t n_cursors;
-    /* fetch */
+    char topic[PULSE_NAME_MAX + 1];    /* pulse_server_path_topic */
+    char consumer[PULSE_NAME_MAX + 1]; /* pulse_server_path_consumer */
+    uint32_t partition;                /* pulse_server_path_partition */
+    /* fetch (h_fetch.c; to move into its own state with the fetch seam) */
     int64_t f_offset; /* -1 = log start */
     int64_t f_max_records;
     int64_t f_max_bytes;
@@ -148,6 +148,13 @@ struct pulse_hreq {
  * memory budget first; NULL on NOMEM or when the budget refuses (answer
  * with pulse_server_reply_status(r, PULSE_NOMEM, ...) either way). */
 void *pulse_server_palloc(struct pulse_hreq *r, size_t n);
+
+/* The handler's own state: n zeroed bytes from r's pool, kept in
+ * r->hstate for its resume function. dispose (nullable) is called with
+ * the state when r completes, before the pool is freed, for what the
+ * state owns outside the pool. Once per request. NULL as for
+ * pulse_server_palloc (nothing is then kept or disposed). */
+void *pulse_server_hstate(struct pulse_hreq *r, size_t n, void (*dispose)(void *hstate));
 
 /* Takes n bytes of the memory budget for r (given back when r completes).
  * false when the budget cannot cover them: answer with

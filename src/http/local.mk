@@ -13,7 +13,10 @@ libpulsehttp_a_SOURCES = \
 	src/http/mhdfix.c src/http/mhdfix.h \
 	src/http/request.c src/http/request.h \
 	src/http/router.c src/http/router.h \
-	src/http/server.c src/http/server.h \
+	src/http/server.c src/http/server.h src/http/server_int.h \
+	src/http/server_access.c src/http/server_checks.c src/http/server_hooks.c \
+	src/http/server_input.c src/http/server_mem.c src/http/server_metrics.c \
+	src/http/server_reply.c src/http/server_settings.c src/http/server_settings.h \
 	src/http/h_topics.c src/http/h_publish.c src/http/h_fetch.c \
 	src/http/h_consumers.c src/http/h_ops.c \
 	src/http/fastpub.c src/http/fastpub.h \
@@ -53,7 +56,9 @@ TESTS += tests/unit/check_http
 tests_unit_check_http_SOURCES = tests/unit/http/check_http.c
 tests_unit_check_http_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
 tests_unit_check_http_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_http_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(ZLIB_LIBS) $(CHECK_LDADD)
+# libpulsebroker.a for the broker's settings table only (no LevelDB is linked in).
+tests_unit_check_http_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
+	$(ZLIB_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_fastpub
 TESTS += tests/unit/check_fastpub
@@ -68,3 +73,13 @@ tests_unit_check_fetch_json_SOURCES = tests/unit/http/check_fetch_json.c
 tests_unit_check_fetch_json_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_fetch_json_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
+
+# The layers' settings tables against conf/pulse.conf and docs/Configuration.md
+# (read from $(srcdir) through PULSE_SRCDIR).
+check_PROGRAMS += tests/unit/check_settings
+TESTS += tests/unit/check_settings
+tests_unit_check_settings_SOURCES = tests/unit/http/check_settings.c
+tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
+	$(CHECK_LDADD)

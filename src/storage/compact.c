@@ -89,7 +89,7 @@
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/index.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/plog.h"
 #include "storage/plog_edit.h"
 #include "storage/segscan.h"

@@ -24,7 +24,7 @@
 #include "common/crc32c.h"
 #include "common/endian.h"
 #include "common/log.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 
 pulse_status_t pulse_damage_encode(const struct pulse_damage *d, size_t n, struct pulse_buf *out)
 {

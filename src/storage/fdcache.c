@@ -26,7 +26,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 
 /* Descriptors closed per batch after the mutex is dropped. */
 #define VICTIMS_MAX 32

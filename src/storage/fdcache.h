@@ -47,7 +47,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 struct pulse_fdcache;
 
 #define PULSE_FDCACHE_DEFAULT_CAPACITY 1024u

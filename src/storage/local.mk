@@ -2,7 +2,6 @@
 # src/storage: the storage engine library (knows common only).
 noinst_LIBRARIES += libpulsestore.a
 libpulsestore_a_SOURCES = \
-	src/storage/io.h src/storage/io.c \
 	src/storage/index.h src/storage/index.c \
 	src/storage/fdcache.h src/storage/fdcache.c \
 	src/storage/segscan.h src/storage/segscan.c \
@@ -11,7 +10,8 @@ libpulsestore_a_SOURCES = \
 	src/storage/snapshot.h src/storage/snapshot.c \
 	src/storage/recover.h src/storage/recover.c \
 	src/storage/plog_int.h src/storage/plog.h src/storage/plog.c \
-	src/storage/plog_edit.h src/storage/plog_edit.c
+	src/storage/plog_edit.h src/storage/plog_edit.c \
+	src/storage/store_settings.h src/storage/store_settings.c
 
 # The batch codec lives in its own fragment.
 include src/storage/codec.mk

@@ -55,7 +55,7 @@
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/fdcache.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/plog_int.h"
 #include "storage/recover.h"
 #include "storage/segment.h"
@@ -1750,32 +1750,6 @@ out:
     return st;
 }
 
-static pulse_status_t mkdir_p(const struct pulse_io *io, const char *dir)
-{
-    char *tmp = pulse_strdup(dir);
-    pulse_status_t st = PULSE_OK;
-
-    if (tmp == NULL)
-        return PULSE_NOMEM;
-    for (char *p = tmp + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (io->mkdir(io, tmp, 0755) < 0 && errno != EEXIST) {
-                int err = errno;
-                PULSE_ERROR("plog: mkdir %s failed: %s", tmp, strerror(err));
-                st = pulse_status_from_errno(err);
-                break;
-            }
-            *p = c;
-            if (c == '\0')
-                break;
-        }
-    }
-    pulse_free(tmp);
-    return st;
-}
-
 static void plog_free(struct pulse_plog *plog)
 {
     if (plog == NULL)
@@ -1839,9 +1813,12 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
             goto out;
         plog->own_fdcache = true;
     }
-    st = mkdir_p(io, dir);
-    if (st != PULSE_OK)
+    if (pulse_io_mkdir_p(io, dir, 0755) < 0) {
+        int err = errno;
+        PULSE_ERROR("plog: mkdir -p %s failed: %s", dir, strerror(err));
+        st = pulse_status_from_errno(err);
         goto out;
+    }
     st = pulse_recover_run(io, plog->fdcache, dir, cfg->index_interval_bytes, cfg->contiguous, NULL, &res, &rec);
     if (st != PULSE_OK)
         goto out;

@@ -73,7 +73,7 @@
 #include "common/failpoint.h"
 #include "common/log.h"
 #include "storage/index.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/plog_int.h"
 #include "storage/segment.h"
 #include "storage/segscan.h"

@@ -89,7 +89,7 @@
 #include "common/failpoint.h"
 #include "common/log.h"
 #include "storage/damage.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/plog.h"
 #include "storage/segment.h"
 #include "storage/segscan.h"

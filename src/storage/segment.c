@@ -28,7 +28,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "storage/batch.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/plog.h"
 
 char *pulse_segment_path(const char *dir, int64_t base, const char *ext)

@@ -34,7 +34,7 @@
 #include "common/endian.h"
 #include "common/log.h"
 #include "storage/damage.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 
 #define WINDOW_MIN (256u * 1024u)
 

@@ -17,7 +17,7 @@
 #include "common/crc32c.h"
 #include "common/endian.h"
 #include "common/log.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 
 void pulse_snapshot_encode(const struct pulse_snapshot *snap, uint8_t out[PULSE_SNAPSHOT_SIZE])
 {

@@ -44,7 +44,7 @@
 #include "storage/index.h"
 #include "meta/dirfile.h"
 #include "meta/meta.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/segment.h"
 #include "storage/segscan.h"
 #include "storage/snapshot.h"

@@ -27,7 +27,7 @@
 #include "common/alloc.h"
 #include "storage/batch.h"
 #include "storage/damage.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/segscan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

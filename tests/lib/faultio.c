@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 
 #define MAX_FILES 512
 #define MAX_FD 4096
@@ -308,11 +308,41 @@ static int f_unlink(const struct pulse_io *io, const char *path)
 static int f_mkdir(const struct pulse_io *io, const char *path, mode_t mode)
 {
     struct faultio *fio = F(io);
-    if (fio->crashed) {
-        errno = EIO;
+    int err = tick(fio, FAULTIO_MKDIR);
+    if (err != 0) {
+        errno = err;
         return -1;
     }
     return fio->real->mkdir(fio->real, path, mode);
+}
+
+static int f_rmdir(const struct pulse_io *io, const char *path)
+{
+    struct faultio *fio = F(io);
+    int err = tick(fio, FAULTIO_RMDIR);
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    return fio->real->rmdir(fio->real, path);
+}
+
+static int f_stat(const struct pulse_io *io, const char *path, bool nofollow, struct stat *st_out)
+{
+    struct faultio *fio = F(io);
+    return fio->real->stat(fio->real, path, nofollow, st_out);
+}
+
+static int f_access(const struct pulse_io *io, const char *path, int mode)
+{
+    struct faultio *fio = F(io);
+    return fio->real->access(fio->real, path, mode);
+}
+
+static int f_list_dir(const struct pulse_io *io, const char *dir, pulse_io_entry_fn fn, void *arg)
+{
+    struct faultio *fio = F(io);
+    return fio->real->list_dir(fio->real, dir, fn, arg);
 }
 
 static int f_fsync_dir(const struct pulse_io *io, const char *dir)
@@ -346,6 +376,10 @@ struct faultio *faultio_create(void)
     fio->io.unlink = f_unlink;
     fio->io.mkdir = f_mkdir;
     fio->io.fsync_dir = f_fsync_dir;
+    fio->io.rmdir = f_rmdir;
+    fio->io.stat = f_stat;
+    fio->io.access = f_access;
+    fio->io.list_dir = f_list_dir;
     fio->real = pulse_io_posix();
     pthread_mutex_init(&fio->lock, NULL);
     for (int i = 0; i < FAULTIO_OP_COUNT; i++)

@@ -3,7 +3,9 @@
  * faultio.h - a struct pulse_io for tests: the real file system plus
  * injected failures and a simulated power loss.
  *
- * It counts every call, fails the Nth call of a chosen kind with a chosen
+ * It counts every call of the kinds below (stat, access and directory
+ * listings are passed through uncounted), fails the Nth call of a chosen
+ * kind with a chosen
  * errno (one shot), makes the Nth pwrite short (k bytes land, then
  * optionally the next pwrite fails), and remembers per file the size at its
  * last successful fdatasync/fsync. faultio_crash() cuts every file it has
@@ -33,6 +35,8 @@ enum faultio_op {
     FAULTIO_RENAME,
     FAULTIO_FTRUNCATE,
     FAULTIO_UNLINK,
+    FAULTIO_MKDIR,
+    FAULTIO_RMDIR,
     FAULTIO_OP_COUNT
 };
 

@@ -32,7 +32,7 @@
 #include "common/log.h"
 #include "meta/meta.h"
 #include "storage/batch.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/snapshot.h"
 #include "faultio.h"
 

@@ -1269,6 +1269,181 @@ START_TEST(test_create_of_a_stalled_delete_name_fails_at_once_while_the_store_fa
 }
 END_TEST
 
+/* Entries of topics/ whose name starts with prefix ("" = all). */
+static int topics_entries(const char *prefix)
+{
+    char path[512];
+    struct dirent *de;
+    int n = 0;
+    DIR *d;
+
+    snprintf(path, sizeof path, "%s/topics", tmpdir);
+    d = opendir(path);
+    ck_assert_ptr_nonnull(d);
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+            strncmp(de->d_name, prefix, strlen(prefix)) == 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* A create fails at the step named by (op, nth), after opening exactly
+ * `opens` files (the marker's and topic.json's temp files: so it failed
+ * there, before any log was opened); nothing of it stays. */
+static void create_fails_cleanly(struct pulse_broker *b, struct faultio *fio, enum faultio_op op, unsigned long nth,
+                                 unsigned long opens)
+{
+    struct pulse_topic_spec spec = {"alpha", 2, -1, -1, -1, 2048};
+    struct pulse_topic_info *info = NULL;
+    unsigned long before = faultio_count(fio, FAULTIO_OPEN);
+    char err[1024] = "";
+
+    faultio_fail_nth(fio, op, nth, EIO);
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_IO);
+    ck_assert_uint_eq(faultio_count(fio, FAULTIO_OPEN) - before, opens);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_TOPIC_NOT_FOUND);
+    ck_assert(!path_exists("topics/alpha"));
+    ck_assert_int_eq(topics_entries(""), 0);
+}
+
+/* Every directory step of a create goes through the broker's io: a failed
+ * mkdir of the topic or of a partition directory, or a failed fsync of
+ * topics/, fails the create, which sets aside and removes what it made.
+ * When the removal fails too, the directory keeps its "creating" marker,
+ * and the next create of the name (or the next start) removes it. */
+START_TEST(test_failed_directory_steps_of_a_create_leave_no_half_made_topic)
+{
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker_open_report rep;
+    struct pulse_topic_spec spec = {"alpha", 2, -1, -1, -1, 2048};
+    struct pulse_broker *b = NULL;
+    char err[1024] = "";
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    ck_assert_int_eq(pulse_broker_open(&cfg, &b, NULL, err, sizeof err), PULSE_OK);
+    create_fails_cleanly(b, fio, FAULTIO_MKDIR, 1, 0); /* topics/alpha */
+    create_fails_cleanly(b, fio, FAULTIO_MKDIR, 3, 1); /* topics/alpha/1 */
+    /* The marker's and topic.json's directory fsyncs, then topics/'s. */
+    create_fails_cleanly(b, fio, FAULTIO_FSYNC_DIR, 3, 2);
+
+    /* The partition mkdir fails, and so does the rename that sets the
+     * directory aside (the first rename is the marker's). */
+    faultio_fail_nth(fio, FAULTIO_MKDIR, 2, EIO);
+    faultio_fail_nth(fio, FAULTIO_RENAME, 2, EIO);
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_IO);
+    ck_assert(path_exists("topics/alpha/creating"));
+    ck_assert(!path_exists("topics/alpha/topic.json"));
+    /* The next create of the name finds the marked directory and clears
+     * it first. */
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_OK);
+    ck_assert(!path_exists("topics/alpha/creating"));
+    ck_assert_int_eq(topics_entries(""), 1);
+    fill(b, "alpha", 2);
+
+    /* The same leftover, met by a start instead. */
+    spec.name = "beta";
+    faultio_fail_nth(fio, FAULTIO_MKDIR, 2, EIO);
+    faultio_fail_nth(fio, FAULTIO_RENAME, 2, EIO);
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_IO);
+    ck_assert(path_exists("topics/beta/creating"));
+    pulse_broker_close(b);
+    faultio_destroy(fio);
+
+    b = open_ok(&rep);
+    ck_assert_uint_eq(rep.topics, 1);
+    ck_assert_uint_eq(rep.deleted_leftovers, 1);
+    ck_assert(!path_exists("topics/beta"));
+    ck_assert_int_eq(topics_entries(""), 1);
+    pulse_broker_close(b);
+}
+END_TEST
+
+/* Calls of op that deleting a topic of parts partitions filled by fill()
+ * takes, measured on a probe topic of that shape. */
+static unsigned long delete_calls(struct pulse_broker *b, struct faultio *fio, enum faultio_op op, uint32_t parts)
+{
+    unsigned long before;
+
+    create(b, "probe", (int32_t)parts, PULSE_CLEANUP_DELETE, -1);
+    fill(b, "probe", parts);
+    before = faultio_count(fio, op);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "probe"), PULSE_OK);
+    ck_assert(!path_exists("topics/probe"));
+    return faultio_count(fio, op) - before;
+}
+
+/* Every directory step of a delete after its "deleting" marker goes through
+ * the broker's io, and a failure there follows the delete's rules
+ * (topic.c): the delete is decided, so it is answered as done and the
+ * topic is never served again; what could not be removed now is removed
+ * at the next start. */
+START_TEST(test_failed_directory_steps_of_a_delete_keep_it_decided)
+{
+    struct faultio *fio = faultio_create();
+    struct pulse_broker_config cfg;
+    struct pulse_broker_open_report rep;
+    struct pulse_topic_info *info = NULL;
+    struct pulse_broker *b = NULL;
+    unsigned long n;
+    char err[1024] = "";
+
+    ck_assert_ptr_nonnull(fio);
+    test_config(&cfg);
+    cfg.io = faultio_io(fio);
+    ck_assert_int_eq(pulse_broker_open(&cfg, &b, NULL, err, sizeof err), PULSE_OK);
+    create(b, "alpha", 2, PULSE_CLEANUP_DELETE, -1);
+    create(b, "beta", 2, PULSE_CLEANUP_DELETE, -1);
+    create(b, "gamma", 2, PULSE_CLEANUP_DELETE, -1);
+    fill(b, "alpha", 2);
+    fill(b, "beta", 2);
+    fill(b, "gamma", 2);
+
+    /* The last rename of a delete sets the directory aside. When it
+     * fails, the directory stays under its name, with the marker. */
+    n = delete_calls(b, fio, FAULTIO_RENAME, 2);
+    ck_assert_uint_ge(n, 2); /* the marker's and the aside */
+    faultio_fail_nth(fio, FAULTIO_RENAME, n, EIO);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "alpha"), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(publish_one(b, "alpha"), PULSE_TOPIC_NOT_FOUND);
+    ck_assert(path_exists("topics/alpha/deleting"));
+    ck_assert(path_exists("topics/alpha/0"));
+
+    /* The tree's removal fails at its last file: the directory is aside
+     * already, so the name is free, and the rest waits for the start. */
+    n = delete_calls(b, fio, FAULTIO_UNLINK, 2);
+    ck_assert_uint_ge(n, 4); /* topic.json, the marker, segment files */
+    faultio_fail_nth(fio, FAULTIO_UNLINK, n, EIO);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "beta"), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "beta", false, &info), PULSE_TOPIC_NOT_FOUND);
+    ck_assert(!path_exists("topics/beta"));
+    ck_assert_int_eq(topics_entries("__deleted-"), 1);
+
+    /* The fsync of topics/ right after the rename aside (the last one is
+     * after the removal) fails: the delete is done all the same. */
+    n = delete_calls(b, fio, FAULTIO_FSYNC_DIR, 2);
+    ck_assert_uint_ge(n, 3); /* the marker's, the aside's, the removal's */
+    faultio_fail_nth(fio, FAULTIO_FSYNC_DIR, n - 1, EIO);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "gamma"), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "gamma", false, &info), PULSE_TOPIC_NOT_FOUND);
+    ck_assert(!path_exists("topics/gamma"));
+    ck_assert_int_eq(topics_entries("__deleted-"), 2);
+    pulse_broker_close(b);
+    faultio_destroy(fio);
+
+    /* The next start finishes all three. */
+    b = open_ok(&rep);
+    ck_assert_uint_eq(rep.topics, 0);
+    ck_assert_uint_eq(rep.deleted_leftovers, 3);
+    ck_assert_int_eq(topics_entries(""), 0);
+    pulse_broker_close(b);
+}
+END_TEST
+
 static Suite *datadir_suite(void)
 {
     Suite *s = suite_create("datadir");
@@ -1294,6 +1469,8 @@ static Suite *datadir_suite(void)
     tcase_add_test(tc, test_unusable_data_directory_names_the_cause);
     tcase_add_test(tc, test_symlinked_topic_directory_works_and_a_dangling_one_is_not_a_delete);
     tcase_add_test(tc, test_failed_marker_and_file_writes_leave_nothing_half_done);
+    tcase_add_test(tc, test_failed_directory_steps_of_a_create_leave_no_half_made_topic);
+    tcase_add_test(tc, test_failed_directory_steps_of_a_delete_keep_it_decided);
     tcase_add_test(tc, test_create_marker_beside_published_records_is_not_an_unfinished_create);
     tcase_add_test(tc, test_empty_or_missing_topics_directory_keeps_metadata_and_cursors);
     tcase_add_test(tc, test_first_start_makes_the_topics_directory);

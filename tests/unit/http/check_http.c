@@ -19,6 +19,7 @@
 #include "broker/broker.h"
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/settings.h"
 #include "common/status.h"
 #include "http/budget.h"
 #include "http/config.h"
@@ -74,32 +75,32 @@ START_TEST(test_config_defaults_match_the_documented_values)
 {
     struct pulse_config cfg;
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
-    ck_assert_str_eq(cfg.listen, "127.0.0.1:8080");
-    ck_assert_str_eq(cfg.data_dir, "./data");
-    ck_assert_uint_eq(cfg.max_body_bytes, 16u * 1024 * 1024);
-    ck_assert_int_eq(cfg.max_records_per_request, 10000);
-    ck_assert_int_eq(cfg.max_connections, 1000);
-    ck_assert_int_eq(cfg.max_connections_per_ip, 64);
-    ck_assert_int_eq(cfg.connection_timeout_ms, 30000);
-    ck_assert_int_eq(cfg.header_timeout_ms, 10000);
-    ck_assert_int_eq(cfg.body_timeout_ms, 10000);
-    ck_assert_uint_eq(cfg.body_min_rate, 1024);
-    ck_assert_uint_eq(cfg.memory_budget, 256u * 1024 * 1024);
-    ck_assert_int_eq(cfg.threads, 0);
-    ck_assert_uint_eq(cfg.segment_max_bytes, 512ull * 1024 * 1024);
-    ck_assert_uint_eq(cfg.index_interval_bytes, 4096);
-    ck_assert_str_eq(cfg.sync_mode, "every-write");
-    ck_assert_int_eq(cfg.sync_interval_ms, 1000);
-    ck_assert_int_eq(cfg.retention_interval_ms, 30000);
-    ck_assert_int_eq(cfg.compaction_interval_ms, 30000);
-    ck_assert_int_eq(cfg.compaction_tombstone_retention_ms, 24 * 3600 * 1000);
-    ck_assert(cfg.compaction_min_gain_ratio > 0.0999 && cfg.compaction_min_gain_ratio < 0.1001);
-    ck_assert_uint_eq(cfg.compaction_max_bytes_per_pass, 1024ull * 1024 * 1024);
-    ck_assert_int_eq(cfg.compaction_max_pass_ms, 5000);
-    ck_assert_int_eq(cfg.partitions, 1);
-    ck_assert_int_eq(cfg.retention_ms, 7ll * 86400 * 1000);
-    ck_assert_uint_eq(cfg.retention_bytes, 0);
-    ck_assert_str_eq(cfg.level, "info");
+    ck_assert_str_eq(cfg.server.listen, "127.0.0.1:8080");
+    ck_assert_str_eq(cfg.server.data_dir, "./data");
+    ck_assert_uint_eq(cfg.server.max_body_bytes, 16u * 1024 * 1024);
+    ck_assert_int_eq(cfg.server.max_records_per_request, 10000);
+    ck_assert_int_eq(cfg.server.max_connections, 1000);
+    ck_assert_int_eq(cfg.server.max_connections_per_ip, 64);
+    ck_assert_int_eq(cfg.server.connection_timeout_ms, 30000);
+    ck_assert_int_eq(cfg.server.header_timeout_ms, 10000);
+    ck_assert_int_eq(cfg.server.body_timeout_ms, 10000);
+    ck_assert_uint_eq(cfg.server.body_min_rate, 1024);
+    ck_assert_uint_eq(cfg.server.memory_budget, 256u * 1024 * 1024);
+    ck_assert_int_eq(cfg.server.threads, 0);
+    ck_assert_uint_eq(cfg.storage.segment_max_bytes, 512ull * 1024 * 1024);
+    ck_assert_uint_eq(cfg.storage.index_interval_bytes, 4096);
+    ck_assert_str_eq(cfg.broker.sync_mode, "every-write");
+    ck_assert_int_eq(cfg.broker.sync_interval_ms, 1000);
+    ck_assert_int_eq(cfg.broker.retention_interval_ms, 30000);
+    ck_assert_int_eq(cfg.broker.compaction_interval_ms, 30000);
+    ck_assert_int_eq(cfg.storage.compaction_tombstone_retention_ms, 24 * 3600 * 1000);
+    ck_assert(cfg.storage.compaction_min_gain_ratio > 0.0999 && cfg.storage.compaction_min_gain_ratio < 0.1001);
+    ck_assert_uint_eq(cfg.storage.compaction_max_bytes_per_pass, 1024ull * 1024 * 1024);
+    ck_assert_int_eq(cfg.storage.compaction_max_pass_ms, 5000);
+    ck_assert_int_eq(cfg.broker.partitions, 1);
+    ck_assert_int_eq(cfg.broker.retention_ms, 7ll * 86400 * 1000);
+    ck_assert_uint_eq(cfg.broker.retention_bytes, 0);
+    ck_assert_str_eq(cfg.log.level, "info");
     pulse_config_fini(&cfg);
 }
 END_TEST
@@ -107,46 +108,46 @@ END_TEST
 START_TEST(test_sizes_accept_bytes_and_binary_units_only)
 {
     uint64_t v = 0;
-    ck_assert_int_eq(pulse_config_parse_size("123", &v), PULSE_OK);
+    ck_assert_int_eq(pulse_settings_parse_size("123", &v), PULSE_OK);
     ck_assert_uint_eq(v, 123);
-    ck_assert_int_eq(pulse_config_parse_size("7B", &v), PULSE_OK);
+    ck_assert_int_eq(pulse_settings_parse_size("7B", &v), PULSE_OK);
     ck_assert_uint_eq(v, 7);
-    ck_assert_int_eq(pulse_config_parse_size("2KiB", &v), PULSE_OK);
+    ck_assert_int_eq(pulse_settings_parse_size("2KiB", &v), PULSE_OK);
     ck_assert_uint_eq(v, 2048);
-    ck_assert_int_eq(pulse_config_parse_size("16MiB", &v), PULSE_OK);
+    ck_assert_int_eq(pulse_settings_parse_size("16MiB", &v), PULSE_OK);
     ck_assert_uint_eq(v, 16u * 1024 * 1024);
-    ck_assert_int_eq(pulse_config_parse_size("3 GiB", &v), PULSE_OK);
+    ck_assert_int_eq(pulse_settings_parse_size("3 GiB", &v), PULSE_OK);
     ck_assert_uint_eq(v, 3ull * 1024 * 1024 * 1024);
-    ck_assert_int_ne(pulse_config_parse_size("1KB", &v), PULSE_OK);
-    ck_assert_int_ne(pulse_config_parse_size("1MB", &v), PULSE_OK);
-    ck_assert_int_ne(pulse_config_parse_size("-1", &v), PULSE_OK);
-    ck_assert_int_ne(pulse_config_parse_size("", &v), PULSE_OK);
-    ck_assert_int_ne(pulse_config_parse_size("1.5MiB", &v), PULSE_OK);
-    ck_assert_int_ne(pulse_config_parse_size("99999999999999999999", &v), PULSE_OK);
-    ck_assert_int_ne(pulse_config_parse_size("17179869184GiB", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_settings_parse_size("1KB", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_settings_parse_size("1MB", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_settings_parse_size("-1", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_settings_parse_size("", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_settings_parse_size("1.5MiB", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_settings_parse_size("99999999999999999999", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_settings_parse_size("17179869184GiB", &v), PULSE_OK);
 }
 END_TEST
 
 START_TEST(test_durations_are_milliseconds_unless_suffixed)
 {
     int64_t v = 0;
-    ck_assert_int_eq(pulse_config_parse_duration_ms("250", &v), PULSE_OK);
+    ck_assert_int_eq(pulse_settings_parse_duration_ms("250", &v), PULSE_OK);
     ck_assert_int_eq(v, 250);
-    ck_assert_int_eq(pulse_config_parse_duration_ms("250ms", &v), PULSE_OK);
+    ck_assert_int_eq(pulse_settings_parse_duration_ms("250ms", &v), PULSE_OK);
     ck_assert_int_eq(v, 250);
-    ck_assert_int_eq(pulse_config_parse_duration_ms("30s", &v), PULSE_OK);
+    ck_assert_int_eq(pulse_settings_parse_duration_ms("30s", &v), PULSE_OK);
     ck_assert_int_eq(v, 30000);
-    ck_assert_int_eq(pulse_config_parse_duration_ms("2m", &v), PULSE_OK);
+    ck_assert_int_eq(pulse_settings_parse_duration_ms("2m", &v), PULSE_OK);
     ck_assert_int_eq(v, 120000);
-    ck_assert_int_eq(pulse_config_parse_duration_ms("24h", &v), PULSE_OK);
+    ck_assert_int_eq(pulse_settings_parse_duration_ms("24h", &v), PULSE_OK);
     ck_assert_int_eq(v, 86400000);
-    ck_assert_int_eq(pulse_config_parse_duration_ms("7d", &v), PULSE_OK);
+    ck_assert_int_eq(pulse_settings_parse_duration_ms("7d", &v), PULSE_OK);
     ck_assert_int_eq(v, 604800000);
-    ck_assert_int_ne(pulse_config_parse_duration_ms("1w", &v), PULSE_OK);
-    ck_assert_int_ne(pulse_config_parse_duration_ms("1.5s", &v), PULSE_OK);
-    ck_assert_int_ne(pulse_config_parse_duration_ms("s", &v), PULSE_OK);
-    ck_assert_int_ne(pulse_config_parse_duration_ms("-5s", &v), PULSE_OK);
-    ck_assert_int_ne(pulse_config_parse_duration_ms("999999999999999999d", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_settings_parse_duration_ms("1w", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_settings_parse_duration_ms("1.5s", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_settings_parse_duration_ms("s", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_settings_parse_duration_ms("-5s", &v), PULSE_OK);
+    ck_assert_int_ne(pulse_settings_parse_duration_ms("999999999999999999d", &v), PULSE_OK);
 }
 END_TEST
 
@@ -178,18 +179,18 @@ START_TEST(test_bad_values_are_refused_and_leave_the_setting_unchanged)
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
     ck_assert_int_eq(pulse_config_set(&cfg, "storage.sync-mode", "sometimes", err, sizeof err), PULSE_INVALID);
     ck_assert_ptr_nonnull(strstr(err, "storage.sync-mode"));
-    ck_assert_str_eq(cfg.sync_mode, "every-write");
+    ck_assert_str_eq(cfg.broker.sync_mode, "every-write");
     ck_assert_int_eq(pulse_config_set(&cfg, "topic-defaults.partitions", "0", err, sizeof err), PULSE_INVALID);
     ck_assert_int_eq(pulse_config_set(&cfg, "topic-defaults.partitions", "257", err, sizeof err), PULSE_INVALID);
     ck_assert_int_eq(pulse_config_set(&cfg, "topic-defaults.partitions", "2x", err, sizeof err), PULSE_INVALID);
-    ck_assert_int_eq(cfg.partitions, 1);
+    ck_assert_int_eq(cfg.broker.partitions, 1);
     ck_assert_int_eq(pulse_config_set(&cfg, "server.max-body-bytes", "0", err, sizeof err), PULSE_INVALID);
     ck_assert_int_eq(pulse_config_set(&cfg, "server.max-body-bytes", "12KB", err, sizeof err), PULSE_INVALID);
-    ck_assert_uint_eq(cfg.max_body_bytes, 16u * 1024 * 1024);
+    ck_assert_uint_eq(cfg.server.max_body_bytes, 16u * 1024 * 1024);
     ck_assert_int_eq(pulse_config_set(&cfg, "server.connection-timeout", "0", err, sizeof err), PULSE_INVALID);
     ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "localhost", err, sizeof err), PULSE_INVALID);
     ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "1.2.3.4:70000", err, sizeof err), PULSE_INVALID);
-    ck_assert_str_eq(cfg.listen, "127.0.0.1:8080");
+    ck_assert_str_eq(cfg.server.listen, "127.0.0.1:8080");
     ck_assert_int_eq(pulse_config_set(&cfg, "log.level", "loud", err, sizeof err), PULSE_INVALID);
     ck_assert_int_eq(pulse_config_set(&cfg, "storage.compaction-min-gain-ratio", "1.5", err, sizeof err),
                      PULSE_INVALID);
@@ -197,7 +198,7 @@ START_TEST(test_bad_values_are_refused_and_leave_the_setting_unchanged)
     ck_assert_int_eq(pulse_config_set(&cfg, "server.data-dir", "", err, sizeof err), PULSE_INVALID);
     /* and good values do take */
     ck_assert_int_eq(pulse_config_set(&cfg, "storage.sync-mode", "interval", err, sizeof err), PULSE_OK);
-    ck_assert_str_eq(cfg.sync_mode, "interval");
+    ck_assert_str_eq(cfg.broker.sync_mode, "interval");
     ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "[::1]:0", err, sizeof err), PULSE_OK);
     pulse_config_fini(&cfg);
 }
@@ -218,24 +219,24 @@ START_TEST(test_precedence_is_default_then_file_then_env_then_command_line)
                                   "data-dir = \"/from/file\"\n"
                                   "max-body-bytes = 1KiB\n");
     ck_assert_int_eq(pulse_config_load_file(&cfg, path, err, sizeof err), PULSE_OK);
-    ck_assert_str_eq(cfg.sync_mode, "interval");
-    ck_assert_str_eq(cfg.data_dir, "/from/file");
-    ck_assert_uint_eq(cfg.segment_max_bytes, 1024 * 1024);
-    ck_assert_uint_eq(cfg.max_body_bytes, 1024);
+    ck_assert_str_eq(cfg.broker.sync_mode, "interval");
+    ck_assert_str_eq(cfg.server.data_dir, "/from/file");
+    ck_assert_uint_eq(cfg.storage.segment_max_bytes, 1024 * 1024);
+    ck_assert_uint_eq(cfg.server.max_body_bytes, 1024);
 
     fake_env_name = "PULSE_STORAGE_SYNC_MODE";
     fake_env_value = "every-write";
     ck_assert_int_eq(pulse_config_load_env(&cfg, fake_getenv, err, sizeof err), PULSE_OK);
-    ck_assert_str_eq(cfg.sync_mode, "every-write");
-    ck_assert_str_eq(cfg.data_dir, "/from/file");
+    ck_assert_str_eq(cfg.broker.sync_mode, "every-write");
+    ck_assert_str_eq(cfg.server.data_dir, "/from/file");
 
     fake_env_name = "PULSE_SERVER_DATA_DIR";
     fake_env_value = "/from/env";
     ck_assert_int_eq(pulse_config_load_env(&cfg, fake_getenv, err, sizeof err), PULSE_OK);
-    ck_assert_str_eq(cfg.data_dir, "/from/env");
+    ck_assert_str_eq(cfg.server.data_dir, "/from/env");
 
     ck_assert_int_eq(pulse_config_set_assignment(&cfg, "server.data-dir=/from/cli", err, sizeof err), PULSE_OK);
-    ck_assert_str_eq(cfg.data_dir, "/from/cli");
+    ck_assert_str_eq(cfg.server.data_dir, "/from/cli");
 
     fake_env_name = "PULSE_TOPIC_DEFAULTS_PARTITIONS";
     fake_env_value = "zero";
@@ -257,7 +258,7 @@ START_TEST(test_malformed_config_file_lines_are_refused)
     ck_assert_int_ne(pulse_config_load_file(&cfg, write_conf("[server\nlisten = 1.2.3.4:5\n"), err, sizeof err),
                      PULSE_OK);
     ck_assert_int_ne(pulse_config_load_file(&cfg, write_conf("[server]\njust words\n"), err, sizeof err), PULSE_OK);
-    ck_assert_str_eq(cfg.listen, "127.0.0.1:8080");
+    ck_assert_str_eq(cfg.server.listen, "127.0.0.1:8080");
     remove_tmpdir();
     ck_assert_int_eq(pulse_config_load_file(&cfg, "/nonexistent/pulse.conf", err, sizeof err), PULSE_IO);
     pulse_config_fini(&cfg);
@@ -304,21 +305,21 @@ START_TEST(test_descriptor_settings_are_fitted_into_the_process_limit)
     ck_assert_int_eq(pulse_config_set(&cfg, "server.threads", "4", NULL, 0), PULSE_OK);
     /* Plenty: nothing changes. */
     ck_assert(!pulse_config_fit_fd_limit(&cfg, 1 << 20, msg, sizeof msg));
-    ck_assert_int_eq(cfg.max_connections, 1000);
-    ck_assert_int_eq(cfg.segment_fd_cache, 1024);
+    ck_assert_int_eq(cfg.server.max_connections, 1000);
+    ck_assert_int_eq(cfg.storage.segment_fd_cache, 1024);
     /* 512: both shrink, the result fits, and the message names the limit. */
     ck_assert(pulse_config_fit_fd_limit(&cfg, 512, msg, sizeof msg));
     int64_t reserved = PULSE_CONFIG_FD_RESERVED + PULSE_CONFIG_FD_META + 3 * 4;
-    ck_assert_int_le(reserved + 2 * cfg.max_connections + cfg.segment_fd_cache, 512);
-    ck_assert_int_ge(cfg.segment_fd_cache, 16);
-    ck_assert_int_ge(cfg.max_connections, 100);
+    ck_assert_int_le(reserved + 2 * cfg.server.max_connections + cfg.storage.segment_fd_cache, 512);
+    ck_assert_int_ge(cfg.storage.segment_fd_cache, 16);
+    ck_assert_int_ge(cfg.server.max_connections, 100);
     ck_assert_msg(strstr(msg, "descriptor limit 512") != NULL && strstr(msg, "RLIMIT_NOFILE") != NULL, "%s", msg);
     /* Fitted values fit: a second pass changes nothing. */
     ck_assert(!pulse_config_fit_fd_limit(&cfg, 512, msg, sizeof msg));
     /* Absurdly low: the minimums, never zero. */
     ck_assert(pulse_config_fit_fd_limit(&cfg, 64, msg, sizeof msg));
-    ck_assert_int_ge(cfg.max_connections, 1);
-    ck_assert_int_ge(cfg.segment_fd_cache, 16);
+    ck_assert_int_ge(cfg.server.max_connections, 1);
+    ck_assert_int_ge(cfg.storage.segment_fd_cache, 16);
     pulse_config_fini(&cfg);
 }
 END_TEST
@@ -347,18 +348,18 @@ START_TEST(test_listen_address_splits_into_host_and_port)
     char host[64];
     uint16_t port = 0;
     bool v6 = true;
-    ck_assert_int_eq(pulse_config_split_listen("127.0.0.1:8080", host, sizeof host, &port, &v6), PULSE_OK);
+    ck_assert_int_eq(pulse_server_listen_split("127.0.0.1:8080", host, sizeof host, &port, &v6), PULSE_OK);
     ck_assert_str_eq(host, "127.0.0.1");
     ck_assert_uint_eq(port, 8080);
     ck_assert(!v6);
-    ck_assert_int_eq(pulse_config_split_listen("[::1]:99", host, sizeof host, &port, &v6), PULSE_OK);
+    ck_assert_int_eq(pulse_server_listen_split("[::1]:99", host, sizeof host, &port, &v6), PULSE_OK);
     ck_assert_str_eq(host, "::1");
     ck_assert_uint_eq(port, 99);
     ck_assert(v6);
-    ck_assert_int_ne(pulse_config_split_listen(":80", host, sizeof host, &port, &v6), PULSE_OK);
-    ck_assert_int_ne(pulse_config_split_listen("::1:80", host, sizeof host, &port, &v6), PULSE_OK);
-    ck_assert_int_ne(pulse_config_split_listen("h:", host, sizeof host, &port, &v6), PULSE_OK);
-    ck_assert_int_ne(pulse_config_split_listen("h:65536", host, sizeof host, &port, &v6), PULSE_OK);
+    ck_assert_int_ne(pulse_server_listen_split(":80", host, sizeof host, &port, &v6), PULSE_OK);
+    ck_assert_int_ne(pulse_server_listen_split("::1:80", host, sizeof host, &port, &v6), PULSE_OK);
+    ck_assert_int_ne(pulse_server_listen_split("h:", host, sizeof host, &port, &v6), PULSE_OK);
+    ck_assert_int_ne(pulse_server_listen_split("h:65536", host, sizeof host, &port, &v6), PULSE_OK);
 }
 END_TEST
 
@@ -380,7 +381,7 @@ START_TEST(test_listen_value_is_checked_when_the_configuration_is_read)
     ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "[not-v6]:80", err, sizeof err), PULSE_INVALID);
     ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "127.0.0.1:x", err, sizeof err), PULSE_INVALID);
     ck_assert_msg(strstr(err, "is not HOST:PORT") != NULL, "%s", err);
-    ck_assert_str_eq(cfg.listen, "127.0.0.1:8080");
+    ck_assert_str_eq(cfg.server.listen, "127.0.0.1:8080");
     ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "localhost:65535", err, sizeof err), PULSE_OK);
     ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "0.0.0.0:1", err, sizeof err), PULSE_OK);
     ck_assert_int_eq(pulse_config_set(&cfg, "server.listen", "[::]:0", err, sizeof err), PULSE_OK);

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 
 #include "faultio.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 
 struct env {
     char *dir;

@@ -22,7 +22,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "storage/fdcache.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 
 #define NFILES 64
 

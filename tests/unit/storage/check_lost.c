@@ -17,7 +17,7 @@
 
 #include "faultio.h"
 #include "storage/damage.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 
 /* Syncs are skipped (what recovery decides is under test, not fsync). */
 static struct faultio *g_fio;

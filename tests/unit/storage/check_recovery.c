@@ -13,7 +13,7 @@
 
 #include "faultio.h"
 #include "storage/damage.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/plog_int.h"
 #include "storage/segment.h"
 #include "storage/snapshot.h"

@@ -9,7 +9,7 @@
 
 #include "common/crc32c.h"
 #include "faultio.h"
-#include "storage/io.h"
+#include "common/fsio.h"
 #include "storage/snapshot.h"
 
 START_TEST(test_snapshot_bytes_follow_the_contract_layout)

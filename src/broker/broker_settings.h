@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * broker_settings.h - the broker's settings: when partition logs are synced
+ * and checkpointed, how often the maintenance passes run (the [storage]
+ * keys that pace the engine, which never chooses a policy itself), and the
+ * defaults of new topics ([topic-defaults]).
+ *
+ * The table (common/settings.h) declares each key with its default,
+ * bounds and a one-line description; docs/Configuration.md and
+ * conf/pulse.conf describe the same keys, and make check holds them to it.
+ * pulse_broker_settings_to_config turns these values, with the storage
+ * engine's (storage/store_settings.h), into a struct pulse_broker_config.
+ *
+ * Thread: any. Locks: none.
+ */
+#ifndef PULSE_BROKER_BROKER_SETTINGS_H
+#define PULSE_BROKER_BROKER_SETTINGS_H
+
+#include <stdint.h>
+
+/* The engine's settings, which the broker hands to the engine: included so
+ * that a process configuration can hold both by value. */
+#include "storage/store_settings.h"
+
+struct pulse_settings_table;
+struct pulse_broker_config;
+
+struct pulse_broker_settings {
+    /* [storage] */
+    char *sync_mode; /* "every-write" | "interval" */
+    int64_t sync_interval_ms;
+    int64_t retention_interval_ms;
+    int64_t compaction_interval_ms;
+    int64_t checkpoint_interval_ms; /* durable-end checkpoint of a partition at most this often */
+    /* [topic-defaults] */
+    int64_t partitions;
+    int64_t retention_ms;
+    uint64_t retention_bytes;
+    uint64_t segment_bytes; /* 0 until set: follows storage.segment-max-bytes */
+};
+
+/* The table of the keys above (static storage). */
+const struct pulse_settings_table *pulse_broker_settings(void);
+
+/* Fills the fields of cfg (after pulse_broker_config_init) that these
+ * settings and the engine's decide; data_dir, io and the publish limits
+ * are the caller's. */
+void pulse_broker_settings_to_config(const struct pulse_broker_settings *bs, const struct pulse_store_settings *ss,
+                                     struct pulse_broker_config *cfg);
+
+#endif

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server_reply.c - the answers of the HTTP server: every response is queued
+ * through pulse_server_reply, which adds the common headers (X-Request-Id,
+ * Content-Type, Connection: close while stopping or after a framing error,
+ * Retry-After on 503 and 507) and records the status for the metrics.
+ * Errors are JSON {"error": {"code", "message"}}, their codes from the
+ * errmap (errmap.h); server faults are logged, rate-limited per code.
+ *
+ * An error answer is never charged to the memory budget: it often reports
+ * that the budget refused the request's own parse.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "http/errmap.h"
+#include "http/http_int.h"
+#include "http/json.h"
+#include "http/server_int.h"
+
+static const char oom_body[] = "{\"error\":{\"code\":\"storage_error\",\"message\":\"out of memory\"}}";
+
+void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Response *resp, const char *content_type)
+{
+    if (resp == NULL) {
+        PULSE_ERROR("request %s: cannot create a response (status %u)", r->id, status);
+        return;
+    }
+    MHD_add_response_header(resp, "X-Request-Id", r->id);
+    if (content_type != NULL)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (atomic_load(&r->srv->stopping) || r->close)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    /* Every 503 and 507 means "come back later": the handler's own delay
+     * (the memory budget), else a full disk usually takes an operator, a
+     * fenced partition or a busy broker a moment. */
+    if (r->retry_after > 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%u", r->retry_after);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    } else if (status == 503) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, PULSE_HTTP_RETRY_AFTER_UNAVAILABLE);
+    } else if (status == 507) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, PULSE_HTTP_RETRY_AFTER_FULL);
+    }
+    if (MHD_queue_response(r->conn, status, resp) == MHD_YES) {
+        r->state = PULSE_HREQ_ANSWERED;
+        r->status = status;
+    } else {
+        PULSE_WARN("request %s: MHD refused to queue a %u answer", r->id, status);
+    }
+    MHD_destroy_response(resp);
+}
+
+void pulse_server_reply_oom(struct pulse_hreq *r)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(sizeof oom_body - 1, (void *)(uintptr_t)oom_body, MHD_RESPMEM_PERSISTENT);
+    pulse_server_reply(r, 500, resp, PULSE_MEDIA_JSON);
+}
+
+void pulse_server_reply_json(struct pulse_hreq *r, unsigned status, json_t *body)
+{
+    char *text = NULL;
+    size_t len = 0;
+    /* 15 significant digits print 0.1 as 0.1 (the few reals we answer
+     * with are configuration ratios, not stored data). */
+    if (body == NULL || pulse_json_dump(body, JSON_REAL_PRECISION(15), &text, &len) != PULSE_OK) {
+        json_decref(body);
+        pulse_server_reply_oom(r);
+        return;
+    }
+    json_decref(body);
+    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
+    if (resp == NULL) {
+        pulse_free(text);
+        pulse_server_reply_oom(r);
+        return;
+    }
+    pulse_server_reply(r, status, resp, PULSE_MEDIA_JSON);
+}
+
+static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *code, json_t *extra, const char *fmt,
+                          va_list ap) __attribute__((format(printf, 5, 0)));
+
+static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *code, json_t *extra, const char *fmt,
+                          va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    /* An error answer is small and never charged: it often reports that
+     * the budget refused the request's own parse. */
+    struct pulse_hreq *prev = pulse_server_json_begin(NULL);
+    json_t *body = pulse_json_error(code, msg);
+    if (body != NULL && extra != NULL) {
+        json_t *err = json_object_get(body, "error");
+        if (json_object_update(err, extra) != 0) {
+            json_decref(body);
+            body = NULL;
+        }
+    }
+    json_decref(extra);
+    /* Overload refusals (they carry their own Retry-After) are counted in
+     * the metrics, not logged one by one: under load they would flood the
+     * log; a 501 is the client's doing, not a server fault; a broker that
+     * is starting or stopping says so once in its own lines (every /readyz
+     * poll during recovery would warn otherwise). The rest are
+     * rate-limited per error code (a static string): a full disk answers
+     * every publish with 507, and one line per request would flood too. */
+    if (r->not_serving)
+        PULSE_DEBUG_LOG("request %s %s %s: %u %s: %s", r->id, pulse_router_method_name(r->method), r->url, status,
+                        code, msg);
+    else if (status >= 500 && status != 501 && r->retry_after == 0)
+        pulse_log_limited(PULSE_LOG_WARN, code, "request %s %s %s: %u %s: %s", r->id,
+                          pulse_router_method_name(r->method), r->url, status, code, msg);
+    pulse_server_reply_json(r, status, body);
+    pulse_server_json_end(prev);
+}
+
+void pulse_server_reply_error(struct pulse_hreq *r, unsigned status, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reply_error_v(r, status, code, NULL, fmt, ap);
+    va_end(ap);
+}
+
+static void reply_error_extra(struct pulse_hreq *r, unsigned status, const char *code, json_t *extra,
+                              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void reply_error_extra(struct pulse_hreq *r, unsigned status, const char *code, json_t *extra,
+                              const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reply_error_v(r, status, code, extra, fmt, ap);
+    va_end(ap);
+}
+
+void pulse_server_reply_not_serving(struct pulse_hreq *r, const char *msg)
+{
+    r->not_serving = true;
+    pulse_server_reply_error(r, 503, "unavailable", "%s", msg);
+}
+
+void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const char *msg)
+{
+    if (st == PULSE_SHUTDOWN)
+        r->not_serving = true;
+    /* Out of memory because the budget said no: not a server fault. */
+    if (st == PULSE_NOMEM && r->mem_refused) {
+        pulse_server_reply_refused(r);
+        return;
+    }
+    const struct pulse_errmap_entry *e = pulse_errmap_lookup(st);
+    pulse_server_reply_error(r, e->http_status, e->code, "%s",
+                             msg != NULL && msg[0] != '\0' ? msg : pulse_status_message(st));
+}
+
+void pulse_server_reply_range(struct pulse_hreq *r, int64_t log_start, int64_t hw, const char *msg)
+{
+    json_t *extra = json_pack("{s:I,s:I}", "log_start_offset", (json_int_t)log_start, "high_watermark",
+                              (json_int_t)hw);
+    const struct pulse_errmap_entry *e = pulse_errmap_lookup(PULSE_RANGE);
+    if (extra == NULL) {
+        pulse_server_reply_oom(r);
+        return;
+    }
+    reply_error_extra(r, e->http_status, e->code, extra, "%s",
+                      msg != NULL && msg[0] != '\0' ? msg : "offset is outside the log");
+}
+
+void pulse_server_reply_empty(struct pulse_hreq *r, unsigned status)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t) "", MHD_RESPMEM_PERSISTENT);
+    pulse_server_reply(r, status, resp, NULL);
+}
+
+void pulse_server_reply_over_budget(struct pulse_hreq *r)
+{
+    const struct pulse_budget *b = &r->srv->budget;
+    r->retry_after = 1;
+    pulse_server_reply_error(r, 503, "unavailable",
+                             "the server's memory for requests in flight is in use (server.memory-budget = %llu "
+                             "bytes, %llu reserved); retry later",
+                             (unsigned long long)b->limit, (unsigned long long)pulse_budget_used(b));
+}
+
+void pulse_server_reply_refused(struct pulse_hreq *r)
+{
+    if (!r->mem_never_fits) {
+        pulse_server_reply_over_budget(r);
+        return;
+    }
+    pulse_server_reply_error(r, 413, "payload_too_large",
+                             "this request needs more memory than the whole server.memory-budget (%llu bytes): "
+                             "parsed JSON takes up to 80 times its text (docs/Operations.md); send fewer or "
+                             "smaller records, or values as strings",
+                             (unsigned long long)r->srv->budget.limit);
+}
