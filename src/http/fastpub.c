@@ -11,7 +11,7 @@
 
 #include "broker/broker.h"
 #include "common/alloc.h"
-#include "http/json.h"
+#include "common/text.h"
 
 struct cur {
     const uint8_t *p;
@@ -60,7 +60,7 @@ static bool take_string(struct cur *c, const uint8_t **s, size_t *n)
     *s = start;
     *n = (size_t)(c->p - start);
     c->p++;
-    return *n < UINT32_MAX && pulse_json_utf8_valid(start, *n);
+    return *n < UINT32_MAX && pulse_text_utf8_valid(start, *n);
 }
 
 /* A plain non-negative integer (no sign, fraction, exponent or leading

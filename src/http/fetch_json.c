@@ -12,7 +12,7 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
-#include "http/json.h"
+#include "common/record.h"
 #include "storage/batch.h"
 
 enum phase { PH_HEAD, PH_RECORDS, PH_TAIL, PH_DONE };
@@ -48,7 +48,7 @@ struct pulse_fetchjson {
     uint64_t emitted;            /* records begun */
     bool in_record;
     bool comma;                  /* a comma is owed before the record */
-    struct pulse_json_record_writer w;
+    struct pulse_record_json w;
 };
 
 /* ---- walking the batches ---------------------------------------------- */
@@ -99,7 +99,7 @@ void pulse_fetchjson_destroy(void *arg)
     if (fj == NULL)
         return;
     if (fj->in_record)
-        pulse_json_record_end(&fj->w);
+        pulse_record_json_end(&fj->w);
     pulse_free(fj->raw);
     pulse_free(fj->head);
     pulse_free(fj->after);
@@ -116,7 +116,9 @@ static pulse_status_t plan_record(struct pulse_fetchjson *fj, const struct pulse
     }
     size_t len = 0;
     size_t headers = 0;
-    pulse_status_t st = pulse_json_record_size(rv, &len, &headers);
+    struct pulse_record rec;
+    pulse_batch_record_plain(rv, &rec);
+    pulse_status_t st = pulse_record_json_size(&rec, &len, &headers);
     if (st != PULSE_OK)
         return st;
     uint64_t with = fj->records_len + (fj->n_records > 0 ? 1 : 0) + len;
@@ -252,7 +254,9 @@ static bool begin_record(struct pulse_fetchjson *fj)
     fj->comma = fj->emitted > 0;
     fj->emitted++;
     fj->in_record = true;
-    return pulse_json_record_begin(&fj->w, &rv) == PULSE_OK;
+    struct pulse_record rec;
+    pulse_batch_record_plain(&rv, &rec);
+    return pulse_record_json_begin(&fj->w, &rec) == PULSE_OK;
 }
 
 /* Record text into out; returns bytes, or -2. */
@@ -274,10 +278,10 @@ static ssize_t write_records(struct pulse_fetchjson *fj, uint8_t *out, size_t ro
             continue;
         }
         bool done = false;
-        size_t n = pulse_json_record_write(&fj->w, out + o, room - o, &done);
+        size_t n = pulse_record_json_write(&fj->w, out + o, room - o, &done);
         o += n;
         if (done) {
-            pulse_json_record_end(&fj->w);
+            pulse_record_json_end(&fj->w);
             fj->in_record = false;
         } else if (n == 0) {
             break; /* too little room left for the next unit */

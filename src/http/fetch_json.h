@@ -106,7 +106,7 @@ pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, struct pulse_b
 
 /*
  * Writes the next bytes of the body into out[0, room): returns how many
- * (at least one while bytes remain, given room >= PULSE_JSON_WRITE_MIN),
+ * (at least one while bytes remain, given room >= PULSE_RECORD_JSON_WRITE_MIN),
  * -1 once everything was written, -2 on failure (out of memory rendering
  * a record's headers, which the caller reserved room for; or a plan the
  * batches do not match, a bug).

@@ -32,7 +32,6 @@
 #include "common/clock.h"
 #include "http/fetch_json.h"
 #include "http/http_int.h"
-#include "http/json.h"
 
 #define FETCH_MAX_RECORDS 10000
 #define FETCH_MAX_BYTES (64ll * 1024 * 1024)

@@ -20,6 +20,7 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/text.h"
 #include "http/fastpub.h"
 #include "http/http_int.h"
 #include "http/json.h"
@@ -42,7 +43,7 @@ static bool decode_b64(struct pulse_hreq *r, json_t *s, const char *field, size_
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return false;
     }
-    pulse_status_t st = pulse_json_b64_decode(json_string_value(s), json_string_length(s), &bytes, &n);
+    pulse_status_t st = pulse_text_b64_decode(json_string_value(s), json_string_length(s), &bytes, &n);
     if (st == PULSE_INVALID) {
         pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].%s is not valid base64", idx, field);
         return false;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* check_fetch_json.c - the planned, streamed JSON fetch answer: its bytes
  * equal the whole text (the envelope, then each record as
- * pulse_json_append_record writes it, which check_fastpub holds against
+ * pulse_record_json_append writes it, which check_text holds against
  * jansson), whatever the window MHD reads it with; max_bytes stops it
  * before the record that would pass it, never before the first;
  * max_records and the start offset hold; planning over a buffer that grows
@@ -15,7 +15,7 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "http/fetch_json.h"
-#include "http/json.h"
+#include "common/record.h"
 #include "storage/batch.h"
 
 /* ---- fixtures --------------------------------------------------------- */
@@ -89,7 +89,9 @@ static size_t record_texts(const struct pulse_buf *raw, int64_t start, struct pu
                 continue;
             ck_assert_uint_lt(n, cap);
             pulse_buf_init(&texts[n], SIZE_MAX);
-            ck_assert_int_eq(pulse_json_append_record(&texts[n], &rv), PULSE_OK);
+            struct pulse_record rec;
+            pulse_batch_record_plain(&rv, &rec);
+            ck_assert_int_eq(pulse_record_json_append(&texts[n], &rec), PULSE_OK);
             n++;
         }
         pos += pulse_batch_total_size(&hdr);
@@ -139,7 +141,7 @@ static void read_body(struct pulse_fetchjson *fj, const struct pulse_buf *raw, i
     pulse_buf_fini(&copy);
     uint8_t window[64 * 1024];
     for (;;) {
-        size_t room = PULSE_JSON_WRITE_MIN + (spread > 0 ? (size_t)rand_r(seed) % spread : 0);
+        size_t room = PULSE_RECORD_JSON_WRITE_MIN + (spread > 0 ? (size_t)rand_r(seed) % spread : 0);
         if (room > body_len - body->len && body->len < body_len)
             room = body_len - body->len; /* MHD never asks past the length */
         ssize_t n = pulse_fetchjson_read(fj, window, room);
