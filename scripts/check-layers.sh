@@ -5,7 +5,7 @@
 #   storage -> common
 #   meta    -> common
 #   broker  -> common storage meta
-#   http    -> common storage broker   (storage only for its plain value types)
+#   http    -> common broker           (the broker seam, broker.h: no batches)
 # and bans raw allocation calls outside src/common/alloc.c.
 top=${1:-.}
 cd "$top" || exit 2
@@ -28,7 +28,7 @@ check common
 check storage common
 check meta common
 check broker common storage meta
-check http common storage broker
+check http common broker
 if grep -n '#include <leveldb' src/*/*.c src/*/*.h 2>/dev/null | grep -v '^src/meta/'; then
     echo "only src/meta may include LevelDB"; fail=1
 fi

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "broker/broker.h"
+#include "broker/local.h"
 #include "common/status.h"
 #include "common/alloc.h"
 #include "common/log.h"

@@ -198,7 +198,6 @@ static struct pulse_hreq *hreq_create(struct pulse_server *srv, struct MHD_Conne
     r->url = url;
     r->method = pulse_router_method(method);
     r->start_us = pulse_clock_mono_us();
-    r->f_offset = -1;
     atomic_init(&r->async_status, PULSE_OK);
     /* Cap 0: the body grows only within what begin_body or
      * pulse_server_mem_grow reserved for it. */
@@ -216,6 +215,9 @@ static void hreq_free(struct pulse_hreq *r)
 {
     if (r == NULL)
         return;
+    /* Before the pool: what it frees is found through handler state. */
+    if (r->dispose != NULL)
+        r->dispose(r);
     struct pulse_hreq_chunk *c = r->pool;
     while (c != NULL) {
         struct pulse_hreq_chunk *next = c->next;

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "broker/broker.h"
+#include "broker/local.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/status.h"
@@ -418,7 +418,7 @@ START_TEST(test_api_statuses_map_to_the_contract_codes)
         {PULSE_TOO_LARGE, 413, "payload_too_large"},  {PULSE_RANGE, 416, "offset_out_of_range"},
         {PULSE_NOSPACE, 507, "storage_full"},         {PULSE_IO, 500, "storage_error"},
         {PULSE_FENCED, 503, "partition_fenced"},      {PULSE_SHUTDOWN, 503, "unavailable"},
-        {PULSE_NOT_FOUND, 404, "not_found"},
+        {PULSE_NOT_FOUND, 404, "not_found"},          {PULSE_NOT_SUPPORTED, 406, "not_acceptable"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const struct pulse_errmap_entry *e = pulse_errmap_lookup(want[i].st);
