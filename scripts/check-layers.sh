@@ -5,7 +5,7 @@
 #   storage -> common
 #   meta    -> common
 #   broker  -> common storage meta
-#   http    -> common storage broker   (storage only for its plain value types)
+#   http    -> common broker           (the broker seam, broker.h: no batches)
 # and bans raw allocation calls outside src/common/alloc.c.
 top=${1:-.}
 cd "$top" || exit 2
@@ -28,7 +28,7 @@ check common
 check storage common
 check meta common
 check broker common storage meta
-check http common storage broker
+check http common broker
 # The log owns its segment list: only its own files (plog*.c), segment.c and
 # recover.c see its inside; compaction and retention edit it through
 # storage/plog_edit.h (docs/Architecture.md).

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "broker/broker.h"
+#include "broker/local.h"
 #include "common/failpoint.h"
 #include "common/log.h"
 #include "http/config.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * admin.c - see admin.h: the committer thread, the admin thread, their
- * queues, the drain, and the blocking-caller helper (pulse_broker_sync).
+ * queues and the drain.
  *
  * Method. One mutex (mu) guards both queues, the admin thread's lists and
  * the counters below; no I/O and no callback ever runs under it. The
@@ -35,6 +35,7 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "meta/meta.h"
 
@@ -48,7 +49,7 @@
 #define GROUP_MAX_CURSORS 65536
 
 struct pulse_broker_admin {
-    struct pulse_broker *b;
+    struct pulse_local *b;
     pthread_mutex_t mu;
     pthread_cond_t commit_cv; /* the committer has a job, or stop */
     pthread_cond_t work_cv;   /* the admin thread may have work, or stop (CLOCK_MONOTONIC) */
@@ -158,7 +159,7 @@ static void hand_to_admin(struct pulse_broker_admin *a, struct pulse_admin_job *
 
 static void run_committer_job(struct pulse_broker_admin *a, struct pulse_admin_job *job)
 {
-    struct pulse_broker *b = a->b;
+    struct pulse_local *b = a->b;
 
     switch (job->kind) {
     case PULSE_ADMIN_CONSUMER_DELETE:
@@ -173,6 +174,10 @@ static void run_committer_job(struct pulse_broker_admin *a, struct pulse_admin_j
             hand_to_admin(a, job);
             return;
         }
+        break;
+    case PULSE_ADMIN_READ:
+        pulse_failpoint_delay("cursor_read");
+        job->st = job->read(b, job);
         break;
     case PULSE_ADMIN_COMMIT:
     case PULSE_ADMIN_CREATE:
@@ -261,7 +266,7 @@ static struct pulse_admin_job *take_work(struct pulse_broker_admin *a)
 
 static void run_worker_job(struct pulse_broker_admin *a, struct pulse_admin_job *job)
 {
-    struct pulse_broker *b = a->b;
+    struct pulse_local *b = a->b;
 
     if (job->kind == PULSE_ADMIN_DELETE) {
         job->st = pulse_broker_topic_delete_finish(b, job->topic);
@@ -312,7 +317,7 @@ static void *worker_main(void *arg)
 
 /* ---- lifecycle -------------------------------------------------------- */
 
-pulse_status_t pulse_broker_admin_start(struct pulse_broker *b, struct pulse_broker_admin **out)
+pulse_status_t pulse_broker_admin_start(struct pulse_local *b, struct pulse_broker_admin **out)
 {
     pulse_status_t st = PULSE_OK;
     struct pulse_broker_admin *a = pulse_calloc(1, sizeof *a);
@@ -379,7 +384,7 @@ void pulse_broker_admin_stop(struct pulse_broker_admin *a)
     pulse_free(a);
 }
 
-pulse_status_t pulse_broker_admin_metrics(struct pulse_broker *b, struct pulse_broker_admin *a,
+pulse_status_t pulse_broker_admin_metrics(struct pulse_local *b, struct pulse_broker_admin *a,
                                           struct pulse_buf *out)
 {
     return pulse_buf_printf(
@@ -396,44 +401,4 @@ pulse_status_t pulse_broker_admin_metrics(struct pulse_broker *b, struct pulse_b
         "pulse_topic_deletes_pending %u\n",
         a != NULL ? (uint64_t)atomic_load(&a->commits) : 0, b->meta != NULL ? pulse_meta_sync_writes(b->meta) : 0,
         atomic_load(&b->deleting));
-}
-
-/* ---- blocking callers ------------------------------------------------- */
-
-void pulse_broker_sync_init(struct pulse_broker_sync *s)
-{
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    s->done = false;
-    s->st = PULSE_OK;
-}
-
-void pulse_broker_sync_done(void *arg, pulse_status_t st)
-{
-    struct pulse_broker_sync *s = arg;
-
-    pthread_mutex_lock(&s->mu);
-    s->st = st;
-    s->done = true;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-}
-
-pulse_status_t pulse_broker_sync_wait(struct pulse_broker_sync *s)
-{
-    pulse_status_t st;
-
-    pthread_mutex_lock(&s->mu);
-    while (!s->done)
-        pthread_cond_wait(&s->cv, &s->mu);
-    st = s->st;
-    pthread_mutex_unlock(&s->mu);
-    pulse_broker_sync_fini(s);
-    return st;
-}
-
-void pulse_broker_sync_fini(struct pulse_broker_sync *s)
-{
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
 }

@@ -14,6 +14,10 @@
  *              for another thread: a job waits only for its own I/O, one
  *              LevelDB sync write (a retention change first rewrites the
  *              topic's topic.json: fdatasync, rename, directory fsync).
+ *              (Cursor reads run on the caller's thread; only a test that
+ *              delays them, PULSE_FAILPOINT_DELAY=cursor_read:<ms>, queues
+ *              them here, to make them complete later as a remote
+ *              backend's would.)
  *   admin      topic creates (directories, logs, metadata: one at a time,
  *              which is what makes one of two creates of a name win), and
  *              the rest of each delete once its topic's last user has let
@@ -46,14 +50,17 @@
 #include "meta/meta.h"
 
 struct pulse_broker_admin;
+struct pulse_broker_topic;
 struct pulse_buf;
+struct pulse_local;
 
 enum pulse_admin_kind {
     PULSE_ADMIN_COMMIT = 0,      /* committer: cursor commit (grouped) */
     PULSE_ADMIN_CONSUMER_DELETE, /* committer */
     PULSE_ADMIN_RETENTION,       /* committer */
     PULSE_ADMIN_DELETE,          /* committer (unmap), then admin (finish) */
-    PULSE_ADMIN_CREATE           /* admin */
+    PULSE_ADMIN_CREATE,          /* admin */
+    PULSE_ADMIN_READ             /* committer: a cursor read, only when a test delays it (cursor.c) */
 };
 
 /* One queued operation. Allocated by the submitter (pulse_broker_admin_job_create),
@@ -80,6 +87,12 @@ struct pulse_admin_job {
     int64_t retention_bytes;
     /* delete: the topic on the dying list, between its two steps */
     struct pulse_broker_topic *topic;
+    /* read: what it runs, on what, and the submitter's out-parameters */
+    pulse_status_t (*read)(struct pulse_local *b, struct pulse_admin_job *job);
+    char topic_name[PULSE_NAME_MAX + 1];
+    uint32_t partition;
+    void *read_out;
+    size_t *n_out;
 };
 
 /* A zeroed job of kind with its completion; NULL on NOMEM. Thread: any
@@ -93,7 +106,7 @@ struct pulse_admin_job *pulse_broker_admin_job_create(enum pulse_admin_kind kind
 void pulse_broker_admin_job_free(struct pulse_admin_job *job);
 
 /* Starts both threads. Thread: the opener. */
-pulse_status_t pulse_broker_admin_start(struct pulse_broker *b, struct pulse_broker_admin **out);
+pulse_status_t pulse_broker_admin_start(struct pulse_local *b, struct pulse_broker_admin **out);
 
 /* Queues job (the admin module owns it from then on) and wakes its thread.
  * PULSE_SHUTDOWN once draining: the job is not taken (the caller frees it)
@@ -116,7 +129,7 @@ void pulse_broker_admin_stop(struct pulse_broker_admin *a);
 /* Appends the admin metrics (Prometheus text): cursor commits stored, the
  * metadata store's sync writes, deletes waiting for their topic's last
  * user. NULL a is allowed (zeros). */
-pulse_status_t pulse_broker_admin_metrics(struct pulse_broker *b, struct pulse_broker_admin *a,
+pulse_status_t pulse_broker_admin_metrics(struct pulse_local *b, struct pulse_broker_admin *a,
                                           struct pulse_buf *out);
 
 /* Counts n cursor commits stored by one group write (metrics). Thread: the

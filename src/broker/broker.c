@@ -107,12 +107,12 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg)
 
 /* ---- the file system -------------------------------------------------- */
 
-const struct pulse_io *pulse_broker_io(const struct pulse_broker *b)
+const struct pulse_io *pulse_broker_io(const struct pulse_local *b)
 {
     return b->cfg.io != NULL ? b->cfg.io : pulse_io_posix();
 }
 
-int pulse_broker_fsync_dir(const struct pulse_broker *b, const char *path)
+int pulse_broker_fsync_dir(const struct pulse_local *b, const char *path)
 {
     const struct pulse_io *io = pulse_broker_io(b);
 
@@ -124,14 +124,14 @@ int pulse_broker_fsync_dir(const struct pulse_broker *b, const char *path)
     return 0;
 }
 
-int pulse_broker_remove_tree(const struct pulse_broker *b, const char *path)
+int pulse_broker_remove_tree(const struct pulse_local *b, const char *path)
 {
     return pulse_io_remove_tree(pulse_broker_io(b), path) == 0 ? 0 : -1;
 }
 
 /* PULSE_OK when path (partition p of t) is a directory; otherwise logged,
  * PULSE_NOT_FOUND for one that is not there. */
-static pulse_status_t partition_dir_present(const struct pulse_broker *b, const struct pulse_broker_topic *t,
+static pulse_status_t partition_dir_present(const struct pulse_local *b, const struct pulse_broker_topic *t,
                                             uint32_t p, const char *path)
 {
     const struct pulse_io *io = pulse_broker_io(b);
@@ -151,7 +151,7 @@ static pulse_status_t partition_dir_present(const struct pulse_broker *b, const 
 
 /* ---- waiters and pending publishes ----------------------------------- */
 
-static void waiter_list_complete(struct pulse_broker *b, struct pulse_broker_waiter *w, pulse_status_t st)
+static void waiter_list_complete(struct pulse_local *b, struct pulse_broker_waiter *w, pulse_status_t st)
 {
     while (w != NULL) {
         struct pulse_broker_waiter *next = w->next;
@@ -163,7 +163,7 @@ static void waiter_list_complete(struct pulse_broker *b, struct pulse_broker_wai
 }
 
 /* The callbacks of n items taken off the lists have returned. */
-static void completing_done(struct pulse_broker *b, uint32_t n)
+static void completing_done(struct pulse_local *b, uint32_t n)
 {
     pthread_mutex_lock(&b->mu);
     b->completing -= n;
@@ -173,7 +173,7 @@ static void completing_done(struct pulse_broker *b, uint32_t n)
 
 /* Completes what the last sync pass made ready. Collects under mu, calls
  * the callbacks after releasing it. */
-static void complete_ready(struct pulse_broker *b)
+static void complete_ready(struct pulse_local *b)
 {
     struct pulse_broker_pending *done_head = NULL, **done_tail = &done_head;
     struct pulse_broker_pending *failed_head = NULL, **failed_tail = &failed_head;
@@ -259,7 +259,7 @@ static void complete_ready(struct pulse_broker *b)
 
 /* fdatasyncs every partition with unsynced bytes. Returns true when one
  * was synced (a durable end moved). */
-static bool sync_pass(struct pulse_broker *b)
+static bool sync_pass(struct pulse_local *b)
 {
     struct pulse_broker_topic **list = NULL;
     size_t n = 0;
@@ -310,7 +310,7 @@ static bool sync_pass(struct pulse_broker *b)
  * SYNCER_MAX_SLEEP_US, which also catches durable ends moved by a rotation
  * or a reopen rather than by this thread.
  */
-static void checkpoint_pass(struct pulse_broker *b)
+static void checkpoint_pass(struct pulse_local *b)
 {
     struct pulse_broker_topic **list = NULL;
     size_t n = 0;
@@ -343,7 +343,7 @@ static void checkpoint_pass(struct pulse_broker *b)
 }
 
 /* The wake-up time of the syncer, under mu. */
-static int64_t next_wake_us(struct pulse_broker *b, int64_t now)
+static int64_t next_wake_us(struct pulse_local *b, int64_t now)
 {
     int64_t wake = now + SYNCER_MAX_SLEEP_US;
 
@@ -359,7 +359,7 @@ static int64_t next_wake_us(struct pulse_broker *b, int64_t now)
 
 static void *syncer_main(void *arg)
 {
-    struct pulse_broker *b = arg;
+    struct pulse_local *b = arg;
 
     pthread_mutex_lock(&b->mu);
     while (!b->stop) {
@@ -388,7 +388,7 @@ static void *syncer_main(void *arg)
 
 static void sync_observer(void *arg, int64_t duration_us, bool ok)
 {
-    struct pulse_broker *b = arg;
+    struct pulse_local *b = arg;
     double secs = (double)duration_us / 1e6;
 
     atomic_fetch_add(&b->fsync_total, 1);
@@ -403,7 +403,7 @@ static void sync_observer(void *arg, int64_t duration_us, bool ok)
     }
 }
 
-pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse_broker_topic *t,
+pulse_status_t pulse_broker_topic_open_logs(struct pulse_local *b, struct pulse_broker_topic *t,
                                             struct pulse_broker_open_report *report)
 {
     pulse_status_t st = PULSE_OK;
@@ -480,16 +480,17 @@ static bool config_valid(const struct pulse_broker_config *cfg)
 
 /* Open, phase 1: the broker object with its paths, locks and descriptor
  * cache; nothing on disk is touched. A failure after the allocation leaves
- * *out set for pulse_broker_close. */
-static pulse_status_t broker_alloc(const struct pulse_broker_config *cfg, struct pulse_broker **out)
+ * *out set for local_close. */
+static pulse_status_t broker_alloc(const struct pulse_broker_config *cfg, struct pulse_local **out)
 {
-    struct pulse_broker *b = pulse_calloc(1, sizeof *b);
+    struct pulse_local *b = pulse_calloc(1, sizeof *b);
     char path[PATH_MAX];
     pthread_condattr_t cattr;
     pthread_rwlockattr_t rwattr;
 
     if (b == NULL)
         return PULSE_NOMEM;
+    b->base.ops = &pulse_local_ops;
     b->cfg = *cfg;
     b->data_dir = pulse_strdup(cfg->data_dir);
     snprintf(path, sizeof path, "%s/topics", cfg->data_dir);
@@ -524,7 +525,7 @@ static pulse_status_t broker_alloc(const struct pulse_broker_config *cfg, struct
  * deletes removed, topics the store lost adopted from their topic.json,
  * refusals where pulsed cannot decide). *defs (pulse_free) gets the topics
  * to open. */
-static pulse_status_t open_metadata(struct pulse_broker *b, struct pulse_meta_topic **defs, size_t *ndefs,
+static pulse_status_t open_metadata(struct pulse_local *b, struct pulse_meta_topic **defs, size_t *ndefs,
                                     struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
 {
     pulse_status_t st = pulse_broker_datadir_prepare(b, errbuf, errlen);
@@ -544,7 +545,7 @@ static pulse_status_t open_metadata(struct pulse_broker *b, struct pulse_meta_to
 }
 
 /* Open, phase 3: every topic into the map, every partition log recovered. */
-static pulse_status_t open_topics(struct pulse_broker *b, const struct pulse_meta_topic *defs, size_t ndefs,
+static pulse_status_t open_topics(struct pulse_local *b, const struct pulse_meta_topic *defs, size_t ndefs,
                                   struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
 {
     int64_t t0 = pulse_clock_mono_us();
@@ -566,7 +567,7 @@ static pulse_status_t open_topics(struct pulse_broker *b, const struct pulse_met
 }
 
 /* Open, phase 4: the threads, in the order their dependencies need. */
-static pulse_status_t start_threads(struct pulse_broker *b, char *errbuf, size_t errlen)
+static pulse_status_t start_threads(struct pulse_local *b, char *errbuf, size_t errlen)
 {
     /* Before the syncer, which kicks it. */
     pulse_status_t st = pulse_broker_heal_start(b, &b->heal);
@@ -618,11 +619,13 @@ static void explain_full(const char *data_dir, char *errbuf, size_t errlen)
                      data_dir, why, avail);
 }
 
+static void local_close(struct pulse_local *b);
+
 pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct pulse_broker **out,
                                  struct pulse_broker_open_report *report, char *errbuf, size_t errlen)
 {
     pulse_status_t st = PULSE_OK;
-    struct pulse_broker *b = NULL;
+    struct pulse_local *b = NULL;
     struct pulse_broker_open_report rep;
     struct pulse_meta_topic *defs = NULL;
     size_t ndefs = 0;
@@ -650,17 +653,17 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         goto out;
     if (report != NULL)
         *report = rep;
-    *out = b;
+    *out = &b->base;
     b = NULL;
 out:
     if (st == PULSE_NOSPACE)
         explain_full(cfg->data_dir, errbuf, errlen);
     pulse_free(defs);
-    pulse_broker_close(b);
+    local_close(b);
     return st;
 }
 
-void pulse_broker_drain(struct pulse_broker *b)
+static void local_drain(struct pulse_local *b)
 {
     struct pulse_broker_waiter *w;
 
@@ -686,7 +689,12 @@ void pulse_broker_drain(struct pulse_broker *b)
     pulse_broker_admin_drain(b->admin);
 }
 
-void pulse_broker_close(struct pulse_broker *b)
+void pulse_local_drain(struct pulse_broker *base)
+{
+    local_drain(pulse_local_of(base));
+}
+
+static void local_close(struct pulse_local *b)
 {
     struct pulse_broker_pending *p;
 
@@ -696,7 +704,7 @@ void pulse_broker_close(struct pulse_broker *b)
      * exits, so no trim or rewrite runs while the logs close. */
     pulse_broker_maint_stop(b->maint);
     b->maint = NULL;
-    pulse_broker_drain(b);
+    local_drain(b);
     if (b->syncer_started) {
         pthread_mutex_lock(&b->mu);
         b->stop = true;
@@ -743,23 +751,29 @@ void pulse_broker_close(struct pulse_broker *b)
     pulse_free(b);
 }
 
-const char *pulse_broker_cluster_id(const struct pulse_broker *b)
+void pulse_local_close(struct pulse_broker *base)
 {
-    return pulse_meta_cluster_id(b->meta);
+    local_close(pulse_local_of(base));
 }
 
-const char *pulse_broker_broker_id(const struct pulse_broker *b)
+const char *pulse_local_cluster_id(const struct pulse_broker *base)
 {
-    return pulse_meta_broker_id(b->meta);
+    return pulse_meta_cluster_id(pulse_local_of_const(base)->meta);
 }
 
-int64_t pulse_broker_started_at_ms(const struct pulse_broker *b)
+const char *pulse_local_broker_id(const struct pulse_broker *base)
 {
-    return b->started_at_ms;
+    return pulse_meta_broker_id(pulse_local_of_const(base)->meta);
 }
 
-pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out)
+int64_t pulse_local_started_at_ms(const struct pulse_broker *base)
 {
+    return pulse_local_of_const(base)->started_at_ms;
+}
+
+pulse_status_t pulse_local_fenced_list(struct pulse_broker *base, struct pulse_fenced_partition **out, size_t *n_out)
+{
+    struct pulse_local *b = pulse_local_of(base);
     struct pulse_broker_topic **list = NULL;
     size_t n = 0;
     pulse_status_t st = pulse_broker_topic_snapshot(b, &list, &n);
@@ -775,7 +789,7 @@ pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fen
 
 /* ---- topic-wide failure (delete) ------------------------------------- */
 
-void pulse_broker_fail_topic(struct pulse_broker *b, struct pulse_broker_topic *t, pulse_status_t st)
+void pulse_broker_fail_topic(struct pulse_local *b, struct pulse_broker_topic *t, pulse_status_t st)
 {
     struct pulse_broker_pending *plist = NULL;
     struct pulse_broker_waiter *wlist = NULL;
@@ -824,9 +838,11 @@ void pulse_broker_fail_topic(struct pulse_broker *b, struct pulse_broker_topic *
 
 /* ---- long-poll ------------------------------------------------------- */
 
-pulse_status_t pulse_broker_wait_data(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
-                                      int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
+pulse_status_t pulse_local_wait_data(struct pulse_broker *base, const char *topic, uint32_t partition,
+                                     int64_t offset, int64_t deadline_mono_us, pulse_wait_fn fn, void *arg,
+                                     bool *parked_out)
 {
+    struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st = PULSE_OK;
     struct pulse_broker_topic *t = NULL;
     struct pulse_broker_waiter *w = NULL;
@@ -909,7 +925,7 @@ static pulse_status_t metrics_damage(struct pulse_broker_topic **list, size_t n,
                             ranges, bytes);
 }
 
-static pulse_status_t metrics_lag(struct pulse_broker *b, struct pulse_buf *out)
+static pulse_status_t metrics_lag(struct pulse_local *b, struct pulse_buf *out)
 {
     pulse_status_t st;
     char **names = NULL;
@@ -919,13 +935,13 @@ static pulse_status_t metrics_lag(struct pulse_broker *b, struct pulse_buf *out)
                                "# TYPE pulse_consumer_lag gauge\n");
     if (st != PULSE_OK)
         return st;
-    st = pulse_broker_consumer_list(b, &names, &nnames);
+    st = pulse_local_consumer_list(b, &names, &nnames);
     if (st != PULSE_OK)
         return st;
     for (size_t i = 0; i < nnames && st == PULSE_OK; i++) {
         struct pulse_cursor *cs = NULL;
         size_t nc = 0;
-        st = pulse_broker_cursor_list(b, names[i], &cs, &nc);
+        st = pulse_local_cursor_list(b, names[i], &cs, &nc);
         for (size_t j = 0; j < nc && st == PULSE_OK; j++)
             st = pulse_buf_printf(out, "pulse_consumer_lag{consumer=\"%s\",topic=\"%s\",partition=\"%" PRIu32
                                        "\"} %" PRId64 "\n",
@@ -936,7 +952,7 @@ static pulse_status_t metrics_lag(struct pulse_broker *b, struct pulse_buf *out)
     return st;
 }
 
-static pulse_status_t metrics_fdcache(struct pulse_broker *b, struct pulse_buf *out)
+static pulse_status_t metrics_fdcache(struct pulse_local *b, struct pulse_buf *out)
 {
     struct pulse_fdcache_stats fs;
 
@@ -969,7 +985,7 @@ static pulse_status_t metrics_fdcache(struct pulse_broker *b, struct pulse_buf *
         fs.open, fs.pinned, fs.capacity, fs.hits, fs.opens, fs.evictions, fs.emfile);
 }
 
-static pulse_status_t metrics_fsync(struct pulse_broker *b, struct pulse_buf *out)
+static pulse_status_t metrics_fsync(struct pulse_local *b, struct pulse_buf *out)
 {
     uint64_t cum = 0;
     pulse_status_t st = pulse_buf_printf(out,
@@ -1049,8 +1065,9 @@ static pulse_status_t metrics_topics(struct pulse_broker_topic **list, size_t n,
     return st;
 }
 
-pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *out)
+pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *out)
 {
+    struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st = PULSE_OK;
     struct pulse_broker_topic **list = NULL;
     size_t n = 0;

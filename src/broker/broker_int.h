@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * broker_int.h - state shared by the broker's files (broker.c: lifecycle,
- * syncer, waiters, metrics; topic.c: topic admin; publish.c: routing,
- * publish, fetch; cursor.c: cursors; admin.c: the committer and admin
- * threads; maint.c: retention and compaction). Never included outside
- * src/broker except by the broker's unit tests.
+ * broker_int.h - state shared by the files of the local backend (local.c:
+ * its table of the seam's functions; broker.c: lifecycle, syncer, waiters,
+ * metrics; topic.c: topic admin; publish.c: routing and publish; fetch.c:
+ * fetch; cursor.c: cursors; admin.c: the committer and admin threads;
+ * maint.c: retention and compaction). Never included outside src/broker
+ * except by the broker's unit tests.
  *
  * Topic objects are reference-counted. The name map holds one reference;
  * every lookup takes another (pulse_broker_topic_acquire) and gives it back
@@ -29,7 +30,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "broker/broker.h"
+#include "broker/backend.h"
+#include "broker/local.h"
 
 struct pulse_meta;
 struct pulse_meta_topic;
@@ -113,7 +115,11 @@ struct pulse_broker_waiter {
     void *arg;
 };
 
-struct pulse_broker {
+/* The local backend's state. It begins with the seam's struct pulse_broker
+ * (backend.h), which is what pulse_broker_open hands out; pulse_local_of
+ * converts back. */
+struct pulse_local {
+    struct pulse_broker base; /* first: base.ops == &pulse_local_ops */
     struct pulse_broker_config cfg;
     char *data_dir;
     char *topics_dir;
@@ -177,19 +183,19 @@ bool pulse_broker_cname_valid(const char *name);
 
 /* Looks a topic up and takes a reference; NULL if absent. Locks: map_lock
  * (read) briefly. */
-struct pulse_broker_topic *pulse_broker_topic_acquire(struct pulse_broker *b, const char *name);
-void pulse_broker_topic_release(struct pulse_broker *b, struct pulse_broker_topic *t);
+struct pulse_broker_topic *pulse_broker_topic_acquire(struct pulse_local *b, const char *name);
+void pulse_broker_topic_release(struct pulse_local *b, struct pulse_broker_topic *t);
 
 /* References to every live topic, sorted by name; *out allocated
  * (pulse_free), each entry released by the caller. Holds every topic: for
  * short walks only (a sync pass, metrics), never for long work. */
-pulse_status_t pulse_broker_topic_snapshot(struct pulse_broker *b, struct pulse_broker_topic ***out, size_t *n_out);
+pulse_status_t pulse_broker_topic_snapshot(struct pulse_local *b, struct pulse_broker_topic ***out, size_t *n_out);
 
 /* The live topic whose name follows `after` ("" for the first), with a
  * reference; NULL past the last. Walks the map one topic at a time, so long
  * work (maintenance, the heal pass) holds only the topic it is working on.
  * Locks: map_lock (read) briefly. */
-struct pulse_broker_topic *pulse_broker_topic_acquire_next(struct pulse_broker *b, const char *after);
+struct pulse_broker_topic *pulse_broker_topic_acquire_next(struct pulse_local *b, const char *after);
 
 /* The first step of a delete. Thread: the committer only (so it is ordered
  * with cursor commits, see cursor.c). Moves the topic from the map to the
@@ -197,7 +203,7 @@ struct pulse_broker_topic *pulse_broker_topic_acquire_next(struct pulse_broker *
  * with PULSE_TOPIC_NOT_FOUND. *out gets the topic, borrowed: the dying list
  * keeps it until pulse_broker_topic_delete_finish. PULSE_TOPIC_NOT_FOUND if
  * it is not in the map. Locks: map_lock (write), then mu. Never blocks. */
-pulse_status_t pulse_broker_topic_delete_unmap(struct pulse_broker *b, const char *name,
+pulse_status_t pulse_broker_topic_delete_unmap(struct pulse_local *b, const char *name,
                                                struct pulse_broker_topic **out);
 
 /* The rest of a delete, once only the dying list's reference is left.
@@ -210,46 +216,30 @@ pulse_status_t pulse_broker_topic_delete_unmap(struct pulse_broker *b, const cha
  * on the dying list with delete_stalled set (see topic.c "Delete") and
  * PULSE_OK is returned for a decided delete, the error if even the marker
  * is uncertain. Blocks on the metadata sync write and the file system. */
-pulse_status_t pulse_broker_topic_delete_finish(struct pulse_broker *b, struct pulse_broker_topic *t);
+pulse_status_t pulse_broker_topic_delete_finish(struct pulse_local *b, struct pulse_broker_topic *t);
 
 /* A create whose spec pulse_broker_topic_create_async resolved into def.
  * Thread: the admin thread only (the only thread that adds topics, which is
  * what makes one of two creates of a name win). PULSE_BUSY when the name's
  * delete has not finished yet: nothing was done, run it again after that
  * delete. Blocks on the file system and the metadata sync write. */
-pulse_status_t pulse_broker_topic_create_run(struct pulse_broker *b, const struct pulse_meta_topic *def,
+pulse_status_t pulse_broker_topic_create_run(struct pulse_local *b, const struct pulse_meta_topic *def,
                                              struct pulse_topic_info **out, char *errbuf, size_t errlen);
 
 /* A retention change. Thread: the committer only (ordered with deletes).
  * Blocks on the metadata sync write. */
-pulse_status_t pulse_broker_topic_retention_run(struct pulse_broker *b, const char *name, int64_t retention_ms,
+pulse_status_t pulse_broker_topic_retention_run(struct pulse_local *b, const char *name, int64_t retention_ms,
                                                 int64_t retention_bytes, struct pulse_topic_info **out);
 
 /* Validates and writes a group of queued cursor commits in one sync batch,
  * setting each job's status (and errbuf). Thread: the committer only. */
-void pulse_broker_cursor_commit_group(struct pulse_broker *b, struct pulse_admin_job **jobs, size_t n);
-
-/* A done callback that a blocking caller waits on (the blocking forms of the
- * asynchronous calls): init, pass pulse_broker_sync_done and &s as the
- * callback, then pulse_broker_sync_wait, which returns the status and
- * releases s. If the asynchronous call failed (no callback will come), call
- * pulse_broker_sync_fini instead. */
-struct pulse_broker_sync {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-    pulse_status_t st;
-};
-void pulse_broker_sync_init(struct pulse_broker_sync *s);
-void pulse_broker_sync_done(void *arg, pulse_status_t st);
-pulse_status_t pulse_broker_sync_wait(struct pulse_broker_sync *s);
-void pulse_broker_sync_fini(struct pulse_broker_sync *s);
+void pulse_broker_cursor_commit_group(struct pulse_local *b, struct pulse_admin_job **jobs, size_t n);
 
 /* At open: makes the topic of a stored definition, puts it into the map
  * and opens its partition logs (recovery), adding to rep. PULSE_CORRUPT for
  * a definition out of range; errbuf names the topic and the cause. Thread:
  * the opener, before the broker's threads start. */
-pulse_status_t pulse_broker_topic_load(struct pulse_broker *b, const struct pulse_meta_topic *def,
+pulse_status_t pulse_broker_topic_load(struct pulse_local *b, const struct pulse_meta_topic *def,
                                        struct pulse_broker_open_report *rep, char *errbuf, size_t errlen);
 
 /* At open, once every log is recovered: a consumer's cursor is committed
@@ -261,19 +251,99 @@ pulse_status_t pulse_broker_topic_load(struct pulse_broker *b, const struct puls
  * never handed out again. One scan of the cursors. A failure to record
  * fails the open (errbuf says which partition). Thread: the opener, before
  * the broker's threads start. */
-pulse_status_t pulse_broker_cursor_raise_ends(struct pulse_broker *b, char *errbuf, size_t errlen);
+pulse_status_t pulse_broker_cursor_raise_ends(struct pulse_local *b, char *errbuf, size_t errlen);
 
 /* Closes a topic's logs and frees it (refs must be down to the caller's). */
 void pulse_broker_topic_destroy(struct pulse_broker_topic *t);
 
 /* Opens the partition logs of t under <topics>/<name>/<p>, adding what
  * recovery did to the totals (nullable). */
-pulse_status_t pulse_broker_topic_open_logs(struct pulse_broker *b, struct pulse_broker_topic *t,
+pulse_status_t pulse_broker_topic_open_logs(struct pulse_local *b, struct pulse_broker_topic *t,
                                             struct pulse_broker_open_report *report);
 
 /* Fails every pending publish and waiter of t with st (delete). Locks: mu,
  * released before the callbacks run. */
-void pulse_broker_fail_topic(struct pulse_broker *b, struct pulse_broker_topic *t, pulse_status_t st);
+void pulse_broker_fail_topic(struct pulse_local *b, struct pulse_broker_topic *t, pulse_status_t st);
+
+/* ---- the local backend's functions of the seam (local.c's table) ---- */
+
+/* The table: every call of broker.h, served by this backend. */
+extern const struct pulse_broker_ops pulse_local_ops;
+
+/* The local state behind a broker this backend opened. */
+static inline struct pulse_local *pulse_local_of(struct pulse_broker *base)
+{
+    return (struct pulse_local *)base;
+}
+
+static inline const struct pulse_local *pulse_local_of_const(const struct pulse_broker *base)
+{
+    return (const struct pulse_local *)base;
+}
+
+/* Each has the contract of its broker.h counterpart (pulse_broker_X is
+ * pulse_local_X) and the behaviour that header notes for this backend. */
+void pulse_local_drain(struct pulse_broker *base);
+void pulse_local_close(struct pulse_broker *base);
+const char *pulse_local_cluster_id(const struct pulse_broker *base);
+const char *pulse_local_broker_id(const struct pulse_broker *base);
+int64_t pulse_local_started_at_ms(const struct pulse_broker *base);
+pulse_status_t pulse_local_topic_create_async(struct pulse_broker *base, const struct pulse_topic_spec *spec,
+                                              struct pulse_topic_info **out, pulse_admin_done_fn done, void *arg,
+                                              char *errbuf, size_t errlen);
+pulse_status_t pulse_local_topic_get(struct pulse_broker *base, const char *name, bool with_stats,
+                                     struct pulse_topic_info **out);
+pulse_status_t pulse_local_topic_list(struct pulse_broker *base, bool with_stats, struct pulse_topic_info ***out,
+                                      size_t *n_out);
+pulse_status_t pulse_local_topic_set_retention_async(struct pulse_broker *base, const char *name,
+                                                     int64_t retention_ms, int64_t retention_bytes,
+                                                     struct pulse_topic_info **out, pulse_admin_done_fn done,
+                                                     void *arg);
+pulse_status_t pulse_local_topic_delete_async(struct pulse_broker *base, const char *name, pulse_admin_done_fn done,
+                                              void *arg);
+pulse_status_t pulse_local_publish(struct pulse_broker *base, const char *topic,
+                                   const struct pulse_publish_record *recs, size_t n,
+                                   struct pulse_offset_pair *offsets_out, pulse_publish_done_fn done, void *arg,
+                                   bool *pending_out, char *errbuf, size_t errlen);
+pulse_status_t pulse_local_fetch_create(struct pulse_broker *base, const char *topic, uint32_t partition,
+                                        struct pulse_fetch **out);
+pulse_status_t pulse_local_fetch_read(struct pulse_broker *base, struct pulse_fetch *f, int64_t offset,
+                                      uint64_t max_bytes, struct pulse_fetch_pos *pos, uint64_t *need);
+pulse_status_t pulse_local_fetch_next(struct pulse_fetch *f, struct pulse_record *rec);
+void pulse_local_fetch_rewind(struct pulse_fetch *f);
+void pulse_local_fetch_destroy(struct pulse_fetch *f);
+pulse_status_t pulse_local_fetch_probe(struct pulse_broker *base, const char *topic, uint32_t partition,
+                                       int64_t offset, struct pulse_fetch_pos *pos);
+pulse_status_t pulse_local_fetch_raw(struct pulse_broker *base, const char *topic, uint32_t partition,
+                                     int64_t offset, uint64_t max_bytes, struct pulse_raw_slice *out);
+void pulse_local_note_fetched(struct pulse_broker *base, const char *topic, uint64_t records, uint64_t bytes);
+pulse_status_t pulse_local_wait_data(struct pulse_broker *base, const char *topic, uint32_t partition,
+                                     int64_t offset, int64_t deadline_mono_us, pulse_wait_fn fn, void *arg,
+                                     bool *parked_out);
+pulse_status_t pulse_local_cursor_commit_async(struct pulse_broker *base, const char *consumer,
+                                               const struct pulse_cursor *cursors, size_t n,
+                                               pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);
+pulse_status_t pulse_local_cursor_get_async(struct pulse_broker *base, const char *consumer, const char *topic,
+                                            uint32_t partition, struct pulse_cursor *out, pulse_admin_done_fn done,
+                                            void *arg);
+pulse_status_t pulse_local_cursor_list_async(struct pulse_broker *base, const char *consumer,
+                                             struct pulse_cursor **out, size_t *n_out, pulse_admin_done_fn done,
+                                             void *arg);
+pulse_status_t pulse_local_consumer_list_async(struct pulse_broker *base, char ***names_out, size_t *n_out,
+                                               pulse_admin_done_fn done, void *arg);
+pulse_status_t pulse_local_consumer_delete_async(struct pulse_broker *base, const char *consumer,
+                                                 pulse_admin_done_fn done, void *arg);
+pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *out);
+pulse_status_t pulse_local_fenced_list(struct pulse_broker *base, struct pulse_fenced_partition **out,
+                                       size_t *n_out);
+
+/* The reads behind the asynchronous cursor calls, on the caller's thread
+ * (cursor.c): also what metrics use. */
+pulse_status_t pulse_local_cursor_get(struct pulse_local *b, const char *consumer, const char *topic,
+                                      uint32_t partition, struct pulse_cursor *out);
+pulse_status_t pulse_local_cursor_list(struct pulse_local *b, const char *consumer, struct pulse_cursor **out,
+                                       size_t *n_out);
+pulse_status_t pulse_local_consumer_list(struct pulse_local *b, char ***names_out, size_t *n_out);
 
 /* ---- datadir.c: the data directory's own metadata --------------------- */
 
@@ -282,12 +352,12 @@ struct pulse_meta_topic;
 /* Makes the data directory and topics/ if missing and checks that both are
  * directories this process may write; errbuf names the cause ("permission
  * denied: PATH (running as uid N)", "not a directory: PATH"). */
-pulse_status_t pulse_broker_datadir_prepare(struct pulse_broker *b, char *errbuf, size_t errlen);
+pulse_status_t pulse_broker_datadir_prepare(struct pulse_local *b, char *errbuf, size_t errlen);
 
 /* Reads <data>/cluster.json, opens the metadata store with it (a store
  * without identity gets the file's; a store with another one is refused),
  * and writes the file when it is missing or damaged. Sets b->meta. */
-pulse_status_t pulse_broker_datadir_open_store(struct pulse_broker *b, struct pulse_broker_open_report *rep,
+pulse_status_t pulse_broker_datadir_open_store(struct pulse_local *b, struct pulse_broker_open_report *rep,
                                                char *errbuf, size_t errlen);
 
 /* Brings topics/ and the store into agreement (the rule at the top of
@@ -295,40 +365,40 @@ pulse_status_t pulse_broker_datadir_open_store(struct pulse_broker *b, struct pu
  * whose topic.json is valid, writes missing topic.json files, and refuses
  * (PULSE_INVALID, nothing changed) when a directory is undecidable. *defs
  * (pulse_free) is replaced by the store's final topic list. */
-pulse_status_t pulse_broker_datadir_reconcile(struct pulse_broker *b, struct pulse_meta_topic **defs, size_t *ndefs,
+pulse_status_t pulse_broker_datadir_reconcile(struct pulse_local *b, struct pulse_meta_topic **defs, size_t *ndefs,
                                               struct pulse_broker_open_report *rep, char *errbuf, size_t errlen);
 
 /* After a topic's logs failed to open: when the cause is a file or
  * directory of the topic this process may not write, says so in errbuf
  * ("permission denied: PATH (running as uid N)") and returns true. */
-bool pulse_broker_datadir_explain(struct pulse_broker *b, const char *topic, char *errbuf, size_t errlen);
+bool pulse_broker_datadir_explain(struct pulse_local *b, const char *topic, char *errbuf, size_t errlen);
 
 /* Writes <topics>/<name>/topic.json durably (temp, fdatasync, rename,
  * directory fsync). The directory must exist. */
-pulse_status_t pulse_broker_topic_file_write(struct pulse_broker *b, const struct pulse_meta_topic *def);
+pulse_status_t pulse_broker_topic_file_write(struct pulse_local *b, const struct pulse_meta_topic *def);
 
 /* Creates (durably) or removes (unlink + directory fsync; absent is fine)
  * the marker file `mark` (PULSE_BROKER_CREATE_MARK or _DELETE_MARK) in the
  * topic's directory. */
-pulse_status_t pulse_broker_mark_set(struct pulse_broker *b, const char *topic, const char *mark);
-pulse_status_t pulse_broker_mark_clear(struct pulse_broker *b, const char *topic, const char *mark);
+pulse_status_t pulse_broker_mark_set(struct pulse_local *b, const char *topic, const char *mark);
+pulse_status_t pulse_broker_mark_clear(struct pulse_local *b, const char *topic, const char *mark);
 
 /* Renames <topics>/<topic> to <topics>/__deleted-<nonce> (aside, asidelen
  * bytes, gets the new path) and fsyncs topics/. */
-pulse_status_t pulse_broker_dir_set_aside(struct pulse_broker *b, const char *topic, char *aside, size_t asidelen);
+pulse_status_t pulse_broker_dir_set_aside(struct pulse_local *b, const char *topic, char *aside, size_t asidelen);
 
 /* The broker's file system: cfg.io, or the real one when that is NULL.
  * Every file-system call of the broker goes through it (datadir.c,
  * topic.c, broker.c), so a test's faulty io (tests/lib/faultio.c) reaches
  * every step of topic create and delete. */
-const struct pulse_io *pulse_broker_io(const struct pulse_broker *b);
+const struct pulse_io *pulse_broker_io(const struct pulse_local *b);
 
 /* fsync of a directory through pulse_broker_io; 0 or -1 (logged). */
-int pulse_broker_fsync_dir(const struct pulse_broker *b, const char *path);
+int pulse_broker_fsync_dir(const struct pulse_local *b, const char *path);
 
 /* rm -rf of path through pulse_broker_io (pulse_io_remove_tree: never
  * follows a link, logs what it cannot remove); 0 when path is gone, -1
  * otherwise. The parent is not fsynced. */
-int pulse_broker_remove_tree(const struct pulse_broker *b, const char *path);
+int pulse_broker_remove_tree(const struct pulse_local *b, const char *path);
 
 #endif

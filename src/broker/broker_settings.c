@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "broker/broker.h"
+#include "broker/local.h"
 #include "common/settings.h"
 #include "storage/store_settings.h"
 

@@ -52,25 +52,11 @@
 #include "common/log.h"
 #include "meta/meta.h"
 
-pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *consumer,
-                                          const struct pulse_cursor *cursors, size_t n, char *errbuf, size_t errlen)
+pulse_status_t pulse_local_cursor_commit_async(struct pulse_broker *base, const char *consumer,
+                                               const struct pulse_cursor *cursors, size_t n,
+                                               pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen)
 {
-    struct pulse_broker_sync s;
-    pulse_status_t st;
-
-    pulse_broker_sync_init(&s);
-    st = pulse_broker_cursor_commit_async(b, consumer, cursors, n, pulse_broker_sync_done, &s, errbuf, errlen);
-    if (st != PULSE_OK) {
-        pulse_broker_sync_fini(&s);
-        return st;
-    }
-    return pulse_broker_sync_wait(&s);
-}
-
-pulse_status_t pulse_broker_cursor_commit_async(struct pulse_broker *b, const char *consumer,
-                                                const struct pulse_cursor *cursors, size_t n,
-                                                pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen)
-{
+    struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st = PULSE_OK;
     struct pulse_admin_job *job = NULL;
 
@@ -112,7 +98,7 @@ out:
 
 /* Checks one commit against the live topics and fills mc (n entries).
  * Thread: the committer (see the file comment for why that matters). */
-static pulse_status_t validate(struct pulse_broker *b, const struct pulse_cursor *cursors, size_t n,
+static pulse_status_t validate(struct pulse_local *b, const struct pulse_cursor *cursors, size_t n,
                                struct pulse_meta_cursor *mc, char *errbuf, size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
@@ -147,7 +133,7 @@ static pulse_status_t validate(struct pulse_broker *b, const struct pulse_cursor
     return PULSE_OK;
 }
 
-void pulse_broker_cursor_commit_group(struct pulse_broker *b, struct pulse_admin_job **jobs, size_t n)
+void pulse_broker_cursor_commit_group(struct pulse_local *b, struct pulse_admin_job **jobs, size_t n)
 {
     struct pulse_meta_cursor_set *sets = pulse_calloc(n, sizeof *sets);
     struct pulse_meta_cursor **mcs = pulse_calloc(n, sizeof *mcs);
@@ -184,8 +170,8 @@ void pulse_broker_cursor_commit_group(struct pulse_broker *b, struct pulse_admin
     pulse_free(sets);
 }
 
-pulse_status_t pulse_broker_cursor_get(struct pulse_broker *b, const char *consumer, const char *topic,
-                                       uint32_t partition, struct pulse_cursor *out)
+pulse_status_t pulse_local_cursor_get(struct pulse_local *b, const char *consumer, const char *topic,
+                                      uint32_t partition, struct pulse_cursor *out)
 {
     pulse_status_t st;
     struct pulse_broker_topic *t = NULL;
@@ -218,8 +204,8 @@ out:
     return st;
 }
 
-pulse_status_t pulse_broker_cursor_list(struct pulse_broker *b, const char *consumer, struct pulse_cursor **out,
-                                        size_t *n_out)
+pulse_status_t pulse_local_cursor_list(struct pulse_local *b, const char *consumer, struct pulse_cursor **out,
+                                       size_t *n_out)
 {
     pulse_status_t st;
     struct pulse_meta_cursor *mc = NULL;
@@ -268,33 +254,104 @@ out:
     return st;
 }
 
-pulse_status_t pulse_broker_consumer_list(struct pulse_broker *b, char ***names_out, size_t *n_out)
+pulse_status_t pulse_local_consumer_list(struct pulse_local *b, char ***names_out, size_t *n_out)
 {
     return pulse_meta_consumer_list(b->meta, names_out, n_out);
 }
 
-void pulse_broker_names_free(char **names, size_t n)
+/* ---- the asynchronous reads ------------------------------------------- */
+
+static pulse_status_t read_cursor(struct pulse_local *b, struct pulse_admin_job *job)
 {
-    pulse_meta_names_free(names, n);
+    return pulse_local_cursor_get(b, job->name, job->topic_name, job->partition, job->read_out);
 }
 
-pulse_status_t pulse_broker_consumer_delete(struct pulse_broker *b, const char *consumer)
+static pulse_status_t read_cursors(struct pulse_local *b, struct pulse_admin_job *job)
 {
-    struct pulse_broker_sync s;
-    pulse_status_t st;
+    return pulse_local_cursor_list(b, job->name, job->read_out, job->n_out);
+}
 
-    pulse_broker_sync_init(&s);
-    st = pulse_broker_consumer_delete_async(b, consumer, pulse_broker_sync_done, &s);
-    if (st != PULSE_OK) {
-        pulse_broker_sync_fini(&s);
-        return st;
+static pulse_status_t read_consumers(struct pulse_local *b, struct pulse_admin_job *job)
+{
+    return pulse_local_consumer_list(b, job->read_out, job->n_out);
+}
+
+/*
+ * Runs a read and completes it. This backend answers on the caller's
+ * thread before returning: a LevelDB read takes the store's lock for
+ * reading only, which no write holds across its sync (meta.c), and LevelDB
+ * serves it from the memtable and block cache or with a few preads of its
+ * table files; it never waits for a write or a compaction
+ * (docs/Architecture.md section 10). Tests make it behave as a remote
+ * backend does - the answer later, from another thread - with
+ * PULSE_FAILPOINT_DELAY=cursor_read:<ms>: the read is then queued to the
+ * committer, which sleeps that long before it runs it.
+ */
+static pulse_status_t read_submit(struct pulse_local *b, const struct pulse_admin_job *tmpl)
+{
+    if (!pulse_failpoint_delay_armed("cursor_read")) {
+        struct pulse_admin_job job = *tmpl;
+        job.done(job.arg, job.read(b, &job));
+        return PULSE_OK;
     }
-    return pulse_broker_sync_wait(&s);
+    struct pulse_admin_job *job = pulse_broker_admin_job_create(PULSE_ADMIN_READ, tmpl->done, tmpl->arg);
+    if (job == NULL)
+        return PULSE_NOMEM;
+    memcpy(job->name, tmpl->name, sizeof job->name);
+    memcpy(job->topic_name, tmpl->topic_name, sizeof job->topic_name);
+    job->partition = tmpl->partition;
+    job->read = tmpl->read;
+    job->read_out = tmpl->read_out;
+    job->n_out = tmpl->n_out;
+    pulse_status_t st = pulse_broker_admin_submit(b->admin, job);
+    if (st != PULSE_OK)
+        pulse_broker_admin_job_free(job);
+    return st;
 }
 
-pulse_status_t pulse_broker_consumer_delete_async(struct pulse_broker *b, const char *consumer,
-                                                  pulse_admin_done_fn done, void *arg)
+pulse_status_t pulse_local_cursor_get_async(struct pulse_broker *base, const char *consumer, const char *topic,
+                                            uint32_t partition, struct pulse_cursor *out, pulse_admin_done_fn done,
+                                            void *arg)
 {
+    struct pulse_admin_job job = {.kind = PULSE_ADMIN_READ, .done = done, .arg = arg, .read = read_cursor};
+
+    if (!pulse_broker_cname_valid(consumer) || !pulse_broker_cname_valid(topic))
+        return PULSE_INVALID_NAME;
+    memcpy(job.name, consumer, strlen(consumer) + 1);
+    memcpy(job.topic_name, topic, strlen(topic) + 1);
+    job.partition = partition;
+    job.read_out = out;
+    return read_submit(pulse_local_of(base), &job);
+}
+
+pulse_status_t pulse_local_cursor_list_async(struct pulse_broker *base, const char *consumer,
+                                             struct pulse_cursor **out, size_t *n_out, pulse_admin_done_fn done,
+                                             void *arg)
+{
+    struct pulse_admin_job job = {.kind = PULSE_ADMIN_READ, .done = done, .arg = arg, .read = read_cursors};
+
+    if (!pulse_broker_cname_valid(consumer))
+        return PULSE_INVALID_NAME;
+    memcpy(job.name, consumer, strlen(consumer) + 1);
+    job.read_out = out;
+    job.n_out = n_out;
+    return read_submit(pulse_local_of(base), &job);
+}
+
+pulse_status_t pulse_local_consumer_list_async(struct pulse_broker *base, char ***names_out, size_t *n_out,
+                                               pulse_admin_done_fn done, void *arg)
+{
+    struct pulse_admin_job job = {.kind = PULSE_ADMIN_READ, .done = done, .arg = arg, .read = read_consumers};
+
+    job.read_out = names_out;
+    job.n_out = n_out;
+    return read_submit(pulse_local_of(base), &job);
+}
+
+pulse_status_t pulse_local_consumer_delete_async(struct pulse_broker *base, const char *consumer,
+                                                 pulse_admin_done_fn done, void *arg)
+{
+    struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st;
     struct pulse_admin_job *job;
 
@@ -312,7 +369,7 @@ pulse_status_t pulse_broker_consumer_delete_async(struct pulse_broker *b, const 
 
 /* ---- at open: log ends proven by cursors ----------------------------- */
 
-pulse_status_t pulse_broker_cursor_raise_ends(struct pulse_broker *b, char *errbuf, size_t errlen)
+pulse_status_t pulse_broker_cursor_raise_ends(struct pulse_local *b, char *errbuf, size_t errlen)
 {
     struct pulse_meta_cursor *hi = NULL;
     size_t n = 0;

@@ -105,7 +105,7 @@ static pulse_status_t dir_error(const char *path, int e, char *errbuf, size_t er
 
 /* Makes path if missing and checks that it is a directory this process may
  * write. As root the permission check always passes, as it should. */
-static pulse_status_t usable_dir(const struct pulse_broker *b, const char *path, char *errbuf, size_t errlen)
+static pulse_status_t usable_dir(const struct pulse_local *b, const char *path, char *errbuf, size_t errlen)
 {
     const struct pulse_io *io = pulse_broker_io(b);
     struct stat sb;
@@ -129,7 +129,7 @@ static pulse_status_t usable_dir(const struct pulse_broker *b, const char *path,
 }
 
 /* Whether path exists at all (lstat); errno-free. */
-static bool path_present(const struct pulse_broker *b, const char *path)
+static bool path_present(const struct pulse_local *b, const char *path)
 {
     const struct pulse_io *io = pulse_broker_io(b);
     struct stat sb;
@@ -138,7 +138,7 @@ static bool path_present(const struct pulse_broker *b, const char *path)
 }
 
 /* Whether path is a directory (following a symbolic link). */
-static bool is_dir(const struct pulse_broker *b, const char *path)
+static bool is_dir(const struct pulse_local *b, const char *path)
 {
     const struct pulse_io *io = pulse_broker_io(b);
     struct stat sb;
@@ -146,7 +146,7 @@ static bool is_dir(const struct pulse_broker *b, const char *path)
     return io->stat(io, path, false, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-pulse_status_t pulse_broker_datadir_prepare(struct pulse_broker *b, char *errbuf, size_t errlen)
+pulse_status_t pulse_broker_datadir_prepare(struct pulse_local *b, char *errbuf, size_t errlen)
 {
     pulse_status_t st = usable_dir(b, b->data_dir, errbuf, errlen);
 
@@ -188,7 +188,7 @@ static pulse_status_t read_small(const struct pulse_io *io, const char *path, ch
     return PULSE_OK;
 }
 
-static pulse_status_t replace_small(struct pulse_broker *b, const char *dir, const char *name, const char *data,
+static pulse_status_t replace_small(struct pulse_local *b, const char *dir, const char *name, const char *data,
                                     size_t len)
 {
     if (pulse_io_replace_file(pulse_broker_io(b), dir, name, data, len) != 0) {
@@ -199,7 +199,7 @@ static pulse_status_t replace_small(struct pulse_broker *b, const char *dir, con
     return PULSE_OK;
 }
 
-static void topic_path(const struct pulse_broker *b, const char *topic, const char *file, char *path, size_t len)
+static void topic_path(const struct pulse_local *b, const char *topic, const char *file, char *path, size_t len)
 {
     if (file != NULL)
         snprintf(path, len, "%s/%s/%s", b->topics_dir, topic, file);
@@ -240,7 +240,7 @@ static bool find_unwritable(const struct pulse_io *io, const char *tree, int dep
     return depth > 0 && io->list_dir(io, tree, unwritable_entry, &u) == 1;
 }
 
-bool pulse_broker_datadir_explain(struct pulse_broker *b, const char *topic, char *errbuf, size_t errlen)
+bool pulse_broker_datadir_explain(struct pulse_local *b, const char *topic, char *errbuf, size_t errlen)
 {
     char tree[PATH_MAX];
     char path[PATH_MAX];
@@ -253,7 +253,7 @@ bool pulse_broker_datadir_explain(struct pulse_broker *b, const char *topic, cha
     return true;
 }
 
-pulse_status_t pulse_broker_topic_file_write(struct pulse_broker *b, const struct pulse_meta_topic *def)
+pulse_status_t pulse_broker_topic_file_write(struct pulse_local *b, const struct pulse_meta_topic *def)
 {
     char buf[PULSE_DIRFILE_MAX];
     char dir[PATH_MAX];
@@ -267,7 +267,7 @@ pulse_status_t pulse_broker_topic_file_write(struct pulse_broker *b, const struc
 }
 
 /* PULSE_NOT_FOUND (no file), PULSE_CORRUPT (why in errbuf) or PULSE_OK. */
-static pulse_status_t topic_file_read(struct pulse_broker *b, const char *topic, struct pulse_meta_topic *out,
+static pulse_status_t topic_file_read(struct pulse_local *b, const char *topic, struct pulse_meta_topic *out,
                                       char *why, size_t whylen)
 {
     char buf[PULSE_DIRFILE_MAX + 1];
@@ -293,7 +293,7 @@ static pulse_status_t topic_file_read(struct pulse_broker *b, const char *topic,
     return st;
 }
 
-pulse_status_t pulse_broker_mark_set(struct pulse_broker *b, const char *topic, const char *mark)
+pulse_status_t pulse_broker_mark_set(struct pulse_local *b, const char *topic, const char *mark)
 {
     static const char text[] = "pulsed topic marker; see docs/Storage.md\n";
     char dir[PATH_MAX];
@@ -302,7 +302,7 @@ pulse_status_t pulse_broker_mark_set(struct pulse_broker *b, const char *topic, 
     return replace_small(b, dir, mark, text, sizeof text - 1);
 }
 
-pulse_status_t pulse_broker_mark_clear(struct pulse_broker *b, const char *topic, const char *mark)
+pulse_status_t pulse_broker_mark_clear(struct pulse_local *b, const char *topic, const char *mark)
 {
     char dir[PATH_MAX];
 
@@ -315,7 +315,7 @@ pulse_status_t pulse_broker_mark_clear(struct pulse_broker *b, const char *topic
     return PULSE_OK;
 }
 
-pulse_status_t pulse_broker_dir_set_aside(struct pulse_broker *b, const char *topic, char *aside, size_t asidelen)
+pulse_status_t pulse_broker_dir_set_aside(struct pulse_local *b, const char *topic, char *aside, size_t asidelen)
 {
     char path[PATH_MAX];
     uint64_t nonce = 0;
@@ -333,7 +333,7 @@ pulse_status_t pulse_broker_dir_set_aside(struct pulse_broker *b, const char *to
 }
 
 /* Sets the directory aside, then removes it. */
-static pulse_status_t discard_dir(struct pulse_broker *b, const char *topic)
+static pulse_status_t discard_dir(struct pulse_local *b, const char *topic)
 {
     char aside[PATH_MAX];
     pulse_status_t st = pulse_broker_dir_set_aside(b, topic, aside, sizeof aside);
@@ -386,7 +386,7 @@ static int any_entry(void *arg, const char *name, unsigned char type)
 }
 
 /* True when dir holds any entry at all. */
-static bool dir_nonempty(const struct pulse_broker *b, const char *path)
+static bool dir_nonempty(const struct pulse_local *b, const char *path)
 {
     const struct pulse_io *io = pulse_broker_io(b);
 
@@ -422,7 +422,7 @@ static int records_entry(void *arg, const char *name, unsigned char type)
  * one empty segment at base 0. What cannot be read counts as records: the
  * answer decides whether a directory may be removed, and nothing is removed
  * that is not proven garbage. */
-static bool partition_has_records(const struct pulse_broker *b, const char *path)
+static bool partition_has_records(const struct pulse_local *b, const char *path)
 {
     struct records_probe rp = {pulse_broker_io(b), path};
 
@@ -430,7 +430,7 @@ static bool partition_has_records(const struct pulse_broker *b, const char *path
 }
 
 struct scan_ctx {
-    struct pulse_broker *b;
+    struct pulse_local *b;
     const char *topic;
     struct dir_scan *sc;
 };
@@ -466,7 +466,7 @@ static int scan_entry(void *arg, const char *n, unsigned char type)
     return 0;
 }
 
-static pulse_status_t scan_topic_dir(struct pulse_broker *b, const char *topic, struct dir_scan *sc)
+static pulse_status_t scan_topic_dir(struct pulse_local *b, const char *topic, struct dir_scan *sc)
 {
     const struct pulse_io *io = pulse_broker_io(b);
     struct scan_ctx c = {b, topic, sc};
@@ -486,7 +486,7 @@ static pulse_status_t scan_topic_dir(struct pulse_broker *b, const char *topic, 
 }
 
 struct temps_ctx {
-    struct pulse_broker *b;
+    struct pulse_local *b;
     const char *topic;
 };
 
@@ -507,7 +507,7 @@ static int temp_entry(void *arg, const char *name, unsigned char type)
 
 /* Removes ".tmp-" files directly in a topic directory (an interrupted
  * replace of topic.json or of a marker; the file itself is intact). */
-static void remove_temps(struct pulse_broker *b, const char *topic)
+static void remove_temps(struct pulse_local *b, const char *topic)
 {
     const struct pulse_io *io = pulse_broker_io(b);
     struct temps_ctx c = {b, topic};
@@ -641,7 +641,7 @@ static pulse_status_t grow_items(struct reconcile *rc)
  * pulsed does removes the last one). */
 enum part_state { PART_PRESENT, PART_MISSING, PART_EMPTY };
 
-static enum part_state partition_state(struct pulse_broker *b, const char *topic, uint32_t p)
+static enum part_state partition_state(struct pulse_local *b, const char *topic, uint32_t p)
 {
     char path[PATH_MAX];
     char name[16];
@@ -656,7 +656,7 @@ static enum part_state partition_state(struct pulse_broker *b, const char *topic
 /* Counts the partitions 0..nparts-1 of a topic pulsed keeps whose logs are
  * gone. Opening them would make an empty log and hand their offsets out a
  * second time, so the start refuses over them (refuse_lost). */
-static void find_lost_partitions(struct pulse_broker *b, struct dir_entry *e, uint32_t nparts)
+static void find_lost_partitions(struct pulse_local *b, struct dir_entry *e, uint32_t nparts)
 {
     for (uint32_t p = 0; p < nparts; p++) {
         enum part_state ps = partition_state(b, e->name, p);
@@ -670,7 +670,7 @@ static void find_lost_partitions(struct pulse_broker *b, struct dir_entry *e, ui
     }
 }
 
-static pulse_status_t note_entry(struct pulse_broker *b, struct reconcile *rc, const char *name,
+static pulse_status_t note_entry(struct pulse_local *b, struct reconcile *rc, const char *name,
                                  const struct pulse_meta_topic *defs, size_t ndefs)
 {
     struct dir_entry *e;
@@ -718,7 +718,7 @@ static pulse_status_t note_dangling(struct reconcile *rc, const char *name, cons
 }
 
 struct survey_ctx {
-    struct pulse_broker *b;
+    struct pulse_local *b;
     struct reconcile *rc;
     const struct pulse_meta_topic *defs;
     size_t ndefs;
@@ -756,7 +756,7 @@ static int survey_entry(void *arg, const char *n, unsigned char type)
 }
 
 /* Phase 1: looks at every entry of topics/ and decides; changes nothing. */
-static pulse_status_t survey(struct pulse_broker *b, struct reconcile *rc, const struct pulse_meta_topic *defs,
+static pulse_status_t survey(struct pulse_local *b, struct reconcile *rc, const struct pulse_meta_topic *defs,
                              size_t ndefs)
 {
     const struct pulse_io *io = pulse_broker_io(b);
@@ -772,7 +772,7 @@ static pulse_status_t survey(struct pulse_broker *b, struct reconcile *rc, const
 
 /* Refuses when any directory is undecidable: each is logged, the first one
  * named in errbuf with the command that resolves it. */
-static pulse_status_t refuse_undecided(struct pulse_broker *b, const struct reconcile *rc, char *errbuf,
+static pulse_status_t refuse_undecided(struct pulse_local *b, const struct reconcile *rc, char *errbuf,
                                        size_t errlen)
 {
     const struct dir_entry *first = NULL;
@@ -804,7 +804,7 @@ static pulse_status_t refuse_undecided(struct pulse_broker *b, const struct reco
  * would start over at its first offset and hand out offsets its consumers
  * have already seen. pulsed cannot tell "not there now" (a volume, a move)
  * from "gone", so it changes nothing and names the ways out. */
-static pulse_status_t refuse_lost(struct pulse_broker *b, const struct reconcile *rc, char *errbuf, size_t errlen)
+static pulse_status_t refuse_lost(struct pulse_local *b, const struct reconcile *rc, char *errbuf, size_t errlen)
 {
     const struct dir_entry *first = NULL;
     size_t count = 0;
@@ -852,7 +852,7 @@ static bool same_def(const struct pulse_meta_topic *a, const struct pulse_meta_t
  * else was written to both before the create committed and never changes:
  * there the store is taken, and the file rewritten if it differs.
  */
-static pulse_status_t keep_topic(struct pulse_broker *b, struct dir_entry *e, struct pulse_broker_open_report *rep)
+static pulse_status_t keep_topic(struct pulse_local *b, struct dir_entry *e, struct pulse_broker_open_report *rep)
 {
     struct pulse_meta_topic def = *e->def;
     const struct pulse_meta_topic *f = &e->sc.file_def;
@@ -897,7 +897,7 @@ static pulse_status_t keep_topic(struct pulse_broker *b, struct dir_entry *e, st
     return PULSE_OK;
 }
 
-static pulse_status_t adopt_topic(struct pulse_broker *b, struct dir_entry *e, struct pulse_broker_open_report *rep)
+static pulse_status_t adopt_topic(struct pulse_local *b, struct dir_entry *e, struct pulse_broker_open_report *rep)
 {
     const struct pulse_meta_topic *f = &e->sc.file_def;
     pulse_status_t st;
@@ -926,7 +926,7 @@ static pulse_status_t adopt_topic(struct pulse_broker *b, struct dir_entry *e, s
     return PULSE_OK;
 }
 
-static pulse_status_t act_on(struct pulse_broker *b, struct dir_entry *e, struct pulse_broker_open_report *rep)
+static pulse_status_t act_on(struct pulse_local *b, struct dir_entry *e, struct pulse_broker_open_report *rep)
 {
     pulse_status_t st = PULSE_OK;
 
@@ -983,7 +983,7 @@ static void name_list(char *buf, size_t len, const struct pulse_meta_topic *defs
 }
 
 /* The sentence of a refusal over missing topic directories. */
-static pulse_status_t refuse_missing(struct pulse_broker *b, bool no_topics_dir, const struct pulse_meta_topic *defs,
+static pulse_status_t refuse_missing(struct pulse_local *b, bool no_topics_dir, const struct pulse_meta_topic *defs,
                                      size_t ndefs, const bool *seen, char *errbuf, size_t errlen)
 {
     char names[512];
@@ -1014,7 +1014,7 @@ static pulse_status_t refuse_missing(struct pulse_broker *b, bool no_topics_dir,
  * first start, or every topic deleted); otherwise its absence is what an
  * unmounted volume looks like, and pulsed refuses rather than forget every
  * topic and cursor. */
-static pulse_status_t topics_dir_ready(struct pulse_broker *b, const struct pulse_meta_topic *defs, size_t ndefs,
+static pulse_status_t topics_dir_ready(struct pulse_local *b, const struct pulse_meta_topic *defs, size_t ndefs,
                                        char *errbuf, size_t errlen)
 {
     if (path_present(b, b->topics_dir))
@@ -1030,7 +1030,7 @@ static pulse_status_t topics_dir_ready(struct pulse_broker *b, const struct puls
  * metadata and its consumers' cursors: refused, naming them and the two
  * ways out. (No delete pulsed runs leaves this: the "deleting" marker
  * stays in the directory until the metadata is gone.) */
-static pulse_status_t refuse_dirless(struct pulse_broker *b, const struct reconcile *rc,
+static pulse_status_t refuse_dirless(struct pulse_local *b, const struct reconcile *rc,
                                      const struct pulse_meta_topic *defs, size_t ndefs, char *errbuf, size_t errlen)
 {
     for (size_t i = 0; i < ndefs; i++)
@@ -1050,7 +1050,7 @@ static void reconcile_free(struct reconcile *rc)
 
 /* The closing line of a rebuild: what came back, and that cursors lost
  * with the store are not made up. */
-static void report_rebuild(struct pulse_broker *b, const struct pulse_broker_open_report *rep)
+static void report_rebuild(struct pulse_local *b, const struct pulse_broker_open_report *rep)
 {
     uint64_t cursors = 0;
 
@@ -1065,7 +1065,7 @@ static void report_rebuild(struct pulse_broker *b, const struct pulse_broker_ope
                cursors);
 }
 
-pulse_status_t pulse_broker_datadir_reconcile(struct pulse_broker *b, struct pulse_meta_topic **defs, size_t *ndefs,
+pulse_status_t pulse_broker_datadir_reconcile(struct pulse_local *b, struct pulse_meta_topic **defs, size_t *ndefs,
                                               struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
 {
     pulse_status_t st;
@@ -1126,7 +1126,7 @@ out:
 /* ---- identity and the store --------------------------------------------- */
 
 /* PULSE_OK, PULSE_NOT_FOUND (no file) or PULSE_CORRUPT (why says why). */
-static pulse_status_t identity_read(struct pulse_broker *b, const char *path, struct pulse_meta_identity *out,
+static pulse_status_t identity_read(struct pulse_local *b, const char *path, struct pulse_meta_identity *out,
                                     char *why, size_t whylen)
 {
     char buf[PULSE_DIRFILE_MAX + 1];
@@ -1142,7 +1142,7 @@ static pulse_status_t identity_read(struct pulse_broker *b, const char *path, st
     return pulse_dirfile_identity_decode(buf, len, out, why, whylen) == PULSE_OK ? PULSE_OK : PULSE_CORRUPT;
 }
 
-static pulse_status_t identity_write(struct pulse_broker *b)
+static pulse_status_t identity_write(struct pulse_local *b)
 {
     struct pulse_meta_identity id;
     char buf[PULSE_DIRFILE_MAX];
@@ -1159,7 +1159,7 @@ static pulse_status_t identity_write(struct pulse_broker *b)
 }
 
 /* The sentence for a store that would not open. */
-static void store_error(struct pulse_broker *b, pulse_status_t st, const struct pulse_meta_open_report *mrep,
+static void store_error(struct pulse_local *b, pulse_status_t st, const struct pulse_meta_open_report *mrep,
                         pulse_status_t fst, const char *idpath, const char *why, const char *merr, char *errbuf,
                         size_t errlen)
 {
@@ -1186,7 +1186,7 @@ static void store_error(struct pulse_broker *b, pulse_status_t st, const struct 
         pulse_errbuf_set(errbuf, errlen, "%s", merr);
 }
 
-pulse_status_t pulse_broker_datadir_open_store(struct pulse_broker *b, struct pulse_broker_open_report *rep,
+pulse_status_t pulse_broker_datadir_open_store(struct pulse_local *b, struct pulse_broker_open_report *rep,
                                                char *errbuf, size_t errlen)
 {
     struct pulse_meta_identity file_id;
@@ -1242,7 +1242,7 @@ pulse_status_t pulse_broker_datadir_open_store(struct pulse_broker *b, struct pu
 
 /* A broker with only its paths, configuration and metadata store: what the
  * offline modes need (no logs, no threads). */
-static pulse_status_t shell_open(const struct pulse_broker_config *cfg, struct pulse_broker *b,
+static pulse_status_t shell_open(const struct pulse_broker_config *cfg, struct pulse_local *b,
                                  struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
 {
     char path[PATH_MAX];
@@ -1262,7 +1262,7 @@ static pulse_status_t shell_open(const struct pulse_broker_config *cfg, struct p
     return st;
 }
 
-static void shell_close(struct pulse_broker *b)
+static void shell_close(struct pulse_local *b)
 {
     pulse_meta_close(b->meta);
     pulse_free(b->data_dir);
@@ -1272,7 +1272,7 @@ static void shell_close(struct pulse_broker *b)
 
 /* The definition --adopt-topic writes: partitions from the directories,
  * the rest from the request or the configured topic defaults. */
-static pulse_status_t adopt_def(struct pulse_broker *b, const struct pulse_topic_spec *spec,
+static pulse_status_t adopt_def(struct pulse_local *b, const struct pulse_topic_spec *spec,
                                 const struct dir_scan *sc, struct pulse_meta_topic *def, char *errbuf, size_t errlen)
 {
     char dir[PATH_MAX];
@@ -1307,7 +1307,7 @@ static pulse_status_t adopt_def(struct pulse_broker *b, const struct pulse_topic
 }
 
 /* What stands in the way of adopting: metadata, a marker, no directory. */
-static pulse_status_t adopt_check(struct pulse_broker *b, const char *name, struct dir_scan *sc, char *errbuf,
+static pulse_status_t adopt_check(struct pulse_local *b, const char *name, struct dir_scan *sc, char *errbuf,
                                   size_t errlen)
 {
     struct pulse_meta_topic existing;
@@ -1346,7 +1346,7 @@ static pulse_status_t adopt_check(struct pulse_broker *b, const char *name, stru
 pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, const struct pulse_topic_spec *spec,
                                         struct pulse_topic_info *out, char *errbuf, size_t errlen)
 {
-    struct pulse_broker shell;
+    struct pulse_local shell;
     struct pulse_broker_open_report rep;
     struct pulse_meta_topic def;
     struct dir_scan sc;
@@ -1387,7 +1387,7 @@ pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, c
 pulse_status_t pulse_broker_forget_topic(const struct pulse_broker_config *cfg, const char *name, size_t *cursors_out,
                                         char *errbuf, size_t errlen)
 {
-    struct pulse_broker shell;
+    struct pulse_local shell;
     struct pulse_broker_open_report rep;
     struct pulse_meta_topic def;
     char dir[PATH_MAX];
@@ -1474,7 +1474,7 @@ static pulse_status_t highest_cursor(struct pulse_meta *meta, const char *topic,
 /* What must hold before a partition is made again: the topic and the
  * partition in the store, the topic directory there, the partition's
  * directory missing or empty. *make_out: whether dir must be made. */
-static pulse_status_t recreate_check(struct pulse_broker *b, const char *topic, uint32_t p, const char *dir,
+static pulse_status_t recreate_check(struct pulse_local *b, const char *topic, uint32_t p, const char *dir,
                                     bool *make_out, struct pulse_meta_topic *def, char *errbuf, size_t errlen)
 {
     char tdir[PATH_MAX];
@@ -1519,7 +1519,7 @@ static pulse_status_t recreate_check(struct pulse_broker *b, const char *topic, 
 /* Makes dir (when make) holding one empty segment at base start, then
  * opens and closes the log there, which lets the engine add the rest and
  * proves that its log end is start. */
-static pulse_status_t recreate_log(struct pulse_broker *b, const struct pulse_meta_topic *def, const char *dir,
+static pulse_status_t recreate_log(struct pulse_local *b, const struct pulse_meta_topic *def, const char *dir,
                                    bool make, int64_t start, char *errbuf, size_t errlen)
 {
     const struct pulse_io *io = pulse_broker_io(b);
@@ -1575,7 +1575,7 @@ pulse_status_t pulse_broker_recreate_partition(const struct pulse_broker_config 
                                                uint32_t partition, int64_t start_offset,
                                                struct pulse_broker_recreate_report *out, char *errbuf, size_t errlen)
 {
-    struct pulse_broker shell;
+    struct pulse_local shell;
     struct pulse_broker_open_report rep;
     struct pulse_broker_recreate_report r;
     struct pulse_meta_topic def;
@@ -1661,7 +1661,7 @@ pulse_status_t pulse_broker_repair_metadata(const struct pulse_broker_config *cf
     st = pulse_broker_open(&c, &b, &report->open, errbuf, errlen);
     if (st != PULSE_OK)
         return st;
-    if (pulse_meta_cursor_count(b->meta, &report->cursors) != PULSE_OK)
+    if (pulse_meta_cursor_count(pulse_local_of(b)->meta, &report->cursors) != PULSE_OK)
         report->cursors = 0;
     pulse_broker_close(b);
     return PULSE_OK;

@@ -49,7 +49,7 @@ struct heal_rec {
 };
 
 struct pulse_broker_heal {
-    struct pulse_broker *b;
+    struct pulse_local *b;
     int64_t initial_us;
     int64_t max_us;
     pthread_mutex_t mu;
@@ -242,7 +242,7 @@ static void *heal_main(void *arg)
     return NULL;
 }
 
-pulse_status_t pulse_broker_heal_start(struct pulse_broker *b, struct pulse_broker_heal **out)
+pulse_status_t pulse_broker_heal_start(struct pulse_local *b, struct pulse_broker_heal **out)
 {
     struct pulse_broker_heal *h = pulse_calloc(1, sizeof *h);
     pthread_condattr_t cattr;

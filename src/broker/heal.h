@@ -39,14 +39,14 @@
 
 #include "common/status.h"
 
-struct pulse_broker;
+struct pulse_local;
 struct pulse_broker_heal;
 struct pulse_broker_topic;
 struct pulse_buf;
 struct pulse_fenced_partition;
 
 /* Starts the thread. Thread: the opener, after every log is open. */
-pulse_status_t pulse_broker_heal_start(struct pulse_broker *b, struct pulse_broker_heal **out);
+pulse_status_t pulse_broker_heal_start(struct pulse_local *b, struct pulse_broker_heal **out);
 
 /* Stops and joins the thread (a reopen in progress finishes first), frees
  * h. NULL is a no-op. Call before the logs close. */

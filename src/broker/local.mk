@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: MIT
-# src/broker: topics, routing, publish, cursors, syncer (storage + meta).
+# src/broker: the broker seam (broker.h, backend.h, backend.c) and the local
+# backend behind it (local.h, local.c and the rest): topics, routing,
+# publish, fetch, cursors, syncer (storage + meta).
 noinst_LIBRARIES += libpulsebroker.a
-libpulsebroker_a_SOURCES = src/broker/broker.h src/broker/broker_int.h \
-	src/broker/broker.c src/broker/topic.c src/broker/publish.c src/broker/cursor.c \
+libpulsebroker_a_SOURCES = src/broker/broker.h src/broker/backend.h src/broker/backend.c \
+	src/broker/local.h src/broker/local.c src/broker/broker_int.h \
+	src/broker/broker.c src/broker/topic.c src/broker/publish.c src/broker/fetch.c src/broker/cursor.c \
 	src/broker/maint.c src/broker/maint.h src/broker/admin.c src/broker/admin.h src/broker/datadir.c \
 	src/broker/heal.c src/broker/heal.h src/broker/broker_settings.c src/broker/broker_settings.h
 

@@ -35,7 +35,7 @@
 #include "storage/retention.h"
 
 struct pulse_broker_maint {
-    struct pulse_broker *b;
+    struct pulse_local *b;
     pthread_t thread;
     bool started;
     pthread_mutex_t mu;
@@ -214,7 +214,7 @@ static void *maint_main(void *arg)
     return NULL;
 }
 
-pulse_status_t pulse_broker_maint_start(struct pulse_broker *b, struct pulse_broker_maint **out)
+pulse_status_t pulse_broker_maint_start(struct pulse_local *b, struct pulse_broker_maint **out)
 {
     pulse_status_t st = PULSE_OK;
     struct pulse_broker_maint *m = pulse_calloc(1, sizeof *m);

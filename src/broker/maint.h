@@ -30,13 +30,13 @@
 
 #include "common/status.h"
 
-struct pulse_broker;
+struct pulse_local;
 struct pulse_broker_maint;
 struct pulse_buf;
 
 /* Starts the thread (or nothing, when both intervals are 0: *out is then a
  * stopped object that only reports zero metrics). Thread: the opener. */
-pulse_status_t pulse_broker_maint_start(struct pulse_broker *b, struct pulse_broker_maint **out);
+pulse_status_t pulse_broker_maint_start(struct pulse_local *b, struct pulse_broker_maint **out);
 
 /* Stops and joins the thread, frees m. NULL is a no-op. */
 void pulse_broker_maint_stop(struct pulse_broker_maint *m);

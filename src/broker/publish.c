@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * publish.c - routing, the publish path and fetch.
+ * publish.c - routing and the publish path of the local backend.
  *
  * Routing follows Kafka's default partitioner so that keys land where a
  * Kafka client would put them: murmur2 of the key bytes (Utils.murmur2, seed
@@ -51,6 +51,8 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "storage/batch.h"
+#include "storage/plog.h"
 
 /* Kafka's Utils.murmur2, with Java's wrapping int arithmetic done in
  * uint32_t and ">>>" as an unsigned shift. */
@@ -97,11 +99,12 @@ uint32_t pulse_broker_key_partition(const uint8_t *key, size_t len, uint32_t npa
     return (pulse_broker_murmur2(key, len) & 0x7fffffffu) % nparts;
 }
 
-/* Checks the limits of one record; errbuf names it by index. */
+/* Checks the limits of one record; errbuf names it by index. Lengths that
+ * pass fit the codec's 32-bit fields (the limits are all below
+ * PULSE_BATCH_NULL). */
 static pulse_status_t check_record(const struct pulse_broker_config *cfg, const struct pulse_publish_record *r,
                                    size_t i, uint32_t nparts, char *errbuf, size_t errlen)
 {
-    const struct pulse_record_in *rec = &r->rec;
     uint64_t hbytes = 0;
 
     if (r->partition < -1 || (r->partition >= 0 && (uint32_t)r->partition >= nparts)) {
@@ -109,48 +112,39 @@ static pulse_status_t check_record(const struct pulse_broker_config *cfg, const 
                 r->partition, nparts);
         return PULSE_PARTITION_NOT_FOUND;
     }
-    if (rec->key_len != PULSE_BATCH_NULL) {
-        if (rec->key_len > cfg->max_key_bytes) {
-            pulse_errbuf_set(errbuf, errlen, "record %zu: key of %" PRIu32 " bytes is over the %" PRIu32 "-byte limit", i,
-                    rec->key_len, cfg->max_key_bytes);
-            return PULSE_TOO_LARGE;
-        }
-        if (rec->key == NULL && rec->key_len > 0) {
-            pulse_errbuf_set(errbuf, errlen, "record %zu: key bytes missing", i);
-            return PULSE_INVALID;
-        }
+    if (r->key != NULL && (r->key_len > cfg->max_key_bytes || r->key_len >= PULSE_BATCH_NULL)) {
+        pulse_errbuf_set(errbuf, errlen, "record %zu: key of %zu bytes is over the %" PRIu32 "-byte limit", i,
+                         r->key_len, cfg->max_key_bytes);
+        return PULSE_TOO_LARGE;
     }
-    if (rec->value_len != PULSE_BATCH_NULL) {
-        if (rec->value == NULL && rec->value_len > 0) {
-            pulse_errbuf_set(errbuf, errlen, "record %zu: value bytes missing", i);
-            return PULSE_INVALID;
-        }
-        if (rec->value_len > PULSE_BROKER_MAX_BATCH_BYTES) {
-            pulse_errbuf_set(errbuf, errlen, "record %zu: value of %" PRIu32 " bytes is too large", i, rec->value_len);
-            return PULSE_TOO_LARGE;
-        }
+    if ((r->key == NULL && r->key_len > 0) || (r->value == NULL && r->value_len > 0)) {
+        pulse_errbuf_set(errbuf, errlen, "record %zu: %s bytes missing", i, r->key == NULL && r->key_len > 0 ? "key" : "value");
+        return PULSE_INVALID;
     }
-    if (rec->header_count > cfg->max_headers_per_record) {
-        pulse_errbuf_set(errbuf, errlen, "record %zu: %" PRIu32 " headers is over the limit of %" PRIu32, i, rec->header_count,
+    if (r->value != NULL && r->value_len > PULSE_BROKER_MAX_BATCH_BYTES) {
+        pulse_errbuf_set(errbuf, errlen, "record %zu: value of %zu bytes is too large", i, r->value_len);
+        return PULSE_TOO_LARGE;
+    }
+    if (r->header_count > cfg->max_headers_per_record) {
+        pulse_errbuf_set(errbuf, errlen, "record %zu: %" PRIu32 " headers is over the limit of %" PRIu32, i, r->header_count,
                 cfg->max_headers_per_record);
         return PULSE_TOO_LARGE;
     }
-    if (rec->header_count > 0 && rec->headers == NULL) {
+    if (r->header_count > 0 && r->headers == NULL) {
         pulse_errbuf_set(errbuf, errlen, "record %zu: headers missing", i);
         return PULSE_INVALID;
     }
-    for (uint32_t h = 0; h < rec->header_count; h++) {
-        const struct pulse_header_in *hd = &rec->headers[h];
-        if (hd->key_len == PULSE_BATCH_NULL || (hd->key == NULL && hd->key_len > 0) ||
-            (hd->value_len != PULSE_BATCH_NULL && hd->value == NULL && hd->value_len > 0)) {
+    for (uint32_t h = 0; h < r->header_count; h++) {
+        const struct pulse_header *hd = &r->headers[h];
+        if ((hd->key == NULL && hd->key_len > 0) || (hd->value == NULL && hd->value_len > 0)) {
             pulse_errbuf_set(errbuf, errlen, "record %zu: header %" PRIu32 " is malformed", i, h);
             return PULSE_INVALID;
         }
         hbytes += hd->key_len;
-        if (hd->value_len != PULSE_BATCH_NULL)
+        if (hd->value != NULL)
             hbytes += hd->value_len;
     }
-    if (hbytes > cfg->max_headers_bytes) {
+    if (hbytes > cfg->max_headers_bytes || hbytes >= PULSE_BATCH_NULL) {
         pulse_errbuf_set(errbuf, errlen, "record %zu: headers of %" PRIu64 " bytes are over the %" PRIu32 "-byte limit", i,
                 hbytes, cfg->max_headers_bytes);
         return PULSE_TOO_LARGE;
@@ -167,7 +161,7 @@ struct run {
 
 /* One publish between its phases (pulse_broker_publish). */
 struct publish_ctx {
-    struct pulse_broker *b;
+    struct pulse_local *b;
     struct pulse_broker_topic *t; /* one reference, while routing to appending */
     const struct pulse_publish_record *recs;
     size_t n;
@@ -176,6 +170,8 @@ struct publish_ctx {
     uint32_t *part_of;                /* partition of record i */
     uint32_t *slot;                   /* record i's index within its partition's batch */
     struct pulse_record_in *grouped;  /* records in partition order */
+    struct pulse_header_in *hdrs;     /* their headers, in the codec's form */
+    size_t nhdrs;                     /* headers of the whole publish */
     uint32_t count[PULSE_BROKER_MAX_PARTITIONS]; /* records per partition */
     uint32_t first[PULSE_BROKER_MAX_PARTITIONS]; /* a partition's first index in grouped */
     size_t run_first[PULSE_BROKER_MAX_PARTITIONS];
@@ -208,8 +204,8 @@ static pulse_status_t route(struct publish_ctx *c)
         uint32_t p;
         if (r->partition >= 0) {
             p = (uint32_t)r->partition;
-        } else if (r->rec.key_len != PULSE_BATCH_NULL) {
-            p = pulse_broker_key_partition(r->rec.key, r->rec.key_len, t->nparts);
+        } else if (r->key != NULL) {
+            p = pulse_broker_key_partition(r->key, r->key_len, t->nparts);
         } else {
             if (rr_part == UINT32_MAX)
                 rr_part = atomic_fetch_add(&t->rr, 1) % t->nparts;
@@ -217,8 +213,35 @@ static pulse_status_t route(struct publish_ctx *c)
         }
         c->part_of[i] = p;
         c->slot[i] = c->count[p]++;
+        c->nhdrs += r->header_count;
+    }
+    if (c->nhdrs > 0) {
+        c->hdrs = pulse_malloc(c->nhdrs * sizeof *c->hdrs);
+        if (c->hdrs == NULL)
+            return PULSE_NOMEM;
     }
     return PULSE_OK;
+}
+
+/* The codec's form of record r (checked): nulls as PULSE_BATCH_NULL
+ * lengths, headers copied into hdrs. */
+static void to_codec(const struct pulse_publish_record *r, struct pulse_header_in *hdrs, struct pulse_record_in *g)
+{
+    memset(g, 0, sizeof *g);
+    g->timestamp = r->timestamp;
+    g->key = r->key;
+    g->key_len = r->key != NULL ? (uint32_t)r->key_len : PULSE_BATCH_NULL;
+    g->value = r->value;
+    g->value_len = r->value != NULL ? (uint32_t)r->value_len : PULSE_BATCH_NULL;
+    for (uint32_t h = 0; h < r->header_count; h++) {
+        const struct pulse_header *hd = &r->headers[h];
+        hdrs[h].key = hd->key;
+        hdrs[h].key_len = (uint32_t)hd->key_len;
+        hdrs[h].value = hd->value;
+        hdrs[h].value_len = hd->value != NULL ? (uint32_t)hd->value_len : PULSE_BATCH_NULL;
+    }
+    g->headers = r->header_count > 0 ? hdrs : NULL;
+    g->header_count = r->header_count;
 }
 
 /* Phase 2: grouped per partition (request order kept within each), each
@@ -234,10 +257,11 @@ static pulse_status_t group(struct publish_ctx *c)
         c->first[p] = pos;
         pos += c->count[p];
     }
+    size_t h = 0;
     for (size_t i = 0; i < c->n; i++) {
         struct pulse_record_in *g = &c->grouped[c->first[c->part_of[i]] + c->slot[i]];
-        *g = c->recs[i].rec;
-        g->offset_delta = 0;
+        to_codec(&c->recs[i], c->hdrs != NULL ? c->hdrs + h : NULL, g);
+        h += c->recs[i].header_count;
         if (!c->recs[i].has_timestamp)
             g->timestamp = now;
     }
@@ -418,12 +442,13 @@ static void publish_ctx_fini(struct publish_ctx *c)
     pulse_free(c->run_of);
     pulse_free(c->runs);
     pulse_free(c->grouped);
+    pulse_free(c->hdrs);
     pulse_free(c->slot);
     pulse_free(c->part_of);
 }
 
 /* Counts the publish out of b->inflight (drain waits for it). */
-static void inflight_done(struct pulse_broker *b)
+static void inflight_done(struct pulse_local *b)
 {
     pthread_mutex_lock(&b->mu);
     b->inflight--;
@@ -437,7 +462,7 @@ static void inflight_done(struct pulse_broker *b)
  * topic was deleted while appending (its data is going away). */
 static pulse_status_t hand_to_syncer(struct publish_ctx *c, struct pulse_broker_pending *pend)
 {
-    struct pulse_broker *b = c->b;
+    struct pulse_local *b = c->b;
 
     pend->topic = c->t;
     pthread_mutex_lock(&b->mu);
@@ -457,7 +482,7 @@ static pulse_status_t hand_to_syncer(struct publish_ctx *c, struct pulse_broker_
 
 /* Wakes the syncer: records a failed publish left in the logs should not
  * wait for the next publish to become durable. */
-static void kick_syncer(struct pulse_broker *b)
+static void kick_syncer(struct pulse_local *b)
 {
     pthread_mutex_lock(&b->mu);
     b->kick = true;
@@ -465,10 +490,12 @@ static void kick_syncer(struct pulse_broker *b)
     pthread_mutex_unlock(&b->mu);
 }
 
-pulse_status_t pulse_broker_publish(struct pulse_broker *b, const char *topic, const struct pulse_publish_record *recs,
-                                    size_t n, struct pulse_offset_pair *offsets_out, pulse_publish_done_fn done,
-                                    void *arg, bool *pending_out, char *errbuf, size_t errlen)
+pulse_status_t pulse_local_publish(struct pulse_broker *base, const char *topic,
+                                   const struct pulse_publish_record *recs, size_t n,
+                                   struct pulse_offset_pair *offsets_out, pulse_publish_done_fn done, void *arg,
+                                   bool *pending_out, char *errbuf, size_t errlen)
 {
+    struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st = PULSE_OK;
     struct publish_ctx c;
     struct pulse_broker_pending *pend = NULL;
@@ -551,69 +578,4 @@ out:
     if (st == PULSE_OK)
         *pending_out = pending;
     return st;
-}
-
-pulse_status_t pulse_broker_publish_wait(struct pulse_broker *b, const char *topic,
-                                         const struct pulse_publish_record *recs, size_t n,
-                                         struct pulse_offset_pair *offsets_out, char *errbuf, size_t errlen)
-{
-    struct pulse_broker_sync w;
-    bool pending = false;
-    pulse_status_t st;
-
-    pulse_broker_sync_init(&w);
-    st = pulse_broker_publish(b, topic, recs, n, offsets_out, pulse_broker_sync_done, &w, &pending, errbuf, errlen);
-    if (st != PULSE_OK || !pending) {
-        pulse_broker_sync_fini(&w);
-        return st;
-    }
-    st = pulse_broker_sync_wait(&w);
-    if (st != PULSE_OK)
-        pulse_errbuf_set(errbuf, errlen, "the records did not become durable: %s", pulse_status_message(st));
-    return st;
-}
-
-/* ---- fetch ----------------------------------------------------------- */
-
-pulse_status_t pulse_broker_fetch_slice(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
-                                        uint64_t max_bytes, bool want_fd, struct pulse_slice *out)
-{
-    struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, topic);
-    pulse_status_t st;
-
-    if (t == NULL)
-        return PULSE_TOPIC_NOT_FOUND;
-    if (partition >= t->nparts)
-        st = PULSE_PARTITION_NOT_FOUND;
-    else
-        st = pulse_plog_slice(t->plogs[partition], offset, max_bytes, want_fd, out);
-    pulse_broker_topic_release(b, t);
-    return st;
-}
-
-pulse_status_t pulse_broker_fetch(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
-                                  uint64_t max_bytes, struct pulse_buf *out, struct pulse_slice *info)
-{
-    struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, topic);
-    pulse_status_t st;
-
-    if (t == NULL)
-        return PULSE_TOPIC_NOT_FOUND;
-    if (partition >= t->nparts)
-        st = PULSE_PARTITION_NOT_FOUND;
-    else
-        st = pulse_plog_read(t->plogs[partition], offset, max_bytes, out, info);
-    pulse_broker_topic_release(b, t);
-    return st;
-}
-
-void pulse_broker_note_fetched(struct pulse_broker *b, const char *topic, uint64_t records, uint64_t bytes)
-{
-    struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, topic);
-
-    if (t == NULL)
-        return;
-    atomic_fetch_add(&t->fetched_records, records);
-    atomic_fetch_add(&t->fetched_bytes, bytes);
-    pulse_broker_topic_release(b, t);
 }

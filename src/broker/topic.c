@@ -96,28 +96,11 @@ bool pulse_broker_cname_valid(const char *name)
     return name != NULL && pulse_broker_name_valid(name, strnlen(name, PULSE_NAME_MAX + 1));
 }
 
-void pulse_topic_info_free(struct pulse_topic_info *info)
-{
-    if (info == NULL)
-        return;
-    pulse_free(info->stats);
-    pulse_free(info);
-}
-
-void pulse_topic_info_list_free(struct pulse_topic_info **list, size_t n)
-{
-    if (list == NULL)
-        return;
-    for (size_t i = 0; i < n; i++)
-        pulse_topic_info_free(list[i]);
-    pulse_free(list);
-}
-
 /* ---- the name map ---------------------------------------------------- */
 
 /* Index of name in the sorted map, or where it would go (*found false).
  * Caller holds map_lock. */
-static size_t map_find(struct pulse_broker *b, const char *name, bool *found)
+static size_t map_find(struct pulse_local *b, const char *name, bool *found)
 {
     size_t lo = 0, hi = b->ntopics;
 
@@ -137,7 +120,7 @@ static size_t map_find(struct pulse_broker *b, const char *name, bool *found)
     return lo;
 }
 
-struct pulse_broker_topic *pulse_broker_topic_acquire(struct pulse_broker *b, const char *name)
+struct pulse_broker_topic *pulse_broker_topic_acquire(struct pulse_local *b, const char *name)
 {
     struct pulse_broker_topic *t = NULL;
     bool found;
@@ -155,7 +138,7 @@ struct pulse_broker_topic *pulse_broker_topic_acquire(struct pulse_broker *b, co
     return t;
 }
 
-void pulse_broker_topic_release(struct pulse_broker *b, struct pulse_broker_topic *t)
+void pulse_broker_topic_release(struct pulse_local *b, struct pulse_broker_topic *t)
 {
     if (t == NULL)
         return;
@@ -170,7 +153,7 @@ void pulse_broker_topic_release(struct pulse_broker *b, struct pulse_broker_topi
         pulse_broker_admin_wake(b->admin);
 }
 
-struct pulse_broker_topic *pulse_broker_topic_acquire_next(struct pulse_broker *b, const char *after)
+struct pulse_broker_topic *pulse_broker_topic_acquire_next(struct pulse_local *b, const char *after)
 {
     struct pulse_broker_topic *t = NULL;
     bool found;
@@ -196,7 +179,7 @@ struct pulse_broker_topic *pulse_broker_topic_acquire_next(struct pulse_broker *
  * directory is still in use. Free stays free, and a stalled topic stays on
  * the dying list, until the caller (the admin thread, the only one that
  * adds topics or finishes deletes) acts. */
-static pulse_status_t name_state(struct pulse_broker *b, const char *name, struct pulse_broker_topic **stalled)
+static pulse_status_t name_state(struct pulse_local *b, const char *name, struct pulse_broker_topic **stalled)
 {
     pulse_status_t st = PULSE_OK;
     bool found;
@@ -218,7 +201,7 @@ static pulse_status_t name_state(struct pulse_broker *b, const char *name, struc
 }
 
 /* Takes t off the dying list: its name is free again. */
-static void dying_remove(struct pulse_broker *b, struct pulse_broker_topic *t)
+static void dying_remove(struct pulse_local *b, struct pulse_broker_topic *t)
 {
     pthread_rwlock_wrlock(&b->map_lock);
     for (struct pulse_broker_topic **pp = &b->dying; *pp != NULL; pp = &(*pp)->dying_next) {
@@ -232,7 +215,7 @@ static void dying_remove(struct pulse_broker *b, struct pulse_broker_topic *t)
     atomic_fetch_sub(&b->deleting, 1);
 }
 
-pulse_status_t pulse_broker_topic_snapshot(struct pulse_broker *b, struct pulse_broker_topic ***out, size_t *n_out)
+pulse_status_t pulse_broker_topic_snapshot(struct pulse_local *b, struct pulse_broker_topic ***out, size_t *n_out)
 {
     struct pulse_broker_topic **list = NULL;
     size_t n;
@@ -307,7 +290,7 @@ void pulse_broker_topic_destroy(struct pulse_broker_topic *t)
  * values, a fresh uid, one reference (the map's once inserted), partition
  * arrays allocated, logs not open yet. PULSE_CORRUPT for a definition out
  * of range (a stored one; a create's spec was checked by resolve_spec). */
-static pulse_status_t topic_new(struct pulse_broker *b, const struct pulse_meta_topic *def,
+static pulse_status_t topic_new(struct pulse_local *b, const struct pulse_meta_topic *def,
                                 struct pulse_broker_topic **out)
 {
     struct pulse_broker_topic *t;
@@ -340,7 +323,7 @@ static pulse_status_t topic_new(struct pulse_broker *b, const struct pulse_meta_
 
 /* Makes room for one more topic in the map, so that the insert after a
  * create's commit cannot fail. Locks: map_lock (write), briefly. */
-static pulse_status_t map_reserve(struct pulse_broker *b)
+static pulse_status_t map_reserve(struct pulse_local *b)
 {
     pulse_status_t st = PULSE_OK;
 
@@ -362,7 +345,7 @@ static pulse_status_t map_reserve(struct pulse_broker *b)
 /* Inserts t in name order; map_reserve made room (only the admin thread, or
  * the opener before it runs, inserts, so nobody took it meanwhile). Locks:
  * map_lock (write), briefly. */
-static void map_insert(struct pulse_broker *b, struct pulse_broker_topic *t)
+static void map_insert(struct pulse_local *b, struct pulse_broker_topic *t)
 {
     bool found;
     size_t i;
@@ -375,7 +358,7 @@ static void map_insert(struct pulse_broker *b, struct pulse_broker_topic *t)
     pthread_rwlock_unlock(&b->map_lock);
 }
 
-pulse_status_t pulse_broker_topic_load(struct pulse_broker *b, const struct pulse_meta_topic *def,
+pulse_status_t pulse_broker_topic_load(struct pulse_local *b, const struct pulse_meta_topic *def,
                                        struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
 {
     struct pulse_broker_topic *t = NULL;
@@ -433,9 +416,10 @@ static pulse_status_t make_info(struct pulse_broker_topic *t, bool with_stats, s
     return PULSE_OK;
 }
 
-pulse_status_t pulse_broker_topic_get(struct pulse_broker *b, const char *name, bool with_stats,
-                                      struct pulse_topic_info **out)
+pulse_status_t pulse_local_topic_get(struct pulse_broker *base, const char *name, bool with_stats,
+                                     struct pulse_topic_info **out)
 {
+    struct pulse_local *b = pulse_local_of(base);
     struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, name);
     pulse_status_t st;
 
@@ -446,9 +430,10 @@ pulse_status_t pulse_broker_topic_get(struct pulse_broker *b, const char *name, 
     return st;
 }
 
-pulse_status_t pulse_broker_topic_list(struct pulse_broker *b, bool with_stats, struct pulse_topic_info ***out,
-                                       size_t *n_out)
+pulse_status_t pulse_local_topic_list(struct pulse_broker *base, bool with_stats, struct pulse_topic_info ***out,
+                                      size_t *n_out)
 {
+    struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st = PULSE_OK;
     struct pulse_broker_topic **list = NULL;
     struct pulse_topic_info **infos = NULL;
@@ -482,7 +467,7 @@ out:
 
 /* ---- create ---------------------------------------------------------- */
 
-static pulse_status_t resolve_spec(struct pulse_broker *b, const struct pulse_topic_spec *spec,
+static pulse_status_t resolve_spec(struct pulse_local *b, const struct pulse_topic_spec *spec,
                                    struct pulse_meta_topic *def, char *errbuf, size_t errlen)
 {
     memset(def, 0, sizeof *def);
@@ -530,7 +515,7 @@ static pulse_status_t resolve_spec(struct pulse_broker *b, const struct pulse_to
  * directory with content but without the marker is never an unfinished
  * create (datadir.c relies on it); a crash before the marker leaves an
  * empty directory, which the next start removes. */
-static pulse_status_t make_dirs(struct pulse_broker *b, const struct pulse_meta_topic *def)
+static pulse_status_t make_dirs(struct pulse_local *b, const struct pulse_meta_topic *def)
 {
     const struct pulse_io *io = pulse_broker_io(b);
     char path[PATH_MAX];
@@ -567,7 +552,7 @@ static pulse_status_t make_dirs(struct pulse_broker *b, const struct pulse_meta_
  * successful start, only a failed create whose cleanup failed leaves one):
  * an unfinished create or delete, or an empty directory, goes; anything
  * else may be data, and the create is refused rather than delete it. */
-static pulse_status_t clear_leftover(struct pulse_broker *b, const char *name, char *errbuf, size_t errlen)
+static pulse_status_t clear_leftover(struct pulse_local *b, const char *name, char *errbuf, size_t errlen)
 {
     const struct pulse_io *io = pulse_broker_io(b);
     char path[PATH_MAX];
@@ -597,25 +582,11 @@ static pulse_status_t clear_leftover(struct pulse_broker *b, const char *name, c
     return PULSE_OK;
 }
 
-pulse_status_t pulse_broker_topic_create(struct pulse_broker *b, const struct pulse_topic_spec *spec,
-                                         struct pulse_topic_info **out, char *errbuf, size_t errlen)
+pulse_status_t pulse_local_topic_create_async(struct pulse_broker *base, const struct pulse_topic_spec *spec,
+                                              struct pulse_topic_info **out, pulse_admin_done_fn done, void *arg,
+                                              char *errbuf, size_t errlen)
 {
-    struct pulse_broker_sync s;
-    pulse_status_t st;
-
-    pulse_broker_sync_init(&s);
-    st = pulse_broker_topic_create_async(b, spec, out, pulse_broker_sync_done, &s, errbuf, errlen);
-    if (st != PULSE_OK) {
-        pulse_broker_sync_fini(&s);
-        return st;
-    }
-    return pulse_broker_sync_wait(&s);
-}
-
-pulse_status_t pulse_broker_topic_create_async(struct pulse_broker *b, const struct pulse_topic_spec *spec,
-                                               struct pulse_topic_info **out, pulse_admin_done_fn done, void *arg,
-                                               char *errbuf, size_t errlen)
-{
+    struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st;
     struct pulse_admin_job *job;
 
@@ -641,7 +612,7 @@ out:
     return st;
 }
 
-static pulse_status_t delete_retry(struct pulse_broker *b, struct pulse_broker_topic *t);
+static pulse_status_t delete_retry(struct pulse_local *b, struct pulse_broker_topic *t);
 
 /*
  * Whether a create of name may go ahead, making it so where it can:
@@ -653,7 +624,7 @@ static pulse_status_t delete_retry(struct pulse_broker *b, struct pulse_broker_t
  * failed, meta.h "Failed writes"): it is removed. errbuf says why on
  * failure.
  */
-static pulse_status_t claim_name(struct pulse_broker *b, const char *name, char *errbuf, size_t errlen)
+static pulse_status_t claim_name(struct pulse_local *b, const char *name, char *errbuf, size_t errlen)
 {
     struct pulse_broker_topic *stalled = NULL;
     struct pulse_meta_topic existing;
@@ -695,7 +666,7 @@ static pulse_status_t claim_name(struct pulse_broker *b, const char *name, char 
  * create committed and the topic is kept; none: it is removed) or at the
  * next create of the name (claim_name, clear_leftover).
  */
-static bool create_undo(struct pulse_broker *b, const char *name)
+static bool create_undo(struct pulse_local *b, const char *name)
 {
     pulse_status_t st = pulse_meta_topic_delete(b->meta, name, NULL);
 
@@ -708,7 +679,7 @@ static bool create_undo(struct pulse_broker *b, const char *name)
     return false;
 }
 
-pulse_status_t pulse_broker_topic_create_run(struct pulse_broker *b, const struct pulse_meta_topic *spec_def,
+pulse_status_t pulse_broker_topic_create_run(struct pulse_local *b, const struct pulse_meta_topic *spec_def,
                                              struct pulse_topic_info **out, char *errbuf, size_t errlen)
 {
     pulse_status_t st;
@@ -777,27 +748,12 @@ out:
 
 /* ---- retention ------------------------------------------------------- */
 
-pulse_status_t pulse_broker_topic_set_retention(struct pulse_broker *b, const char *name, int64_t retention_ms,
-                                                int64_t retention_bytes, struct pulse_topic_info **out)
+pulse_status_t pulse_local_topic_set_retention_async(struct pulse_broker *base, const char *name,
+                                                     int64_t retention_ms, int64_t retention_bytes,
+                                                     struct pulse_topic_info **out, pulse_admin_done_fn done,
+                                                     void *arg)
 {
-    struct pulse_broker_sync s;
-    pulse_status_t st;
-
-    pulse_broker_sync_init(&s);
-    st = pulse_broker_topic_set_retention_async(b, name, retention_ms, retention_bytes, out, pulse_broker_sync_done,
-                                                &s);
-    if (st != PULSE_OK) {
-        pulse_broker_sync_fini(&s);
-        return st;
-    }
-    return pulse_broker_sync_wait(&s);
-}
-
-pulse_status_t pulse_broker_topic_set_retention_async(struct pulse_broker *b, const char *name,
-                                                      int64_t retention_ms, int64_t retention_bytes,
-                                                      struct pulse_topic_info **out, pulse_admin_done_fn done,
-                                                      void *arg)
-{
+    struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st;
     struct pulse_admin_job *job;
 
@@ -819,7 +775,7 @@ pulse_status_t pulse_broker_topic_set_retention_async(struct pulse_broker *b, co
 /* On the committer, which also runs every delete's first step: a topic
  * found in the map here is not being deleted, so this put can never
  * rewrite the record of a topic whose delete has committed. */
-pulse_status_t pulse_broker_topic_retention_run(struct pulse_broker *b, const char *name, int64_t retention_ms,
+pulse_status_t pulse_broker_topic_retention_run(struct pulse_local *b, const char *name, int64_t retention_ms,
                                                 int64_t retention_bytes, struct pulse_topic_info **out)
 {
     pulse_status_t st;
@@ -879,23 +835,10 @@ out:
 
 /* ---- delete ---------------------------------------------------------- */
 
-pulse_status_t pulse_broker_topic_delete(struct pulse_broker *b, const char *name)
+pulse_status_t pulse_local_topic_delete_async(struct pulse_broker *base, const char *name, pulse_admin_done_fn done,
+                                              void *arg)
 {
-    struct pulse_broker_sync s;
-    pulse_status_t st;
-
-    pulse_broker_sync_init(&s);
-    st = pulse_broker_topic_delete_async(b, name, pulse_broker_sync_done, &s);
-    if (st != PULSE_OK) {
-        pulse_broker_sync_fini(&s);
-        return st;
-    }
-    return pulse_broker_sync_wait(&s);
-}
-
-pulse_status_t pulse_broker_topic_delete_async(struct pulse_broker *b, const char *name, pulse_admin_done_fn done,
-                                               void *arg)
-{
+    struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st;
     struct pulse_admin_job *job;
 
@@ -911,7 +854,7 @@ pulse_status_t pulse_broker_topic_delete_async(struct pulse_broker *b, const cha
     return st;
 }
 
-pulse_status_t pulse_broker_topic_delete_unmap(struct pulse_broker *b, const char *name,
+pulse_status_t pulse_broker_topic_delete_unmap(struct pulse_local *b, const char *name,
                                                struct pulse_broker_topic **out)
 {
     struct pulse_broker_topic *t;
@@ -944,7 +887,7 @@ pulse_status_t pulse_broker_topic_delete_unmap(struct pulse_broker *b, const cha
  * changed, so the topic goes back into the map as it was (its logs were
  * never closed). Publishes and waiters failed meanwhile stay failed; the
  * caller of the delete gets the error. */
-static void delete_undo(struct pulse_broker *b, struct pulse_broker_topic *t)
+static void delete_undo(struct pulse_local *b, struct pulse_broker_topic *t)
 {
     /* Between these two steps the name is neither live nor dying, but only
      * this thread (the admin thread) adds topics, so no create can take it. */
@@ -975,7 +918,7 @@ static void delete_stall(struct pulse_broker_topic *t)
  * renamed aside and removed. PULSE_OK once the metadata is gone (t is then
  * freed and its name free); the batch's error when it failed (t stalled).
  */
-static pulse_status_t delete_commit(struct pulse_broker *b, struct pulse_broker_topic *t)
+static pulse_status_t delete_commit(struct pulse_local *b, struct pulse_broker_topic *t)
 {
     pulse_status_t st;
     size_t cursors = 0;
@@ -1023,7 +966,7 @@ static pulse_status_t delete_commit(struct pulse_broker *b, struct pulse_broker_
 
 /* A stalled delete, once more (the admin thread, at a create of its name):
  * the marker again (it may not have been durable), then the rest. */
-static pulse_status_t delete_retry(struct pulse_broker *b, struct pulse_broker_topic *t)
+static pulse_status_t delete_retry(struct pulse_local *b, struct pulse_broker_topic *t)
 {
     pulse_status_t st = pulse_broker_mark_set(b, t->name, PULSE_BROKER_DELETE_MARK);
 
@@ -1032,7 +975,7 @@ static pulse_status_t delete_retry(struct pulse_broker *b, struct pulse_broker_t
     return delete_commit(b, t);
 }
 
-pulse_status_t pulse_broker_topic_delete_finish(struct pulse_broker *b, struct pulse_broker_topic *t)
+pulse_status_t pulse_broker_topic_delete_finish(struct pulse_local *b, struct pulse_broker_topic *t)
 {
     pulse_status_t st;
 

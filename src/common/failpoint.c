@@ -27,7 +27,8 @@ void pulse_failpoint(const char *name)
     _exit(PULSE_FAILPOINT_EXIT_CODE);
 }
 
-void pulse_failpoint_delay(const char *name)
+/* The delay PULSE_FAILPOINT_DELAY names for name, in ms; 0 for none. */
+static long delay_ms(const char *name)
 {
     const char *armed = getenv("PULSE_FAILPOINT_DELAY");
     size_t len = strlen(name);
@@ -35,10 +36,23 @@ void pulse_failpoint_delay(const char *name)
     long ms;
 
     if (armed == NULL || strncmp(armed, name, len) != 0 || armed[len] != ':')
-        return;
+        return 0;
     errno = 0;
     ms = strtol(armed + len + 1, &end, 10);
     if (errno != 0 || end == armed + len + 1 || *end != '\0' || ms < 1 || ms > 60000)
+        return 0;
+    return ms;
+}
+
+bool pulse_failpoint_delay_armed(const char *name)
+{
+    return delay_ms(name) > 0;
+}
+
+void pulse_failpoint_delay(const char *name)
+{
+    long ms = delay_ms(name);
+    if (ms == 0)
         return;
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)

@@ -12,6 +12,8 @@
 #ifndef PULSE_COMMON_FAILPOINT_H
 #define PULSE_COMMON_FAILPOINT_H
 
+#include <stdbool.h>
+
 #define PULSE_FAILPOINT_EXIT_CODE 99
 
 void pulse_failpoint(const char *name);
@@ -25,5 +27,9 @@ void pulse_failpoint(const char *name);
  * per-write paths, never on a per-record one. Thread: any.
  */
 void pulse_failpoint_delay(const char *name);
+
+/* Whether PULSE_FAILPOINT_DELAY names this point (with a valid delay), for
+ * code that takes another path when a test slows it down. Thread: any. */
+bool pulse_failpoint_delay_armed(const char *name);
 
 #endif

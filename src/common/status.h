@@ -38,7 +38,8 @@
     X(FENCED, "partition fenced after a failed write or sync; it is being reopened, retry later") \
     X(SHUTDOWN, "shutting down")                                                   \
     X(EOF, "end of data")                                                          \
-    X(ACCESS, "permission denied")
+    X(ACCESS, "permission denied")                                             \
+    X(NOT_SUPPORTED, "not supported by this backend")
 
 typedef enum {
 #define PULSE_STATUS_ENUM(name, msg) PULSE_##name,

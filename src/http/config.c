@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "broker/broker.h"
+#include "broker/local.h"
 #include "common/alloc.h"
 #include "common/settings.h"
 #include "common/status.h"

@@ -11,6 +11,9 @@
  * 507 storage_full (retry once space is freed); FENCED is 503
  * partition_fenced (the partition is reopened in process; retry later); BUSY, NOFILE (the descriptor limit; the message
  * names it) and SHUTDOWN are 503 unavailable (retry later); RANGE is 416 offset_out_of_range (the only range the API reports);
+ * NOT_SUPPORTED is what a broker backend answers for a form it cannot
+ * produce (raw batches from a backend without a stored batch format):
+ * 406 not_acceptable, as for an Accept header nothing matches.
  * EOF never leaves the engine, but maps to 500 so nothing can slip through
  * unmapped. Every 503 and 507 carries Retry-After (server.c).
  */
@@ -39,6 +42,7 @@ static const struct pulse_errmap_entry table[PULSE_STATUS_COUNT] = {
     [PULSE_SHUTDOWN] = {503, "unavailable"},
     [PULSE_EOF] = {500, "storage_error"},
     [PULSE_ACCESS] = {500, "storage_error"},
+    [PULSE_NOT_SUPPORTED] = {406, "not_acceptable"},
 };
 
 static const struct pulse_errmap_entry fallback = {500, "storage_error"};

@@ -11,7 +11,7 @@
 
 #include "broker/broker.h"
 #include "common/alloc.h"
-#include "http/json.h"
+#include "common/text.h"
 
 struct cur {
     const uint8_t *p;
@@ -60,7 +60,7 @@ static bool take_string(struct cur *c, const uint8_t **s, size_t *n)
     *s = start;
     *n = (size_t)(c->p - start);
     c->p++;
-    return *n < UINT32_MAX && pulse_json_utf8_valid(start, *n);
+    return *n < UINT32_MAX && pulse_text_utf8_valid(start, *n);
 }
 
 /* A plain non-negative integer (no sign, fraction, exponent or leading
@@ -93,7 +93,6 @@ static bool take_record(struct cur *c, struct pulse_publish_record *rec)
     unsigned seen = 0;
     memset(rec, 0, sizeof *rec);
     rec->partition = -1;
-    rec->rec.key_len = PULSE_BATCH_NULL;
     if (!take(c, '{'))
         return false;
     do {
@@ -118,18 +117,16 @@ static bool take_record(struct cur *c, struct pulse_publish_record *rec)
         if (f == F_KEY || f == F_VALUE) {
             const uint8_t *s = NULL;
             size_t n = 0;
-            uint32_t len = PULSE_BATCH_NULL;
-            if (!take_null(c)) {
-                if (!take_string(c, &s, &n))
-                    return false;
-                len = (uint32_t)n;
-            }
+            /* null leaves s NULL; a string points into the body, so even an
+             * empty one is not NULL. */
+            if (!take_null(c) && !take_string(c, &s, &n))
+                return false;
             if (f == F_KEY) {
-                rec->rec.key = s;
-                rec->rec.key_len = len;
+                rec->key = s;
+                rec->key_len = n;
             } else {
-                rec->rec.value = s;
-                rec->rec.value_len = len;
+                rec->value = s;
+                rec->value_len = n;
             }
         } else if (f == F_PARTITION) {
             int64_t v;
@@ -141,7 +138,7 @@ static bool take_record(struct cur *c, struct pulse_publish_record *rec)
             if (!take_uint(c, INT64_MAX, &v))
                 return false;
             rec->has_timestamp = true;
-            rec->rec.timestamp = v;
+            rec->timestamp = v;
         }
     } while (take(c, ','));
     return take(c, '}') && (seen & F_VALUE) != 0;

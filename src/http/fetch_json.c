@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fetch_json.c - see fetch_json.h. The plan and the stream walk the batches
- * with the same two helpers (batch_at, next_record), so they see the same
- * records in the same order; the stream checks that it wrote exactly the
- * planned length and fails the answer otherwise (a bug, never data).
+ * fetch_json.c - see fetch_json.h. The plan and the stream walk the same
+ * source, rewound in between, so they see the same records in the same
+ * order; the stream checks that it wrote exactly the planned length and
+ * fails the answer otherwise (a bug, never data).
  */
 #include "http/fetch_json.h"
 
@@ -12,18 +12,15 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
-#include "http/json.h"
-#include "storage/batch.h"
+#include "common/record.h"
 
 enum phase { PH_HEAD, PH_RECORDS, PH_TAIL, PH_DONE };
 
 struct pulse_fetchjson {
     /* limits */
-    int64_t start;
     uint64_t max_records;
     uint64_t max_bytes;
     /* plan */
-    size_t planned;        /* raw bytes (whole batches) walked so far */
     uint64_t n_records;    /* records in the answer */
     uint64_t records_len;  /* their text and the commas between them */
     size_t max_headers;    /* largest rendered headers among them */
@@ -31,8 +28,8 @@ struct pulse_fetchjson {
     int64_t next;          /* offset after the last of them */
     bool full;
     /* stream */
-    uint8_t *raw;
-    size_t raw_len;
+    struct pulse_fetchjson_source src; /* owned once finish took it */
+    bool owns_src;
     char *head; /* envelope before the records */
     size_t head_len;
     char *after;   /* members after "records" (owned; nullable) */
@@ -42,40 +39,11 @@ struct pulse_fetchjson {
     uint64_t written;
     enum phase phase;
     size_t at;                   /* progress in head or tail */
-    size_t bpos;                 /* next batch in raw */
-    struct pulse_batch_iter it;  /* the current batch */
-    bool in_batch;
     uint64_t emitted;            /* records begun */
     bool in_record;
     bool comma;                  /* a comma is owed before the record */
-    struct pulse_json_record_writer w;
+    struct pulse_record_json w;
 };
-
-/* ---- walking the batches ---------------------------------------------- */
-
-/* Opens the batch at *pos in raw[0, len) and moves *pos past it; false at
- * the end of the whole batches (a batch that does not parse ends the walk,
- * as the reads verified every batch this cannot happen with real data). */
-static bool batch_at(const uint8_t *raw, size_t len, size_t *pos, struct pulse_batch_iter *it)
-{
-    struct pulse_batch_header hdr;
-    if (*pos >= len || pulse_batch_parse_header(raw + *pos, len - *pos, &hdr) != PULSE_OK)
-        return false;
-    size_t total = pulse_batch_total_size(&hdr);
-    if (total > len - *pos || pulse_batch_iter_init(it, raw + *pos, total) != PULSE_OK)
-        return false;
-    *pos += total;
-    return true;
-}
-
-/* The next record at or after start in the open batch; false at its end. */
-static bool next_record(struct pulse_batch_iter *it, int64_t start, struct pulse_record_view *rv)
-{
-    while (pulse_batch_iter_next(it, rv) == PULSE_OK)
-        if (rv->offset >= start)
-            return true;
-    return false;
-}
 
 /* ---- plan ------------------------------------------------------------- */
 
@@ -85,7 +53,6 @@ pulse_status_t pulse_fetchjson_create(int64_t start, uint64_t max_records, uint6
     struct pulse_fetchjson *fj = pulse_calloc(1, sizeof *fj);
     if (fj == NULL)
         return PULSE_NOMEM;
-    fj->start = start;
     fj->max_records = max_records;
     fj->max_bytes = max_bytes;
     fj->next = start;
@@ -99,16 +66,18 @@ void pulse_fetchjson_destroy(void *arg)
     if (fj == NULL)
         return;
     if (fj->in_record)
-        pulse_json_record_end(&fj->w);
-    pulse_free(fj->raw);
+        pulse_record_json_end(&fj->w);
+    if (fj->owns_src)
+        fj->src.release(fj->src.arg);
     pulse_free(fj->head);
     pulse_free(fj->after);
     pulse_free(fj->tail);
     pulse_free(fj);
 }
 
-/* Takes rv into the answer if the limits allow; false when they are met. */
-static pulse_status_t plan_record(struct pulse_fetchjson *fj, const struct pulse_record_view *rv)
+/* Takes rec into the answer if the limits allow; sets full when they are
+ * met. */
+static pulse_status_t plan_record(struct pulse_fetchjson *fj, const struct pulse_record *rec)
 {
     if (fj->n_records >= fj->max_records) {
         fj->full = true;
@@ -116,7 +85,7 @@ static pulse_status_t plan_record(struct pulse_fetchjson *fj, const struct pulse
     }
     size_t len = 0;
     size_t headers = 0;
-    pulse_status_t st = pulse_json_record_size(rv, &len, &headers);
+    pulse_status_t st = pulse_record_json_size(rec, &len, &headers);
     if (st != PULSE_OK)
         return st;
     uint64_t with = fj->records_len + (fj->n_records > 0 ? 1 : 0) + len;
@@ -128,23 +97,20 @@ static pulse_status_t plan_record(struct pulse_fetchjson *fj, const struct pulse
     }
     fj->records_len = with;
     fj->n_records++;
-    fj->next = rv->offset + 1;
-    fj->payload += (rv->key != NULL ? rv->key_len : 0) + (rv->value != NULL ? rv->value_len : 0);
+    fj->next = rec->offset + 1;
+    fj->payload += (rec->key != NULL ? rec->key_len : 0) + (rec->value != NULL ? rec->value_len : 0);
     if (headers > fj->max_headers)
         fj->max_headers = headers;
     return PULSE_OK;
 }
 
-pulse_status_t pulse_fetchjson_plan(struct pulse_fetchjson *fj, const uint8_t *raw, size_t len)
+pulse_status_t pulse_fetchjson_plan(struct pulse_fetchjson *fj, const struct pulse_fetchjson_source *src)
 {
-    struct pulse_batch_iter it;
-    struct pulse_record_view rv;
-    while (!fj->full && batch_at(raw, len, &fj->planned, &it)) {
-        while (!fj->full && next_record(&it, fj->start, &rv)) {
-            pulse_status_t st = plan_record(fj, &rv);
-            if (st != PULSE_OK)
-                return st;
-        }
+    struct pulse_record rec;
+    while (!fj->full && src->next(src->arg, &rec) == PULSE_OK) {
+        pulse_status_t st = plan_record(fj, &rec);
+        if (st != PULSE_OK)
+            return st;
     }
     return PULSE_OK;
 }
@@ -213,15 +179,16 @@ pulse_status_t pulse_fetchjson_after_records(struct pulse_fetchjson *fj, const c
     return json[0] != '\0' && fj->after == NULL ? PULSE_NOMEM : PULSE_OK;
 }
 
-pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, struct pulse_buf *batches,
+pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, const struct pulse_fetchjson_source *src,
                                       const struct pulse_fetchjson_envelope *env, uint64_t *body_len)
 {
     pulse_status_t st = envelope_text(fj, env);
     if (st != PULSE_OK)
         return st;
-    /* Nothing fails from here: the batches change hands. */
-    pulse_free(fj->raw);
-    fj->raw = pulse_buf_steal(batches, &fj->raw_len);
+    /* Nothing fails from here: the source changes hands. */
+    fj->src = *src;
+    fj->owns_src = true;
+    fj->src.rewind(fj->src.arg);
     fj->body_len = fj->head_len + fj->records_len + fj->tail_len;
     fj->phase = PH_HEAD;
     *body_len = fj->body_len;
@@ -238,21 +205,16 @@ static size_t copy_text(const char *text, size_t len, size_t *at, uint8_t *out, 
     return k;
 }
 
-/* Starts the next planned record; false when the batches end first. */
+/* Starts the next planned record; false when the records end first. */
 static bool begin_record(struct pulse_fetchjson *fj)
 {
-    struct pulse_record_view rv;
-    for (;;) {
-        if (fj->in_batch && next_record(&fj->it, fj->start, &rv))
-            break;
-        fj->in_batch = batch_at(fj->raw, fj->raw_len, &fj->bpos, &fj->it);
-        if (!fj->in_batch)
-            return false;
-    }
+    struct pulse_record rec;
+    if (fj->src.next(fj->src.arg, &rec) != PULSE_OK)
+        return false;
     fj->comma = fj->emitted > 0;
     fj->emitted++;
     fj->in_record = true;
-    return pulse_json_record_begin(&fj->w, &rv) == PULSE_OK;
+    return pulse_record_json_begin(&fj->w, &rec) == PULSE_OK;
 }
 
 /* Record text into out; returns bytes, or -2. */
@@ -274,10 +236,10 @@ static ssize_t write_records(struct pulse_fetchjson *fj, uint8_t *out, size_t ro
             continue;
         }
         bool done = false;
-        size_t n = pulse_json_record_write(&fj->w, out + o, room - o, &done);
+        size_t n = pulse_record_json_write(&fj->w, out + o, room - o, &done);
         o += n;
         if (done) {
-            pulse_json_record_end(&fj->w);
+            pulse_record_json_end(&fj->w);
             fj->in_record = false;
         } else if (n == 0) {
             break; /* too little room left for the next unit */

@@ -6,13 +6,19 @@
  * Why two phases: the answer's headers (Pulse-Next-Offset, Content-Length)
  * go out before its body, and where the answer stops depends on how large
  * each record's JSON is (an escaped control byte takes six characters, a
- * non-UTF-8 byte four thirds). So the plan walks the verified batches and
- * adds up each record's exact JSON length without writing it, stopping
- * before the record that would take the records past max_bytes (the first
- * record is always taken) or past max_records; then the stream writes
- * exactly the planned bytes, straight from the batches, as the socket
- * drains. Memory: the batches themselves plus one record's rendered headers;
- * never the whole JSON text.
+ * non-UTF-8 byte four thirds). So the plan walks the records and adds up
+ * each record's exact JSON length without writing it, stopping before the
+ * record that would take the records past max_bytes (the first record is
+ * always taken) or past max_records; then the stream walks the same
+ * records again and writes exactly the planned bytes, straight from the
+ * records' bytes, as the socket drains. Memory: the records themselves
+ * (the broker's, kept alive by the source until the answer is freed) plus
+ * one record's rendered headers; never the whole JSON text.
+ *
+ * The records come from a source (struct pulse_fetchjson_source): the
+ * broker's fetch for a real answer (h_fetch.c), anything that walks plain
+ * records in a test. This module knows neither the broker nor how records
+ * are stored.
  *
  * Body layout (byte for byte what the API has always answered, plus the
  * members after "records" that only some answers have):
@@ -46,7 +52,22 @@
 #define PULSE_FETCHJSON_AFTER_MAX 1024
 
 struct pulse_fetchjson;
-struct pulse_buf;
+struct pulse_record;
+
+/*
+ * Where the records come from. next gives the records in offset order,
+ * PULSE_OK with *rec filled (its bytes alive until release) or PULSE_EOF
+ * after the last one available now (more may follow later: the walk goes
+ * on from where it stopped); rewind starts the walk again from the first;
+ * release frees arg. The plan walks the records once, the stream once more
+ * after a rewind, so both see the same records in the same order.
+ */
+struct pulse_fetchjson_source {
+    pulse_status_t (*next)(void *arg, struct pulse_record *rec);
+    void (*rewind)(void *arg);
+    void (*release)(void *arg);
+    void *arg;
+};
 
 /* The members around the records. */
 struct pulse_fetchjson_envelope {
@@ -58,25 +79,25 @@ struct pulse_fetchjson_envelope {
 };
 
 /*
- * A plan for records at or after offset start: at most max_records of them
- * and, after the first, at most max_bytes of record text (the records and
- * the commas between them). PULSE_NOMEM.
+ * A plan of at most max_records records and, after the first, at most
+ * max_bytes of record text (the records and the commas between them);
+ * start is the answer's next offset while it has no record. PULSE_NOMEM.
  */
 pulse_status_t pulse_fetchjson_create(int64_t start, uint64_t max_records, uint64_t max_bytes,
                                       struct pulse_fetchjson **out);
 
-/* Frees everything (the batches handed over included). NULL is a no-op;
+/* Frees everything (the source handed over included). NULL is a no-op;
  * the signature suits MHD's free callback. */
 void pulse_fetchjson_destroy(void *fj);
 
 /*
- * Plans the whole batches in raw[planned, len), where planned is what
- * earlier calls took (raw may have moved since: only positions are kept).
- * Stops for good at the limits. PULSE_NOMEM (sizing a record's headers).
+ * Plans the records src gives from where the walk stands to its end (the
+ * records read since the last call). Stops for good at the limits.
+ * PULSE_NOMEM (sizing a record's headers).
  */
-pulse_status_t pulse_fetchjson_plan(struct pulse_fetchjson *fj, const uint8_t *raw, size_t len);
+pulse_status_t pulse_fetchjson_plan(struct pulse_fetchjson *fj, const struct pulse_fetchjson_source *src);
 
-/* True once the limits are reached: reading more batches is useless. */
+/* True once the limits are reached: reading more records is useless. */
 bool pulse_fetchjson_full(const struct pulse_fetchjson *fj);
 
 /* The planned records, the offset after the last of them (start when
@@ -95,21 +116,20 @@ uint64_t pulse_fetchjson_payload_bytes(const struct pulse_fetchjson *fj);
 pulse_status_t pulse_fetchjson_after_records(struct pulse_fetchjson *fj, const char *json);
 
 /*
- * Ends the plan: writes the envelope, then takes the batches out of
- * batches (the buffer the plan walked, which is left empty; destroy frees
- * them) and gives the body's exact length. The batches change hands only
- * once nothing can fail any more: on PULSE_NOMEM they are still in
- * batches, which the caller frees as it frees any buffer.
+ * Ends the plan: writes the envelope, then takes src (the one the plan
+ * walked: destroy releases it), rewinds it for the stream and gives the
+ * body's exact length. The source changes hands only once nothing can fail
+ * any more: on PULSE_NOMEM it is still the caller's to release.
  */
-pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, struct pulse_buf *batches,
+pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, const struct pulse_fetchjson_source *src,
                                       const struct pulse_fetchjson_envelope *env, uint64_t *body_len);
 
 /*
  * Writes the next bytes of the body into out[0, room): returns how many
- * (at least one while bytes remain, given room >= PULSE_JSON_WRITE_MIN),
+ * (at least one while bytes remain, given room >= PULSE_RECORD_JSON_WRITE_MIN),
  * -1 once everything was written, -2 on failure (out of memory rendering
  * a record's headers, which the caller reserved room for; or a plan the
- * batches do not match, a bug).
+ * records do not match, a bug).
  */
 ssize_t pulse_fetchjson_read(struct pulse_fetchjson *fj, uint8_t *out, size_t room);
 

@@ -6,7 +6,11 @@
  * before the broker reports them done, so the answer never precedes
  * durability. Commits and consumer deletes suspend the connection and run on
  * the broker's committer thread (concurrent commits share one metadata
- * write); the answer is written on resume, as for publishes.
+ * write); the answer is written on resume, as for publishes. Reads of
+ * cursors and consumers are asynchronous broker calls too (async.c): the
+ * local backend answers them on this thread before the call returns, a
+ * backend that answers later resumes the request. The topic lookups that
+ * check a partition or fill a 416 answer do not wait (broker.h).
  */
 #include <string.h>
 
@@ -69,15 +73,49 @@ static bool check_partition(struct pulse_hreq *r, const char *topic, uint32_t pa
     return true;
 }
 
-void pulse_h_consumers_list(struct pulse_hreq *r)
+/* What a cursor or consumer read returned, in the request's pool until the
+ * answer is written (or the request ends: dispose_read). */
+struct read_state {
+    char **names;
+    size_t n;
+    struct pulse_cursor *cursors;
+    struct pulse_cursor cursor;
+};
+
+static void dispose_read(void *hstate)
 {
-    char **names = NULL;
-    size_t n = 0;
-    pulse_status_t st = pulse_broker_consumer_list(r->srv->broker, &names, &n);
+    struct read_state *rs = hstate;
+    pulse_broker_names_free(rs->names, rs->n);
+    rs->names = NULL;
+    pulse_free(rs->cursors);
+    rs->cursors = NULL;
+}
+
+/* Starts a read whose out-parameters live in the returned state (r->hstate;
+ * dispose_read frees what the read returned if the request ends before the
+ * answer took it); NULL after answering 500. */
+static struct read_state *start_read(struct pulse_hreq *r, pulse_hreq_resume_fn resume)
+{
+    struct read_state *rs = pulse_server_hstate(r, sizeof *rs, dispose_read);
+    if (rs == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return NULL;
+    }
+    pulse_server_call_begin(r, resume);
+    return rs;
+}
+
+static void consumers_list_resume(struct pulse_hreq *r)
+{
+    struct read_state *rs = r->hstate;
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st != PULSE_OK) {
         pulse_server_reply_status(r, st, NULL);
         return;
     }
+    char **names = rs->names;
+    size_t n = rs->n;
+    rs->names = NULL;
     json_t *arr = json_array();
     for (size_t i = 0; arr != NULL && i < n; i++) {
         if (json_array_append_new(arr, json_string(names[i])) != 0) {
@@ -91,6 +129,15 @@ void pulse_h_consumers_list(struct pulse_hreq *r)
         return;
     }
     pulse_server_reply_json(r, 200, json_pack("{s:o}", "consumers", arr));
+}
+
+void pulse_h_consumers_list(struct pulse_hreq *r)
+{
+    struct read_state *rs = start_read(r, consumers_list_resume);
+    if (rs == NULL)
+        return;
+    pulse_status_t st = pulse_broker_consumer_list_async(r->srv->broker, &rs->names, &rs->n, pulse_server_call_done, r);
+    pulse_server_call_end(r, st, st == PULSE_OK);
 }
 
 static void consumer_delete_resume(struct pulse_hreq *r)
@@ -114,17 +161,17 @@ void pulse_h_consumers_delete(struct pulse_hreq *r)
         pulse_server_wake(r, st);
 }
 
-void pulse_h_consumers_cursors_list(struct pulse_hreq *r)
+static void cursors_list_resume(struct pulse_hreq *r)
 {
-    if (!pulse_server_path_consumer(r))
-        return;
-    struct pulse_cursor *cursors = NULL;
-    size_t n = 0;
-    pulse_status_t st = pulse_broker_cursor_list(r->srv->broker, r->consumer, &cursors, &n);
+    struct read_state *rs = r->hstate;
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st != PULSE_OK) {
         pulse_server_reply_status(r, st, NULL);
         return;
     }
+    struct pulse_cursor *cursors = rs->cursors;
+    size_t n = rs->n;
+    rs->cursors = NULL;
     json_t *arr = json_array();
     for (size_t i = 0; arr != NULL && i < n; i++) {
         if (json_array_append_new(arr, cursor_object(&cursors[i], true)) != 0) {
@@ -138,6 +185,18 @@ void pulse_h_consumers_cursors_list(struct pulse_hreq *r)
         return;
     }
     pulse_server_reply_json(r, 200, json_pack("{s:s,s:o}", "consumer", r->consumer, "cursors", arr));
+}
+
+void pulse_h_consumers_cursors_list(struct pulse_hreq *r)
+{
+    if (!pulse_server_path_consumer(r))
+        return;
+    struct read_state *rs = start_read(r, cursors_list_resume);
+    if (rs == NULL)
+        return;
+    pulse_status_t st = pulse_broker_cursor_list_async(r->srv->broker, r->consumer, &rs->cursors, &rs->n,
+                                                       pulse_server_call_done, r);
+    pulse_server_call_end(r, st, st == PULSE_OK);
 }
 
 /* Answers a failed commit: 416 with the bounds of the first cursor out of
@@ -289,15 +348,11 @@ void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
     start_commit(r, commit_many_resume);
 }
 
-void pulse_h_consumers_cursor_get(struct pulse_hreq *r)
+static void cursor_get_resume(struct pulse_hreq *r)
 {
-    if (!pulse_server_path_consumer(r) || !pulse_server_path_topic(r) || !pulse_server_path_partition(r))
-        return;
-    if (!check_partition(r, r->topic, r->partition))
-        return;
-    struct pulse_cursor c;
-    memset(&c, 0, sizeof c);
-    pulse_status_t st = pulse_broker_cursor_get(r->srv->broker, r->consumer, r->topic, r->partition, &c);
+    struct read_state *rs = r->hstate;
+    const struct pulse_cursor c = rs->cursor;
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st == PULSE_CURSOR_NOT_FOUND) {
         pulse_server_reply_error(r, 404, "cursor_not_found", "consumer \"%s\" has no cursor on %s/%u", r->consumer,
                                  r->topic, r->partition);
@@ -311,6 +366,20 @@ void pulse_h_consumers_cursor_get(struct pulse_hreq *r)
                             json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "consumer", r->consumer, "topic", r->topic,
                                       "partition", (json_int_t)r->partition, "offset", (json_int_t)c.offset,
                                       "high_watermark", (json_int_t)c.high_watermark, "lag", (json_int_t)c.lag));
+}
+
+void pulse_h_consumers_cursor_get(struct pulse_hreq *r)
+{
+    if (!pulse_server_path_consumer(r) || !pulse_server_path_topic(r) || !pulse_server_path_partition(r))
+        return;
+    if (!check_partition(r, r->topic, r->partition))
+        return;
+    struct read_state *rs = start_read(r, cursor_get_resume);
+    if (rs == NULL)
+        return;
+    pulse_status_t st = pulse_broker_cursor_get_async(r->srv->broker, r->consumer, r->topic, r->partition,
+                                                      &rs->cursor, pulse_server_call_done, r);
+    pulse_server_call_end(r, st, st == PULSE_OK);
 }
 
 void pulse_h_consumers_cursor_put(struct pulse_hreq *r)

@@ -2,26 +2,33 @@
 /*
  * h_fetch.c - GET /v1/topics/{topic}/partitions/{partition}/records.
  *
- * Raw answers hand MHD a dup()'ed segment descriptor with an offset and a
- * length already clamped by the engine to whole, durable batches, so the
- * bytes go out by sendfile without a copy and no byte past the high
- * watermark can be served. JSON answers read CRC-verified batches into a
- * buffer, plan the answer over them and stream it (fetch_json.h); a batch
- * that failed its CRC is never returned by the engine, so never served.
- * Offsets the engine stepped over because the stored data is damaged or
- * missing are listed in "skipped" and in the Pulse-Skipped header (both
- * formats; docs/API.md "Damaged data").
+ * Everything comes from the broker seam (broker.h): records to write as
+ * JSON, or a raw slice to send as it is. Raw answers hand MHD the slice's
+ * descriptor with its range, which the broker clamped to whole, durable
+ * stored units (local backend: a dup()'ed segment descriptor, CRC-checked
+ * batches never past the high watermark), so the bytes go out by sendfile
+ * without a copy; a backend without a stored form to hand out answers
+ * PULSE_NOT_SUPPORTED (406). JSON answers read records into a broker fetch,
+ * plan the answer over them and stream it (fetch_json.h); the broker never
+ * hands out a record whose bytes failed their CRC. Offsets the broker
+ * stepped over because the stored data is damaged or missing are listed in
+ * "skipped" and in the Pulse-Skipped header (both formats; docs/API.md
+ * "Damaged data").
  *
- * Memory: a JSON answer holds its batches (at most max_bytes of them, or
- * the one batch at the offset when it is larger) and the stream's block
- * plus one record's rendered headers, never the JSON text; all of it is
- * reserved from the server's memory budget before it is allocated, and a
- * fetch the budget cannot cover answers 503 with Retry-After.
+ * Memory: a JSON answer holds its records (the broker's copies: at most
+ * max_bytes of them in their stored form, or the one unit at the offset
+ * when it is larger) and the stream's block plus one record's rendered
+ * headers, never the JSON text; all of it is reserved from the server's
+ * memory budget before it is read, and a fetch the budget cannot cover
+ * answers 503 with Retry-After.
  *
- * Long-poll: when the first read finds nothing at the offset and wait_ms >
- * 0, the connection is suspended and a broker waiter is parked; the waiter
- * fires (syncer thread) when data arrives, at the deadline, on delete or
- * at shutdown, and the re-entered handler reads again and answers, possibly
+ * Waits: with a consumer and no offset, the consumer's cursor is read first
+ * through the broker's asynchronous cursor read (answered inline by the
+ * local backend; a backend that answers later resumes the request). When
+ * the first read finds nothing at the offset and wait_ms > 0, the
+ * connection is suspended and a broker waiter is parked; the waiter fires
+ * (a broker thread) when data arrives, at the deadline, on delete or at
+ * shutdown, and the re-entered handler reads again and answers, possibly
  * empty. No thread is held while waiting.
  */
 #include <stdio.h>
@@ -32,7 +39,6 @@
 #include "common/clock.h"
 #include "http/fetch_json.h"
 #include "http/http_int.h"
-#include "http/json.h"
 
 #define FETCH_MAX_RECORDS 10000
 #define FETCH_MAX_BYTES (64ll * 1024 * 1024)
@@ -41,9 +47,19 @@
 #define FETCH_FIRST_CHUNK (64u * 1024)
 /* The block MHD asks the JSON stream to fill (MHD allocates it per answer). */
 #define FETCH_BLOCK (32u * 1024)
-/* Tries of a read when its first batch keeps changing size under it
+/* Tries of a read when its first unit keeps changing size under it
  * (compaction rewriting the segment). */
 #define FETCH_READ_TRIES 3
+
+/* The request's fetch parameters and state, in its pool (r->hstate). */
+struct fetch_state {
+    int64_t offset; /* -1 = log start */
+    int64_t max_records;
+    int64_t max_bytes;
+    int64_t wait_ms;
+    bool raw;
+    struct pulse_cursor cursor; /* the consumer's, when it gives the offset */
+};
 
 static void add_position_headers(struct MHD_Response *resp, int64_t next, int64_t hw, int64_t log_start)
 {
@@ -59,10 +75,10 @@ static void add_position_headers(struct MHD_Response *resp, int64_t next, int64_
 /* ---- skipped offsets (docs/API.md "Damaged data") ---- */
 
 /* Offsets an answer stepped over because the stored data there is damaged
- * or missing: the engine reports them per read (pulse_slice.skip_*), at
- * most one range before the read's first batch, and a read never steps
- * over damage after that batch, so every damaged range between records
- * costs the answer one more read. An answer lists at most FETCH_MAX_SKIPS
+ * or missing: the broker reports them per read (pulse_fetch_pos.skip_*), at
+ * most one range before the read's first record, and a read never steps
+ * over damage after it, so every damaged range between records costs the
+ * answer one more read. An answer lists at most FETCH_MAX_SKIPS
  * separate ranges: a read that would add one more is dropped unplanned and
  * the answer ends before it (next_offset points at that range), so the
  * next fetch reports it; nothing is ever stepped over unreported
@@ -79,27 +95,27 @@ struct skips {
 
 /* Whether s's skipped range, if any, still fits in k (a new range needs a
  * free slot; one that continues the last range merges into it). */
-static bool skips_fit(const struct skips *k, const struct pulse_slice *s)
+static bool skips_fit(const struct skips *k, const struct pulse_fetch_pos *s)
 {
     if (s->skip_to <= s->skip_from || k->n < FETCH_MAX_SKIPS)
         return true;
     return k->r[k->n - 1].to == s->skip_from;
 }
 
-static void skips_add(struct skips *k, const struct pulse_slice *s)
+static void skips_add(struct skips *k, const struct pulse_fetch_pos *s)
 {
     if (s->skip_to <= s->skip_from)
         return;
     if (k->n > 0 && k->r[k->n - 1].to == s->skip_from) {
         k->r[k->n - 1].to = s->skip_to;
-        k->r[k->n - 1].damaged = k->r[k->n - 1].damaged || s->skip_damaged;
+        k->r[k->n - 1].damaged = k->r[k->n - 1].damaged || s->skip_reason == PULSE_SKIP_CORRUPT;
         return;
     }
     if (k->n == FETCH_MAX_SKIPS)
         return; /* (never: callers check skips_fit first) */
     k->r[k->n].from = s->skip_from;
     k->r[k->n].to = s->skip_to;
-    k->r[k->n].damaged = s->skip_damaged;
+    k->r[k->n].damaged = s->skip_reason == PULSE_SKIP_CORRUPT;
     k->n++;
 }
 
@@ -140,7 +156,7 @@ static void skips_header(struct MHD_Response *resp, const struct skips *k)
         MHD_add_response_header(resp, "Pulse-Skipped", v);
 }
 
-static void reply_fetch_error(struct pulse_hreq *r, pulse_status_t st, const struct pulse_slice *s)
+static void reply_fetch_error(struct pulse_hreq *r, pulse_status_t st, const struct pulse_fetch_pos *s)
 {
     if (st == PULSE_RANGE)
         pulse_server_reply_range(r, s->log_start, s->high_watermark, "offset is above the high watermark");
@@ -149,6 +165,9 @@ static void reply_fetch_error(struct pulse_hreq *r, pulse_status_t st, const str
     else if (st == PULSE_PARTITION_NOT_FOUND)
         pulse_server_reply_error(r, 404, "partition_not_found", "topic \"%s\" has no partition %u", r->topic,
                                  r->partition);
+    else if (st == PULSE_NOT_SUPPORTED)
+        pulse_server_reply_error(r, 406, "not_acceptable", "this broker's backend has no raw record batches; ask for %s",
+                                 PULSE_MEDIA_JSON);
     else
         pulse_server_reply_status(r, st, NULL);
 }
@@ -162,22 +181,54 @@ static ssize_t read_json(void *cls, uint64_t pos, char *out, size_t max)
     return n < 0 ? MHD_CONTENT_READER_END_WITH_ERROR : n;
 }
 
-/* Answers 200 with the planned records, streamed; takes fj, and the
- * batches in buf once the answer exists (buf is then left empty; on
- * failure the caller still frees buf). */
-static void stream_json(struct pulse_hreq *r, struct pulse_fetchjson *fj, struct pulse_buf *buf,
-                        const struct pulse_slice *info, int64_t next, const struct skips *skipped)
+/* ---- the records of a JSON answer -------------------------------------- */
+
+/* What one JSON answer read: the broker's fetch, the bytes it holds and
+ * the budget taken for them. */
+struct fetch_read {
+    struct pulse_fetch *f;
+    uint64_t held;     /* bytes of the reads (pulse_fetch_pos.bytes) */
+    uint64_t reserved; /* taken from the memory budget for them */
+};
+
+static pulse_status_t source_next(void *arg, struct pulse_record *rec)
+{
+    return pulse_broker_fetch_next(arg, rec);
+}
+
+static void source_rewind(void *arg)
+{
+    pulse_broker_fetch_rewind(arg);
+}
+
+static void source_release(void *arg)
+{
+    pulse_broker_fetch_destroy(arg);
+}
+
+static struct pulse_fetchjson_source source_of(struct pulse_fetch *f)
+{
+    return (struct pulse_fetchjson_source){source_next, source_rewind, source_release, f};
+}
+
+/* Answers 200 with the planned records, streamed; takes fj, and fr->f once
+ * the answer exists (fr->f is then NULL; on failure the caller still
+ * destroys fr->f). */
+static void stream_json(struct pulse_hreq *r, struct pulse_fetchjson *fj, struct fetch_read *fr,
+                        const struct pulse_fetch_pos *info, int64_t next, const struct skips *skipped)
 {
     struct pulse_fetchjson_envelope env = {r->topic, r->partition, info->log_start, info->high_watermark, next};
+    struct pulse_fetchjson_source src = source_of(fr->f);
     char after[PULSE_FETCHJSON_AFTER_MAX];
     uint64_t body_len = 0;
     skips_json(skipped, after, sizeof after);
     if (pulse_fetchjson_after_records(fj, after) != PULSE_OK ||
-        pulse_fetchjson_finish(fj, buf, &env, &body_len) != PULSE_OK) {
+        pulse_fetchjson_finish(fj, &src, &env, &body_len) != PULSE_OK) {
         pulse_fetchjson_destroy(fj);
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
     }
+    fr->f = NULL; /* the answer's */
     size_t block = body_len < FETCH_BLOCK ? (size_t)body_len : FETCH_BLOCK;
     struct MHD_Response *resp = MHD_create_response_from_callback(body_len, block, read_json, fj,
                                                                   pulse_fetchjson_destroy);
@@ -191,48 +242,44 @@ static void stream_json(struct pulse_hreq *r, struct pulse_fetchjson *fj, struct
     pulse_server_reply(r, 200, resp, PULSE_MEDIA_JSON);
 }
 
-/* Lets buf take n more bytes, reserving them from the budget first. */
-static bool reserve_read(struct pulse_hreq *r, struct pulse_buf *buf, uint64_t n)
+/* Lets the fetch take n more bytes, reserving them from the budget first
+ * (what earlier reads reserved and did not use counts). */
+static bool reserve_read(struct pulse_hreq *r, struct fetch_read *fr, uint64_t n)
 {
-    if (n > SIZE_MAX - buf->len)
+    if (n > SIZE_MAX - fr->held)
         return false;
-    size_t want = buf->len + (size_t)n;
-    if (want > buf->max && !pulse_server_mem_take(r, want - buf->max)) {
+    uint64_t want = fr->held + n;
+    if (want > fr->reserved && !pulse_server_mem_take(r, want - fr->reserved)) {
         r->over_budget = true;
         return false;
     }
-    if (want > buf->max)
-        pulse_buf_set_max(buf, want);
+    if (want > fr->reserved)
+        fr->reserved = want;
     return true;
 }
 
 /*
- * One read at offset: up to want bytes of whole batches, or the first batch
- * alone when it is larger and at most limit bytes (its size is learnt from
- * the index and reserved before it is read). PULSE_TOO_LARGE when that
- * batch is larger than limit; PULSE_BUSY with r->over_budget when the
+ * One read at offset: up to want bytes of whole units, or the first unit
+ * alone when it is larger and at most limit bytes (the broker says how
+ * large; that much is reserved before it is read). PULSE_TOO_LARGE when
+ * that unit is larger than limit; PULSE_BUSY with r->over_budget when the
  * budget cannot cover the read.
  */
-static pulse_status_t read_at(struct pulse_hreq *r, int64_t offset, uint64_t want, uint64_t limit,
-                              struct pulse_buf *buf, struct pulse_slice *info)
+static pulse_status_t read_at(struct pulse_hreq *r, struct fetch_read *fr, int64_t offset, uint64_t want,
+                              uint64_t limit, struct pulse_fetch_pos *info)
 {
     pulse_status_t st = PULSE_TOO_LARGE;
     for (int i = 0; i < FETCH_READ_TRIES; i++) {
-        if (!reserve_read(r, buf, want))
+        if (!reserve_read(r, fr, want))
             return PULSE_BUSY;
-        st = pulse_broker_fetch(r->srv->broker, r->topic, r->partition, offset, want, buf, info);
-        if (st != PULSE_TOO_LARGE)
-            return st;
-        struct pulse_slice one;
-        memset(&one, 0, sizeof one);
-        one.fd = -1;
-        st = pulse_broker_fetch_slice(r->srv->broker, r->topic, r->partition, offset, 1, false, &one);
-        if (st != PULSE_OK) {
-            *info = one;
+        uint64_t need = 0;
+        st = pulse_broker_fetch_read(r->srv->broker, fr->f, offset, want, info, &need);
+        if (st != PULSE_TOO_LARGE) {
+            if (st == PULSE_OK)
+                fr->held += info->bytes;
             return st;
         }
-        /* (one.len <= want: the segment changed under the read; again.) */
-        want = one.len > want ? one.len : want + 1;
+        want = need;
         if (want > limit)
             return PULSE_TOO_LARGE;
     }
@@ -240,49 +287,51 @@ static pulse_status_t read_at(struct pulse_hreq *r, int64_t offset, uint64_t wan
 }
 
 /*
- * Reads verified batches into buf and plans the answer over them, in
- * growing chunks: a JSON answer usually stops at max_records or at
- * max_bytes of JSON long before max_bytes of batches, and every byte read
- * is CRC-checked. The batches read stay within max_bytes, except the first
- * one, which is always read (a reader always makes progress). *read_end
- * gets the offset after the last batch read.
+ * Reads records into the fetch and plans the answer over them, in growing
+ * chunks: a JSON answer usually stops at max_records or at max_bytes of
+ * JSON long before max_bytes of stored records, and every byte read is
+ * CRC-checked. The reads stay within max_bytes, except the first unit,
+ * which is always read (a reader always makes progress). *read_end gets
+ * the offset after the last record read.
  */
-static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson **fj_out, struct pulse_buf *buf,
-                                    struct pulse_slice *info, int64_t *read_end, struct skips *skipped)
+static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson **fj_out, struct fetch_read *fr,
+                                    struct pulse_fetch_pos *info, int64_t *read_end, struct skips *skipped)
 {
-    uint64_t budget = (uint64_t)r->f_max_bytes;
+    struct fetch_state *q = r->hstate;
+    struct pulse_fetchjson_source src = source_of(fr->f);
+    uint64_t budget = (uint64_t)q->max_bytes;
     uint64_t chunk = FETCH_FIRST_CHUNK;
-    pulse_status_t st = read_at(r, r->f_offset < 0 ? 0 : r->f_offset, budget < chunk ? budget : chunk, UINT64_MAX,
-                                buf, info);
+    pulse_status_t st = read_at(r, fr, q->offset < 0 ? 0 : q->offset, budget < chunk ? budget : chunk, UINT64_MAX,
+                                info);
     /* The answer starts at the offset asked for, raised to the log start. */
     if (st == PULSE_OK)
-        st = pulse_fetchjson_create(info->start_offset, (uint64_t)r->f_max_records, (uint64_t)r->f_max_bytes, fj_out);
+        st = pulse_fetchjson_create(info->start_offset, (uint64_t)q->max_records, (uint64_t)q->max_bytes, fj_out);
     if (st != PULSE_OK)
         return st;
     struct pulse_fetchjson *fj = *fj_out;
     *read_end = info->next_offset;
     skips_add(skipped, info);
-    budget = buf->len >= budget ? 0 : budget - buf->len;
+    budget = fr->held >= budget ? 0 : budget - fr->held;
     for (;;) {
-        st = pulse_fetchjson_plan(fj, buf->data, buf->len);
+        st = pulse_fetchjson_plan(fj, &src);
         if (st != PULSE_OK)
             return st;
         if (pulse_fetchjson_full(fj) || budget == 0 || *read_end >= info->high_watermark)
             return PULSE_OK;
-        struct pulse_slice more;
-        size_t before = buf->len;
+        struct pulse_fetch_pos more;
+        uint64_t before = fr->held;
         chunk *= 4;
-        /* Anything short of OK (the next batch is larger than what is left
+        /* Anything short of OK (the next unit is larger than what is left
          * of max_bytes, the budget is spent, a read failed) ends the answer
          * with what is planned. */
-        if (read_at(r, *read_end, budget < chunk ? budget : chunk, budget, buf, &more) != PULSE_OK ||
-            buf->len == before)
+        if (read_at(r, fr, *read_end, budget < chunk ? budget : chunk, budget, &more) != PULSE_OK ||
+            fr->held == before)
             return PULSE_OK;
-        if (!skips_fit(skipped, &more)) {
-            buf->len = before; /* unplanned: the next fetch reads it again */
+        /* Left unplanned (the stream writes only planned records): the
+         * next fetch reads it again. */
+        if (!skips_fit(skipped, &more))
             return PULSE_OK;
-        }
-        budget -= buf->len - before;
+        budget -= fr->held - before;
         *read_end = more.next_offset;
         skips_add(skipped, &more);
     }
@@ -290,14 +339,15 @@ static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson
 
 static void answer_json(struct pulse_hreq *r)
 {
-    struct pulse_buf buf;
-    struct pulse_slice info;
+    struct fetch_read fr = {NULL, 0, 0};
+    struct pulse_fetch_pos info;
     struct pulse_fetchjson *fj = NULL;
     memset(&info, 0, sizeof info);
-    pulse_buf_init(&buf, 0); /* grows only within reserve_read */
     int64_t read_end = 0;
     struct skips skipped = {0};
-    pulse_status_t st = read_and_plan(r, &fj, &buf, &info, &read_end, &skipped);
+    pulse_status_t st = pulse_broker_fetch_create(r->srv->broker, r->topic, r->partition, &fr.f);
+    if (st == PULSE_OK)
+        st = read_and_plan(r, &fj, &fr, &info, &read_end, &skipped);
     /* (A later read the budget refused just ends the answer early.) */
     if (st == PULSE_BUSY && r->over_budget) {
         pulse_server_reply_over_budget(r);
@@ -321,59 +371,62 @@ static void answer_json(struct pulse_hreq *r)
     if (pulse_fetchjson_records(fj) > 0)
         pulse_broker_note_fetched(r->srv->broker, r->topic, pulse_fetchjson_records(fj),
                                   pulse_fetchjson_payload_bytes(fj));
-    stream_json(r, fj, &buf, &info, next, &skipped);
+    stream_json(r, fj, &fr, &info, next, &skipped);
     fj = NULL; /* the answer owns it */
 out:
     pulse_fetchjson_destroy(fj);
-    pulse_buf_fini(&buf);
+    pulse_broker_fetch_destroy(fr.f);
 }
+
+/* ---- raw --------------------------------------------------------------- */
 
 static void answer_raw(struct pulse_hreq *r)
 {
-    struct pulse_slice s;
+    struct fetch_state *q = r->hstate;
+    struct pulse_raw_slice s;
     memset(&s, 0, sizeof s);
     s.fd = -1;
-    pulse_status_t st = pulse_broker_fetch_slice(r->srv->broker, r->topic, r->partition,
-                                                 r->f_offset < 0 ? 0 : r->f_offset, (uint64_t)r->f_max_bytes, true, &s);
+    pulse_status_t st = pulse_broker_fetch_raw(r->srv->broker, r->topic, r->partition, q->offset < 0 ? 0 : q->offset,
+                                               (uint64_t)q->max_bytes, &s);
     if (st != PULSE_OK) {
-        if (s.fd >= 0)
-            close(s.fd);
-        reply_fetch_error(r, st, &s);
+        reply_fetch_error(r, st, &s.at);
         return;
     }
     struct MHD_Response *resp = NULL;
-    if (s.len == 0 || s.fd < 0) {
-        if (s.fd >= 0)
-            close(s.fd);
+    if (s.at.bytes == 0 || s.fd < 0) {
         resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t) "", MHD_RESPMEM_PERSISTENT);
     } else {
         /* MHD owns the descriptor from here and closes it when done; the
-         * engine clamped len to durable bytes of this one segment, so
-         * sendfile never runs past the end of the file. */
-        resp = MHD_create_response_from_fd_at_offset64(s.len, s.fd, s.pos);
+         * broker clamped the range to durable bytes of this one file, so
+         * sendfile never runs past its end. */
+        resp = MHD_create_response_from_fd_at_offset64(s.at.bytes, s.fd, s.pos);
         if (resp == NULL)
             close(s.fd);
         else
-            pulse_broker_note_fetched(r->srv->broker, r->topic, (uint64_t)(s.next_offset - s.start_offset), s.len);
+            pulse_broker_note_fetched(r->srv->broker, r->topic, (uint64_t)(s.at.next_offset - s.at.start_offset),
+                                      s.at.bytes);
     }
     if (resp == NULL) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
     }
-    add_position_headers(resp, s.next_offset, s.high_watermark, s.log_start);
+    add_position_headers(resp, s.at.next_offset, s.at.high_watermark, s.at.log_start);
     struct skips skipped = {0};
-    skips_add(&skipped, &s);
+    skips_add(&skipped, &s.at);
     skips_header(resp, &skipped);
     pulse_server_reply(r, 200, resp, PULSE_MEDIA_BATCHES);
 }
 
 static void answer(struct pulse_hreq *r)
 {
-    if (r->f_raw)
+    struct fetch_state *q = r->hstate;
+    if (q->raw)
         answer_raw(r);
     else
         answer_json(r);
 }
+
+/* ---- the request --------------------------------------------------------- */
 
 static void fetch_resume(struct pulse_hreq *r)
 {
@@ -404,76 +457,57 @@ static bool query_int(struct pulse_hreq *r, const char *name, int64_t min, int64
     return true;
 }
 
-/* Is there anything at the offset? A cheap slice without a descriptor. */
-static pulse_status_t probe(struct pulse_hreq *r, struct pulse_slice *s)
+/* Reads the query into r->fetch; answers 400/406 and returns false. */
+static bool parse_query(struct pulse_hreq *r)
 {
-    memset(s, 0, sizeof *s);
-    s->fd = -1;
-    return pulse_broker_fetch_slice(r->srv->broker, r->topic, r->partition, r->f_offset < 0 ? 0 : r->f_offset, 1,
-                                    false, s);
-}
-
-void pulse_h_fetch_get(struct pulse_hreq *r)
-{
-    if (!pulse_server_path_topic(r) || !pulse_server_path_partition(r))
-        return;
-    r->f_max_records = 500;
-    r->f_max_bytes = 1024 * 1024;
-    r->f_wait_ms = 0;
-    if (!query_int(r, "offset", 0, INT64_MAX, &r->f_offset) ||
-        !query_int(r, "max_records", 1, FETCH_MAX_RECORDS, &r->f_max_records) ||
-        !query_int(r, "max_bytes", 1, FETCH_MAX_BYTES, &r->f_max_bytes) ||
-        !query_int(r, "wait_ms", 0, FETCH_MAX_WAIT_MS, &r->f_wait_ms))
-        return;
+    struct fetch_state *q = r->hstate;
+    q->offset = -1;
+    q->max_records = 500;
+    q->max_bytes = 1024 * 1024;
+    q->wait_ms = 0;
+    if (!query_int(r, "offset", 0, INT64_MAX, &q->offset) ||
+        !query_int(r, "max_records", 1, FETCH_MAX_RECORDS, &q->max_records) ||
+        !query_int(r, "max_bytes", 1, FETCH_MAX_BYTES, &q->max_bytes) ||
+        !query_int(r, "wait_ms", 0, FETCH_MAX_WAIT_MS, &q->wait_ms))
+        return false;
     const char *format = pulse_server_query(r, "format");
     if (format != NULL) {
         if (strcmp(format, "raw") == 0) {
-            r->f_raw = true;
+            q->raw = true;
         } else if (strcmp(format, "json") != 0) {
             pulse_server_reply_error(r, 400, "invalid_request", "format must be json or raw");
-            return;
+            return false;
         }
-    } else {
-        const char *accept = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-        enum pulse_accept_pick pick = pulse_request_accept(accept, true);
-        if (pick == PULSE_ACCEPT_NONE) {
-            pulse_server_reply_error(r, 406, "not_acceptable", "records are available as %s or %s",
-                                     PULSE_MEDIA_JSON, PULSE_MEDIA_BATCHES);
-            return;
-        }
-        r->f_raw = pick == PULSE_ACCEPT_RAW;
+        return true;
     }
-    const char *consumer = pulse_server_query(r, "consumer");
-    if (consumer != NULL) {
-        size_t clen = strlen(consumer);
-        if (!pulse_broker_name_valid(consumer, clen)) {
-            pulse_server_reply_error(r, 400, "invalid_name", "consumer name breaks the name rule");
-            return;
-        }
-        memcpy(r->consumer, consumer, clen + 1);
-        if (pulse_server_query(r, "offset") == NULL) {
-            struct pulse_cursor c;
-            pulse_status_t st = pulse_broker_cursor_get(r->srv->broker, r->consumer, r->topic, r->partition, &c);
-            if (st == PULSE_OK)
-                r->f_offset = c.offset;
-            else if (st != PULSE_CURSOR_NOT_FOUND) {
-                struct pulse_slice none;
-                memset(&none, 0, sizeof none);
-                reply_fetch_error(r, st, &none);
-                return;
-            }
-        }
+    const char *accept = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+    enum pulse_accept_pick pick = pulse_request_accept(accept, true);
+    if (pick == PULSE_ACCEPT_NONE) {
+        pulse_server_reply_error(r, 406, "not_acceptable", "records are available as %s or %s", PULSE_MEDIA_JSON,
+                                 PULSE_MEDIA_BATCHES);
+        return false;
     }
+    q->raw = pick == PULSE_ACCEPT_RAW;
+    return true;
+}
 
-    if (r->f_wait_ms > 0 && !atomic_load(&r->srv->stopping)) {
-        struct pulse_slice s;
-        pulse_status_t st = probe(r, &s);
+/* Answers now, or parks a long-poll waiter when there is nothing at the
+ * offset yet and the request may wait. */
+static void fetch_start(struct pulse_hreq *r)
+{
+    struct fetch_state *q = r->hstate;
+    if (q->wait_ms > 0 && !atomic_load(&r->srv->stopping)) {
+        /* Is there anything at the offset? Positions only, nothing read. */
+        struct pulse_fetch_pos s;
+        memset(&s, 0, sizeof s);
+        pulse_status_t st = pulse_broker_fetch_probe(r->srv->broker, r->topic, r->partition,
+                                                     q->offset < 0 ? 0 : q->offset, &s);
         if (st != PULSE_OK) {
             reply_fetch_error(r, st, &s);
             return;
         }
-        if (s.len == 0) {
-            int64_t deadline = pulse_clock_mono_us() + r->f_wait_ms * 1000;
+        if (s.bytes == 0) {
+            int64_t deadline = pulse_clock_mono_us() + q->wait_ms * 1000;
             /* Suspend first: the waiter may fire before wait_data returns. */
             pulse_server_suspend(r, fetch_resume);
             bool parked = false;
@@ -485,4 +519,50 @@ void pulse_h_fetch_get(struct pulse_hreq *r)
         }
     }
     answer(r);
+}
+
+/* The consumer's cursor came: it is the offset, unless it has none. */
+static void cursor_resume(struct pulse_hreq *r)
+{
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
+    struct fetch_state *q = r->hstate;
+    if (st == PULSE_OK) {
+        q->offset = q->cursor.offset;
+    } else if (st != PULSE_CURSOR_NOT_FOUND) {
+        struct pulse_fetch_pos none;
+        memset(&none, 0, sizeof none);
+        reply_fetch_error(r, st, &none);
+        return;
+    }
+    fetch_start(r);
+}
+
+void pulse_h_fetch_get(struct pulse_hreq *r)
+{
+    if (!pulse_server_path_topic(r) || !pulse_server_path_partition(r))
+        return;
+    struct fetch_state *q = pulse_server_hstate(r, sizeof *q, NULL);
+    if (q == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    if (!parse_query(r))
+        return;
+    const char *consumer = pulse_server_query(r, "consumer");
+    if (consumer != NULL) {
+        size_t clen = strlen(consumer);
+        if (!pulse_broker_name_valid(consumer, clen)) {
+            pulse_server_reply_error(r, 400, "invalid_name", "consumer name breaks the name rule");
+            return;
+        }
+        memcpy(r->consumer, consumer, clen + 1);
+        if (pulse_server_query(r, "offset") == NULL) {
+            pulse_server_call_begin(r, cursor_resume);
+            pulse_status_t st = pulse_broker_cursor_get_async(r->srv->broker, r->consumer, r->topic, r->partition,
+                                                              &q->cursor, pulse_server_call_done, r);
+            pulse_server_call_end(r, st, st == PULSE_OK);
+            return;
+        }
+    }
+    fetch_start(r);
 }

@@ -22,6 +22,7 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/text.h"
 #include "http/fastpub.h"
 #include "http/http_int.h"
 #include "http/json.h"
@@ -44,7 +45,7 @@ static const char *const record_fields[] = {"key",       "key_base64", "value", 
 
 /* Bytes of a JSON string field, or base64-decoded into the pool. */
 static bool decode_b64(struct pulse_hreq *r, json_t *s, const char *field, size_t idx, const uint8_t **out,
-                       uint32_t *len)
+                       size_t *len)
 {
     if (!json_is_string(s)) {
         pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].%s must be a string", idx, field);
@@ -57,7 +58,7 @@ static bool decode_b64(struct pulse_hreq *r, json_t *s, const char *field, size_
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return false;
     }
-    pulse_status_t st = pulse_json_b64_decode(json_string_value(s), json_string_length(s), &bytes, &n);
+    pulse_status_t st = pulse_text_b64_decode(json_string_value(s), json_string_length(s), &bytes, &n);
     if (st == PULSE_INVALID) {
         pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].%s is not valid base64", idx, field);
         return false;
@@ -75,7 +76,7 @@ static bool decode_b64(struct pulse_hreq *r, json_t *s, const char *field, size_
     memcpy(kept, bytes, n);
     pulse_free(bytes);
     *out = kept;
-    *len = (uint32_t)n;
+    *len = n;
     return true;
 }
 
@@ -128,7 +129,6 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
         return false;
     memset(rec, 0, sizeof *rec);
     rec->partition = -1;
-    rec->rec.key_len = PULSE_BATCH_NULL;
 
     json_t *key = json_object_get(obj, "key");
     json_t *key64 = json_object_get(obj, "key_base64");
@@ -141,9 +141,9 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
             pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].key must be a string or null", idx);
             return false;
         }
-        rec->rec.key = (const uint8_t *)json_string_value(key);
-        rec->rec.key_len = (uint32_t)json_string_length(key);
-    } else if (key64 != NULL && !decode_b64(r, key64, "key_base64", idx, &rec->rec.key, &rec->rec.key_len)) {
+        rec->key = (const uint8_t *)json_string_value(key);
+        rec->key_len = json_string_length(key);
+    } else if (key64 != NULL && !decode_b64(r, key64, "key_base64", idx, &rec->key, &rec->key_len)) {
         return false;
     }
 
@@ -155,14 +155,14 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
         return false;
     }
     if (value64 != NULL) {
-        if (!decode_b64(r, value64, "value_base64", idx, &rec->rec.value, &rec->rec.value_len))
+        if (!decode_b64(r, value64, "value_base64", idx, &rec->value, &rec->value_len))
             return false;
     } else if (json_is_null(value)) {
-        rec->rec.value = NULL;
-        rec->rec.value_len = PULSE_BATCH_NULL;
+        rec->value = NULL;
+        rec->value_len = 0;
     } else if (json_is_string(value)) {
-        rec->rec.value = (const uint8_t *)json_string_value(value);
-        rec->rec.value_len = (uint32_t)json_string_length(value);
+        rec->value = (const uint8_t *)json_string_value(value);
+        rec->value_len = json_string_length(value);
     } else {
         /* Any other JSON is stored as its compact text, keys in the order
          * the client sent them, written straight into the pool. */
@@ -174,8 +174,8 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
             pulse_server_reply_status(r, len == 0 && !r->mem_refused ? PULSE_INVALID : PULSE_NOMEM, NULL);
             return false;
         }
-        rec->rec.value = (const uint8_t *)kept;
-        rec->rec.value_len = (uint32_t)len;
+        rec->value = (const uint8_t *)kept;
+        rec->value_len = len;
     }
 
     json_t *headers = json_object_get(obj, "headers");
@@ -185,7 +185,7 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
             return false;
         }
         size_t nh = json_object_size(headers);
-        struct pulse_header_in *hs = nh > 0 ? pulse_server_palloc(r, nh * sizeof *hs) : NULL;
+        struct pulse_header *hs = nh > 0 ? pulse_server_palloc(r, nh * sizeof *hs) : NULL;
         if (nh > 0 && hs == NULL) {
             pulse_server_reply_status(r, PULSE_NOMEM, NULL);
             return false;
@@ -201,13 +201,13 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
                 return false;
             }
             hs[i].key = (const uint8_t *)hk;
-            hs[i].key_len = (uint32_t)strlen(hk);
+            hs[i].key_len = strlen(hk);
             hs[i].value = (const uint8_t *)json_string_value(hv);
-            hs[i].value_len = (uint32_t)json_string_length(hv);
+            hs[i].value_len = json_string_length(hv);
             i++;
         }
-        rec->rec.headers = hs;
-        rec->rec.header_count = (uint32_t)i;
+        rec->headers = hs;
+        rec->header_count = (uint32_t)i;
     }
 
     int64_t v = 0;
@@ -220,7 +220,7 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
         return false;
     if (present) {
         rec->has_timestamp = true;
-        rec->rec.timestamp = v;
+        rec->timestamp = v;
     }
     return true;
 }
@@ -353,13 +353,12 @@ static bool parse_octets_body(struct pulse_hreq *r)
     struct pulse_publish_record *rec = &pub(r)->recs[0];
     memset(rec, 0, sizeof *rec);
     rec->partition = -1;
-    rec->rec.key_len = PULSE_BATCH_NULL;
-    rec->rec.value = r->body.data != NULL ? r->body.data : (const uint8_t *)"";
-    rec->rec.value_len = (uint32_t)r->body.len;
+    rec->value = r->body.data != NULL ? r->body.data : (const uint8_t *)"";
+    rec->value_len = r->body.len;
     const char *key = pulse_server_query(r, "key");
     if (key != NULL) {
-        rec->rec.key = (const uint8_t *)key;
-        rec->rec.key_len = (uint32_t)strlen(key);
+        rec->key = (const uint8_t *)key;
+        rec->key_len = strlen(key);
     }
     const char *part = pulse_server_query(r, "partition");
     if (part != NULL) {

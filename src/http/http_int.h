@@ -123,6 +123,9 @@ struct pulse_hreq {
     /* suspension: written by a broker thread before MHD_resume_connection */
     pulse_hreq_resume_fn resume;
     atomic_int async_status;
+    /* a call that completes inline or later (async.c) */
+    atomic_int call_state;
+    atomic_int call_status;
     /* memory that lives until the request completes (server_mem.c) */
     struct pulse_hreq_chunk *pool;
     /* the handler's own state, in the pool (pulse_server_hstate); dispose
@@ -134,12 +137,6 @@ struct pulse_hreq {
     char topic[PULSE_NAME_MAX + 1];    /* pulse_server_path_topic */
     char consumer[PULSE_NAME_MAX + 1]; /* pulse_server_path_consumer */
     uint32_t partition;                /* pulse_server_path_partition */
-    /* fetch (h_fetch.c; to move into its own state with the fetch seam) */
-    int64_t f_offset; /* -1 = log start */
-    int64_t f_max_records;
-    int64_t f_max_bytes;
-    int64_t f_wait_ms;
-    bool f_raw;
 };
 
 /* ---- server.c: request plumbing shared by the handlers ---------------- */
@@ -220,6 +217,21 @@ void pulse_server_wake(struct pulse_hreq *r, pulse_status_t st);
 /* pulse_server_wake as a broker completion callback (pulse_publish_done_fn,
  * pulse_admin_done_fn): arg is the suspended request. */
 void pulse_server_on_done(void *arg, pulse_status_t st);
+/* ---- async.c: broker calls that complete inline or later ------------- */
+
+/* Before a broker call whose completion (pulse_server_call_done, arg r)
+ * may run on this thread before the call returns, or later on another
+ * one: resume is what answers. */
+void pulse_server_call_begin(struct pulse_hreq *r, pulse_hreq_resume_fn resume);
+/* The completion to hand the broker (any thread, exactly once). */
+void pulse_server_call_done(void *arg, pulse_status_t st);
+/* After the call returned st; called_back says whether a completion will
+ * come (or came). Runs resume on this thread at once when the completion
+ * already came (or none will, with st), else suspends r until it comes;
+ * resume then runs on re-entry. Either way resume runs exactly once, with
+ * the status in r->async_status. Thread: r's worker. */
+void pulse_server_call_end(struct pulse_hreq *r, pulse_status_t st, bool called_back);
+
 /* Checks that only the allowed keys are in obj; answers 400 naming the
  * first unknown one and returns false. allowed is NULL-terminated. */
 bool pulse_server_only_fields(struct pulse_hreq *r, json_t *obj, const char *const *allowed, const char *what);

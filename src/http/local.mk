@@ -4,6 +4,7 @@
 # so GET /openapi.yaml serves exactly the file of the build.
 noinst_LIBRARIES += libpulsehttp.a
 libpulsehttp_a_SOURCES = \
+	src/http/async.c \
 	src/http/budget.c src/http/budget.h \
 	src/http/config.c src/http/config.h \
 	src/http/conns.c src/http/conns.h \

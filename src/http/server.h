@@ -4,8 +4,16 @@
  * internal thread pool, suspend/resume) serving the HTTP API v1 on top of
  * a broker.
  *
- * No worker thread ever waits for an fsync or a long-poll: publishes and
- * long-polls suspend their connection and the broker's callbacks resume it.
+ * No worker thread ever waits for an fsync, a metadata write, a long-poll
+ * or a remote system: publishes, admin requests (topic create, patch and
+ * delete, cursor commits, consumer deletes) and long-polls suspend their
+ * connection and the broker's callbacks resume it; cursor and consumer
+ * reads complete inline or resume the connection later (async.c). The
+ * broker calls a worker makes synchronously do not wait (broker/broker.h):
+ * topic lookups, /readyz and /metrics answer from the broker's memory (the
+ * metrics' consumer lag scans the metadata store's cursor keys), and a
+ * fetch reads at most max_bytes from the page cache or the disk.
+ * docs/Architecture.md section 10 has the whole table.
  *
  * Lifecycle: pulse_server_create (listening; /readyz 503 while the broker
  * recovers) -> pulse_server_attach -> pulse_server_set_ready -> ... ->

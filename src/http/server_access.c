@@ -57,7 +57,6 @@ static struct pulse_hreq *hreq_create(struct pulse_server *srv, struct MHD_Conne
     r->url = url;
     r->method = pulse_router_method(method);
     r->start_us = pulse_clock_mono_us();
-    r->f_offset = -1;
     atomic_init(&r->async_status, PULSE_OK);
     /* Cap 0: the body grows only within what begin_body or
      * pulse_server_mem_grow reserved for it. */

@@ -41,6 +41,7 @@
 #include "common/buf.h"
 #include "common/crc32c.h"
 #include "common/endian.h"
+#include "common/record.h"
 
 /* Offsets of the header fields (contract section 3). */
 #define OFF_MAGIC 0
@@ -486,4 +487,36 @@ void pulse_batch_set_base_offset(uint8_t *batch, size_t len, int64_t base_offset
         return;
     pulse_put_be64(batch + OFF_BASE_OFFSET, (uint64_t)base_offset);
     pulse_put_be32(batch + OFF_CRC, pulse_crc32c(0, batch + CRC_START, total - CRC_START));
+}
+
+static bool plain_header_next(const struct pulse_record *rec, size_t *pos, struct pulse_header *out)
+{
+    struct pulse_record_view rv;
+    struct pulse_header_view hv;
+    memset(&rv, 0, sizeof rv);
+    rv.header_count = rec->header_count;
+    rv.headers = rec->headers;
+    rv.headers_len = rec->headers_len;
+    if (pulse_record_header_next(&rv, pos, &hv) != PULSE_OK)
+        return false;
+    out->key = hv.key != NULL ? hv.key : (const uint8_t *)"";
+    out->key_len = hv.key_len;
+    out->value = hv.value;
+    out->value_len = hv.value == NULL ? 0 : hv.value_len;
+    return true;
+}
+
+void pulse_batch_record_plain(const struct pulse_record_view *rv, struct pulse_record *out)
+{
+    memset(out, 0, sizeof *out);
+    out->offset = rv->offset;
+    out->timestamp = rv->timestamp;
+    out->key = rv->key;
+    out->key_len = rv->key == NULL ? 0 : rv->key_len;
+    out->value = rv->value;
+    out->value_len = rv->value == NULL ? 0 : rv->value_len;
+    out->header_count = rv->header_count;
+    out->header_next = rv->header_count > 0 ? plain_header_next : NULL;
+    out->headers = rv->headers;
+    out->headers_len = rv->headers_len;
 }

@@ -33,6 +33,7 @@
 #include "common/status.h"
 
 struct pulse_buf;
+struct pulse_record;
 
 #define PULSE_BATCH_HEADER_SIZE 52u
 #define PULSE_BATCH_MAGIC 0x01u
@@ -171,5 +172,13 @@ pulse_status_t pulse_record_header_next(const struct pulse_record_view *rec, siz
 
 /* Rewrites baseOffset in an encoded batch and recomputes its CRC. */
 void pulse_batch_set_base_offset(uint8_t *batch, size_t len, int64_t base_offset);
+
+/*
+ * rv as a plain record (common/record.h), for the layers above storage:
+ * the same bytes, borrowed from the batch like rv, and a header_next that
+ * walks the headers with pulse_record_header_next (stopping at damage,
+ * which a verified batch never has).
+ */
+void pulse_batch_record_plain(const struct pulse_record_view *rv, struct pulse_record *out);
 
 #endif

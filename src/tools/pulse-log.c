@@ -34,11 +34,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/record.h"
 #include "common/status.h"
+#include "common/text.h"
 #include "storage/batch.h"
 #include "storage/damage.h"
 #include "storage/index.h"
@@ -169,44 +169,6 @@ static void report(const char *path, uint64_t pos, const char *problem)
 
 /* ---- text output ---- */
 
-/* True when p[0..n) is well-formed UTF-8 (no overlongs, no surrogates). */
-static bool is_utf8(const uint8_t *p, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = p[i];
-        size_t extra;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            extra = 1;
-            cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            extra = 2;
-            cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            extra = 3;
-            cp = c & 0x07;
-        } else {
-            return false;
-        }
-        if (n - i <= extra)
-            return false;
-        for (size_t k = 1; k <= extra; k++) {
-            if ((p[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = cp << 6 | (p[i + k] & 0x3f);
-        }
-        if ((extra == 1 && cp < 0x80) || (extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) ||
-            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        i += extra + 1;
-    }
-    return true;
-}
-
 /* Prints bytes as a quoted string: text as is, control bytes and (unless the
  * whole string is UTF-8) non-ASCII bytes as \xHH; NULL as null. */
 static void print_bytes(const uint8_t *p, uint32_t len)
@@ -215,7 +177,7 @@ static void print_bytes(const uint8_t *p, uint32_t len)
         fputs("null", stdout);
         return;
     }
-    bool utf8 = is_utf8(p, len);
+    bool utf8 = pulse_text_utf8_valid(p, len);
     putchar('"');
     for (uint32_t i = 0; i < len; i++) {
         uint8_t c = p[i];
@@ -273,137 +235,29 @@ static void print_records_text(const struct pulse_segscan_item *item)
 
 /* ---- JSON output ---- */
 
-static pulse_status_t base64_encode(struct pulse_buf *out, const uint8_t *p, size_t n)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    pulse_status_t st = pulse_buf_reserve(out, (n + 2) / 3 * 4);
-    if (st != PULSE_OK)
-        return st;
-    char *o = (char *)out->data + out->len;
-    size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        *o++ = tab[v >> 18 & 63];
-        *o++ = tab[v >> 12 & 63];
-        *o++ = tab[v >> 6 & 63];
-        *o++ = tab[v & 63];
-    }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        *o++ = tab[v >> 18 & 63];
-        *o++ = tab[v >> 12 & 63];
-        *o++ = '=';
-        *o++ = '=';
-    } else if (n - i == 2) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
-        *o++ = tab[v >> 18 & 63];
-        *o++ = tab[v >> 12 & 63];
-        *o++ = tab[v >> 6 & 63];
-        *o++ = '=';
-    }
-    out->len = (size_t)((uint8_t *)o - out->data);
-    return PULSE_OK;
-}
-
-/* Sets obj[name] to the bytes as a string, obj[name_base64] when they are not
- * UTF-8, or null. Returns PULSE_NOMEM on allocation failure. */
-static pulse_status_t set_bytes(json_t *obj, const char *name, const char *name_b64, const uint8_t *p,
-                                uint32_t len)
-{
-    pulse_status_t st = PULSE_OK;
-    struct pulse_buf b64;
-    pulse_buf_init(&b64, BATCH_BUF_MAX * 2);
-
-    if (p == NULL) {
-        if (json_object_set_new(obj, name, json_null()) != 0)
-            st = PULSE_NOMEM;
-        goto out;
-    }
-    /* json_stringn refuses bytes that are not valid UTF-8. */
-    json_t *s = json_stringn((const char *)p, len);
-    if (s != NULL) {
-        if (json_object_set_new(obj, name, s) != 0)
-            st = PULSE_NOMEM;
-        goto out;
-    }
-    st = base64_encode(&b64, p, len);
-    if (st != PULSE_OK)
-        goto out;
-    s = json_stringn(b64.len > 0 ? (const char *)b64.data : "", b64.len);
-    if (s == NULL || json_object_set_new(obj, name_b64, s) != 0)
-        st = PULSE_NOMEM;
-
-out:
-    pulse_buf_fini(&b64);
-    return st;
-}
-
-/* Builds the fetch-API shape of one record. Headers whose key or value is not
- * UTF-8 are left out (the API's headers are string to string); a null header
- * value is JSON null; of repeated header keys the last one wins. */
-static json_t *record_to_json(const struct pulse_record_view *rec)
-{
-    json_t *obj = json_object();
-    json_t *hdrs = NULL;
-    json_t *result = NULL;
-
-    if (obj == NULL)
-        goto out;
-    if (json_object_set_new(obj, "offset", json_integer(rec->offset)) != 0 ||
-        json_object_set_new(obj, "timestamp", json_integer(rec->timestamp)) != 0)
-        goto out;
-    if (set_bytes(obj, "key", "key_base64", rec->key, rec->key_len) != PULSE_OK ||
-        set_bytes(obj, "value", "value_base64", rec->value, rec->value_len) != PULSE_OK)
-        goto out;
-    hdrs = json_object();
-    if (hdrs == NULL)
-        goto out;
-    size_t pos = 0;
-    struct pulse_header_view hv;
-    while (pulse_record_header_next(rec, &pos, &hv) == PULSE_OK) {
-        json_t *v = hv.value == NULL ? json_null() : json_stringn((const char *)hv.value, hv.value_len);
-        if (v == NULL)
-            continue; /* not UTF-8: skipped, see above */
-        if (!is_utf8(hv.key, hv.key_len)) {
-            json_decref(v);
-            continue;
-        }
-        /* json_object_setn_new takes v even when it fails. */
-        (void)json_object_setn_new(hdrs, (const char *)hv.key, hv.key_len, v);
-    }
-    if (json_object_set_new(obj, "headers", hdrs) != 0) {
-        hdrs = NULL;
-        goto out;
-    }
-    hdrs = NULL;
-    result = obj;
-    obj = NULL;
-
-out:
-    json_decref(hdrs);
-    json_decref(obj);
-    return result;
-}
-
+/* One line per record: the fetch API's record object (common/record.h). */
 static int print_records_json(const char *path, const struct pulse_segscan_item *item)
 {
     struct pulse_batch_iter it;
-    struct pulse_record_view rec;
+    struct pulse_record_view rv;
+    struct pulse_buf line;
+    int rc = 0;
     if (pulse_batch_iter_init(&it, item->batch, (size_t)(item->end - item->pos)) != PULSE_OK)
         return -1;
-    while (pulse_batch_iter_next(&it, &rec) == PULSE_OK) {
-        json_t *obj = record_to_json(&rec);
-        if (obj == NULL) {
+    pulse_buf_init(&line, SIZE_MAX);
+    while (rc == 0 && pulse_batch_iter_next(&it, &rv) == PULSE_OK) {
+        struct pulse_record rec;
+        pulse_batch_record_plain(&rv, &rec);
+        pulse_buf_reset(&line);
+        if (pulse_record_json_append(&line, &rec) != PULSE_OK || pulse_buf_append_u8(&line, '\n') != PULSE_OK) {
             fprintf(stderr, "%s: out of memory\n", path);
-            return -1;
+            rc = -1;
+        } else if (fwrite(line.data, 1, line.len, stdout) != line.len) {
+            rc = -1;
         }
-        int rc = json_dumpf(obj, stdout, JSON_COMPACT);
-        json_decref(obj);
-        if (rc != 0)
-            return -1;
-        putchar('\n');
     }
-    return 0;
+    pulse_buf_fini(&line);
+    return rc;
 }
 
 /* ---- dump ---- */

@@ -8,11 +8,15 @@ request is answered meanwhile:
   sent while they wait for the (slow) write is answered first;
 - a topic delete that must wait for a long compaction step on its topic
   holds up no commit, create or health check;
-- SIGTERM answers the commits still queued and exits 0.
+- SIGTERM answers the commits still queued and exits 0;
+- reads of cursors and consumers that the broker answers later (as a remote
+  backend would; here the test hook makes the local one do so) suspend
+  their connection too and come back with the same answers.
 
 The slow parts are made slow on purpose with the PULSE_FAILPOINT_DELAY test
-hook (each group write of cursor commits, or each partition step of a
-maintenance pass). The time checks are orderings with wide margins, not
+hook (each group write of cursor commits, each partition step of a
+maintenance pass, or each cursor read, which the hook also moves off the
+request's thread). The time checks are orderings with wide margins, not
 performance measurements."""
 
 import os
@@ -151,6 +155,48 @@ def test_sigterm_answers_the_commits_still_queued_and_exits_0(ctx):
     for i in range(8):
         if out[i][0].status == 200:
             expect_json(srv.get("/v1/consumers/q%d/cursors/%s/0" % (i, t)), 200, "commit %d after restart" % i)
+
+
+def test_cursor_reads_answered_later_suspend_and_answer_the_same(ctx):
+    srv = ctx.new_server(args=ONE_WORKER, env={"PULSE_FAILPOINT_DELAY": "cursor_read:700"})
+    srv.start()
+    t = uniq("r")
+    srv.create_topic(t, partitions=1)
+    srv.publish(t, [{"value": "a"}, {"value": "b"}, {"value": "c"}])
+    expect_json(raw_request(srv.port, "PUT", "/v1/consumers/reader/cursors/%s/0" % t, body={"offset": 1}), 200,
+                "commit")
+    paths = {
+        "cursor": "/v1/consumers/reader/cursors/%s/0" % t,
+        "cursors": "/v1/consumers/reader/cursors",
+        "consumers": "/v1/consumers",
+        "fetch": "/v1/topics/%s/partitions/0/records?consumer=reader" % t,
+        "missing": "/v1/consumers/nobody/cursors/%s/0" % t,
+    }
+    out = {}
+    th = Threads()
+    for key, path in paths.items():
+        th.start(timed, srv.port, "GET", path, out, key)
+    time.sleep(0.2)
+    timed(srv.port, "GET", "/healthz", out, "health")
+    check(th.join(60), "the reads did not all finish")
+    health, health_end = out["health"]
+    check(not isinstance(health, Exception), "health check failed: %r" % (health,))
+    expect_status(health, 200, "health check")
+    for key in paths:
+        check(not isinstance(out[key][0], Exception), "%s failed: %r" % (key, out[key][0]))
+    # The one worker was free while the reads waited for the broker.
+    first = min(out[key][1] for key in paths)
+    check(health_end < first, "the health check was answered %.3f s after the first read: the worker was blocked"
+          % (health_end - first))
+    eq(expect_json(out["cursor"][0], 200, "cursor"),
+       {"consumer": "reader", "topic": t, "partition": 0, "offset": 1, "high_watermark": 3, "lag": 2}, "cursor")
+    eq(expect_json(out["cursors"][0], 200, "cursors"),
+       {"consumer": "reader", "cursors": [{"topic": t, "partition": 0, "offset": 1, "high_watermark": 3,
+                                           "lag": 2}]}, "cursor list")
+    eq(expect_json(out["consumers"][0], 200, "consumers"), {"consumers": ["reader"]}, "consumer list")
+    doc = expect_json(out["fetch"][0], 200, "fetch from the cursor")
+    eq([r["value"] for r in doc["records"]], ["b", "c"], "records from the cursor")
+    eq(expect_json(out["missing"][0], 404, "no cursor")["error"]["code"], "cursor_not_found", "missing cursor")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import check, eq, expect_json, main, note, raw_request  # noqa: E402
+from pulsetest import check, eq, expect_json, main, note, raw_request, wait_until  # noqa: E402
 
 HEAD_TIMEOUT = 1.0
 BODY_TIMEOUT = 1.0
@@ -114,6 +114,14 @@ def metric(srv, name):
     return int(m.group(1))
 
 
+def settled(srv):
+    """Waits until the server has seen every connection of an earlier test
+    close (a busy machine may lag behind the client's close), so that the
+    per-address limit starts empty: only this request's connection is open."""
+    check(wait_until(lambda: metric(srv, "pulse_http_connections") <= 1, 10),
+          "the connections of the earlier tests are closed")
+
+
 def served_at_once(srv, what):
     """A normal client (127.0.0.1) gets its answers promptly."""
     t0 = time.monotonic()
@@ -125,6 +133,7 @@ def served_at_once(srv, what):
 
 def test_trickled_heads_are_cut_at_the_deadline(ctx):
     srv = ctx.srv
+    settled(srv)
     before = metric(srv, "pulse_http_header_timeouts_total")
     tricklers = [Trickler(srv.port, a) for a in ADDRESSES for _ in range(PER_ADDRESS)]
     try:
@@ -148,6 +157,7 @@ def test_trickled_heads_are_cut_at_the_deadline(ctx):
 
 def test_kept_alive_connection_owes_its_next_head_in_time(ctx):
     srv = ctx.srv
+    settled(srv)
     # A prompt second request on the same connection is served...
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
     try:
@@ -185,6 +195,7 @@ def test_kept_alive_connection_owes_its_next_head_in_time(ctx):
 
 def test_per_address_limit_leaves_room_for_others(ctx):
     srv = ctx.srv
+    settled(srv)
     # Every address tries to take more than its share; the total the eight
     # can hold (8 x 5) stays below max-connections (48), so a ninth client
     # gets in at once, before any deadline passes.
@@ -208,6 +219,7 @@ def body_head(topic, length):
 
 def test_trickled_bodies_are_cut_at_the_body_deadline(ctx):
     srv = ctx.srv
+    settled(srv)
     topic = "slow-bodies"
     srv.create_topic(topic)
     heads_before = metric(srv, "pulse_http_header_timeouts_total")

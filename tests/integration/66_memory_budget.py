@@ -197,7 +197,7 @@ def test_past_the_budget_requests_get_503_with_retry_after(ctx):
           "the stalled uploads gave their reservations back")
     doc = expect_json(srv.get("/v1/topics/%s/partitions/0/records?offset=1" % t), 200, "the fetch, once memory is free")
     eq(len(doc["records"]), 1, "the 300 KiB record")
-    eq(metric(srv, "pulse_http_memory_reserved_bytes"), 0, "nothing left reserved")
+    check(wait_until(lambda: metric(srv, "pulse_http_memory_reserved_bytes") == 0, 10), "nothing left reserved")
 
 
 def zeros_array_body(n):

@@ -35,6 +35,7 @@
 #include "common/fsio.h"
 #include "storage/snapshot.h"
 #include "faultio.h"
+#include "localtest.h"
 
 static char tmpdir[256];
 
@@ -97,10 +98,10 @@ static struct pulse_publish_record rec_kv(const char *key, const char *value, in
     struct pulse_publish_record r;
 
     memset(&r, 0, sizeof r);
-    r.rec.key = (const uint8_t *)key;
-    r.rec.key_len = key != NULL ? (uint32_t)strlen(key) : PULSE_BATCH_NULL;
-    r.rec.value = (const uint8_t *)value;
-    r.rec.value_len = value != NULL ? (uint32_t)strlen(value) : PULSE_BATCH_NULL;
+    r.key = (const uint8_t *)key;
+    r.key_len = key != NULL ? strlen(key) : 0;
+    r.value = (const uint8_t *)value;
+    r.value_len = value != NULL ? strlen(value) : 0;
     r.partition = partition;
     return r;
 }
@@ -144,47 +145,37 @@ static int count_entries(const char *rel)
     return n;
 }
 
-/* Reads every record of a partition from offset 0 into values (up to max),
- * checking offsets are consecutive from `from`. Returns the count. */
+/* Reads every record of a partition from offset 0 into values (up to max)
+ * through the seam's fetch, checking offsets are consecutive. Returns the
+ * count. */
 static size_t read_values(struct pulse_broker *b, const char *topic, uint32_t p, char values[][32], size_t max)
 {
     int64_t off = 0;
     size_t n = 0;
+    struct pulse_fetch *f = NULL;
 
+    ck_assert_int_eq(pulse_broker_fetch_create(b, topic, p, &f), PULSE_OK);
     for (;;) {
-        struct pulse_buf buf;
-        struct pulse_slice info;
-        pulse_buf_init(&buf, 1 << 24);
-        pulse_status_t st = pulse_broker_fetch(b, topic, p, off, 1 << 20, &buf, &info);
-        ck_assert_int_eq(st, PULSE_OK);
-        if (buf.len == 0) {
-            pulse_buf_fini(&buf);
+        struct pulse_fetch_pos pos;
+        struct pulse_record rec;
+        uint64_t need = 0;
+        ck_assert_int_eq(pulse_broker_fetch_read(b, f, off, 1 << 20, &pos, &need), PULSE_OK);
+        if (pos.bytes == 0)
             break;
-        }
-        size_t pos = 0;
-        while (pos < buf.len) {
-            struct pulse_batch_iter it;
-            struct pulse_record_view rv;
-            struct pulse_batch_header hdr;
-            ck_assert_int_eq(pulse_batch_verify(buf.data + pos, buf.len - pos, &hdr, NULL), PULSE_OK);
-            ck_assert_int_eq(pulse_batch_iter_init(&it, buf.data + pos, buf.len - pos), PULSE_OK);
-            while (pulse_batch_iter_next(&it, &rv) == PULSE_OK) {
-                if (rv.offset < off)
-                    continue;
-                ck_assert_int_eq(rv.offset, off);
-                if (n < max) {
-                    size_t l = rv.value_len < 31 ? rv.value_len : 31;
-                    if (rv.value != NULL)
-                        memcpy(values[n], rv.value, l);
-                    values[n][rv.value != NULL ? l : 0] = '\0';
-                }
-                n++;
-                off++;
+        while (pulse_broker_fetch_next(f, &rec) == PULSE_OK) {
+            ck_assert_int_eq(rec.offset, off);
+            if (n < max) {
+                size_t l = rec.value_len < 31 ? rec.value_len : 31;
+                if (rec.value != NULL)
+                    memcpy(values[n], rec.value, l);
+                values[n][rec.value != NULL ? l : 0] = '\0';
             }
-            pos += pulse_batch_total_size(&hdr);
+            n++;
+            off++;
         }
-        pulse_buf_fini(&buf);
+        ck_assert_int_eq(pos.next_offset, off);
     }
+    pulse_broker_fetch_destroy(f);
     return n;
 }
 
@@ -425,7 +416,7 @@ START_TEST(test_publish_gives_contiguous_offsets_in_request_order)
 
     /* One batch per partition per publish. */
     struct pulse_slice sl;
-    ck_assert_int_eq(pulse_broker_fetch_slice(b, "t", 0, 0, 1, false, &sl), PULSE_OK);
+    ck_assert_int_eq(log_slice(b, "t", 0, 0, 1, &sl), PULSE_OK);
     ck_assert_int_eq(sl.next_offset, 3);
     ck_assert_int_eq(sl.high_watermark, 6);
 
@@ -475,7 +466,7 @@ START_TEST(test_refused_publish_writes_nothing)
     struct pulse_broker *b;
     struct pulse_publish_record recs[3];
     struct pulse_offset_pair offs[3];
-    struct pulse_header_in hdrs[3];
+    struct pulse_header hdrs[3];
     char bigkey[101];
     char err[256];
 
@@ -498,7 +489,7 @@ START_TEST(test_refused_publish_writes_nothing)
     recs[2] = rec_kv(bigkey, "ok", 0);
     ck_assert_int_eq(pulse_broker_publish_wait(b, "t", recs, 3, offs, err, sizeof err), PULSE_OK);
     bigkey[100] = 'k';
-    recs[2].rec.key_len = 101;
+    recs[2].key_len = 101;
     ck_assert_int_eq(pulse_broker_publish_wait(b, "t", recs, 3, offs, err, sizeof err), PULSE_TOO_LARGE);
     ck_assert_ptr_nonnull(strstr(err, "record 2"));
 
@@ -510,14 +501,14 @@ START_TEST(test_refused_publish_writes_nothing)
         hdrs[i].value = (const uint8_t *)"v";
         hdrs[i].value_len = 1;
     }
-    recs[2].rec.headers = hdrs;
-    recs[2].rec.header_count = 3;
+    recs[2].headers = hdrs;
+    recs[2].header_count = 3;
     ck_assert_int_eq(pulse_broker_publish_wait(b, "t", recs, 3, offs, err, sizeof err), PULSE_TOO_LARGE);
     hdrs[0].value = (const uint8_t *)"0123456789";
     hdrs[0].value_len = 10;
-    recs[2].rec.header_count = 1;
+    recs[2].header_count = 1;
     ck_assert_int_eq(pulse_broker_publish_wait(b, "t", recs, 3, offs, err, sizeof err), PULSE_TOO_LARGE);
-    recs[2].rec.header_count = 0;
+    recs[2].header_count = 0;
 
     ck_assert_int_eq(pulse_broker_publish_wait(b, "t", recs, 0, offs, err, sizeof err), PULSE_INVALID);
     struct pulse_publish_record four[4] = {recs[0], recs[1], recs[2], recs[0]};
@@ -549,15 +540,15 @@ START_TEST(test_timestamps_too_far_apart_for_one_batch_get_adjacent_batches)
     /* The spec's own example mixes a 2025 timestamp with the broker's
      * clock; one batch stores int32 deltas, so this needs several. */
     recs[1].has_timestamp = true;
-    recs[1].rec.timestamp = 1764400000000 - (1LL << 32);
+    recs[1].timestamp = 1764400000000 - (1LL << 32);
     recs[2].has_timestamp = true;
-    recs[2].rec.timestamp = 1764400000000 - (1LL << 32) + 7;
+    recs[2].timestamp = 1764400000000 - (1LL << 32) + 7;
     ck_assert_int_eq(pulse_broker_publish_wait(b, "span", recs, 4, offs, err, sizeof err), PULSE_OK);
     for (int i = 0; i < 4; i++)
         ck_assert_int_eq(offs[i].offset, i);
 
     pulse_buf_init(&buf, 1 << 20);
-    ck_assert_int_eq(pulse_broker_fetch(b, "span", 0, 0, 1 << 20, &buf, NULL), PULSE_OK);
+    ck_assert_int_eq(log_read(b, "span", 0, 0, 1 << 20, &buf, NULL), PULSE_OK);
     while (pos < buf.len) {
         struct pulse_batch_iter it;
         struct pulse_batch_header hdr;
@@ -593,7 +584,7 @@ START_TEST(test_published_records_survive_reopen_with_timestamps)
     create_topic(b, "t", 1);
     recs[0] = rec_kv("k", "first", -1);
     recs[0].has_timestamp = true;
-    recs[0].rec.timestamp = before - 5000;
+    recs[0].timestamp = before - 5000;
     recs[1] = rec_kv("k", NULL, -1); /* a tombstone */
     ck_assert_int_eq(pulse_broker_publish_wait(b, "t", recs, 2, offs, err, sizeof err), PULSE_OK);
     pulse_broker_close(b);
@@ -607,7 +598,7 @@ START_TEST(test_published_records_survive_reopen_with_timestamps)
     struct pulse_batch_iter it;
     struct pulse_record_view rv;
     pulse_buf_init(&buf, 1 << 20);
-    ck_assert_int_eq(pulse_broker_fetch(b, "t", 0, 0, 1 << 20, &buf, NULL), PULSE_OK);
+    ck_assert_int_eq(log_read(b, "t", 0, 0, 1 << 20, &buf, NULL), PULSE_OK);
     ck_assert_int_eq(pulse_batch_iter_init(&it, buf.data, buf.len), PULSE_OK);
     ck_assert_int_eq(pulse_batch_iter_next(&it, &rv), PULSE_OK);
     ck_assert_int_eq(rv.timestamp, before - 5000);
@@ -616,12 +607,211 @@ START_TEST(test_published_records_survive_reopen_with_timestamps)
     ck_assert_int_ge(rv.timestamp, before); /* the broker's clock */
     pulse_buf_fini(&buf);
 
-    ck_assert_int_eq(pulse_broker_fetch(b, "t", 1, 0, 100, &buf, NULL), PULSE_PARTITION_NOT_FOUND);
-    ck_assert_int_eq(pulse_broker_fetch(b, "x", 0, 0, 100, &buf, NULL), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(log_read(b, "t", 1, 0, 100, &buf, NULL), PULSE_PARTITION_NOT_FOUND);
+    ck_assert_int_eq(log_read(b, "x", 0, 0, 100, &buf, NULL), PULSE_TOPIC_NOT_FOUND);
     struct pulse_slice sl;
-    ck_assert_int_eq(pulse_broker_fetch_slice(b, "t", 0, 3, 100, false, &sl), PULSE_RANGE);
+    ck_assert_int_eq(log_slice(b, "t", 0, 3, 100, &sl), PULSE_RANGE);
     ck_assert_int_eq(sl.high_watermark, 2);
     pulse_buf_fini(&buf);
+    pulse_broker_close(b);
+}
+END_TEST
+
+/* ---- fetch through the seam --------------------------------------------- */
+
+/* Three batches of three records (offsets 0..8); record 4 has headers. */
+static void publish_nine(struct pulse_broker *b, const char *topic)
+{
+    static const struct pulse_header hdrs[2] = {{(const uint8_t *)"trace", 5, (const uint8_t *)"t1", 2},
+                                                 {(const uint8_t *)"gone", 4, NULL, 0}};
+    char vals[9][8];
+    char err[256];
+    for (int batch = 0; batch < 3; batch++) {
+        struct pulse_publish_record recs[3];
+        struct pulse_offset_pair offs[3];
+        for (int i = 0; i < 3; i++) {
+            int k = batch * 3 + i;
+            snprintf(vals[k], sizeof vals[k], "v%d", k);
+            recs[i] = rec_kv(k % 2 == 0 ? "key" : NULL, vals[k], 0);
+            if (k == 4) {
+                recs[i].headers = hdrs;
+                recs[i].header_count = 2;
+            }
+        }
+        ck_assert_int_eq(pulse_broker_publish_wait(b, topic, recs, 3, offs, err, sizeof err), PULSE_OK);
+    }
+}
+
+static void expect_record(const struct pulse_record *rec, int64_t offset)
+{
+    char want[24];
+    snprintf(want, sizeof want, "v%lld", (long long)offset);
+    ck_assert_int_eq(rec->offset, offset);
+    ck_assert_uint_eq(rec->value_len, strlen(want));
+    ck_assert(memcmp(rec->value, want, rec->value_len) == 0);
+    if (offset % 2 == 0)
+        ck_assert(rec->key != NULL && rec->key_len == 3 && memcmp(rec->key, "key", 3) == 0);
+    else
+        ck_assert_ptr_null(rec->key);
+    ck_assert_uint_eq(rec->header_count, offset == 4 ? 2 : 0);
+    if (offset == 4) {
+        size_t pos = 0;
+        struct pulse_header h;
+        ck_assert(rec->header_next(rec, &pos, &h));
+        ck_assert(h.key_len == 5 && memcmp(h.key, "trace", 5) == 0 && h.value_len == 2 &&
+                  memcmp(h.value, "t1", 2) == 0);
+        ck_assert(rec->header_next(rec, &pos, &h));
+        ck_assert(h.key_len == 4 && memcmp(h.key, "gone", 4) == 0 && h.value == NULL);
+        ck_assert(!rec->header_next(rec, &pos, &h));
+    }
+}
+
+START_TEST(test_fetch_gives_records_from_the_offset_across_reads_and_again_after_rewind)
+{
+    struct pulse_broker *b = open_default(NULL);
+    struct pulse_fetch *f = NULL;
+    struct pulse_fetch_pos pos;
+    struct pulse_record rec;
+    uint64_t need = 0;
+
+    create_topic(b, "t", 1);
+    publish_nine(b, "t");
+    ck_assert_int_eq(pulse_broker_fetch_create(b, "t", 0, &f), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_EOF); /* nothing read yet */
+    /* One batch (3..5): the records below the offset are not handed out. */
+    ck_assert_int_eq(pulse_broker_fetch_read(b, f, 4, 1, &pos, &need), PULSE_TOO_LARGE);
+    ck_assert_uint_gt(need, 1);
+    ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_EOF); /* the refused read added nothing */
+    ck_assert_int_eq(pulse_broker_fetch_read(b, f, 4, need, &pos, &need), PULSE_OK);
+    ck_assert_int_eq(pos.start_offset, 4);
+    ck_assert_int_eq(pos.next_offset, 6);
+    ck_assert_int_eq(pos.high_watermark, 9);
+    ck_assert_int_eq(pos.log_start, 0);
+    ck_assert_int_eq(pos.skip_from, pos.skip_to);
+    ck_assert_uint_gt(pos.bytes, 0);
+    for (int64_t o = 4; o < 6; o++) {
+        ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_OK);
+        expect_record(&rec, o);
+    }
+    ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_EOF);
+    /* The next read goes on where the walk stopped. */
+    ck_assert_int_eq(pulse_broker_fetch_read(b, f, 6, 1 << 20, &pos, &need), PULSE_OK);
+    ck_assert_int_eq(pos.next_offset, 9);
+    for (int64_t o = 6; o < 9; o++) {
+        ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_OK);
+        expect_record(&rec, o);
+    }
+    ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_EOF);
+    /* At the high watermark: nothing, and no error. */
+    ck_assert_int_eq(pulse_broker_fetch_read(b, f, 9, 1 << 20, &pos, &need), PULSE_OK);
+    ck_assert_uint_eq(pos.bytes, 0);
+    ck_assert_int_eq(pos.next_offset, 9);
+    /* A second walk sees the same records. */
+    pulse_broker_fetch_rewind(f);
+    for (int64_t o = 4; o < 9; o++) {
+        ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_OK);
+        expect_record(&rec, o);
+    }
+    ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_EOF);
+    ck_assert_int_eq(pulse_broker_fetch_read(b, f, 10, 1 << 20, &pos, &need), PULSE_RANGE);
+    ck_assert_int_eq(pos.high_watermark, 9);
+    pulse_broker_fetch_destroy(f);
+
+    ck_assert_int_eq(pulse_broker_fetch_create(b, "t", 1, &f), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_fetch_read(b, f, 0, 100, &pos, &need), PULSE_PARTITION_NOT_FOUND);
+    pulse_broker_fetch_destroy(f);
+    ck_assert_int_eq(pulse_broker_fetch_create(b, "nope", 0, &f), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_fetch_read(b, f, 0, 100, &pos, &need), PULSE_TOPIC_NOT_FOUND);
+    pulse_broker_fetch_destroy(f);
+    pulse_broker_close(b);
+}
+END_TEST
+
+/* A fetch holds the records it read, not the topic: a delete does not wait
+ * for it, and what was read stays readable. */
+START_TEST(test_a_fetch_does_not_hold_its_topic)
+{
+    struct pulse_broker *b = open_default(NULL);
+    struct pulse_fetch *f = NULL;
+    struct pulse_fetch_pos pos;
+    struct pulse_record rec;
+    uint64_t need = 0;
+
+    create_topic(b, "t", 1);
+    publish_nine(b, "t");
+    ck_assert_int_eq(pulse_broker_fetch_create(b, "t", 0, &f), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_fetch_read(b, f, 0, 1 << 20, &pos, &need), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "t"), PULSE_OK);
+    for (int64_t o = 0; o < 9; o++) {
+        ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_OK);
+        expect_record(&rec, o);
+    }
+    ck_assert_int_eq(pulse_broker_fetch_read(b, f, 9, 1 << 20, &pos, &need), PULSE_TOPIC_NOT_FOUND);
+    pulse_broker_fetch_destroy(f);
+    pulse_broker_close(b);
+}
+END_TEST
+
+START_TEST(test_probe_and_raw_slice_give_positions_and_the_stored_batches)
+{
+    struct pulse_broker *b = open_default(NULL);
+    struct pulse_fetch_pos pos;
+    struct pulse_raw_slice raw;
+    struct pulse_buf want;
+
+    create_topic(b, "t", 1);
+    publish_nine(b, "t");
+    ck_assert_int_eq(pulse_broker_fetch_probe(b, "t", 0, 9, &pos), PULSE_OK);
+    ck_assert_uint_eq(pos.bytes, 0);
+    ck_assert_int_eq(pos.start_offset, 9);
+    ck_assert_int_eq(pulse_broker_fetch_probe(b, "t", 0, 4, &pos), PULSE_OK);
+    ck_assert_uint_gt(pos.bytes, 0);
+    ck_assert_int_eq(pulse_broker_fetch_probe(b, "t", 0, 10, &pos), PULSE_RANGE);
+    ck_assert_int_eq(pos.high_watermark, 9);
+
+    /* The raw slice is exactly the batches a verified read returns. */
+    pulse_buf_init(&want, 1 << 20);
+    ck_assert_int_eq(log_read(b, "t", 0, 3, 1 << 20, &want, NULL), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_fetch_raw(b, "t", 0, 3, 1 << 20, &raw), PULSE_OK);
+    ck_assert_int_ge(raw.fd, 0);
+    ck_assert_uint_eq(raw.at.bytes, want.len);
+    ck_assert_int_eq(raw.at.start_offset, 3);
+    ck_assert_int_eq(raw.at.next_offset, 9);
+    uint8_t *got = malloc(raw.at.bytes);
+    ck_assert_int_eq(pread(raw.fd, got, raw.at.bytes, (off_t)raw.pos), (ssize_t)raw.at.bytes);
+    ck_assert(memcmp(got, want.data, want.len) == 0);
+    free(got);
+    close(raw.fd);
+    pulse_buf_fini(&want);
+    /* Nothing to send: no descriptor. */
+    ck_assert_int_eq(pulse_broker_fetch_raw(b, "t", 0, 9, 1 << 20, &raw), PULSE_OK);
+    ck_assert_int_eq(raw.fd, -1);
+    ck_assert_uint_eq(raw.at.bytes, 0);
+    ck_assert_int_eq(pulse_broker_fetch_raw(b, "t", 0, 10, 1 << 20, &raw), PULSE_RANGE);
+    ck_assert_int_eq(raw.fd, -1);
+    ck_assert_int_eq(pulse_broker_fetch_raw(b, "nope", 0, 0, 1 << 20, &raw), PULSE_TOPIC_NOT_FOUND);
+    pulse_broker_close(b);
+}
+END_TEST
+
+/* The seam dispatches through the backend's table: a backend without raw
+ * slices (fetch_raw NULL) answers PULSE_NOT_SUPPORTED, and its records
+ * still come. */
+START_TEST(test_a_backend_without_raw_slices_answers_not_supported)
+{
+    struct pulse_broker *b = open_default(NULL);
+    struct pulse_broker_ops no_raw = pulse_local_ops;
+    struct pulse_raw_slice raw;
+    char vals[9][32];
+
+    no_raw.fetch_raw = NULL;
+    create_topic(b, "t", 1);
+    publish_nine(b, "t");
+    pulse_local_of(b)->base.ops = &no_raw;
+    ck_assert_int_eq(pulse_broker_fetch_raw(b, "t", 0, 0, 1 << 20, &raw), PULSE_NOT_SUPPORTED);
+    ck_assert_uint_eq(read_values(b, "t", 0, vals, 9), 9);
+    ck_assert_str_eq(vals[8], "v8");
+    pulse_local_of(b)->base.ops = &pulse_local_ops;
     pulse_broker_close(b);
 }
 END_TEST
@@ -810,6 +1000,60 @@ static struct pulse_cursor cur(const char *topic, uint32_t p, int64_t off)
     c.offset = off;
     return c;
 }
+
+/* The asynchronous cursor reads complete exactly once: inline in this
+ * backend (before the call returns, on the caller's thread), and - when a
+ * test delays them as a remote backend would answer - later, from the
+ * committer, with the same results. */
+START_TEST(test_cursor_reads_complete_once_inline_or_later)
+{
+    struct pulse_broker *b = open_default(NULL);
+    struct pulse_cursor c = {.partition = 1, .offset = 2};
+    struct pulse_cursor got;
+    struct pulse_cursor *list = NULL;
+    char **names = NULL;
+    size_t n = 0, nn = 0;
+    struct async_done d;
+    char err[256];
+    struct pulse_publish_record r3[3] = {rec_kv(NULL, "a", 1), rec_kv(NULL, "b", 1), rec_kv(NULL, "c", 1)};
+    struct pulse_offset_pair o3[3];
+
+    create_topic(b, "t", 2);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "t", r3, 3, o3, err, sizeof err), PULSE_OK);
+    memcpy(c.topic, "t", 2);
+    ck_assert_int_eq(pulse_broker_cursor_commit(b, "reader", &c, 1, err, sizeof err), PULSE_OK);
+    for (int round = 0; round < 2; round++) {
+        async_init(&d);
+        memset(&got, 0, sizeof got);
+        ck_assert_int_eq(pulse_broker_cursor_get_async(b, "reader", "t", 1, &got, async_done_fn, &d), PULSE_OK);
+        ck_assert_int_eq(pulse_broker_cursor_list_async(b, "reader", &list, &n, async_done_fn, &d), PULSE_OK);
+        ck_assert_int_eq(pulse_broker_consumer_list_async(b, &names, &nn, async_done_fn, &d), PULSE_OK);
+        if (round == 0) /* inline: all three came before their calls returned */
+            ck_assert_int_eq(d.calls, 3);
+        else /* delayed: none can have come yet */
+            ck_assert_int_eq(d.calls, 0);
+        async_wait(&d, 3);
+        ck_assert_int_eq(d.st, PULSE_OK);
+        ck_assert_int_eq(got.offset, 2);
+        ck_assert_int_eq(got.high_watermark, 3);
+        ck_assert_int_eq(got.lag, 1);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_int_eq(list[0].offset, 2);
+        ck_assert_uint_eq(nn, 1);
+        ck_assert_str_eq(names[0], "reader");
+        pulse_free(list);
+        pulse_broker_names_free(names, nn);
+        /* Refused at submission: no callback. */
+        ck_assert_int_eq(pulse_broker_cursor_get_async(b, "bad/name", "t", 1, &got, async_done_fn, &d),
+                         PULSE_INVALID_NAME);
+        ck_assert_int_eq(pulse_broker_cursor_get(b, "reader", "t", 0, &got), PULSE_CURSOR_NOT_FOUND);
+        ck_assert_int_eq(d.calls, 3);
+        setenv("PULSE_FAILPOINT_DELAY", "cursor_read:300", 1);
+    }
+    unsetenv("PULSE_FAILPOINT_DELAY");
+    pulse_broker_close(b);
+}
+END_TEST
 
 START_TEST(test_cursor_commit_checks_range_and_is_all_or_none)
 {
@@ -1255,7 +1499,7 @@ static void *cursor_main(void *arg)
         struct pulse_cursor got;
         int64_t hw0 = 0;
         struct pulse_slice sl;
-        if (pulse_broker_fetch_slice(c->b, "conc", 0, 0, 1, false, &sl) == PULSE_OK)
+        if (log_slice(c->b, "conc", 0, 0, 1, &sl) == PULSE_OK)
             hw0 = sl.high_watermark;
         cs[0] = cur("conc", 0, hw0);
         cs[1] = cur("conc", 1, 0);
@@ -1404,7 +1648,7 @@ START_TEST(test_publish_durable_before_a_reopen_succeeds_and_one_it_discarded_fa
     cfg.fence_retry_max_ms = 60000;
     b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 2);
-    struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, "t");
+    struct pulse_broker_topic *t = pulse_broker_topic_acquire(pulse_local_of(b), "t");
     memset(&st, 0, sizeof st);
     st.fio = fio;
     st.b = b;
@@ -1442,7 +1686,7 @@ START_TEST(test_publish_durable_before_a_reopen_succeeds_and_one_it_discarded_fa
     ck_assert_uint_eq(read_values(b, "t", 0, values, 4), 2);
     ck_assert_str_eq(values[0], "A");
     ck_assert_str_eq(values[1], "C");
-    pulse_broker_topic_release(b, t);
+    pulse_broker_topic_release(pulse_local_of(b), t);
     pulse_broker_close(b);
     faultio_destroy(fio);
 }
@@ -1521,7 +1765,7 @@ START_TEST(test_syncer_checkpoint_keeps_the_offsets_of_a_damaged_acknowledged_ta
     struct pulse_buf buf;
     struct pulse_slice info;
     pulse_buf_init(&buf, 1 << 20);
-    ck_assert_int_eq(pulse_broker_fetch(b, "ck", 0, 4, 1 << 20, &buf, &info), PULSE_OK);
+    ck_assert_int_eq(log_read(b, "ck", 0, 4, 1 << 20, &buf, &info), PULSE_OK);
     ck_assert_int_eq(info.skip_from, 4);
     ck_assert_int_eq(info.skip_to, 5);
     ck_assert(info.skip_damaged);
@@ -1653,12 +1897,12 @@ START_TEST(test_fenced_partition_is_reopened_in_process_with_backoff_and_loses_n
     faultio_fail_nth(fio, FAULTIO_FTRUNCATE, 1, EIO);
     faultio_fail_nth(fio, FAULTIO_FDATASYNC, 1, EIO);
     int64_t t0 = pulse_clock_mono_us();
-    struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, "t");
+    struct pulse_broker_topic *t = pulse_broker_topic_acquire(pulse_local_of(b), "t");
     while (!pulse_plog_fenced(t->plogs[0])) {
         ck_assert_int_lt(pulse_clock_mono_us() - t0, 5 * 1000 * 1000);
         usleep(1000);
     }
-    pulse_broker_topic_release(b, t);
+    pulse_broker_topic_release(pulse_local_of(b), t);
     struct pulse_publish_record rec = rec_kv(NULL, "probe", 0);
     /* Fenced for at least 300 ms: 100 ms to the first attempt, which
      * fails, then 200 ms to the second. */
@@ -1820,7 +2064,7 @@ static void *churn_publisher(void *arg)
             c->gone++;
         else
             c->bad = st;
-        st = pulse_broker_fetch_slice(c->b, "churn", 0, 0, 4096, false, &sl);
+        st = log_slice(c->b, "churn", 0, 0, 4096, &sl);
         if (st != PULSE_OK && st != PULSE_TOPIC_NOT_FOUND)
             c->bad = st;
     }
@@ -1897,7 +2141,7 @@ START_TEST(test_concurrent_cursor_commits_share_one_synced_metadata_write)
     b = open_default(NULL);
     create_topic(b, "gc", 1);
     ck_assert_int_eq(pulse_broker_publish_wait(b, "gc", &rec, 1, &off, err, sizeof err), PULSE_OK);
-    before = pulse_meta_sync_writes(b->meta);
+    before = pulse_meta_sync_writes(pulse_local_of(b)->meta);
     pthread_barrier_init(&start, NULL, GROUP_THREADS);
     for (int i = 0; i < GROUP_THREADS; i++) {
         g[i] = (struct group_commit){.b = b, .start = &start, .id = i, .st = PULSE_OK};
@@ -1906,7 +2150,7 @@ START_TEST(test_concurrent_cursor_commits_share_one_synced_metadata_write)
     for (int i = 0; i < GROUP_THREADS; i++)
         pthread_join(th[i], NULL);
     pthread_barrier_destroy(&start);
-    uint64_t writes = pulse_meta_sync_writes(b->meta) - before;
+    uint64_t writes = pulse_meta_sync_writes(pulse_local_of(b)->meta) - before;
 
     /* The refused commit failed alone, with its own reason... */
     ck_assert_int_eq(g[0].st, PULSE_RANGE);
@@ -1972,7 +2216,7 @@ static size_t stored_cursors_of(struct pulse_broker *b, const char *consumer, co
     struct pulse_meta_cursor *mc = NULL;
     size_t n = 0, k = 0;
 
-    ck_assert_int_eq(pulse_meta_cursor_list(b->meta, consumer, &mc, &n), PULSE_OK);
+    ck_assert_int_eq(pulse_meta_cursor_list(pulse_local_of(b)->meta, consumer, &mc, &n), PULSE_OK);
     for (size_t i = 0; i < n; i++)
         k += strcmp(mc[i].topic, topic) == 0;
     pulse_free(mc);
@@ -2177,9 +2421,9 @@ START_TEST(test_heal_pass_holds_one_topic_at_a_time)
     int64_t t0 = pulse_clock_mono_us();
     /* The first attempt on a/0 is due after 10 ms and then sleeps. */
     usleep(300 * 1000);
-    t = pulse_broker_topic_acquire(b, "a");
+    t = pulse_broker_topic_acquire(pulse_local_of(b), "a");
     ck_assert(pulse_plog_fenced(t->plogs[0]));
-    pulse_broker_topic_release(b, t);
+    pulse_broker_topic_release(pulse_local_of(b), t);
     int64_t t1 = pulse_clock_mono_us();
     ck_assert_int_eq(pulse_broker_topic_delete(b, "z"), PULSE_OK);
     int64_t waited = pulse_clock_mono_us() - t1;
@@ -2222,24 +2466,24 @@ START_TEST(test_heal_record_is_not_inherited_by_a_new_topic_at_the_old_log_addre
     ck_assert_int_ge(fl[0].fenced_ms, 1000); /* the old topic's record ages */
     pulse_free(fl);
 
-    t = pulse_broker_topic_acquire(b, "t");
+    t = pulse_broker_topic_acquire(pulse_local_of(b), "t");
     t2 = pulse_calloc(1, sizeof *t2);
     ck_assert_ptr_nonnull(t2);
     memcpy(t2->name, t->name, sizeof t2->name);
-    t2->uid = atomic_fetch_add(&b->topic_uids, 1) + 1;
+    t2->uid = atomic_fetch_add(&pulse_local_of(b)->topic_uids, 1) + 1;
     t2->nparts = 1;
     t2->plogs = pulse_calloc(1, sizeof *t2->plogs);
     ck_assert_ptr_nonnull(t2->plogs);
     t2->plogs[0] = t->plogs[0];
     atomic_init(&t2->refs, 1);
-    pthread_rwlock_wrlock(&b->map_lock);
-    for (i = 0; i < b->ntopics && !found; i++) {
-        if (b->topics[i] == t) {
-            b->topics[i] = t2;
+    pthread_rwlock_wrlock(&pulse_local_of(b)->map_lock);
+    for (i = 0; i < pulse_local_of(b)->ntopics && !found; i++) {
+        if (pulse_local_of(b)->topics[i] == t) {
+            pulse_local_of(b)->topics[i] = t2;
             found = true;
         }
     }
-    pthread_rwlock_unlock(&b->map_lock);
+    pthread_rwlock_unlock(&pulse_local_of(b)->map_lock);
     ck_assert(found);
     i--;
     for (int round = 0; round < 2; round++) {
@@ -2251,14 +2495,14 @@ START_TEST(test_heal_record_is_not_inherited_by_a_new_topic_at_the_old_log_addre
         pulse_free(fl);
         usleep(1200 * 1000); /* a heal pass notes the new topic's partition */
     }
-    pthread_rwlock_wrlock(&b->map_lock);
-    b->topics[i] = t;
-    pthread_rwlock_unlock(&b->map_lock);
+    pthread_rwlock_wrlock(&pulse_local_of(b)->map_lock);
+    pulse_local_of(b)->topics[i] = t;
+    pthread_rwlock_unlock(&pulse_local_of(b)->map_lock);
     while (atomic_load(&t2->refs) > 1)
         usleep(1000);
     t2->plogs[0] = NULL;
     pulse_broker_topic_destroy(t2);
-    pulse_broker_topic_release(b, t);
+    pulse_broker_topic_release(pulse_local_of(b), t);
     pulse_broker_close(b);
     faultio_destroy(fio);
 }
@@ -2360,14 +2604,14 @@ START_TEST(test_publish_to_a_fenced_partition_stores_nothing_on_the_others)
     ck_assert_int_eq(pulse_broker_publish_wait(b, "f", recs, 1, off, err, sizeof err), PULSE_OK);
     wait_checkpointed("f", 0);
     fence_partition(b, fio, "f", 1);
-    t = pulse_broker_topic_acquire(b, "f");
+    t = pulse_broker_topic_acquire(pulse_local_of(b), "f");
     int64_t end0 = pulse_plog_log_end(t->plogs[0]);
     recs[1] = rec_kv(NULL, "y", 1);
     ck_assert_int_eq(pulse_broker_publish_wait(b, "f", recs, 2, off, err, sizeof err), PULSE_FENCED);
     ck_assert_msg(strstr(err, "partition 1") != NULL && strstr(err, "nothing of this publish was stored") != NULL,
                   "message: %s", err);
     ck_assert_int_eq(pulse_plog_log_end(t->plogs[0]), end0);
-    pulse_broker_topic_release(b, t);
+    pulse_broker_topic_release(pulse_local_of(b), t);
     ck_assert_int_eq(hw_of(b, "f", 0), 1);
     pulse_broker_close(b);
     faultio_destroy(fio);
@@ -2392,12 +2636,17 @@ static Suite *broker_suite(void)
     tcase_add_test(tc, test_refused_publish_writes_nothing);
     tcase_add_test(tc, test_timestamps_too_far_apart_for_one_batch_get_adjacent_batches);
     tcase_add_test(tc, test_published_records_survive_reopen_with_timestamps);
+    tcase_add_test(tc, test_fetch_gives_records_from_the_offset_across_reads_and_again_after_rewind);
+    tcase_add_test(tc, test_a_fetch_does_not_hold_its_topic);
+    tcase_add_test(tc, test_probe_and_raw_slice_give_positions_and_the_stored_batches);
+    tcase_add_test(tc, test_a_backend_without_raw_slices_answers_not_supported);
     tcase_add_test(tc, test_async_publish_completes_once_when_durable);
     tcase_add_test(tc, test_interval_mode_answers_at_once_and_data_appears_after_sync);
     tcase_add_test(tc, test_long_poll_waiter_wakes_on_publish_and_on_deadline);
     tcase_add_test(tc, test_drain_answers_waiters_with_shutdown_and_refuses_new_work);
     tcase_add_test(tc, test_delete_answers_parked_waiters_with_topic_not_found);
     tcase_add_test(tc, test_cursor_commit_checks_range_and_is_all_or_none);
+    tcase_add_test(tc, test_cursor_reads_complete_once_inline_or_later);
     tcase_add_test(tc, test_delete_removes_data_and_cursors_but_not_a_prefixed_name);
     tcase_add_test(tc, test_crash_after_create_dirs_leaves_no_topic);
     tcase_add_test(tc, test_crash_after_create_commit_leaves_a_whole_topic);

@@ -29,6 +29,7 @@
 #include "meta/meta.h"
 #include "storage/batch.h"
 #include "faultio.h"
+#include "localtest.h"
 
 static char tmpdir[256];
 
@@ -134,10 +135,10 @@ static void fill(struct pulse_broker *b, const char *topic, uint32_t parts)
         memset(&r, 0, sizeof r);
         snprintf(key, sizeof key, "k%d", i % 7);
         memset(value, 'a' + i % 26, sizeof value);
-        r.rec.key = (const uint8_t *)key;
-        r.rec.key_len = (uint32_t)strlen(key);
-        r.rec.value = (const uint8_t *)value;
-        r.rec.value_len = (uint32_t)(50 + i * 3);
+        r.key = (const uint8_t *)key;
+        r.key_len = strlen(key);
+        r.value = (const uint8_t *)value;
+        r.value_len = 50 + i * 3;
         r.partition = (int32_t)(i % parts);
         ck_assert_int_eq(pulse_broker_publish_wait(b, topic, &r, 1, &off, err, sizeof err), PULSE_OK);
     }
@@ -151,7 +152,7 @@ static void dump_partition(struct pulse_broker *b, const char *topic, uint32_t p
     for (;;) {
         struct pulse_slice info;
         size_t before = out->len;
-        pulse_status_t st = pulse_broker_fetch(b, topic, p, offset, 1 << 20, out, &info);
+        pulse_status_t st = log_read(b, topic, p, offset, 1 << 20, out, &info);
         if (st == PULSE_RANGE || (st == PULSE_OK && out->len == before))
             return;
         ck_assert_int_eq(st, PULSE_OK);
@@ -254,9 +255,8 @@ START_TEST(test_lost_store_is_rebuilt_from_the_data_directory)
     ck_assert_int_eq(pulse_broker_cursor_get(b, "reader", "alpha", 1, &got), PULSE_CURSOR_NOT_FOUND);
     /* Offsets continue; nothing is handed out twice. */
     memset(&r, 0, sizeof r);
-    r.rec.key_len = PULSE_BATCH_NULL;
-    r.rec.value = (const uint8_t *)"next";
-    r.rec.value_len = 4;
+    r.value = (const uint8_t *)"next";
+    r.value_len = 4;
     r.partition = 0;
     ck_assert_int_eq(pulse_broker_publish_wait(b, "gamma", &r, 1, &off, err, sizeof err), PULSE_OK);
     ck_assert_int_eq(off.offset, 20);
@@ -611,9 +611,8 @@ static int64_t publish_to(struct pulse_broker *b, const char *topic, uint32_t p)
     char err[256] = "";
 
     memset(&r, 0, sizeof r);
-    r.rec.key_len = PULSE_BATCH_NULL;
-    r.rec.value = (const uint8_t *)"after";
-    r.rec.value_len = 5;
+    r.value = (const uint8_t *)"after";
+    r.value_len = 5;
     r.partition = (int32_t)p;
     ck_assert_int_eq(pulse_broker_publish_wait(b, topic, &r, 1, &off, err, sizeof err), PULSE_OK);
     return off.offset;
@@ -626,7 +625,7 @@ static void bounds_of(struct pulse_broker *b, const char *topic, uint32_t p, int
     struct pulse_slice info;
 
     pulse_buf_init(&out, 1u << 20);
-    ck_assert_int_eq(pulse_broker_fetch(b, topic, p, 0, 4096, &out, &info), PULSE_OK);
+    ck_assert_int_eq(log_read(b, topic, p, 0, 4096, &out, &info), PULSE_OK);
     *start = info.log_start;
     *hw = info.high_watermark;
     pulse_buf_fini(&out);
@@ -1113,9 +1112,8 @@ static pulse_status_t publish_one(struct pulse_broker *b, const char *topic)
     char err[256];
 
     memset(&r, 0, sizeof r);
-    r.rec.key_len = PULSE_BATCH_NULL;
-    r.rec.value = (const uint8_t *)"v";
-    r.rec.value_len = 1;
+    r.value = (const uint8_t *)"v";
+    r.value_len = 1;
     r.partition = 0;
     return pulse_broker_publish_wait(b, topic, &r, 1, &off, err, sizeof err);
 }
@@ -1135,7 +1133,7 @@ START_TEST(test_delete_whose_metadata_write_fails_stays_decided)
     create(b, "beta", 1, PULSE_CLEANUP_DELETE, -1);
     fill(b, "alpha", 2);
     commit_one(b, "alpha", 4);
-    pulse_meta_fail_writes(b->meta, 1, PULSE_META_FAULT_LOST);
+    pulse_meta_fail_writes(pulse_local_of(b)->meta, 1, PULSE_META_FAULT_LOST);
     ck_assert_int_eq(pulse_broker_topic_delete(b, "alpha"), PULSE_OK);
     ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_TOPIC_NOT_FOUND);
     ck_assert_int_eq(publish_one(b, "alpha"), PULSE_TOPIC_NOT_FOUND);
@@ -1207,12 +1205,12 @@ START_TEST(test_failed_metadata_writes_that_take_effect_later_keep_store_and_dir
     create(b, "alpha", 2, PULSE_CLEANUP_DELETE, 1000);
     fill(b, "alpha", 2);
     /* A create. */
-    pulse_meta_fail_writes(b->meta, 1, PULSE_META_FAULT_APPLIED_LATER);
+    pulse_meta_fail_writes(pulse_local_of(b)->meta, 1, PULSE_META_FAULT_APPLIED_LATER);
     ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_IO);
     ck_assert_int_eq(pulse_broker_topic_get(b, "beta", false, &info), PULSE_TOPIC_NOT_FOUND);
     ck_assert(!path_exists("topics/beta"));
     /* A retention change. */
-    pulse_meta_fail_writes(b->meta, 1, PULSE_META_FAULT_APPLIED_LATER);
+    pulse_meta_fail_writes(pulse_local_of(b)->meta, 1, PULSE_META_FAULT_APPLIED_LATER);
     ck_assert_int_eq(pulse_broker_topic_set_retention(b, "alpha", 5, 5, NULL), PULSE_IO);
     ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_OK);
     ck_assert_int_eq(info->retention_ms, 1000);
@@ -1229,7 +1227,7 @@ START_TEST(test_failed_metadata_writes_that_take_effect_later_keep_store_and_dir
      * it (the store took the failed batch at its reopen, and the retry's
      * own), and gets a new, empty topic. */
     commit_one(b, "alpha", 2);
-    pulse_meta_fail_writes(b->meta, 1, PULSE_META_FAULT_APPLIED_LATER);
+    pulse_meta_fail_writes(pulse_local_of(b)->meta, 1, PULSE_META_FAULT_APPLIED_LATER);
     ck_assert_int_eq(pulse_broker_topic_delete(b, "alpha"), PULSE_OK);
     ck_assert_int_eq(pulse_broker_topic_get(b, "alpha", false, &info), PULSE_TOPIC_NOT_FOUND);
     create(b, "alpha", 1, PULSE_CLEANUP_DELETE, -1);
@@ -1258,7 +1256,7 @@ START_TEST(test_create_of_a_stalled_delete_name_fails_at_once_while_the_store_fa
     char err[1024] = "";
 
     create(b, "alpha", 1, PULSE_CLEANUP_DELETE, -1);
-    pulse_meta_fail_writes(b->meta, 2, PULSE_META_FAULT_LOST);
+    pulse_meta_fail_writes(pulse_local_of(b)->meta, 2, PULSE_META_FAULT_LOST);
     ck_assert_int_eq(pulse_broker_topic_delete(b, "alpha"), PULSE_OK);
     ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_IO);
     ck_assert_msg(strstr(err, "still being deleted") != NULL, "message: %s", err);

@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "storage/batch.h"
 #include "faultio.h"
+#include "localtest.h"
 
 static char tmpdir[256];
 
@@ -92,13 +93,13 @@ static int64_t publish(struct pulse_broker *b, const char *topic, const char *ke
     struct pulse_publish_record r;
     memset(&r, 0, sizeof r);
     r.partition = -1;
-    r.rec.key = (const uint8_t *)key;
-    r.rec.key_len = key ? (uint32_t)strlen(key) : PULSE_BATCH_NULL;
-    r.rec.value = (const uint8_t *)value;
-    r.rec.value_len = value ? (uint32_t)strlen(value) : PULSE_BATCH_NULL;
+    r.key = (const uint8_t *)key;
+    r.key_len = key ? strlen(key) : 0;
+    r.value = (const uint8_t *)value;
+    r.value_len = value ? strlen(value) : 0;
     if (ts >= 0) {
         r.has_timestamp = true;
-        r.rec.timestamp = ts;
+        r.timestamp = ts;
     }
     struct pulse_offset_pair off;
     char err[256] = "";
@@ -124,7 +125,7 @@ static void read_all(struct pulse_broker *b, const char *topic, int64_t from, st
         struct pulse_buf data;
         struct pulse_slice info;
         pulse_buf_init(&data, 1 << 24);
-        ck_assert_int_eq(pulse_broker_fetch(b, topic, 0, off, 1 << 20, &data, &info), PULSE_OK);
+        ck_assert_int_eq(log_read(b, topic, 0, off, 1 << 20, &data, &info), PULSE_OK);
         if (data.len == 0) {
             pulse_buf_fini(&data);
             break;
@@ -164,7 +165,7 @@ START_TEST(test_retention_by_size_trims_old_segments_and_fetch_starts_at_log_sta
     ck_assert_uint_gt(before.segments, 4);
     ck_assert_uint_gt(before.size_bytes, 2048);
 
-    pulse_broker_maint_retention_pass(b->maint);
+    pulse_broker_maint_retention_pass(pulse_local_of(b)->maint);
 
     struct pulse_partition_stats after = stats_of(b, "logs");
     ck_assert_uint_le(after.size_bytes, 2048);
@@ -173,7 +174,7 @@ START_TEST(test_retention_by_size_trims_old_segments_and_fetch_starts_at_log_sta
     /* Offsets never move: a fetch from 0 starts at the new log start and
      * returns the records with their original offsets. */
     struct pulse_slice sl;
-    ck_assert_int_eq(pulse_broker_fetch_slice(b, "logs", 0, 0, 1 << 20, false, &sl), PULSE_OK);
+    ck_assert_int_eq(log_slice(b, "logs", 0, 0, 1 << 20, &sl), PULSE_OK);
     ck_assert_int_eq(sl.start_offset, after.log_start_offset);
     struct pulse_buf got;
     pulse_buf_init(&got, 1 << 20);
@@ -200,11 +201,11 @@ START_TEST(test_retention_by_age_uses_record_timestamps_and_patch_applies_next_p
         publish(b, "aged", NULL, big, now - 2 * 86400000LL);
     for (int i = 0; i < 10; i++)
         publish(b, "aged", NULL, big, now);
-    pulse_broker_maint_retention_pass(b->maint);
+    pulse_broker_maint_retention_pass(pulse_local_of(b)->maint);
     ck_assert_int_eq(stats_of(b, "aged").log_start_offset, 0); /* retention off */
 
     ck_assert_int_eq(pulse_broker_topic_set_retention(b, "aged", 86400000LL, -1, NULL), PULSE_OK);
-    pulse_broker_maint_retention_pass(b->maint);
+    pulse_broker_maint_retention_pass(pulse_local_of(b)->maint);
     struct pulse_partition_stats s = stats_of(b, "aged");
     /* Every segment holding only old records is gone, nothing fresh is. */
     ck_assert_int_ge(s.log_start_offset, 8);
@@ -243,7 +244,7 @@ START_TEST(test_retention_leaves_compacted_topics_to_compaction)
     create(b, "table", PULSE_CLEANUP_COMPACT, 1, 1024);
     for (int i = 0; i < 12; i++)
         publish(b, "table", "k", big, 1);
-    pulse_broker_maint_retention_pass(b->maint);
+    pulse_broker_maint_retention_pass(pulse_local_of(b)->maint);
     ck_assert_int_eq(stats_of(b, "table").log_start_offset, 0);
     pulse_broker_close(b);
 }
@@ -266,7 +267,7 @@ START_TEST(test_compaction_pass_keeps_the_newest_value_of_each_key_at_its_offset
     struct pulse_partition_stats before = stats_of(b, "table");
 
     for (int pass = 0; pass < 20; pass++)
-        pulse_broker_maint_compaction_pass(b->maint);
+        pulse_broker_maint_compaction_pass(pulse_local_of(b)->maint);
 
     struct pulse_partition_stats after = stats_of(b, "table");
     ck_assert_uint_lt(after.size_bytes, before.size_bytes);
@@ -330,7 +331,7 @@ static void *slow_pass_main(void *arg)
     sp->thread = pthread_self();
     atomic_store(&sp->started, true);
     atomic_store(&sp->start_us, pulse_clock_mono_us());
-    pulse_broker_maint_compaction_pass(sp->b->maint);
+    pulse_broker_maint_compaction_pass(pulse_local_of(sp->b)->maint);
     atomic_store(&sp->end_us, pulse_clock_mono_us());
     return NULL;
 }
@@ -474,7 +475,7 @@ static uint32_t churn_and_count_after_one_pass(uint64_t budget)
     }
     before = stats_of(b, "churn").segments;
     ck_assert_uint_ge(before, 10);
-    pulse_broker_maint_compaction_pass(b->maint);
+    pulse_broker_maint_compaction_pass(pulse_local_of(b)->maint);
     after = stats_of(b, "churn").segments;
     ck_assert_uint_le(after, before);
     pulse_broker_close(b);

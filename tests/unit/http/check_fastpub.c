@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * check_fastpub.c - the JSON fast paths against jansson: publish bodies
- * parsed without it, and fetched records written without it.
+ * check_fastpub.c - the JSON fast path against jansson: publish bodies
+ * parsed without it. (Fetched records written without jansson are
+ * checked against it in tests/unit/common/check_text.c.)
  *
  * The property that makes the fast path safe: whenever it accepts a body,
  * jansson (with the gateway's flags) accepts the same bytes, and the records
@@ -20,8 +21,6 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "http/fastpub.h"
-#include "http/json.h"
-#include "storage/batch.h"
 
 /* Reference: what the jansson path makes of a body restricted to the
  * fields the fast path knows. Returns the records or NULL (rejected or
@@ -55,19 +54,20 @@ static void expect_same(const uint8_t *body, size_t len, const struct pulse_publ
         json_t *t = json_object_get(o, "timestamp");
         ck_assert_ptr_nonnull(v);
         if (k == NULL || json_is_null(k)) {
-            ck_assert_uint_eq(recs[i].rec.key_len, PULSE_BATCH_NULL);
+            ck_assert_ptr_null(recs[i].key);
         } else {
             ck_assert(json_is_string(k));
-            ck_assert_uint_eq(recs[i].rec.key_len, json_string_length(k));
-            ck_assert_int_eq(memcmp(recs[i].rec.key, json_string_value(k), json_string_length(k)), 0);
+            ck_assert_ptr_nonnull(recs[i].key); /* "" is not null */
+            ck_assert_uint_eq(recs[i].key_len, json_string_length(k));
+            ck_assert_int_eq(memcmp(recs[i].key, json_string_value(k), json_string_length(k)), 0);
         }
         if (json_is_null(v)) {
-            ck_assert_uint_eq(recs[i].rec.value_len, PULSE_BATCH_NULL);
-            ck_assert_ptr_null(recs[i].rec.value);
+            ck_assert_ptr_null(recs[i].value);
         } else {
             ck_assert(json_is_string(v));
-            ck_assert_uint_eq(recs[i].rec.value_len, json_string_length(v));
-            ck_assert_int_eq(memcmp(recs[i].rec.value, json_string_value(v), json_string_length(v)), 0);
+            ck_assert_ptr_nonnull(recs[i].value);
+            ck_assert_uint_eq(recs[i].value_len, json_string_length(v));
+            ck_assert_int_eq(memcmp(recs[i].value, json_string_value(v), json_string_length(v)), 0);
         }
         if (p == NULL) {
             ck_assert_int_eq(recs[i].partition, -1);
@@ -80,7 +80,7 @@ static void expect_same(const uint8_t *body, size_t len, const struct pulse_publ
         } else {
             ck_assert(json_is_integer(t));
             ck_assert(recs[i].has_timestamp);
-            ck_assert_int_eq(recs[i].rec.timestamp, json_integer_value(t));
+            ck_assert_int_eq(recs[i].timestamp, json_integer_value(t));
         }
         /* The fast path knows no other member. */
         size_t known = 1 + (k != NULL) + (p != NULL) + (t != NULL);
@@ -268,199 +268,6 @@ START_TEST(test_truncations_and_byte_flips_never_make_it_accept_a_bad_body)
 }
 END_TEST
 
-/* ---- fetch records written without jansson ----------------------------- */
-
-/* The reference: the record object as the gateway built it with jansson. */
-static json_t *ref_bytes(const uint8_t *p, uint32_t len)
-{
-    return json_stringn(len > 0 ? (const char *)p : "", len);
-}
-
-static char *ref_record(const struct pulse_record_view *rv)
-{
-    json_t *obj = json_pack("{s:I,s:I}", "offset", (json_int_t)rv->offset, "timestamp", (json_int_t)rv->timestamp);
-    const uint8_t *ps[2] = {rv->key, rv->value};
-    uint32_t ls[2] = {rv->key_len, rv->value_len};
-    const char *names[2] = {"key", "value"};
-    const char *names64[2] = {"key_base64", "value_base64"};
-    for (int i = 0; i < 2; i++) {
-        if (ps[i] == NULL) {
-            json_object_set_new(obj, names[i], json_null());
-            continue;
-        }
-        json_t *str = ref_bytes(ps[i], ls[i]);
-        if (str != NULL) {
-            json_object_set_new(obj, names[i], str);
-        } else {
-            char *b64 = pulse_malloc(pulse_json_b64_encoded_len(ls[i]) + 1);
-            pulse_json_b64_encode(ps[i], ls[i], b64);
-            json_object_set_new(obj, names64[i], json_string(b64));
-            pulse_free(b64);
-        }
-    }
-    json_t *headers = json_object();
-    size_t pos = 0;
-    struct pulse_header_view hv;
-    while (pulse_record_header_next(rv, &pos, &hv) == PULSE_OK) {
-        json_t *val;
-        if (hv.value == NULL) {
-            val = json_null();
-        } else {
-            val = ref_bytes(hv.value, hv.value_len);
-            if (val == NULL) {
-                char *b64 = pulse_malloc(pulse_json_b64_encoded_len(hv.value_len) + 1);
-                pulse_json_b64_encode(hv.value, hv.value_len, b64);
-                val = json_string(b64);
-                pulse_free(b64);
-            }
-        }
-        if (hv.key_len > 0 && memchr(hv.key, 0, hv.key_len) == NULL)
-            (void)json_object_setn_new(headers, (const char *)hv.key, hv.key_len, val);
-        else
-            json_decref(val);
-    }
-    json_object_set_new(obj, "headers", headers);
-    char *text = json_dumps(obj, JSON_COMPACT);
-    json_decref(obj);
-    return text;
-}
-
-static size_t rand_bytes(uint8_t *out, size_t cap, unsigned *seed)
-{
-    static const char *const pieces[] = {"a", "Z9", "\"", "\\", "/", "\x01", "\x1f", "\b\f\n\r\t", "\x7f",
-                                         "\xc3\xa9", "\xe2\x80\xa8", "\xf0\x9f\x98\x80", "\xff", "\xc0\xaf",
-                                         "\xed\xa0\x80", "\0", " "};
-    size_t n = 0;
-    /* Long buffers get many pieces: runs, escapes and base64 groups that
-     * straddle the windows of a streamed write. */
-    int k = rand_r(seed) % (cap >= 256 ? 80 : 7);
-    for (int i = 0; i < k; i++) {
-        size_t which = (size_t)rand_r(seed) % (sizeof pieces / sizeof pieces[0]);
-        size_t len = which == 15 ? 1 : strlen(pieces[which]);
-        if (n + len > cap)
-            break;
-        memcpy(out + n, pieces[which], len);
-        n += len;
-    }
-    return n;
-}
-
-/* One batch of 1..4 random records (keys, values and headers of up to
- * max_len bytes each, with every kind of byte JSON treats specially). */
-static void encode_random_batch(unsigned *seed, struct pulse_buf *batch, size_t max_len)
-{
-    static uint8_t pool[64][512];
-    struct pulse_record_in recs[4];
-    struct pulse_header_in hdrs[4][3];
-    int slot = 0;
-    ck_assert_uint_le(max_len, sizeof pool[0]);
-    size_t nrec = 1 + (size_t)rand_r(seed) % 4;
-    for (size_t i = 0; i < nrec; i++) {
-        memset(&recs[i], 0, sizeof recs[i]);
-        recs[i].timestamp = 1764400000000 + rand_r(seed) % 1000;
-        if (rand_r(seed) % 5 == 0) {
-            recs[i].key_len = PULSE_BATCH_NULL;
-        } else {
-            recs[i].key = pool[slot];
-            recs[i].key_len = (uint32_t)rand_bytes(pool[slot++], max_len, seed);
-        }
-        if (rand_r(seed) % 5 == 0) {
-            recs[i].value_len = PULSE_BATCH_NULL;
-        } else {
-            recs[i].value = pool[slot];
-            recs[i].value_len = (uint32_t)rand_bytes(pool[slot++], max_len, seed);
-        }
-        uint32_t nh = (uint32_t)(rand_r(seed) % 4);
-        for (uint32_t h = 0; h < nh; h++) {
-            hdrs[i][h].key = pool[slot];
-            hdrs[i][h].key_len = rand_r(seed) % 3 == 0 ? 1 : (uint32_t)rand_bytes(pool[slot], max_len, seed);
-            if (hdrs[i][h].key_len == 1)
-                pool[slot][0] = (uint8_t)('a' + rand_r(seed) % 2); /* repeated names */
-            slot++;
-            if (rand_r(seed) % 4 == 0) {
-                hdrs[i][h].value = NULL;
-                hdrs[i][h].value_len = PULSE_BATCH_NULL;
-            } else {
-                hdrs[i][h].value = pool[slot];
-                hdrs[i][h].value_len = (uint32_t)rand_bytes(pool[slot++], max_len, seed);
-            }
-        }
-        recs[i].headers = hdrs[i];
-        recs[i].header_count = nh;
-    }
-    pulse_buf_reset(batch);
-    ck_assert_int_eq(pulse_batch_encode(batch, 100, 0, recs, nrec), PULSE_OK);
-}
-
-START_TEST(test_fetch_records_written_directly_match_jansson_byte_for_byte)
-{
-    unsigned seed = 4242;
-    struct pulse_buf batch, out;
-    pulse_buf_init(&batch, 1 << 20);
-    pulse_buf_init(&out, 1 << 20);
-    for (int round = 0; round < 2000; round++) {
-        encode_random_batch(&seed, &batch, 32);
-        struct pulse_batch_iter it;
-        struct pulse_record_view rv;
-        ck_assert_int_eq(pulse_batch_iter_init(&it, batch.data, batch.len), PULSE_OK);
-        while (pulse_batch_iter_next(&it, &rv) == PULSE_OK) {
-            pulse_buf_reset(&out);
-            ck_assert_int_eq(pulse_json_append_record(&out, &rv), PULSE_OK);
-            char *want = ref_record(&rv);
-            ck_assert_ptr_nonnull(want);
-            ck_assert_msg(out.len == strlen(want) && memcmp(out.data, want, out.len) == 0, "got %.*s want %s",
-                          (int)out.len, (const char *)out.data, want);
-            free(want); /* jansson's allocation */
-        }
-    }
-    pulse_buf_fini(&batch);
-    pulse_buf_fini(&out);
-}
-END_TEST
-
-START_TEST(test_records_written_in_small_windows_match_the_whole_text)
-{
-    unsigned seed = 777;
-    struct pulse_buf batch, whole;
-    uint8_t streamed[8192];
-    pulse_buf_init(&batch, 1 << 20);
-    pulse_buf_init(&whole, 1 << 20);
-    for (int round = 0; round < 1000; round++) {
-        encode_random_batch(&seed, &batch, 300);
-        struct pulse_batch_iter it;
-        struct pulse_record_view rv;
-        ck_assert_int_eq(pulse_batch_iter_init(&it, batch.data, batch.len), PULSE_OK);
-        while (pulse_batch_iter_next(&it, &rv) == PULSE_OK) {
-            pulse_buf_reset(&whole);
-            ck_assert_int_eq(pulse_json_append_record(&whole, &rv), PULSE_OK);
-            size_t size = 0, hlen = 0;
-            ck_assert_int_eq(pulse_json_record_size(&rv, &size, &hlen), PULSE_OK);
-            ck_assert_uint_eq(size, whole.len);
-            ck_assert_uint_lt(whole.len, sizeof streamed);
-            /* Windows from the smallest that must progress up to 40 bytes. */
-            struct pulse_json_record_writer w;
-            ck_assert_int_eq(pulse_json_record_begin(&w, &rv), PULSE_OK);
-            ck_assert_uint_eq(w.headers != NULL ? w.headers_len : 0, hlen);
-            size_t got = 0;
-            bool done = false;
-            while (!done) {
-                size_t room = PULSE_JSON_WRITE_MIN + (size_t)rand_r(&seed) % 35;
-                size_t n = pulse_json_record_write(&w, streamed + got, room, &done);
-                ck_assert(n > 0 || done);
-                ck_assert_uint_le(n, room);
-                got += n;
-                ck_assert_uint_le(got, whole.len);
-            }
-            pulse_json_record_end(&w);
-            ck_assert_msg(got == whole.len && memcmp(streamed, whole.data, got) == 0, "streamed %.*s whole %.*s",
-                          (int)got, (const char *)streamed, (int)whole.len, (const char *)whole.data);
-        }
-    }
-    pulse_buf_fini(&batch);
-    pulse_buf_fini(&whole);
-}
-END_TEST
-
 int main(void)
 {
     Suite *s = suite_create("fastpub");
@@ -470,9 +277,7 @@ int main(void)
     tcase_add_test(tc, test_everything_outside_the_subset_falls_back);
     tcase_add_test(tc, test_more_records_than_the_limit_fall_back);
     tcase_add_test(tc, test_generated_bodies_agree_with_jansson);
-    tcase_add_test(tc, test_records_written_in_small_windows_match_the_whole_text);
     tcase_add_test(tc, test_truncations_and_byte_flips_never_make_it_accept_a_bad_body);
-    tcase_add_test(tc, test_fetch_records_written_directly_match_jansson_byte_for_byte);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backend.h - what a broker backend implements: one table of functions,
+ * chosen when the broker is opened, behind every call of broker.h.
+ *
+ * Why a table and not a link-time choice: the backend is a setting of one
+ * pulsed binary (broker.backend = local today; a Kafka-backed one is
+ * planned), so both must live in the same program and the choice must be
+ * made at start, from the configuration. A table read once per call costs
+ * one indirect call, nothing next to what any call does, and it makes the
+ * contract a list a reader (and the compiler) can check: a backend that
+ * misses a function does not compile into a table silently, and the
+ * dispatchers in backend.c are the one place that knows a call is virtual.
+ *
+ * The shape is the one of struct pulse_io (storage/io.h): a const table of
+ * functions, plus the first member of the backend's state. A backend embeds
+ * struct pulse_broker as the first member of its own state and hands out a
+ * pointer to it; its functions convert back (C11 6.7.2.1p15 makes the
+ * conversion between a struct and its first member exact). Fetches are
+ * backend objects too: struct pulse_fetch starts each backend's fetch
+ * state in the same way.
+ *
+ * Each function has the contract of its broker.h counterpart: the same
+ * arguments (the broker first), the same statuses, the same callback rules
+ * (exactly once; possibly on the caller's thread before the call returns;
+ * never with a lock of the backend held; refused calls get no callback).
+ * Blocking forms are not in the table: backend.c builds each one from its
+ * asynchronous call. fetch_raw may be NULL: the backend has no stored form
+ * to hand out, and pulse_broker_fetch_raw answers PULSE_NOT_SUPPORTED.
+ *
+ * Thread: as broker.h. The table is immutable.
+ */
+#ifndef PULSE_BROKER_BACKEND_H
+#define PULSE_BROKER_BACKEND_H
+
+#include "broker/broker.h"
+
+struct pulse_broker_ops;
+
+/* The first member of a backend's state. */
+struct pulse_broker {
+    const struct pulse_broker_ops *ops;
+};
+
+/* The first member of a backend's fetch state. */
+struct pulse_fetch {
+    const struct pulse_broker_ops *ops;
+};
+
+struct pulse_broker_ops {
+    const char *name; /* the broker.backend value: "local" */
+
+    /* lifecycle and identity */
+    void (*drain)(struct pulse_broker *b);
+    void (*close)(struct pulse_broker *b);
+    const char *(*cluster_id)(const struct pulse_broker *b);
+    const char *(*broker_id)(const struct pulse_broker *b);
+    int64_t (*started_at_ms)(const struct pulse_broker *b);
+
+    /* topics */
+    pulse_status_t (*topic_create_async)(struct pulse_broker *b, const struct pulse_topic_spec *spec,
+                                         struct pulse_topic_info **out, pulse_admin_done_fn done, void *arg,
+                                         char *errbuf, size_t errlen);
+    pulse_status_t (*topic_get)(struct pulse_broker *b, const char *name, bool with_stats,
+                                struct pulse_topic_info **out);
+    pulse_status_t (*topic_list)(struct pulse_broker *b, bool with_stats, struct pulse_topic_info ***out,
+                                 size_t *n_out);
+    pulse_status_t (*topic_set_retention_async)(struct pulse_broker *b, const char *name, int64_t retention_ms,
+                                                int64_t retention_bytes, struct pulse_topic_info **out,
+                                                pulse_admin_done_fn done, void *arg);
+    pulse_status_t (*topic_delete_async)(struct pulse_broker *b, const char *name, pulse_admin_done_fn done,
+                                         void *arg);
+
+    /* publish */
+    pulse_status_t (*publish)(struct pulse_broker *b, const char *topic, const struct pulse_publish_record *recs,
+                              size_t n, struct pulse_offset_pair *offsets_out, pulse_publish_done_fn done, void *arg,
+                              bool *pending_out, char *errbuf, size_t errlen);
+
+    /* fetch */
+    pulse_status_t (*fetch_create)(struct pulse_broker *b, const char *topic, uint32_t partition,
+                                   struct pulse_fetch **out);
+    pulse_status_t (*fetch_read)(struct pulse_broker *b, struct pulse_fetch *f, int64_t offset, uint64_t max_bytes,
+                                 struct pulse_fetch_pos *pos, uint64_t *need);
+    pulse_status_t (*fetch_next)(struct pulse_fetch *f, struct pulse_record *rec);
+    void (*fetch_rewind)(struct pulse_fetch *f);
+    void (*fetch_destroy)(struct pulse_fetch *f);
+    pulse_status_t (*fetch_probe)(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
+                                  struct pulse_fetch_pos *pos);
+    pulse_status_t (*fetch_raw)(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
+                                uint64_t max_bytes, struct pulse_raw_slice *out); /* NULL: not supported */
+    void (*note_fetched)(struct pulse_broker *b, const char *topic, uint64_t records, uint64_t bytes);
+    pulse_status_t (*wait_data)(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
+                                int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
+
+    /* consumers and cursors */
+    pulse_status_t (*cursor_commit_async)(struct pulse_broker *b, const char *consumer,
+                                          const struct pulse_cursor *cursors, size_t n, pulse_admin_done_fn done,
+                                          void *arg, char *errbuf, size_t errlen);
+    pulse_status_t (*cursor_get_async)(struct pulse_broker *b, const char *consumer, const char *topic,
+                                       uint32_t partition, struct pulse_cursor *out, pulse_admin_done_fn done,
+                                       void *arg);
+    pulse_status_t (*cursor_list_async)(struct pulse_broker *b, const char *consumer, struct pulse_cursor **out,
+                                        size_t *n_out, pulse_admin_done_fn done, void *arg);
+    pulse_status_t (*consumer_list_async)(struct pulse_broker *b, char ***names_out, size_t *n_out,
+                                          pulse_admin_done_fn done, void *arg);
+    pulse_status_t (*consumer_delete_async)(struct pulse_broker *b, const char *consumer, pulse_admin_done_fn done,
+                                            void *arg);
+
+    /* health and metrics */
+    pulse_status_t (*metrics)(struct pulse_broker *b, struct pulse_buf *out);
+    pulse_status_t (*fenced_list)(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out);
+};
+
+#endif
