@@ -12,7 +12,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
-libmicrohttpd-dev libjansson-dev libleveldb-dev check libsubunit-dev zlib1g-dev \
+libmicrohttpd-dev libjansson-dev libleveldb-dev check libsubunit-dev zlib1g-dev librdkafka-dev \
 python3 curl strace"
 
 missing=""

@@ -39,12 +39,12 @@ src/http/openapi_data.c: $(srcdir)/api/openapi.yaml
 	  echo "const size_t pulse_openapi_yaml_len = `wc -c < $(srcdir)/api/openapi.yaml`;"; \
 	} > $@-t && mv $@-t $@
 
-PULSE_HTTP_LIBS = libpulsehttp.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
-	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS)
+PULSE_HTTP_LIBS = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
+	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS) $(RDKAFKA_LIBS)
 
 bin_PROGRAMS += pulsed
 pulsed_SOURCES = src/main.c
-pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
+pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(RDKAFKA_CFLAGS)
 pulsed_LDADD = $(PULSE_HTTP_LIBS)
 
 # `make run`: build and serve on 127.0.0.1:8080 with ./data, in the foreground.
@@ -58,7 +58,7 @@ tests_unit_check_http_SOURCES = tests/unit/http/check_http.c
 tests_unit_check_http_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
 tests_unit_check_http_CFLAGS = $(TEST_CFLAGS)
 # libpulsebroker.a for the broker's settings table only (no LevelDB is linked in).
-tests_unit_check_http_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
+tests_unit_check_http_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
 	$(ZLIB_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_fastpub
@@ -66,14 +66,14 @@ TESTS += tests/unit/check_fastpub
 tests_unit_check_fastpub_SOURCES = tests/unit/http/check_fastpub.c
 tests_unit_check_fastpub_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_fastpub_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
+tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsekafka.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_fetch_json
 TESTS += tests/unit/check_fetch_json
 tests_unit_check_fetch_json_SOURCES = tests/unit/http/check_fetch_json.c
 tests_unit_check_fetch_json_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_fetch_json_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
+tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsekafka.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
 
 # The layers' settings tables against conf/pulse.conf and docs/Configuration.md
 # (read from $(srcdir) through PULSE_SRCDIR).
@@ -82,5 +82,5 @@ TESTS += tests/unit/check_settings
 tests_unit_check_settings_SOURCES = tests/unit/http/check_settings.c
 tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
+tests_unit_check_settings_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
 	$(CHECK_LDADD)

@@ -1,0 +1,7 @@
+# SPDX-License-Identifier: MIT
+# src/kafka: the Kafka backend behind the broker seam (broker.backend =
+# kafka), through librdkafka. Its settings table (kafka_settings.c) needs no
+# librdkafka, so programs that only read the configuration link it alone.
+noinst_LIBRARIES += libpulsekafka.a
+libpulsekafka_a_SOURCES = src/kafka/kafka_settings.c src/kafka/kafka_settings.h
+libpulsekafka_a_CPPFLAGS = $(AM_CPPFLAGS) $(RDKAFKA_CFLAGS) $(JANSSON_CFLAGS)
