@@ -232,8 +232,16 @@ struct pulse_publish_record {
 
 struct pulse_offset_pair {
     uint32_t partition;
-    int64_t offset;
+    int64_t offset; /* >= 0, or one of the two below */
 };
+
+/* A record of a publish that was not stored (its publish failed; the API
+ * answers per record, docs/API.md "Per-record results"). */
+#define PULSE_OFFSET_NONE (-1)
+/* A record acknowledged as durable whose offset the backend does not know
+ * (Kafka: a record "implicitly acknowledged by a later batch" carries no
+ * offset); the API shows "offset": null. The local backend never gives it. */
+#define PULSE_OFFSET_UNKNOWN (-2)
 
 /* Completion of an asynchronous publish: PULSE_OK once every record of it
  * is durable; PULSE_FENCED / PULSE_IO / PULSE_NOSPACE / PULSE_SHUTDOWN if

@@ -39,7 +39,8 @@
     X(SHUTDOWN, "shutting down")                                                   \
     X(EOF, "end of data")                                                          \
     X(ACCESS, "permission denied")                                             \
-    X(NOT_SUPPORTED, "not supported by this backend")
+    X(NOT_SUPPORTED, "not supported by this backend")                              \
+    X(UNAVAILABLE, "the backend's cluster cannot be reached or did not answer in time; retry later")
 
 typedef enum {
 #define PULSE_STATUS_ENUM(name, msg) PULSE_##name,

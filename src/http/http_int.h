@@ -194,6 +194,9 @@ void pulse_server_reply_not_serving(struct pulse_hreq *r, const char *msg);
 void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const char *msg);
 /* 416 offset_out_of_range with log_start_offset and high_watermark. */
 void pulse_server_reply_range(struct pulse_hreq *r, int64_t log_start, int64_t hw, const char *msg);
+/* As pulse_server_reply_status, with the members of extra (a new
+ * reference, taken) added to the "error" object. */
+void pulse_server_reply_status_extra(struct pulse_hreq *r, pulse_status_t st, const char *msg, json_t *extra);
 /* An answer without a body (204). */
 void pulse_server_reply_empty(struct pulse_hreq *r, unsigned status);
 /* Parses the body as one JSON object; on failure answers 400 and gives NULL.

@@ -3,5 +3,7 @@
 # kafka), through librdkafka. Its settings table (kafka_settings.c) needs no
 # librdkafka, so programs that only read the configuration link it alone.
 noinst_LIBRARIES += libpulsekafka.a
-libpulsekafka_a_SOURCES = src/kafka/kafka_settings.c src/kafka/kafka_settings.h
+libpulsekafka_a_SOURCES = src/kafka/kafka.h src/kafka/kafka_int.h src/kafka/kafka.c src/kafka/kmeta.c \
+	src/kafka/kpublish.c src/kafka/kfetch.c src/kafka/kwait.c src/kafka/kadmin.c \
+	src/kafka/kafka_settings.c src/kafka/kafka_settings.h
 libpulsekafka_a_CPPFLAGS = $(AM_CPPFLAGS) $(RDKAFKA_CFLAGS) $(JANSSON_CFLAGS)
