@@ -229,6 +229,10 @@ pulse_status_t pulse_kafka_topic_delete_async(struct pulse_broker *b, const char
                                               void *arg)
 {
     struct pulse_kafka *k = kafka_of(b);
+    uint32_t parts = 0;
+    pulse_status_t st = pulse_kafka_meta_partitions(k, name, &parts);
+    if (st != PULSE_OK)
+        return st; /* refused at once: unknown topic, cluster gone */
     /* The mock cluster has no way to delete a topic (its DeleteTopics
      * waits for a controller it never names). */
     if (k->mock != NULL)
@@ -244,8 +248,10 @@ pulse_status_t pulse_kafka_topic_set_retention_async(struct pulse_broker *b, con
                                                      int64_t retention_bytes, struct pulse_topic_info **out,
                                                      pulse_admin_done_fn done, void *arg)
 {
-    (void)b, (void)name, (void)retention_ms, (void)retention_bytes, (void)out, (void)done, (void)arg;
-    return PULSE_NOT_SUPPORTED;
+    uint32_t parts = 0;
+    (void)retention_ms, (void)retention_bytes, (void)out, (void)done, (void)arg;
+    pulse_status_t st = pulse_kafka_meta_partitions(kafka_of(b), name, &parts);
+    return st != PULSE_OK ? st : PULSE_NOT_SUPPORTED;
 }
 
 /* ---- cursors: consumer-group offsets ------------------------------------- */

@@ -105,10 +105,11 @@ fail:
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
-    if (level <= 3)
-        PULSE_ERROR("librdkafka %s: %s", fac, buf);
-    else if (level <= 5)
-        PULSE_WARN("librdkafka %s: %s", fac, buf);
+    /* Rate-limited: a cluster that is gone makes librdkafka repeat itself
+     * on every reconnect attempt. */
+    if (level <= 5)
+        pulse_log_limited(level <= 3 ? PULSE_LOG_ERROR : PULSE_LOG_WARN, "librdkafka", "librdkafka %s: %s", fac,
+                          buf);
 }
 
 /* librdkafka's statistics (statistics.interval.ms): the last JSON is kept
@@ -163,8 +164,14 @@ static pulse_status_t make_producer(struct pulse_kafka *k, const struct pulse_ka
 static pulse_status_t make_fetchers(struct pulse_kafka *k, const struct pulse_kafka_settings *ks, char *errbuf,
                                     size_t errlen)
 {
+    /* Memory: a handle's prefetch is bounded by queued.max.messages.kbytes
+     * (64 MB by default, per partition) and one Fetch answer by
+     * fetch.max.bytes; a read stops its partition when it has its bytes,
+     * so more than a few MB of prefetch per handle is waste. */
     const char *const defaults[] = {"queued.min.messages", "1000000", "fetch.wait.max.ms", "10",
                                     "auto.offset.reset", "error", "enable.partition.eof", "false",
+                                    "queued.max.messages.kbytes", "8192", "fetch.max.bytes", "8388608",
+                                    "fetch.message.max.bytes", "1048576", "receive.message.max.bytes", "9437184",
                                     "client.id", "pulsed-fetch", NULL};
     k->n_fetchers = (size_t)ks->fetch_handles;
     k->fetchers = pulse_calloc(k->n_fetchers, sizeof *k->fetchers);

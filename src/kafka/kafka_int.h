@@ -60,6 +60,7 @@ struct pulse_kafka {
     struct kfetcher *fetchers;
     size_t n_fetchers;
     atomic_uint next_fetcher;
+    atomic_uint round_robin; /* partition of the next keyless publish */
 
     atomic_bool draining;
     atomic_bool stopping;

@@ -202,6 +202,7 @@ static struct pulse_topic_info *info_of(const struct kmeta_topic *t, const rd_ka
     info->retention_ms = -1;
     info->retention_bytes = -1;
     info->segment_bytes = -1;
+    info->created_at_ms = -1;
     if (list == NULL)
         return info;
     info->stats = pulse_calloc(t->partitions + 1, sizeof *info->stats);

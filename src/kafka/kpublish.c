@@ -99,7 +99,7 @@ void pulse_kafka_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaq
 
 /* Refusals before anything is handed over (nothing stored, no callback). */
 static pulse_status_t validate(struct pulse_kafka *k, const char *topic, const struct pulse_publish_record *recs,
-                               size_t n, char *errbuf, size_t errlen)
+                               size_t n, uint32_t *parts_out, char *errbuf, size_t errlen)
 {
     uint32_t parts = 0;
     if (atomic_load(&k->draining))
@@ -125,12 +125,13 @@ static pulse_status_t validate(struct pulse_kafka *k, const char *topic, const s
             return PULSE_PARTITION_NOT_FOUND;
         }
     }
+    *parts_out = parts;
     return PULSE_OK;
 }
 
 /* Hands one record to the producer (copied by librdkafka). */
 static rd_kafka_resp_err_t produce_one(struct pulse_kafka *k, const char *topic,
-                                       const struct pulse_publish_record *rec, struct kslot *slot)
+                                       const struct pulse_publish_record *rec, int32_t partition, struct kslot *slot)
 {
     rd_kafka_headers_t *hdrs = NULL;
     if (rec->header_count > 0) {
@@ -145,7 +146,7 @@ static rd_kafka_resp_err_t produce_one(struct pulse_kafka *k, const char *topic,
     if (rec->key != NULL && rec->key_len == 0)
         key = empty;
     rd_kafka_resp_err_t err = rd_kafka_producev(
-        k->prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(rec->partition >= 0 ? rec->partition : RD_KAFKA_PARTITION_UA),
+        k->prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key, rec->key_len),
         RD_KAFKA_V_VALUE((void *)(uintptr_t)rec->value, rec->value_len),
         RD_KAFKA_V_TIMESTAMP(rec->has_timestamp ? rec->timestamp : 0), RD_KAFKA_V_HEADERS(hdrs),
@@ -160,9 +161,15 @@ pulse_status_t pulse_kafka_publish(struct pulse_broker *b, const char *topic, co
                                    void *arg, bool *pending_out, char *errbuf, size_t errlen)
 {
     struct pulse_kafka *k = kafka_of(b);
-    pulse_status_t st = validate(k, topic, recs, n, errbuf, errlen);
+    uint32_t parts = 0;
+    pulse_status_t st = validate(k, topic, recs, n, &parts, errbuf, errlen);
     if (st != PULSE_OK)
         return st;
+    /* Keyless records of one request share one partition, chosen round
+     * robin per request, as the local backend does (and as Java's sticky
+     * partitioner keeps a batch together); keyed ones go through
+     * murmur2_random. */
+    int32_t keyless = (int32_t)(atomic_fetch_add(&k->round_robin, 1) % parts);
     struct kpub *p = pulse_calloc(1, sizeof *p + n * sizeof p->slots[0]);
     if (p == NULL)
         return PULSE_NOMEM;
@@ -180,7 +187,10 @@ pulse_status_t pulse_kafka_publish(struct pulse_broker *b, const char *topic, co
         p->slots[i].idx = i;
         p->offsets[i].partition = recs[i].partition >= 0 ? (uint32_t)recs[i].partition : 0;
         p->offsets[i].offset = PULSE_OFFSET_NONE;
-        rd_kafka_resp_err_t err = produce_one(k, topic, &recs[i], &p->slots[i]);
+        int32_t part = recs[i].partition >= 0 ? recs[i].partition
+                       : recs[i].key == NULL ? keyless
+                                             : RD_KAFKA_PARTITION_UA;
+        rd_kafka_resp_err_t err = produce_one(k, topic, &recs[i], part, &p->slots[i]);
         if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
             fail_record(p, i, recs[i].partition, err);
             atomic_fetch_sub(&p->remaining, 1);
