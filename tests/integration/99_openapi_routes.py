@@ -12,7 +12,7 @@ import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import (check, eq, expect_json, fail, main, read_file, srcdir, uniq)  # noqa: E402
+from pulsetest import (check, eq, expect_json, fail, main, read_file, srcdir, uniq, BACKEND)  # noqa: E402
 
 # (method, path template) for every route pulsed serves.
 ROUTES = [
@@ -90,6 +90,11 @@ def test_every_route_is_routed_live(ctx):
         ("DELETE", "/v1/topics/{topic}"): 204,
         ("DELETE", "/v1/consumers/{consumer}"): 204,
     }
+    if BACKEND == "kafka":
+        # What the Kafka backend answers 406 for, over the mock cluster
+        # (docs/Scaling.md "What differs").
+        expected.update({("PATCH", "/v1/topics/{topic}"): 406, ("DELETE", "/v1/topics/{topic}"): 406,
+                         ("GET", "/v1/consumers"): 406, ("DELETE", "/v1/consumers/{consumer}"): 406})
     # Order matters: create first, delete last.
     order = [ROUTES[1]] + [r for r in ROUTES if r not in (ROUTES[1], ROUTES[4], ROUTES[8])] + \
         [ROUTES[8], ROUTES[4]]
@@ -100,7 +105,7 @@ def test_every_route_is_routed_live(ctx):
         want = expected.get((method, tmpl), 200)
         if r.status != want:
             fail("%s %s (%s): expected %d, got %d %r" % (method, path, tmpl, want, r.status, r.body[:300]))
-    expect_json(srv.get("/v1/topics/" + t), 404, "topic deleted by the last route")
+    expect_json(srv.get("/v1/topics/" + t), 404 if BACKEND == "local" else 200, "topic deleted by the last route")
 
 
 def test_served_document_is_the_file(ctx):
