@@ -9,10 +9,11 @@
  *
  * A struct pulse_broker is a backend instance behind a table of functions
  * (backend.h); the functions below dispatch through it. The local backend
- * (local.h, src/broker) is the one there is today; a remote one (a Kafka
- * cluster) serves the same calls. Opening a broker is the backend's own
- * affair (pulse_broker_open in local.h for the local one); everything after
- * that is this header.
+ * (local.h, src/broker) keeps partitions on disk; the Kafka backend
+ * (kafka/kafka.h, src/kafka) serves the same calls from a Kafka cluster.
+ * Opening a broker is the backend's own affair (pulse_broker_open in
+ * local.h, pulse_kafka_open in kafka.h); everything after that is this
+ * header.
  *
  * How the calls behave (docs/Architecture.md section 10 has the whole
  * table):
