@@ -84,3 +84,11 @@ tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_settings_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
 	$(CHECK_LDADD)
+
+# Per-record publish results over a fake backend (the real HTTP server).
+check_PROGRAMS += tests/unit/check_publish_results
+TESTS += tests/unit/check_publish_results
+tests_unit_check_publish_results_SOURCES = tests/unit/http/check_publish_results.c
+tests_unit_check_publish_results_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_publish_results_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_publish_results_LDADD = $(PULSE_HTTP_LIBS) $(CHECK_LDADD)

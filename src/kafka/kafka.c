@@ -404,8 +404,61 @@ static pulse_status_t kafka_fenced_list(struct pulse_broker *b, struct pulse_fen
     return atomic_load(&k->cluster_ok) ? PULSE_OK : PULSE_UNAVAILABLE;
 }
 
-/* The per-broker lines of librdkafka's statistics that matter: round-trip
- * time, requests waiting to be sent and for their answer, state. */
+/* One family of per-broker gauges from librdkafka's statistics: a line per
+ * broker (bootstrap entries, nodeid -1, left out). */
+static pulse_status_t broker_family(json_t *stats, struct pulse_buf *out, const char *name, const char *help,
+                                    double (*value)(json_t *br, const char **label))
+{
+    pulse_status_t st = pulse_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+    const char *broker;
+    json_t *br;
+    json_object_foreach(json_object_get(stats, "brokers"), broker, br)
+    {
+        if (st != PULSE_OK || json_integer_value(json_object_get(br, "nodeid")) < 0)
+            continue;
+        const char *label = NULL;
+        double v = value(br, &label);
+        if (label != NULL)
+            st = pulse_buf_printf(out, "%s{broker=\"%s\",%s} %.6f\n", name, broker, label, v);
+        else
+            st = pulse_buf_printf(out, "%s{broker=\"%s\"} %.6f\n", name, broker, v);
+        if (st == PULSE_OK && label != NULL) { /* the rtt family has two lines */
+            json_t *rtt = json_object_get(br, "rtt");
+            st = pulse_buf_printf(out, "%s{broker=\"%s\",quantile=\"0.99\"} %.6f\n", name, broker,
+                                  (double)json_integer_value(json_object_get(rtt, "p99")) / 1e6);
+        }
+    }
+    return st;
+}
+
+static double rtt_avg(json_t *br, const char **label)
+{
+    *label = "quantile=\"avg\"";
+    return (double)json_integer_value(json_object_get(json_object_get(br, "rtt"), "avg")) / 1e6;
+}
+
+static double outbuf(json_t *br, const char **label)
+{
+    (void)label;
+    return (double)json_integer_value(json_object_get(br, "outbuf_cnt"));
+}
+
+static double waitresp(json_t *br, const char **label)
+{
+    (void)label;
+    return (double)json_integer_value(json_object_get(br, "waitresp_cnt"));
+}
+
+static double broker_up(json_t *br, const char **label)
+{
+    const char *state = json_string_value(json_object_get(br, "state"));
+    (void)label;
+    return state != NULL && strcmp(state, "UP") == 0 ? 1 : 0;
+}
+
+/* What matters of librdkafka's statistics: the producer's queue, errors,
+ * and per broker the round-trip time, requests waiting to be sent and for
+ * their answer, and whether it is up. */
 static pulse_status_t stats_metrics(json_t *stats, struct pulse_buf *out)
 {
     pulse_status_t st = pulse_buf_printf(
@@ -413,30 +466,21 @@ static pulse_status_t stats_metrics(json_t *stats, struct pulse_buf *out)
         "# HELP pulse_kafka_producer_queue_messages Records in the producer's queues (librdkafka msg_cnt).\n"
         "# TYPE pulse_kafka_producer_queue_messages gauge\npulse_kafka_producer_queue_messages %lld\n"
         "# HELP pulse_kafka_tx_errors_total Request transmission errors (librdkafka txerrs).\n"
-        "# TYPE pulse_kafka_tx_errors_total counter\npulse_kafka_tx_errors_total %lld\n"
-        "# HELP pulse_kafka_broker_rtt_seconds Broker round-trip time (librdkafka rtt avg and p99).\n"
-        "# TYPE pulse_kafka_broker_rtt_seconds gauge\n",
+        "# TYPE pulse_kafka_tx_errors_total counter\npulse_kafka_tx_errors_total %lld\n",
         (long long)json_integer_value(json_object_get(stats, "msg_cnt")),
         (long long)json_integer_value(json_object_get(stats, "txerrs")));
-    const char *name;
-    json_t *br;
-    json_object_foreach(json_object_get(stats, "brokers"), name, br)
-    {
-        if (st != PULSE_OK || json_integer_value(json_object_get(br, "nodeid")) < 0)
-            continue;
-        json_t *rtt = json_object_get(br, "rtt");
-        st = pulse_buf_printf(out,
-                               "pulse_kafka_broker_rtt_seconds{broker=\"%s\",quantile=\"avg\"} %.6f\n"
-                               "pulse_kafka_broker_rtt_seconds{broker=\"%s\",quantile=\"0.99\"} %.6f\n"
-                               "pulse_kafka_broker_outbuf_requests{broker=\"%s\"} %lld\n"
-                               "pulse_kafka_broker_waitresp_requests{broker=\"%s\"} %lld\n"
-                               "pulse_kafka_broker_up{broker=\"%s\"} %d\n",
-                               name, (double)json_integer_value(json_object_get(rtt, "avg")) / 1e6, name,
-                               (double)json_integer_value(json_object_get(rtt, "p99")) / 1e6, name,
-                               (long long)json_integer_value(json_object_get(br, "outbuf_cnt")), name,
-                               (long long)json_integer_value(json_object_get(br, "waitresp_cnt")), name,
-                               strcmp(json_string_value(json_object_get(br, "state")) ?: "", "UP") == 0);
-    }
+    if (st == PULSE_OK)
+        st = broker_family(stats, out, "pulse_kafka_broker_rtt_seconds",
+                           "Broker round-trip time, average and p99 (librdkafka rtt).", rtt_avg);
+    if (st == PULSE_OK)
+        st = broker_family(stats, out, "pulse_kafka_broker_outbuf_requests",
+                           "Requests waiting to be sent to the broker.", outbuf);
+    if (st == PULSE_OK)
+        st = broker_family(stats, out, "pulse_kafka_broker_waitresp_requests",
+                           "Requests sent and waiting for the broker's answer.", waitresp);
+    if (st == PULSE_OK)
+        st = broker_family(stats, out, "pulse_kafka_broker_up", "Whether the connection to the broker is up.",
+                           broker_up);
     return st;
 }
 

@@ -73,10 +73,12 @@ static void count_down(struct kpub *p)
         return;
     struct pulse_kafka *k = p->k;
     pulse_status_t st = (pulse_status_t)atomic_load(&p->first_err);
-    p->done(p->arg, st);
-    pulse_free(p);
+    /* The backend's own bookkeeping first: once done has run, the caller
+     * may go on to close the broker (close joins this thread first). */
     atomic_fetch_sub(&k->inflight, 1);
     pulse_kafka_wait_kick(k);
+    p->done(p->arg, st);
+    pulse_free(p);
 }
 
 void pulse_kafka_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
