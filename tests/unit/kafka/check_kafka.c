@@ -392,6 +392,50 @@ START_TEST(test_a_cluster_that_cannot_be_reached_answers_unavailable_in_bounded_
 }
 END_TEST
 
+/* Every broker of the mock goes down while the gateway runs, then comes
+ * back: publishes fail with PULSE_UNAVAILABLE within the bound (never a
+ * hang), health says so, and both recover without a restart. */
+START_TEST(test_a_cluster_that_goes_away_is_unavailable_then_comes_back)
+{
+    /* A short reconnect backoff: librdkafka's default grows to 10 s. */
+    static const char *const kv[] = {"kafka.mock-brokers", "3", "kafka.request-timeout", "1s",
+                                     "kafka.property.reconnect.backoff.max.ms", "200", NULL};
+    struct pulse_broker *b = open_with(kv);
+    rd_kafka_mock_cluster_t *mc = pulse_kafka_mock(b);
+    create(b, "away", 1);
+    struct pulse_publish_record r = value_rec(NULL, "x", 0);
+    struct pulse_offset_pair off;
+    char err[256] = "";
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "away", &r, 1, &off, err, sizeof err), PULSE_OK);
+    for (int id = 1; id <= 3; id++)
+        rd_kafka_mock_broker_set_down(mc, id);
+    int64_t t0 = pulse_clock_mono_us();
+    pulse_status_t st = pulse_broker_publish_wait(b, "away", &r, 1, &off, err, sizeof err);
+    ck_assert_msg(st == PULSE_UNAVAILABLE, "%s: %s", pulse_status_message(st), err);
+    ck_assert_int_lt(pulse_clock_mono_us() - t0, 4000000);
+    /* Health: kwait's next metadata refresh (every second) fails. */
+    struct pulse_fenced_partition *fenced = NULL;
+    size_t nf = 0;
+    struct timespec ts = {0, 100 * 1000000L};
+    while (pulse_broker_fenced_list(b, &fenced, &nf) == PULSE_OK && pulse_clock_mono_us() - t0 < 10000000)
+        nanosleep(&ts, NULL);
+    ck_assert_int_eq(pulse_broker_fenced_list(b, &fenced, &nf), PULSE_UNAVAILABLE);
+    for (int id = 1; id <= 3; id++)
+        rd_kafka_mock_broker_set_up(mc, id);
+    t0 = pulse_clock_mono_us();
+    while (pulse_broker_fenced_list(b, &fenced, &nf) != PULSE_OK && pulse_clock_mono_us() - t0 < 15000000)
+        nanosleep(&ts, NULL);
+    ck_assert_int_eq(pulse_broker_fenced_list(b, &fenced, &nf), PULSE_OK);
+    /* The producer reconnects on its own schedule: publishes succeed again
+     * within a few seconds, each failing one bounded by the timeout. */
+    while ((st = pulse_broker_publish_wait(b, "away", &r, 1, &off, err, sizeof err)) != PULSE_OK &&
+           pulse_clock_mono_us() - t0 < 10000000)
+        ck_assert_int_eq(st, PULSE_UNAVAILABLE);
+    ck_assert_msg(st == PULSE_OK, "%s", err);
+    close_broker(b);
+}
+END_TEST
+
 START_TEST(test_pass_through_properties_are_kept_in_order_and_replaced)
 {
     static const char *const kv[] = {"kafka.property.security.protocol", "SSL", "kafka.property.linger.ms", "3",
@@ -435,6 +479,7 @@ static Suite *kafka_suite(void)
     tcase_add_test(tc, test_a_waiter_wakes_when_a_publish_raises_the_high_watermark);
     tcase_add_test(tc, test_lookups_of_an_unknown_topic_do_not_create_it);
     tcase_add_test(tc, test_a_cluster_that_cannot_be_reached_answers_unavailable_in_bounded_time);
+    tcase_add_test(tc, test_a_cluster_that_goes_away_is_unavailable_then_comes_back);
     tcase_add_test(tc, test_pass_through_properties_are_kept_in_order_and_replaced);
     suite_add_tcase(s, tc);
     return s;
