@@ -19,7 +19,7 @@ import time
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pulsetest import (KAFKA_ARGS, check, eq, expect_error, expect_json, free_port, main,  # noqa: E402
-                       pulsed_path, raw_request, uniq, wait_until)
+                       pulsed_path, raw_request, srcdir, uniq, wait_until)
 
 SECRET_ARGS = ["-o", "kafka.property.sasl.password=s3cret-value", "-o", "kafka.property.linger.ms=2"]
 
@@ -139,6 +139,29 @@ def test_a_cluster_that_cannot_be_reached_answers_503_with_retry_after(ctx):
             proc.kill()
             proc.wait()
         err.close()
+
+
+def test_replay_copies_a_local_topic_into_kafka_with_its_cursors(ctx):
+    # docs/Scaling.md "Moving existing data": examples/replay_topic.py.
+    src = ctx.new_server(args=["-o", "broker.backend=local"]).start()
+    dst = ctx.srv
+    t = uniq("moved")
+    src.create_topic(t, partitions=2)
+    recs = [{"key": "k%d" % i, "value": "v%d" % i, "headers": {"h": str(i)}, "timestamp": 1000 + i,
+             "partition": i % 2} for i in range(10)]
+    recs.append({"value_base64": "AAEC/w==", "partition": 0, "timestamp": 5000})
+    src.publish(t, recs)
+    expect_json(src.req("PUT", "/v1/consumers/mover/cursors/%s/0" % t, {"offset": 3}), 200, "cursor")
+    out = subprocess.run([sys.executable, os.path.join(srcdir(), "examples", "replay_topic.py"),
+                          "--from", "http://127.0.0.1:%d" % src.port, "--to", "http://127.0.0.1:%d" % dst.port,
+                          "--topic", t, "--batch", "4"], capture_output=True, timeout=60)
+    eq(out.returncode, 0, "replay_topic.py exit status (stderr %r)" % out.stderr[-500:])
+    for p in (0, 1):
+        a = src.fetch_json(t, p)["records"]
+        b = dst.fetch_json(t, p)["records"]
+        eq(b, a, "partition %d copied record for record (same offsets from an empty start)" % p)
+    cur = expect_json(dst.get("/v1/consumers/mover/cursors/%s/0" % t), 200, "translated cursor")
+    eq(cur["offset"], 3, "cursor")
 
 
 if __name__ == "__main__":

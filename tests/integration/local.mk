@@ -32,4 +32,5 @@ INTEGRATION_TESTS = \
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/pulsetest.py \
 	docs/API.md \
-	examples/walkthrough.sh examples/producer.py examples/consumer.py examples/decode_raw.py
+	examples/walkthrough.sh examples/producer.py examples/consumer.py examples/decode_raw.py \
+	examples/replay_topic.py
