@@ -156,6 +156,15 @@ pulse_status_t pulse_kafka_fetch_probe(struct pulse_broker *b, const char *topic
 
 pulse_status_t pulse_kafka_wait_data(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
                                      int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
+/* Parks one waiter on n positions (topics[i], partitions[i], offsets[i]):
+ * it fires when the high watermark of any passes its offset, a topic of
+ * any is deleted (PULSE_TOPIC_NOT_FOUND) or the deadline passes
+ * (PULSE_OK); always parked. The shape of broker.h's wait_any (issue 10's
+ * waiter) for when the seam has it. PULSE_INVALID, PULSE_SHUTDOWN,
+ * PULSE_NOMEM at once. */
+pulse_status_t pulse_kafka_wait_positions(struct pulse_kafka *k, const char *const *topics,
+                                          const uint32_t *partitions, const int64_t *offsets, size_t n,
+                                          int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
 /* Wakes kwait early (a publish completed: a waiter may be due). */
 void pulse_kafka_wait_kick(struct pulse_kafka *k);
 /* Fires every waiter with st (drain). */

@@ -3,8 +3,9 @@
  * kwait.c - long-poll waiters of the Kafka backend, and the once-a-second
  * metadata refresh that is also the backend's health.
  *
- * Method: a waiter (topic, partition, offset, deadline) is parked in a
- * list under wait_mu. kwait wakes every TICK_MS while there are waiters
+ * Method: a waiter (positions - topic, partition, offset - and a deadline)
+ * is parked in a list under wait_mu; it fires when any of its positions
+ * has data. kwait wakes every TICK_MS while there are waiters
  * (at once when a publish of this gateway completes, which may have
  * raised a high watermark), copies the distinct partitions waited on, asks
  * their high watermarks in one ListOffsets round (bounded by the request
@@ -24,32 +25,46 @@
 #define TICK_MS 20
 #define META_EVERY_US 1000000
 
-struct kwaiter {
-    struct kwaiter *next;
+/* One position a waiter watches. */
+struct kwpos {
     char topic[PULSE_NAME_MAX + 1];
     int32_t partition;
     int64_t offset;
+};
+
+struct kwaiter {
+    struct kwaiter *next;
     int64_t deadline_us;
     pulse_wait_fn fn;
     void *arg;
     pulse_status_t st; /* when fired */
+    size_t n;
+    struct kwpos pos[]; /* n positions: any one with data fires it */
 };
 
-pulse_status_t pulse_kafka_wait_data(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
-                                     int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
+pulse_status_t pulse_kafka_wait_positions(struct pulse_kafka *k, const char *const *topics,
+                                          const uint32_t *partitions, const int64_t *offsets, size_t n,
+                                          int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
 {
-    struct pulse_kafka *k = kafka_of(b);
+    if (n == 0 || fn == NULL)
+        return PULSE_INVALID;
     if (atomic_load(&k->draining))
         return PULSE_SHUTDOWN;
-    struct kwaiter *w = pulse_calloc(1, sizeof *w);
+    struct kwaiter *w = pulse_calloc(1, sizeof *w + n * sizeof w->pos[0]);
     if (w == NULL)
         return PULSE_NOMEM;
-    snprintf(w->topic, sizeof w->topic, "%s", topic);
-    w->partition = (int32_t)partition;
-    w->offset = offset;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(w->pos[i].topic, sizeof w->pos[i].topic, "%s", topics[i]);
+        w->pos[i].partition = (int32_t)partitions[i];
+        w->pos[i].offset = offsets[i];
+    }
+    w->n = n;
     w->deadline_us = deadline_mono_us;
     w->fn = fn;
     w->arg = arg;
+    /* Always parked, even when a position has data already: finding out
+     * would be a round trip on the caller's thread; kwait fires it at its
+     * next tick (within TICK_MS). */
     *parked_out = true;
     pthread_mutex_lock(&k->wait_mu);
     w->next = k->waiters;
@@ -57,6 +72,13 @@ pulse_status_t pulse_kafka_wait_data(struct pulse_broker *b, const char *topic, 
     pthread_cond_signal(&k->wait_cv);
     pthread_mutex_unlock(&k->wait_mu);
     return PULSE_OK;
+}
+
+pulse_status_t pulse_kafka_wait_data(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
+                                     int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
+{
+    return pulse_kafka_wait_positions(kafka_of(b), &topic, &partition, &offset, 1, deadline_mono_us, fn, arg,
+                                      parked_out);
 }
 
 void pulse_kafka_wait_kick(struct pulse_kafka *k)
@@ -93,8 +115,9 @@ static rd_kafka_topic_partition_list_t *waited_partitions(struct pulse_kafka *k)
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(8);
     pthread_mutex_lock(&k->wait_mu);
     for (struct kwaiter *w = k->waiters; w != NULL; w = w->next)
-        if (rd_kafka_topic_partition_list_find(list, w->topic, w->partition) == NULL)
-            rd_kafka_topic_partition_list_add(list, w->topic, w->partition);
+        for (size_t i = 0; i < w->n; i++)
+            if (rd_kafka_topic_partition_list_find(list, w->pos[i].topic, w->pos[i].partition) == NULL)
+                rd_kafka_topic_partition_list_add(list, w->pos[i].topic, w->pos[i].partition);
     pthread_mutex_unlock(&k->wait_mu);
     return list;
 }
@@ -110,9 +133,13 @@ static struct kwaiter *take_due(struct pulse_kafka *k, rd_kafka_topic_partition_
     struct kwaiter **pp = &k->waiters;
     while (*pp != NULL) {
         struct kwaiter *w = *pp;
-        rd_kafka_topic_partition_t *tp = ok ? rd_kafka_topic_partition_list_find(list, w->topic, w->partition) : NULL;
-        bool gone = tp != NULL && pulse_kafka_status(tp->err) == PULSE_TOPIC_NOT_FOUND;
-        bool data = tp != NULL && tp->err == RD_KAFKA_RESP_ERR_NO_ERROR && tp->offset > w->offset;
+        bool gone = false, data = false;
+        for (size_t i = 0; ok && i < w->n; i++) {
+            const struct kwpos *p = &w->pos[i];
+            rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_find(list, p->topic, p->partition);
+            gone = gone || (tp != NULL && pulse_kafka_status(tp->err) == PULSE_TOPIC_NOT_FOUND);
+            data = data || (tp != NULL && tp->err == RD_KAFKA_RESP_ERR_NO_ERROR && tp->offset > p->offset);
+        }
         if (gone || data || now >= w->deadline_us) {
             w->st = gone ? PULSE_TOPIC_NOT_FOUND : PULSE_OK;
             *pp = w->next;

@@ -343,6 +343,43 @@ START_TEST(test_a_waiter_wakes_when_a_publish_raises_the_high_watermark)
 }
 END_TEST
 
+/* One waiter on several positions (the shape of a topic-wide read): data
+ * at any of them fires it; with none, the deadline does. */
+START_TEST(test_a_waiter_on_several_partitions_wakes_on_any_or_at_its_deadline)
+{
+    struct pulse_broker *b = open_mock();
+    struct pulse_kafka *k = (struct pulse_kafka *)(void *)b;
+    create(b, "multi", 3);
+    const char *topics[3] = {"multi", "multi", "multi"};
+    uint32_t parts[3] = {0, 1, 2};
+    int64_t offs[3] = {0, 0, 0};
+    bool parked = false;
+    atomic_store(&woken, -1);
+    int64_t t0 = pulse_clock_mono_us();
+    ck_assert_int_eq(pulse_kafka_wait_positions(k, topics, parts, offs, 3, t0 + 300000, on_wake, NULL, &parked),
+                     PULSE_OK);
+    struct timespec ts = {0, 20 * 1000000L};
+    while (atomic_load(&woken) == -1 && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&ts, NULL);
+    ck_assert_int_eq(atomic_load(&woken), PULSE_OK);
+    ck_assert_int_ge(pulse_clock_mono_us() - t0, 290000); /* the deadline, not data */
+    atomic_store(&woken, -1);
+    t0 = pulse_clock_mono_us();
+    ck_assert_int_eq(pulse_kafka_wait_positions(k, topics, parts, offs, 3, t0 + 10000000, on_wake, NULL, &parked),
+                     PULSE_OK);
+    struct pulse_publish_record r = value_rec(NULL, "x", 2);
+    struct pulse_offset_pair off;
+    char err[256] = "";
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "multi", &r, 1, &off, err, sizeof err), PULSE_OK);
+    while (atomic_load(&woken) == -1 && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&ts, NULL);
+    ck_assert_int_eq(atomic_load(&woken), PULSE_OK);
+    ck_assert_int_lt(pulse_clock_mono_us() - t0, 3000000);
+    ck_assert_int_eq(pulse_kafka_wait_positions(k, topics, parts, offs, 0, t0, on_wake, NULL, &parked), PULSE_INVALID);
+    close_broker(b);
+}
+END_TEST
+
 /* Every metadata request naming an unknown topic would create it on the
  * mock: lookups, publishes, fetches and cursors of an unknown topic must
  * not. */
@@ -477,6 +514,7 @@ static Suite *kafka_suite(void)
     tcase_add_test(tc, test_a_non_retriable_produce_error_fails_only_its_records);
     tcase_add_test(tc, test_cursors_are_consumer_group_offsets_kafka_consumers_see);
     tcase_add_test(tc, test_a_waiter_wakes_when_a_publish_raises_the_high_watermark);
+    tcase_add_test(tc, test_a_waiter_on_several_partitions_wakes_on_any_or_at_its_deadline);
     tcase_add_test(tc, test_lookups_of_an_unknown_topic_do_not_create_it);
     tcase_add_test(tc, test_a_cluster_that_cannot_be_reached_answers_unavailable_in_bounded_time);
     tcase_add_test(tc, test_a_cluster_that_goes_away_is_unavailable_then_comes_back);
