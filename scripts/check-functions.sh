@@ -60,6 +60,10 @@ open && /^\}/ {
 }
 END {
     if (open) report_odd("unterminated function " name)
+    if (total == 0) {
+        printf "check-functions: no function definitions found: the scan does not match the layout\n"
+        exit 1
+    }
     if (over || odd) {
         if (over)
             printf "check-functions: %d of %d functions over %d lines: split them by phase into static helpers\n", over, total, limit
