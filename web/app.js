@@ -493,10 +493,13 @@ function drawChart(canvas, series, fmt) {
     return;
   }
   max = max > 0 ? max * 1.15 : 1;
-  const x = (t) => w - ((now - t) / HISTORY_MS) * w;
+  // The time axis spans the samples held (at least 30 s, at most
+  // HISTORY_MS), so a page just opened shows its first minute in full.
+  const span = Math.min(HISTORY_MS, Math.max(30000, now - series[0].t));
+  const x = (t) => w - ((now - t) / span) * w;
   const y = (v) => h - 4 - (v / max) * (h - 18);
   g.fillText(fmt(max), 4, 11);
-  g.fillText('5 min', 4, h - 4);
+  g.fillText(span >= 120000 ? `${Math.round(span / 60000)} min` : `${Math.round(span / 1000)} s`, 4, h - 4);
   const line = (key, color, dash) => {
     g.strokeStyle = color;
     g.lineWidth = 1.5;
@@ -829,12 +832,21 @@ async function onPublish(ev) {
 
 // ---- wiring ----------------------------------------------------------------
 
+// One refresh at a time; one asked for meanwhile (after Connect, say) runs
+// when the current one ends, so it sees the new settings.
 let busy = false;
+let again = false;
 async function refreshAll() {
-  if (busy) return;
+  if (busy) {
+    again = true;
+    return;
+  }
   busy = true;
   try {
-    await Promise.all([refreshBroker(), refreshTopics(), refreshConsumers(), refreshMetrics()]);
+    do {
+      again = false;
+      await Promise.all([refreshBroker(), refreshTopics(), refreshConsumers(), refreshMetrics()]);
+    } while (again);
   } finally {
     busy = false;
   }
