@@ -31,6 +31,7 @@ const state = {
   timers: [],
   metrics: { last: null, series: { pubRate: [], fetchRate: [], pubLat: [], fetchLat: [] } },
   tail: null,          // the running stream, see startTail
+  gen: 0,              // bumped on Connect: answers from before are dropped
 };
 
 // ---- the API ------------------------------------------------------------
@@ -184,33 +185,43 @@ function onConnect(ev) {
   if (state.token) sessionStorage.setItem('pulse.token', state.token);
   else sessionStorage.removeItem('pulse.token');
   stopTail('Not tailing.');
+  state.gen++;
   state.metrics.last = null;
   for (const s of Object.values(state.metrics.series)) s.length = 0;
+  state.topics = [];
+  renderTopics();
+  fillTopicSelects();
+  renderConsumers([], []);
+  say('conn-status', `Connecting to ${serverName()}…`);
   refreshAll();
 }
 
 async function refreshBroker() {
+  const gen = state.gen;
   try {
     const b = await api('GET', '/v1/broker');
+    if (gen !== state.gen) return;
     const up = Math.round(b.uptime_ms / 1000);
     say('conn-status', `Connected to ${serverName()}: pulsed ${b.version}, broker ${b.broker_id}, up ${up} s.`);
   } catch (err) {
-    say('conn-status', describe(err), 'error');
+    if (gen === state.gen) say('conn-status', describe(err), 'error');
   }
 }
 
 // ---- topics ----------------------------------------------------------------
 
 async function refreshTopics() {
+  const gen = state.gen;
   try {
     const doc = await api('GET', '/v1/topics');
+    if (gen !== state.gen) return;
     state.topics = doc.topics || [];
     renderTopics();
     fillTopicSelects();
     if (!$('topics-msg').classList.contains('ok'))
       say('topics-msg', '');
   } catch (err) {
-    say('topics-msg', 'Cannot list topics: ' + describe(err), 'error');
+    if (gen === state.gen) say('topics-msg', 'Cannot list topics: ' + describe(err), 'error');
   }
 }
 
@@ -313,16 +324,18 @@ function confirmDelete(name) {
 // ---- consumers -------------------------------------------------------------
 
 async function refreshConsumers() {
+  const gen = state.gen;
   try {
     const doc = await api('GET', '/v1/consumers');
     const names = (doc.consumers || []).slice(0, MAX_CONSUMERS);
     const all = await Promise.all(names.map((c) =>
       api('GET', `/v1/consumers/${enc(c)}/cursors`).then((d) => d.cursors || [])));
+    if (gen !== state.gen) return;
     renderConsumers(names, all);
     const more = (doc.consumers || []).length - names.length;
     say('consumers-msg', more > 0 ? `Showing ${names.length} consumers of ${names.length + more}.` : '');
   } catch (err) {
-    say('consumers-msg', 'Cannot list consumers: ' + describe(err), 'error');
+    if (gen === state.gen) say('consumers-msg', 'Cannot list consumers: ' + describe(err), 'error');
   }
 }
 
@@ -418,13 +431,15 @@ function push(series, point) {
 }
 
 async function refreshMetrics() {
+  const gen = state.gen;
   let rows;
   try {
     rows = parseMetrics(await apiText('/metrics'));
   } catch (err) {
-    say('metrics-msg', 'Cannot read /metrics: ' + describe(err), 'error');
+    if (gen === state.gen) say('metrics-msg', 'Cannot read /metrics: ' + describe(err), 'error');
     return;
   }
+  if (gen !== state.gen) return;
   say('metrics-msg', '');
   const cur = sampleOf(rows);
   const last = state.metrics.last;
@@ -639,7 +654,7 @@ function startTail(topic, partition, from) {
   const on = {
     open: () => say('tail-status', `Tailing ${where}` + (from === 'earliest' ? ' from the log start.' : '; new records appear here.')),
     message: (data, id) => onTailRecord(tail, data, id),
-    named: (type, data) => addNotice(tail, `${type}: ${data}`),
+    named: (type, data) => onTailNotice(tail, type, data),
     error: (text) => say('tail-status', text, 'error'),
     fatal: async (u) => {
       if (state.tail !== tail) return;
@@ -706,6 +721,17 @@ function onTailRecord(tail, data, id) {
 function keep(tail, rec) {
   tail.records.push(rec);
   if (tail.records.length > TAIL_KEEP) tail.records.shift();
+}
+
+// The server's own word on its stream: "end" (with a reason and a message)
+// closes it, since a reconnect would only meet the same end.
+function onTailNotice(tail, type, data) {
+  let doc = null;
+  try { doc = JSON.parse(data); } catch (_) { /* plain text */ }
+  const words = doc && doc.message ? `${doc.message}${doc.reason ? ` (${doc.reason})` : ''}` : data;
+  addNotice(tail, `${type}: ${words}`);
+  if (type === 'end' && state.tail === tail)
+    stopTail(`The server ended the stream: ${words}`, 'error');
 }
 
 function addNotice(tail, text) {
