@@ -46,6 +46,17 @@ await run({
       await page.waitForFunction((l) => state.metrics.series.pubRate.length > l, len);
     }
     await page.locator('#consumers-body tr[data-consumer="billing"]').first().waitFor();
+    // With a pulsed that streams, the tail shows the topic from its start.
+    const ac = new AbortController();
+    const probe = await fetch(`${URL_}/v1/topics/${t}/events`, { headers: { Accept: 'text/event-stream' }, signal: ac.signal });
+    ac.abort();
+    if (probe.ok) {
+      await page.selectOption('#tail-topic', t);
+      await page.selectOption('#tail-partition', '');
+      await page.selectOption('#tail-from', 'earliest');
+      await page.click('#tail-start');
+      await page.waitForFunction(() => document.querySelectorAll('#tail-list li[data-key]').length >= 6);
+    }
     await page.screenshot({ path: join(dir, 'dashboard-laptop.png'), fullPage: true });
     await page.setViewportSize({ width: 390, height: 844 });
     await page.evaluate(() => drawAll());
