@@ -168,6 +168,9 @@ await run({
     await page.fill('#server-url', 'http://127.0.0.1:9');
     await page.click('#conn-form button[type=submit]');
     await waitText(page, '#conn-status', /Cannot reach http:\/\/127\.0\.0\.1:9/);
+    // Nothing of the previous server stays on show as if it were this one's.
+    eq(await page.locator('#topics-body tr[data-topic]').count(), 0, 'topics of the old server');
+    eq(await page.locator('#pub-topic option').count(), 0, 'topics to publish to');
   },
 
   async test_consumers_show_cursors_and_lag(ctx) {
