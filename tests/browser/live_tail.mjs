@@ -3,7 +3,7 @@
 // PULSE_URL (run by 20_live_tail.py, which skips it when that pulsed
 // answers 406 to Accept: text/event-stream).
 import {
-  URL_, check, createTopic, eq, openPage, publish, run, text, uniq, waitText,
+  URL_, check, createTopic, eq, http, openPage, publish, run, text, uniq, waitText,
 } from './lib.mjs';
 
 const PAGE = URL_ + '/';
@@ -69,6 +69,39 @@ await run({
     await page.fill('#tail-filter', '');
     await item(page, 'other').waitFor();
     check(page.problems.length === 0, page.problems.join('; '));
+  },
+
+  async test_tail_with_a_token_sends_it(ctx) {
+    // EventSource cannot send headers: with a token the page reads the
+    // stream through fetch(), and the token goes with it.
+    const t = uniq('token-tail');
+    await createTopic(t, 1);
+    const page = await openPage(ctx, PAGE);
+    const auth = [];
+    page.on('request', (r) => {
+      if (r.url().includes(`/v1/topics/${t}/partitions/0/records`)) auth.push(r.headers().authorization || null);
+    });
+    await page.fill('#token', 'tail-token');
+    await page.click('#conn-form button[type=submit]');
+    await waitText(page, '#conn-status', /^Connected/);
+    await startTail(page, t, '0');
+    await publish(t, [{ key: 'with-token', value: '{"a": [1, 2]}' }]);
+    await item(page, 'with-token').waitFor();
+    eq(await item(page, 'with-token').locator('pre').textContent(), '{\n  "a": [\n    1,\n    2\n  ]\n}', 'value');
+    eq(auth, ['Bearer tail-token'], 'the stream request carried the token');
+    await page.click('#tail-start');
+    check(page.problems.length === 0, page.problems.join('; '));
+  },
+
+  async test_topic_deleted_while_tailed_ends_the_tail_in_words(ctx) {
+    const t = uniq('doomed');
+    await createTopic(t, 1);
+    const page = await openPage(ctx, PAGE);
+    await startTail(page, t, '0');
+    eq((await http('DELETE', `/v1/topics/${t}`)).status, 204, 'delete over HTTP');
+    const msg = await waitText(page, '#tail-status', /ended the stream/);
+    eq(await page.locator('#tail-status.error').count(), 1, `shown as an error: ${msg}`);
+    eq(await text(page, '#tail-start'), 'Start', 'the tail is stopped, not reconnecting');
   },
 
   async test_stop_and_start_from_the_log_start(ctx) {
