@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The dashboard's live tail in Debian's headless Chromium
 (tests/browser/live_tail.mjs): a record published over HTTP shows in the
-tail within a second; a whole-topic tail with pause and a key filter; stop
-and restart. Needs the Server-Sent Events of issue 10 item 2: SKIPPED, with
+tail within a second; a whole-topic tail with pause and a key filter; a
+tail with a bearer token (read through fetch()); a deleted topic ending the
+tail in words; stop and restart. Needs the Server-Sent Events of issue 10 item 2: SKIPPED, with
 the reason, by a pulsed that answers 406 to Accept: text/event-stream."""
 
 import os
