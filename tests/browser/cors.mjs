@@ -5,7 +5,7 @@
 // with server.cors-origins). Run by 30_cors.py, which skips it when the
 // pulsed does not know that setting.
 import {
-  URL_, check, createTopic, eq, fetchRecords, highWatermarks, http, openPage, run, uniq, waitText,
+  URL_, Skip, check, createTopic, eq, fetchRecords, highWatermarks, http, openPage, run, uniq, waitText,
 } from './lib.mjs';
 
 const GOOD = process.env.PULSE_PAGE;
@@ -31,6 +31,30 @@ await run({
     await waitText(page, '#publish-msg', new RegExp(`^Stored in "${t}", partition 0, at offset 0\\.$`));
     const recs = await fetchRecords(t, 0);
     eq(recs.map((r) => [r.key, r.value]), [['from-the-page', '{"cross":"origin"}']], 'stored on the other server');
+    check(page.problems.length === 0, page.problems.join('; '));
+  },
+
+  async test_allowed_origin_with_a_bearer_token(ctx) {
+    // Authorization is not a header a browser may send cross-origin
+    // unless the preflight allows it.
+    const pre = await fetch(`${URL_}/v1/topics`, { method: 'OPTIONS', headers: {
+      Origin: new URL(GOOD).origin, 'Access-Control-Request-Method': 'GET',
+      'Access-Control-Request-Headers': 'authorization' } });
+    const allowed = (pre.headers.get('access-control-allow-headers') || '').toLowerCase();
+    if (!allowed.split(/\s*,\s*/).includes('authorization'))
+      throw new Skip(`the preflight allows only "${allowed}": a token cannot be sent cross-origin until ` +
+        'Authorization is among Access-Control-Allow-Headers');
+    const t = uniq('cross-token');
+    await createTopic(t, 1);
+    const page = await openPage(ctx, GOOD);
+    const auth = [];
+    page.on('request', (r) => {
+      if (r.url().startsWith(URL_ + '/v1/topics') && r.method() === 'GET') auth.push(r.headers().authorization || null);
+    });
+    await page.fill('#token', 'cross-token');
+    await pointAt(page, URL_);
+    await page.locator(`#topics-body tr[data-topic="${t}"]`).first().waitFor();
+    check(auth.includes('Bearer cross-token'), `token sent: ${JSON.stringify(auth)}`);
     check(page.problems.length === 0, page.problems.join('; '));
   },
 
