@@ -20,7 +20,7 @@ async function topicRow(page, name) {
 
 await run({
   // First, while the server holds only what it makes here.
-  async test_screenshots(ctx) {
+  async test_screenshots_and_phone_width(ctx) {
     const dir = process.env.PULSE_SCREENSHOT_DIR;
     if (!dir) throw new Skip('PULSE_SCREENSHOT_DIR is not set');
     mkdirSync(dir, { recursive: true });
@@ -60,6 +60,9 @@ await run({
     await page.screenshot({ path: join(dir, 'dashboard-laptop.png'), fullPage: true });
     await page.setViewportSize({ width: 390, height: 844 });
     await page.evaluate(() => drawAll());
+    // On a phone the page fits its width (wide tables scroll inside).
+    const [scrollW, viewW] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+    check(scrollW <= viewW, `no sideways scrolling at 390 px: page is ${scrollW} px wide`);
     await page.screenshot({ path: join(dir, 'dashboard-phone.png'), fullPage: true });
   },
 
