@@ -42,6 +42,8 @@ static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_CONSUMER, "/v1/consumers/{consumer}", M(DELETE), {NULL}},
     {PULSE_ROUTE_CURSORS, "/v1/consumers/{consumer}/cursors", M(GET) | M(POST), {NULL}},
     {PULSE_ROUTE_CURSOR, "/v1/consumers/{consumer}/cursors/{topic}/{partition}", M(GET) | M(PUT), {NULL}},
+    {PULSE_ROUTE_DASHBOARD, "/", M(GET), {NULL}},
+    {PULSE_ROUTE_ASSET, "/ui/{asset}", M(GET), {NULL}},
 };
 
 static const char *const method_names[PULSE_METHOD_COUNT] = {"GET", "POST", "PUT", "PATCH", "DELETE", "OTHER"};
@@ -51,6 +53,14 @@ static bool match_one(const char *tmpl, const char *path, struct pulse_route_mat
 {
     struct pulse_route_match tmp;
     memset(&tmp, 0, sizeof tmp);
+    /* The root has no segment to match: only "/" itself is it. */
+    if (strcmp(tmpl, "/") == 0) {
+        if (strcmp(path, "/") != 0)
+            return false;
+        tmp.route = m->route;
+        *m = tmp;
+        return true;
+    }
     const char *t = tmpl;
     const char *p = path;
     while (*t != '\0') {
@@ -68,6 +78,8 @@ static bool match_one(const char *tmpl, const char *path, struct pulse_route_mat
                 slot = &tmp.topic;
             else if (strncmp(t, "{partition}", tl) == 0)
                 slot = &tmp.partition;
+            else if (strncmp(t, "{asset}", tl) == 0)
+                slot = &tmp.asset;
             else
                 slot = &tmp.consumer;
             slot->p = p;
