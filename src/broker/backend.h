@@ -109,6 +109,24 @@ struct pulse_broker_ops {
     /* health and metrics */
     pulse_status_t (*metrics)(struct pulse_broker *b, struct pulse_buf *out);
     pulse_status_t (*fenced_list)(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out);
+
+    /* consumer groups */
+    pulse_status_t (*group_join)(struct pulse_broker *b, const char *group, const struct pulse_group_join_spec *spec,
+                                 struct pulse_group_view *view, char *errbuf, size_t errlen);
+    pulse_status_t (*group_heartbeat)(struct pulse_broker *b, const char *group, const char *member,
+                                      struct pulse_group_view *view);
+    pulse_status_t (*group_leave)(struct pulse_broker *b, const char *group, const char *member);
+    pulse_status_t (*group_poll_async)(struct pulse_broker *b, const char *group, const char *member,
+                                       struct pulse_group_view *view, pulse_admin_done_fn done, void *arg);
+    pulse_status_t (*group_fetched)(struct pulse_broker *b, const char *group, const char *member,
+                                    uint64_t generation, const struct pulse_group_partition *pos, size_t n);
+    pulse_status_t (*group_commit_async)(struct pulse_broker *b, const char *group, const char *member,
+                                         uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                         struct pulse_group_view *view, pulse_admin_done_fn done, void *arg,
+                                         char *errbuf, size_t errlen);
+    pulse_status_t (*group_list)(struct pulse_broker *b, char ***names_out, size_t *n_out);
+    pulse_status_t (*group_describe_async)(struct pulse_broker *b, const char *group, struct pulse_group_info **out,
+                                           pulse_admin_done_fn done, void *arg);
 };
 
 #endif
