@@ -254,7 +254,15 @@ void pulse_broker_note_fetched(struct pulse_broker *b, const char *topic, uint64
 pulse_status_t pulse_broker_wait_data(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
                                       int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
 {
-    return b->ops->wait_data(b, topic, partition, offset, deadline_mono_us, fn, arg, parked_out);
+    struct pulse_wait_pos one = {topic, partition, offset};
+    return b->ops->wait_any(b, &one, 1, deadline_mono_us, fn, arg, parked_out, NULL);
+}
+
+pulse_status_t pulse_broker_wait_any(struct pulse_broker *b, const struct pulse_wait_pos *pos, size_t n,
+                                     int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
+                                     size_t *ready_out)
+{
+    return b->ops->wait_any(b, pos, n, deadline_mono_us, fn, arg, parked_out, ready_out);
 }
 
 /* ---- consumers and cursors ------------------------------------------------ */

@@ -390,7 +390,8 @@ typedef void (*pulse_wait_fn)(void *arg, pulse_status_t st);
 
 /*
  * Parks a waiter until the partition's high watermark passes offset or the
- * monotonic deadline (pulse_clock_mono_us) passes. If it is past offset
+ * monotonic deadline (pulse_clock_mono_us) passes (pulse_broker_wait_any
+ * with one position; backend.c builds it from that). If it is past offset
  * already, nothing is parked and *parked_out = false (fn is not called).
  * Otherwise *parked_out = true and fn(arg, st) runs exactly once, on a
  * thread of the backend (local: the syncer), possibly before this returns.
@@ -398,6 +399,50 @@ typedef void (*pulse_wait_fn)(void *arg, pulse_status_t st);
  */
 pulse_status_t pulse_broker_wait_data(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
                                       int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
+
+/* One position a waiter watches: a partition of a topic and the offset
+ * whose arrival wakes it (the partition's high watermark passing it). */
+struct pulse_wait_pos {
+    const char *topic; /* borrowed for the call only */
+    uint32_t partition;
+    int64_t offset;
+};
+
+/* The most positions one waiter may watch. */
+#define PULSE_WAIT_MAX_POSITIONS 4096
+
+/*
+ * Parks one waiter on several positions, of one topic or of several: it
+ * fires when the high watermark of ANY of them passes its offset, or when
+ * the monotonic deadline (pulse_clock_mono_us) passes.
+ * pulse_broker_wait_data is the case n == 1.
+ *
+ * If a position is past its offset already, nothing is parked:
+ * *parked_out = false and *ready_out (nullable) gets the index of the first
+ * such position; fn is not called. Otherwise *parked_out = true and
+ * fn(arg, st) runs exactly once, on a thread of the backend (local: the
+ * syncer), possibly before this returns, so the caller must be ready for
+ * it first (the HTTP layer suspends its connection before the call). The
+ * callback does not say which position woke it: the caller probes them
+ * again (pulse_broker_fetch_probe, or a read) - more than one may have
+ * data by then.
+ *
+ * Statuses the callback gets: PULSE_OK (data at some position, or the
+ * deadline passed), PULSE_SHUTDOWN (draining), PULSE_TOPIC_NOT_FOUND (a
+ * topic of ANY position was deleted). Returned at once, no callback:
+ * PULSE_INVALID (n == 0, n > PULSE_WAIT_MAX_POSITIONS, fn NULL),
+ * PULSE_TOPIC_NOT_FOUND / PULSE_PARTITION_NOT_FOUND (the first position
+ * naming one), PULSE_SHUTDOWN, PULSE_NOMEM. pos is read during the call
+ * only. There is no cancel: a caller that loses interest lets the deadline
+ * fire, so keep deadlines short (a long-poll's wait, an event stream's
+ * heartbeat). Never blocks on I/O. Local backend: one waiter on the
+ * syncer's list holding a topic reference per position; the syncer checks
+ * its positions after every sync pass (each a read of an atomic high
+ * watermark), so the cost of a pass grows with the positions parked.
+ */
+pulse_status_t pulse_broker_wait_any(struct pulse_broker *b, const struct pulse_wait_pos *pos, size_t n,
+                                     int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
+                                     size_t *ready_out);
 
 /* ---- consumers and cursors ------------------------------------------- */
 

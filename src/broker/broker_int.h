@@ -105,15 +105,23 @@ struct pulse_broker_pending {
     size_t errlen;
 };
 
-/* A parked long-poll waiter. */
-struct pulse_broker_waiter {
-    struct pulse_broker_waiter *next;
+/* One position of a parked waiter. */
+struct pulse_broker_wait_at {
     struct pulse_broker_topic *topic; /* holds a reference */
     uint32_t partition;
-    int64_t offset;
+    int64_t offset; /* fires when the partition's high watermark passes it */
+};
+
+/* A parked waiter (long-poll, event stream, group fetch): fires when any of
+ * its n positions has data, at its deadline, when a topic of it is deleted
+ * (fail_topic) or at drain. On b->waiters, under mu. */
+struct pulse_broker_waiter {
+    struct pulse_broker_waiter *next;
     int64_t deadline_us;
     pulse_wait_fn fn;
     void *arg;
+    size_t n;
+    struct pulse_broker_wait_at at[]; /* n of them */
 };
 
 /* The local backend's state. It begins with the seam's struct pulse_broker
@@ -319,9 +327,9 @@ pulse_status_t pulse_local_fetch_probe(struct pulse_broker *base, const char *to
 pulse_status_t pulse_local_fetch_raw(struct pulse_broker *base, const char *topic, uint32_t partition,
                                      int64_t offset, uint64_t max_bytes, struct pulse_raw_slice *out);
 void pulse_local_note_fetched(struct pulse_broker *base, const char *topic, uint64_t records, uint64_t bytes);
-pulse_status_t pulse_local_wait_data(struct pulse_broker *base, const char *topic, uint32_t partition,
-                                     int64_t offset, int64_t deadline_mono_us, pulse_wait_fn fn, void *arg,
-                                     bool *parked_out);
+pulse_status_t pulse_local_wait_any(struct pulse_broker *base, const struct pulse_wait_pos *pos, size_t n,
+                                    int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
+                                    size_t *ready_out);
 pulse_status_t pulse_local_cursor_commit_async(struct pulse_broker *base, const char *consumer,
                                                const struct pulse_cursor *cursors, size_t n,
                                                pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);

@@ -30,3 +30,10 @@ tests_unit_check_datadir_SOURCES = tests/unit/broker/check_datadir.c
 tests_unit_check_datadir_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_datadir_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
 	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
+
+check_PROGRAMS += tests/unit/check_waitany
+TESTS += tests/unit/check_waitany
+tests_unit_check_waitany_SOURCES = tests/unit/broker/check_waitany.c
+tests_unit_check_waitany_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_waitany_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
+	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
