@@ -258,19 +258,11 @@ static void answer(struct pulse_hreq *r)
     for (size_t k = 0; k < n; k++)
         if (!read_partition(r, q, (first + k) % n))
             break;
-    /* Tell the broker where the answer leaves off, for the next fetch. */
-    struct pulse_group_partition *moved = pulse_calloc(n > 0 ? n : 1, sizeof *moved);
-    size_t nm = 0;
-    if (moved == NULL) {
-        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (q->next[i].offset != q->view.parts[i].offset)
-            moved[nm++] = q->next[i];
-    pulse_status_t st = pulse_broker_group_fetched(r->srv->broker, r->consumer, q->member, q->view.generation, moved,
-                                                   nm);
-    pulse_free(moved);
+    /* Tell the broker where the answer leaves off, for the next fetch:
+     * every partition, so a start at the end ("latest") is pinned by the
+     * first fetch even when it found nothing. */
+    pulse_status_t st = pulse_broker_group_fetched(r->srv->broker, r->consumer, q->member, q->view.generation,
+                                                   q->next, n);
     if (st == PULSE_GROUP_FENCED) {
         reply_fresh_view(r, q);
         return;
