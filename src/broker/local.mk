@@ -37,3 +37,10 @@ tests_unit_check_waitany_SOURCES = tests/unit/broker/check_waitany.c
 tests_unit_check_waitany_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_waitany_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
 	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
+
+check_PROGRAMS += tests/unit/check_groups
+TESTS += tests/unit/check_groups
+tests_unit_check_groups_SOURCES = tests/unit/broker/check_groups.c
+tests_unit_check_groups_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_groups_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
+	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
