@@ -411,6 +411,13 @@ pulse_status_t pulse_broker_group_fetched(struct pulse_broker *b, const char *gr
     return b->ops->group_fetched(b, group, member, generation, pos, n);
 }
 
+pulse_status_t pulse_broker_group_wait(struct pulse_broker *b, const char *group, const char *member,
+                                       uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                       int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
+{
+    return b->ops->group_wait(b, group, member, generation, pos, n, deadline_mono_us, fn, arg, parked_out);
+}
+
 pulse_status_t pulse_broker_group_commit_async(struct pulse_broker *b, const char *group, const char *member,
                                                uint64_t generation, const struct pulse_group_partition *pos,
                                                size_t n, struct pulse_group_view *view, pulse_admin_done_fn done,

@@ -370,6 +370,9 @@ static int64_t next_wake_us(struct pulse_local *b, int64_t now)
         wake = b->next_interval_sync_us;
     if (b->next_checkpoint_us < wake)
         wake = b->next_checkpoint_us;
+    /* Parked group fetches without positions time out on the tick. */
+    if (pulse_broker_groups_next_deadline(b) < wake)
+        wake = pulse_broker_groups_next_deadline(b);
     return wake;
 }
 
@@ -695,6 +698,7 @@ static void local_drain(struct pulse_local *b)
     b->waiters = NULL;
     pthread_mutex_unlock(&b->mu);
     waiter_list_complete(b, w, PULSE_SHUTDOWN);
+    pulse_broker_groups_drain(b);
 
     pthread_mutex_lock(&b->mu);
     if (b->syncer_started) {

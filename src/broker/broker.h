@@ -708,6 +708,27 @@ pulse_status_t pulse_broker_group_fetched(struct pulse_broker *b, const char *gr
                                           uint64_t generation, const struct pulse_group_partition *pos, size_t n);
 
 /*
+ * The wait of a group fetch: parks until any of the positions (n entries,
+ * the offsets to read next; n may be 0 for a member without partitions)
+ * has data, until something changes for the member's group (a rebalance,
+ * a partition it waits for is released), or until the monotonic deadline.
+ * Nothing is parked (*parked_out = false, PULSE_OK) when data is at hand
+ * or the member's generation is no longer `generation` or its next call
+ * would bring news: answer at once. Otherwise *parked_out = true and
+ * fn(arg, st) runs exactly once (PULSE_OK, PULSE_SHUTDOWN at drain,
+ * PULSE_TOPIC_NOT_FOUND when a topic of a position was deleted), on a
+ * thread of the backend, possibly before this returns. PULSE_REJOIN,
+ * PULSE_SHUTDOWN, PULSE_INVALID, PULSE_NOMEM at once (no callback). The
+ * wait renews the member's lease; keep deadlines below it. Local backend:
+ * one pulse_broker_wait_any waiter over the positions, plus an entry on
+ * the group that a change wakes first; deadlines of waits without
+ * positions are kept by the syncer's tick.
+ */
+pulse_status_t pulse_broker_group_wait(struct pulse_broker *b, const char *group, const char *member,
+                                       uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                       int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
+
+/*
  * A fenced commit: stores the positions (n entries, offset = the next
  * record to process) as the group's cursors, atomically, as
  * pulse_broker_cursor_commit_async does for the consumer named group, and

@@ -89,8 +89,24 @@ struct gpart {
     uint64_t fetch_gen; /* the generation it was in */
 };
 
+/* A member's group fetch waiting (pulse_local_group_wait): woken by the
+ * first of the broker's data waiter over its positions, a change of the
+ * group that concerns its member, or its deadline. Two references: the
+ * group's list (until woken or detached) and the data waiter (until its
+ * callback ran; none when there are no positions). */
+struct gwait {
+    struct gwait *next; /* the group's list (group lock) */
+    char group[PULSE_NAME_MAX + 1];
+    atomic_int refs;
+    atomic_bool fired; /* fn was called, or the caller answered itself */
+    int64_t deadline_us;
+    pulse_wait_fn fn;
+    void *arg;
+};
+
 struct group {
     char name[PULSE_NAME_MAX + 1];
+    struct gwait *waiters; /* group fetches parked (any member) */
     uint64_t generation;
     uint64_t rebalances;
     struct gmember **members; /* nmembers, in join order */
@@ -109,6 +125,11 @@ struct pulse_broker_groups {
     uint32_t max_members, max_groups;
     uint64_t id_seq;
     _Atomic int64_t next_tick_us;
+    struct gwait *firing; /* woken, to be called once the lock is let go */
+    bool draining;        /* no new group waits (PULSE_SHUTDOWN) */
+    /* The earliest deadline of a parked group fetch without positions
+     * (INT64_MAX: none): the syncer wakes for it (next_wake_us). */
+    _Atomic int64_t next_deadline_us;
     atomic_uint_fast64_t expired_total;
     atomic_uint_fast64_t joins_total;
 };
@@ -138,6 +159,7 @@ pulse_status_t pulse_broker_groups_create(const struct pulse_broker_config *cfg,
         g->lease_default_ms = g->lease_max_ms;
     g->max_members = cfg->group_max_members > 0 ? cfg->group_max_members : 1;
     g->max_groups = cfg->group_max_groups > 0 ? cfg->group_max_groups : 1;
+    atomic_init(&g->next_deadline_us, INT64_MAX);
     *out = g;
     return PULSE_OK;
 }
@@ -199,10 +221,66 @@ static struct group *group_find(struct pulse_broker_groups *g, const char *name)
     return found ? g->groups[i] : NULL;
 }
 
+/* ---- waking parked group fetches ------------------------------------------ */
+
+static void gwait_release(struct gwait *gw)
+{
+    if (atomic_fetch_sub(&gw->refs, 1) == 1)
+        pulse_free(gw);
+}
+
+/* Calls the waiter's function unless someone did already. */
+static void gwait_fire(struct gwait *gw, pulse_status_t st)
+{
+    if (!atomic_exchange(&gw->fired, true))
+        gw->fn(gw->arg, st);
+}
+
+/* Something changed for gr's members: every waiter of it is to be woken
+ * (the few that did not need it answer with no records and wait again).
+ * Locks: the group lock, held; the waiters are called by unlock_and_fire. */
+static void wake_group(struct pulse_broker_groups *g, struct group *gr)
+{
+    while (gr->waiters != NULL) {
+        struct gwait *gw = gr->waiters;
+        gr->waiters = gw->next;
+        gw->next = g->firing;
+        g->firing = gw;
+    }
+}
+
+/* Lets the group lock go, then calls the waiters woken meanwhile (never
+ * under the lock: their functions resume HTTP connections). */
+static void unlock_and_fire(struct pulse_broker_groups *g)
+{
+    struct gwait *list = g->firing;
+    pulse_status_t st = g->draining ? PULSE_SHUTDOWN : PULSE_OK;
+    g->firing = NULL;
+    pthread_mutex_unlock(&g->mu);
+    while (list != NULL) {
+        struct gwait *gw = list;
+        list = gw->next;
+        gwait_fire(gw, st);
+        gwait_release(gw); /* the list's reference */
+    }
+}
+
+static bool unlink_waiter(struct group *gr, struct gwait *gw)
+{
+    for (struct gwait **pp = &gr->waiters; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == gw) {
+            *pp = gw->next;
+            return true;
+        }
+    }
+    return false;
+}
+
 static void group_remove(struct pulse_broker_groups *g, struct group *gr)
 {
     bool found = false;
     size_t i = group_index(g, gr->name, &found);
+    wake_group(g, gr);
     if (!found)
         return;
     memmove(&g->groups[i], &g->groups[i + 1], (g->ngroups - i - 1) * sizeof *g->groups);
@@ -397,6 +475,7 @@ static pulse_status_t rebalance(struct pulse_local *b, struct group *gr, bool me
     if (changed) {
         gr->generation++;
         gr->rebalances++;
+        wake_group(b->groups, gr);
     }
     return PULSE_OK;
 }
@@ -453,7 +532,7 @@ static void sweep(struct pulse_local *b, struct group *gr, int64_t now_us, bool 
 /* A member's call: renews its lease, releases what it lost (unless a commit
  * of it is in flight), takes the free partitions it is the target of, and
  * records that it was told this generation. */
-static void touch(struct group *gr, struct gmember *m, int64_t now_us)
+static void touch(struct pulse_broker_groups *g, struct group *gr, struct gmember *m, int64_t now_us)
 {
     m->expires_us = now_us + m->lease_ms * 1000;
     for (size_t i = 0; i < gr->nparts; i++) {
@@ -461,6 +540,7 @@ static void touch(struct group *gr, struct gmember *m, int64_t now_us)
         if (p->owner == m && p->target != m && m->commits == 0) {
             p->owner = NULL;
             p->fetch_pos = -1;
+            wake_group(g, gr); /* its next owner may be waiting */
         }
         if (p->target == m && p->owner == NULL) {
             p->owner = m;
@@ -672,7 +752,7 @@ pulse_status_t pulse_local_group_join(struct pulse_broker *base, const char *gro
     }
     st = rebalance(b, gr, true);
     if (st == PULSE_OK) {
-        touch(gr, m, now);
+        touch(b->groups, gr, m, now);
         st = view_fill(gr, m, false, view);
     }
     if (st != PULSE_OK) {
@@ -686,7 +766,7 @@ out:
     member_free(m);
     if (gr != NULL && gr->nmembers == 0)
         sweep(b, gr, now, &gone); /* forgets the empty group */
-    pthread_mutex_unlock(&g->mu);
+    unlock_and_fire(g);
     return st;
 }
 
@@ -703,10 +783,10 @@ pulse_status_t pulse_local_group_heartbeat(struct pulse_broker *base, const char
     pthread_mutex_lock(&b->groups->mu);
     pulse_status_t st = find_member(b, group, member, now, &gr, &m);
     if (st == PULSE_OK) {
-        touch(gr, m, now);
+        touch(b->groups, gr, m, now);
         st = view_fill(gr, m, false, view);
     }
-    pthread_mutex_unlock(&b->groups->mu);
+    unlock_and_fire(b->groups);
     return st;
 }
 
@@ -733,7 +813,7 @@ pulse_status_t pulse_local_group_leave(struct pulse_broker *base, const char *gr
         if (!gone)
             (void)rebalance(b, gr, true);
     }
-    pthread_mutex_unlock(&b->groups->mu);
+    unlock_and_fire(b->groups);
     return PULSE_OK;
 }
 
@@ -782,11 +862,11 @@ pulse_status_t pulse_local_group_poll_async(struct pulse_broker *base, const cha
     pthread_mutex_lock(&b->groups->mu);
     pulse_status_t st = find_member(b, group, member, now, &gr, &m);
     if (st == PULSE_OK) {
-        touch(gr, m, now);
+        touch(b->groups, gr, m, now);
         latest = m->start_latest;
         st = view_fill(gr, m, true, view);
     }
-    pthread_mutex_unlock(&b->groups->mu);
+    unlock_and_fire(b->groups);
     if (st != PULSE_OK)
         return st;
     st = view_positions(b, group, latest, view);
@@ -824,8 +904,199 @@ pulse_status_t pulse_local_group_fetched(struct pulse_broker *base, const char *
         p->fetch_pos = pos[i].offset;
         p->fetch_gen = generation;
     }
-    pthread_mutex_unlock(&b->groups->mu);
+    unlock_and_fire(b->groups);
     return st;
+}
+
+/* ---- a group fetch that waits ------------------------------------------------- */
+
+/* Whether m's next call would change what it was told: a partition to
+ * release or one to take up. Locks: the group lock, held. */
+static bool member_has_news(const struct group *gr, const struct gmember *m)
+{
+    if (m->generation != gr->generation)
+        return true;
+    for (size_t i = 0; i < gr->nparts; i++) {
+        const struct gpart *p = &gr->parts[i];
+        if ((p->owner == m && p->target != m && m->commits == 0) || (p->target == m && p->owner == NULL))
+            return true;
+    }
+    return false;
+}
+
+/* Takes gw off its group's list if it is still there (its list reference
+ * goes with it). Locks: takes the group lock. */
+static void gwait_detach(struct pulse_broker_groups *g, struct gwait *gw)
+{
+    pthread_mutex_lock(&g->mu);
+    struct group *gr = group_find(g, gw->group);
+    bool linked = gr != NULL && unlink_waiter(gr, gw);
+    unlock_and_fire(g);
+    if (linked)
+        gwait_release(gw);
+}
+
+/* What the broker's data waiter calls back with. */
+struct gwait_ctx {
+    struct pulse_broker_groups *g;
+    struct gwait *gw;
+};
+
+/* The data waiter fired (the syncer, no lock held). */
+static void gwait_data_fn(void *arg, pulse_status_t st)
+{
+    struct gwait_ctx *c = arg;
+    gwait_fire(c->gw, st);
+    gwait_detach(c->g, c->gw);
+    gwait_release(c->gw);
+    pulse_free(c);
+}
+
+/* Registers gw on the member's group (its references set), or says why
+ * not: PULSE_REJOIN, PULSE_SHUTDOWN, or PULSE_EOF for "answer now" (a
+ * newer generation, or news for the member). Kicks the syncer when gw's
+ * deadline is the earliest (next_wake_us). */
+static pulse_status_t gwait_register(struct pulse_local *b, const char *member, uint64_t generation,
+                                     struct gwait *gw, bool with_data)
+{
+    struct pulse_broker_groups *g = b->groups;
+    struct group *gr = NULL;
+    struct gmember *m = NULL;
+    int64_t now = pulse_clock_mono_us();
+    bool kick = false;
+
+    pthread_mutex_lock(&g->mu);
+    pulse_status_t st = g->draining ? PULSE_SHUTDOWN : find_member(b, gw->group, member, now, &gr, &m);
+    if (st == PULSE_OK && (m->generation != generation || member_has_news(gr, m)))
+        st = PULSE_EOF;
+    if (st == PULSE_OK) {
+        atomic_store(&gw->refs, with_data ? 2 : 1);
+        gw->next = gr->waiters;
+        gr->waiters = gw;
+        m->expires_us = now + m->lease_ms * 1000; /* a call of the member */
+        if (gw->deadline_us < atomic_load(&g->next_deadline_us)) {
+            atomic_store(&g->next_deadline_us, gw->deadline_us);
+            kick = true;
+        }
+    }
+    unlock_and_fire(g);
+    if (kick) {
+        pthread_mutex_lock(&b->mu);
+        b->kick = true;
+        pthread_cond_signal(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+    }
+    return st;
+}
+
+/* After registering gw with a data reference: parks the broker's data
+ * waiter over the positions. Whoever fires gw first answers; when nothing
+ * is parked and a change fired gw meanwhile, fn already ran, which counts
+ * as parked. */
+static pulse_status_t gwait_park(struct pulse_local *b, struct gwait *gw, const struct pulse_group_partition *pos,
+                                 size_t n, struct pulse_wait_pos *wp, struct gwait_ctx *ctx, bool *parked_out)
+{
+    bool parked = false;
+    for (size_t i = 0; i < n; i++)
+        wp[i] = (struct pulse_wait_pos){pos[i].topic, pos[i].partition, pos[i].offset};
+    ctx->g = b->groups;
+    ctx->gw = gw;
+    pulse_status_t st = pulse_local_wait_any(&b->base, wp, n, gw->deadline_us, gwait_data_fn, ctx, &parked, NULL);
+    if (st == PULSE_OK && parked) {
+        *parked_out = true;
+        return PULSE_OK;
+    }
+    pulse_free(ctx); /* no data callback will come */
+    bool won = !atomic_exchange(&gw->fired, true);
+    gwait_detach(b->groups, gw);
+    gwait_release(gw); /* the data waiter's reference */
+    *parked_out = !won;
+    return won ? st : PULSE_OK;
+}
+
+pulse_status_t pulse_local_group_wait(struct pulse_broker *base, const char *group, const char *member,
+                                      uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                      int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
+{
+    struct pulse_local *b = pulse_local_of(base);
+    struct pulse_wait_pos *wp = NULL;
+    struct gwait_ctx *ctx = NULL;
+    struct gwait *gw = NULL;
+    pulse_status_t st = PULSE_OK;
+
+    *parked_out = false;
+    if (n > PULSE_WAIT_MAX_POSITIONS || fn == NULL)
+        return PULSE_INVALID;
+    gw = pulse_calloc(1, sizeof *gw);
+    if (n > 0) {
+        ctx = pulse_calloc(1, sizeof *ctx);
+        wp = pulse_calloc(n, sizeof *wp);
+    }
+    if (gw == NULL || (n > 0 && (ctx == NULL || wp == NULL))) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    snprintf(gw->group, sizeof gw->group, "%s", group);
+    gw->deadline_us = deadline_mono_us;
+    gw->fn = fn;
+    gw->arg = arg;
+    st = gwait_register(b, member, generation, gw, n > 0);
+    if (st != PULSE_OK) {
+        st = st == PULSE_EOF ? PULSE_OK : st; /* answer now */
+        goto out;
+    }
+    if (n == 0) {
+        *parked_out = true; /* woken by a change, the tick at its deadline, or drain */
+        gw = NULL;
+        goto out;
+    }
+    st = gwait_park(b, gw, pos, n, wp, ctx, parked_out);
+    gw = NULL;  /* its references are the group's and the waiter's */
+    ctx = NULL; /* the waiter's, or freed */
+out:
+    pulse_free(wp);
+    pulse_free(ctx);
+    pulse_free(gw);
+    return st;
+}
+
+/* Moves the waiters whose deadline passed to the firing list and returns
+ * the earliest deadline left. Locks: the group lock, held. */
+static int64_t expire_waiters(struct pulse_broker_groups *g, int64_t now_us)
+{
+    int64_t next = INT64_MAX;
+    for (size_t i = 0; i < g->ngroups; i++) {
+        for (struct gwait **pp = &g->groups[i]->waiters; *pp != NULL;) {
+            struct gwait *gw = *pp;
+            if (gw->deadline_us <= now_us) {
+                *pp = gw->next;
+                gw->next = g->firing;
+                g->firing = gw;
+                continue;
+            }
+            if (gw->deadline_us < next)
+                next = gw->deadline_us;
+            pp = &gw->next;
+        }
+    }
+    return next;
+}
+
+int64_t pulse_broker_groups_next_deadline(struct pulse_local *b)
+{
+    return b->groups != NULL ? atomic_load(&b->groups->next_deadline_us) : INT64_MAX;
+}
+
+void pulse_broker_groups_drain(struct pulse_local *b)
+{
+    struct pulse_broker_groups *g = b->groups;
+    if (g == NULL)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->draining = true;
+    for (size_t i = 0; i < g->ngroups; i++)
+        wake_group(g, g->groups[i]);
+    unlock_and_fire(g);
 }
 
 /* ---- commit --------------------------------------------------------------- */
@@ -857,14 +1128,14 @@ static void commit_done(void *arg, pulse_status_t st)
         bool gone = false;
         m->commits--;
         if (m->expires_us > now) {
-            touch(gr, m, now);
+            touch(g, gr, m, now);
             if (view_fill(gr, m, false, c->view) != PULSE_OK)
                 memset(c->view, 0, sizeof *c->view);
         } else {
             sweep(c->b, gr, now, &gone); /* its lease ran out meanwhile */
         }
     }
-    pthread_mutex_unlock(&g->mu);
+    unlock_and_fire(g);
     c->done(c->arg, st);
     pulse_free(c);
 }
@@ -909,7 +1180,7 @@ static void commit_abandon(struct pulse_local *b, const char *group, const char 
     struct gmember *m = gr != NULL ? member_find(gr, member) : NULL;
     if (m != NULL)
         m->commits--;
-    pthread_mutex_unlock(&b->groups->mu);
+    unlock_and_fire(b->groups);
 }
 
 pulse_status_t pulse_local_group_commit_async(struct pulse_broker *base, const char *group, const char *member,
@@ -944,7 +1215,7 @@ pulse_status_t pulse_local_group_commit_async(struct pulse_broker *base, const c
     snprintf(c->member, sizeof c->member, "%s", member);
     pthread_mutex_lock(&b->groups->mu);
     st = commit_fence(b, group, member, generation, pos, n, errbuf, errlen);
-    pthread_mutex_unlock(&b->groups->mu);
+    unlock_and_fire(b->groups);
     if (st != PULSE_OK)
         goto out;
     st = pulse_local_cursor_commit_async(base, group, cursors, n, commit_done, c, errbuf, errlen);
@@ -988,7 +1259,7 @@ pulse_status_t pulse_local_group_list(struct pulse_broker *base, char ***names_o
             st = PULSE_NOMEM;
         n = i + 1;
     }
-    pthread_mutex_unlock(&g->mu);
+    unlock_and_fire(g);
     if (st != PULSE_OK) {
         pulse_broker_names_free(names, n);
         return st;
@@ -1091,7 +1362,7 @@ pulse_status_t pulse_local_group_describe_async(struct pulse_broker *base, const
     if (gr != NULL)
         sweep(b, gr, now, &gone);
     st = gone ? PULSE_NOT_FOUND : describe_copy(gr, now, info);
-    pthread_mutex_unlock(&b->groups->mu);
+    unlock_and_fire(b->groups);
     if (st == PULSE_OK)
         st = describe_cursors(b, info);
     if (st == PULSE_NOMEM) {
@@ -1113,10 +1384,11 @@ void pulse_broker_groups_tick(struct pulse_local *b)
     struct pulse_broker_groups *g = b->groups;
     int64_t now = pulse_clock_mono_us();
 
-    if (g == NULL || now < atomic_load(&g->next_tick_us))
+    if (g == NULL || (now < atomic_load(&g->next_tick_us) && now < atomic_load(&g->next_deadline_us)))
         return;
     atomic_store(&g->next_tick_us, now + TICK_US);
     pthread_mutex_lock(&g->mu);
+    atomic_store(&g->next_deadline_us, expire_waiters(g, now));
     for (size_t i = 0; i < g->ngroups;) {
         struct group *gr = g->groups[i];
         bool gone = false;
@@ -1126,7 +1398,7 @@ void pulse_broker_groups_tick(struct pulse_local *b)
         (void)rebalance(b, gr, false); /* a consumed topic created or deleted */
         i++;
     }
-    pthread_mutex_unlock(&g->mu);
+    unlock_and_fire(g);
 }
 
 /* One group's numbers for the metrics, copied under the group lock. */
@@ -1170,7 +1442,7 @@ pulse_status_t pulse_broker_groups_metrics(struct pulse_local *b, struct pulse_b
         s[i].generation = g->groups[i]->generation;
         s[i].rebalances = g->groups[i]->rebalances;
     }
-    pthread_mutex_unlock(&g->mu);
+    unlock_and_fire(g);
     if (s == NULL)
         return PULSE_NOMEM;
     st = pulse_buf_printf(out, "# HELP pulse_group_members Members of a consumer group.\n"

@@ -47,6 +47,14 @@ void pulse_broker_groups_destroy(struct pulse_broker_groups *g);
  */
 void pulse_broker_groups_tick(struct pulse_local *b);
 
+/* The earliest deadline of a parked group fetch (monotonic us; INT64_MAX
+ * when none), for the syncer's wake-up. Never blocks (an atomic read). */
+int64_t pulse_broker_groups_next_deadline(struct pulse_local *b);
+
+/* Drain: answers every parked group fetch (PULSE_SHUTDOWN) and refuses new
+ * ones. Thread: the drainer. Locks: the group lock, briefly. */
+void pulse_broker_groups_drain(struct pulse_local *b);
+
 /* Appends the group metrics (members, generation, rebalances, expired
  * members, lag) in Prometheus text. Locks: the group lock, briefly; one
  * cursor scan per group (outside it). */

@@ -43,6 +43,7 @@ const struct pulse_broker_ops pulse_local_ops = {
     .group_leave = pulse_local_group_leave,
     .group_poll_async = pulse_local_group_poll_async,
     .group_fetched = pulse_local_group_fetched,
+    .group_wait = pulse_local_group_wait,
     .group_commit_async = pulse_local_group_commit_async,
     .group_list = pulse_local_group_list,
     .group_describe_async = pulse_local_group_describe_async,

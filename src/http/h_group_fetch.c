@@ -8,9 +8,13 @@
  *    partition it owns: where its previous fetch in this generation left
  *    off, else the group's committed cursor, else the log start (or end).
  * 2. When nothing is at hand at any of them and max_wait_ms > 0, the
- *    connection is suspended on ONE broker waiter that watches every
- *    position (pulse_broker_wait_any) and fires when any of them gets data
- *    or the wait is over; then the answer is made as below.
+ *    connection is suspended on the member's group wait
+ *    (pulse_broker_group_wait: ONE broker waiter over every position, that
+ *    is pulse_broker_wait_any, plus an entry on the group), which ends when
+ *    any of them gets data, when the group changes for the member (a
+ *    rebalance: it learns its new partitions at once rather than at the end
+ *    of its wait), or when the wait is over; then the answer is made as
+ *    below. A member without partitions waits the same way.
  * 3. The answer reads the partitions in turn, starting at a different one
  *    each time so that a busy partition cannot starve the others, until
  *    max_records or max_bytes (of record text, after the first record).
@@ -263,7 +267,10 @@ static void answer(struct pulse_hreq *r)
      * first fetch even when it found nothing. */
     pulse_status_t st = pulse_broker_group_fetched(r->srv->broker, r->consumer, q->member, q->view.generation,
                                                    q->next, n);
-    if (st == PULSE_GROUP_FENCED) {
+    /* No records (a wait that ended at its deadline or because the group
+     * changed): the view of a fresh call, so that the member learns a
+     * rebalance now rather than at its next call. */
+    if (st == PULSE_GROUP_FENCED || (st == PULSE_OK && q->nrecords == 0)) {
         reply_fresh_view(r, q);
         return;
     }
@@ -285,8 +292,14 @@ static void answer(struct pulse_hreq *r)
 
 static void wait_resume(struct pulse_hreq *r)
 {
-    /* OK (data or deadline), SHUTDOWN (draining), TOPIC_NOT_FOUND (one of
-     * the topics was deleted): answer with what is there. */
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
+    if (st == PULSE_REJOIN) {
+        pulse_h_groups_reply_error(r, st, NULL);
+        return;
+    }
+    /* OK (data, a change of the group, the deadline), SHUTDOWN (draining),
+     * TOPIC_NOT_FOUND (one of the topics was deleted): answer with what is
+     * there; a change shows as a new view with no records. */
     answer(r);
 }
 
@@ -295,10 +308,9 @@ static void on_wake(void *arg, pulse_status_t st)
     pulse_server_wake(arg, st);
 }
 
-/* Positions to wait on (the start of each partition where nothing is at
- * hand); n_out 0 when some partition has records now. */
-static pulse_status_t probe_all(struct pulse_hreq *r, struct gfetch_state *q, struct pulse_wait_pos *wp,
-                                size_t *n_out)
+/* Positions to wait on (where each partition's next read starts); false
+ * when some partition has records now. */
+static bool probe_all(struct pulse_hreq *r, struct gfetch_state *q, struct pulse_group_partition *wp, size_t *n_out)
 {
     size_t n = 0;
     for (size_t i = 0; i < q->view.nparts; i++) {
@@ -308,21 +320,19 @@ static pulse_status_t probe_all(struct pulse_hreq *r, struct gfetch_state *q, st
                                                      q->next[i].offset, &s);
         if (st != PULSE_OK)
             continue; /* a deleted topic, a position above the end: nothing to wait for there */
-        if (s.bytes > 0) {
-            *n_out = 0;
-            return PULSE_OK;
-        }
-        wp[n].topic = q->next[i].topic;
-        wp[n].partition = q->next[i].partition;
+        if (s.bytes > 0)
+            return false;
+        wp[n] = q->next[i];
         wp[n].offset = s.start_offset;
         n++;
     }
     *n_out = n;
-    return PULSE_OK;
+    return true;
 }
 
-/* Answers now, or parks one waiter on every position when nothing is at
- * hand and the request may wait. */
+/* Answers now, or parks the member's wait (broker.h pulse_broker_group_wait:
+ * one waiter over every position, woken early by a change of the group)
+ * when nothing is at hand and the request may wait. */
 static void start(struct pulse_hreq *r)
 {
     struct gfetch_state *q = r->hstate;
@@ -333,25 +343,26 @@ static void start(struct pulse_hreq *r)
         return;
     }
     memcpy(q->next, q->view.parts, n * sizeof *q->next);
-    if (q->wait_ms == 0 || n == 0 || atomic_load(&r->srv->stopping)) {
+    if (q->wait_ms == 0 || atomic_load(&r->srv->stopping)) {
         answer(r);
         return;
     }
-    struct pulse_wait_pos *wp = pulse_server_palloc(r, n * sizeof *wp);
+    struct pulse_group_partition *wp = pulse_server_palloc(r, (n > 0 ? n : 1) * sizeof *wp);
     size_t nw = 0;
-    if (wp == NULL || probe_all(r, q, wp, &nw) != PULSE_OK) {
+    if (wp == NULL) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
     }
-    if (nw == 0) {
+    if (!probe_all(r, q, wp, &nw)) {
         answer(r);
         return;
     }
     int64_t deadline = pulse_clock_mono_us() + q->wait_ms * 1000;
-    /* Suspend first: the waiter may fire before wait_any returns. */
+    /* Suspend first: the wait may end before group_wait returns. */
     pulse_server_suspend(r, wait_resume);
     bool parked = false;
-    pulse_status_t st = pulse_broker_wait_any(r->srv->broker, wp, nw, deadline, on_wake, r, &parked, NULL);
+    pulse_status_t st = pulse_broker_group_wait(r->srv->broker, r->consumer, q->member, q->view.generation, wp, nw,
+                                                deadline, on_wake, r, &parked);
     if (st != PULSE_OK || !parked)
         pulse_server_wake(r, st);
 }

@@ -180,6 +180,54 @@ def test_group_fetch_long_polls_across_all_partitions(ctx):
     eq((doc["records"], doc["positions"]), ([], []), "nothing new")
 
 
+def timed_fetch(srv, g, m, out, **params):
+    t0 = time.monotonic()
+    out["r"] = fetch(srv, g, m, **params)
+    out["s"] = time.monotonic() - t0
+
+
+def test_a_rebalance_ends_a_long_poll_at_once(ctx):
+    srv = ctx.srv
+    t = topic_with(srv, 4)
+    g = uniq("g")
+    a = join(srv, g, [t], lease_ms=20000)
+    out = {}
+    th = threading.Thread(target=timed_fetch, args=(srv, g, a["member_id"], out), kwargs={"max_wait_ms": 10000})
+    th.start()
+    time.sleep(0.3)
+    b = join(srv, g, [t], lease_ms=20000)
+    th.join(15)
+    doc = expect_json(out["r"], 200, "A's long-poll")
+    check(out["s"] < 3, "A's wait ended when B joined, not at its deadline (%.2fs)" % out["s"])
+    eq(doc["generation"], b["generation"], "A's answer carries the new generation")
+    eq(len(doc["partitions"]), 2, "and A's new partitions (it released two)")
+    eq(doc["records"], [], "no records in a changed generation")
+
+
+def test_a_member_without_partitions_waits_and_is_woken_by_a_handover(ctx):
+    srv = ctx.srv
+    t = topic_with(srv, 2)
+    g = uniq("g")
+    a = join(srv, g, [t], lease_ms=20000)
+    b = join(srv, g, [t], lease_ms=20000)
+    eq(b["partitions"], [], "B waits for A")
+    # With nothing to read, B's fetch waits (it does not spin) ...
+    t0 = time.monotonic()
+    doc = expect_json(fetch(srv, g, b["member_id"], max_wait_ms=400), 200, "B's empty wait")
+    check(0.3 <= time.monotonic() - t0 < 3, "B waited about max_wait_ms (%.2fs)" % (time.monotonic() - t0))
+    eq(doc["partitions"], [], "still nothing: A has not called")
+    # ... and is woken once A acknowledges the rebalance.
+    out = {}
+    th = threading.Thread(target=timed_fetch, args=(srv, g, b["member_id"], out), kwargs={"max_wait_ms": 10000})
+    th.start()
+    time.sleep(0.3)
+    expect_json(heartbeat(srv, g, a["member_id"]), 200, "A acknowledges")
+    th.join(15)
+    doc = expect_json(out["r"], 200, "B's long-poll")
+    check(out["s"] < 3, "B's wait ended when its partition was released (%.2fs)" % out["s"])
+    eq(len(doc["partitions"]), 1, "B owns its partition now")
+
+
 def test_group_fetch_starts_at_the_cursor_then_continues_in_its_generation(ctx):
     srv = ctx.srv
     t = topic_with(srv, 1, per_partition=10)

@@ -24,6 +24,7 @@
 #include "broker/local.h"
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 static char tmpdir[256];
@@ -285,6 +286,74 @@ START_TEST(test_the_syncer_removes_expired_members_without_callers)
 }
 END_TEST
 
+START_TEST(test_a_wait_without_positions_ends_at_its_deadline_a_change_or_drain)
+{
+    struct pulse_broker *b = open_broker();
+    struct pulse_group_view a, bv;
+    struct done_flag d1 = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, PULSE_OK};
+    struct done_flag d2 = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, PULSE_OK};
+    struct done_flag d3 = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, PULSE_OK};
+    bool parked = false;
+    make_topic(b, "t", 1);
+    join(b, "g", "t", 10000, &a);
+    join(b, "g", "t", 10000, &bv);
+    ck_assert_uint_eq(bv.nparts, 0);
+    /* B owns nothing: it waits on the group alone, and the syncer's tick
+     * ends the wait at its deadline. */
+    int64_t t0 = pulse_clock_mono_us();
+    ck_assert_int_eq(pulse_broker_group_wait(b, "g", bv.member_id, bv.generation, NULL, 0, t0 + 200 * 1000, on_done,
+                                             &d1, &parked),
+                     PULSE_OK);
+    ck_assert(parked);
+    pthread_mutex_lock(&d1.mu);
+    while (!d1.done)
+        pthread_cond_wait(&d1.cv, &d1.mu);
+    pthread_mutex_unlock(&d1.mu);
+    int64_t waited = pulse_clock_mono_us() - t0;
+    ck_assert_int_ge(waited, 190 * 1000);
+    ck_assert_int_lt(waited, 1500 * 1000);
+    /* A's parked wait on its partition ends when B leaves (a rebalance),
+     * long before its deadline. A was told the generation of B's join. */
+    struct pulse_group_view a2;
+    (void)beat(b, "g", a.member_id, &a2);
+    struct pulse_group_partition pos = {"t", 0, 0};
+    t0 = pulse_clock_mono_us();
+    ck_assert_int_eq(pulse_broker_group_wait(b, "g", a.member_id, a2.generation, &pos, 1, t0 + 20 * 1000 * 1000,
+                                             on_done, &d2, &parked),
+                     PULSE_OK);
+    ck_assert(parked);
+    ck_assert_int_eq(pulse_broker_group_leave(b, "g", bv.member_id), PULSE_OK);
+    pthread_mutex_lock(&d2.mu);
+    while (!d2.done)
+        pthread_cond_wait(&d2.cv, &d2.mu);
+    pthread_mutex_unlock(&d2.mu);
+    ck_assert_int_lt(pulse_clock_mono_us() - t0, 5 * 1000 * 1000);
+    /* A stale generation is not parked: answer at once. */
+    struct pulse_group_view av;
+    (void)beat(b, "g", a.member_id, &av);
+    ck_assert_int_eq(pulse_broker_group_wait(b, "g", a.member_id, a2.generation, &pos, 1, t0 + 20 * 1000 * 1000,
+                                             on_done, &d3, &parked),
+                     PULSE_OK);
+    ck_assert(!parked);
+    pulse_group_view_fini(&a2);
+    /* Drain ends a parked wait with PULSE_SHUTDOWN. */
+    ck_assert_int_eq(pulse_broker_group_wait(b, "g", a.member_id, av.generation, NULL, 0, t0 + 20 * 1000 * 1000,
+                                             on_done, &d3, &parked),
+                     PULSE_OK);
+    ck_assert(parked);
+    pulse_broker_drain(b);
+    pthread_mutex_lock(&d3.mu);
+    while (!d3.done)
+        pthread_cond_wait(&d3.cv, &d3.mu);
+    pthread_mutex_unlock(&d3.mu);
+    ck_assert_int_eq(d3.st, PULSE_SHUTDOWN);
+    pulse_group_view_fini(&a);
+    pulse_group_view_fini(&av);
+    pulse_group_view_fini(&bv);
+    pulse_broker_close(b);
+}
+END_TEST
+
 /* ---- many members at once ------------------------------------------------ */
 
 #define STRESS_THREADS 6
@@ -402,6 +471,7 @@ static Suite *groups_suite(void)
     tcase_add_test(tc, test_a_commit_in_flight_holds_its_partitions_back);
     tcase_add_test(tc, test_fences_refuse_and_store_nothing);
     tcase_add_test(tc, test_the_syncer_removes_expired_members_without_callers);
+    tcase_add_test(tc, test_a_wait_without_positions_ends_at_its_deadline_a_change_or_drain);
     tcase_add_test(tc, test_many_members_at_once_keep_the_table_consistent);
     suite_add_tcase(s, tc);
     return s;
