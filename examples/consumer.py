@@ -162,12 +162,13 @@ def main():
     ap.add_argument("--process-ms", type=int, default=0, help="simulated work per record")
     ap.add_argument("--limit", type=int, default=0, help="stop after this many records (0: never)")
     ap.add_argument("--exit-when-idle", action="store_true",
-                    help="stop once a fetch that waited returned nothing and no partition is pending")
+                    help="stop once a fetch returned nothing and the member's partitions did not change")
     args = ap.parse_args()
     member = Member(args.url.rstrip("/"), args.group, args.topic.split(","), args.lease_ms)
     member.join()
     handled = 0
     seen = set()
+    last_parts = None
     try:
         while True:
             room = args.max_records
@@ -176,11 +177,16 @@ def main():
             doc = member.fetch(room, args.wait_ms)
             if doc is None:
                 continue
+            parts = Member.parts(doc)
             if not doc["records"]:
-                if args.exit_when_idle and doc["pending_partitions"] == 0:
+                # Idle: nothing came and nothing changed (an empty answer
+                # may also mean a rebalance gave this member new partitions).
+                if args.exit_when_idle and doc["pending_partitions"] == 0 and parts == last_parts:
                     print("handled %d records; nothing more to read" % handled)
                     return
+                last_parts = parts
                 continue
+            last_parts = parts
             for rec in doc["records"]:
                 handle(rec, seen, args.process_ms)
                 handled += 1

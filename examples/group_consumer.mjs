@@ -56,6 +56,7 @@ function handle(rec) {
 }
 
 let stopping = false;
+let lastParts = null;
 process.on("SIGINT", () => { stopping = true; });
 
 await join();
@@ -64,10 +65,15 @@ while (!stopping) {
   const { status, doc } = await call("GET", `/members/${member}/records?${q}`);
   if (status === 409 && doc?.error?.code === "rejoin") { await join(); continue; }
   if (status !== 200) throw new Error(`fetch: HTTP ${status} ${JSON.stringify(doc)}`);
+  const parts = JSON.stringify(doc.partitions);
   if (doc.records.length === 0) {
-    if (args["exit-when-idle"] && doc.pending_partitions === 0) break;
+    // Idle: nothing came and nothing changed (an empty answer may also
+    // mean a rebalance gave this member new partitions).
+    if (args["exit-when-idle"] && doc.pending_partitions === 0 && parts === lastParts) break;
+    lastParts = parts;
     continue;
   }
+  lastParts = parts;
   for (const rec of doc.records) handle(rec);
   const c = await call("POST", `/members/${member}/commit`, { generation: doc.generation, offsets: doc.positions });
   if (c.status === 409 && c.doc?.error?.code === "rejoin") await join();
