@@ -69,7 +69,7 @@ class Member(threading.Thread):
     def __init__(self, url, group, topic, wait_ms, lease_ms):
         super().__init__(daemon=True)
         self.c = Client(url)
-        self.group, self.wait_ms = group, wait_ms
+        self.url, self.group, self.wait_ms = url, group, wait_ms
         st, doc = self.c.req("POST", "/v1/groups/%s/members" % group, {"topics": [topic], "lease_ms": lease_ms})
         if st != 201:
             sys.exit("join: %d %s" % (st, doc))
@@ -81,8 +81,9 @@ class Member(threading.Thread):
             self.c.req("GET", "/v1/groups/%s/members/%s/records?max_wait_ms=%d" % (self.group, self.id, self.wait_ms))
 
     def leave(self):
+        """From another thread than the member's: its own connection."""
         self.stop.set()
-        self.c.req("DELETE", "/v1/groups/%s/members/%s" % (self.group, self.id))
+        Client(self.url).req("DELETE", "/v1/groups/%s/members/%s" % (self.group, self.id))
 
 
 def settled(c, group, members):

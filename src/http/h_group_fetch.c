@@ -44,6 +44,8 @@
 #define GFETCH_MAX_RECORDS 10000
 #define GFETCH_MAX_BYTES (64ll * 1024 * 1024)
 #define GFETCH_MAX_WAIT_MS 30000
+/* First read of a partition; later reads of it grow fourfold. */
+#define GFETCH_FIRST_CHUNK (64u * 1024)
 
 /* r->hstate of a group fetch. */
 struct gfetch_state {
@@ -118,55 +120,69 @@ static bool reserve(struct pulse_hreq *r, struct gfetch_state *q, uint64_t n)
     return true;
 }
 
-/* Reads partition i of the view into the answer, from its position.
+/* One read of at most want bytes at offset into f (the first unit whole
+ * when it is larger and the answer has no record yet: a reader always
+ * makes progress). */
+static pulse_status_t read_chunk(struct pulse_hreq *r, struct gfetch_state *q, struct pulse_fetch *f, int64_t offset,
+                                 uint64_t want, struct pulse_fetch_pos *pos)
+{
+    uint64_t need = 0;
+    if (!reserve(r, q, want))
+        return PULSE_BUSY;
+    pulse_status_t st = pulse_broker_fetch_read(r->srv->broker, f, offset, want, pos, &need);
+    if (st == PULSE_TOO_LARGE && q->nrecords == 0 && reserve(r, q, need))
+        st = pulse_broker_fetch_read(r->srv->broker, f, offset, need, pos, &need);
+    if (st == PULSE_OK)
+        q->read_bytes += (int64_t)pos->bytes;
+    return st;
+}
+
+/* Reads partition i of the view into the answer from its position, in
+ * growing chunks (an answer usually stops at max_records long before
+ * max_bytes of stored records, and every byte read is CRC-checked).
  * false once the answer is full (stop reading). */
 static bool read_partition(struct pulse_hreq *r, struct gfetch_state *q, size_t i)
 {
     struct pulse_group_partition *at = &q->next[i];
     struct pulse_fetch *f = NULL;
-    struct pulse_fetch_pos pos;
-    uint64_t want = (uint64_t)(q->max_bytes - q->read_bytes);
-    uint64_t need = 0;
-    bool more = true;
-    memset(&pos, 0, sizeof pos);
+    uint64_t chunk = GFETCH_FIRST_CHUNK;
+    uint64_t before = q->nrecords, bytes = 0;
+    bool full = false;
     if (q->read_bytes >= q->max_bytes && q->nrecords > 0)
         return false;
-    if (want == 0)
-        want = 1;
     if (pulse_broker_fetch_create(r->srv->broker, at->topic, at->partition, &f) != PULSE_OK)
         return true;
-    if (!reserve(r, q, want))
-        goto out;
-    pulse_status_t st = pulse_broker_fetch_read(r->srv->broker, f, at->offset, want, &pos, &need);
-    /* The first unit alone is larger: taken whole by the first read of an
-     * answer only (a reader always makes progress). */
-    if (st == PULSE_TOO_LARGE && q->nrecords == 0 && reserve(r, q, need)) {
-        want = need;
-        st = pulse_broker_fetch_read(r->srv->broker, f, at->offset, want, &pos, &need);
-    }
-    if (st != PULSE_OK)
-        goto out;
-    q->read_bytes += (int64_t)pos.bytes;
-    struct pulse_record rec;
-    uint64_t before = q->nrecords;
-    int64_t next = pos.start_offset;
-    bool all = true;
-    while (pulse_broker_fetch_next(f, &rec) == PULSE_OK) {
-        if (q->nrecords >= (uint64_t)q->max_records || !add_record(q, at->topic, at->partition, &rec)) {
-            all = false;
-            more = false;
+    for (;;) {
+        struct pulse_fetch_pos pos;
+        struct pulse_record rec;
+        uint64_t left = q->read_bytes < q->max_bytes ? (uint64_t)(q->max_bytes - q->read_bytes) : 0;
+        if (left == 0 && q->nrecords > 0)
             break;
+        memset(&pos, 0, sizeof pos);
+        if (read_chunk(r, q, f, at->offset, left == 0 ? 1 : (chunk < left ? chunk : left), &pos) != PULSE_OK)
+            break;
+        bytes += pos.bytes;
+        int64_t next = pos.start_offset;
+        bool all = true;
+        while (pulse_broker_fetch_next(f, &rec) == PULSE_OK) {
+            if (q->nrecords >= (uint64_t)q->max_records || !add_record(q, at->topic, at->partition, &rec)) {
+                all = false;
+                break;
+            }
+            next = rec.offset + 1;
         }
-        next = rec.offset + 1;
+        /* Everything read was answered: go on after it (compacted or
+         * skipped offsets included). */
+        at->offset = all ? pos.next_offset : next;
+        full = !all || q->nrecords >= (uint64_t)q->max_records;
+        if (full || pos.bytes == 0 || at->offset >= pos.high_watermark)
+            break;
+        chunk *= 4;
     }
-    /* Everything read was answered: go on after it (compacted or skipped
-     * offsets included). */
-    at->offset = all ? pos.next_offset : next;
     if (q->nrecords > before)
-        pulse_broker_note_fetched(r->srv->broker, at->topic, q->nrecords - before, pos.bytes);
-out:
+        pulse_broker_note_fetched(r->srv->broker, at->topic, q->nrecords - before, bytes);
     pulse_broker_fetch_destroy(f);
-    return more && q->nrecords < (uint64_t)q->max_records;
+    return !full;
 }
 
 /* ,"positions":[...] of the partitions the answer moved, into out. */

@@ -250,6 +250,31 @@ def test_group_fetch_starts_at_the_cursor_then_continues_in_its_generation(ctx):
     expect_status(srv.req("DELETE", group_path(g, "members", b["member_id"])), 204, "B leaves")
 
 
+def test_group_fetch_bounds_records_and_bytes_but_always_progresses(ctx):
+    srv = ctx.srv
+    t = uniq("gt")
+    srv.create_topic(t, partitions=2)
+    big = "x" * 3000
+    srv.publish(t, [{"value": big, "partition": 0} for _ in range(4)])
+    srv.publish(t, [{"value": "s%d" % i, "partition": 1} for i in range(30)])
+    g = uniq("g")
+    a = join(srv, g, [t], lease_ms=5000)
+    got = []
+    for _ in range(100):
+        doc = expect_json(fetch(srv, g, a["member_id"], max_bytes=200, max_records=7), 200, "fetch")
+        check(len(doc["records"]) <= 7, "max_records holds")
+        if not doc["records"]:
+            break
+        check(len(doc["records"]) == 1 or all(len(r["value"]) < 100 for r in doc["records"]),
+              "a 3000-byte record comes alone under max_bytes=200")
+        got.extend((r["partition"], r["offset"]) for r in doc["records"])
+    eq(sorted(got), sorted([(0, o) for o in range(4)] + [(1, o) for o in range(30)]),
+       "every record once, in small answers")
+    for p in (0, 1):
+        offs = [o for q, o in got if q == p]
+        eq(offs, sorted(offs), "partition %d in order" % p)
+
+
 def test_start_latest_skips_what_was_there(ctx):
     srv = ctx.srv
     t = topic_with(srv, 2, per_partition=3)
