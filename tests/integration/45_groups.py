@@ -96,7 +96,9 @@ def test_a_member_that_misses_its_lease_is_removed(ctx):
     b = join(srv, g, [t], lease_ms=5000)
     settle(srv, g, [a["member_id"], b["member_id"]])
     time.sleep(0.5)
-    # Nobody called the group: the broker's own sweep removed A.
+    # A's lease ran out: it is gone (every group call removes the expired
+    # members of its group first; check_groups shows the syncer doing it
+    # with nobody calling).
     d = describe(srv, g)
     eq([m["member_id"] for m in d["members"]], [b["member_id"]], "only B is left")
     err = expect_error(heartbeat(srv, g, a["member_id"]), 409, "rejoin", "A after its lease")
@@ -109,11 +111,11 @@ def test_heartbeats_keep_an_idle_member(ctx):
     srv = ctx.srv
     t = topic_with(srv, 1)
     g = uniq("g")
-    a = join(srv, g, [t], lease_ms=300)
+    a = join(srv, g, [t], lease_ms=1000)
     for _ in range(6):
-        time.sleep(0.1)
+        time.sleep(0.25)
         expect_json(heartbeat(srv, g, a["member_id"]), 200, "heartbeat within the lease")
-    eq(len(describe(srv, g)["members"]), 1, "still a member after twice its lease")
+    eq(len(describe(srv, g)["members"]), 1, "still a member after 1.5 times its lease")
 
 
 def test_commits_are_fenced_and_land_in_the_consumer_cursors(ctx):
