@@ -22,6 +22,7 @@ libpulsehttp_a_SOURCES = \
 	src/http/h_topics.c src/http/h_publish.c src/http/h_fetch.c \
 	src/http/h_consumers.c src/http/h_ops.c src/http/h_static.c \
 	src/http/embed.c src/http/embed.h \
+	src/http/h_groups.c src/http/h_group_fetch.c \
 	src/http/fastpub.c src/http/fastpub.h \
 	src/http/http_int.h
 nodist_libpulsehttp_a_SOURCES = src/http/openapi_data.c src/http/web_data.c

@@ -111,7 +111,9 @@ static bool route_wants_body(enum pulse_route route, enum pulse_method m)
            (route == PULSE_ROUTE_TOPIC && m == PULSE_METHOD_PATCH) ||
            (route == PULSE_ROUTE_PUBLISH && m == PULSE_METHOD_POST) ||
            (route == PULSE_ROUTE_CURSORS && m == PULSE_METHOD_POST) ||
-           (route == PULSE_ROUTE_CURSOR && m == PULSE_METHOD_PUT);
+           (route == PULSE_ROUTE_CURSOR && m == PULSE_METHOD_PUT) ||
+           (route == PULSE_ROUTE_GROUP_MEMBERS && m == PULSE_METHOD_POST) ||
+           (route == PULSE_ROUTE_GROUP_COMMIT && m == PULSE_METHOD_POST);
 }
 
 /* Files compiled into pulsed (h_static.c): served while the broker starts
@@ -310,6 +312,15 @@ static void dispatch(struct pulse_hreq *r)
             pulse_h_consumers_cursor_put(r);
         else
             pulse_h_consumers_cursor_get(r);
+        return;
+    case PULSE_ROUTE_GROUPS:
+    case PULSE_ROUTE_GROUP:
+    case PULSE_ROUTE_GROUP_MEMBERS:
+    case PULSE_ROUTE_GROUP_MEMBER:
+    case PULSE_ROUTE_GROUP_HEARTBEAT:
+    case PULSE_ROUTE_GROUP_RECORDS:
+    case PULSE_ROUTE_GROUP_COMMIT:
+        pulse_h_groups(r);
         return;
     case PULSE_ROUTE_NONE:
         break;
