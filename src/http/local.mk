@@ -8,6 +8,8 @@ libpulsehttp_a_SOURCES = \
 	src/http/budget.c src/http/budget.h \
 	src/http/config.c src/http/config.h \
 	src/http/conns.c src/http/conns.h \
+	src/http/cors.c src/http/cors.h \
+	src/http/encode.c src/http/encode.h \
 	src/http/errmap.c src/http/errmap.h \
 	src/http/fetch_json.c src/http/fetch_json.h \
 	src/http/json.c src/http/json.h \
@@ -84,3 +86,11 @@ tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
 	$(CHECK_LDADD)
+
+# CORS origins and gzip'ed answers (cors.h, encode.h).
+check_PROGRAMS += tests/unit/check_browser
+TESTS += tests/unit/check_browser
+tests_unit_check_browser_SOURCES = tests/unit/http/check_browser.c
+tests_unit_check_browser_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
+tests_unit_check_browser_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_browser_LDADD = libpulsehttp.a libpulsecommon.a $(ZLIB_LIBS) $(CHECK_LDADD)

@@ -11,6 +11,7 @@ INTEGRATION_TESTS = \
 	tests/integration/42_admin_async.py \
 	tests/integration/50_ops.py \
 	tests/integration/55_start_errors.py \
+	tests/integration/57_cors.py \
 	tests/integration/60_bad_input.py \
 	tests/integration/62_http_smuggling.py \
 	tests/integration/64_slow_clients.py \
