@@ -49,9 +49,12 @@ pulsed_SOURCES = src/main.c
 pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
 pulsed_LDADD = $(PULSE_HTTP_LIBS)
 
-# `make run`: build and serve on 127.0.0.1:8080 with ./data, in the foreground.
+# `make run`: build and serve in the foreground, on LISTEN (default
+# 127.0.0.1:8080) with DATA_DIR (default ./data); PULSED_ARGS adds options:
+#   make run LISTEN=127.0.0.1:9090 PULSED_ARGS='-c conf/pulse.conf'
+# (Variables set on make's command line reach the recipe's environment.)
 run: pulsed
-	./pulsed --data-dir ./data --listen 127.0.0.1:8080
+	./pulsed --data-dir "$${DATA_DIR:-./data}" --listen "$${LISTEN:-127.0.0.1:8080}" $${PULSED_ARGS:-}
 .PHONY: run
 
 check_PROGRAMS += tests/unit/check_http
