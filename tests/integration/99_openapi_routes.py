@@ -34,6 +34,8 @@ ROUTES = [
     ("GET", "/metrics"),
     ("GET", "/v1/broker"),
     ("GET", "/openapi.yaml"),
+    ("GET", "/v1/topics/{topic}/partitions"),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}"),
 ]
 
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
