@@ -130,7 +130,7 @@ static void reply_not_allowed(struct pulse_hreq *r)
     if (r->match.route == PULSE_ROUTE_PUBLISH && pulse_router_base_method(r->method) == PULSE_METHOD_GET)
         snprintf(msg, sizeof msg,
                  "method not allowed; allowed: %s. Records are read per partition: GET "
-                 "/v1/topics/{topic}/partitions/{partition}/records (docs/API.md \"Fetch\" also describes the "
+                 "/v1/topics/{topic}/partitions/{partition}/records (docs/API.md \"Fetching\" also describes the "
                  "topic-wide reads)",
                  allow);
     else
