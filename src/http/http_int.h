@@ -288,8 +288,11 @@ void pulse_h_consumers_cursor_put(struct pulse_hreq *r);
 void pulse_h_ops_healthz(struct pulse_hreq *r);
 void pulse_h_ops_readyz(struct pulse_hreq *r);
 void pulse_h_ops_metrics(struct pulse_hreq *r);
-void pulse_h_ops_openapi(struct pulse_hreq *r);
 void pulse_h_ops_broker(struct pulse_hreq *r);
+/* h_static.c: the files compiled into pulsed (embed.h). */
+void pulse_h_static_dashboard(struct pulse_hreq *r);
+void pulse_h_static_asset(struct pulse_hreq *r);
+void pulse_h_static_openapi(struct pulse_hreq *r);
 /* Appends the HTTP metrics (Prometheus text) to out. Locks: srv->mlock. */
 pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *out);
 

@@ -44,6 +44,8 @@ static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_CURSOR, "/v1/consumers/{consumer}/cursors/{topic}/{partition}", M(GET) | M(PUT), {NULL}},
     {PULSE_ROUTE_PARTITIONS, "/v1/topics/{topic}/partitions", M(GET), {NULL}},
     {PULSE_ROUTE_PARTITION, "/v1/topics/{topic}/partitions/{partition}", M(GET), {NULL}},
+    {PULSE_ROUTE_DASHBOARD, "/", M(GET), {NULL}},
+    {PULSE_ROUTE_ASSET, "/ui/{asset}", M(GET), {NULL}},
 };
 
 static const char *const method_names[PULSE_METHOD_COUNT] = {"GET",  "POST", "PUT",     "PATCH",
@@ -54,6 +56,14 @@ static bool match_one(const char *tmpl, const char *path, struct pulse_route_mat
 {
     struct pulse_route_match tmp;
     memset(&tmp, 0, sizeof tmp);
+    /* The root has no segment to match: only "/" itself is it. */
+    if (strcmp(tmpl, "/") == 0) {
+        if (strcmp(path, "/") != 0)
+            return false;
+        tmp.route = m->route;
+        *m = tmp;
+        return true;
+    }
     const char *t = tmpl;
     const char *p = path;
     while (*t != '\0') {
@@ -71,6 +81,8 @@ static bool match_one(const char *tmpl, const char *path, struct pulse_route_mat
                 slot = &tmp.topic;
             else if (strncmp(t, "{partition}", tl) == 0)
                 slot = &tmp.partition;
+            else if (strncmp(t, "{asset}", tl) == 0)
+                slot = &tmp.asset;
             else
                 slot = &tmp.consumer;
             slot->p = p;
@@ -142,10 +154,20 @@ bool pulse_router_allows(enum pulse_route r, enum pulse_method m)
 
 const char *pulse_router_request_headers(enum pulse_route r)
 {
-    for (int i = PULSE_METHOD_POST; i <= PULSE_METHOD_DELETE; i++)
-        if (pulse_router_allows(r, (enum pulse_method)i) && i != PULSE_METHOD_DELETE)
-            return "Accept, Content-Type, Content-Encoding, X-Request-Id";
-    return "Accept, X-Request-Id";
+    bool body = false;
+    for (int i = PULSE_METHOD_POST; i < PULSE_METHOD_DELETE; i++)
+        body = body || pulse_router_allows(r, (enum pulse_method)i);
+    bool get = pulse_router_allows(r, PULSE_METHOD_GET);
+    /* Authorization: the dashboard's bearer token; Last-Event-ID: a
+     * stream resumed by a reader that can set headers (fetch, not
+     * EventSource). */
+    if (body && get)
+        return "Accept, Authorization, Content-Type, Content-Encoding, Last-Event-ID, X-Request-Id";
+    if (body)
+        return "Accept, Authorization, Content-Type, Content-Encoding, X-Request-Id";
+    if (get)
+        return "Accept, Authorization, Last-Event-ID, X-Request-Id";
+    return "Accept, Authorization, X-Request-Id";
 }
 
 void pulse_router_allow_header(enum pulse_route r, char *buf, size_t len)

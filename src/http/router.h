@@ -33,6 +33,8 @@ enum pulse_route {
     PULSE_ROUTE_CURSOR,
     PULSE_ROUTE_PARTITIONS,
     PULSE_ROUTE_PARTITION,
+    PULSE_ROUTE_DASHBOARD, /* "/": the dashboard's page */
+    PULSE_ROUTE_ASSET,     /* "/ui/{asset}": the files it loads */
     PULSE_ROUTE_NONE /* unknown path; also the number of routes */
 };
 
@@ -62,6 +64,7 @@ struct pulse_route_match {
     struct pulse_route_param topic;
     struct pulse_route_param partition;
     struct pulse_route_param consumer;
+    struct pulse_route_param asset;
 };
 
 /* PULSE_OK with *m filled, or PULSE_NOT_FOUND (m->route = PULSE_ROUTE_NONE). */
@@ -93,8 +96,9 @@ bool pulse_router_is_write(enum pulse_method m);
 
 /* The request headers a browser may send to route r beyond the ones it
  * always may (the Access-Control-Allow-Headers value of a preflight):
- * Content-Type and Content-Encoding where the route takes a body. A
- * static string. */
+ * Accept, Authorization and X-Request-Id everywhere, Content-Type and
+ * Content-Encoding where the route takes a body, Last-Event-ID where it
+ * takes GET. A static string. */
 const char *pulse_router_request_headers(enum pulse_route r);
 
 /* Most query parameters any route and method accepts. */

@@ -117,9 +117,17 @@ static bool route_wants_body(enum pulse_route route, enum pulse_method m)
            (route == PULSE_ROUTE_CURSOR && m == PULSE_METHOD_PUT);
 }
 
+/* Files compiled into pulsed (h_static.c): served while the broker starts
+ * too, so the dashboard can say that it does. */
+static bool route_is_file(enum pulse_route route)
+{
+    return route == PULSE_ROUTE_DASHBOARD || route == PULSE_ROUTE_ASSET;
+}
+
 static bool route_answers_json(enum pulse_route route)
 {
-    return route != PULSE_ROUTE_METRICS && route != PULSE_ROUTE_OPENAPI && route != PULSE_ROUTE_FETCH;
+    return route != PULSE_ROUTE_METRICS && route != PULSE_ROUTE_OPENAPI && route != PULSE_ROUTE_FETCH &&
+           !route_is_file(route);
 }
 
 static void reply_not_allowed(struct pulse_hreq *r)
@@ -253,7 +261,7 @@ static void begin(struct pulse_hreq *r)
         pulse_server_reply_not_serving(r, "the broker is shutting down");
         return;
     }
-    if (srv->broker == NULL && route != PULSE_ROUTE_HEALTHZ) {
+    if (srv->broker == NULL && route != PULSE_ROUTE_HEALTHZ && !route_is_file(route)) {
         pulse_server_reply_not_serving(r, "the broker is starting (recovery in progress)");
         return;
     }
@@ -287,7 +295,13 @@ static void dispatch(struct pulse_hreq *r)
         pulse_h_ops_metrics(r);
         return;
     case PULSE_ROUTE_OPENAPI:
-        pulse_h_ops_openapi(r);
+        pulse_h_static_openapi(r);
+        return;
+    case PULSE_ROUTE_DASHBOARD:
+        pulse_h_static_dashboard(r);
+        return;
+    case PULSE_ROUTE_ASSET:
+        pulse_h_static_asset(r);
         return;
     case PULSE_ROUTE_BROKER:
         pulse_h_ops_broker(r);

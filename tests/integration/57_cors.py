@@ -74,7 +74,7 @@ def test_preflight_from_an_allowed_origin_names_the_route_methods_and_headers(ct
         eq(r.header("Allow"), allow, "Allow of %s" % path)
         check("Origin" in (r.header("Vary") or ""), "Vary: Origin on %s" % path)
         heads = [h.strip().lower() for h in (r.header("Access-Control-Allow-Headers") or "").split(",")]
-        check("x-request-id" in heads, "X-Request-Id may be sent: %r" % heads)
+        check("x-request-id" in heads and "authorization" in heads, "X-Request-Id and a token may be sent: %r" % heads)
         if needs:
             check(needs.lower() in heads and "content-encoding" in heads, "body headers allowed: %r" % heads)
         else:

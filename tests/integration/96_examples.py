@@ -172,7 +172,7 @@ ROUTE_RES = [
     ("DELETE", r"/v1/consumers/[^/]+"), ("GET", r"/v1/consumers/[^/]+/cursors"),
     ("POST", r"/v1/consumers/[^/]+/cursors"), ("GET", r"/v1/consumers/[^/]+/cursors/[^/]+/[^/]+"),
     ("PUT", r"/v1/consumers/[^/]+/cursors/[^/]+/[^/]+"), ("GET", r"/healthz"), ("GET", r"/readyz"),
-    ("GET", r"/metrics"), ("GET", r"/v1/broker"), ("GET", r"/openapi.yaml"),
+    ("GET", r"/metrics"), ("GET", r"/v1/broker"), ("GET", r"/openapi.yaml"), ("GET", r"/"),
     ("GET", r"/v1/topics/[^/]+/partitions"), ("GET", r"/v1/topics/[^/]+/partitions/[^/]+"),
 ]
 

@@ -36,6 +36,8 @@ ROUTES = [
     ("GET", "/openapi.yaml"),
     ("GET", "/v1/topics/{topic}/partitions"),
     ("GET", "/v1/topics/{topic}/partitions/{partition}"),
+    ("GET", "/"),
+    ("GET", "/ui/{asset}"),
 ]
 
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
@@ -79,7 +81,7 @@ def test_every_route_is_routed_live(ctx):
     srv = ctx.srv
     t = uniq("routes")
     c = uniq("routes-c")
-    values = {"topic": t, "consumer": c, "partition": "0"}
+    values = {"topic": t, "consumer": c, "partition": "0", "asset": "app.js"}
     bodies = {
         ("POST", "/v1/topics"): {"name": t},
         ("PATCH", "/v1/topics/{topic}"): {"retention_ms": 1000},

@@ -648,7 +648,7 @@ START_TEST(test_paths_map_to_route_templates_and_parameters)
     ck_assert_int_eq(pulse_router_match("/v1/topics//", &m), PULSE_NOT_FOUND);
     ck_assert_int_eq(pulse_router_match("/v1//topics", &m), PULSE_NOT_FOUND);
     ck_assert_int_eq(pulse_router_match("/v1/topics/a/b", &m), PULSE_NOT_FOUND);
-    ck_assert_int_eq(pulse_router_match("/", &m), PULSE_NOT_FOUND);
+    ck_assert_int_eq(pulse_router_match("//", &m), PULSE_NOT_FOUND);
     ck_assert_int_eq(m.route, PULSE_ROUTE_NONE);
     ck_assert_str_eq(pulse_router_template(PULSE_ROUTE_NONE), "unmatched");
 }
@@ -677,8 +677,11 @@ START_TEST(test_allow_header_lists_the_route_methods)
     ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_OPTIONS, "offset"), -1);
     ck_assert(pulse_router_is_write(PULSE_METHOD_DELETE) && !pulse_router_is_write(PULSE_METHOD_HEAD));
     ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_PUBLISH),
-                     "Accept, Content-Type, Content-Encoding, X-Request-Id");
-    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_CONSUMER), "Accept, X-Request-Id");
+                     "Accept, Authorization, Content-Type, Content-Encoding, X-Request-Id");
+    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_TOPICS),
+                     "Accept, Authorization, Content-Type, Content-Encoding, Last-Event-ID, X-Request-Id");
+    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_FETCH), "Accept, Authorization, Last-Event-ID, X-Request-Id");
+    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_CONSUMER), "Accept, Authorization, X-Request-Id");
     ck_assert_int_eq(pulse_router_method("PATCH"), PULSE_METHOD_PATCH);
 }
 END_TEST
