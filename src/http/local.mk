@@ -9,6 +9,8 @@ libpulsehttp_a_SOURCES = \
 	src/http/budget.c src/http/budget.h \
 	src/http/config.c src/http/config.h \
 	src/http/conns.c src/http/conns.h \
+	src/http/cors.c src/http/cors.h \
+	src/http/encode.c src/http/encode.h \
 	src/http/errmap.c src/http/errmap.h \
 	src/http/fetch_json.c src/http/fetch_json.h \
 	src/http/json.c src/http/json.h \
@@ -54,9 +56,12 @@ pulsed_SOURCES = src/main.c
 pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
 pulsed_LDADD = $(PULSE_HTTP_LIBS)
 
-# `make run`: build and serve on 127.0.0.1:8080 with ./data, in the foreground.
+# `make run`: build and serve in the foreground, on LISTEN (default
+# 127.0.0.1:8080) with DATA_DIR (default ./data); PULSED_ARGS adds options:
+#   make run LISTEN=127.0.0.1:9090 PULSED_ARGS='-c conf/pulse.conf'
+# (Variables set on make's command line reach the recipe's environment.)
 run: pulsed
-	./pulsed --data-dir ./data --listen 127.0.0.1:8080
+	./pulsed --data-dir "$${DATA_DIR:-./data}" --listen "$${LISTEN:-127.0.0.1:8080}" $${PULSED_ARGS:-}
 .PHONY: run
 
 check_PROGRAMS += tests/unit/check_http
@@ -91,6 +96,14 @@ tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
 	$(CHECK_LDADD)
+
+# CORS origins and gzip'ed answers (cors.h, encode.h).
+check_PROGRAMS += tests/unit/check_browser
+TESTS += tests/unit/check_browser
+tests_unit_check_browser_SOURCES = tests/unit/http/check_browser.c
+tests_unit_check_browser_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
+tests_unit_check_browser_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_browser_LDADD = libpulsehttp.a libpulsecommon.a $(ZLIB_LIBS) $(CHECK_LDADD)
 
 # The compiled-in files and their routes (embed.h, router.h).
 check_PROGRAMS += tests/unit/check_embed
