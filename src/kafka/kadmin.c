@@ -312,8 +312,14 @@ static pulse_status_t check_cursors(struct pulse_kafka *k, struct kjob *j, rd_ka
         st = pulse_kafka_meta_partitions(k, c->topic, &parts);
         if (st == PULSE_OK && c->partition >= parts)
             st = PULSE_PARTITION_NOT_FOUND;
-        if (st != PULSE_OK)
-            pulse_errbuf_set(j->errbuf, j->errlen, "cursor %zu (%s/%u): %s", i, c->topic, c->partition,
+        /* The wording of the local backend (one wording per error). */
+        if (st == PULSE_TOPIC_NOT_FOUND)
+            pulse_errbuf_set(j->errbuf, j->errlen, "cursors[%zu]: topic \"%s\" does not exist", i, c->topic);
+        else if (st == PULSE_PARTITION_NOT_FOUND)
+            pulse_errbuf_set(j->errbuf, j->errlen, "cursors[%zu]: topic \"%s\" has no partition %u; its partitions "
+                             "are 0 to %u", i, c->topic, c->partition, parts - 1);
+        else if (st != PULSE_OK)
+            pulse_errbuf_set(j->errbuf, j->errlen, "cursors[%zu] (%s/%u): %s", i, c->topic, c->partition,
                              pulse_status_message(st));
         else
             rd_kafka_topic_partition_list_add(list, c->topic, (int32_t)c->partition);
@@ -322,9 +328,9 @@ static pulse_status_t check_cursors(struct pulse_kafka *k, struct kjob *j, rd_ka
         st = pulse_kafka_watermarks(k, list, NULL);
     for (int i = 0; st == PULSE_OK && i < list->cnt; i++) {
         if (j->cursors[i].offset < 0 || j->cursors[i].offset > list->elems[i].offset) {
-            pulse_errbuf_set(j->errbuf, j->errlen, "cursor %d (%s/%u): offset %lld is outside [0, %lld]", i,
-                             j->cursors[i].topic, j->cursors[i].partition, (long long)j->cursors[i].offset,
-                             (long long)list->elems[i].offset);
+            pulse_errbuf_set(j->errbuf, j->errlen, "cursors[%d]: offset %lld is outside [0, %lld] of %s/%u", i,
+                             (long long)j->cursors[i].offset, (long long)list->elems[i].offset, j->cursors[i].topic,
+                             j->cursors[i].partition);
             st = PULSE_RANGE;
         }
         list->elems[i].offset = j->cursors[i].offset;

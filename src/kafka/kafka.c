@@ -522,6 +522,77 @@ static pulse_status_t kafka_consumer_delete_async(struct pulse_broker *b, const 
     return PULSE_NOT_SUPPORTED;
 }
 
+/* Consumer groups (docs/API.md "Consumer groups") are not mapped onto the
+ * Kafka backend yet: every group call answers PULSE_NOT_SUPPORTED (406),
+ * at once, with no callback (docs/Scaling.md "What differs"). */
+static pulse_status_t no_group_join(struct pulse_broker *b, const char *group,
+                                    const struct pulse_group_join_spec *spec, struct pulse_group_view *view,
+                                    char *errbuf, size_t errlen)
+{
+    (void)b, (void)group, (void)spec, (void)view;
+    pulse_errbuf_set(errbuf, errlen, "consumer groups are not available with the Kafka backend");
+    return PULSE_NOT_SUPPORTED;
+}
+
+static pulse_status_t no_group_heartbeat(struct pulse_broker *b, const char *group, const char *member,
+                                         struct pulse_group_view *view)
+{
+    (void)b, (void)group, (void)member, (void)view;
+    return PULSE_NOT_SUPPORTED;
+}
+
+static pulse_status_t no_group_leave(struct pulse_broker *b, const char *group, const char *member)
+{
+    (void)b, (void)group, (void)member;
+    return PULSE_NOT_SUPPORTED;
+}
+
+static pulse_status_t no_group_poll_async(struct pulse_broker *b, const char *group, const char *member,
+                                          struct pulse_group_view *view, pulse_admin_done_fn done, void *arg)
+{
+    (void)b, (void)group, (void)member, (void)view, (void)done, (void)arg;
+    return PULSE_NOT_SUPPORTED;
+}
+
+static pulse_status_t no_group_fetched(struct pulse_broker *b, const char *group, const char *member,
+                                       uint64_t generation, const struct pulse_group_partition *pos, size_t n)
+{
+    (void)b, (void)group, (void)member, (void)generation, (void)pos, (void)n;
+    return PULSE_NOT_SUPPORTED;
+}
+
+static pulse_status_t no_group_wait(struct pulse_broker *b, const char *group, const char *member,
+                                    uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                    int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
+{
+    (void)b, (void)group, (void)member, (void)generation, (void)pos, (void)n, (void)deadline_mono_us, (void)fn,
+        (void)arg, (void)parked_out;
+    return PULSE_NOT_SUPPORTED;
+}
+
+static pulse_status_t no_group_commit_async(struct pulse_broker *b, const char *group, const char *member,
+                                            uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                            struct pulse_group_view *view, pulse_admin_done_fn done, void *arg,
+                                            char *errbuf, size_t errlen)
+{
+    (void)b, (void)group, (void)member, (void)generation, (void)pos, (void)n, (void)view, (void)done, (void)arg;
+    pulse_errbuf_set(errbuf, errlen, "consumer groups are not available with the Kafka backend");
+    return PULSE_NOT_SUPPORTED;
+}
+
+static pulse_status_t no_group_list(struct pulse_broker *b, char ***names_out, size_t *n_out)
+{
+    (void)b, (void)names_out, (void)n_out;
+    return PULSE_NOT_SUPPORTED;
+}
+
+static pulse_status_t no_group_describe_async(struct pulse_broker *b, const char *group,
+                                              struct pulse_group_info **out, pulse_admin_done_fn done, void *arg)
+{
+    (void)b, (void)group, (void)out, (void)done, (void)arg;
+    return PULSE_NOT_SUPPORTED;
+}
+
 /* fetch_raw is left out: Kafka's batches are not Pulse's batch format, so
  * a raw fetch answers PULSE_NOT_SUPPORTED (406). */
 const struct pulse_broker_ops pulse_kafka_ops = {
@@ -545,7 +616,7 @@ const struct pulse_broker_ops pulse_kafka_ops = {
     .fetch_probe = pulse_kafka_fetch_probe,
     .fetch_raw = NULL,
     .note_fetched = kafka_note_fetched,
-    .wait_data = pulse_kafka_wait_data,
+    .wait_any = pulse_kafka_wait_any,
     .cursor_commit_async = pulse_kafka_cursor_commit_async,
     .cursor_get_async = pulse_kafka_cursor_get_async,
     .cursor_list_async = pulse_kafka_cursor_list_async,
@@ -553,4 +624,13 @@ const struct pulse_broker_ops pulse_kafka_ops = {
     .consumer_delete_async = kafka_consumer_delete_async,
     .metrics = kafka_metrics,
     .fenced_list = kafka_fenced_list,
+    .group_join = no_group_join,
+    .group_heartbeat = no_group_heartbeat,
+    .group_leave = no_group_leave,
+    .group_poll_async = no_group_poll_async,
+    .group_fetched = no_group_fetched,
+    .group_wait = no_group_wait,
+    .group_commit_async = no_group_commit_async,
+    .group_list = no_group_list,
+    .group_describe_async = no_group_describe_async,
 };

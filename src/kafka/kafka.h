@@ -5,7 +5,7 @@
  * state of its own on disk: pulsed becomes a stateless gateway, and any
  * number of them may serve the same cluster. What a broker promises is
  * broker.h; how each call maps onto Kafka, and what differs from the local
- * backend, is docs/Architecture.md section 11 and docs/Scaling.md.
+ * backend, is docs/Architecture.md section 12 and docs/Scaling.md.
  *
  * Threads it runs between open and close (besides librdkafka's own):
  *   kpoll  - serves the producer's delivery reports (rd_kafka_poll) and

@@ -154,14 +154,14 @@ pulse_status_t pulse_kafka_fetch_probe(struct pulse_broker *b, const char *topic
 
 /* ---- kwait.c -------------------------------------------------------------- */
 
-pulse_status_t pulse_kafka_wait_data(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
-                                     int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
+pulse_status_t pulse_kafka_wait_any(struct pulse_broker *b, const struct pulse_wait_pos *pos, size_t n,
+                                    int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
+                                    size_t *ready_out);
 /* Parks one waiter on n positions (topics[i], partitions[i], offsets[i]):
  * it fires when the high watermark of any passes its offset, a topic of
  * any is deleted (PULSE_TOPIC_NOT_FOUND) or the deadline passes
- * (PULSE_OK); always parked. The shape of broker.h's wait_any (issue 10's
- * waiter) for when the seam has it. PULSE_INVALID, PULSE_SHUTDOWN,
- * PULSE_NOMEM at once. */
+ * (PULSE_OK); always parked (wait_any of the table checks the positions
+ * first). PULSE_INVALID, PULSE_SHUTDOWN, PULSE_NOMEM at once. */
 pulse_status_t pulse_kafka_wait_positions(struct pulse_kafka *k, const char *const *topics,
                                           const uint32_t *partitions, const int64_t *offsets, size_t n,
                                           int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);

@@ -122,8 +122,8 @@ static pulse_status_t validate(struct pulse_kafka *k, const char *topic, const s
     }
     for (size_t i = 0; i < n; i++) {
         if (recs[i].partition >= 0 && (uint32_t)recs[i].partition >= parts) {
-            pulse_errbuf_set(errbuf, errlen, "records[%zu]: partition %d does not exist (the topic has %u)", i,
-                             (int)recs[i].partition, parts);
+            pulse_errbuf_set(errbuf, errlen, "records[%zu]: topic \"%s\" has no partition %d; its partitions are 0 to %u",
+                             i, topic, (int)recs[i].partition, parts - 1);
             return PULSE_PARTITION_NOT_FOUND;
         }
     }

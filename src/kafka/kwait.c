@@ -74,11 +74,36 @@ pulse_status_t pulse_kafka_wait_positions(struct pulse_kafka *k, const char *con
     return PULSE_OK;
 }
 
-pulse_status_t pulse_kafka_wait_data(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
-                                     int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
+pulse_status_t pulse_kafka_wait_any(struct pulse_broker *b, const struct pulse_wait_pos *pos, size_t n,
+                                    int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
+                                    size_t *ready_out)
 {
-    return pulse_kafka_wait_positions(kafka_of(b), &topic, &partition, &offset, 1, deadline_mono_us, fn, arg,
-                                      parked_out);
+    struct pulse_kafka *k = kafka_of(b);
+    pulse_status_t st = PULSE_OK;
+    (void)ready_out; /* always parked: never written */
+    if (n == 0 || n > PULSE_WAIT_MAX_POSITIONS || fn == NULL)
+        return PULSE_INVALID;
+    const char **topics = pulse_calloc(n, sizeof *topics);
+    uint32_t *parts = pulse_calloc(n, sizeof *parts);
+    int64_t *offs = pulse_calloc(n, sizeof *offs);
+    if (topics == NULL || parts == NULL || offs == NULL)
+        st = PULSE_NOMEM;
+    /* Unknown topics and partitions are refused at once, from the cache. */
+    for (size_t i = 0; st == PULSE_OK && i < n; i++) {
+        uint32_t count = 0;
+        st = pulse_kafka_meta_partitions(k, pos[i].topic, &count);
+        if (st == PULSE_OK && pos[i].partition >= count)
+            st = PULSE_PARTITION_NOT_FOUND;
+        topics[i] = pos[i].topic;
+        parts[i] = pos[i].partition;
+        offs[i] = pos[i].offset;
+    }
+    if (st == PULSE_OK)
+        st = pulse_kafka_wait_positions(k, topics, parts, offs, n, deadline_mono_us, fn, arg, parked_out);
+    pulse_free(topics);
+    pulse_free(parts);
+    pulse_free(offs);
+    return st;
 }
 
 void pulse_kafka_wait_kick(struct pulse_kafka *k)
