@@ -491,8 +491,13 @@ static int serve(const struct pulse_config *cfg, sigset_t *stopset)
     char err[512] = "";
     int rc = 1;
 
-    if (pulse_server_create(cfg, NULL, &srv, err, sizeof err) != PULSE_OK) {
+    pulse_status_t st = pulse_server_create(cfg, NULL, &srv, err, sizeof err);
+    if (st != PULSE_OK) {
         PULSE_ERROR("%s", err);
+        /* A setting the server refused (such as an unreadable [tls]
+         * file) exits like any bad setting. */
+        if (st == PULSE_INVALID)
+            rc = EXIT_CONFIG;
         goto out;
     }
     pulse_failpoint_delay("recovery"); /* tests: a recovery that takes long */
@@ -504,8 +509,11 @@ static int serve(const struct pulse_config *cfg, sigset_t *stopset)
     uint16_t port = 0;
     bool v6 = false;
     (void)pulse_server_listen_split(cfg->server.listen, host, sizeof host, &port, &v6);
-    PULSE_INFO("pulsed %s listening on %s%s%s:%u data-dir=%s", PACKAGE_VERSION, v6 ? "[" : "", host, v6 ? "]" : "",
-               (unsigned)pulse_server_port(srv), cfg->server.data_dir);
+    PULSE_INFO("pulsed %s listening on %s%s%s:%u data-dir=%s%s", PACKAGE_VERSION, v6 ? "[" : "", host, v6 ? "]" : "",
+               (unsigned)pulse_server_port(srv), cfg->server.data_dir,
+               !pulse_tls_settings_on(&cfg->tls)     ? ""
+               : pulse_tls_settings_mtls(&cfg->tls) ? " (HTTPS, client certificates required)"
+                                                    : " (HTTPS)");
     rc = wait_and_stop(stopset, &srv, &broker);
 out:
     /* The server goes first: no request may reach a closed broker. */

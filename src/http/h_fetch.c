@@ -441,6 +441,7 @@ static void answer_json(struct pulse_hreq *r)
     if (pulse_fetchjson_records(fj) > 0)
         pulse_broker_note_fetched(r->srv->broker, r->topic, pulse_fetchjson_records(fj),
                                   pulse_fetchjson_payload_bytes(fj));
+    pulse_server_limit_charge(r, pulse_fetchjson_payload_bytes(fj));
     stream_json(r, fj, &fr, &info, next, &skipped);
     fj = NULL; /* the answer owns it */
 out:
@@ -475,6 +476,10 @@ static void answer_raw(struct pulse_hreq *r)
         else
             pulse_broker_note_fetched(r->srv->broker, r->topic, (uint64_t)(s.at.next_offset - s.at.start_offset),
                                       s.at.bytes);
+        /* Over TLS MHD reads the range and encrypts it itself (no
+         * sendfile); the bytes are the same either way. */
+        if (resp != NULL)
+            pulse_server_limit_charge(r, s.at.bytes);
     }
     if (resp == NULL) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
