@@ -489,8 +489,12 @@ static struct MHD_Response *raw_response(struct pulse_hreq *r, int fd, uint64_t 
 {
     if (r->srv->tls_pem.cert == NULL)
         return MHD_create_response_from_fd_at_offset64(len, fd, (int64_t)pos);
-    struct tls_raw *t = pulse_malloc(sizeof *t);
+    /* The block lives in the response until it is sent: charged to the
+     * memory budget like a JSON answer's (a refusal answers 503). */
+    struct tls_raw *t = NULL;
     struct MHD_Response *resp = NULL;
+    if (pulse_server_mem_charge(r, TLS_RAW_BLOCK + sizeof *t))
+        t = pulse_malloc(sizeof *t);
     if (t != NULL) {
         t->fd = fd;
         t->pos = pos;
