@@ -16,7 +16,9 @@
  * thread inherits the mask) and taken by sigwait in the main thread, so no
  * handler runs in async-signal context. The first starts the graceful stop;
  * a watcher thread then waits for a second one and _exits at once (recovery
- * at the next start deals with whatever was not finished).
+ * at the next start deals with whatever was not finished). SIGHUP, blocked
+ * the same way and taken by the same sigwait, reloads the HTTPS
+ * certificate and key (on_sighup) and never stops the process.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -454,12 +456,30 @@ static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out
 /* Waits for the first stop signal, then drains and closes srv and broker
  * (both set to NULL once gone). 0 after a clean stop; a drain that cannot
  * finish _exits(1). */
+/* SIGHUP: what can be reloaded without a restart is reloaded (the HTTPS
+ * certificate and key); a failure keeps what was in use, and says why. */
+static void on_sighup(struct pulse_server *srv)
+{
+    char msg[1024] = "";
+    if (pulse_server_reload_tls(srv, msg, sizeof msg) != PULSE_OK)
+        PULSE_ERROR("SIGHUP: %s; still serving the certificate loaded before", msg);
+    else
+        PULSE_INFO("SIGHUP: %s", msg);
+}
+
 static int wait_and_stop(sigset_t *stopset, struct pulse_server **srv, struct pulse_broker **broker)
 {
     int sig = 0;
+    sigset_t waitset = *stopset;
 
-    while (sigwait(stopset, &sig) != 0)
-        ;
+    sigaddset(&waitset, SIGHUP);
+    for (;;) {
+        if (sigwait(&waitset, &sig) != 0)
+            continue;
+        if (sig != SIGHUP)
+            break;
+        on_sighup(*srv);
+    }
     PULSE_INFO("signal %d: draining (a second signal exits at once)", sig);
     pthread_t watcher;
     if (pthread_create(&watcher, NULL, second_signal, stopset) == 0)
@@ -537,6 +557,12 @@ int main(int argc, char **argv)
     sigaddset(&stopset, SIGINT);
     sigaddset(&stopset, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stopset, NULL);
+    /* SIGHUP reloads (wait_and_stop); blocked in every thread like the
+     * stop signals, but not part of stopset: it never stops pulsed. */
+    sigset_t hupset;
+    sigemptyset(&hupset);
+    sigaddset(&hupset, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &hupset, NULL);
 
     if (pulse_config_init(&cfg) != PULSE_OK) {
         fprintf(stderr, "pulsed: out of memory\n");

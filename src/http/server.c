@@ -145,6 +145,8 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     }
     if (pulse_tls_settings_on(&cfg->tls)) {
         st = pulse_tls_load(&cfg->tls, &srv->tls_pem, errbuf, errlen);
+        if (st == PULSE_OK)
+            st = pulse_tls_keys_set(&srv->tls_pem, errbuf, errlen);
         if (st != PULSE_OK)
             goto out;
         srv->mtls = srv->tls_pem.ca != NULL;
@@ -177,17 +179,17 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
-    /* HTTPS: MHD does the TLS (GnuTLS) from the PEM text in memory; with
-     * a client CA it asks each client for a certificate, which
-     * server_access.c checks (tls.h). Unused entries stay MHD_OPTION_END. */
-    struct MHD_OptionItem tls[4] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL},
-                                    {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+    /* HTTPS: MHD does the TLS (GnuTLS). The certificate and key come from
+     * tls.h's callback, so that SIGHUP can replace them; with a client CA
+     * MHD asks each client for a certificate, which server_access.c
+     * checks (tls.h). Unused entries stay MHD_OPTION_END. */
+    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL},
+                                    {MHD_OPTION_END, 0, NULL}};
     if (srv->tls_pem.cert != NULL) {
         flags |= MHD_USE_TLS;
-        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, srv->tls_pem.cert};
-        tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, srv->tls_pem.key};
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, pulse_tls_retrieve_fn()};
         if (srv->tls_pem.ca != NULL)
-            tls[2] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, srv->tls_pem.ca};
+            tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, srv->tls_pem.ca};
     }
     srv->daemon = MHD_start_daemon(
         flags, 0, on_accept_policy, srv, pulse_server_on_access, srv,
@@ -215,11 +217,38 @@ out:
         close(fd);
     if (srv != NULL) {
         pulse_ratelimit_destroy(srv->ratelimit);
+        if (srv->tls_pem.cert != NULL)
+            pulse_tls_keys_clear();
         pulse_tls_pem_fini(&srv->tls_pem);
         pulse_conns_destroy(srv->conns);
         pthread_mutex_destroy(&srv->mlock);
         pulse_free(srv);
     }
+    return st;
+}
+
+pulse_status_t pulse_server_reload_tls(struct pulse_server *srv, char *errbuf, size_t errlen)
+{
+    if (srv->tls_pem.cert == NULL) {
+        pulse_errbuf_set(errbuf, errlen, "HTTPS is off (tls.cert-file is not set): nothing to reload");
+        return PULSE_OK;
+    }
+    struct pulse_tls_pem pem;
+    pulse_status_t st = pulse_tls_load(&srv->cfg->tls, &pem, errbuf, errlen);
+    if (st != PULSE_OK)
+        return st;
+    st = pulse_tls_keys_set(&pem, errbuf, errlen);
+    if (st == PULSE_OK) {
+        /* MHD holds the CA list it was started with. */
+        bool ca_changed = (pem.ca == NULL) != (srv->tls_pem.ca == NULL) ||
+                          (pem.ca != NULL && strcmp(pem.ca, srv->tls_pem.ca) != 0);
+        pulse_errbuf_set(errbuf, errlen, "reloaded tls.cert-file %s and tls.key-file %s%s", srv->cfg->tls.cert_file,
+                         srv->cfg->tls.key_file,
+                         ca_changed ? "; tls.client-ca-file changed too, which takes a restart: the CAs "
+                                      "loaded at start still apply"
+                                    : "");
+    }
+    pulse_tls_pem_fini(&pem);
     return st;
 }
 
@@ -294,6 +323,8 @@ void pulse_server_destroy(struct pulse_server *srv)
         pulse_conns_destroy(srv->conns);
     if (srv->daemon == NULL) {
         pulse_ratelimit_destroy(srv->ratelimit);
+        if (srv->tls_pem.cert != NULL)
+            pulse_tls_keys_clear();
         pulse_tls_pem_fini(&srv->tls_pem);
     }
     pthread_mutex_destroy(&srv->mlock);

@@ -15,7 +15,9 @@
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
+#include <gnutls/abstract.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -170,6 +172,106 @@ void pulse_tls_pem_fini(struct pulse_tls_pem *pem)
     pulse_free(pem->ca);
     memset(pem, 0, sizeof *pem);
 }
+
+/* ---- the served key pair --------------------------------------------- */
+
+#define CHAIN_MAX 16 /* certificates in tls.cert-file */
+
+struct keypair {
+    gnutls_pcert_st certs[CHAIN_MAX];
+    unsigned ncerts;
+    gnutls_privkey_t key;
+    struct keypair *older; /* replaced pairs, kept until pulse_tls_keys_clear */
+};
+
+static pthread_mutex_t keys_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct keypair *served; /* newest first; NULL until set */
+
+static void keypair_free(struct keypair *kp)
+{
+    for (unsigned i = 0; i < kp->ncerts; i++)
+        gnutls_pcert_deinit(&kp->certs[i]);
+    if (kp->key != NULL)
+        gnutls_privkey_deinit(kp->key);
+    pulse_free(kp);
+}
+
+pulse_status_t pulse_tls_keys_set(const struct pulse_tls_pem *pem, char *errbuf, size_t errlen)
+{
+    struct keypair *kp = pulse_calloc(1, sizeof *kp);
+    if (kp == NULL) {
+        pulse_errbuf_set(errbuf, errlen, "tls: out of memory");
+        return PULSE_NOMEM;
+    }
+    gnutls_datum_t cd = {(unsigned char *)pem->cert, (unsigned)strlen(pem->cert)};
+    gnutls_datum_t kd = {(unsigned char *)pem->key, (unsigned)strlen(pem->key)};
+    unsigned n = CHAIN_MAX;
+    int rc = gnutls_pcert_list_import_x509_raw(kp->certs, &n, &cd, GNUTLS_X509_FMT_PEM, 0);
+    if (rc < 0) {
+        pulse_errbuf_set(errbuf, errlen, "tls.cert-file: %s (at most %d certificates)", gnutls_strerror(rc),
+                         CHAIN_MAX);
+        pulse_free(kp);
+        return PULSE_INVALID;
+    }
+    kp->ncerts = n;
+    rc = gnutls_privkey_init(&kp->key);
+    if (rc >= 0)
+        rc = gnutls_privkey_import_x509_raw(kp->key, &kd, GNUTLS_X509_FMT_PEM, NULL, 0);
+    if (rc < 0) {
+        pulse_errbuf_set(errbuf, errlen, "tls.key-file: %s", gnutls_strerror(rc));
+        keypair_free(kp);
+        return PULSE_INVALID;
+    }
+    pthread_mutex_lock(&keys_lock);
+    kp->older = served;
+    served = kp;
+    pthread_mutex_unlock(&keys_lock);
+    return PULSE_OK;
+}
+
+void pulse_tls_keys_clear(void)
+{
+    pthread_mutex_lock(&keys_lock);
+    struct keypair *kp = served;
+    served = NULL;
+    pthread_mutex_unlock(&keys_lock);
+    while (kp != NULL) {
+        struct keypair *older = kp->older;
+        keypair_free(kp);
+        kp = older;
+    }
+}
+
+/* gnutls_certificate_retrieve_function2: the newest pair, whatever the
+ * client asked for (one certificate is configured). Thread: an MHD
+ * worker, in a handshake. */
+static int retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, int nreqs,
+                    const gnutls_pk_algorithm_t *pk_algos, int pk_algos_length, gnutls_pcert_st **pcert,
+                    unsigned int *pcert_length, gnutls_privkey_t *pkey)
+{
+    (void)session;
+    (void)req_ca_dn;
+    (void)nreqs;
+    (void)pk_algos;
+    (void)pk_algos_length;
+    pthread_mutex_lock(&keys_lock);
+    struct keypair *kp = served;
+    pthread_mutex_unlock(&keys_lock);
+    if (kp == NULL)
+        return -1; /* fails the handshake */
+    *pcert = kp->certs;
+    *pcert_length = kp->ncerts;
+    *pkey = kp->key;
+    return 0;
+}
+
+void *pulse_tls_retrieve_fn(void)
+{
+    gnutls_certificate_retrieve_function2 *fn = retrieve;
+    return (void *)(uintptr_t)fn;
+}
+
+/* ---- mTLS ---------------------------------------------------------------- */
 
 int pulse_tls_client_problem(struct MHD_Connection *conn, char *why, size_t whylen)
 {

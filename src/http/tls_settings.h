@@ -5,8 +5,9 @@
  * chain to (mTLS). All three are file paths; empty (the default) means
  * unset, and plain HTTP is served when tls.cert-file is unset.
  *
- * The files are read once, when the server starts (tls.h); changing them
- * takes a restart (docs/Operations.md "Certificates").
+ * The files are read when the server starts (tls.h); SIGHUP reads the
+ * certificate and key again, a changed CA file takes a restart
+ * (docs/Operations.md "Certificates").
  *
  * Thread: any. Locks: none.
  */

@@ -11,6 +11,9 @@
   - with tls.client-ca-file, a client without a certificate, or with one
     another CA signed, is refused (403 on every route, nothing stored), and
     one with a certificate the CA signed is served;
+  - SIGHUP serves a renewed certificate from the next handshake on, with
+    the listener and open connections untouched; a bad file on SIGHUP keeps
+    the last good certificate and the log names the file;
   - unreadable, non-PEM or mismatched files stop pulsed at start with exit
     status 2 and a message naming the setting and the file."""
 
@@ -18,9 +21,12 @@ import http.client
 import json
 import os
 import shutil
+import signal
+import socket
 import ssl
 import subprocess
 import sys
+import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -118,7 +124,6 @@ class TlsServer(Server):
             conn.close()
 
     def _wait_ready(self):
-        import time
         deadline = time.monotonic() + 60
         why = "timeout"
         while time.monotonic() < deadline:
@@ -246,6 +251,58 @@ def test_mtls_refuses_clients_without_a_certificate_of_the_ca(ctx):
     eq(srv.hw("m"), 1, "the accepted publish is stored")
     r = srv.req("GET", "/v1/topics", client=None)
     expect_error(r, 403, "forbidden", "Python client without a certificate")
+    srv.stop()
+
+
+def served_serial(port, ca):
+    ctx = ssl.create_default_context(cafile=ca)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            return tls.getpeercert()["serialNumber"]
+
+
+def test_sighup_reloads_the_certificate_and_keeps_the_listener(ctx):
+    certs = certs_for(ctx)
+    second, second_key = certs._signed("server2", "/CN=127.0.0.1 renewed", certs.ca, certs.ca_key,
+                                       "subjectAltName=IP:127.0.0.1")
+    cert, key = os.path.join(ctx.tmp, "live-cert.pem"), os.path.join(ctx.tmp, "live-key.pem")
+    shutil.copy(certs.srv, cert)
+    shutil.copy(certs.srv_key, key)
+
+    class Live:
+        pass
+    live = Live()
+    live.srv, live.srv_key, live.ca = cert, key, certs.ca
+    srv = tls_server(ctx, live).start()
+    first = served_serial(srv.port, certs.ca)
+    kept = http.client.HTTPSConnection("127.0.0.1", srv.port, timeout=30,
+                                       context=ssl.create_default_context(cafile=certs.ca))
+    kept.request("GET", "/healthz")
+    eq(kept.getresponse().read(), b'{"status":"ok"}\n', "kept-alive connection before the reload")
+    shutil.copy(second, cert)
+    shutil.copy(second_key, key)
+    srv._signal_server(signal.SIGHUP)
+    want = sh([OPENSSL, "x509", "-in", second, "-noout", "-serial"], "serial").decode().strip().split("=")[1]
+    deadline = time.monotonic() + 10
+    got = first
+    while time.monotonic() < deadline and got.upper() != want.upper():
+        time.sleep(0.05)
+        got = served_serial(srv.port, certs.ca)
+    eq(got.upper(), want.upper(), "new handshakes get the renewed certificate after SIGHUP")
+    check(first.upper() != want.upper(), "the two certificates differ")
+    kept.request("GET", "/healthz")
+    eq(kept.getresponse().status, 200, "the connection opened before the reload still works")
+    kept.close()
+    # A bad file on SIGHUP: the renewed certificate stays, the log names the file.
+    with open(cert, "w") as f:
+        f.write("garbage\n")
+    srv._signal_server(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and "SIGHUP" not in open(srv.stderr_path).read():
+        time.sleep(0.05)
+    log = open(srv.stderr_path).read()
+    check("tls.cert-file" in log and cert in log, "the failed reload names the file: %r" % log[-400:])
+    eq(served_serial(srv.port, certs.ca).upper(), want.upper(), "a failed reload keeps serving the last good pair")
     srv.stop()
 
 
