@@ -113,3 +113,10 @@ TESTS += tests/unit/check_embed
 tests_unit_check_embed_SOURCES = tests/unit/http/check_embed.c
 tests_unit_check_embed_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_embed_LDADD = libpulsehttp.a libpulsecommon.a $(CHECK_LDADD)
+
+# The token buckets of [limits] (ratelimit.h).
+check_PROGRAMS += tests/unit/check_ratelimit
+TESTS += tests/unit/check_ratelimit
+tests_unit_check_ratelimit_SOURCES = tests/unit/http/check_ratelimit.c
+tests_unit_check_ratelimit_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_ratelimit_LDADD = libpulsehttp.a libpulsecommon.a $(CHECK_LDADD)

@@ -20,6 +20,7 @@
 
 #define F(field) offsetof(struct pulse_limits_settings, field)
 #define HOUR_MS (3600000ll)
+#define EPS 1e-6
 
 static const struct pulse_setting keys[] = {
     {"limits.requests-per-second", PULSE_SETTING_INT, F(requests_per_second), "0", NULL, 0, 1000000, NULL,
@@ -226,10 +227,12 @@ unsigned pulse_ratelimit_admit(struct pulse_ratelimit *rl, const unsigned char k
     refill(rl, e, now_us);
     double wait_req = 0.0;
     double wait_bytes = 0.0;
-    if (rl->s.requests_per_second > 0 && e->requests < 1.0)
+    /* EPS: refills summed in many small steps fall short of a whole
+     * token by rounding (ten 0.1 s refills of 1/s are 0.99999...). */
+    if (rl->s.requests_per_second > 0 && e->requests < 1.0 - EPS)
         wait_req = (1.0 - e->requests) / (double)rl->s.requests_per_second;
     double need = dmin((double)in_bytes, rl->byte_cap);
-    if (rl->s.bytes_per_second > 0 && e->bytes < need)
+    if (rl->s.bytes_per_second > 0 && e->bytes < need - EPS)
         wait_bytes = (need - e->bytes) / (double)rl->s.bytes_per_second;
     if (wait_req > 0.0 || wait_bytes > 0.0) {
         double w = dmax(wait_req, wait_bytes);
