@@ -453,9 +453,6 @@ static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out
     return 0;
 }
 
-/* Waits for the first stop signal, then drains and closes srv and broker
- * (both set to NULL once gone). 0 after a clean stop; a drain that cannot
- * finish _exits(1). */
 /* SIGHUP: what can be reloaded without a restart is reloaded (the HTTPS
  * certificate and key); a failure keeps what was in use, and says why. */
 static void on_sighup(struct pulse_server *srv)
@@ -466,6 +463,10 @@ static void on_sighup(struct pulse_server *srv)
     else
         PULSE_INFO("SIGHUP: %s", msg);
 }
+
+/* Waits for the first stop signal (a SIGHUP meanwhile reloads), then
+ * drains and closes srv and broker (both set to NULL once gone). 0 after a
+ * clean stop; a drain that cannot finish _exits(1). */
 
 static int wait_and_stop(sigset_t *stopset, struct pulse_server **srv, struct pulse_broker **broker)
 {

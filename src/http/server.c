@@ -319,9 +319,8 @@ void pulse_server_destroy(struct pulse_server *srv)
     }
     /* With the daemon still running (a suspended connection kept it), its
      * workers may still call into the registry: leave it to the exit. */
-    if (srv->daemon == NULL)
-        pulse_conns_destroy(srv->conns);
     if (srv->daemon == NULL) {
+        pulse_conns_destroy(srv->conns);
         pulse_ratelimit_destroy(srv->ratelimit);
         if (srv->tls_pem.cert != NULL)
             pulse_tls_keys_clear();
