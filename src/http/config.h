@@ -40,6 +40,7 @@
 #include "common/status.h"
 #include "http/ratelimit.h"
 #include "http/server_settings.h"
+#include "kafka/kafka_settings.h"
 #include "http/tls_settings.h"
 
 struct json_t;
@@ -51,6 +52,7 @@ struct pulse_config {
     struct pulse_store_settings storage; /* [storage]: the engine's own keys */
     struct pulse_broker_settings broker; /* [storage]: sync and maintenance pacing; [topic-defaults] */
     struct pulse_log_settings log;       /* [log] */
+    struct pulse_kafka_settings kafka;   /* [kafka]: the Kafka backend */
     struct pulse_tls_settings tls;       /* [tls]: HTTPS (tls_settings.h) */
     struct pulse_limits_settings limits; /* [limits]: rates per client (ratelimit.h) */
 };
