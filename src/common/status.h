@@ -41,7 +41,8 @@
     X(ACCESS, "permission denied")                                             \
     X(NOT_SUPPORTED, "not supported by this backend")                          \
     X(REJOIN, "the group does not know this member (it left, its lease ran out, or the broker restarted): join again") \
-    X(GROUP_FENCED, "the member does not own this partition in this generation")
+    X(GROUP_FENCED, "the member does not own this partition in this generation")          \
+    X(KEY_REUSED, "the idempotency key was used for a different request")
 
 typedef enum {
 #define PULSE_STATUS_ENUM(name, msg) PULSE_##name,

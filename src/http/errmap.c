@@ -49,6 +49,7 @@ static const struct pulse_errmap_entry table[PULSE_STATUS_COUNT] = {
     [PULSE_NOT_SUPPORTED] = {406, "not_acceptable"},
     [PULSE_REJOIN] = {409, "rejoin"},
     [PULSE_GROUP_FENCED] = {409, "commit_fenced"},
+    [PULSE_KEY_REUSED] = {422, "idempotency_key_reused"},
 };
 
 static const struct pulse_errmap_entry fallback = {500, "storage_error"};

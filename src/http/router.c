@@ -175,9 +175,9 @@ const char *pulse_router_request_headers(enum pulse_route r)
      * stream resumed by a reader that can set headers (fetch, not
      * EventSource). */
     if (body && get)
-        return "Accept, Authorization, Content-Type, Content-Encoding, Last-Event-ID, X-Request-Id";
+        return "Accept, Authorization, Content-Type, Content-Encoding, Idempotency-Key, Last-Event-ID, X-Request-Id";
     if (body)
-        return "Accept, Authorization, Content-Type, Content-Encoding, X-Request-Id";
+        return "Accept, Authorization, Content-Type, Content-Encoding, Idempotency-Key, X-Request-Id";
     if (get)
         return "Accept, Authorization, Last-Event-ID, X-Request-Id";
     return "Accept, Authorization, X-Request-Id";
