@@ -366,7 +366,7 @@ out:
     return st;
 }
 
-/* Calls the waiters with the outcome, no lock held. */
+/* Calls the waiters with the outcome and frees them, no lock held. */
 static void complete_waiters(struct pulse_idem_waiter *wt, pulse_status_t st, const struct pulse_offset_pair *offsets,
                              size_t n, const char *errmsg)
 {
@@ -385,6 +385,7 @@ static void complete_waiters(struct pulse_idem_waiter *wt, pulse_status_t st, co
                                                                 : pulse_status_message(wst));
         }
         wt->done(wt->arg, wst);
+        pulse_free(wt);
         wt = next;
     }
 }
