@@ -45,3 +45,10 @@ tests_unit_check_groups_SOURCES = tests/unit/broker/check_groups.c
 tests_unit_check_groups_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_groups_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
 	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
+
+check_PROGRAMS += tests/unit/check_idem
+TESTS += tests/unit/check_idem
+tests_unit_check_idem_SOURCES = tests/unit/broker/check_idem.c
+tests_unit_check_idem_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_idem_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
+	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)

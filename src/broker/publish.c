@@ -192,6 +192,11 @@ struct publish_ctx {
      * earlier try of the same request); its runs' bases are set. */
     const struct pulse_idem_id *idem;
     bool skip[PULSE_BROKER_MAX_PARTITIONS];
+    /* skipped, but an earlier try's append there is not durable yet: this
+     * try waits for it (await_end/await_epoch) as for its own. */
+    bool await[PULSE_BROKER_MAX_PARTITIONS];
+    int64_t await_end[PULSE_BROKER_MAX_PARTITIONS];
+    uint64_t await_epoch[PULSE_BROKER_MAX_PARTITIONS];
     int64_t end[PULSE_BROKER_MAX_PARTITIONS];   /* appended: where its unit ends */
     uint64_t epoch[PULSE_BROKER_MAX_PARTITIONS]; /* appended: the epoch it was written in */
 };
@@ -373,7 +378,12 @@ static void append_error(const struct publish_ctx *c, uint32_t p, pulse_status_t
     char stored[160];
 
     describe_appended(c, stored, sizeof stored);
-    if (stored[0] != '\0') {
+    if (stored[0] != '\0' && c->idem != NULL) {
+        pulse_errbuf_set(c->errbuf, c->errlen,
+                         "partition %" PRIu32 " %s, and nothing of it was stored; stored before it and kept (a retry "
+                         "with the same Idempotency-Key stores only the rest): partitions %s; topic \"%s\"",
+                         p, why, stored, c->t->name);
+    } else if (stored[0] != '\0') {
         /* The list before the topic name: errbuf may be short (an HTTP
          * answer's message), and what was stored matters most. */
         pulse_errbuf_set(c->errbuf, c->errlen,
@@ -634,23 +644,18 @@ static pulse_status_t publish_enter(struct pulse_local *b, const struct pulse_pu
 }
 
 /* What an earlier try of this request left (sh, one per partition): a
- * stored share is skipped (its runs get their offsets), one whose fate is
- * not settled yet refuses the retry for now, a lost one is appended again.
- * A stored share of another size than this request routes there cannot be
- * completed exactly: refused, nothing stored. */
+ * stored share is skipped (its runs get their offsets), one appended but
+ * not durable yet is skipped and waited for, one a reopen discarded is
+ * appended again. A share of another size than this request routes there
+ * cannot be completed exactly: refused, nothing stored. */
 static pulse_status_t judge_shares(struct publish_ctx *c, struct pulse_idem_share *sh)
 {
     for (uint32_t p = 0; p < c->t->nparts; p++) {
         struct pulse_idem_share *s = &sh[p];
         if (s->state == PULSE_IDEM_SHARE_APPENDED) {
             enum pulse_plog_fate f = pulse_plog_fate(c->t->plogs[p], s->epoch, s->end);
-            if (f == PULSE_PLOG_PENDING) {
-                pulse_errbuf_set(c->errbuf, c->errlen,
-                                 "an earlier try of this publish is still being written to partition %" PRIu32
-                                 "; retry shortly", p);
-                return PULSE_BUSY;
-            }
-            s->state = f == PULSE_PLOG_DURABLE ? PULSE_IDEM_SHARE_STORED : PULSE_IDEM_SHARE_NONE;
+            if (f != PULSE_PLOG_PENDING)
+                s->state = f == PULSE_PLOG_DURABLE ? PULSE_IDEM_SHARE_STORED : PULSE_IDEM_SHARE_NONE;
         }
         if (s->state == PULSE_IDEM_SHARE_NONE)
             continue;
@@ -663,6 +668,9 @@ static pulse_status_t judge_shares(struct publish_ctx *c, struct pulse_idem_shar
             return PULSE_KEY_REUSED;
         }
         c->skip[p] = true;
+        c->await[p] = s->state == PULSE_IDEM_SHARE_APPENDED;
+        c->await_end[p] = s->end;
+        c->await_epoch[p] = s->epoch;
         int64_t base = s->base;
         for (size_t r = c->run_first[p]; r < c->run_end[p]; r++) {
             c->runs[r].base = base;
@@ -753,14 +761,16 @@ static pulse_status_t idem_run(struct publish_ctx *c, struct pulse_idem_entry *e
     struct pulse_broker_pending *pend = NULL;
     struct idem_call *k = NULL;
     uint32_t nparts = c->t->nparts;
-    bool any = false;
+    bool appends = false, waits = false;
 
     /* Tests hold the key running here to queue a concurrent twin. */
     pulse_failpoint_delay("publish_idem_run");
     pulse_status_t st = judge_shares(c, sh);
-    for (uint32_t p = 0; st == PULSE_OK && p < nparts; p++)
-        any = any || (c->count[p] > 0 && !c->skip[p]);
-    if (st == PULSE_OK && any && b->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE) {
+    for (uint32_t p = 0; st == PULSE_OK && p < nparts; p++) {
+        appends = appends || (c->count[p] > 0 && !c->skip[p]);
+        waits = waits || c->await[p];
+    }
+    if (st == PULSE_OK && (appends || waits) && b->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE) {
         pend = pulse_calloc(1, sizeof *pend);
         k = pulse_calloc(1, sizeof *k);
         if (pend == NULL || k == NULL)
@@ -780,6 +790,16 @@ static pulse_status_t idem_run(struct publish_ctx *c, struct pulse_idem_entry *e
         if (st != PULSE_OK && c->bytes > 0)
             kick_syncer(b);
     }
+    for (uint32_t p = 0; st == PULSE_OK && pend != NULL && p < nparts; p++) {
+        if (!c->await[p])
+            continue;
+        pend->parts[pend->n] = p;
+        pend->ends[pend->n] = c->await_end[p];
+        pend->epochs[pend->n] = c->await_epoch[p];
+        pend->n++;
+    }
+    if (st == PULSE_OK)
+        idem->duplicate = !appends;
     if (st == PULSE_OK && pend != NULL) {
         *k = (struct idem_call){w, entry, sh, nparts, done, arg, offsets_out, c->n, c->errbuf};
         pend->done = idem_call_done;
@@ -794,8 +814,6 @@ static pulse_status_t idem_run(struct publish_ctx *c, struct pulse_idem_entry *e
     }
     pulse_free(pend);
     pulse_free(k);
-    if (st == PULSE_OK)
-        idem->duplicate = !any;
     pulse_broker_idem_finish(w, entry, sh, nparts, st, offsets_out, c->n, c->errbuf);
     pulse_free(sh);
     *pending = false;
