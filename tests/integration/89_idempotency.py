@@ -15,14 +15,15 @@ changes the number of kill rounds (default 12)."""
 
 import os
 import random
+import subprocess
 import sys
 import threading
 import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import (Threads, check, eq, expect_error, expect_json, fail, main, murmur2,  # noqa: E402
-                       note, raw_request, seed_from_env)
+from pulsetest import (Threads, builddir, check, crc32c, eq, expect_error, expect_json, fail, main,  # noqa: E402
+                       murmur2, note, raw_request, seed_from_env, segment_files)
 
 
 def post(srv, topic, records, key, timeout=None):
@@ -180,6 +181,28 @@ def test_crash_between_partitions_is_completed_by_the_retry(ctx):
     again = expect_json(post(srv, "split", recs, "cut"), 200, "second retry")
     eq((again["duplicate"], offsets(again)), (True, [(0, 0), (1, 0), (2, 0)]), "second retry")
     srv.stop()
+
+
+def test_pulse_log_shows_and_verifies_the_producer_fields(ctx):
+    srv = ctx.new_server()
+    srv.start()
+    srv.create_topic("dumped", partitions=1)
+    expect_json(post(srv, "dumped", [{"value": "v"}], "dump-key"), 200, "idempotent publish")
+    expect_json(post(srv, "dumped", [{"value": "w"}], None), 200, "plain publish")
+    srv.stop()
+    # docs/Format.md: producerID = murmur2(key) (never 0), producerEpoch =
+    # CRC32C(key), baseSequence = a fingerprint of the records (never 0).
+    pid = murmur2(b"dump-key") & 0xffffffff or 1
+    want = "producer_id=0x%08x producer_epoch=0x%08x base_sequence=" % (pid, crc32c(b"dump-key"))
+    tool = os.path.join(builddir(), "pulse-log")
+    seg = [f for f in segment_files(srv.data_dir, "dumped") if f.endswith(".log")][0]
+    out = subprocess.run([tool, "dump", seg], capture_output=True, text=True, timeout=30)
+    eq(out.returncode, 0, "pulse-log dump: %s" % out.stderr)
+    lines = out.stdout.splitlines()
+    check(len(lines) == 5 and lines[1].strip().startswith(want) and "producer" not in lines[3] + lines[4],
+          "dump shows the fields of the idempotent batch only:\n%s" % out.stdout)
+    out = subprocess.run([tool, "verify", os.path.dirname(seg)], capture_output=True, text=True, timeout=30)
+    eq(out.returncode, 0, "pulse-log verify: %s %s" % (out.stdout, out.stderr))
 
 
 # ---- kill -9 rounds ---------------------------------------------------------
