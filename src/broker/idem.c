@@ -48,8 +48,13 @@ struct pulse_idem_entry {
     uint32_t body_fp;
     int64_t created_ms;
     bool running;
-    struct pulse_idem_share *shares; /* nshares entries, index = partition */
+    /* The partitions it touched (sorted by nothing; few): nshares of cap
+     * entries. Only those are kept, so a key costs 40 bytes per partition
+     * it wrote to, not per partition of its topic. */
+    struct pulse_idem_share *shares;
     size_t nshares;
+    size_t cap;
+    uint32_t nparts; /* the topic's partitions when it was made */
     struct pulse_idem_waiter *waiters;
 };
 
@@ -231,22 +236,34 @@ static struct pulse_idem_entry *find(struct pulse_broker_idem *w, uint64_t uid, 
     return NULL;
 }
 
-static struct pulse_idem_entry *entry_new(uint64_t uid, uint64_t khash, size_t nparts)
+static struct pulse_idem_entry *entry_new(uint64_t uid, uint64_t khash, uint32_t nparts, size_t cap)
 {
     struct pulse_idem_entry *e = pulse_calloc(1, sizeof *e);
     if (e == NULL)
         return NULL;
-    e->shares = pulse_calloc(nparts, sizeof *e->shares);
+    e->shares = pulse_calloc(cap > 0 ? cap : 1, sizeof *e->shares);
     if (e->shares == NULL) {
         pulse_free(e);
         return NULL;
     }
-    e->nshares = nparts;
-    for (size_t p = 0; p < nparts; p++)
-        e->shares[p].partition = (uint32_t)p;
+    e->cap = cap > 0 ? cap : 1;
+    e->nparts = nparts;
     e->topic_uid = uid;
     e->khash = khash;
     return e;
+}
+
+/* Room for cap shares in e. */
+static bool entry_reserve(struct pulse_idem_entry *e, size_t cap)
+{
+    if (e->cap >= cap)
+        return true;
+    struct pulse_idem_share *grown = pulse_realloc(e->shares, cap * sizeof *grown);
+    if (grown == NULL)
+        return false;
+    e->shares = grown;
+    e->cap = cap;
+    return true;
 }
 
 /* ---- begin and finish ---------------------------------------------------- */
@@ -272,7 +289,7 @@ static pulse_status_t begin_new(struct pulse_broker_idem *w, const struct pulse_
                          "retry later", w->max_keys);
         return PULSE_BUSY;
     }
-    struct pulse_idem_entry *e = entry_new(id->topic_uid, id->khash, nparts);
+    struct pulse_idem_entry *e = entry_new(id->topic_uid, id->khash, (uint32_t)nparts, id->touched);
     char *key = pulse_malloc(id->key_len + 1);
     if (e == NULL || key == NULL) {
         entry_free(e);
@@ -307,7 +324,7 @@ pulse_status_t pulse_broker_idem_begin(struct pulse_broker_idem *w, const struct
     pthread_mutex_lock(&w->mu);
     expire(w, now);
     struct pulse_idem_entry *e = find(w, id->topic_uid, id->khash);
-    if (e != NULL && (expired(w, e, now) || !same_key(e, id) || e->nshares != nparts)) {
+    if (e != NULL && (expired(w, e, now) || !same_key(e, id) || e->nparts != nparts)) {
         /* Expired, a hash twin of another key, or the topic changed shape:
          * the old entry cannot answer for this request. */
         if (e->running) {
@@ -338,12 +355,19 @@ pulse_status_t pulse_broker_idem_begin(struct pulse_broker_idem *w, const struct
         *how = PULSE_IDEM_WAIT;
         goto out;
     }
-    struct pulse_idem_share *copy = pulse_malloc(e->nshares * sizeof *copy);
-    if (copy == NULL) {
+    /* The caller gets every partition (dense); finish keeps the touched
+     * ones, at most max(its shares, this request's partitions). */
+    struct pulse_idem_share *copy = pulse_calloc(nparts, sizeof *copy);
+    if (copy == NULL || !entry_reserve(e, id->touched)) {
+        pulse_free(copy);
         st = PULSE_NOMEM;
         goto out;
     }
-    memcpy(copy, e->shares, e->nshares * sizeof *copy);
+    for (size_t p = 0; p < nparts; p++)
+        copy[p].partition = (uint32_t)p;
+    for (size_t i = 0; i < e->nshares; i++)
+        if (e->shares[i].partition < nparts)
+            copy[e->shares[i].partition] = e->shares[i];
     if (e->key == NULL) {
         /* A rebuilt entry learns its key and records from the first retry
          * whose hashes match. */
@@ -360,7 +384,7 @@ pulse_status_t pulse_broker_idem_begin(struct pulse_broker_idem *w, const struct
     *how = PULSE_IDEM_RUN;
     *entry_out = e;
     *shares_out = copy;
-    *nshares_out = e->nshares;
+    *nshares_out = nparts;
 out:
     pthread_mutex_unlock(&w->mu);
     return st;
@@ -397,12 +421,20 @@ void pulse_broker_idem_finish(struct pulse_broker_idem *w, struct pulse_idem_ent
     bool any = false;
 
     pthread_mutex_lock(&w->mu);
-    for (size_t p = 0; p < entry->nshares && p < nshares; p++) {
-        entry->shares[p] = shares[p];
-        if (st == PULSE_OK && entry->shares[p].state == PULSE_IDEM_SHARE_APPENDED)
-            entry->shares[p].state = PULSE_IDEM_SHARE_STORED;
-        any = any || entry->shares[p].state != PULSE_IDEM_SHARE_NONE;
+    if (shares != NULL) {
+        /* At most cap are touched (begin reserved for this request's
+         * partitions; a try that appends nothing keeps what it found). */
+        entry->nshares = 0;
+        for (size_t p = 0; p < nshares && entry->nshares < entry->cap; p++) {
+            if (shares[p].state == PULSE_IDEM_SHARE_NONE)
+                continue;
+            struct pulse_idem_share *s = &entry->shares[entry->nshares++];
+            *s = shares[p];
+            if (st == PULSE_OK && s->state == PULSE_IDEM_SHARE_APPENDED)
+                s->state = PULSE_IDEM_SHARE_STORED;
+        }
     }
+    any = entry->nshares > 0;
     entry->running = false;
     struct pulse_idem_waiter *wt = entry->waiters;
     entry->waiters = NULL;
@@ -444,14 +476,23 @@ static void remember_batch(struct pulse_broker_idem *w, const struct pulse_broke
     if (e == NULL) {
         if (!make_room(w))
             return;
-        e = entry_new(t->uid, khash, t->nparts);
+        e = entry_new(t->uid, khash, t->nparts, 1);
         if (e == NULL)
             return;
         e->body_fp = fp;
         e->created_ms = hdr->last_timestamp;
         link_entry(w, e);
     }
-    struct pulse_idem_share *s = &e->shares[p];
+    struct pulse_idem_share *s = NULL;
+    for (size_t i = 0; i < e->nshares && s == NULL; i++)
+        s = e->shares[i].partition == p ? &e->shares[i] : NULL;
+    if (s == NULL) {
+        if (!entry_reserve(e, e->nshares + 1))
+            return; /* out of memory: this share is not remembered */
+        s = &e->shares[e->nshares++];
+        memset(s, 0, sizeof *s);
+        s->partition = p;
+    }
     if (s->state == PULSE_IDEM_SHARE_STORED && s->base + (int64_t)s->count == hdr->base_offset) {
         s->count += hdr->record_count; /* the next run of one append unit */
     } else {

@@ -64,6 +64,7 @@ struct pulse_idem_share {
 struct pulse_idem_id {
     uint64_t topic_uid;
     uint32_t nparts;  /* the topic's partitions */
+    size_t touched;   /* how many of them this request writes to */
     const char *key; /* borrowed for the call */
     size_t key_len;
     uint64_t khash;   /* pulse_broker_idem_key_hash(key) */
@@ -113,8 +114,9 @@ uint64_t pulse_broker_idem_body_hash(const struct pulse_publish_record *recs, si
  * - known key still running: waiter is queued, *how = WAIT; its done is
  *   called when the running publish finishes.
  * - known key, finished: it is marked running again for this request
- *   (*how = RUN); *shares_out gets a copy of its shares (pulse_free;
- *   *nshares_out entries), which the caller judges and completes.
+ *   (*how = RUN); *shares_out gets its shares, one per partition of the
+ *   topic, index = partition (pulse_free; *nshares_out = id->nparts),
+ *   which the caller judges and completes.
  * Locks: the window's mutex.
  */
 pulse_status_t pulse_broker_idem_begin(struct pulse_broker_idem *w, const struct pulse_idem_id *id,
@@ -124,8 +126,8 @@ pulse_status_t pulse_broker_idem_begin(struct pulse_broker_idem *w, const struct
 
 /*
  * Ends the running publish of entry begun with PULSE_IDEM_RUN. shares
- * (nshares; nullable when 0) is what is now known of every partition
- * (replaces the entry's); st its outcome. When st is PULSE_OK every share
+ * (nshares, index = partition; NULL: nothing changed) is what is now known
+ * of every partition (replaces the entry's; copied); st its outcome. When st is PULSE_OK every share
  * becomes STORED and each waiter gets offsets (copied from offsets, n
  * records) with duplicate set; otherwise the waiters get st and errmsg.
  * An entry with nothing appended or stored is forgotten. Waiters' done

@@ -746,6 +746,8 @@ static pulse_status_t idem_prepare(struct publish_ctx *c, const char *topic, str
         st = group(c);
     if (st == PULSE_OK)
         st = encode(c);
+    for (uint32_t p = 0; p < c->t->nparts; p++)
+        id->touched += c->count[p] > 0 ? 1 : 0;
     return st;
 }
 
