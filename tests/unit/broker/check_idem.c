@@ -24,6 +24,7 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "storage/batch.h"
+#include "broker/maint.h"
 #include "faultio.h"
 #include "localtest.h"
 
@@ -328,7 +329,7 @@ START_TEST(test_keyless_records_are_routed_from_the_key)
 }
 END_TEST
 
-/* The producer fields of the first batch at offset in partition p. */
+/* The header of the first batch at offset in partition p. */
 static struct pulse_batch_header first_header(struct pulse_broker *b, uint32_t p, int64_t offset)
 {
     struct pulse_buf buf;
@@ -491,6 +492,68 @@ START_TEST(test_a_publish_cut_between_partitions_is_completed_after_a_reopen)
 }
 END_TEST
 
+/* Compaction rewrites sealed batches without the producer fields (a
+ * compacted batch mixes many publishes): the running window is not
+ * affected, and after a reopen a compacted publish's key is forgotten
+ * while the active segment's keys are remembered (docs/Format.md 1.7). */
+START_TEST(test_compaction_drops_the_producer_fields_of_what_it_rewrites)
+{
+    struct pulse_broker_config cfg;
+    test_config(&cfg);
+    cfg.compaction_tombstone_retention_ms = 0;
+    cfg.compaction_min_gain_ratio = 0.0;
+    struct pulse_broker *b = open_cfg(&cfg);
+    struct pulse_topic_spec spec = {.name = "t", .partitions = 1, .cleanup = PULSE_CLEANUP_COMPACT,
+                                    .retention_ms = 0, .retention_bytes = 0, .segment_bytes = 1024};
+    char err[256] = "", key[16], rkey[16], val[300];
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_OK);
+    struct pulse_offset_pair off[1];
+    struct pulse_publish_record r;
+    bool dup = false;
+
+    memset(val, 'v', sizeof val - 1);
+    val[sizeof val - 1] = '\0';
+    for (int i = 0; i < 30; i++) {
+        /* Every third record has a key of its own and survives; the
+         * others share one key and only the newest survives. */
+        snprintf(key, sizeof key, "p-%d", i);
+        snprintf(rkey, sizeof rkey, "u-%d", i);
+        r = rec(i % 3 == 0 ? rkey : "same", val, -1);
+        ck_assert_int_eq(publish_key(b, "t", key, &r, 1, off, NULL, err, sizeof err), PULSE_OK);
+        ck_assert_int_eq(off[0].offset, i);
+    }
+    for (int pass = 0; pass < 20; pass++)
+        pulse_broker_maint_compaction_pass(pulse_local_of(b)->maint);
+    /* The records kept are intact; the rewritten batch lost its fields. */
+    ck_assert_int_eq(hw_of(b, "t", 0), 30);
+    struct pulse_batch_header first = first_header(b, 0, 0);
+    ck_assert_int_eq(first.base_offset, 0);
+    ck_assert_uint_ne(first.flags & PULSE_BATCH_FLAG_SPARSE, 0);
+    ck_assert_uint_eq(first.producer_id, 0);
+    ck_assert_uint_eq(first.producer_epoch, 0);
+    ck_assert_int_eq(first.base_sequence, 0);
+    /* Before a restart the window answers from memory. */
+    r = rec("u-0", val, -1);
+    ck_assert_int_eq(publish_key(b, "t", "p-0", &r, 1, off, &dup, err, sizeof err), PULSE_OK);
+    ck_assert(dup);
+    ck_assert_int_eq(off[0].offset, 0);
+    pulse_broker_close(b);
+    b = open_cfg(&cfg);
+    /* The active segment's batch still has its fields... */
+    r = rec("same", val, -1);
+    ck_assert_int_eq(publish_key(b, "t", "p-29", &r, 1, off, &dup, err, sizeof err), PULSE_OK);
+    ck_assert(dup);
+    ck_assert_int_eq(off[0].offset, 29);
+    /* ...a compacted one does not: its retry is a new publish (the
+     * documented limit on compacted topics). */
+    r = rec("u-3", val, -1);
+    ck_assert_int_eq(publish_key(b, "t", "p-3", &r, 1, off, &dup, err, sizeof err), PULSE_OK);
+    ck_assert(!dup);
+    ck_assert_int_eq(off[0].offset, 30);
+    pulse_broker_close(b);
+}
+END_TEST
+
 static Suite *idem_suite(void)
 {
     Suite *s = suite_create("idem");
@@ -508,6 +571,7 @@ static Suite *idem_suite(void)
     tcase_add_test(tc, test_the_window_is_rebuilt_from_the_log_at_open);
     tcase_add_test(tc, test_a_publish_cut_between_partitions_is_completed_by_its_retry);
     tcase_add_test(tc, test_a_publish_cut_between_partitions_is_completed_after_a_reopen);
+    tcase_add_test(tc, test_compaction_drops_the_producer_fields_of_what_it_rewrites);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -330,7 +330,7 @@ START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
     json_t *j = pulse_config_to_json(&cfg);
     ck_assert_ptr_nonnull(j);
-    ck_assert_uint_eq(json_object_size(j), 36);
+    ck_assert_uint_eq(json_object_size(j), 38);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "groups.lease-default")), 30000);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.segment-fd-cache")), 1024);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.checkpoint-interval")), 1000);
@@ -678,7 +678,7 @@ START_TEST(test_allow_header_lists_the_route_methods)
     ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_OPTIONS, "offset"), -1);
     ck_assert(pulse_router_is_write(PULSE_METHOD_DELETE) && !pulse_router_is_write(PULSE_METHOD_HEAD));
     ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_PUBLISH),
-                     "Accept, Authorization, Content-Type, Content-Encoding, X-Request-Id");
+                     "Accept, Authorization, Content-Type, Content-Encoding, Idempotency-Key, X-Request-Id");
     ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_TOPICS),
                      "Accept, Authorization, Content-Type, Content-Encoding, Last-Event-ID, X-Request-Id");
     ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_FETCH), "Accept, Authorization, Last-Event-ID, X-Request-Id");
