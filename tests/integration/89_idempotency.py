@@ -120,12 +120,12 @@ def test_concurrent_twins_wait_for_the_first(ctx):
 
 
 def test_window_expires_and_is_bounded(ctx):
-    srv = ctx.new_server(args=["-o", "publish.idempotency-window=1s", "-o", "publish.idempotency-max-keys=2"])
+    srv = ctx.new_server(args=["-o", "publish.idempotency-window=2s", "-o", "publish.idempotency-max-keys=2"])
     srv.start()
     srv.create_topic("win", partitions=1)
     recs = [{"value": "v"}]
     expect_json(post(srv, "win", recs, "a"), 200, "a")
-    time.sleep(1.2)
+    time.sleep(2.2)
     doc = expect_json(post(srv, "win", recs, "a"), 200, "a after the window")
     eq(doc["duplicate"], False, "a key past the window is new again")
     expect_json(post(srv, "win", recs, "b"), 200, "b")
