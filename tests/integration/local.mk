@@ -31,6 +31,8 @@ INTEGRATION_TESTS = \
 	tests/integration/89_idempotency.py \
 	tests/integration/88_descriptors.py \
 	tests/integration/90_longpoll.py \
+	tests/integration/91_kafka_suite.sh \
+	tests/integration/92_kafka.py \
 	tests/integration/95_sendfile.py \
 	tests/integration/96_examples.py \
 	tests/integration/99_openapi_routes.py
@@ -39,4 +41,4 @@ TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/pulsetest.py tests/integration/grouptest.py \
 	docs/API.md \
 	examples/walkthrough.sh examples/producer.py examples/consumer.py examples/decode_raw.py \
-	examples/group_consumer.mjs
+	examples/group_consumer.mjs examples/replay_topic.py
