@@ -8,7 +8,8 @@ libpulsebroker_a_SOURCES = src/broker/broker.h src/broker/backend.h src/broker/b
 	src/broker/broker.c src/broker/topic.c src/broker/publish.c src/broker/fetch.c src/broker/cursor.c \
 	src/broker/maint.c src/broker/maint.h src/broker/admin.c src/broker/admin.h src/broker/datadir.c \
 	src/broker/heal.c src/broker/heal.h src/broker/broker_settings.c src/broker/broker_settings.h \
-	src/broker/groups.c src/broker/groups.h
+	src/broker/groups.c src/broker/groups.h \
+	src/broker/idem.c src/broker/idem.h
 
 check_PROGRAMS += tests/unit/check_broker
 TESTS += tests/unit/check_broker
@@ -43,4 +44,11 @@ TESTS += tests/unit/check_groups
 tests_unit_check_groups_SOURCES = tests/unit/broker/check_groups.c
 tests_unit_check_groups_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_groups_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
+	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
+
+check_PROGRAMS += tests/unit/check_idem
+TESTS += tests/unit/check_idem
+tests_unit_check_idem_SOURCES = tests/unit/broker/check_idem.c
+tests_unit_check_idem_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_idem_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
 	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
