@@ -21,6 +21,8 @@ libpulsehttp_a_SOURCES = \
 	src/http/h_topics.c src/http/h_publish.c src/http/h_fetch.c \
 	src/http/h_consumers.c src/http/h_ops.c \
 	src/http/fastpub.c src/http/fastpub.h \
+	src/http/positions.c src/http/positions.h \
+	src/http/h_stream.c src/http/h_topicread.c \
 	src/http/http_int.h src/http/openapi.h
 nodist_libpulsehttp_a_SOURCES = src/http/openapi_data.c
 libpulsehttp_a_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)

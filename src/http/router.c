@@ -24,8 +24,13 @@ struct route_def {
  * the same). A parameter a route does not list is a 400, so a misspelt one
  * ("ofset") can never be silently ignored. */
 static const char *const fetch_query[] = {"offset", "consumer", "max_records", "max_bytes", "wait_ms", "format",
-                                          NULL};
+                                          "timestamp", "from", "last_event_id", NULL};
 static const char *const publish_query[] = {"key", "partition", NULL};
+/* Event streams (h_stream.c) and topic-wide reads (h_topicread.c). The
+ * fetch route takes the stream's parameters too: Accept picks the form. */
+static const char *const events_query[] = {"from", "offset", "timestamp", "positions", "last_event_id", NULL};
+static const char *const topic_read_query[] = {"positions", "consumer", "offset", "timestamp", "max_records",
+                                               "max_bytes", "wait_ms", NULL};
 
 static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_HEALTHZ, "/healthz", M(GET), {NULL}},
@@ -35,13 +40,15 @@ static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_BROKER, "/v1/broker", M(GET), {NULL}},
     {PULSE_ROUTE_TOPICS, "/v1/topics", M(GET) | M(POST), {NULL}},
     {PULSE_ROUTE_TOPIC, "/v1/topics/{topic}", M(GET) | M(PATCH) | M(DELETE), {NULL}},
-    {PULSE_ROUTE_PUBLISH, "/v1/topics/{topic}/records", M(POST), {[PULSE_METHOD_POST] = publish_query}},
+    {PULSE_ROUTE_PUBLISH, "/v1/topics/{topic}/records", M(GET) | M(POST),
+     {[PULSE_METHOD_GET] = topic_read_query, [PULSE_METHOD_POST] = publish_query}},
     {PULSE_ROUTE_FETCH, "/v1/topics/{topic}/partitions/{partition}/records", M(GET),
      {[PULSE_METHOD_GET] = fetch_query}},
     {PULSE_ROUTE_CONSUMERS, "/v1/consumers", M(GET), {NULL}},
     {PULSE_ROUTE_CONSUMER, "/v1/consumers/{consumer}", M(DELETE), {NULL}},
     {PULSE_ROUTE_CURSORS, "/v1/consumers/{consumer}/cursors", M(GET) | M(POST), {NULL}},
     {PULSE_ROUTE_CURSOR, "/v1/consumers/{consumer}/cursors/{topic}/{partition}", M(GET) | M(PUT), {NULL}},
+    {PULSE_ROUTE_EVENTS, "/v1/topics/{topic}/events", M(GET), {[PULSE_METHOD_GET] = events_query}},
 };
 
 static const char *const method_names[PULSE_METHOD_COUNT] = {"GET", "POST", "PUT", "PATCH", "DELETE", "OTHER"};

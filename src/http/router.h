@@ -31,6 +31,7 @@ enum pulse_route {
     PULSE_ROUTE_CONSUMER,
     PULSE_ROUTE_CURSORS,
     PULSE_ROUTE_CURSOR,
+    PULSE_ROUTE_EVENTS, /* GET /v1/topics/{topic}/events: the topic-wide event stream */
     PULSE_ROUTE_NONE /* unknown path; also the number of routes */
 };
 
@@ -76,7 +77,7 @@ bool pulse_router_allows(enum pulse_route r, enum pulse_method m);
 void pulse_router_allow_header(enum pulse_route r, char *buf, size_t len);
 
 /* Most query parameters any route and method accepts. */
-#define PULSE_ROUTER_MAX_QUERY 8
+#define PULSE_ROUTER_MAX_QUERY 12
 
 /*
  * The position of query parameter name in the list that route r accepts

@@ -116,7 +116,8 @@ static bool route_wants_body(enum pulse_route route, enum pulse_method m)
 
 static bool route_answers_json(enum pulse_route route)
 {
-    return route != PULSE_ROUTE_METRICS && route != PULSE_ROUTE_OPENAPI && route != PULSE_ROUTE_FETCH;
+    return route != PULSE_ROUTE_METRICS && route != PULSE_ROUTE_OPENAPI && route != PULSE_ROUTE_FETCH &&
+           route != PULSE_ROUTE_EVENTS;
 }
 
 static void reply_not_allowed(struct pulse_hreq *r)
@@ -274,7 +275,13 @@ static void dispatch(struct pulse_hreq *r)
             pulse_h_topics_get(r);
         return;
     case PULSE_ROUTE_PUBLISH:
-        pulse_h_publish_post(r);
+        if (r->method == PULSE_METHOD_GET)
+            pulse_h_topic_read(r);
+        else
+            pulse_h_publish_post(r);
+        return;
+    case PULSE_ROUTE_EVENTS:
+        pulse_h_stream_topic(r);
         return;
     case PULSE_ROUTE_FETCH:
         pulse_h_fetch_get(r);

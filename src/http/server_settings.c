@@ -113,6 +113,12 @@ static const struct pulse_setting keys[] = {
      "bytes per second a body must keep to be given another body-timeout; 0 = one window only"},
     {"server.memory-budget", PULSE_SETTING_SIZE, F(memory_budget), "256MiB", NULL, 1024 * 1024, 1024 * GIB, NULL,
      "memory all requests and answers in flight may hold together"},
+    {"server.stream-max", PULSE_SETTING_INT, F(stream_max), "512", NULL, 0, 1000000, NULL,
+     "most event streams (text/event-stream) open at once; past it 503; 0 = none"},
+    {"server.stream-heartbeat", PULSE_SETTING_DURATION, F(stream_heartbeat_ms), "15s", NULL, 10, DAY_MS, NULL,
+     "an idle event stream gets a comment line this often"},
+    {"server.stream-buffer-bytes", PULSE_SETTING_SIZE, F(stream_buffer_bytes), "256KiB", NULL, 4096, GIB, NULL,
+     "events one stream may have on their way to its client; a live client further behind is cut"},
     {"server.threads", PULSE_SETTING_INT, F(threads), "0", NULL, 0, 256, NULL,
      "HTTP worker threads; 0 = one per online CPU core"},
 };

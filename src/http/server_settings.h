@@ -34,6 +34,9 @@ struct pulse_server_settings {
     uint64_t body_min_rate;    /* ...or keep this many bytes per second; 0 = no extension */
     uint64_t memory_budget;    /* in-flight request/answer memory, all requests */
     int64_t threads;           /* 0 = number of online cores */
+    int64_t stream_max;            /* event streams at once (h_stream.c) */
+    int64_t stream_heartbeat_ms;   /* comment line on an idle stream */
+    uint64_t stream_buffer_bytes;  /* per stream: its buffer and socket send buffer */
 };
 
 /* The table of the keys above (static storage). */
