@@ -364,7 +364,7 @@ void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
         json_t *t = json_object_get(c, "topic");
         json_t *p = json_object_get(c, "partition");
         json_t *o = json_object_get(c, "offset");
-        bool named = json_is_string(o) || (o == NULL && json_object_get(c, "timestamp") != NULL);
+        bool named = json_is_string(o) || json_object_get(c, "timestamp") != NULL;
         if (!json_is_string(t) || !json_is_integer(p) || (!named && !json_is_integer(o))) {
             pulse_server_reply_error(r, 400, "invalid_request",
                                      "cursors[%zu] needs \"topic\" (string), \"partition\" and \"offset\" (integers)",
@@ -440,7 +440,7 @@ void pulse_h_consumers_cursor_put(struct pulse_hreq *r)
     if (body == NULL || !pulse_server_only_fields(r, body, allowed, "the cursor"))
         return;
     json_t *o = json_object_get(body, "offset");
-    bool named = json_is_string(o) || (o == NULL && json_object_get(body, "timestamp") != NULL);
+    bool named = json_is_string(o) || json_object_get(body, "timestamp") != NULL;
     int64_t named_offset = 0;
     if (named && (!check_partition(r, r->topic, r->partition) ||
                   !cursor_named_offset(r, body, r->topic, r->partition, &named, &named_offset)))
