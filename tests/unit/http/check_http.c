@@ -330,7 +330,7 @@ START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
     json_t *j = pulse_config_to_json(&cfg);
     ck_assert_ptr_nonnull(j);
-    ck_assert_uint_eq(json_object_size(j), 29);
+    ck_assert_uint_eq(json_object_size(j), 32);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.segment-fd-cache")), 1024);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.checkpoint-interval")), 1000);
     ck_assert_str_eq(json_string_value(json_object_get(j, "server.listen")), "127.0.0.1:8080");
@@ -654,7 +654,11 @@ START_TEST(test_allow_header_lists_the_route_methods)
     pulse_router_allow_header(PULSE_ROUTE_TOPIC, allow, sizeof allow);
     ck_assert_str_eq(allow, "GET, PATCH, DELETE");
     ck_assert(pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST));
-    ck_assert(!pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_GET));
+    /* GET on a topic's records is the topic-wide read. */
+    ck_assert(pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_GET));
+    ck_assert(!pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_PUT));
+    ck_assert(pulse_router_allows(PULSE_ROUTE_EVENTS, PULSE_METHOD_GET));
+    ck_assert(!pulse_router_allows(PULSE_ROUTE_EVENTS, PULSE_METHOD_POST));
     ck_assert_int_eq(pulse_router_method("HEAD"), PULSE_METHOD_OTHER);
     ck_assert(!pulse_router_allows(PULSE_ROUTE_HEALTHZ, pulse_router_method("HEAD")));
     ck_assert_int_eq(pulse_router_method("PATCH"), PULSE_METHOD_PATCH);
@@ -673,10 +677,14 @@ START_TEST(test_each_route_accepts_only_its_query_parameters)
     ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST, "key"), 0);
     ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST, "partition"), 1);
     ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST, "kee"), -1);
+    ck_assert_int_ge(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_GET, "positions"), 0);
+    ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST, "positions"), -1);
+    ck_assert_int_ge(pulse_router_query_index(PULSE_ROUTE_EVENTS, PULSE_METHOD_GET, "last_event_id"), 0);
+    ck_assert_int_ge(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_GET, "timestamp"), 0);
     /* Routes without query parameters take none. */
     for (int r = 0; r <= PULSE_ROUTE_NONE; r++)
         for (int m = 0; m < PULSE_METHOD_COUNT; m++)
-            if (r != PULSE_ROUTE_FETCH && r != PULSE_ROUTE_PUBLISH)
+            if (r != PULSE_ROUTE_FETCH && r != PULSE_ROUTE_PUBLISH && r != PULSE_ROUTE_EVENTS)
                 ck_assert_int_eq(pulse_router_query_index((enum pulse_route)r, (enum pulse_method)m, "offset"), -1);
 }
 END_TEST
