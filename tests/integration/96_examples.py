@@ -131,6 +131,7 @@ ROUTE_RES = [
     ("POST", r"/v1/consumers/[^/]+/cursors"), ("GET", r"/v1/consumers/[^/]+/cursors/[^/]+/[^/]+"),
     ("PUT", r"/v1/consumers/[^/]+/cursors/[^/]+/[^/]+"), ("GET", r"/healthz"), ("GET", r"/readyz"),
     ("GET", r"/metrics"), ("GET", r"/v1/broker"), ("GET", r"/openapi.yaml"),
+    ("GET", r"/v1/topics/[^/]+/records"), ("GET", r"/v1/topics/[^/]+/events"),
 ]
 
 
