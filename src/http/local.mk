@@ -86,3 +86,10 @@ tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
 	$(CHECK_LDADD)
+
+check_PROGRAMS += tests/unit/check_positions
+TESTS += tests/unit/check_positions
+tests_unit_check_positions_SOURCES = tests/unit/http/check_positions.c
+tests_unit_check_positions_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_positions_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_positions_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(CHECK_LDADD)

@@ -142,9 +142,11 @@ size_t pulse_pos_list_format(const uint32_t *parts, const int64_t *offsets, size
         return 0;
     out[0] = '\0';
     for (size_t i = 0; i < n && used < cap; i++) {
-        int w = snprintf(out + used, cap - used, "%s%u:%lld", i == 0 ? "" : ",", parts[i], (long long)offsets[i]);
+        char one[32];
+        int w = snprintf(one, sizeof one, "%s%u:%lld", i == 0 ? "" : ",", parts[i], (long long)offsets[i]);
         if (w < 0 || (size_t)w >= cap - used)
-            break;
+            break; /* whole entries only */
+        memcpy(out + used, one, (size_t)w + 1);
         used += (size_t)w;
     }
     return used;
