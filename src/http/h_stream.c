@@ -246,6 +246,16 @@ static void unreserve(struct stream *s)
     s->held = 0;
 }
 
+/* After a fill the reads are gone: keep only what the rendered events
+ * hold until the client takes them. */
+static void keep_reserved(struct stream *s)
+{
+    if (s->held > s->out.cap) {
+        pulse_budget_release(&s->srv->budget, s->held - s->out.cap);
+        s->held = s->out.cap;
+    }
+}
+
 /* ---- waiting ------------------------------------------------------------- */
 
 static void on_wake(void *arg, pulse_status_t st)
@@ -325,8 +335,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                 pulse_status_t st = fill(s);
                 if (st != PULSE_OK)
                     end_for_status(s, st);
-                if (s->out.len > s->out_at)
+                if (s->out.len > s->out_at) {
+                    keep_reserved(s);
                     continue;
+                }
                 unreserve(s); /* nothing read: an idle stream holds no budget */
             } else {
                 s->retry_us = now + STREAM_BUDGET_RETRY_US;
