@@ -12,8 +12,9 @@ port with its data in a temporary directory under --dir, stopped at the end):
   idle      opens streams in steps up to --streams (each one a partition
             stream parked in the broker, no records flowing) and reports,
             at each step, pulsed's resident memory (VmRSS) and thread count
-            from /proc, then publishes one record and times how long until
-            every open stream has its event (fan-out).
+            from /proc, the CPU pulsed uses while they sit idle (heartbeats
+            only) for --idle-seconds, then publishes one record and times
+            how long until every open stream has its event (fan-out).
 
 pulsed is $PULSE_BUILDDIR/pulsed (default: the current directory). Build it
 without sanitizers for memory figures (ASan multiplies RSS). Python 3
@@ -90,6 +91,13 @@ def proc_status(pid):
     return int(out["VmRSS"].split()[0]), int(out["Threads"])
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of pid so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
@@ -114,7 +122,7 @@ def bench_latency(port, samples):
               % (name, pct(xs, 50), pct(xs, 90), pct(xs, 99), max(xs), len(xs)))
 
 
-def bench_idle(port, pid, total, step):
+def bench_idle(port, pid, total, step, idle_seconds):
     request(port, "POST", "/v1/topics", {"name": "idle", "partitions": 8})
     rss0, thr0 = proc_status(pid)
     print("idle     streams %6d  rss %8d KiB  threads %d" % (0, rss0, thr0))
@@ -126,6 +134,12 @@ def bench_idle(port, pid, total, step):
         rss, thr = proc_status(pid)
         print("idle     streams %6d  rss %8d KiB  threads %d  (+%.1f KiB per stream)"
               % (len(socks), rss, thr, (rss - rss0) / len(socks)))
+    # What the parked streams cost while nothing happens (heartbeats only).
+    c0, t0 = cpu_seconds(pid), time.monotonic()
+    time.sleep(idle_seconds)
+    c1, t1 = cpu_seconds(pid), time.monotonic()
+    print("idle     %d streams for %.0f s: pulsed used %.2f s of CPU (%.1f%% of one core)"
+          % (len(socks), t1 - t0, c1 - c0, 100 * (c1 - c0) / (t1 - t0)))
     # Every stream is alive: one record to each partition reaches all.
     sel = selectors.DefaultSelector()
     for s in socks:
@@ -158,6 +172,8 @@ def main():
     ap.add_argument("--streams", type=int, default=2000, help="idle streams to open")
     ap.add_argument("--step", type=int, default=500, help="streams per measurement step")
     ap.add_argument("--samples", type=int, default=200, help="latency samples")
+    ap.add_argument("--idle-seconds", type=float, default=20, help="how long to watch the idle streams' CPU")
+    ap.add_argument("--heartbeat", default="15s", help="server.stream-heartbeat")
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need = args.streams + 256
@@ -168,7 +184,8 @@ def main():
     port = free_port()
     cmd = [pulsed, "--data-dir", os.path.join(tmp, "data"), "--listen", "127.0.0.1:%d" % port,
            "-o", "log.level=warn", "-o", "server.stream-max=%d" % (args.streams + 10),
-           "-o", "server.max-connections=%d" % (args.streams + 100), "-o", "server.max-connections-per-ip=0"]
+           "-o", "server.max-connections=%d" % (args.streams + 100), "-o", "server.max-connections-per-ip=0",
+           "-o", "server.stream-heartbeat=" + args.heartbeat]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:
         for _ in range(200):
@@ -180,7 +197,7 @@ def main():
             time.sleep(0.05)
         print("pulsed pid %d on 127.0.0.1:%d, %s" % (proc.pid, port, " ".join(cmd[3:])))
         bench_latency(port, args.samples)
-        bench_idle(port, proc.pid, args.streams, args.step)
+        bench_idle(port, proc.pid, args.streams, args.step, args.idle_seconds)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

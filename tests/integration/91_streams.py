@@ -212,7 +212,9 @@ def test_slow_client_is_cut_with_a_final_event(ctx):
 
 
 def test_a_client_that_keeps_reading_is_not_cut_by_a_burst(ctx):
-    srv = ctx.new_server(args=["-o", "server.stream-buffer-bytes=16KiB", "-o", "server.stream-heartbeat=200ms"])
+    # 100 publishers at once: past the default limit of connections per address.
+    srv = ctx.new_server(args=["-o", "server.stream-buffer-bytes=16KiB", "-o", "server.stream-heartbeat=200ms",
+                               "-o", "server.max-connections-per-ip=0"])
     srv.start()
     t = uniq("sseburst")
     srv.create_topic(t)
@@ -232,14 +234,23 @@ def test_a_client_that_keeps_reading_is_not_cut_by_a_burst(ctx):
     th = threading.Thread(target=read_all)
     th.start()
     value = "y" * 2000
+    errors = []
+
+    def publish_one():
+        try:
+            srv.publish(t, [{"value": value}])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
     for i in range(10):
         # 100 publishes at once: many batches made durable by one sync, so
         # the stream finds far more than its buffer waiting at once.
-        pubs = [threading.Thread(target=srv.publish, args=(t, [{"value": value}])) for _ in range(100)]
+        pubs = [threading.Thread(target=publish_one) for _ in range(100)]
         for p in pubs:
             p.start()
         for p in pubs:
             p.join(30)
+    check(not errors, "publishes failed: %r" % errors[:3])
     th.join(60)
     check(got == list(range(1000)), "every record in order and no cut: got %d, ending %r" % (len(got), got[-3:]))
     c.close()
