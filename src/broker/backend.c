@@ -249,6 +249,8 @@ pulse_status_t pulse_broker_fetch_raw(struct pulse_broker *b, const char *topic,
 pulse_status_t pulse_broker_offset_for_time(struct pulse_broker *b, const char *topic, uint32_t partition,
                                             int64_t ts_ms, int64_t *offset_out)
 {
+    if (b->ops->offset_for_time == NULL)
+        return PULSE_NOT_SUPPORTED;
     return b->ops->offset_for_time(b, topic, partition, ts_ms, offset_out);
 }
 

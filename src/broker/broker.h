@@ -391,7 +391,8 @@ pulse_status_t pulse_broker_fetch_raw(struct pulse_broker *b, const char *topic,
  * entries point at and one verified read of a batch (a few small preads:
  * pulse_plog_offset_for_time in storage/plog.h; exact when timestamps do
  * not decrease along the log, as for records the broker stamps). A Kafka
- * backend answers with ListOffsets by timestamp (offsets_for_times).
+ * backend answers with ListOffsets by timestamp (offsets_for_times); a
+ * backend without time lookups answers PULSE_NOT_SUPPORTED.
  */
 pulse_status_t pulse_broker_offset_for_time(struct pulse_broker *b, const char *topic, uint32_t partition,
                                             int64_t ts_ms, int64_t *offset_out);
