@@ -2,3 +2,4 @@
 include tests/lib/local.mk
 include tests/fuzz/local.mk
 include tests/integration/local.mk
+include tests/browser/local.mk

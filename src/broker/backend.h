@@ -4,8 +4,8 @@
  * chosen when the broker is opened, behind every call of broker.h.
  *
  * Why a table and not a link-time choice: the backend is a setting of one
- * pulsed binary (broker.backend = local today; a Kafka-backed one is
- * planned), so both must live in the same program and the choice must be
+ * pulsed binary (broker.backend = local, or kafka: src/kafka), so both must
+ * live in the same program and the choice must be
  * made at start, from the configuration. A table read once per call costs
  * one indirect call, nothing next to what any call does, and it makes the
  * contract a list a reader (and the compiler) can check: a backend that
@@ -48,7 +48,7 @@ struct pulse_fetch {
 };
 
 struct pulse_broker_ops {
-    const char *name; /* the broker.backend value: "local" */
+    const char *name; /* the broker.backend value: "local", "kafka" */
 
     /* lifecycle and identity */
     void (*drain)(struct pulse_broker *b);
@@ -112,6 +112,27 @@ struct pulse_broker_ops {
     /* health and metrics */
     pulse_status_t (*metrics)(struct pulse_broker *b, struct pulse_buf *out);
     pulse_status_t (*fenced_list)(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out);
+
+    /* consumer groups */
+    pulse_status_t (*group_join)(struct pulse_broker *b, const char *group, const struct pulse_group_join_spec *spec,
+                                 struct pulse_group_view *view, char *errbuf, size_t errlen);
+    pulse_status_t (*group_heartbeat)(struct pulse_broker *b, const char *group, const char *member,
+                                      struct pulse_group_view *view);
+    pulse_status_t (*group_leave)(struct pulse_broker *b, const char *group, const char *member);
+    pulse_status_t (*group_poll_async)(struct pulse_broker *b, const char *group, const char *member,
+                                       struct pulse_group_view *view, pulse_admin_done_fn done, void *arg);
+    pulse_status_t (*group_fetched)(struct pulse_broker *b, const char *group, const char *member,
+                                    uint64_t generation, const struct pulse_group_partition *pos, size_t n);
+    pulse_status_t (*group_wait)(struct pulse_broker *b, const char *group, const char *member, uint64_t generation,
+                                 const struct pulse_group_partition *pos, size_t n, int64_t deadline_mono_us,
+                                 pulse_wait_fn fn, void *arg, bool *parked_out);
+    pulse_status_t (*group_commit_async)(struct pulse_broker *b, const char *group, const char *member,
+                                         uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                         struct pulse_group_view *view, pulse_admin_done_fn done, void *arg,
+                                         char *errbuf, size_t errlen);
+    pulse_status_t (*group_list)(struct pulse_broker *b, char ***names_out, size_t *n_out);
+    pulse_status_t (*group_describe_async)(struct pulse_broker *b, const char *group, struct pulse_group_info **out,
+                                           pulse_admin_done_fn done, void *arg);
 };
 
 #endif

@@ -56,6 +56,7 @@
 
 #include "broker/admin.h"
 #include "broker/broker_int.h"
+#include "broker/groups.h"
 #include "broker/heal.h"
 #include "broker/maint.h"
 #include "common/status.h"
@@ -103,6 +104,11 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg)
     cfg->segment_fd_cache = PULSE_FDCACHE_DEFAULT_CAPACITY;
     cfg->checkpoint_interval_ms = 1000;
     cfg->io = NULL;
+    cfg->group_lease_min_ms = 1000;
+    cfg->group_lease_max_ms = 300000;
+    cfg->group_lease_default_ms = 30000;
+    cfg->group_max_members = 1000;
+    cfg->group_max_groups = 10000;
 }
 
 /* ---- the file system -------------------------------------------------- */
@@ -364,6 +370,9 @@ static int64_t next_wake_us(struct pulse_local *b, int64_t now)
         wake = b->next_interval_sync_us;
     if (b->next_checkpoint_us < wake)
         wake = b->next_checkpoint_us;
+    /* Parked group fetches without positions time out on the tick. */
+    if (pulse_broker_groups_next_deadline(b) < wake)
+        wake = pulse_broker_groups_next_deadline(b);
     return wake;
 }
 
@@ -387,6 +396,8 @@ static void *syncer_main(void *arg)
         pthread_mutex_unlock(&b->mu);
         bool synced = sync_pass(b);
         complete_ready(b);
+        /* Group leases: at most every 100 ms, and never under mu. */
+        pulse_broker_groups_tick(b);
         /* After the answers: a checkpoint never delays one. */
         if (synced || pulse_clock_mono_us() >= b->next_checkpoint_us)
             checkpoint_pass(b);
@@ -652,7 +663,9 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         pulse_errbuf_set(errbuf, errlen, "out of memory");
         goto out;
     }
-    st = open_metadata(b, &defs, &ndefs, &rep, errbuf, errlen);
+    st = pulse_broker_groups_create(cfg, &b->groups, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = open_metadata(b, &defs, &ndefs, &rep, errbuf, errlen);
     if (st == PULSE_OK)
         st = open_topics(b, defs, ndefs, &rep, errbuf, errlen);
     if (st == PULSE_OK)
@@ -685,6 +698,7 @@ static void local_drain(struct pulse_local *b)
     b->waiters = NULL;
     pthread_mutex_unlock(&b->mu);
     waiter_list_complete(b, w, PULSE_SHUTDOWN);
+    pulse_broker_groups_drain(b);
 
     pthread_mutex_lock(&b->mu);
     if (b->syncer_started) {
@@ -750,6 +764,7 @@ static void local_close(struct pulse_local *b)
         b->dying = t->dying_next;
         pulse_broker_topic_destroy(t);
     }
+    pulse_broker_groups_destroy(b->groups);
     pulse_fdcache_destroy(b->fdcache);
     pulse_meta_close(b->meta);
     pthread_cond_destroy(&b->cv);
@@ -1139,6 +1154,8 @@ pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *
         st = metrics_fdcache(b, out);
     if (st == PULSE_OK)
         st = pulse_broker_admin_metrics(b, b->admin, out);
+    if (st == PULSE_OK)
+        st = pulse_broker_groups_metrics(b, out);
 
     for (size_t i = 0; i < n; i++)
         pulse_broker_topic_release(b, list[i]);

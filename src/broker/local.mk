@@ -7,7 +7,8 @@ libpulsebroker_a_SOURCES = src/broker/broker.h src/broker/backend.h src/broker/b
 	src/broker/local.h src/broker/local.c src/broker/broker_int.h \
 	src/broker/broker.c src/broker/topic.c src/broker/publish.c src/broker/fetch.c src/broker/cursor.c \
 	src/broker/maint.c src/broker/maint.h src/broker/admin.c src/broker/admin.h src/broker/datadir.c \
-	src/broker/heal.c src/broker/heal.h src/broker/broker_settings.c src/broker/broker_settings.h
+	src/broker/heal.c src/broker/heal.h src/broker/broker_settings.c src/broker/broker_settings.h \
+	src/broker/groups.c src/broker/groups.h
 
 check_PROGRAMS += tests/unit/check_broker
 TESTS += tests/unit/check_broker
@@ -35,4 +36,11 @@ TESTS += tests/unit/check_waitany
 tests_unit_check_waitany_SOURCES = tests/unit/broker/check_waitany.c
 tests_unit_check_waitany_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_waitany_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
+	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
+
+check_PROGRAMS += tests/unit/check_groups
+TESTS += tests/unit/check_groups
+tests_unit_check_groups_SOURCES = tests/unit/broker/check_groups.c
+tests_unit_check_groups_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_groups_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
 	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)

@@ -3,14 +3,14 @@
  * h_ops.c - operational routes: /healthz (process alive), /readyz (recovery
  * done and not draining; lists fenced partitions), /metrics (Prometheus text 0.0.4: the gateway's
  * request metrics, then the broker's), /v1/broker (identity, uptime and the
- * effective configuration) and /openapi.yaml (the compiled-in description).
+ * effective configuration). /openapi.yaml is a compiled-in file
+ * (h_static.c).
  */
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "http/http_int.h"
-#include "http/openapi.h"
 
 /* Metrics text can grow with topics and partitions; a hard cap keeps a
  * runaway from eating memory. */
@@ -57,6 +57,12 @@ void pulse_h_ops_readyz(struct pulse_hreq *r)
         return;
     }
     pulse_status_t st = pulse_broker_fenced_list(r->srv->broker, &fenced, &nfenced);
+    if (st == PULSE_UNAVAILABLE) {
+        /* A remote backend whose cluster cannot be reached: this replica
+         * serves nothing useful, take it out of the load balancer. */
+        pulse_server_reply_not_serving(r, "the backend's cluster cannot be reached");
+        return;
+    }
     if (st != PULSE_OK) {
         pulse_server_reply_status(r, st, "cannot list fenced partitions");
         return;
@@ -96,13 +102,6 @@ void pulse_h_ops_metrics(struct pulse_hreq *r)
         return;
     }
     pulse_server_reply(r, 200, resp, "text/plain; version=0.0.4; charset=utf-8");
-}
-
-void pulse_h_ops_openapi(struct pulse_hreq *r)
-{
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        pulse_openapi_yaml_len, (void *)(uintptr_t)pulse_openapi_yaml, MHD_RESPMEM_PERSISTENT);
-    pulse_server_reply(r, 200, resp, "application/yaml");
 }
 
 void pulse_h_ops_broker(struct pulse_hreq *r)

@@ -23,6 +23,7 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/text.h"
+#include "http/errmap.h"
 #include "http/fastpub.h"
 #include "http/http_int.h"
 #include "http/json.h"
@@ -118,18 +119,20 @@ static int real_precision(json_t *v, int depth)
     return best;
 }
 
-/* Maps one record object to rec; answers 400 and returns false when bad. */
-static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct pulse_publish_record *rec)
-{
-    if (!json_is_object(obj)) {
-        pulse_server_reply_error(r, 400, "invalid_request", "records[%zu] must be an object", idx);
-        return false;
-    }
-    if (!pulse_server_only_fields(r, obj, record_fields, "a record"))
-        return false;
-    memset(rec, 0, sizeof *rec);
-    rec->partition = -1;
+/*
+ * parse_record reads one record object in four phases, one helper each, in
+ * the order the checks have always run: key, value, headers, then the
+ * partition and timestamp fields. Each helper fills its fields of rec (rec
+ * was zeroed by the caller), may borrow strings from obj (which lives as
+ * long as the request's JSON document) or allocate from the request pool,
+ * and on bad input answers the request itself (400, or 500 for a refused
+ * pool allocation) and returns false: the caller then stops and returns
+ * false without answering again.
+ */
 
+/* Key phase: "key" (a string or null) or "key_base64", never both. */
+static bool parse_record_key(struct pulse_hreq *r, json_t *obj, size_t idx, struct pulse_publish_record *rec)
+{
     json_t *key = json_object_get(obj, "key");
     json_t *key64 = json_object_get(obj, "key_base64");
     if (key != NULL && key64 != NULL) {
@@ -146,7 +149,14 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
     } else if (key64 != NULL && !decode_b64(r, key64, "key_base64", idx, &rec->key, &rec->key_len)) {
         return false;
     }
+    return true;
+}
 
+/* Value phase: exactly one of "value" (any JSON) and "value_base64". A value
+ * that is neither a string nor null is kept as its compact JSON text, copied
+ * into the request pool. */
+static bool parse_record_value(struct pulse_hreq *r, json_t *obj, size_t idx, struct pulse_publish_record *rec)
+{
     json_t *value = json_object_get(obj, "value");
     json_t *value64 = json_object_get(obj, "value_base64");
     if ((value == NULL) == (value64 == NULL)) {
@@ -177,39 +187,50 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
         rec->value = (const uint8_t *)kept;
         rec->value_len = len;
     }
+    return true;
+}
 
+/* Headers phase: "headers", absent, null or an object of string values. The
+ * header array comes from the request pool; names and values are borrowed
+ * from obj. */
+static bool parse_record_headers(struct pulse_hreq *r, json_t *obj, size_t idx, struct pulse_publish_record *rec)
+{
     json_t *headers = json_object_get(obj, "headers");
-    if (headers != NULL && !json_is_null(headers)) {
-        if (!json_is_object(headers)) {
-            pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].headers must be an object", idx);
-            return false;
-        }
-        size_t nh = json_object_size(headers);
-        struct pulse_header *hs = nh > 0 ? pulse_server_palloc(r, nh * sizeof *hs) : NULL;
-        if (nh > 0 && hs == NULL) {
-            pulse_server_reply_status(r, PULSE_NOMEM, NULL);
-            return false;
-        }
-        size_t i = 0;
-        const char *hk;
-        json_t *hv;
-        json_object_foreach(headers, hk, hv)
-        {
-            if (!json_is_string(hv)) {
-                pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].headers.%s must be a string", idx,
-                                         hk);
-                return false;
-            }
-            hs[i].key = (const uint8_t *)hk;
-            hs[i].key_len = strlen(hk);
-            hs[i].value = (const uint8_t *)json_string_value(hv);
-            hs[i].value_len = json_string_length(hv);
-            i++;
-        }
-        rec->headers = hs;
-        rec->header_count = (uint32_t)i;
+    if (headers == NULL || json_is_null(headers))
+        return true;
+    if (!json_is_object(headers)) {
+        pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].headers must be an object", idx);
+        return false;
     }
+    size_t nh = json_object_size(headers);
+    struct pulse_header *hs = nh > 0 ? pulse_server_palloc(r, nh * sizeof *hs) : NULL;
+    if (nh > 0 && hs == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return false;
+    }
+    size_t i = 0;
+    const char *hk;
+    json_t *hv;
+    json_object_foreach(headers, hk, hv)
+    {
+        if (!json_is_string(hv)) {
+            pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].headers.%s must be a string", idx, hk);
+            return false;
+        }
+        hs[i].key = (const uint8_t *)hk;
+        hs[i].key_len = strlen(hk);
+        hs[i].value = (const uint8_t *)json_string_value(hv);
+        hs[i].value_len = json_string_length(hv);
+        i++;
+    }
+    rec->headers = hs;
+    rec->header_count = (uint32_t)i;
+    return true;
+}
 
+/* Placement phase: the optional "partition" and "timestamp" integers. */
+static bool parse_record_place(struct pulse_hreq *r, json_t *obj, struct pulse_publish_record *rec)
+{
     int64_t v = 0;
     bool present = false;
     if (!pulse_server_int_field(r, obj, "partition", 0, INT32_MAX, &v, &present))
@@ -223,6 +244,21 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
         rec->timestamp = v;
     }
     return true;
+}
+
+/* Maps one record object to rec; answers 400 and returns false when bad. */
+static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct pulse_publish_record *rec)
+{
+    if (!json_is_object(obj)) {
+        pulse_server_reply_error(r, 400, "invalid_request", "records[%zu] must be an object", idx);
+        return false;
+    }
+    if (!pulse_server_only_fields(r, obj, record_fields, "a record"))
+        return false;
+    memset(rec, 0, sizeof *rec);
+    rec->partition = -1;
+    return parse_record_key(r, obj, idx, rec) && parse_record_value(r, obj, idx, rec) &&
+           parse_record_headers(r, obj, idx, rec) && parse_record_place(r, obj, rec);
 }
 
 static bool alloc_records(struct pulse_hreq *r, size_t n)
@@ -244,6 +280,12 @@ static bool alloc_records(struct pulse_hreq *r, size_t n)
         return false;
     }
     ps->n_recs = n;
+    /* "Not stored" until the broker says otherwise: a refused publish
+     * leaves them so (see publish_failed). */
+    for (size_t i = 0; i < n; i++) {
+        ps->offsets[i].partition = 0;
+        ps->offsets[i].offset = PULSE_OFFSET_NONE;
+    }
     return true;
 }
 
@@ -372,15 +414,58 @@ static bool parse_octets_body(struct pulse_hreq *r)
     return true;
 }
 
+/* A publish that failed. When some of its records were stored all the
+ * same (a publish is not atomic across partitions; a Kafka cluster may
+ * refuse some records of a batch), the error carries the per-record
+ * results: "offsets" in request order, each {"partition", "offset"} for a
+ * stored record ("offset": null when the backend did not say which) or
+ * {"partition", "offset": null, "error": CODE} for one that was not
+ * (docs/API.md "Per-record results"). */
+static void publish_failed(struct pulse_hreq *r, pulse_status_t st)
+{
+    const struct publish_state *ps = pub(r);
+    size_t stored = 0;
+    for (size_t i = 0; i < ps->n_recs; i++)
+        stored += ps->offsets[i].offset != PULSE_OFFSET_NONE;
+    if (st == PULSE_TOPIC_NOT_FOUND && stored == 0) {
+        pulse_server_reply_error(r, 404, "topic_not_found",
+                                 "topic \"%s\" does not exist; create it first: POST /v1/topics with "
+                                 "{\"name\": \"%s\"}",
+                                 r->topic, r->topic);
+        return;
+    }
+    if (stored == 0) {
+        pulse_server_reply_status(r, st, ps->errmsg);
+        return;
+    }
+    const char *code = pulse_errmap_lookup(st)->code;
+    json_t *arr = json_array();
+    for (size_t i = 0; arr != NULL && i < ps->n_recs; i++) {
+        const struct pulse_offset_pair *o = &ps->offsets[i];
+        json_t *item = o->offset >= 0 ? json_pack("{s:I,s:I}", "partition", (json_int_t)o->partition, "offset",
+                                                  (json_int_t)o->offset)
+                       : o->offset == PULSE_OFFSET_UNKNOWN
+                           ? json_pack("{s:I,s:n}", "partition", (json_int_t)o->partition, "offset")
+                           : json_pack("{s:I,s:n,s:s}", "partition", (json_int_t)o->partition, "offset", "error", code);
+        if (item == NULL || json_array_append_new(arr, item) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    json_t *extra = arr != NULL ? json_pack("{s:o}", "offsets", arr) : NULL;
+    if (extra == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply_status_extra(r, st, ps->errmsg, extra);
+}
+
 static void publish_resume(struct pulse_hreq *r)
 {
     const struct publish_state *ps = pub(r);
     pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st != PULSE_OK) {
-        if (st == PULSE_TOPIC_NOT_FOUND)
-            pulse_server_reply_error(r, 404, "topic_not_found", "topic \"%s\" does not exist", r->topic);
-        else
-            pulse_server_reply_status(r, st, ps->errmsg);
+        publish_failed(r, st);
         return;
     }
     /* The answer is written directly rather than through jansson: it is
@@ -393,12 +478,16 @@ static void publish_resume(struct pulse_hreq *r)
         bst = pulse_buf_append(&out, "{\"offsets\":[", 12);
     for (size_t i = 0; bst == PULSE_OK && i < ps->n_recs; i++) {
         char item[80];
-        int len = snprintf(item, sizeof item, "%s{\"partition\":%u,\"offset\":%lld}", i == 0 ? "" : ",",
-                           (unsigned)ps->offsets[i].partition, (long long)ps->offsets[i].offset);
+        /* PULSE_OFFSET_UNKNOWN: acknowledged, offset not reported (Kafka). */
+        int len = ps->offsets[i].offset == PULSE_OFFSET_UNKNOWN
+                      ? snprintf(item, sizeof item, "%s{\"partition\":%u,\"offset\":null}", i == 0 ? "" : ",",
+                                 (unsigned)ps->offsets[i].partition)
+                      : snprintf(item, sizeof item, "%s{\"partition\":%u,\"offset\":%lld}", i == 0 ? "" : ",",
+                                 (unsigned)ps->offsets[i].partition, (long long)ps->offsets[i].offset);
         bst = pulse_buf_append(&out, item, (size_t)len);
     }
     if (bst == PULSE_OK)
-        bst = pulse_buf_append(&out, "]}", 2);
+        bst = pulse_buf_append(&out, "]}\n", 3);
     if (bst != PULSE_OK) {
         pulse_buf_fini(&out);
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
@@ -406,9 +495,8 @@ static void publish_resume(struct pulse_hreq *r)
     }
     size_t len = 0;
     uint8_t *text = pulse_buf_steal(&out, &len);
-    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
+    struct MHD_Response *resp = pulse_server_json_response(r, (char *)text, len);
     if (resp == NULL) {
-        pulse_free(text);
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
     }

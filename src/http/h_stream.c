@@ -511,8 +511,10 @@ static bool start_positions(struct pulse_hreq *r, struct stream *s, uint32_t npa
         if (st == PULSE_OK)
             st = pulse_broker_fetch_probe(r->srv->broker, r->topic, s->parts[i], s->next[i], &p);
         if (st == PULSE_RANGE) {
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "partition %u: ", s->parts[i]);
             pulse_free(given);
-            pulse_server_reply_range(r, p.log_start, p.high_watermark, "the start position is past the end");
+            pulse_server_reply_range(r, prefix, s->next[i], p.log_start, p.high_watermark);
             return false;
         }
     }
@@ -608,8 +610,7 @@ void pulse_h_stream_partition(struct pulse_hreq *r)
     uint32_t nparts = info->partitions;
     pulse_topic_info_free(info);
     if (r->partition >= nparts) {
-        pulse_server_reply_error(r, 404, "partition_not_found", "topic \"%s\" has no partition %u", r->topic,
-                                 r->partition);
+        pulse_server_reply_no_partition(r, r->topic, r->partition);
         return;
     }
     stream_start(r, &r->partition, 1, nparts, false);

@@ -215,10 +215,9 @@ static pulse_status_t any_ready(struct pulse_hreq *r, struct tread_state *q, boo
         memset(&pos, 0, sizeof pos);
         pulse_status_t st = pulse_broker_fetch_probe(r->srv->broker, r->topic, q->parts[i], q->next[i], &pos);
         if (st == PULSE_RANGE) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "partition %u: offset %lld is beyond the high watermark %lld", q->parts[i],
-                     (long long)q->next[i], (long long)pos.high_watermark);
-            pulse_server_reply_range(r, pos.log_start, pos.high_watermark, msg);
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "partition %u: ", q->parts[i]);
+            pulse_server_reply_range(r, prefix, q->next[i], pos.log_start, pos.high_watermark);
             return st;
         }
         if (st != PULSE_OK) {

@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: MIT
 # src/http: the HTTP gateway (libpulsehttp.a), the pulsed program and its
-# unit tests. api/openapi.yaml is compiled into the library as a byte array
-# so GET /openapi.yaml serves exactly the file of the build.
+# unit tests. api/openapi.yaml and the dashboard under web/ are compiled into
+# the library as byte arrays (scripts/embed.sh), so GET /openapi.yaml and
+# GET / serve exactly the files of the build.
 noinst_LIBRARIES += libpulsehttp.a
 libpulsehttp_a_SOURCES = \
 	src/http/async.c \
 	src/http/budget.c src/http/budget.h \
 	src/http/config.c src/http/config.h \
 	src/http/conns.c src/http/conns.h \
+	src/http/cors.c src/http/cors.h \
+	src/http/encode.c src/http/encode.h \
 	src/http/errmap.c src/http/errmap.h \
 	src/http/fetch_json.c src/http/fetch_json.h \
 	src/http/json.c src/http/json.h \
@@ -19,39 +22,48 @@ libpulsehttp_a_SOURCES = \
 	src/http/server_input.c src/http/server_mem.c src/http/server_metrics.c \
 	src/http/server_reply.c src/http/server_settings.c src/http/server_settings.h \
 	src/http/h_topics.c src/http/h_publish.c src/http/h_fetch.c \
-	src/http/h_consumers.c src/http/h_ops.c \
+	src/http/h_consumers.c src/http/h_ops.c src/http/h_static.c \
+	src/http/embed.c src/http/embed.h \
+	src/http/h_groups.c src/http/h_group_fetch.c \
 	src/http/fastpub.c src/http/fastpub.h \
 	src/http/positions.c src/http/positions.h \
 	src/http/h_stream.c src/http/h_topicread.c \
-	src/http/http_int.h src/http/openapi.h
-nodist_libpulsehttp_a_SOURCES = src/http/openapi_data.c
+	src/http/http_int.h
+nodist_libpulsehttp_a_SOURCES = src/http/openapi_data.c src/http/web_data.c
 libpulsehttp_a_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
-CLEANFILES += src/http/openapi_data.c
-EXTRA_DIST += api/openapi.yaml
+CLEANFILES += src/http/openapi_data.c src/http/web_data.c
 
-# od and sed only (no xxd on the build hosts). The array gets one extra NUL
-# so it is never empty; the length excludes it.
-src/http/openapi_data.c: $(srcdir)/api/openapi.yaml
-	$(AM_V_GEN)$(MKDIR_P) src/http && { \
-	  echo '/* Generated from api/openapi.yaml by src/http/local.mk. Do not edit. */'; \
-	  echo '#include "http/openapi.h"'; \
-	  echo 'const unsigned char pulse_openapi_yaml[] = {'; \
-	  od -An -v -tx1 $(srcdir)/api/openapi.yaml | sed -e 's/[0-9a-f][0-9a-f]/0x&,/g'; \
-	  echo '0x00};'; \
-	  echo "const size_t pulse_openapi_yaml_len = `wc -c < $(srcdir)/api/openapi.yaml`;"; \
-	} > $@-t && mv $@-t $@
+# The dashboard: plain HTML, CSS and JavaScript, no build step. Every file
+# here is served at /ui/<name> (index.html also at /); add new ones here.
+PULSE_WEB_FILES = web/index.html web/app.js web/style.css web/favicon.svg
+EXTRA_DIST += api/openapi.yaml $(PULSE_WEB_FILES) scripts/embed.sh
 
-PULSE_HTTP_LIBS = libpulsehttp.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
-	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS)
+src/http/openapi_data.c: $(srcdir)/api/openapi.yaml $(srcdir)/scripts/embed.sh
+	$(AM_V_GEN)$(MKDIR_P) src/http && \
+	  $(SHELL) $(srcdir)/scripts/embed.sh pulse_openapi_files /openapi.yaml=$(srcdir)/api/openapi.yaml > $@-t && \
+	  mv $@-t $@
+
+# (Prerequisites found through VPATH in an out-of-tree build.)
+src/http/web_data.c: $(PULSE_WEB_FILES) $(srcdir)/scripts/embed.sh
+	$(AM_V_GEN)$(MKDIR_P) src/http && \
+	  $(SHELL) $(srcdir)/scripts/embed.sh pulse_web_files \
+	    `for f in $(PULSE_WEB_FILES); do echo "/ui/$${f#web/}=$(srcdir)/$$f"; done` > $@-t && \
+	  mv $@-t $@
+
+PULSE_HTTP_LIBS = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
+	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS) $(RDKAFKA_LIBS)
 
 bin_PROGRAMS += pulsed
 pulsed_SOURCES = src/main.c
-pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
+pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(RDKAFKA_CFLAGS)
 pulsed_LDADD = $(PULSE_HTTP_LIBS)
 
-# `make run`: build and serve on 127.0.0.1:8080 with ./data, in the foreground.
+# `make run`: build and serve in the foreground, on LISTEN (default
+# 127.0.0.1:8080) with DATA_DIR (default ./data); PULSED_ARGS adds options:
+#   make run LISTEN=127.0.0.1:9090 PULSED_ARGS='-c conf/pulse.conf'
+# (Variables set on make's command line reach the recipe's environment.)
 run: pulsed
-	./pulsed --data-dir ./data --listen 127.0.0.1:8080
+	./pulsed --data-dir "$${DATA_DIR:-./data}" --listen "$${LISTEN:-127.0.0.1:8080}" $${PULSED_ARGS:-}
 .PHONY: run
 
 check_PROGRAMS += tests/unit/check_http
@@ -60,7 +72,7 @@ tests_unit_check_http_SOURCES = tests/unit/http/check_http.c
 tests_unit_check_http_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
 tests_unit_check_http_CFLAGS = $(TEST_CFLAGS)
 # libpulsebroker.a for the broker's settings table only (no LevelDB is linked in).
-tests_unit_check_http_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
+tests_unit_check_http_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
 	$(ZLIB_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_fastpub
@@ -68,14 +80,14 @@ TESTS += tests/unit/check_fastpub
 tests_unit_check_fastpub_SOURCES = tests/unit/http/check_fastpub.c
 tests_unit_check_fastpub_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_fastpub_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
+tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsekafka.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_fetch_json
 TESTS += tests/unit/check_fetch_json
 tests_unit_check_fetch_json_SOURCES = tests/unit/http/check_fetch_json.c
 tests_unit_check_fetch_json_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_fetch_json_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
+tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsekafka.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
 
 # The layers' settings tables against conf/pulse.conf and docs/Configuration.md
 # (read from $(srcdir) through PULSE_SRCDIR).
@@ -84,12 +96,36 @@ TESTS += tests/unit/check_settings
 tests_unit_check_settings_SOURCES = tests/unit/http/check_settings.c
 tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
+tests_unit_check_settings_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
 	$(CHECK_LDADD)
+
+# CORS origins and gzip'ed answers (cors.h, encode.h).
+check_PROGRAMS += tests/unit/check_browser
+TESTS += tests/unit/check_browser
+tests_unit_check_browser_SOURCES = tests/unit/http/check_browser.c
+tests_unit_check_browser_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
+tests_unit_check_browser_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_browser_LDADD = libpulsehttp.a libpulsecommon.a $(ZLIB_LIBS) $(CHECK_LDADD)
+
+# The compiled-in files and their routes (embed.h, router.h).
+check_PROGRAMS += tests/unit/check_embed
+TESTS += tests/unit/check_embed
+tests_unit_check_embed_SOURCES = tests/unit/http/check_embed.c
+tests_unit_check_embed_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_embed_LDADD = libpulsehttp.a libpulsecommon.a $(CHECK_LDADD)
+
+# Per-record publish results over a fake backend (the real HTTP server).
+check_PROGRAMS += tests/unit/check_publish_results
+TESTS += tests/unit/check_publish_results
+tests_unit_check_publish_results_SOURCES = tests/unit/http/check_publish_results.c
+tests_unit_check_publish_results_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_publish_results_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_publish_results_LDADD = $(PULSE_HTTP_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_positions
 TESTS += tests/unit/check_positions
 tests_unit_check_positions_SOURCES = tests/unit/http/check_positions.c
 tests_unit_check_positions_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_positions_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_positions_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(CHECK_LDADD)
+tests_unit_check_positions_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a \
+	$(JANSSON_LIBS) $(CHECK_LDADD)

@@ -9,8 +9,15 @@ INTEGRATION_TESTS = \
 	tests/integration/30_fetch.py \
 	tests/integration/40_cursors.py \
 	tests/integration/42_admin_async.py \
+	tests/integration/45_groups.py \
+	tests/integration/46_group_workers.py \
+	tests/integration/47_group_examples.py \
 	tests/integration/50_ops.py \
 	tests/integration/55_start_errors.py \
+	tests/integration/57_cors.py \
+	tests/integration/58_responses.py \
+	tests/integration/59_new_user.py \
+	tests/integration/57_dashboard_files.py \
 	tests/integration/60_bad_input.py \
 	tests/integration/62_http_smuggling.py \
 	tests/integration/64_slow_clients.py \
@@ -23,6 +30,8 @@ INTEGRATION_TESTS = \
 	tests/integration/87_disk_full.py \
 	tests/integration/88_descriptors.py \
 	tests/integration/90_longpoll.py \
+	tests/integration/91_kafka_suite.sh \
+	tests/integration/92_kafka.py \
 	tests/integration/91_streams.py \
 	tests/integration/92_topic_reads.py \
 	tests/integration/95_sendfile.py \
@@ -30,6 +39,7 @@ INTEGRATION_TESTS = \
 	tests/integration/99_openapi_routes.py
 
 TESTS += $(INTEGRATION_TESTS)
-EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/pulsetest.py \
+EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/pulsetest.py tests/integration/grouptest.py \
 	docs/API.md \
-	examples/walkthrough.sh examples/producer.py examples/consumer.py examples/decode_raw.py
+	examples/walkthrough.sh examples/producer.py examples/consumer.py examples/decode_raw.py \
+	examples/group_consumer.mjs examples/replay_topic.py
