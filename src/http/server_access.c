@@ -316,10 +316,10 @@ static void dispatch(struct pulse_hreq *r)
             pulse_h_topics_get(r);
         return;
     case PULSE_ROUTE_PUBLISH:
-        if (r->method == PULSE_METHOD_GET)
-            pulse_h_topic_read(r);
-        else
+        if (r->method == PULSE_METHOD_POST)
             pulse_h_publish_post(r);
+        else
+            pulse_h_topic_read(r); /* GET and HEAD */
         return;
     case PULSE_ROUTE_EVENTS:
         pulse_h_stream_topic(r);
