@@ -6,6 +6,8 @@
 #   make bench                      storage engine vs the disk's own limits
 #   make bench BENCH_ARGS=--quick   the same with small sizes (~15 s)
 #   make bench-http                 pulsed over HTTP vs nginx, Redis, webdis
+#   make bench-streams              event streams: delivery latency, idle
+#                                   streams with RSS (BENCH_STREAM_ARGS)
 #
 # BENCH_DIR is where the scratch data goes (a mkdtemp() directory below it,
 # removed at the end). Keep it off the source tree.
@@ -13,11 +15,12 @@ noinst_PROGRAMS += bench/bench_storage
 bench_bench_storage_SOURCES = bench/bench_storage.c
 bench_bench_storage_LDADD = libpulsestore.a libpulsecommon.a -lm
 
-EXTRA_DIST += bench/http_bench.sh bench/wrk_bench.lua bench/group_bench.py bench/kafka_bench.sh bench/tls_bench.py
+EXTRA_DIST += bench/http_bench.sh bench/wrk_bench.lua bench/group_bench.py bench/kafka_bench.sh bench/tls_bench.py bench/stream_bench.py
 
 BENCH_DIR = /tmp
 BENCH_ARGS =
 BENCH_HTTP_ARGS =
+BENCH_STREAM_ARGS =
 
 bench: bench/bench_storage$(EXEEXT)
 	./bench/bench_storage --dir "$(BENCH_DIR)" $(BENCH_ARGS)
@@ -28,4 +31,8 @@ bench-http: bench/bench_storage$(EXEEXT) $(bin_PROGRAMS)
 	BENCH_DIR="$(BENCH_DIR)" PULSE_BUILDDIR="$(abs_top_builddir)" \
 	  $(SHELL) $(srcdir)/bench/http_bench.sh $(BENCH_HTTP_ARGS)
 
-.PHONY: bench bench-http
+bench-streams: $(bin_PROGRAMS)
+	PULSE_BUILDDIR="$(abs_top_builddir)" python3 $(srcdir)/bench/stream_bench.py --dir "$(BENCH_DIR)" \
+	  $(BENCH_STREAM_ARGS)
+
+.PHONY: bench bench-http bench-streams

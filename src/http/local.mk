@@ -26,6 +26,8 @@ libpulsehttp_a_SOURCES = \
 	src/http/embed.c src/http/embed.h \
 	src/http/h_groups.c src/http/h_group_fetch.c \
 	src/http/fastpub.c src/http/fastpub.h \
+	src/http/positions.c src/http/positions.h \
+	src/http/h_stream.c src/http/h_topicread.c \
 	src/http/http_int.h \
 	src/http/tls.c src/http/tls.h src/http/tls_settings.c src/http/tls_settings.h \
 	src/http/ratelimit.c src/http/ratelimit.h src/http/server_limits.c
@@ -128,3 +130,11 @@ TESTS += tests/unit/check_ratelimit
 tests_unit_check_ratelimit_SOURCES = tests/unit/http/check_ratelimit.c
 tests_unit_check_ratelimit_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_ratelimit_LDADD = libpulsehttp.a libpulsecommon.a $(CHECK_LDADD)
+
+check_PROGRAMS += tests/unit/check_positions
+TESTS += tests/unit/check_positions
+tests_unit_check_positions_SOURCES = tests/unit/http/check_positions.c
+tests_unit_check_positions_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_positions_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_positions_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a \
+	$(JANSSON_LIBS) $(CHECK_LDADD)

@@ -9,7 +9,7 @@ libpulsestore_a_SOURCES = \
 	src/storage/segment.h src/storage/segment.c \
 	src/storage/snapshot.h src/storage/snapshot.c \
 	src/storage/recover.h src/storage/recover.c \
-	src/storage/plog_int.h src/storage/plog.h src/storage/plog.c \
+	src/storage/plog_int.h src/storage/plog.h src/storage/plog.c src/storage/plog_time.c \
 	src/storage/plog_edit.h src/storage/plog_edit.c \
 	src/storage/store_settings.h src/storage/store_settings.c
 
@@ -63,3 +63,11 @@ tests_unit_check_lost_SOURCES = tests/unit/storage/check_lost.c tests/unit/stora
 tests_unit_check_lost_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_lost_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_lost_LDADD = $(STORE_TEST_LDADD)
+
+# Positions by time (pulse_plog_offset_for_time).
+check_PROGRAMS += tests/unit/check_plogtime
+TESTS += tests/unit/check_plogtime
+tests_unit_check_plogtime_SOURCES = tests/unit/storage/check_plogtime.c tests/unit/storage/plogtest.h
+tests_unit_check_plogtime_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_plogtime_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_plogtime_LDADD = $(STORE_TEST_LDADD)

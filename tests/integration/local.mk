@@ -35,6 +35,8 @@ INTEGRATION_TESTS = \
 	tests/integration/90_longpoll.py \
 	tests/integration/91_kafka_suite.sh \
 	tests/integration/92_kafka.py \
+	tests/integration/91_streams.py \
+	tests/integration/92_topic_reads.py \
 	tests/integration/95_sendfile.py \
 	tests/integration/96_examples.py \
 	tests/integration/99_openapi_routes.py
