@@ -83,6 +83,7 @@ struct gmember {
 struct gpart {
     char topic[PULSE_NAME_MAX + 1];
     uint32_t partition;
+    uint64_t topic_uid; /* the topic object's uid: a topic made again has another */
     struct gmember *owner;
     struct gmember *target;
     int64_t fetch_pos; /* where the owner's last fetch left off, -1 none */
@@ -347,6 +348,7 @@ static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struc
     size_t nnames = 0, cap = 0, total = 0;
     struct gpart *parts = NULL;
     uint32_t counts[PULSE_GROUP_MAX_TOPICS * 4];
+    uint64_t uids[PULSE_GROUP_MAX_TOPICS * 4];
     pulse_status_t st = PULSE_OK;
 
     for (size_t i = 0; i < gr->nmembers; i++)
@@ -366,6 +368,7 @@ static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struc
     for (size_t i = 0; i < nnames; i++) {
         struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, names[i]);
         counts[i] = t != NULL ? t->nparts : 0;
+        uids[i] = t != NULL ? t->uid : 0;
         total += counts[i];
         pulse_broker_topic_release(b, t);
     }
@@ -380,12 +383,17 @@ static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struc
             struct gpart *old = part_find(gr, names[i], p);
             memcpy(parts[k].topic, names[i], sizeof parts[k].topic);
             parts[k].partition = p;
+            parts[k].topic_uid = uids[i];
             parts[k].fetch_pos = -1;
             if (old != NULL) {
                 parts[k].owner = old->owner;
                 parts[k].target = old->target;
-                parts[k].fetch_pos = old->fetch_pos;
-                parts[k].fetch_gen = old->fetch_gen;
+                /* Where a fetch of a deleted topic got to means nothing
+                 * in the topic made again under its name. */
+                if (old->topic_uid == uids[i]) {
+                    parts[k].fetch_pos = old->fetch_pos;
+                    parts[k].fetch_gen = old->fetch_gen;
+                }
             }
         }
     }
@@ -466,7 +474,8 @@ static pulse_status_t rebalance(struct pulse_local *b, struct group *gr, bool me
         return st;
     bool changed = members_changed || n != gr->nparts;
     for (size_t i = 0; !changed && i < n; i++)
-        changed = part_cmp(parts[i].topic, parts[i].partition, gr->parts[i].topic, gr->parts[i].partition) != 0;
+        changed = part_cmp(parts[i].topic, parts[i].partition, gr->parts[i].topic, gr->parts[i].partition) != 0 ||
+                  parts[i].topic_uid != gr->parts[i].topic_uid;
     pulse_free(gr->parts);
     gr->parts = parts;
     gr->nparts = n;
