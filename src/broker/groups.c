@@ -591,7 +591,8 @@ static pulse_status_t view_fill(struct group *gr, struct gmember *m, bool with_p
     return PULSE_OK;
 }
 
-/* Finds gr and m after sweeping gr: PULSE_REJOIN when either is gone.
+/* Finds gr and m after sweeping gr: PULSE_REJOIN when either is gone (or
+ * m left).
  * Locks: the group lock, held by the caller. */
 static pulse_status_t find_member(struct pulse_local *b, const char *group, const char *member, int64_t now_us,
                                   struct group **gr_out, struct gmember **m_out)
@@ -604,7 +605,9 @@ static pulse_status_t find_member(struct pulse_local *b, const char *group, cons
     if (gone)
         return PULSE_REJOIN;
     struct gmember *m = member_find(gr, member);
-    if (m == NULL)
+    /* A member that left while its commit was written stays only until
+     * that commit ends: for its own calls it is gone. */
+    if (m == NULL || m->leaving)
         return PULSE_REJOIN;
     *gr_out = gr;
     *m_out = m;

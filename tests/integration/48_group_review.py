@@ -6,6 +6,8 @@ topic's member had got to), and the like."""
 
 import os
 import sys
+import threading
+import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -13,8 +15,8 @@ import pulsetest  # noqa: E402
 
 pulsetest.exit_unless_local("consumer groups are not mapped onto the Kafka backend yet (its group calls answer 406)")
 
-from grouptest import fetch, join  # noqa: E402
-from pulsetest import eq, expect_json, expect_status, main, uniq  # noqa: E402
+from grouptest import commit, describe, fetch, heartbeat, join  # noqa: E402
+from pulsetest import eq, expect_error, expect_json, expect_status, main, uniq  # noqa: E402
 
 SERVER_ARGS = ["-o", "groups.lease-min=100ms"]
 
@@ -40,6 +42,34 @@ def test_recreated_topic_is_read_from_its_start(ctx):
         if len(got) >= 5:
             break
     eq(got, ["new-%d" % i for i in range(5)], "the new topic's records, from its start")
+
+
+def test_a_member_that_left_during_its_commit_is_gone(ctx):
+    # Its commit completes first (the hand-over waits for it), but the
+    # member has left: a later call of it is told to rejoin and cannot keep
+    # it in the group (renewing a lease it gave up, holding a member slot).
+    srv = ctx.new_server(args=SERVER_ARGS, env={"PULSE_FAILPOINT_DELAY": "cursor_commit_write:1000"}).start()
+    t = uniq("gl")
+    g = uniq("g")
+    srv.create_topic(t, partitions=2)
+    srv.publish(t, [{"value": "x", "partition": 0}])
+    j = join(srv, g, [t], lease_ms=2000)
+    m = j["member_id"]
+    done = {}
+    th = threading.Thread(target=lambda: done.update(
+        r=commit(srv, g, m, j["generation"], [{"topic": t, "partition": 0, "offset": 1}])))
+    th.start()
+    time.sleep(0.3)  # the commit is being written
+    expect_status(srv.req("DELETE", "/v1/groups/%s/members/%s" % (g, m)), 204, "leave during the commit")
+    expect_error(heartbeat(srv, g, m), 409, "rejoin", "a heartbeat after leaving")
+    th.join()
+    expect_json(done["r"], 200, "the commit made before leaving completes")
+    expect_error(heartbeat(srv, g, m), 409, "rejoin", "a heartbeat after the commit")
+    expect_error(fetch(srv, g, m), 409, "rejoin", "a fetch after leaving")
+    n = join(srv, g, [t], lease_ms=2000)["member_id"]
+    members = [x["member_id"] for x in describe(srv, g)["members"]]
+    eq(members, [n], "only the new member is in the group")
+    srv.stop()
 
 
 if __name__ == "__main__":
