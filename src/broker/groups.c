@@ -347,8 +347,8 @@ static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struc
     char (*names)[PULSE_NAME_MAX + 1] = NULL;
     size_t nnames = 0, cap = 0, total = 0;
     struct gpart *parts = NULL;
-    uint32_t counts[PULSE_GROUP_MAX_TOPICS * 4];
-    uint64_t uids[PULSE_GROUP_MAX_TOPICS * 4];
+    uint32_t *counts = NULL;
+    uint64_t *uids = NULL;
     pulse_status_t st = PULSE_OK;
 
     for (size_t i = 0; i < gr->nmembers; i++)
@@ -364,7 +364,15 @@ static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struc
     for (size_t i = 0; i < nnames; i++)
         if (uniq == 0 || strcmp(names[uniq - 1], names[i]) != 0)
             memmove(names[uniq++], names[i], sizeof names[0]);
-    nnames = uniq < sizeof counts / sizeof counts[0] ? uniq : sizeof counts / sizeof counts[0];
+    /* Every topic of every member: members may consume different topics,
+     * so a group may span many more than one member names. */
+    nnames = uniq;
+    counts = pulse_calloc(nnames > 0 ? nnames : 1, sizeof *counts);
+    uids = pulse_calloc(nnames > 0 ? nnames : 1, sizeof *uids);
+    if (counts == NULL || uids == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
     for (size_t i = 0; i < nnames; i++) {
         struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, names[i]);
         counts[i] = t != NULL ? t->nparts : 0;
@@ -402,6 +410,8 @@ static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struc
     parts = NULL;
 out:
     pulse_free(parts);
+    pulse_free(uids);
+    pulse_free(counts);
     pulse_free(names);
     return st;
 }

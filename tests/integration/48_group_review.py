@@ -72,5 +72,19 @@ def test_a_member_that_left_during_its_commit_is_gone(ctx):
     srv.stop()
 
 
+def test_a_group_over_many_topics_assigns_every_partition(ctx):
+    # Members may consume different topics: a group may span more topics
+    # than one member may name. Every one of them must be assigned.
+    srv = ctx.srv
+    g = uniq("g")
+    topics = ["gm%03d-%s" % (i, uniq("t")) for i in range(5 * 16)]
+    for t in topics:
+        srv.create_topic(t, partitions=1)
+    members = [join(srv, g, topics[k * 16:(k + 1) * 16], lease_ms=30000) for k in range(5)]
+    for k, j in enumerate(members):
+        got = sorted(p["topic"] for p in expect_json(heartbeat(srv, g, j["member_id"]), 200, "heartbeat")["partitions"])
+        eq(got, sorted(topics[k * 16:(k + 1) * 16]), "member %d owns the partitions of its 16 topics" % k)
+
+
 if __name__ == "__main__":
     sys.exit(main(globals(), server_args=SERVER_ARGS))
