@@ -281,9 +281,12 @@ static void answer(struct pulse_hreq *r)
             break;
     /* Tell the broker where the answer leaves off, for the next fetch:
      * every partition, so a start at the end ("latest") is pinned by the
-     * first fetch even when it found nothing. */
+     * first fetch even when it found nothing. Not for HEAD: it hands out
+     * no record, so the next fetch must start where this one did (the
+     * call still renews the lease and checks the generation). */
+    bool head = r->method == PULSE_METHOD_HEAD;
     pulse_status_t st = pulse_broker_group_fetched(r->srv->broker, r->consumer, q->member, q->view.generation,
-                                                   q->next, n);
+                                                   q->next, head ? 0 : n);
     /* No records (a wait that ended at its deadline or because the group
      * changed): the view of a fresh call, so that the member learns a
      * rebalance now rather than at its next call. */

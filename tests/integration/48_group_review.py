@@ -86,5 +86,22 @@ def test_a_group_over_many_topics_assigns_every_partition(ctx):
         eq(got, sorted(topics[k * 16:(k + 1) * 16]), "member %d owns the partitions of its 16 topics" % k)
 
 
+def test_head_on_the_group_fetch_moves_no_position(ctx):
+    # HEAD answers what GET would without a body: records it did not hand
+    # out must still come with the member's next GET, or a commit of that
+    # GET's positions would pass over them unprocessed.
+    srv = ctx.srv
+    t = uniq("gh")
+    g = uniq("g")
+    srv.create_topic(t, partitions=1)
+    srv.publish(t, [{"value": "r%d" % i} for i in range(10)])
+    m = join(srv, g, [t], lease_ms=30000)["member_id"]
+    r = srv.req("HEAD", "/v1/groups/%s/members/%s/records?max_records=5" % (g, m))
+    expect_status(r, 200, "HEAD on the group fetch")
+    eq(r.body, b"", "HEAD has no body")
+    doc = expect_json(fetch(srv, g, m, max_records=100), 200, "GET after HEAD")
+    eq([x["value"] for x in doc["records"]], ["r%d" % i for i in range(10)], "every record, from the first")
+
+
 if __name__ == "__main__":
     sys.exit(main(globals(), server_args=SERVER_ARGS))
