@@ -4,6 +4,8 @@ consumed topic deleted and created again between two looks of the group
 (the new topic's records must not be skipped because of where the old
 topic's member had got to), and the like."""
 
+import gzip
+import json
 import os
 import sys
 import threading
@@ -16,7 +18,7 @@ import pulsetest  # noqa: E402
 pulsetest.exit_unless_local("consumer groups are not mapped onto the Kafka backend yet (its group calls answer 406)")
 
 from grouptest import commit, describe, fetch, heartbeat, join  # noqa: E402
-from pulsetest import eq, expect_error, expect_json, expect_status, main, uniq  # noqa: E402
+from pulsetest import check, eq, expect_error, expect_json, expect_status, main, uniq  # noqa: E402
 
 SERVER_ARGS = ["-o", "groups.lease-min=100ms"]
 
@@ -101,6 +103,28 @@ def test_head_on_the_group_fetch_moves_no_position(ctx):
     eq(r.body, b"", "HEAD has no body")
     doc = expect_json(fetch(srv, g, m, max_records=100), 200, "GET after HEAD")
     eq([x["value"] for x in doc["records"]], ["r%d" % i for i in range(10)], "every record, from the first")
+
+
+def test_group_fetch_answers_like_every_json_answer(ctx):
+    # docs/API.md "Responses": every JSON body ends with one newline, and
+    # one of 1 KiB or more is gzip'ed when the client accepts it.
+    srv = ctx.srv
+    t = uniq("gz")
+    g = uniq("g")
+    srv.create_topic(t, partitions=1)
+    srv.publish(t, [{"value": "v%d-" % i + "x" * 100} for i in range(40)])
+    m = join(srv, g, [t], lease_ms=30000)["member_id"]
+    path = "/v1/groups/%s/members/%s/records" % (g, m)
+    r = srv.req("GET", path + "?max_records=1")
+    expect_status(r, 200, "group fetch")
+    check(r.body.endswith(b"}\n") and not r.body.endswith(b"\n\n"), "ends with one newline: %r" % r.body[-40:])
+    r = srv.req("GET", path + "?max_records=100", headers={"Accept-Encoding": "gzip"})
+    expect_status(r, 200, "group fetch, gzip accepted")
+    eq(r.header("Content-Encoding"), "gzip", "a 4 KiB answer is gzip'ed")
+    doc = json.loads(gzip.decompress(r.body))
+    eq(len(doc["records"]), 39, "the records after the first")
+    r = srv.req("GET", path + "?max_wait_ms=0")
+    check(r.body.endswith(b"}\n"), "an answer without records ends with a newline too: %r" % r.body[-40:])
 
 
 if __name__ == "__main__":
