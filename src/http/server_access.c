@@ -68,8 +68,9 @@ static struct pulse_hreq *hreq_create(struct pulse_server *srv, struct MHD_Conne
         pulse_request_id_generate(r->id);
     (void)pulse_router_match(url, &r->match);
     r->origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
-    r->cors = pulse_cors_judge(srv->cfg->server.cors_origins, r->origin,
-                               MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST));
+    r->cors = pulse_cors_judge_scheme(srv->cfg->server.cors_origins, r->origin,
+                                      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+                                      srv->tls_pem.cert != NULL);
     return r;
 }
 
