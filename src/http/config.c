@@ -34,6 +34,7 @@ static const struct {
     {pulse_store_settings, offsetof(struct pulse_config, storage)},
     {pulse_broker_settings, offsetof(struct pulse_config, broker)},
     {pulse_log_settings, offsetof(struct pulse_config, log)},
+    {pulse_auth_settings, offsetof(struct pulse_config, auth)},
 };
 
 #define N_LAYERS (sizeof layers / sizeof layers[0])

@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "broker/broker_settings.h"
+#include "http/auth_settings.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "http/server_settings.h"
@@ -49,6 +50,7 @@ struct pulse_config {
     struct pulse_store_settings storage; /* [storage]: the engine's own keys */
     struct pulse_broker_settings broker; /* [storage]: sync and maintenance pacing; [topic-defaults] */
     struct pulse_log_settings log;       /* [log] */
+    struct pulse_auth_settings auth;     /* [auth] */
 };
 
 /* The i-th layer's table (0, 1, ...), in the order keys are looked up,

@@ -235,6 +235,7 @@ static struct MHD_Response *json_response(struct pulse_hreq *r, struct pulse_fet
             return NULL;
         }
         fg->fj = fj;
+        r->bytes_out = -1; /* compressed as it is sent */
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, FETCH_BLOCK, read_gz, fg, free_gz);
         if (resp == NULL) {
             free_gz(fg);
@@ -243,6 +244,7 @@ static struct MHD_Response *json_response(struct pulse_hreq *r, struct pulse_fet
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
     } else {
         size_t block = body_len < FETCH_BLOCK ? (size_t)body_len : FETCH_BLOCK;
+        r->bytes_out = (int64_t)body_len;
         resp = MHD_create_response_from_callback(body_len, block, read_json, fj, pulse_fetchjson_destroy);
         if (resp == NULL) {
             pulse_fetchjson_destroy(fj);
@@ -469,6 +471,7 @@ static void answer_raw(struct pulse_hreq *r)
         /* MHD owns the descriptor from here and closes it when done; the
          * broker clamped the range to durable bytes of this one file, so
          * sendfile never runs past its end. */
+        r->bytes_out = (int64_t)s.at.bytes;
         resp = MHD_create_response_from_fd_at_offset64(s.at.bytes, s.fd, s.pos);
         if (resp == NULL)
             close(s.fd);
@@ -631,6 +634,9 @@ void pulse_h_fetch_get(struct pulse_hreq *r)
             pulse_server_reply_error(r, 400, "invalid_name", "consumer name breaks the name rule");
             return;
         }
+        /* The consumer's cursor is the consumer's: commit on it. */
+        if (!pulse_server_authorize(r, PULSE_GRANT_COMMIT, consumer))
+            return;
         memcpy(r->consumer, consumer, clen + 1);
         if (pulse_server_query(r, "offset") == NULL) {
             pulse_server_call_begin(r, cursor_resume);

@@ -236,6 +236,7 @@ static void reply_records(struct pulse_hreq *r, struct gfetch_state *q, const st
     }
     size_t len = 0;
     uint8_t *text = pulse_buf_steal(&body, &len);
+    r->bytes_out = (int64_t)len;
     struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
     if (resp == NULL) {
         pulse_free(text);

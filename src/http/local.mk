@@ -6,6 +6,8 @@
 noinst_LIBRARIES += libpulsehttp.a
 libpulsehttp_a_SOURCES = \
 	src/http/async.c \
+	src/http/auth.c src/http/auth.h src/http/auth_settings.c src/http/auth_settings.h \
+	src/http/server_auth.c \
 	src/http/budget.c src/http/budget.h \
 	src/http/config.c src/http/config.h \
 	src/http/conns.c src/http/conns.h \
@@ -28,7 +30,7 @@ libpulsehttp_a_SOURCES = \
 	src/http/fastpub.c src/http/fastpub.h \
 	src/http/http_int.h
 nodist_libpulsehttp_a_SOURCES = src/http/openapi_data.c src/http/web_data.c
-libpulsehttp_a_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
+libpulsehttp_a_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS) $(GNUTLS_CFLAGS)
 CLEANFILES += src/http/openapi_data.c src/http/web_data.c
 
 # The dashboard: plain HTML, CSS and JavaScript, no build step. Every file
@@ -49,11 +51,11 @@ src/http/web_data.c: $(PULSE_WEB_FILES) $(srcdir)/scripts/embed.sh
 	  mv $@-t $@
 
 PULSE_HTTP_LIBS = libpulsehttp.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
-	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS)
+	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS) $(GNUTLS_LIBS)
 
 bin_PROGRAMS += pulsed
 pulsed_SOURCES = src/main.c
-pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
+pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(GNUTLS_CFLAGS)
 pulsed_LDADD = $(PULSE_HTTP_LIBS)
 
 # `make run`: build and serve in the foreground, on LISTEN (default
@@ -111,3 +113,12 @@ TESTS += tests/unit/check_embed
 tests_unit_check_embed_SOURCES = tests/unit/http/check_embed.c
 tests_unit_check_embed_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_embed_LDADD = libpulsehttp.a libpulsecommon.a $(CHECK_LDADD)
+
+# Bearer tokens, grants and the route table's grants (auth.h, router.h).
+check_PROGRAMS += tests/unit/check_auth
+TESTS += tests/unit/check_auth
+tests_unit_check_auth_SOURCES = tests/unit/http/check_auth.c
+tests_unit_check_auth_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS)
+tests_unit_check_auth_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_auth_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(GNUTLS_LIBS) \
+	$(CHECK_LDADD)

@@ -122,9 +122,6 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     bool v6 = false;
     uint16_t port = 0;
 
-    st = open_listener(cfg->server.listen, &fd, &v6, &port, errbuf, errlen);
-    if (st != PULSE_OK)
-        goto out;
     srv = pulse_calloc(1, sizeof *srv);
     if (srv == NULL) {
         st = PULSE_NOMEM;
@@ -132,10 +129,18 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
         goto out;
     }
     srv->cfg = cfg;
+    pthread_mutex_init(&srv->mlock, NULL);
+    /* Tokens first: an exposed address without them is refused before
+     * anything is bound (server_auth.c). */
+    st = pulse_server_auth_start(srv, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
+    st = open_listener(cfg->server.listen, &fd, &v6, &port, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
     srv->broker = broker;
     srv->port = port;
     srv->started_mono_us = pulse_clock_mono_us();
-    pthread_mutex_init(&srv->mlock, NULL);
     pulse_budget_init(&srv->budget, cfg->server.memory_budget);
     struct pulse_conns_limits limits = {cfg->server.header_timeout_ms, cfg->server.body_timeout_ms,
                                         cfg->server.body_min_rate, (uint64_t)cfg->server.max_connections};
@@ -187,6 +192,7 @@ out:
     if (srv != NULL) {
         pulse_conns_destroy(srv->conns);
         pthread_mutex_destroy(&srv->mlock);
+        pulse_server_auth_stop(srv);
         pulse_free(srv);
     }
     return st;
@@ -259,8 +265,10 @@ void pulse_server_destroy(struct pulse_server *srv)
     }
     /* With the daemon still running (a suspended connection kept it), its
      * workers may still call into the registry: leave it to the exit. */
-    if (srv->daemon == NULL)
+    if (srv->daemon == NULL) {
         pulse_conns_destroy(srv->conns);
+        pulse_server_auth_stop(srv);
+    }
     pthread_mutex_destroy(&srv->mlock);
     pulse_free(srv->rows);
     pulse_free(srv);

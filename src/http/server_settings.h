@@ -36,6 +36,8 @@ struct pulse_server_settings {
     int64_t threads;           /* 0 = number of online cores */
     char *cors_origins;        /* comma-separated origins or "*"; "" = CORS off (http/cors.h) */
     char *cors_credentials;    /* "on": Access-Control-Allow-Credentials; "off" */
+    char *allow_insecure;      /* "on": serve a non-loopback address without tokens (warned at start) */
+    char *access_log;          /* "on": one info line per request (server_access.c) */
 };
 
 /* The table of the keys above (static storage). */
