@@ -553,7 +553,8 @@ static void log_request(struct pulse_hreq *r, struct MHD_Connection *conn, doubl
         snprintf(out, sizeof out, "0");
     else if (r->bytes_out >= 0)
         snprintf(out, sizeof out, "%lld", (long long)r->bytes_out);
-    pulse_log(access ? PULSE_LOG_INFO : PULSE_LOG_DEBUG,
+    void (*logf)(enum pulse_log_level, const char *, ...) = access ? pulse_log_always : pulse_log;
+    logf(access ? PULSE_LOG_INFO : PULSE_LOG_DEBUG,
               "access client=%s token=%s method=%s path=%s status=%u bytes_in=%llu bytes_out=%s duration_ms=%.3f "
               "request_id=%s%s",
               client, token != NULL ? token : "-", pulse_router_method_name(r->method), log_path(r->url, path, sizeof path),
