@@ -116,25 +116,22 @@ bool pulse_server_may(const struct pulse_hreq *r, enum pulse_grant_kind kind, co
     return r->token != NULL && pulse_auth_token_allows(r->token, kind, name);
 }
 
-/* "read:orders", "admin:*" or "read" (a list): the grant a 403 names. */
-static void grant_text(enum pulse_grant_kind kind, const char *name, char *out, size_t len)
-{
-    if (kind == PULSE_GRANT_BROKER || kind == PULSE_GRANT_UNSET || name == NULL)
-        snprintf(out, len, "%s%s", pulse_router_grant_name(kind),
-                 kind == PULSE_GRANT_BROKER || kind == PULSE_GRANT_UNSET ? "" : ":PATTERN (any)");
-    else
-        snprintf(out, len, "%s:%s", pulse_router_grant_name(kind), name);
-}
-
 bool pulse_server_authorize(struct pulse_hreq *r, enum pulse_grant_kind kind, const char *name)
 {
     if (pulse_server_may(r, kind, name))
         return true;
-    char grant[PULSE_NAME_MAX + 32];
-    grant_text(kind, name, grant, sizeof grant);
-    pulse_server_reply_error(r, 403, "forbidden", "token \"%s\" lacks the grant %s, which %s %s needs",
-                             pulse_server_token_name(r), grant, pulse_router_method_name(r->method),
-                             pulse_router_template(r->match.route));
+    const char *token = pulse_server_token_name(r);
+    const char *method = pulse_router_method_name(r->method);
+    const char *route = pulse_router_template(r->match.route);
+    const char *grant = pulse_router_grant_name(kind);
+    /* The name is in the body, not read yet: no grant of the kind at all. */
+    if (name == NULL && kind != PULSE_GRANT_BROKER && kind != PULSE_GRANT_UNSET)
+        pulse_server_reply_error(r, 403, "forbidden",
+                                 "token \"%s\" holds no %s grant; %s %s needs %s on the name the body gives",
+                                 token, grant, method, route, grant);
+    else
+        pulse_server_reply_error(r, 403, "forbidden", "token \"%s\" lacks the grant %s%s%s, which %s %s needs",
+                                 token, grant, name != NULL ? ":" : "", name != NULL ? name : "", method, route);
     return false;
 }
 
