@@ -27,7 +27,7 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import check, eq, free_port, main, pulsed_path, wait_until  # noqa: E402
+from pulsetest import check, eq, free_port, main, pulsed_path, srcdir, wait_until  # noqa: E402
 
 ROOT = "root-token-0123456789"
 READER = "reader-token-abcdef"
@@ -204,6 +204,56 @@ def test_sighup_reloads_tokens_and_a_bad_file_keeps_them(ctx):
     check("line 3" in text and srv.token_file in text, "the log says where: %r" % text[-800:])
     eq(srv.get("/v1/topics", headers=bearer(READER)).status, 200, "the old tokens stay")
     check(srv.alive(), "SIGHUP never stops pulsed")
+
+
+def test_openapi_documents_401_and_403_where_the_table_gives_them(ctx):
+    """api/openapi.yaml, read minimally: under each operation of the
+    paths: section, 401 where a token may be needed, 403 where a grant
+    is, and security: [] where none ever is."""
+    with open(os.path.join(srcdir(), "api", "openapi.yaml")) as f:
+        text = f.read()
+    ops = {}
+    path = method = None
+    in_paths = False
+    for line in text.splitlines():
+        if re.match(r"^\S", line):
+            in_paths = line.rstrip() == "paths:"
+            continue
+        if not in_paths:
+            continue
+        m = re.match(r"^  (/\S*):\s*$", line)
+        if m:
+            path, method = m.group(1), None
+            continue
+        m = re.match(r"^    (get|put|post|delete|patch):\s*$", line)
+        if m:
+            method = m.group(1).upper()
+            ops[(method, path)] = []
+            continue
+        if method:
+            ops[(method, path)].append(line)
+    check("securitySchemes:\n    bearer:\n      type: http\n      scheme: bearer" in text, "the bearer scheme")
+    for method, tmpl, grant, _ in routes():
+        body = "\n".join(ops.get((method, tmpl), []))
+        what = "openapi %s %s (%s)" % (method, tmpl, grant)
+        check((method, tmpl) in ops, what + ": not described")
+        check(('"401":' in body) == (grant != "none"), what + ": 401")
+        if grant not in ("none", "public", "token"):
+            check('"403":' in body, what + ": 403")
+        check(("security: []" in body) == (grant == "none"), what + ": security")
+
+
+def test_the_example_token_file_is_a_valid_one(ctx):
+    srv = ctx.new_server(args=["-o", "auth.token-file=" + os.path.join(srcdir(), "conf", "tokens.example")])
+    srv.start()
+    eq(srv.req("POST", "/v1/topics", body={"name": "orders"}, headers=bearer("admin-example-token")).status, 201,
+       "the example's operator token")
+    eq(srv.req("POST", "/v1/topics/orders/records", body={"records": [{"value": 1}]},
+               headers=bearer("ingest-example-token")).status, 200, "the example's producer token")
+    eq(srv.get("/v1/topics/orders/partitions/0/records", headers=bearer("ingest-example-token")).status, 403,
+       "the producer may not read")
+    eq(srv.get("/v1/topics/orders/partitions/0/records", headers=bearer("reader-example-token")).status, 200,
+       "the example's reader token")
 
 
 def run_pulsed(args, what):
