@@ -330,7 +330,11 @@ START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
     json_t *j = pulse_config_to_json(&cfg);
     ck_assert_ptr_nonnull(j);
-    ck_assert_uint_eq(json_object_size(j), 36);
+    ck_assert_uint_eq(json_object_size(j), 40);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "auth.token-file")), "");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "auth.public")), "dashboard,openapi");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "server.allow-insecure")), "off");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "server.access-log")), "off");
     ck_assert_int_eq(json_integer_value(json_object_get(j, "groups.lease-default")), 30000);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.segment-fd-cache")), 1024);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.checkpoint-interval")), 1000);
