@@ -90,11 +90,14 @@ callgrind_run() {
     start "$p" valgrind --tool=callgrind --callgrind-out-file="$DIR/cg-$label.out" "$PULSED" "$@"
     mix "$p" "$N" "$TOKEN_ARG"
     stop
-    local total auth
+    local total auth hash
     total="$(callgrind_annotate "$DIR/cg-$label.out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",","",$1); print $1}')"
     auth="$(callgrind_annotate --inclusive=yes "$DIR/cg-$label.out" 2>/dev/null |
             awk '/pulse_server_refuse_auth/ {gsub(",","",$1); print $1; exit}')"
-    echo "callgrind $label: total_Ir=$total requests=$((N + 1)) Ir_per_request=$((total / (N + 1))) refuse_auth_Ir=${auth:-0} refuse_auth_Ir_per_request=$(( ${auth:-0} / (N + 1) ))"
+    hash="$(callgrind_annotate --inclusive=yes "$DIR/cg-$label.out" 2>/dev/null |
+            awk '/gnutls_hash_fast/ {gsub(",","",$1); print $1; exit}')"
+    echo "callgrind $label: total_Ir=$total requests=$((N + 1)) Ir_per_request=$((total / (N + 1)))" \
+         "refuse_auth_Ir_per_request=$(( ${auth:-0} / (N + 1) )) of_which_sha256=$(( ${hash:-0} / (N + 1) ))"
 }
 
 TOKEN_ARG=""; callgrind_run noauth
