@@ -5,6 +5,8 @@
  * format, its refusals and reload; grant patterns; the --hash-token line.
  */
 #include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +219,70 @@ START_TEST(test_reload_swaps_tables_and_keeps_the_old_on_a_bad_file)
 }
 END_TEST
 
+/* Readers (MHD workers) look tokens up while the main thread reloads. */
+struct racer {
+    struct pulse_auth *auth;
+    atomic_bool stop;
+    atomic_long found;
+    atomic_long wrong;
+};
+
+static void *race_lookups(void *arg)
+{
+    struct racer *rc = arg;
+    while (!atomic_load(&rc->stop)) {
+        struct pulse_auth_tokens *tab = NULL;
+        const struct pulse_auth_token *tok = NULL;
+        bool missing = false;
+        /* "adm" is in both files under the name root; secret-1 in one. */
+        if (pulse_auth_lookup(rc->auth, "Bearer adm", &tab, &tok, &missing) == PULSE_OK) {
+            if (strcmp(pulse_auth_token_name(tok), "root") != 0 ||
+                !pulse_auth_token_allows(tok, PULSE_GRANT_BROKER, NULL))
+                atomic_fetch_add(&rc->wrong, 1);
+            atomic_fetch_add(&rc->found, 1);
+            pulse_auth_tokens_release(tab);
+        } else {
+            atomic_fetch_add(&rc->wrong, 1);
+        }
+        if (pulse_auth_lookup(rc->auth, "Bearer secret-1", &tab, &tok, &missing) == PULSE_OK) {
+            if (strcmp(pulse_auth_token_name(tok), "alice") != 0)
+                atomic_fetch_add(&rc->wrong, 1);
+            pulse_auth_tokens_release(tab);
+        }
+    }
+    return NULL;
+}
+
+START_TEST(test_lookups_race_reloads_safely)
+{
+    static const char *const files[2] = {
+        "root sha256:" H_ADM " admin:*\n",
+        "alice sha256:" H_SECRET1 " read:*\nroot sha256:" H_ADM " admin:*\n",
+    };
+    write_file(files[0]);
+    struct racer rc;
+    char err[256] = "";
+    size_t n = 0;
+    ck_assert_int_eq(pulse_auth_create(path, &rc.auth, err, sizeof err), PULSE_OK);
+    atomic_init(&rc.stop, false);
+    atomic_init(&rc.found, 0);
+    atomic_init(&rc.wrong, 0);
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, race_lookups, &rc), 0);
+    for (int i = 0; i < 200; i++) {
+        write_file(files[i % 2]);
+        ck_assert_int_eq(pulse_auth_reload(rc.auth, &n, err, sizeof err), PULSE_OK);
+    }
+    atomic_store(&rc.stop, true);
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_int_gt(atomic_load(&rc.found), 0);
+    ck_assert_int_eq(atomic_load(&rc.wrong), 0);
+    pulse_auth_destroy(rc.auth);
+}
+END_TEST
+
 START_TEST(test_hash_line_is_a_line_the_file_takes)
 {
     char line[PULSE_AUTH_LINE_MAX + 1];
@@ -267,6 +333,7 @@ int main(void)
     tcase_add_test(tc, test_patterns_are_exact_names_or_prefixes);
     tcase_add_test(tc, test_bad_lines_refuse_the_file_naming_the_line);
     tcase_add_test(tc, test_reload_swaps_tables_and_keeps_the_old_on_a_bad_file);
+    tcase_add_test(tc, test_lookups_race_reloads_safely);
     tcase_add_test(tc, test_hash_line_is_a_line_the_file_takes);
     tcase_add_test(tc, test_public_setting_names_the_file_routes);
     suite_add_tcase(s, tc);
