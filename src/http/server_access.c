@@ -553,13 +553,17 @@ static void log_request(struct pulse_hreq *r, struct MHD_Connection *conn, doubl
         snprintf(out, sizeof out, "0");
     else if (r->bytes_out >= 0)
         snprintf(out, sizeof out, "%lld", (long long)r->bytes_out);
-    void (*logf)(enum pulse_log_level, const char *, ...) = access ? pulse_log_always : pulse_log;
-    logf(access ? PULSE_LOG_INFO : PULSE_LOG_DEBUG,
-              "access client=%s token=%s method=%s path=%s status=%u bytes_in=%llu bytes_out=%s duration_ms=%.3f "
-              "request_id=%s%s",
-              client, token != NULL ? token : "-", pulse_router_method_name(r->method), log_path(r->url, path, sizeof path),
-              r->status, (unsigned long long)r->bytes_in, out, secs * 1000.0, r->id,
-              completed ? "" : " ended=early");
+    char line[1024];
+    snprintf(line, sizeof line,
+             "access client=%s token=%s method=%s path=%s status=%u bytes_in=%llu bytes_out=%s duration_ms=%.3f "
+             "request_id=%s%s",
+             client, token != NULL ? token : "-", pulse_router_method_name(r->method),
+             log_path(r->url, path, sizeof path), r->status, (unsigned long long)r->bytes_in, out, secs * 1000.0, r->id,
+             completed ? "" : " ended=early");
+    if (access)
+        pulse_log_always(PULSE_LOG_INFO, "%s", line);
+    else
+        pulse_log(PULSE_LOG_DEBUG, "%s", line);
 }
 
 void pulse_server_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
