@@ -13,8 +13,8 @@ set -eu
 cd "$(dirname "$0")/.."
 
 PACKAGES="build-essential autoconf automake libtool pkg-config man-db groff-base \
-libmicrohttpd-dev libgnutls28-dev libjansson-dev libleveldb-dev check libsubunit-dev zlib1g-dev \
-python3 curl strace chromium nodejs"
+libmicrohttpd-dev libjansson-dev libleveldb-dev check libsubunit-dev zlib1g-dev librdkafka-dev \
+python3 curl strace chromium nodejs libgnutls28-dev openssl"
 
 missing=""
 for p in $PACKAGES; do

@@ -12,13 +12,14 @@
  * --listen value that is not an address and port, a --recreate-partition
  * argument that is not TOPIC/P, included).
  *
- * Signals: SIGINT, SIGTERM and SIGHUP are blocked before any thread exists
- * (every thread inherits the mask) and taken by sigwait in the main thread,
- * so no handler runs in async-signal context. SIGHUP reloads the token file
- * (auth.token-file) and serving goes on. The first SIGINT or SIGTERM starts
- * the graceful stop; a watcher thread then waits for a second one and
- * _exits at once (recovery at the next start deals with whatever was not
- * finished).
+ * Signals: SIGINT and SIGTERM are blocked before any thread exists (every
+ * thread inherits the mask) and taken by sigwait in the main thread, so no
+ * handler runs in async-signal context. The first starts the graceful stop;
+ * a watcher thread then waits for a second one and _exits at once (recovery
+ * at the next start deals with whatever was not finished). SIGHUP, blocked
+ * the same way and taken by the same sigwait, reloads the token file
+ * (auth.token-file) and the HTTPS certificate and key (on_sighup) and
+ * never stops the process.
  *
  * Two helper modes run before any configuration is read: --hash-token
  * NAME GRANT... (reads a token on stdin, prints its token-file line) and
@@ -40,6 +41,7 @@
 #include "http/auth.h"
 #include "http/config.h"
 #include "http/router.h"
+#include "kafka/kafka.h"
 #include "http/server.h"
 
 #define EXIT_CONFIG 2
@@ -425,6 +427,21 @@ static int configure(int argc, char **argv, struct pulse_config *cfg, struct mod
     return -1;
 }
 
+/* Opens the Kafka backend (broker.backend = kafka); 0 or 1 (logged). */
+static int open_kafka(const struct pulse_config *cfg, struct pulse_broker **out)
+{
+    struct pulse_kafka_config kcfg = {&cfg->kafka, (uint32_t)cfg->server.max_records_per_request,
+                                      (uint32_t)cfg->broker.partitions};
+    char err[1024] = "";
+    if (pulse_kafka_open(&kcfg, out, err, sizeof err) != PULSE_OK) {
+        PULSE_ERROR("cannot start the Kafka backend: %s", err);
+        *out = NULL;
+        return 1;
+    }
+    PULSE_INFO("broker backend kafka (cluster %s)", pulse_broker_cluster_id(*out));
+    return 0;
+}
+
 /* Opens the broker on the configured data directory; 0 or 1 (logged). */
 /* "s" unless n is 1: the start's summary says "1 partition", "2 partitions". */
 static const char *plural(unsigned long long n)
@@ -439,6 +456,8 @@ static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out
     char err[1024] = "";
     pulse_status_t st;
 
+    if (strcmp(cfg->broker.backend, "kafka") == 0)
+        return open_kafka(cfg, out);
     pulse_broker_config_init(&bcfg);
     pulse_config_to_broker(cfg, &bcfg);
     memset(&report, 0, sizeof report);
@@ -465,21 +484,37 @@ static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out
     return 0;
 }
 
-/* Waits for the first stop signal, then drains and closes srv and broker
- * (both set to NULL once gone). 0 after a clean stop; a drain that cannot
- * finish _exits(1). */
+/* SIGHUP: what can be reloaded without a restart is reloaded (the token
+ * file, the HTTPS certificate and key); a failure keeps what was in use,
+ * and says why. */
+static void on_sighup(struct pulse_server *srv)
+{
+    /* The tokens (auth.token-file); it logs what it did itself. */
+    (void)pulse_server_reload(srv);
+    char msg[1024] = "";
+    if (pulse_server_reload_tls(srv, msg, sizeof msg) != PULSE_OK)
+        PULSE_ERROR("SIGHUP: %s; still serving the certificate loaded before", msg);
+    else
+        PULSE_INFO("SIGHUP: %s", msg);
+}
+
+/* Waits for the first stop signal (a SIGHUP meanwhile reloads), then
+ * drains and closes srv and broker (both set to NULL once gone). 0 after a
+ * clean stop; a drain that cannot finish _exits(1). */
+
 static int wait_and_stop(sigset_t *stopset, struct pulse_server **srv, struct pulse_broker **broker)
 {
     int sig = 0;
     sigset_t waitset = *stopset;
 
-    /* SIGHUP reloads the tokens; only SIGINT and SIGTERM stop. */
     sigaddset(&waitset, SIGHUP);
-    while (sigwait(&waitset, &sig) != 0 || sig == SIGHUP)
-        if (sig == SIGHUP) {
-            (void)pulse_server_reload(*srv);
-            sig = 0;
-        }
+    for (;;) {
+        if (sigwait(&waitset, &sig) != 0)
+            continue;
+        if (sig != SIGHUP)
+            break;
+        on_sighup(*srv);
+    }
     PULSE_INFO("signal %d: draining (a second signal exits at once)", sig);
     pthread_t watcher;
     if (pthread_create(&watcher, NULL, second_signal, stopset) == 0)
@@ -514,8 +549,9 @@ static int serve(const struct pulse_config *cfg, sigset_t *stopset)
     pulse_status_t st = pulse_server_create(cfg, NULL, &srv, err, sizeof err);
     if (st != PULSE_OK) {
         PULSE_ERROR("%s", err);
-        /* A bad token file or an exposed address without tokens is a
-         * configuration error (exit 2), as a bad setting is. */
+        /* A setting the server refused (an unreadable [tls] file, a bad
+         * token file, an exposed address without tokens) exits like any
+         * bad setting. */
         if (st == PULSE_INVALID)
             rc = EXIT_CONFIG;
         goto out;
@@ -529,8 +565,11 @@ static int serve(const struct pulse_config *cfg, sigset_t *stopset)
     uint16_t port = 0;
     bool v6 = false;
     (void)pulse_server_listen_split(cfg->server.listen, host, sizeof host, &port, &v6);
-    PULSE_INFO("pulsed %s listening on %s%s%s:%u data-dir=%s", PACKAGE_VERSION, v6 ? "[" : "", host, v6 ? "]" : "",
-               (unsigned)pulse_server_port(srv), cfg->server.data_dir);
+    PULSE_INFO("pulsed %s listening on %s%s%s:%u data-dir=%s%s", PACKAGE_VERSION, v6 ? "[" : "", host, v6 ? "]" : "",
+               (unsigned)pulse_server_port(srv), cfg->server.data_dir,
+               !pulse_tls_settings_on(&cfg->tls)     ? ""
+               : pulse_tls_settings_mtls(&cfg->tls) ? " (HTTPS, client certificates required)"
+                                                    : " (HTTPS)");
     rc = wait_and_stop(stopset, &srv, &broker);
 out:
     /* The server goes first: no request may reach a closed broker. */
@@ -605,12 +644,12 @@ int main(int argc, char **argv)
     sigaddset(&stopset, SIGINT);
     sigaddset(&stopset, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stopset, NULL);
-    /* SIGHUP too (taken by sigwait in wait_and_stop), so it never ends
-     * the process. */
-    sigset_t hup;
-    sigemptyset(&hup);
-    sigaddset(&hup, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &hup, NULL);
+    /* SIGHUP reloads (wait_and_stop); blocked in every thread like the
+     * stop signals, but not part of stopset: it never stops pulsed. */
+    sigset_t hupset;
+    sigemptyset(&hupset);
+    sigaddset(&hupset, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &hupset, NULL);
 
     if (pulse_config_init(&cfg) != PULSE_OK) {
         fprintf(stderr, "pulsed: out of memory\n");

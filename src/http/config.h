@@ -39,7 +39,10 @@
 #include "http/auth_settings.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "http/ratelimit.h"
 #include "http/server_settings.h"
+#include "kafka/kafka_settings.h"
+#include "http/tls_settings.h"
 
 struct json_t;
 struct pulse_broker_config;
@@ -50,6 +53,9 @@ struct pulse_config {
     struct pulse_store_settings storage; /* [storage]: the engine's own keys */
     struct pulse_broker_settings broker; /* [storage]: sync and maintenance pacing; [topic-defaults] */
     struct pulse_log_settings log;       /* [log] */
+    struct pulse_kafka_settings kafka;   /* [kafka]: the Kafka backend */
+    struct pulse_tls_settings tls;       /* [tls]: HTTPS (tls_settings.h) */
+    struct pulse_limits_settings limits; /* [limits]: rates per client (ratelimit.h) */
     struct pulse_auth_settings auth;     /* [auth] */
 };
 

@@ -33,6 +33,8 @@
 #include "http/budget.h"
 #include "http/config.h"
 #include "http/cors.h"
+#include "http/ratelimit.h"
+#include "http/tls.h"
 #include "http/request.h"
 #include "http/router.h"
 
@@ -82,6 +84,12 @@ struct pulse_server {
     uint64_t lat_buckets[PULSE_ROUTE_NONE + 1][PULSE_HTTP_LATENCY_BUCKETS];
     uint64_t lat_count[PULSE_ROUTE_NONE + 1];
     double lat_sum[PULSE_ROUTE_NONE + 1];
+    /* HTTPS: the PEM text MHD was started with (kept for the daemon's
+     * life); mtls: every request's client certificate is checked */
+    struct pulse_tls_pem tls_pem;
+    bool mtls;
+    /* [limits]: token buckets per client (server_limits.c) */
+    struct pulse_ratelimit *ratelimit;
 };
 
 enum pulse_hreq_state {
@@ -119,7 +127,6 @@ struct pulse_hreq {
      * given back at completion; NULL without auth or before the check */
     struct pulse_auth_tokens *auth_tab;
     const struct pulse_auth_token *token;
-    uint64_t bytes_in;  /* request body bytes as received (the access log) */
     int64_t bytes_out;  /* answer body bytes as queued; -1 = streamed, size unknown */
     bool not_serving;     /* a 503 because the broker starts or stops: not a fault, not warned about */
     uint64_t mem_held;    /* taken from srv->budget; given back at completion */
@@ -152,6 +159,12 @@ struct pulse_hreq {
     char topic[PULSE_NAME_MAX + 1];    /* pulse_server_path_topic */
     char consumer[PULSE_NAME_MAX + 1]; /* pulse_server_path_consumer */
     uint32_t partition;                /* pulse_server_path_partition */
+    /* rate limits (server_limits.c): the client's bucket key, once
+     * admitted; body bytes received, and how many the admission took */
+    bool limit_keyed;
+    unsigned char limit_key[PULSE_RATELIMIT_KEY_LEN];
+    uint64_t bytes_in; /* body bytes as received (also the access log's bytes_in) */
+    uint64_t bytes_in_charged;
 };
 
 /* ---- server.c: request plumbing shared by the handlers ---------------- */
@@ -228,6 +241,9 @@ void pulse_server_reply_negative_offset(struct pulse_hreq *r, const char *prefix
 /* 404 partition_not_found in the one wording of the API: topic "t" has
  * no partition P, and which partitions it has (looked up). */
 void pulse_server_reply_no_partition(struct pulse_hreq *r, const char *topic, uint32_t partition);
+/* As pulse_server_reply_status, with the members of extra (a new
+ * reference, taken) added to the "error" object. */
+void pulse_server_reply_status_extra(struct pulse_hreq *r, pulse_status_t st, const char *msg, json_t *extra);
 /* An answer without a body (204). */
 void pulse_server_reply_empty(struct pulse_hreq *r, unsigned status);
 /* The answer to OPTIONS on a matched route: 204 with Allow, plus the
@@ -289,6 +305,18 @@ bool pulse_server_may(const struct pulse_hreq *r, enum pulse_grant_kind kind, co
 bool pulse_server_authorize(struct pulse_hreq *r, enum pulse_grant_kind kind, const char *name);
 /* The name of r's token (borrowed until r completes), or NULL. */
 const char *pulse_server_token_name(const struct pulse_hreq *r);
+/* ---- server_limits.c: rate limits per client ------------------------- */
+
+/* Admits r under [limits] (before its body is read): false after
+ * answering 429 with Retry-After, counted in /metrics; nothing of r is
+ * executed then. /healthz and /readyz are never limited. */
+bool pulse_server_refuse_rate(struct pulse_hreq *r);
+/* Takes bytes r moves beyond its declared body (records a fetch serves)
+ * from its client's byte bucket. */
+void pulse_server_limit_charge(struct pulse_hreq *r, uint64_t bytes);
+/* At completion: takes the body bytes that arrived beyond what the
+ * admission took (a chunked body). */
+void pulse_server_limit_done(struct pulse_hreq *r);
 
 /* ---- handlers --------------------------------------------------------- */
 void pulse_h_topics_list(struct pulse_hreq *r);

@@ -28,7 +28,9 @@ libpulsehttp_a_SOURCES = \
 	src/http/embed.c src/http/embed.h \
 	src/http/h_groups.c src/http/h_group_fetch.c \
 	src/http/fastpub.c src/http/fastpub.h \
-	src/http/http_int.h
+	src/http/http_int.h \
+	src/http/tls.c src/http/tls.h src/http/tls_settings.c src/http/tls_settings.h \
+	src/http/ratelimit.c src/http/ratelimit.h src/http/server_limits.c
 nodist_libpulsehttp_a_SOURCES = src/http/openapi_data.c src/http/web_data.c
 libpulsehttp_a_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS) $(GNUTLS_CFLAGS)
 CLEANFILES += src/http/openapi_data.c src/http/web_data.c
@@ -50,12 +52,12 @@ src/http/web_data.c: $(PULSE_WEB_FILES) $(srcdir)/scripts/embed.sh
 	    `for f in $(PULSE_WEB_FILES); do echo "/ui/$${f#web/}=$(srcdir)/$$f"; done` > $@-t && \
 	  mv $@-t $@
 
-PULSE_HTTP_LIBS = libpulsehttp.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
-	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS) $(GNUTLS_LIBS)
+PULSE_HTTP_LIBS = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
+	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS) $(RDKAFKA_LIBS) $(GNUTLS_LIBS)
 
 bin_PROGRAMS += pulsed
 pulsed_SOURCES = src/main.c
-pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(GNUTLS_CFLAGS)
+pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(RDKAFKA_CFLAGS) $(GNUTLS_CFLAGS)
 pulsed_LDADD = $(PULSE_HTTP_LIBS)
 
 # `make run`: build and serve in the foreground, on LISTEN (default
@@ -72,7 +74,7 @@ tests_unit_check_http_SOURCES = tests/unit/http/check_http.c
 tests_unit_check_http_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
 tests_unit_check_http_CFLAGS = $(TEST_CFLAGS)
 # libpulsebroker.a for the broker's settings table only (no LevelDB is linked in).
-tests_unit_check_http_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
+tests_unit_check_http_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
 	$(ZLIB_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_fastpub
@@ -80,14 +82,14 @@ TESTS += tests/unit/check_fastpub
 tests_unit_check_fastpub_SOURCES = tests/unit/http/check_fastpub.c
 tests_unit_check_fastpub_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_fastpub_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
+tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsekafka.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_fetch_json
 TESTS += tests/unit/check_fetch_json
 tests_unit_check_fetch_json_SOURCES = tests/unit/http/check_fetch_json.c
 tests_unit_check_fetch_json_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_fetch_json_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
+tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsekafka.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
 
 # The layers' settings tables against conf/pulse.conf and docs/Configuration.md
 # (read from $(srcdir) through PULSE_SRCDIR).
@@ -96,7 +98,7 @@ TESTS += tests/unit/check_settings
 tests_unit_check_settings_SOURCES = tests/unit/http/check_settings.c
 tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
+tests_unit_check_settings_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
 	$(CHECK_LDADD)
 
 # CORS origins and gzip'ed answers (cors.h, encode.h).
@@ -114,6 +116,20 @@ tests_unit_check_embed_SOURCES = tests/unit/http/check_embed.c
 tests_unit_check_embed_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_embed_LDADD = libpulsehttp.a libpulsecommon.a $(CHECK_LDADD)
 
+# Per-record publish results over a fake backend (the real HTTP server).
+check_PROGRAMS += tests/unit/check_publish_results
+TESTS += tests/unit/check_publish_results
+tests_unit_check_publish_results_SOURCES = tests/unit/http/check_publish_results.c
+tests_unit_check_publish_results_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_publish_results_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_publish_results_LDADD = $(PULSE_HTTP_LIBS) $(CHECK_LDADD)
+
+# The token buckets of [limits] (ratelimit.h).
+check_PROGRAMS += tests/unit/check_ratelimit
+TESTS += tests/unit/check_ratelimit
+tests_unit_check_ratelimit_SOURCES = tests/unit/http/check_ratelimit.c
+tests_unit_check_ratelimit_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_ratelimit_LDADD = libpulsehttp.a libpulsecommon.a $(CHECK_LDADD)
 # Bearer tokens, grants and the route table's grants (auth.h, router.h).
 check_PROGRAMS += tests/unit/check_auth
 TESTS += tests/unit/check_auth

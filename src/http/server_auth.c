@@ -85,10 +85,8 @@ pulse_status_t pulse_server_reload(struct pulse_server *srv)
 {
     char err[512] = "";
     size_t n = 0;
-    if (srv->auth == NULL) {
-        PULSE_INFO("SIGHUP: no auth.token-file is configured; nothing to reload");
-        return PULSE_OK;
-    }
+    if (srv->auth == NULL)
+        return PULSE_OK; /* no auth.token-file: nothing to reload */
     pulse_status_t st = pulse_auth_reload(srv->auth, &n, err, sizeof err);
     if (st != PULSE_OK)
         PULSE_ERROR("SIGHUP: keeping the previous %zu token(s): %s", n, err);

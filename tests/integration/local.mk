@@ -23,6 +23,8 @@ INTEGRATION_TESTS = \
 	tests/integration/63_auth.py \
 	tests/integration/64_slow_clients.py \
 	tests/integration/66_memory_budget.py \
+	tests/integration/67_tls.py \
+	tests/integration/68_rate_limits.py \
 	tests/integration/70_restart.py \
 	tests/integration/72_meta_loss.py \
 	tests/integration/80_crash_kill9.py \
@@ -31,6 +33,8 @@ INTEGRATION_TESTS = \
 	tests/integration/87_disk_full.py \
 	tests/integration/88_descriptors.py \
 	tests/integration/90_longpoll.py \
+	tests/integration/91_kafka_suite.sh \
+	tests/integration/92_kafka.py \
 	tests/integration/95_sendfile.py \
 	tests/integration/96_examples.py \
 	tests/integration/99_openapi_routes.py
@@ -39,4 +43,4 @@ TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/pulsetest.py tests/integration/grouptest.py \
 	docs/API.md \
 	examples/walkthrough.sh examples/producer.py examples/consumer.py examples/decode_raw.py \
-	examples/group_consumer.mjs
+	examples/group_consumer.mjs examples/replay_topic.py
