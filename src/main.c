@@ -17,8 +17,13 @@
  * handler runs in async-signal context. The first starts the graceful stop;
  * a watcher thread then waits for a second one and _exits at once (recovery
  * at the next start deals with whatever was not finished). SIGHUP, blocked
- * the same way and taken by the same sigwait, reloads the HTTPS
- * certificate and key (on_sighup) and never stops the process.
+ * the same way and taken by the same sigwait, reloads the token file
+ * (auth.token-file) and the HTTPS certificate and key (on_sighup) and
+ * never stops the process.
+ *
+ * Two helper modes run before any configuration is read: --hash-token
+ * NAME GRANT... (reads a token on stdin, prints its token-file line) and
+ * --routes (prints every route and method with the grant it needs).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -33,7 +38,9 @@
 #include "broker/local.h"
 #include "common/failpoint.h"
 #include "common/log.h"
+#include "http/auth.h"
 #include "http/config.h"
+#include "http/router.h"
 #include "kafka/kafka.h"
 #include "http/server.h"
 
@@ -70,6 +77,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: pulsed [-c FILE] [--data-dir DIR] [--listen HOST:PORT] [-o section.key=value]...\n"
                "              [--version] [--help]\n"
+               "       pulsed --hash-token NAME [GRANT]...  < token\n"
+               "       pulsed --routes\n"
                "       pulsed [-c FILE] [--data-dir DIR] --repair-metadata\n"
                "       pulsed [-c FILE] [--data-dir DIR] --adopt-topic NAME [--partitions N]\n"
                "              [--cleanup delete|compact] [-o topic-defaults.KEY=VALUE]...\n"
@@ -94,6 +103,10 @@ static void usage(FILE *f)
                "                        directory again with an empty log (its records are lost) whose\n"
                "                        offsets start after every consumer cursor on it, or at\n"
                "                        --start-offset N if that is higher; only for a log gone for good\n"
+               "  --hash-token NAME [GRANT]...\n"
+               "                        read a token (one line) on standard input and print its line for\n"
+               "                        auth.token-file; grants are read:, write:, admin: or commit:PATTERN\n"
+               "  --routes              print every route and method with the grant it needs\n"
                "Precedence: defaults < config file < PULSE_<SECTION>_<KEY> environment < command line.\n"
                "See docs/Configuration.md for every setting, docs/Operations.md for the repair modes.\n");
 }
@@ -471,10 +484,13 @@ static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out
     return 0;
 }
 
-/* SIGHUP: what can be reloaded without a restart is reloaded (the HTTPS
- * certificate and key); a failure keeps what was in use, and says why. */
+/* SIGHUP: what can be reloaded without a restart is reloaded (the token
+ * file, the HTTPS certificate and key); a failure keeps what was in use,
+ * and says why. */
 static void on_sighup(struct pulse_server *srv)
 {
+    /* The tokens (auth.token-file); it logs what it did itself. */
+    (void)pulse_server_reload(srv);
     char msg[1024] = "";
     if (pulse_server_reload_tls(srv, msg, sizeof msg) != PULSE_OK)
         PULSE_ERROR("SIGHUP: %s; still serving the certificate loaded before", msg);
@@ -533,8 +549,9 @@ static int serve(const struct pulse_config *cfg, sigset_t *stopset)
     pulse_status_t st = pulse_server_create(cfg, NULL, &srv, err, sizeof err);
     if (st != PULSE_OK) {
         PULSE_ERROR("%s", err);
-        /* A setting the server refused (such as an unreadable [tls]
-         * file) exits like any bad setting. */
+        /* A setting the server refused (an unreadable [tls] file, a bad
+         * token file, an exposed address without tokens) exits like any
+         * bad setting. */
         if (st == PULSE_INVALID)
             rc = EXIT_CONFIG;
         goto out;
@@ -563,6 +580,53 @@ out:
     return rc;
 }
 
+/* --hash-token NAME GRANT...: the token is the first line of stdin (its
+ * newline dropped); prints the token-file line. 0, or EXIT_CONFIG. */
+static int hash_token(int argc, char **argv)
+{
+    char token[PULSE_AUTH_TOKEN_MAX + 2];
+    char line[PULSE_AUTH_LINE_MAX + 1];
+    char err[512] = "";
+
+    if (argc < 1) {
+        fprintf(stderr, "pulsed: --hash-token NAME [GRANT]...: give the token's name (and its grants); the token "
+                        "comes on standard input\n");
+        return EXIT_CONFIG;
+    }
+    size_t len = 0;
+    if (fgets(token, sizeof token, stdin) != NULL)
+        len = strlen(token);
+    while (len > 0 && (token[len - 1] == '\n' || token[len - 1] == '\r'))
+        token[--len] = '\0';
+    pulse_status_t st = pulse_auth_hash_line(argv[0], (const char *const *)(argv + 1), (size_t)(argc - 1), token,
+                                             len, line, sizeof line, err, sizeof err);
+    memset(token, 0, sizeof token);
+    if (st != PULSE_OK) {
+        fprintf(stderr, "pulsed: --hash-token: %s\n", err);
+        return EXIT_CONFIG;
+    }
+    fputs(line, stdout);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/* --routes: "METHOD TEMPLATE GRANT SUBJECT" per line, from the router's
+ * tables (the integration tests walk it). */
+static int print_routes(void)
+{
+    static const char *const subjects[] = {"-", "topic", "consumer", "group", "body"};
+    for (int r = 0; r < PULSE_ROUTE_NONE; r++) {
+        for (int m = 0; m < PULSE_METHOD_HEAD; m++) {
+            if (!pulse_router_allows((enum pulse_route)r, (enum pulse_method)m))
+                continue;
+            const struct pulse_route_grant *g = pulse_router_grant((enum pulse_route)r, (enum pulse_method)m);
+            printf("%s %s %s %s\n", pulse_router_method_name((enum pulse_method)m),
+                   pulse_router_template((enum pulse_route)r), pulse_router_grant_name(g->kind),
+                   (unsigned)g->subject < 5 ? subjects[g->subject] : "?");
+        }
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     int rc;
@@ -570,6 +634,10 @@ int main(int argc, char **argv)
     struct mode mode = {false, NULL, NULL, NULL, -1, -1, -1};
     sigset_t stopset;
 
+    if (argc >= 2 && strcmp(argv[1], "--hash-token") == 0)
+        return hash_token(argc - 2, argv + 2);
+    if (argc == 2 && strcmp(argv[1], "--routes") == 0)
+        return print_routes();
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     sigemptyset(&stopset);

@@ -91,15 +91,33 @@ int pulse_log_enabled(enum pulse_log_level level)
     return level >= pulse_log_get_level() && level < PULSE_LOG_OFF;
 }
 
+static void vlog(enum pulse_log_level level, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+
 void pulse_log(enum pulse_log_level level, const char *fmt, ...)
 {
     if (!pulse_log_enabled(level))
         return;
-    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vlog(level, fmt, ap);
     va_end(ap);
+}
+
+void pulse_log_always(enum pulse_log_level level, const char *fmt, ...)
+{
+    if (pulse_log_get_level() == PULSE_LOG_OFF)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(level, fmt, ap);
+    va_end(ap);
+}
+
+/* One line: time, level, message. */
+static void vlog(enum pulse_log_level level, const char *fmt, va_list ap)
+{
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
 
     struct timespec ts;
     struct tm tm;

@@ -37,6 +37,7 @@ static const struct {
     {pulse_kafka_settings, offsetof(struct pulse_config, kafka)},
     {pulse_tls_settings, offsetof(struct pulse_config, tls)},
     {pulse_limits_settings, offsetof(struct pulse_config, limits)},
+    {pulse_auth_settings, offsetof(struct pulse_config, auth)},
 };
 
 #define N_LAYERS (sizeof layers / sizeof layers[0])

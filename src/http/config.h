@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "broker/broker_settings.h"
+#include "http/auth_settings.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "http/ratelimit.h"
@@ -55,6 +56,7 @@ struct pulse_config {
     struct pulse_kafka_settings kafka;   /* [kafka]: the Kafka backend */
     struct pulse_tls_settings tls;       /* [tls]: HTTPS (tls_settings.h) */
     struct pulse_limits_settings limits; /* [limits]: rates per client (ratelimit.h) */
+    struct pulse_auth_settings auth;     /* [auth] */
 };
 
 /* The i-th layer's table (0, 1, ...), in the order keys are looked up,

@@ -120,6 +120,8 @@ static void consumers_list_resume(struct pulse_hreq *r)
     rs->names = NULL;
     json_t *arr = json_array();
     for (size_t i = 0; arr != NULL && i < n; i++) {
+        if (!pulse_server_may(r, PULSE_GRANT_COMMIT, names[i]))
+            continue; /* with tokens, only the consumers it may commit for */
         if (json_array_append_new(arr, json_string(names[i])) != 0) {
             json_decref(arr);
             arr = NULL;

@@ -239,6 +239,7 @@ static struct MHD_Response *json_response(struct pulse_hreq *r, struct pulse_fet
             return NULL;
         }
         fg->fj = fj;
+        r->bytes_out = -1; /* compressed as it is sent */
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, FETCH_BLOCK, read_gz, fg, free_gz);
         if (resp == NULL) {
             free_gz(fg);
@@ -247,6 +248,7 @@ static struct MHD_Response *json_response(struct pulse_hreq *r, struct pulse_fet
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
     } else {
         size_t block = body_len < FETCH_BLOCK ? (size_t)body_len : FETCH_BLOCK;
+        r->bytes_out = (int64_t)body_len;
         resp = MHD_create_response_from_callback(body_len, block, read_json, fj, pulse_fetchjson_destroy);
         if (resp == NULL) {
             pulse_fetchjson_destroy(fj);
@@ -529,6 +531,7 @@ static void answer_raw(struct pulse_hreq *r)
         /* MHD owns the descriptor from here and closes it when done; the
          * broker clamped the range to durable bytes of this one file, so
          * sendfile (or, over TLS, pread) never runs past its end. */
+        r->bytes_out = (int64_t)s.at.bytes;
         resp = raw_response(r, s.fd, s.pos, s.at.bytes);
         if (resp != NULL) {
             pulse_broker_note_fetched(r->srv->broker, r->topic, (uint64_t)(s.at.next_offset - s.at.start_offset),
@@ -740,6 +743,9 @@ void pulse_h_fetch_get(struct pulse_hreq *r)
             pulse_server_reply_error(r, 400, "invalid_name", "consumer name breaks the name rule");
             return;
         }
+        /* The consumer's cursor is the consumer's: commit on it. */
+        if (!pulse_server_authorize(r, PULSE_GRANT_COMMIT, consumer))
+            return;
         memcpy(r->consumer, consumer, clen + 1);
         if (pulse_server_query(r, "offset") == NULL && pulse_server_query(r, "timestamp") == NULL) {
             pulse_server_call_begin(r, cursor_resume);

@@ -239,6 +239,7 @@ static void reply_records(struct pulse_hreq *r, struct gfetch_state *q, const st
     }
     size_t len = 0;
     uint8_t *text = pulse_buf_steal(&body, &len);
+    r->bytes_out = (int64_t)len;
     /* gzip'ed when accepted and large enough, as every JSON answer; it
      * takes text, even on failure. */
     struct MHD_Response *resp = pulse_server_json_response(r, (char *)text, len);

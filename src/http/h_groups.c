@@ -151,6 +151,10 @@ static void join(struct pulse_hreq *r)
         return;
     if (!join_topics(r, body, names, &spec.ntopics))
         return;
+    /* A member reads the records of every topic it names. */
+    for (size_t i = 0; i < spec.ntopics; i++)
+        if (!pulse_server_authorize(r, PULSE_GRANT_READ, names[i]))
+            return;
     spec.topics = names;
     if (!pulse_server_int_field(r, body, "lease_ms", 1, INT64_MAX / 1000, &spec.lease_ms, NULL))
         return;
@@ -333,6 +337,8 @@ static void list(struct pulse_hreq *r)
     }
     json_t *arr = json_array();
     for (size_t i = 0; arr != NULL && i < n; i++) {
+        if (!pulse_server_may(r, PULSE_GRANT_COMMIT, names[i]))
+            continue; /* with tokens, only the groups it may commit for */
         if (json_array_append_new(arr, json_string(names[i])) != 0) {
             json_decref(arr);
             arr = NULL;

@@ -91,6 +91,7 @@ void pulse_h_ops_metrics(struct pulse_hreq *r)
     }
     size_t len = 0;
     uint8_t *text = pulse_buf_steal(&out, &len);
+    r->bytes_out = (int64_t)len;
     struct MHD_Response *resp = NULL;
     if (text == NULL)
         resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t) "", MHD_RESPMEM_PERSISTENT);

@@ -52,6 +52,7 @@ static void reply_file(struct pulse_hreq *r, const struct pulse_embed_file *f)
     const char *inm = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
     bool fresh = inm != NULL && etag_listed(inm, f->etag);
     struct MHD_Response *resp = NULL;
+    r->bytes_out = fresh ? 0 : (int64_t)f->len;
     if (fresh)
         resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t) "", MHD_RESPMEM_PERSISTENT);
     else

@@ -412,6 +412,10 @@ void pulse_h_topic_read(struct pulse_hreq *r)
         pulse_server_reply_error(r, 400, "invalid_name", "consumer name breaks the name rule");
         return;
     }
+    /* The consumer's cursors are the consumer's: commit on it, as a fetch
+     * with ?consumer= (h_fetch.c). */
+    if (!pulse_server_authorize(r, PULSE_GRANT_COMMIT, consumer))
+        return;
     memcpy(r->consumer, consumer, clen + 1);
     pulse_server_call_begin(r, cursors_resume);
     st = pulse_broker_cursor_list_async(r->srv->broker, r->consumer, &q->cursors, &q->n_cursors,

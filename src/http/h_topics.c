@@ -95,6 +95,11 @@ void pulse_h_topics_list(struct pulse_hreq *r)
     }
     json_t *arr = json_array();
     for (size_t i = 0; arr != NULL && i < n; i++) {
+        /* With tokens, only the topics the token has a grant on. */
+        const char *nm = list[i]->name;
+        if (!pulse_server_may(r, PULSE_GRANT_READ, nm) && !pulse_server_may(r, PULSE_GRANT_WRITE, nm) &&
+            !pulse_server_may(r, PULSE_GRANT_ADMIN, nm))
+            continue;
         if (json_array_append_new(arr, pulse_h_topics_object(list[i])) != 0) {
             json_decref(arr);
             arr = NULL;
@@ -168,6 +173,9 @@ void pulse_h_topics_create(struct pulse_hreq *r)
                                  "not starting with \"__\"");
         return;
     }
+    /* The route's grant names the topic in the body: admin on it. */
+    if (!pulse_server_authorize(r, PULSE_GRANT_ADMIN, nm))
+        return;
     struct pulse_topic_spec spec = {nm, -1, -1, -1, -1, -1};
     int64_t v = 0;
     bool present = false;

@@ -53,6 +53,9 @@ struct pulse_http_metric_row {
 
 struct pulse_conns;
 struct pulse_conn;
+struct pulse_auth;
+struct pulse_auth_tokens;
+struct pulse_auth_token;
 
 struct pulse_server {
     const struct pulse_config *cfg;
@@ -72,6 +75,8 @@ struct pulse_server {
     struct pulse_budget budget;
     /* open connections and the request-head deadline (server.header-timeout) */
     struct pulse_conns *conns;
+    /* bearer tokens (auth.h); NULL when auth.token-file is not set */
+    struct pulse_auth *auth;
     /* metrics; one mutex, taken once per completed request */
     pthread_mutex_t mlock;
     struct pulse_http_metric_row *rows;
@@ -118,6 +123,12 @@ struct pulse_hreq {
     const char *origin;           /* the Origin header (borrowed from MHD), or NULL */
     enum pulse_cors_verdict cors; /* what server.cors-origins says of origin (cors.h) */
     unsigned retry_after; /* seconds for a Retry-After header; 0 = none */
+    const char *www_authenticate; /* a WWW-Authenticate value for a 401 (static); NULL = none */
+    /* the request's token (server_auth.c): a reference to its table,
+     * given back at completion; NULL without auth or before the check */
+    struct pulse_auth_tokens *auth_tab;
+    const struct pulse_auth_token *token;
+    int64_t bytes_out;  /* answer body bytes as queued; -1 = streamed, size unknown */
     bool not_serving;     /* a 503 because the broker starts or stops: not a fault, not warned about */
     uint64_t mem_held;    /* taken from srv->budget; given back at completion */
     uint64_t mem_charged; /* of mem_held, taken by pulse_server_mem_charge */
@@ -153,7 +164,7 @@ struct pulse_hreq {
      * admitted; body bytes received, and how many the admission took */
     bool limit_keyed;
     unsigned char limit_key[PULSE_RATELIMIT_KEY_LEN];
-    uint64_t bytes_in;
+    uint64_t bytes_in; /* body bytes as received (also the access log's bytes_in) */
     uint64_t bytes_in_charged;
 };
 
@@ -285,6 +296,16 @@ bool pulse_server_only_fields(struct pulse_hreq *r, json_t *obj, const char *con
 bool pulse_server_int_field(struct pulse_hreq *r, json_t *obj, const char *name, int64_t min, int64_t max,
                             int64_t *out, bool *present);
 
+/* ---- server_auth.c: grants ----------------------------------------------- */
+
+/* True when r's token holds kind on name (auth.h pulse_auth_token_allows;
+ * name NULL: any grant of the kind); always true without auth. */
+bool pulse_server_may(const struct pulse_hreq *r, enum pulse_grant_kind kind, const char *name);
+/* pulse_server_may, or answers 403 forbidden naming the missing grant
+ * ("read:orders") and returns false. For names read from a body. */
+bool pulse_server_authorize(struct pulse_hreq *r, enum pulse_grant_kind kind, const char *name);
+/* The name of r's token (borrowed until r completes), or NULL. */
+const char *pulse_server_token_name(const struct pulse_hreq *r);
 /* ---- server_limits.c: rate limits per client ------------------------- */
 
 /* Admits r under [limits] (before its body is read): false after

@@ -6,6 +6,8 @@
 noinst_LIBRARIES += libpulsehttp.a
 libpulsehttp_a_SOURCES = \
 	src/http/async.c \
+	src/http/auth.c src/http/auth.h src/http/auth_settings.c src/http/auth_settings.h \
+	src/http/server_auth.c \
 	src/http/budget.c src/http/budget.h \
 	src/http/config.c src/http/config.h \
 	src/http/conns.c src/http/conns.h \
@@ -57,7 +59,7 @@ PULSE_HTTP_LIBS = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsemeta.a
 
 bin_PROGRAMS += pulsed
 pulsed_SOURCES = src/main.c
-pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(RDKAFKA_CFLAGS)
+pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(RDKAFKA_CFLAGS) $(GNUTLS_CFLAGS)
 pulsed_LDADD = $(PULSE_HTTP_LIBS)
 
 # `make run`: build and serve in the foreground, on LISTEN (default
@@ -138,3 +140,12 @@ tests_unit_check_positions_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_positions_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_positions_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a \
 	$(JANSSON_LIBS) $(CHECK_LDADD)
+
+# Bearer tokens, grants and the route table's grants (auth.h, router.h).
+check_PROGRAMS += tests/unit/check_auth
+TESTS += tests/unit/check_auth
+tests_unit_check_auth_SOURCES = tests/unit/http/check_auth.c
+tests_unit_check_auth_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS)
+tests_unit_check_auth_CFLAGS = $(TEST_CFLAGS)
+# (The broker's name rule checks grant patterns: the whole stack links in.)
+tests_unit_check_auth_LDADD = $(PULSE_HTTP_LIBS) $(CHECK_LDADD)

@@ -64,6 +64,85 @@ static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_EVENTS, "/v1/topics/{topic}/events", M(GET), {[PULSE_METHOD_GET] = events_query}},
 };
 
+/*
+ * The grant every route and method needs (router.h, docs/Security.md): one
+ * table, beside the routes, indexed by route and method. A route missing
+ * here is UNSET, which the server treats as admin:* and check_auth fails.
+ */
+#define G(k, s) {PULSE_GRANT_##k, PULSE_SUBJECT_##s}
+static const struct pulse_route_grant route_grants[PULSE_ROUTE_NONE][PULSE_METHOD_HEAD] = {
+    [PULSE_ROUTE_HEALTHZ] = {[PULSE_METHOD_GET] = G(NONE, NONE)},
+    [PULSE_ROUTE_READYZ] = {[PULSE_METHOD_GET] = G(NONE, NONE)},
+    [PULSE_ROUTE_METRICS] = {[PULSE_METHOD_GET] = G(PUBLIC, NONE)},
+    [PULSE_ROUTE_OPENAPI] = {[PULSE_METHOD_GET] = G(PUBLIC, NONE)},
+    [PULSE_ROUTE_DASHBOARD] = {[PULSE_METHOD_GET] = G(PUBLIC, NONE)},
+    [PULSE_ROUTE_ASSET] = {[PULSE_METHOD_GET] = G(PUBLIC, NONE)},
+    [PULSE_ROUTE_BROKER] = {[PULSE_METHOD_GET] = G(TOKEN, NONE)},
+    [PULSE_ROUTE_TOPICS] = {[PULSE_METHOD_GET] = G(TOKEN, NONE), [PULSE_METHOD_POST] = G(ADMIN, BODY)},
+    [PULSE_ROUTE_TOPIC] = {[PULSE_METHOD_GET] = G(READ, TOPIC),
+                           [PULSE_METHOD_PATCH] = G(ADMIN, TOPIC),
+                           [PULSE_METHOD_DELETE] = G(ADMIN, TOPIC)},
+    /* GET is the topic-wide read; with ?consumer= the handler also needs
+     * commit on that consumer (h_topicread.c). */
+    [PULSE_ROUTE_PUBLISH] = {[PULSE_METHOD_GET] = G(READ, TOPIC), [PULSE_METHOD_POST] = G(WRITE, TOPIC)},
+    [PULSE_ROUTE_EVENTS] = {[PULSE_METHOD_GET] = G(READ, TOPIC)},
+    /* With ?consumer= the handler also needs commit on that consumer. */
+    [PULSE_ROUTE_FETCH] = {[PULSE_METHOD_GET] = G(READ, TOPIC)},
+    [PULSE_ROUTE_PARTITIONS] = {[PULSE_METHOD_GET] = G(READ, TOPIC)},
+    [PULSE_ROUTE_PARTITION] = {[PULSE_METHOD_GET] = G(READ, TOPIC)},
+    [PULSE_ROUTE_CONSUMERS] = {[PULSE_METHOD_GET] = G(TOKEN, NONE)},
+    [PULSE_ROUTE_CONSUMER] = {[PULSE_METHOD_DELETE] = G(COMMIT, CONSUMER)},
+    [PULSE_ROUTE_CURSORS] = {[PULSE_METHOD_GET] = G(COMMIT, CONSUMER), [PULSE_METHOD_POST] = G(COMMIT, CONSUMER)},
+    [PULSE_ROUTE_CURSOR] = {[PULSE_METHOD_GET] = G(COMMIT, CONSUMER), [PULSE_METHOD_PUT] = G(COMMIT, CONSUMER)},
+    [PULSE_ROUTE_GROUPS] = {[PULSE_METHOD_GET] = G(TOKEN, NONE)},
+    [PULSE_ROUTE_GROUP] = {[PULSE_METHOD_GET] = G(COMMIT, GROUP)},
+    /* A join also needs read on every topic it names (h_groups.c). */
+    [PULSE_ROUTE_GROUP_MEMBERS] = {[PULSE_METHOD_POST] = G(COMMIT, GROUP)},
+    [PULSE_ROUTE_GROUP_MEMBER] = {[PULSE_METHOD_DELETE] = G(COMMIT, GROUP)},
+    [PULSE_ROUTE_GROUP_HEARTBEAT] = {[PULSE_METHOD_POST] = G(COMMIT, GROUP)},
+    [PULSE_ROUTE_GROUP_RECORDS] = {[PULSE_METHOD_GET] = G(COMMIT, GROUP)},
+    [PULSE_ROUTE_GROUP_COMMIT] = {[PULSE_METHOD_POST] = G(COMMIT, GROUP)},
+};
+#undef G
+
+static const struct pulse_route_grant grant_unset = {PULSE_GRANT_UNSET, PULSE_SUBJECT_NONE};
+static const struct pulse_route_grant grant_none = {PULSE_GRANT_NONE, PULSE_SUBJECT_NONE};
+
+const struct pulse_route_grant *pulse_router_grant(enum pulse_route r, enum pulse_method m)
+{
+    if (m == PULSE_METHOD_OPTIONS)
+        return &grant_none; /* a preflight carries no Authorization */
+    m = pulse_router_base_method(m);
+    if ((unsigned)r >= PULSE_ROUTE_NONE || (unsigned)m >= PULSE_METHOD_HEAD)
+        return &grant_unset;
+    return &route_grants[r][m];
+}
+
+const char *pulse_router_grant_name(enum pulse_grant_kind kind)
+{
+    switch (kind) {
+    case PULSE_GRANT_NONE:
+        return "none";
+    case PULSE_GRANT_PUBLIC:
+        return "public";
+    case PULSE_GRANT_TOKEN:
+        return "token";
+    case PULSE_GRANT_READ:
+        return "read";
+    case PULSE_GRANT_WRITE:
+        return "write";
+    case PULSE_GRANT_ADMIN:
+        return "admin";
+    case PULSE_GRANT_COMMIT:
+        return "commit";
+    case PULSE_GRANT_BROKER:
+        return "admin:*";
+    case PULSE_GRANT_UNSET:
+        break;
+    }
+    return "unset";
+}
+
 static const char *const method_names[PULSE_METHOD_COUNT] = {"GET",  "POST", "PUT",     "PATCH",
                                                               "DELETE", "HEAD", "OPTIONS", "OTHER"};
 

@@ -111,6 +111,48 @@ bool pulse_router_is_write(enum pulse_method m);
  * takes GET, Idempotency-Key on the publish route. A static string. */
 const char *pulse_router_request_headers(enum pulse_route r);
 
+/*
+ * What a request needs to be let in when auth.token-file is set
+ * (docs/Security.md). PULSE_GRANT_UNSET is what a route left out of the
+ * grant table gets: it is treated as broker-wide administration (admin:*)
+ * at run time, and tests/unit/http/check_auth.c fails on it, so a new route
+ * cannot be forgotten.
+ */
+enum pulse_grant_kind {
+    PULSE_GRANT_UNSET = 0,
+    PULSE_GRANT_NONE,   /* never a token (/healthz, /readyz, OPTIONS) */
+    PULSE_GRANT_PUBLIC, /* no token when auth.public lists the route, else any valid token */
+    PULSE_GRANT_TOKEN,  /* any valid token; lists show only what its grants cover */
+    PULSE_GRANT_READ,   /* read:PATTERN on the topic */
+    PULSE_GRANT_WRITE,  /* write:PATTERN on the topic */
+    PULSE_GRANT_ADMIN,  /* admin:PATTERN on the topic */
+    PULSE_GRANT_COMMIT, /* commit:PATTERN on the consumer or group */
+    PULSE_GRANT_BROKER  /* admin:* (broker-wide administration) */
+};
+
+/* Which path parameter names what the grant must cover. BODY: the handler
+ * checks the name it reads from the body (a topic create); NONE: none. */
+enum pulse_grant_subject {
+    PULSE_SUBJECT_NONE = 0,
+    PULSE_SUBJECT_TOPIC,
+    PULSE_SUBJECT_CONSUMER,
+    PULSE_SUBJECT_GROUP,
+    PULSE_SUBJECT_BODY
+};
+
+struct pulse_route_grant {
+    enum pulse_grant_kind kind;
+    enum pulse_grant_subject subject;
+};
+
+/* The grant route r needs for method m (HEAD: GET's; OPTIONS: NONE).
+ * Never NULL: a route or method out of range gets an UNSET entry. */
+const struct pulse_route_grant *pulse_router_grant(enum pulse_route r, enum pulse_method m);
+
+/* "read", "write", "admin", "commit", "admin:*" (BROKER), "token",
+ * "public", "none", "unset": the words of the docs and of 403 answers. */
+const char *pulse_router_grant_name(enum pulse_grant_kind kind);
+
 /* Most query parameters any route and method accepts. */
 #define PULSE_ROUTER_MAX_QUERY 12
 

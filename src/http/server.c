@@ -123,9 +123,6 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     bool v6 = false;
     uint16_t port = 0;
 
-    st = open_listener(cfg->server.listen, &fd, &v6, &port, errbuf, errlen);
-    if (st != PULSE_OK)
-        goto out;
     srv = pulse_calloc(1, sizeof *srv);
     if (srv == NULL) {
         st = PULSE_NOMEM;
@@ -133,10 +130,18 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
         goto out;
     }
     srv->cfg = cfg;
+    pthread_mutex_init(&srv->mlock, NULL);
+    /* Tokens first: an exposed address without them is refused before
+     * anything is bound (server_auth.c). */
+    st = pulse_server_auth_start(srv, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
+    st = open_listener(cfg->server.listen, &fd, &v6, &port, errbuf, errlen);
+    if (st != PULSE_OK)
+        goto out;
     srv->broker = broker;
     srv->port = port;
     srv->started_mono_us = pulse_clock_mono_us();
-    pthread_mutex_init(&srv->mlock, NULL);
     pulse_budget_init(&srv->budget, cfg->server.memory_budget);
     st = pulse_ratelimit_create(&cfg->limits, &srv->ratelimit);
     if (st != PULSE_OK) {
@@ -222,6 +227,7 @@ out:
         pulse_tls_pem_fini(&srv->tls_pem);
         pulse_conns_destroy(srv->conns);
         pthread_mutex_destroy(&srv->mlock);
+        pulse_server_auth_stop(srv);
         pulse_free(srv);
     }
     return st;
@@ -325,6 +331,7 @@ void pulse_server_destroy(struct pulse_server *srv)
         if (srv->tls_pem.cert != NULL)
             pulse_tls_keys_clear();
         pulse_tls_pem_fini(&srv->tls_pem);
+        pulse_server_auth_stop(srv);
     }
     pthread_mutex_destroy(&srv->mlock);
     pulse_free(srv->rows);

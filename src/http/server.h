@@ -75,6 +75,14 @@ void pulse_server_set_ready(struct pulse_server *srv, bool ready);
  */
 pulse_status_t pulse_server_shutdown(struct pulse_server *srv, int64_t deadline_ms);
 
+/*
+ * Reads auth.token-file again (SIGHUP): requests that arrive afterwards
+ * use the new tokens. A file that cannot be read or has a bad line leaves
+ * the old tokens in use; the log says why. PULSE_OK also when no token
+ * file is configured. Thread: any (main). Locks: the token table's.
+ */
+pulse_status_t pulse_server_reload(struct pulse_server *srv);
+
 /* Stops the daemon if still running and frees the server. NULL is a no-op. */
 void pulse_server_destroy(struct pulse_server *srv);
 

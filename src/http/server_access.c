@@ -32,6 +32,8 @@
  * in-flight gauge, records its metrics and gives its memory reservation
  * back to the budget (server_mem.c).
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -267,6 +269,9 @@ static void begin(struct pulse_hreq *r)
                                  pulse_server_printable(r->origin, origin, sizeof origin));
         return;
     }
+    /* Who asks, before anything else is looked at (server_auth.c). */
+    if (pulse_server_refuse_auth(r))
+        return;
     if (pulse_server_refuse_query(r))
         return;
     if (atomic_load(&srv->stopping) && route != PULSE_ROUTE_HEALTHZ) {
@@ -507,6 +512,76 @@ enum MHD_Result pulse_server_on_access(void *cls, struct MHD_Connection *conn, c
     return r->state == PULSE_HREQ_NEW ? MHD_NO : MHD_YES;
 }
 
+/* ---- the access log ------------------------------------------------------- */
+
+/* The client's address as "1.2.3.4:port" or "[::1]:port". */
+static void client_address(struct MHD_Connection *conn, char *out, size_t len)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char host[INET6_ADDRSTRLEN] = "-";
+    snprintf(out, len, "-");
+    if (ci == NULL || ci->client_addr == NULL)
+        return;
+    if (ci->client_addr->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)(const void *)ci->client_addr;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        snprintf(out, len, "%s:%u", host, (unsigned)ntohs(a->sin_port));
+    } else if (ci->client_addr->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)(const void *)ci->client_addr;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        snprintf(out, len, "[%s]:%u", host, (unsigned)ntohs(a->sin6_port));
+    }
+}
+
+/* The path for a log line: bytes that would break the line's key=value
+ * shape (blanks, quotes, backslashes, control and non-ASCII bytes) as %XX,
+ * cut at len - 1 bytes. */
+static const char *log_path(const char *url, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)url; *p != '\0' && o + 4 < len; p++) {
+        if (*p <= 0x20 || *p >= 0x7f || *p == '"' || *p == '\\' || *p == '%')
+            o += (size_t)snprintf(out + o, len - o, "%%%02X", *p);
+        else
+            out[o++] = (char)*p;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/*
+ * The one line per request: with server.access-log=on, at info level (time
+ * and level come first, from the log); otherwise at debug level when the
+ * log shows debug. The token's name, never the token. bytes_out is the
+ * answer's body as queued, "-" when it was streamed (its size unknown).
+ */
+static void log_request(struct pulse_hreq *r, struct MHD_Connection *conn, double secs, bool completed)
+{
+    bool access = strcmp(r->srv->cfg->server.access_log, "on") == 0;
+    if (!access && !pulse_log_enabled(PULSE_LOG_DEBUG))
+        return;
+    char client[INET6_ADDRSTRLEN + 16];
+    char path[512];
+    char out[24] = "-";
+    const char *token = pulse_server_token_name(r);
+    client_address(conn, client, sizeof client);
+    if (r->method == PULSE_METHOD_HEAD)
+        snprintf(out, sizeof out, "0");
+    else if (r->bytes_out >= 0)
+        snprintf(out, sizeof out, "%lld", (long long)r->bytes_out);
+    char line[1024];
+    snprintf(line, sizeof line,
+             "access client=%s token=%s method=%s path=%s status=%u bytes_in=%llu bytes_out=%s duration_ms=%.3f "
+             "request_id=%s%s",
+             client, token != NULL ? token : "-", pulse_router_method_name(r->method),
+             log_path(r->url, path, sizeof path), r->status, (unsigned long long)r->bytes_in, out, secs * 1000.0, r->id,
+             completed ? "" : " ended=early");
+    if (access)
+        pulse_log_always(PULSE_LOG_INFO, "%s", line);
+    else
+        pulse_log(PULSE_LOG_DEBUG, "%s", line);
+}
+
 void pulse_server_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     struct pulse_server *srv = cls;
@@ -521,10 +596,8 @@ void pulse_server_on_completed(void *cls, struct MHD_Connection *conn, void **co
     double secs = (double)(pulse_clock_mono_us() - r->start_us) / 1e6;
     pulse_server_metrics_record(srv, r, secs);
     pulse_server_limit_done(r);
-    if (pulse_log_enabled(PULSE_LOG_DEBUG))
-        PULSE_DEBUG_LOG("http %s %s status=%u duration_ms=%.3f request_id=%s%s",
-                        pulse_router_method_name(r->method), r->url, r->status, secs * 1000.0, r->id,
-                        toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+    log_request(r, conn, secs, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    pulse_server_auth_done(r);
     if (!r->received)
         atomic_fetch_sub(&srv->receiving, 1);
     /* The one place a request's memory reservation is given back. */

@@ -58,6 +58,23 @@ const char *pulse_server_line_problem(struct pulse_conn *hc, const char *method,
  * becomes '?'); returns out. */
 const char *pulse_server_printable(const char *text, char *out, size_t len);
 
+/* ---- server_auth.c: tokens ------------------------------------------------ */
+
+/* Loads auth.token-file into srv->auth and applies the safe default: a
+ * non-loopback server.listen without a token file is refused (PULSE_INVALID,
+ * errbuf says why and how to proceed) unless server.allow-insecure=on,
+ * which is warned about. PULSE_INVALID also for a bad token file. Thread:
+ * main, before the daemon starts. */
+pulse_status_t pulse_server_auth_start(struct pulse_server *srv, char *errbuf, size_t errlen);
+/* Frees srv->auth (the daemon is stopped). */
+void pulse_server_auth_stop(struct pulse_server *srv);
+/* Answers 401 (no or unknown token, with WWW-Authenticate) or 403 (the
+ * route's grant is missing) and returns true when r is refused; keeps the
+ * token in r otherwise. From the head alone, before the body. */
+bool pulse_server_refuse_auth(struct pulse_hreq *r);
+/* Gives back r's token table reference (completion). */
+void pulse_server_auth_done(struct pulse_hreq *r);
+
 /* ---- server_hooks.c: MHD's connection-level callbacks ------------------ */
 
 /* MHD_OPTION_NOTIFY_CONNECTION: registers and unregisters connections

@@ -51,6 +51,8 @@ void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Respon
     add_cors_headers(r, resp);
     if (content_type != NULL)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (r->www_authenticate != NULL)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, r->www_authenticate);
     if (atomic_load(&r->srv->stopping) || r->close)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     /* Every 503 and 507 means "come back later": the handler's own delay
@@ -115,6 +117,7 @@ struct MHD_Response *pulse_server_json_response(struct pulse_hreq *r, char *text
             big = false;
         }
         if (big) {
+            r->bytes_out = (int64_t)len;
             struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
             if (resp == NULL) {
                 pulse_free(text);
@@ -125,6 +128,7 @@ struct MHD_Response *pulse_server_json_response(struct pulse_hreq *r, char *text
             return resp;
         }
     }
+    r->bytes_out = (int64_t)len;
     struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
     if (resp == NULL) {
         pulse_free(text);

@@ -126,6 +126,10 @@ static const struct pulse_setting keys[] = {
      "browser origins allowed to call the API across origins: comma-separated, or *; empty = none"},
     {"server.cors-credentials", PULSE_SETTING_STRING, F(cors_credentials), "off", NULL, 0, 0,
      pulse_cors_check_switch, "on: answers to allowed origins say Access-Control-Allow-Credentials: true"},
+    {"server.allow-insecure", PULSE_SETTING_STRING, F(allow_insecure), "off", NULL, 0, 0, pulse_cors_check_switch,
+     "on: serve a non-loopback address without auth.token-file (refused otherwise; warned at every start)"},
+    {"server.access-log", PULSE_SETTING_STRING, F(access_log), "off", NULL, 0, 0, pulse_cors_check_switch,
+     "on: one line per request on stderr (time, client, token name, method, path, status, bytes, duration)"},
 };
 
 static const struct pulse_settings_table table = {"server", keys, sizeof keys / sizeof keys[0],

@@ -39,6 +39,8 @@ struct pulse_server_settings {
     int64_t stream_max;            /* event streams at once (h_stream.c) */
     int64_t stream_heartbeat_ms;   /* comment line on an idle stream */
     uint64_t stream_buffer_bytes;  /* per stream: its buffer and socket send buffer */
+    char *allow_insecure;      /* "on": serve a non-loopback address without tokens (warned at start) */
+    char *access_log;          /* "on": one info line per request (server_access.c) */
 };
 
 /* The table of the keys above (static storage). */

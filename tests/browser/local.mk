@@ -9,12 +9,13 @@ BROWSER_TESTS = \
 	tests/browser/10_dashboard.py \
 	tests/browser/20_live_tail.py \
 	tests/browser/30_cors.py \
-	tests/browser/40_sse_resume.py
+	tests/browser/40_sse_resume.py \
+	tests/browser/50_auth_dashboard.py
 
 TESTS += $(BROWSER_TESTS)
 EXTRA_DIST += $(BROWSER_TESTS) tests/browser/browsertest.py tests/browser/lib.mjs \
 	tests/browser/dashboard.mjs tests/browser/live_tail.mjs tests/browser/cors.mjs \
-	tests/browser/sse_resume.mjs tests/browser/package.json tests/browser/package-lock.json
+	tests/browser/sse_resume.mjs tests/browser/auth_dashboard.mjs tests/browser/package.json tests/browser/package-lock.json
 
 # 10_dashboard.py leaves its screenshots in the build tree, so make check
 # never writes into the sources; `make screenshots` runs it (a missing

@@ -21,6 +21,7 @@ INTEGRATION_TESTS = \
 	tests/integration/57_dashboard_files.py \
 	tests/integration/60_bad_input.py \
 	tests/integration/62_http_smuggling.py \
+	tests/integration/63_auth.py \
 	tests/integration/64_slow_clients.py \
 	tests/integration/66_memory_budget.py \
 	tests/integration/67_tls.py \

@@ -334,7 +334,11 @@ START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
     for (size_t i = 0; pulse_config_table(i) != NULL; i++)
         keys += pulse_config_table(i)->n;
     ck_assert_uint_eq(json_object_size(j), keys);
-    ck_assert_uint_ge(keys, 40);
+    ck_assert_uint_ge(keys, 44);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "auth.token-file")), "");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "auth.public")), "dashboard,openapi");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "server.allow-insecure")), "off");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "server.access-log")), "off");
     ck_assert_int_eq(json_integer_value(json_object_get(j, "groups.lease-default")), 30000);
     ck_assert_str_eq(json_string_value(json_object_get(j, "tls.cert-file")), "");
     ck_assert_int_eq(json_integer_value(json_object_get(j, "limits.burst")), 1000);
