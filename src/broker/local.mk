@@ -27,7 +27,8 @@ tests_unit_check_maint_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a li
 
 check_PROGRAMS += tests/unit/check_datadir
 TESTS += tests/unit/check_datadir
-tests_unit_check_datadir_SOURCES = tests/unit/broker/check_datadir.c
+tests_unit_check_datadir_SOURCES = tests/unit/broker/check_datadir.c tests/unit/broker/datadirtest.c tests/unit/broker/datadirtest.h \
+	tests/unit/broker/datadir_store.c tests/unit/broker/datadir_topics.c tests/unit/broker/datadir_failures.c
 tests_unit_check_datadir_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_datadir_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
 	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
