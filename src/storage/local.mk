@@ -35,7 +35,9 @@ tests_unit_check_plog_SOURCES = tests/unit/storage/check_plog.c tests/unit/stora
 tests_unit_check_plog_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_plog_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_plog_LDADD = $(STORE_TEST_LDADD)
-tests_unit_check_recovery_SOURCES = tests/unit/storage/check_recovery.c tests/unit/storage/plogtest.h
+tests_unit_check_recovery_SOURCES = tests/unit/storage/check_recovery.c tests/unit/storage/recoverytest.c tests/unit/storage/recoverytest.h \
+	tests/unit/storage/recovery_tail.c tests/unit/storage/recovery_snapshot.c tests/unit/storage/recovery_damage.c \
+	tests/unit/storage/plogtest.h
 tests_unit_check_recovery_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_recovery_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_recovery_LDADD = $(STORE_TEST_LDADD)
