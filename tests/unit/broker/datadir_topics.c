@@ -171,6 +171,7 @@ START_TEST(test_partition_directories_that_disagree_with_the_topic_file_refuse_t
 }
 END_TEST
 
+/* Publishes one record to topic/p; its offset. */
 static int64_t publish_to(struct pulse_broker *b, const char *topic, uint32_t p)
 {
     struct pulse_publish_record r;
