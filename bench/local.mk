@@ -6,6 +6,7 @@
 #   make bench                      storage engine vs the disk's own limits
 #   make bench BENCH_ARGS=--quick   the same with small sizes (~15 s)
 #   make bench-http                 pulsed over HTTP vs nginx, Redis, webdis
+#   make bench-compact              compaction and a retention pass
 #
 # BENCH_DIR is where the scratch data goes (a mkdtemp() directory below it,
 # removed at the end). Keep it off the source tree.
@@ -14,6 +15,12 @@ bench_bench_storage_SOURCES = bench/bench_storage.c
 bench_bench_storage_LDADD = libpulsestore.a libpulsecommon.a -lm
 
 EXTRA_DIST += bench/http_bench.sh bench/wrk_bench.lua
+
+# Compaction throughput and memory, and one retention pass over 10,000
+# segments (JSON lines; see docs/Performance.md).
+noinst_PROGRAMS += bench/bench_compact
+bench_bench_compact_SOURCES = bench/bench_compact.c
+bench_bench_compact_LDADD = libpulsestore.a libpulsecommon.a
 
 BENCH_DIR = /tmp
 BENCH_ARGS =
@@ -28,4 +35,7 @@ bench-http: bench/bench_storage$(EXEEXT) $(bin_PROGRAMS)
 	BENCH_DIR="$(BENCH_DIR)" PULSE_BUILDDIR="$(abs_top_builddir)" \
 	  $(SHELL) $(srcdir)/bench/http_bench.sh $(BENCH_HTTP_ARGS)
 
-.PHONY: bench bench-http
+bench-compact: bench/bench_compact$(EXEEXT)
+	./bench/bench_compact --dir "$(BENCH_DIR)"
+
+.PHONY: bench bench-http bench-compact

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-# src/http: the HTTP gateway (libpulsehttp.a), the pulsed program and its
-# unit tests. api/openapi.yaml is compiled into the library as a byte array
+# src/http: the HTTP gateway (libpulsehttp.a) and the pulsed program (its unit
+# tests are listed in tests/unit/http/local.mk). api/openapi.yaml is compiled into the library as a byte array
 # so GET /openapi.yaml serves exactly the file of the build.
 noinst_LIBRARIES += libpulsehttp.a
 libpulsehttp_a_SOURCES = \
@@ -51,36 +51,3 @@ pulsed_LDADD = $(PULSE_HTTP_LIBS)
 run: pulsed
 	./pulsed --data-dir ./data --listen 127.0.0.1:8080
 .PHONY: run
-
-check_PROGRAMS += tests/unit/check_http
-TESTS += tests/unit/check_http
-tests_unit_check_http_SOURCES = tests/unit/http/check_http.c
-tests_unit_check_http_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
-tests_unit_check_http_CFLAGS = $(TEST_CFLAGS)
-# libpulsebroker.a for the broker's settings table only (no LevelDB is linked in).
-tests_unit_check_http_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
-	$(ZLIB_LIBS) $(CHECK_LDADD)
-
-check_PROGRAMS += tests/unit/check_fastpub
-TESTS += tests/unit/check_fastpub
-tests_unit_check_fastpub_SOURCES = tests/unit/http/check_fastpub.c
-tests_unit_check_fastpub_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
-tests_unit_check_fastpub_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
-
-check_PROGRAMS += tests/unit/check_fetch_json
-TESTS += tests/unit/check_fetch_json
-tests_unit_check_fetch_json_SOURCES = tests/unit/http/check_fetch_json.c
-tests_unit_check_fetch_json_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
-tests_unit_check_fetch_json_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
-
-# The layers' settings tables against conf/pulse.conf and docs/Configuration.md
-# (read from $(srcdir) through PULSE_SRCDIR).
-check_PROGRAMS += tests/unit/check_settings
-TESTS += tests/unit/check_settings
-tests_unit_check_settings_SOURCES = tests/unit/http/check_settings.c
-tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
-tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
-	$(CHECK_LDADD)

@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: MIT
+# tests/unit/http: every unit test of src/http, in one list. (pulsed over
+# real HTTP is tested by tests/integration, which has its own list.)
+#
+# To add a test: write tests/unit/http/check_<module>.c (a Check suite with
+# its own main), then add a block below: the binary goes into
+# check_PROGRAMS and TESTS as tests/unit/check_<module>, with its _SOURCES,
+# _CPPFLAGS ($(AM_CPPFLAGS) plus the -I flags of what it includes), _CFLAGS
+# ($(TEST_CFLAGS)) and _LDADD (libpulsehttp.a and the libraries below it it
+# needs, lowest last, then $(CHECK_LDADD)).
+
+check_PROGRAMS += tests/unit/check_http
+TESTS += tests/unit/check_http
+tests_unit_check_http_SOURCES = tests/unit/http/check_http.c
+tests_unit_check_http_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
+tests_unit_check_http_CFLAGS = $(TEST_CFLAGS)
+# libpulsebroker.a for the broker's settings table only (no LevelDB is linked in).
+tests_unit_check_http_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
+	$(ZLIB_LIBS) $(CHECK_LDADD)
+
+check_PROGRAMS += tests/unit/check_fastpub
+TESTS += tests/unit/check_fastpub
+tests_unit_check_fastpub_SOURCES = tests/unit/http/check_fastpub.c
+tests_unit_check_fastpub_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_fastpub_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
+
+check_PROGRAMS += tests/unit/check_fetch_json
+TESTS += tests/unit/check_fetch_json
+tests_unit_check_fetch_json_SOURCES = tests/unit/http/check_fetch_json.c
+tests_unit_check_fetch_json_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_fetch_json_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
+
+# The layers' settings tables against conf/pulse.conf and docs/Configuration.md
+# (read from $(srcdir) through PULSE_SRCDIR).
+check_PROGRAMS += tests/unit/check_settings
+TESTS += tests/unit/check_settings
+tests_unit_check_settings_SOURCES = tests/unit/http/check_settings.c
+tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
+	$(CHECK_LDADD)
