@@ -11,6 +11,7 @@ libpulsecommon_a_SOURCES = \
 	src/common/log.c src/common/log.h \
 	src/common/clock.c src/common/clock.h \
 	src/common/crc32c.c src/common/crc32c.h \
+	src/common/debug.c src/common/debug.h \
 	src/common/failpoint.c src/common/failpoint.h \
 	src/common/settings.c src/common/settings.h \
 	src/common/fsio.c src/common/fsio.h \

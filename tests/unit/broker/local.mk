@@ -5,12 +5,13 @@
 # with its own main; localtest.h in tests/lib reaches the local backend's
 # state), then add a block below: the binary goes into check_PROGRAMS and
 # TESTS as tests/unit/check_<module>, with its _SOURCES, _CFLAGS
-# ($(TEST_CFLAGS) -I$(srcdir)/tests/lib) and _LDADD ($(BROKER_TEST_LDADD)).
+# ($(TEST_CFLAGS) -I$(srcdir)/tests/lib) and _LDADD ($(BROKER_TEST_LDADD):
+# the *_hooks libraries of tests/lib/local.mk, never the release ones).
 # To add a test to an existing binary made of several files, put it in the
 # file of its concern and register it in that file's TCase function.
 
 # The broker tests' libraries: tests/lib, the broker and everything below it.
-BROKER_TEST_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
+BROKER_TEST_LDADD = libpulsetest.a libpulsebroker_hooks.a libpulsemeta.a libpulsestore_hooks.a libpulsecommon_hooks.a \
 	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
 
 # The broker core through its seam: one file per concern (topics, publish,

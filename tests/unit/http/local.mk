@@ -7,15 +7,17 @@
 # check_PROGRAMS and TESTS as tests/unit/check_<module>, with its _SOURCES,
 # _CPPFLAGS ($(AM_CPPFLAGS) plus the -I flags of what it includes), _CFLAGS
 # ($(TEST_CFLAGS)) and _LDADD (libpulsehttp.a and the libraries below it it
-# needs, lowest last, then $(CHECK_LDADD)).
+# needs, lowest last, then $(CHECK_LDADD)). Tests link the *_hooks
+# libraries of common, storage and broker (tests/lib/local.mk), never the
+# release ones.
 
 check_PROGRAMS += tests/unit/check_http
 TESTS += tests/unit/check_http
 tests_unit_check_http_SOURCES = tests/unit/http/check_http.c
 tests_unit_check_http_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
 tests_unit_check_http_CFLAGS = $(TEST_CFLAGS)
-# libpulsebroker.a for the broker's settings table only (no LevelDB is linked in).
-tests_unit_check_http_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
+# libpulsebroker_hooks.a for the broker's settings table only (no LevelDB is linked in).
+tests_unit_check_http_LDADD = libpulsehttp.a libpulsebroker_hooks.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) \
 	$(ZLIB_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_fastpub
@@ -23,14 +25,14 @@ TESTS += tests/unit/check_fastpub
 tests_unit_check_fastpub_SOURCES = tests/unit/http/check_fastpub.c
 tests_unit_check_fastpub_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_fastpub_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
+tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_fetch_json
 TESTS += tests/unit/check_fetch_json
 tests_unit_check_fetch_json_SOURCES = tests/unit/http/check_fetch_json.c
 tests_unit_check_fetch_json_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_fetch_json_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
+tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) $(CHECK_LDADD)
 
 # The layers' settings tables against conf/pulse.conf and docs/Configuration.md
 # (read from $(srcdir) through PULSE_SRCDIR).
@@ -39,5 +41,5 @@ TESTS += tests/unit/check_settings
 tests_unit_check_settings_SOURCES = tests/unit/http/check_settings.c
 tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
+tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker_hooks.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) \
 	$(CHECK_LDADD)

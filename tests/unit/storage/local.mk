@@ -7,18 +7,20 @@
 # tests/unit/check_<module>, with its _SOURCES (list the helper headers it
 # includes), _CFLAGS ($(TEST_CFLAGS)), _CPPFLAGS (add -I$(srcdir)/tests/lib
 # for faultio.h) and _LDADD ($(STORE_TEST_LDADD), or without libpulsetest.a
-# when it needs no faulty io). A binary made of several files (one per
+# when it needs no faulty io): tests link the *_hooks libraries
+# (tests/lib/local.mk), never the release ones. A binary made of several files (one per
 # concern) lists them all in _SOURCES; its check_<module>.c holds main.
 
-# The storage tests' libraries: tests/lib (the faulty io), the engine, common.
-STORE_TEST_LDADD = libpulsetest.a libpulsestore.a libpulsecommon.a $(CHECK_LDADD)
+# The storage tests' libraries: tests/lib (the faulty io), the engine, common
+# (with the test hooks).
+STORE_TEST_LDADD = libpulsetest.a libpulsestore_hooks.a libpulsecommon_hooks.a $(CHECK_LDADD)
 
 # The batch codec (storage contract section 3).
 check_PROGRAMS += tests/unit/check_batch
 TESTS += tests/unit/check_batch
 tests_unit_check_batch_SOURCES = tests/unit/storage/check_batch.c
 tests_unit_check_batch_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_batch_LDADD = libpulsestore.a libpulsecommon.a $(CHECK_LDADD)
+tests_unit_check_batch_LDADD = libpulsestore_hooks.a libpulsecommon_hooks.a $(CHECK_LDADD)
 
 # The partition log engine: index, snapshot, the log, recovery, faults, a
 # model test, the descriptor cache.
@@ -67,18 +69,18 @@ tests_unit_check_compact_SOURCES = tests/unit/storage/check_compact.c tests/unit
 	tests/unit/storage/compact_merge.c tests/unit/storage/compact_edits.c \
 	tests/unit/storage/compacttest.h tests/unit/storage/plogtest.h
 tests_unit_check_compact_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_compact_LDADD = libpulsestore.a libpulsecommon.a $(CHECK_LDADD)
+tests_unit_check_compact_LDADD = libpulsestore_hooks.a libpulsecommon_hooks.a $(CHECK_LDADD)
 tests_unit_check_compact_crash_SOURCES = tests/unit/storage/check_compact_crash.c tests/unit/storage/compacttest.h \
 	tests/unit/storage/plogtest.h
 tests_unit_check_compact_crash_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_compact_crash_LDADD = libpulsestore.a libpulsecommon.a $(CHECK_LDADD)
+tests_unit_check_compact_crash_LDADD = libpulsestore_hooks.a libpulsecommon_hooks.a $(CHECK_LDADD)
 
 # Time/size retention (storage contract section 8).
 check_PROGRAMS += tests/unit/check_retention
 TESTS += tests/unit/check_retention
 tests_unit_check_retention_SOURCES = tests/unit/storage/check_retention.c
 tests_unit_check_retention_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_retention_LDADD = libpulsestore.a libpulsecommon.a $(CHECK_LDADD)
+tests_unit_check_retention_LDADD = libpulsestore_hooks.a libpulsecommon_hooks.a $(CHECK_LDADD)
 
 # Lost data and headers that cannot be right: missing ranges, the index
 # files of lost segments, pulse_plog_raise_end, damage a read meets.
