@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # tests/lib: helpers shared by test binaries (never installed).
 check_LIBRARIES += libpulsetest.a
-libpulsetest_a_SOURCES = tests/lib/faultio.c tests/lib/faultio.h
+libpulsetest_a_SOURCES = tests/lib/faultio.c tests/lib/faultio.h tests/lib/localtest.h
 libpulsetest_a_CFLAGS = $(TEST_CFLAGS)
 
 # The libraries that hold test hooks (failpoints, the allocation hook; see
