@@ -6,14 +6,15 @@
 #   PULSE_CONFIGURE_FLAGS="--enable-sanitizers" ./scripts/setup.sh
 #
 # Idempotent: packages already installed are not touched, autoreconf runs
-# only when the generated files are missing or older than their sources, and
-# ./configure only when it has not run with the same flags.
+# only when the generated files are missing or older than their sources,
+# ./configure only when it has not run with the same flags, and `npm ci` for
+# the browser tests (tests/browser) only when its lock file changed.
 set -eu
 cd "$(dirname "$0")/.."
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libmicrohttpd-dev libjansson-dev libleveldb-dev check libsubunit-dev zlib1g-dev \
-python3 curl strace"
+python3 curl strace chromium nodejs"
 
 missing=""
 for p in $PACKAGES; do
@@ -33,6 +34,25 @@ if [ -n "$missing" ]; then
     apt-get update -qq
     # shellcheck disable=SC2086
     apt-get install -y -qq --no-install-recommends $missing
+fi
+# npm: Debian's package, unless the installed Node.js brings its own (the
+# NodeSource builds do, and conflict with Debian's npm).
+if ! command -v npm >/dev/null 2>&1; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "setup.sh: npm is missing; run as root, or: sudo apt-get install -y npm" >&2
+        exit 1
+    fi
+    echo "setup.sh: installing npm"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm
+fi
+
+# The browser tests drive Debian's chromium through playwright-core, pinned
+# by tests/browser/package-lock.json; it downloads no browser of its own.
+lock=tests/browser/package-lock.json
+if [ -f "$lock" ] && { [ ! -f tests/browser/node_modules/.package-lock.json ] ||
+                       [ "$lock" -nt tests/browser/node_modules/.package-lock.json ]; }; then
+    echo "setup.sh: npm ci (tests/browser)"
+    (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
 flags="${PULSE_CONFIGURE_FLAGS:-}"

@@ -10,6 +10,7 @@
 #   tests/unit/tools/local.mk     src/tools (pulse-log)
 #   tests/fuzz/local.mk           the fuzz drivers' corpus replays
 #   tests/integration/local.mk    pulsed over real HTTP
+#   tests/browser/local.mk        the dashboard and the browser-facing API
 #
 # tests/lib is the helper library (faulty io) the unit tests link.
 include tests/lib/local.mk
@@ -21,3 +22,4 @@ include tests/unit/http/local.mk
 include tests/unit/tools/local.mk
 include tests/fuzz/local.mk
 include tests/integration/local.mk
+include tests/browser/local.mk

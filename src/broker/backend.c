@@ -254,7 +254,15 @@ void pulse_broker_note_fetched(struct pulse_broker *b, const char *topic, uint64
 pulse_status_t pulse_broker_wait_data(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
                                       int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
 {
-    return b->ops->wait_data(b, topic, partition, offset, deadline_mono_us, fn, arg, parked_out);
+    struct pulse_wait_pos one = {topic, partition, offset};
+    return b->ops->wait_any(b, &one, 1, deadline_mono_us, fn, arg, parked_out, NULL);
+}
+
+pulse_status_t pulse_broker_wait_any(struct pulse_broker *b, const struct pulse_wait_pos *pos, size_t n,
+                                     int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
+                                     size_t *ready_out)
+{
+    return b->ops->wait_any(b, pos, n, deadline_mono_us, fn, arg, parked_out, ready_out);
 }
 
 /* ---- consumers and cursors ------------------------------------------------ */
@@ -349,4 +357,99 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
 pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out)
 {
     return b->ops->fenced_list(b, out, n_out);
+}
+
+/* ---- consumer groups ---------------------------------------------------- */
+
+void pulse_group_view_fini(struct pulse_group_view *v)
+{
+    if (v == NULL)
+        return;
+    pulse_free(v->parts);
+    v->parts = NULL;
+    v->nparts = 0;
+}
+
+void pulse_group_info_free(struct pulse_group_info *info)
+{
+    if (info == NULL)
+        return;
+    for (size_t i = 0; i < info->nmembers; i++)
+        pulse_broker_names_free(info->members[i].topics, info->members[i].ntopics);
+    pulse_free(info->members);
+    pulse_free(info->parts);
+    pulse_free(info);
+}
+
+pulse_status_t pulse_broker_group_join(struct pulse_broker *b, const char *group,
+                                       const struct pulse_group_join_spec *spec, struct pulse_group_view *view,
+                                       char *errbuf, size_t errlen)
+{
+    return b->ops->group_join(b, group, spec, view, errbuf, errlen);
+}
+
+pulse_status_t pulse_broker_group_heartbeat(struct pulse_broker *b, const char *group, const char *member,
+                                            struct pulse_group_view *view)
+{
+    return b->ops->group_heartbeat(b, group, member, view);
+}
+
+pulse_status_t pulse_broker_group_leave(struct pulse_broker *b, const char *group, const char *member)
+{
+    return b->ops->group_leave(b, group, member);
+}
+
+pulse_status_t pulse_broker_group_poll_async(struct pulse_broker *b, const char *group, const char *member,
+                                             struct pulse_group_view *view, pulse_admin_done_fn done, void *arg)
+{
+    return b->ops->group_poll_async(b, group, member, view, done, arg);
+}
+
+pulse_status_t pulse_broker_group_fetched(struct pulse_broker *b, const char *group, const char *member,
+                                          uint64_t generation, const struct pulse_group_partition *pos, size_t n)
+{
+    return b->ops->group_fetched(b, group, member, generation, pos, n);
+}
+
+pulse_status_t pulse_broker_group_wait(struct pulse_broker *b, const char *group, const char *member,
+                                       uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                       int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
+{
+    return b->ops->group_wait(b, group, member, generation, pos, n, deadline_mono_us, fn, arg, parked_out);
+}
+
+pulse_status_t pulse_broker_group_commit_async(struct pulse_broker *b, const char *group, const char *member,
+                                               uint64_t generation, const struct pulse_group_partition *pos,
+                                               size_t n, struct pulse_group_view *view, pulse_admin_done_fn done,
+                                               void *arg, char *errbuf, size_t errlen)
+{
+    return b->ops->group_commit_async(b, group, member, generation, pos, n, view, done, arg, errbuf, errlen);
+}
+
+pulse_status_t pulse_broker_group_commit(struct pulse_broker *b, const char *group, const char *member,
+                                         uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                         struct pulse_group_view *view, char *errbuf, size_t errlen)
+{
+    struct sync s;
+    sync_init(&s);
+    return sync_result(&s, b->ops->group_commit_async(b, group, member, generation, pos, n, view, sync_done, &s,
+                                                      errbuf, errlen));
+}
+
+pulse_status_t pulse_broker_group_list(struct pulse_broker *b, char ***names_out, size_t *n_out)
+{
+    return b->ops->group_list(b, names_out, n_out);
+}
+
+pulse_status_t pulse_broker_group_describe_async(struct pulse_broker *b, const char *group,
+                                                 struct pulse_group_info **out, pulse_admin_done_fn done, void *arg)
+{
+    return b->ops->group_describe_async(b, group, out, done, arg);
+}
+
+pulse_status_t pulse_broker_group_describe(struct pulse_broker *b, const char *group, struct pulse_group_info **out)
+{
+    struct sync s;
+    sync_init(&s);
+    return sync_result(&s, b->ops->group_describe_async(b, group, out, sync_done, &s));
 }

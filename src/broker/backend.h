@@ -89,8 +89,9 @@ struct pulse_broker_ops {
     pulse_status_t (*fetch_raw)(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
                                 uint64_t max_bytes, struct pulse_raw_slice *out); /* NULL: not supported */
     void (*note_fetched)(struct pulse_broker *b, const char *topic, uint64_t records, uint64_t bytes);
-    pulse_status_t (*wait_data)(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
-                                int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
+    pulse_status_t (*wait_any)(struct pulse_broker *b, const struct pulse_wait_pos *pos, size_t n,
+                               int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
+                               size_t *ready_out); /* wait_data is the case n == 1 (backend.c) */
 
     /* consumers and cursors */
     pulse_status_t (*cursor_commit_async)(struct pulse_broker *b, const char *consumer,
@@ -109,6 +110,27 @@ struct pulse_broker_ops {
     /* health and metrics */
     pulse_status_t (*metrics)(struct pulse_broker *b, struct pulse_buf *out);
     pulse_status_t (*fenced_list)(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out);
+
+    /* consumer groups */
+    pulse_status_t (*group_join)(struct pulse_broker *b, const char *group, const struct pulse_group_join_spec *spec,
+                                 struct pulse_group_view *view, char *errbuf, size_t errlen);
+    pulse_status_t (*group_heartbeat)(struct pulse_broker *b, const char *group, const char *member,
+                                      struct pulse_group_view *view);
+    pulse_status_t (*group_leave)(struct pulse_broker *b, const char *group, const char *member);
+    pulse_status_t (*group_poll_async)(struct pulse_broker *b, const char *group, const char *member,
+                                       struct pulse_group_view *view, pulse_admin_done_fn done, void *arg);
+    pulse_status_t (*group_fetched)(struct pulse_broker *b, const char *group, const char *member,
+                                    uint64_t generation, const struct pulse_group_partition *pos, size_t n);
+    pulse_status_t (*group_wait)(struct pulse_broker *b, const char *group, const char *member, uint64_t generation,
+                                 const struct pulse_group_partition *pos, size_t n, int64_t deadline_mono_us,
+                                 pulse_wait_fn fn, void *arg, bool *parked_out);
+    pulse_status_t (*group_commit_async)(struct pulse_broker *b, const char *group, const char *member,
+                                         uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                         struct pulse_group_view *view, pulse_admin_done_fn done, void *arg,
+                                         char *errbuf, size_t errlen);
+    pulse_status_t (*group_list)(struct pulse_broker *b, char ***names_out, size_t *n_out);
+    pulse_status_t (*group_describe_async)(struct pulse_broker *b, const char *group, struct pulse_group_info **out,
+                                           pulse_admin_done_fn done, void *arg);
 };
 
 #endif

@@ -56,6 +56,7 @@
 
 #include "broker/admin.h"
 #include "broker/broker_int.h"
+#include "broker/groups.h"
 #include "broker/heal.h"
 #include "broker/maint.h"
 #include "common/status.h"
@@ -103,6 +104,11 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg)
     cfg->segment_fd_cache = PULSE_FDCACHE_DEFAULT_CAPACITY;
     cfg->checkpoint_interval_ms = 1000;
     cfg->io = NULL;
+    cfg->group_lease_min_ms = 1000;
+    cfg->group_lease_max_ms = 300000;
+    cfg->group_lease_default_ms = 30000;
+    cfg->group_max_members = 1000;
+    cfg->group_max_groups = 10000;
 }
 
 /* ---- the file system -------------------------------------------------- */
@@ -156,7 +162,8 @@ static void waiter_list_complete(struct pulse_local *b, struct pulse_broker_wait
     while (w != NULL) {
         struct pulse_broker_waiter *next = w->next;
         w->fn(w->arg, st);
-        pulse_broker_topic_release(b, w->topic);
+        for (size_t i = 0; i < w->n; i++)
+            pulse_broker_topic_release(b, w->at[i].topic);
         pulse_free(w);
         w = next;
     }
@@ -169,6 +176,16 @@ static void completing_done(struct pulse_local *b, uint32_t n)
     b->completing -= n;
     pthread_cond_broadcast(&b->idle_cv);
     pthread_mutex_unlock(&b->mu);
+}
+
+/* The index of the first position of w whose partition's high watermark
+ * passed its offset, or w->n when none has. */
+static size_t waiter_ready(const struct pulse_broker_waiter *w)
+{
+    size_t i = 0;
+    while (i < w->n && pulse_plog_high_watermark(w->at[i].topic->plogs[w->at[i].partition]) <= w->at[i].offset)
+        i++;
+    return i;
 }
 
 /* Completes what the last sync pass made ready. Collects under mu, calls
@@ -223,8 +240,7 @@ static void complete_ready(struct pulse_local *b)
 
     for (struct pulse_broker_waiter **wp = &b->waiters; *wp != NULL;) {
         struct pulse_broker_waiter *w = *wp;
-        struct pulse_plog *plog = w->topic->plogs[w->partition];
-        if (pulse_plog_high_watermark(plog) > w->offset || now >= w->deadline_us) {
+        if (waiter_ready(w) < w->n || now >= w->deadline_us) {
             *wp = w->next;
             w->next = woken;
             woken = w;
@@ -354,6 +370,9 @@ static int64_t next_wake_us(struct pulse_local *b, int64_t now)
         wake = b->next_interval_sync_us;
     if (b->next_checkpoint_us < wake)
         wake = b->next_checkpoint_us;
+    /* Parked group fetches without positions time out on the tick. */
+    if (pulse_broker_groups_next_deadline(b) < wake)
+        wake = pulse_broker_groups_next_deadline(b);
     return wake;
 }
 
@@ -377,6 +396,8 @@ static void *syncer_main(void *arg)
         pthread_mutex_unlock(&b->mu);
         bool synced = sync_pass(b);
         complete_ready(b);
+        /* Group leases: at most every 100 ms, and never under mu. */
+        pulse_broker_groups_tick(b);
         /* After the answers: a checkpoint never delays one. */
         if (synced || pulse_clock_mono_us() >= b->next_checkpoint_us)
             checkpoint_pass(b);
@@ -642,7 +663,9 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         pulse_errbuf_set(errbuf, errlen, "out of memory");
         goto out;
     }
-    st = open_metadata(b, &defs, &ndefs, &rep, errbuf, errlen);
+    st = pulse_broker_groups_create(cfg, &b->groups, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = open_metadata(b, &defs, &ndefs, &rep, errbuf, errlen);
     if (st == PULSE_OK)
         st = open_topics(b, defs, ndefs, &rep, errbuf, errlen);
     if (st == PULSE_OK)
@@ -675,6 +698,7 @@ static void local_drain(struct pulse_local *b)
     b->waiters = NULL;
     pthread_mutex_unlock(&b->mu);
     waiter_list_complete(b, w, PULSE_SHUTDOWN);
+    pulse_broker_groups_drain(b);
 
     pthread_mutex_lock(&b->mu);
     if (b->syncer_started) {
@@ -740,6 +764,7 @@ static void local_close(struct pulse_local *b)
         b->dying = t->dying_next;
         pulse_broker_topic_destroy(t);
     }
+    pulse_broker_groups_destroy(b->groups);
     pulse_fdcache_destroy(b->fdcache);
     pulse_meta_close(b->meta);
     pthread_cond_destroy(&b->cv);
@@ -812,7 +837,10 @@ void pulse_broker_fail_topic(struct pulse_local *b, struct pulse_broker_topic *t
         b->pending_tail = &(*b->pending_tail)->next;
     for (struct pulse_broker_waiter **wp = &b->waiters; *wp != NULL;) {
         struct pulse_broker_waiter *w = *wp;
-        if (w->topic == t) {
+        bool mine = false;
+        for (size_t i = 0; i < w->n && !mine; i++)
+            mine = w->at[i].topic == t;
+        if (mine) {
             *wp = w->next;
             w->next = wlist;
             wlist = w;
@@ -836,66 +864,93 @@ void pulse_broker_fail_topic(struct pulse_local *b, struct pulse_broker_topic *t
         completing_done(b, taken);
 }
 
-/* ---- long-poll ------------------------------------------------------- */
+/* ---- waiters (long-poll, event streams, group fetch) ------------------ */
 
-pulse_status_t pulse_local_wait_data(struct pulse_broker *base, const char *topic, uint32_t partition,
-                                     int64_t offset, int64_t deadline_mono_us, pulse_wait_fn fn, void *arg,
-                                     bool *parked_out)
+/* A waiter for pos[0..n): each position's topic acquired and checked.
+ * PULSE_TOPIC_NOT_FOUND / PULSE_PARTITION_NOT_FOUND for the first position
+ * naming one, PULSE_NOMEM; on failure nothing is held. */
+static pulse_status_t waiter_make(struct pulse_local *b, const struct pulse_wait_pos *pos, size_t n,
+                                  struct pulse_broker_waiter **out)
+{
+    pulse_status_t st = PULSE_OK;
+    struct pulse_broker_waiter *w = pulse_calloc(1, sizeof *w + n * sizeof w->at[0]);
+
+    if (w == NULL)
+        return PULSE_NOMEM;
+    for (; w->n < n; w->n++) {
+        struct pulse_broker_wait_at *at = &w->at[w->n];
+        at->topic = pulse_broker_topic_acquire(b, pos[w->n].topic);
+        if (at->topic == NULL) {
+            st = PULSE_TOPIC_NOT_FOUND;
+            break;
+        }
+        at->partition = pos[w->n].partition;
+        at->offset = pos[w->n].offset;
+        if (at->partition >= at->topic->nparts) {
+            pulse_broker_topic_release(b, at->topic);
+            st = PULSE_PARTITION_NOT_FOUND;
+            break;
+        }
+    }
+    if (st != PULSE_OK) {
+        for (size_t i = 0; i < w->n; i++)
+            pulse_broker_topic_release(b, w->at[i].topic);
+        pulse_free(w);
+        return st;
+    }
+    *out = w;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_local_wait_any(struct pulse_broker *base, const struct pulse_wait_pos *pos, size_t n,
+                                    int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
+                                    size_t *ready_out)
 {
     struct pulse_local *b = pulse_local_of(base);
-    pulse_status_t st = PULSE_OK;
-    struct pulse_broker_topic *t = NULL;
     struct pulse_broker_waiter *w = NULL;
     bool parked = false;
+    size_t ready = 0;
 
-    if (fn == NULL)
+    if (fn == NULL || pos == NULL || n == 0 || n > PULSE_WAIT_MAX_POSITIONS)
         return PULSE_INVALID;
-    t = pulse_broker_topic_acquire(b, topic);
-    if (t == NULL) {
-        st = PULSE_TOPIC_NOT_FOUND;
-        goto out;
-    }
-    if (partition >= t->nparts) {
-        st = PULSE_PARTITION_NOT_FOUND;
-        goto out;
-    }
-    w = pulse_calloc(1, sizeof *w);
-    if (w == NULL) {
-        st = PULSE_NOMEM;
-        goto out;
-    }
-    w->topic = t;
-    w->partition = partition;
-    w->offset = offset;
+    pulse_status_t st = waiter_make(b, pos, n, &w);
+    if (st != PULSE_OK)
+        return st;
     w->deadline_us = deadline_mono_us;
     w->fn = fn;
     w->arg = arg;
 
     pthread_mutex_lock(&b->mu);
+    for (size_t i = 0; i < n && st == PULSE_OK; i++)
+        if (atomic_load(&w->at[i].topic->deleted))
+            st = PULSE_TOPIC_NOT_FOUND;
     if (b->draining) {
         st = PULSE_SHUTDOWN;
-    } else if (atomic_load(&t->deleted)) {
-        st = PULSE_TOPIC_NOT_FOUND;
-    } else if (pulse_plog_high_watermark(t->plogs[partition]) > offset) {
+    } else if (st != PULSE_OK) {
+        /* a topic deleted since it was looked up */
+    } else if ((ready = waiter_ready(w)) < n) {
         /* Checked under mu: the syncer advances HW and then scans waiters
          * under mu, so a waiter parked after this check cannot miss it. */
         parked = false;
     } else {
         w->next = b->waiters;
         b->waiters = w;
-        w = NULL;
-        t = NULL; /* the waiter owns the reference now */
+        w = NULL; /* the list owns it and its references now */
         parked = true;
         b->kick = true; /* recompute the nearest deadline */
         pthread_cond_signal(&b->cv);
     }
     pthread_mutex_unlock(&b->mu);
-out:
-    pulse_free(w);
-    if (t != NULL)
-        pulse_broker_topic_release(b, t);
-    if (st == PULSE_OK)
+    if (w != NULL) {
+        for (size_t i = 0; i < w->n; i++)
+            pulse_broker_topic_release(b, w->at[i].topic);
+        pulse_free(w);
+    }
+    if (st == PULSE_OK) {
         *parked_out = parked;
+        if (!parked && ready_out != NULL)
+            *ready_out = ready;
+    }
     return st;
 }
 
@@ -1099,6 +1154,8 @@ pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *
         st = metrics_fdcache(b, out);
     if (st == PULSE_OK)
         st = pulse_broker_admin_metrics(b, b->admin, out);
+    if (st == PULSE_OK)
+        st = pulse_broker_groups_metrics(b, out);
 
     for (size_t i = 0; i < n; i++)
         pulse_broker_topic_release(b, list[i]);

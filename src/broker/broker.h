@@ -390,7 +390,8 @@ typedef void (*pulse_wait_fn)(void *arg, pulse_status_t st);
 
 /*
  * Parks a waiter until the partition's high watermark passes offset or the
- * monotonic deadline (pulse_clock_mono_us) passes. If it is past offset
+ * monotonic deadline (pulse_clock_mono_us) passes (pulse_broker_wait_any
+ * with one position; backend.c builds it from that). If it is past offset
  * already, nothing is parked and *parked_out = false (fn is not called).
  * Otherwise *parked_out = true and fn(arg, st) runs exactly once, on a
  * thread of the backend (local: the syncer), possibly before this returns.
@@ -398,6 +399,50 @@ typedef void (*pulse_wait_fn)(void *arg, pulse_status_t st);
  */
 pulse_status_t pulse_broker_wait_data(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
                                       int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
+
+/* One position a waiter watches: a partition of a topic and the offset
+ * whose arrival wakes it (the partition's high watermark passing it). */
+struct pulse_wait_pos {
+    const char *topic; /* borrowed for the call only */
+    uint32_t partition;
+    int64_t offset;
+};
+
+/* The most positions one waiter may watch. */
+#define PULSE_WAIT_MAX_POSITIONS 4096
+
+/*
+ * Parks one waiter on several positions, of one topic or of several: it
+ * fires when the high watermark of ANY of them passes its offset, or when
+ * the monotonic deadline (pulse_clock_mono_us) passes.
+ * pulse_broker_wait_data is the case n == 1.
+ *
+ * If a position is past its offset already, nothing is parked:
+ * *parked_out = false and *ready_out (nullable) gets the index of the first
+ * such position; fn is not called. Otherwise *parked_out = true and
+ * fn(arg, st) runs exactly once, on a thread of the backend (local: the
+ * syncer), possibly before this returns, so the caller must be ready for
+ * it first (the HTTP layer suspends its connection before the call). The
+ * callback does not say which position woke it: the caller probes them
+ * again (pulse_broker_fetch_probe, or a read) - more than one may have
+ * data by then.
+ *
+ * Statuses the callback gets: PULSE_OK (data at some position, or the
+ * deadline passed), PULSE_SHUTDOWN (draining), PULSE_TOPIC_NOT_FOUND (a
+ * topic of ANY position was deleted). Returned at once, no callback:
+ * PULSE_INVALID (n == 0, n > PULSE_WAIT_MAX_POSITIONS, fn NULL),
+ * PULSE_TOPIC_NOT_FOUND / PULSE_PARTITION_NOT_FOUND (the first position
+ * naming one), PULSE_SHUTDOWN, PULSE_NOMEM. pos is read during the call
+ * only. There is no cancel: a caller that loses interest lets the deadline
+ * fire, so keep deadlines short (a long-poll's wait, an event stream's
+ * heartbeat). Never blocks on I/O. Local backend: one waiter on the
+ * syncer's list holding a topic reference per position; the syncer checks
+ * its positions after every sync pass (each a read of an atomic high
+ * watermark), so the cost of a pass grows with the positions parked.
+ */
+pulse_status_t pulse_broker_wait_any(struct pulse_broker *b, const struct pulse_wait_pos *pos, size_t n,
+                                     int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
+                                     size_t *ready_out);
 
 /* ---- consumers and cursors ------------------------------------------- */
 
@@ -518,5 +563,209 @@ struct pulse_fenced_partition {
  * Does not wait. Local backend: map_lock (read) and the heal thread's
  * mutex, briefly; never waits for a reopen or any I/O. */
 pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out);
+
+/* ---- consumer groups ------------------------------------------------- */
+
+/*
+ * A consumer group shares the partitions of the topics its members consume
+ * among them (docs/API.md "Consumer groups", docs/Architecture.md section
+ * 11). Membership is held with leases, not sessions: a member joins, gets
+ * an id, and every call it makes renews its lease; a member that makes no
+ * call for its lease is removed. The group's committed positions are the
+ * consumer cursors of the group's name (the same store, routes and lag).
+ *
+ * Every answer to a member tells it its generation and the partitions it
+ * owns (struct pulse_group_view); a rebalance is learnt there, never as an
+ * error. A partition moves to a new member only once its previous owner
+ * acknowledged losing it (it made a call and was told) or was removed, so
+ * two members never both hold it. Commits are fenced: only the owner may
+ * commit a partition, with the generation it was last told.
+ *
+ * Membership lives in the backend's memory: after a restart every member
+ * id is unknown and its calls answer PULSE_REJOIN (join again; the group
+ * resumes from its committed cursors).
+ */
+
+/* Longest member id (text), and most topics one member consumes. */
+#define PULSE_GROUP_MEMBER_ID_MAX 40
+#define PULSE_GROUP_MAX_TOPICS 16
+
+/* One partition of a member: where its group fetch reads next (offset, -1
+ * when the view does not say), or a position to commit. */
+struct pulse_group_partition {
+    char topic[PULSE_NAME_MAX + 1];
+    uint32_t partition;
+    int64_t offset;
+};
+
+/* What a join asks for. */
+struct pulse_group_join_spec {
+    const char *const *topics; /* ntopics distinct, existing topic names */
+    size_t ntopics;            /* 1..PULSE_GROUP_MAX_TOPICS */
+    int64_t lease_ms;          /* 0: the backend's default; else within its bounds */
+    bool start_latest;         /* a partition without a cursor starts at its end, not its log start */
+};
+
+/* A member's view of its group, carried by every answer to a member. */
+struct pulse_group_view {
+    char member_id[PULSE_GROUP_MEMBER_ID_MAX + 1];
+    uint64_t generation; /* the group's generation, as told to this member now */
+    int64_t lease_ms;
+    struct pulse_group_partition *parts; /* owned now; nparts entries, pulse_free (pulse_group_view_fini) */
+    size_t nparts;
+    size_t npending; /* partitions assigned to it still held by their previous owner */
+};
+
+/* Frees what a view holds (not the view). */
+void pulse_group_view_fini(struct pulse_group_view *v);
+
+/* One partition of a group as pulse_broker_group_describe_async shows it. */
+struct pulse_group_part_info {
+    char topic[PULSE_NAME_MAX + 1];
+    uint32_t partition;
+    char owner[PULSE_GROUP_MEMBER_ID_MAX + 1];    /* "" when free */
+    char assigned[PULSE_GROUP_MEMBER_ID_MAX + 1]; /* who it goes to; differs from owner during a hand-over */
+    int64_t committed;      /* the group's cursor, -1 if none */
+    int64_t high_watermark;
+    int64_t lag;            /* high_watermark - committed (from the log start without a cursor) */
+};
+
+struct pulse_group_member_info {
+    char member_id[PULSE_GROUP_MEMBER_ID_MAX + 1];
+    int64_t lease_ms;
+    int64_t lease_expires_in_ms; /* from now; may be <= 0 just before removal */
+    uint64_t generation;         /* the last generation this member was told */
+    uint32_t nparts;             /* owned now */
+    int64_t joined_at_ms;        /* wall clock */
+    char **topics;               /* ntopics names */
+    size_t ntopics;
+};
+
+struct pulse_group_info {
+    char name[PULSE_NAME_MAX + 1];
+    uint64_t generation;
+    uint64_t rebalances;
+    struct pulse_group_member_info *members; /* sorted by id */
+    size_t nmembers;
+    struct pulse_group_part_info *parts; /* sorted by topic then partition */
+    size_t nparts;
+};
+
+/* Frees an info from pulse_broker_group_describe_async. NULL is a no-op. */
+void pulse_group_info_free(struct pulse_group_info *info);
+
+/*
+ * Joins group (created on its first member) as a new member consuming the
+ * topics, and fills *view (the new member's id, the generation, the
+ * partitions it owns at once: none it must wait for). PULSE_INVALID_NAME
+ * (group or topic name), PULSE_INVALID (no topics, too many, repeated, a
+ * lease out of bounds: errbuf says), PULSE_TOPIC_NOT_FOUND (errbuf names
+ * it), PULSE_TOO_LARGE (too many members or groups), PULSE_SHUTDOWN.
+ * Does not wait: memory only (local: the group table's lock and a topic
+ * lookup per topic).
+ */
+pulse_status_t pulse_broker_group_join(struct pulse_broker *b, const char *group,
+                                       const struct pulse_group_join_spec *spec, struct pulse_group_view *view,
+                                       char *errbuf, size_t errlen);
+
+/*
+ * A member's call with nothing else to do (the heartbeat): renews its
+ * lease, hands over the partitions it no longer owns and takes up the
+ * free ones assigned to it; *view as for join. PULSE_REJOIN when the group
+ * does not know the member (it left, its lease ran out, the broker
+ * restarted). Does not wait.
+ */
+pulse_status_t pulse_broker_group_heartbeat(struct pulse_broker *b, const char *group, const char *member,
+                                            struct pulse_group_view *view);
+
+/* Leaves at once: the member's partitions are free for the others at
+ * their next call. PULSE_OK also for a member the group does not know.
+ * Does not wait. */
+pulse_status_t pulse_broker_group_leave(struct pulse_broker *b, const char *group, const char *member);
+
+/*
+ * The start of a group fetch: a heartbeat whose view also says, per owned
+ * partition, where to read (parts[i].offset): where the member's previous
+ * fetch in this generation left off, else the group's committed cursor,
+ * else the partition's log start (or its end, for a member that joined
+ * with start_latest). done(arg, st) once; PULSE_REJOIN is returned at
+ * once (done never called), as are PULSE_SHUTDOWN and PULSE_NOMEM.
+ * Local backend: completes on the caller's thread before it returns (one
+ * cursor read per partition without a position; see the cursor reads).
+ */
+pulse_status_t pulse_broker_group_poll_async(struct pulse_broker *b, const char *group, const char *member,
+                                             struct pulse_group_view *view, pulse_admin_done_fn done, void *arg);
+
+/*
+ * The end of a group fetch: records where it left off per partition (n
+ * entries; the next offset to read), for the member's next fetch in the
+ * same generation. PULSE_GROUP_FENCED when the member's generation is no
+ * longer `generation` or it lost one of the partitions meanwhile (the
+ * records read must not be handed out: answer with a fresh heartbeat
+ * instead); PULSE_REJOIN. Does not wait.
+ */
+pulse_status_t pulse_broker_group_fetched(struct pulse_broker *b, const char *group, const char *member,
+                                          uint64_t generation, const struct pulse_group_partition *pos, size_t n);
+
+/*
+ * The wait of a group fetch: parks until any of the positions (n entries,
+ * the offsets to read next; n may be 0 for a member without partitions)
+ * has data, until something changes for the member's group (a rebalance,
+ * a partition it waits for is released), or until the monotonic deadline.
+ * Nothing is parked (*parked_out = false, PULSE_OK) when data is at hand
+ * or the member's generation is no longer `generation` or its next call
+ * would bring news: answer at once. Otherwise *parked_out = true and
+ * fn(arg, st) runs exactly once (PULSE_OK, PULSE_SHUTDOWN at drain,
+ * PULSE_TOPIC_NOT_FOUND when a topic of a position was deleted), on a
+ * thread of the backend, possibly before this returns. PULSE_REJOIN,
+ * PULSE_SHUTDOWN, PULSE_INVALID, PULSE_NOMEM at once (no callback). The
+ * wait renews the member's lease; keep deadlines below it. Local backend:
+ * one pulse_broker_wait_any waiter over the positions, plus an entry on
+ * the group that a change wakes first; deadlines of waits without
+ * positions are kept by the syncer's tick.
+ */
+pulse_status_t pulse_broker_group_wait(struct pulse_broker *b, const char *group, const char *member,
+                                       uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                       int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
+
+/*
+ * A fenced commit: stores the positions (n entries, offset = the next
+ * record to process) as the group's cursors, atomically, as
+ * pulse_broker_cursor_commit_async does for the consumer named group, and
+ * fills *view (after the commit) before done runs. Refused at once (done
+ * never called, nothing stored): PULSE_REJOIN (unknown member),
+ * PULSE_GROUP_FENCED (generation is not the one the member was last told,
+ * or a partition it does not own; errbuf names it), PULSE_INVALID,
+ * PULSE_SHUTDOWN, PULSE_NOMEM. Later, through done: the errors of a
+ * cursor commit (PULSE_RANGE, ...). While a commit runs, the member's
+ * partitions are not handed over, so it never lands after a new owner
+ * started from the cursor. Never blocks on I/O (local: the committer).
+ */
+pulse_status_t pulse_broker_group_commit_async(struct pulse_broker *b, const char *group, const char *member,
+                                               uint64_t generation, const struct pulse_group_partition *pos,
+                                               size_t n, struct pulse_group_view *view, pulse_admin_done_fn done,
+                                               void *arg, char *errbuf, size_t errlen);
+
+/* Blocking form of pulse_broker_group_commit_async (tests, tools). */
+pulse_status_t pulse_broker_group_commit(struct pulse_broker *b, const char *group, const char *member,
+                                         uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                         struct pulse_group_view *view, char *errbuf, size_t errlen);
+
+/* The groups with at least one member, sorted (pulse_broker_names_free).
+ * Does not wait. */
+pulse_status_t pulse_broker_group_list(struct pulse_broker *b, char ***names_out, size_t *n_out);
+
+/*
+ * A group's members, generation and partitions with the committed cursor,
+ * high watermark and lag of each, into *out (pulse_group_info_free);
+ * done(arg, st): PULSE_OK or PULSE_NOT_FOUND (no member). PULSE_INVALID_NAME
+ * and PULSE_NOMEM at once. Local backend: on the caller's thread before it
+ * returns (one scan of the group's cursors).
+ */
+pulse_status_t pulse_broker_group_describe_async(struct pulse_broker *b, const char *group,
+                                                 struct pulse_group_info **out, pulse_admin_done_fn done, void *arg);
+
+/* Blocking form of pulse_broker_group_describe_async. */
+pulse_status_t pulse_broker_group_describe(struct pulse_broker *b, const char *group, struct pulse_group_info **out);
 
 #endif

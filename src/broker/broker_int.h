@@ -40,6 +40,7 @@ struct pulse_fdcache;
 struct pulse_broker_maint;
 struct pulse_broker_admin;
 struct pulse_admin_job;
+struct pulse_broker_groups;
 
 #define PULSE_BROKER_MAX_PARTITIONS 256
 /* Cap of one encoded batch (one partition's share of one publish). */
@@ -104,15 +105,23 @@ struct pulse_broker_pending {
     size_t errlen;
 };
 
-/* A parked long-poll waiter. */
-struct pulse_broker_waiter {
-    struct pulse_broker_waiter *next;
+/* One position of a parked waiter. */
+struct pulse_broker_wait_at {
     struct pulse_broker_topic *topic; /* holds a reference */
     uint32_t partition;
-    int64_t offset;
+    int64_t offset; /* fires when the partition's high watermark passes it */
+};
+
+/* A parked waiter (long-poll, event stream, group fetch): fires when any of
+ * its n positions has data, at its deadline, when a topic of it is deleted
+ * (fail_topic) or at drain. On b->waiters, under mu. */
+struct pulse_broker_waiter {
+    struct pulse_broker_waiter *next;
     int64_t deadline_us;
     pulse_wait_fn fn;
     void *arg;
+    size_t n;
+    struct pulse_broker_wait_at at[]; /* n of them */
 };
 
 /* The local backend's state. It begins with the seam's struct pulse_broker
@@ -159,6 +168,7 @@ struct pulse_local {
     bool syncer_started;
     struct pulse_broker_maint *maint; /* retention and compaction thread */
     struct pulse_broker_heal *heal;   /* reopens fenced partitions */
+    struct pulse_broker_groups *groups; /* consumer groups (groups.c) */
     int64_t next_interval_sync_us;
     int64_t next_checkpoint_us; /* syncer thread only: the earliest checkpoint owed */
 
@@ -317,9 +327,9 @@ pulse_status_t pulse_local_fetch_probe(struct pulse_broker *base, const char *to
 pulse_status_t pulse_local_fetch_raw(struct pulse_broker *base, const char *topic, uint32_t partition,
                                      int64_t offset, uint64_t max_bytes, struct pulse_raw_slice *out);
 void pulse_local_note_fetched(struct pulse_broker *base, const char *topic, uint64_t records, uint64_t bytes);
-pulse_status_t pulse_local_wait_data(struct pulse_broker *base, const char *topic, uint32_t partition,
-                                     int64_t offset, int64_t deadline_mono_us, pulse_wait_fn fn, void *arg,
-                                     bool *parked_out);
+pulse_status_t pulse_local_wait_any(struct pulse_broker *base, const struct pulse_wait_pos *pos, size_t n,
+                                    int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
+                                    size_t *ready_out);
 pulse_status_t pulse_local_cursor_commit_async(struct pulse_broker *base, const char *consumer,
                                                const struct pulse_cursor *cursors, size_t n,
                                                pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);
@@ -336,6 +346,28 @@ pulse_status_t pulse_local_consumer_delete_async(struct pulse_broker *base, cons
 pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *out);
 pulse_status_t pulse_local_fenced_list(struct pulse_broker *base, struct pulse_fenced_partition **out,
                                        size_t *n_out);
+
+/* Consumer groups (groups.c). */
+pulse_status_t pulse_local_group_join(struct pulse_broker *base, const char *group,
+                                      const struct pulse_group_join_spec *spec, struct pulse_group_view *view,
+                                      char *errbuf, size_t errlen);
+pulse_status_t pulse_local_group_heartbeat(struct pulse_broker *base, const char *group, const char *member,
+                                           struct pulse_group_view *view);
+pulse_status_t pulse_local_group_leave(struct pulse_broker *base, const char *group, const char *member);
+pulse_status_t pulse_local_group_poll_async(struct pulse_broker *base, const char *group, const char *member,
+                                            struct pulse_group_view *view, pulse_admin_done_fn done, void *arg);
+pulse_status_t pulse_local_group_fetched(struct pulse_broker *base, const char *group, const char *member,
+                                         uint64_t generation, const struct pulse_group_partition *pos, size_t n);
+pulse_status_t pulse_local_group_wait(struct pulse_broker *base, const char *group, const char *member,
+                                      uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                      int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
+pulse_status_t pulse_local_group_commit_async(struct pulse_broker *base, const char *group, const char *member,
+                                              uint64_t generation, const struct pulse_group_partition *pos,
+                                              size_t n, struct pulse_group_view *view, pulse_admin_done_fn done,
+                                              void *arg, char *errbuf, size_t errlen);
+pulse_status_t pulse_local_group_list(struct pulse_broker *base, char ***names_out, size_t *n_out);
+pulse_status_t pulse_local_group_describe_async(struct pulse_broker *base, const char *group,
+                                                struct pulse_group_info **out, pulse_admin_done_fn done, void *arg);
 
 /* The reads behind the asynchronous cursor calls, on the caller's thread
  * (cursor.c): also what metrics use. */

@@ -43,6 +43,16 @@ static const struct pulse_setting keys[] = {
     /* No default: unset follows the engine's segment size. */
     {"topic-defaults.segment-bytes", PULSE_SETTING_SIZE, F(segment_bytes), NULL, "storage.segment-max-bytes", 1024,
      2 * GIB - 1, NULL, "segment size of a topic created without the field"},
+    {"groups.lease-min", PULSE_SETTING_DURATION, F(group_lease_min_ms), "1s", NULL, 10, DAY_MS, NULL,
+     "shortest lease a group member may ask for"},
+    {"groups.lease-max", PULSE_SETTING_DURATION, F(group_lease_max_ms), "5m", NULL, 10, DAY_MS, NULL,
+     "longest lease a group member may ask for"},
+    {"groups.lease-default", PULSE_SETTING_DURATION, F(group_lease_default_ms), "30s", NULL, 10, DAY_MS, NULL,
+     "lease of a member that joins without asking for one (kept within lease-min .. lease-max)"},
+    {"groups.max-members", PULSE_SETTING_INT, F(group_max_members), "1000", NULL, 1, 100000, NULL,
+     "most members of one consumer group"},
+    {"groups.max-groups", PULSE_SETTING_INT, F(group_max_groups), "10000", NULL, 1, 1000000, NULL,
+     "most consumer groups with members at once"},
 };
 
 static const struct pulse_settings_table table = {"broker", keys, sizeof keys / sizeof keys[0],
@@ -71,4 +81,9 @@ void pulse_broker_settings_to_config(const struct pulse_broker_settings *bs, con
     cfg->compaction_max_pass_ms = ss->compaction_max_pass_ms;
     cfg->segment_fd_cache = (uint32_t)ss->segment_fd_cache;
     cfg->checkpoint_interval_ms = (uint32_t)bs->checkpoint_interval_ms;
+    cfg->group_lease_min_ms = bs->group_lease_min_ms;
+    cfg->group_lease_max_ms = bs->group_lease_max_ms;
+    cfg->group_lease_default_ms = bs->group_lease_default_ms;
+    cfg->group_max_members = (uint32_t)bs->group_max_members;
+    cfg->group_max_groups = (uint32_t)bs->group_max_groups;
 }

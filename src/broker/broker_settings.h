@@ -2,8 +2,9 @@
 /*
  * broker_settings.h - the broker's settings: when partition logs are synced
  * and checkpointed, how often the maintenance passes run (the [storage]
- * keys that pace the engine, which never chooses a policy itself), and the
- * defaults of new topics ([topic-defaults]).
+ * keys that pace the engine, which never chooses a policy itself), the
+ * defaults of new topics ([topic-defaults]) and the leases and caps of
+ * consumer groups ([groups]).
  *
  * The table (common/settings.h) declares each key with its default,
  * bounds and a one-line description; docs/Configuration.md and
@@ -37,6 +38,12 @@ struct pulse_broker_settings {
     int64_t retention_ms;
     uint64_t retention_bytes;
     uint64_t segment_bytes; /* 0 until set: follows storage.segment-max-bytes */
+    /* [groups] */
+    int64_t group_lease_min_ms;
+    int64_t group_lease_max_ms;
+    int64_t group_lease_default_ms;
+    int64_t group_max_members;
+    int64_t group_max_groups;
 };
 
 /* The table of the keys above (static storage). */

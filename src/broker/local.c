@@ -3,7 +3,7 @@
  * local.c - the local backend's table of the seam's functions (backend.h).
  * pulse_broker_open (broker.c) puts it into every broker it opens; each
  * entry is implemented in the file that owns its concern (broker.c,
- * topic.c, publish.c, fetch.c, cursor.c) and documented in broker.h, with
+ * topic.c, publish.c, fetch.c, cursor.c, groups.c) and documented in broker.h, with
  * what this backend does noted there and in docs/Architecture.md
  * section 10.
  */
@@ -30,7 +30,7 @@ const struct pulse_broker_ops pulse_local_ops = {
     .fetch_probe = pulse_local_fetch_probe,
     .fetch_raw = pulse_local_fetch_raw,
     .note_fetched = pulse_local_note_fetched,
-    .wait_data = pulse_local_wait_data,
+    .wait_any = pulse_local_wait_any,
     .cursor_commit_async = pulse_local_cursor_commit_async,
     .cursor_get_async = pulse_local_cursor_get_async,
     .cursor_list_async = pulse_local_cursor_list_async,
@@ -38,4 +38,13 @@ const struct pulse_broker_ops pulse_local_ops = {
     .consumer_delete_async = pulse_local_consumer_delete_async,
     .metrics = pulse_local_metrics,
     .fenced_list = pulse_local_fenced_list,
+    .group_join = pulse_local_group_join,
+    .group_heartbeat = pulse_local_group_heartbeat,
+    .group_leave = pulse_local_group_leave,
+    .group_poll_async = pulse_local_group_poll_async,
+    .group_fetched = pulse_local_group_fetched,
+    .group_wait = pulse_local_group_wait,
+    .group_commit_async = pulse_local_group_commit_async,
+    .group_list = pulse_local_group_list,
+    .group_describe_async = pulse_local_group_describe_async,
 };

@@ -84,6 +84,13 @@ struct pulse_broker_config {
      * 1000 (storage/plog.h "Checkpoints") */
     uint32_t checkpoint_interval_ms;
     const struct pulse_io *io; /* NULL = posix; tests inject faults */
+    /* consumer groups (groups.c): bounds and default of a member's lease,
+     * and caps of the in-memory group table */
+    int64_t group_lease_min_ms;     /* default 1000 */
+    int64_t group_lease_max_ms;     /* default 300000 */
+    int64_t group_lease_default_ms; /* default 30000 */
+    uint32_t group_max_members;     /* per group, default 1000 */
+    uint32_t group_max_groups;      /* default 10000 */
 };
 
 /* Fills every field with the documented defaults (docs/Configuration.md). */

@@ -14,6 +14,10 @@
  * NOT_SUPPORTED is what a broker backend answers for a form it cannot
  * produce (raw batches from a backend without a stored batch format):
  * 406 not_acceptable, as for an Accept header nothing matches.
+ * REJOIN (a group member the group does not know) and GROUP_FENCED (a
+ * commit by a member that does not own the partition in that generation)
+ * are 409: the request conflicts with the group's state, and the client
+ * acts on the code (join again; drop the batch, it is delivered again).
  * EOF never leaves the engine, but maps to 500 so nothing can slip through
  * unmapped. Every 503 and 507 carries Retry-After (server.c).
  */
@@ -43,6 +47,8 @@ static const struct pulse_errmap_entry table[PULSE_STATUS_COUNT] = {
     [PULSE_EOF] = {500, "storage_error"},
     [PULSE_ACCESS] = {500, "storage_error"},
     [PULSE_NOT_SUPPORTED] = {406, "not_acceptable"},
+    [PULSE_REJOIN] = {409, "rejoin"},
+    [PULSE_GROUP_FENCED] = {409, "commit_fenced"},
 };
 
 static const struct pulse_errmap_entry fallback = {500, "storage_error"};

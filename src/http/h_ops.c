@@ -3,14 +3,14 @@
  * h_ops.c - operational routes: /healthz (process alive), /readyz (recovery
  * done and not draining; lists fenced partitions), /metrics (Prometheus text 0.0.4: the gateway's
  * request metrics, then the broker's), /v1/broker (identity, uptime and the
- * effective configuration) and /openapi.yaml (the compiled-in description).
+ * effective configuration). /openapi.yaml is a compiled-in file
+ * (h_static.c).
  */
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "http/http_int.h"
-#include "http/openapi.h"
 
 /* Metrics text can grow with topics and partitions; a hard cap keeps a
  * runaway from eating memory. */
@@ -96,13 +96,6 @@ void pulse_h_ops_metrics(struct pulse_hreq *r)
         return;
     }
     pulse_server_reply(r, 200, resp, "text/plain; version=0.0.4; charset=utf-8");
-}
-
-void pulse_h_ops_openapi(struct pulse_hreq *r)
-{
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        pulse_openapi_yaml_len, (void *)(uintptr_t)pulse_openapi_yaml, MHD_RESPMEM_PERSISTENT);
-    pulse_server_reply(r, 200, resp, "application/yaml");
 }
 
 void pulse_h_ops_broker(struct pulse_hreq *r)

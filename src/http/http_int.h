@@ -256,11 +256,27 @@ void pulse_h_consumers_cursors_list(struct pulse_hreq *r);
 void pulse_h_consumers_cursors_commit(struct pulse_hreq *r);
 void pulse_h_consumers_cursor_get(struct pulse_hreq *r);
 void pulse_h_consumers_cursor_put(struct pulse_hreq *r);
+/* Every /v1/groups route (h_groups.c); the group fetch is
+ * pulse_h_group_fetch (h_group_fetch.c). */
+void pulse_h_groups(struct pulse_hreq *r);
+void pulse_h_group_fetch(struct pulse_hreq *r);
+/* The member's part of every answer to a group member (h_groups.c):
+ * group, member_id, generation, lease_ms, partitions, pending_partitions. */
+json_t *pulse_h_groups_view(const char *group, const struct pulse_group_view *v);
+/* Checks {group} and {member} and copies them into r->consumer and
+ * member (PULSE_GROUP_MEMBER_ID_MAX + 1 bytes); answers 400 and returns
+ * false. */
+bool pulse_h_groups_path(struct pulse_hreq *r, char *member);
+/* The answer to a refused member call (PULSE_REJOIN: 409 rejoin, ...). */
+void pulse_h_groups_reply_error(struct pulse_hreq *r, pulse_status_t st, const char *msg);
 void pulse_h_ops_healthz(struct pulse_hreq *r);
 void pulse_h_ops_readyz(struct pulse_hreq *r);
 void pulse_h_ops_metrics(struct pulse_hreq *r);
-void pulse_h_ops_openapi(struct pulse_hreq *r);
 void pulse_h_ops_broker(struct pulse_hreq *r);
+/* h_static.c: the files compiled into pulsed (embed.h). */
+void pulse_h_static_dashboard(struct pulse_hreq *r);
+void pulse_h_static_asset(struct pulse_hreq *r);
+void pulse_h_static_openapi(struct pulse_hreq *r);
 /* Appends the HTTP metrics (Prometheus text) to out. Locks: srv->mlock. */
 pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *out);
 

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 # src/http: the HTTP gateway (libpulsehttp.a) and the pulsed program (its unit
-# tests are listed in tests/unit/http/local.mk). api/openapi.yaml is compiled into the library as a byte array
-# so GET /openapi.yaml serves exactly the file of the build.
+# tests are listed in tests/unit/http/local.mk). api/openapi.yaml and the
+# dashboard under web/ are compiled into the library as byte arrays
+# (scripts/embed.sh), so GET /openapi.yaml and GET / serve exactly the files
+# of the build.
 noinst_LIBRARIES += libpulsehttp.a
 libpulsehttp_a_SOURCES = \
 	src/http/async.c \
@@ -19,25 +21,31 @@ libpulsehttp_a_SOURCES = \
 	src/http/server_input.c src/http/server_mem.c src/http/server_metrics.c \
 	src/http/server_reply.c src/http/server_settings.c src/http/server_settings.h \
 	src/http/h_topics.c src/http/h_publish.c src/http/h_fetch.c \
-	src/http/h_consumers.c src/http/h_ops.c \
+	src/http/h_consumers.c src/http/h_ops.c src/http/h_static.c \
+	src/http/embed.c src/http/embed.h \
+	src/http/h_groups.c src/http/h_group_fetch.c \
 	src/http/fastpub.c src/http/fastpub.h \
-	src/http/http_int.h src/http/openapi.h
-nodist_libpulsehttp_a_SOURCES = src/http/openapi_data.c
+	src/http/http_int.h
+nodist_libpulsehttp_a_SOURCES = src/http/openapi_data.c src/http/web_data.c
 libpulsehttp_a_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
-CLEANFILES += src/http/openapi_data.c
-EXTRA_DIST += api/openapi.yaml
+CLEANFILES += src/http/openapi_data.c src/http/web_data.c
 
-# od and sed only (no xxd on the build hosts). The array gets one extra NUL
-# so it is never empty; the length excludes it.
-src/http/openapi_data.c: $(srcdir)/api/openapi.yaml
-	$(AM_V_GEN)$(MKDIR_P) src/http && { \
-	  echo '/* Generated from api/openapi.yaml by src/http/local.mk. Do not edit. */'; \
-	  echo '#include "http/openapi.h"'; \
-	  echo 'const unsigned char pulse_openapi_yaml[] = {'; \
-	  od -An -v -tx1 $(srcdir)/api/openapi.yaml | sed -e 's/[0-9a-f][0-9a-f]/0x&,/g'; \
-	  echo '0x00};'; \
-	  echo "const size_t pulse_openapi_yaml_len = `wc -c < $(srcdir)/api/openapi.yaml`;"; \
-	} > $@-t && mv $@-t $@
+# The dashboard: plain HTML, CSS and JavaScript, no build step. Every file
+# here is served at /ui/<name> (index.html also at /); add new ones here.
+PULSE_WEB_FILES = web/index.html web/app.js web/style.css web/favicon.svg
+EXTRA_DIST += api/openapi.yaml $(PULSE_WEB_FILES) scripts/embed.sh
+
+src/http/openapi_data.c: $(srcdir)/api/openapi.yaml $(srcdir)/scripts/embed.sh
+	$(AM_V_GEN)$(MKDIR_P) src/http && \
+	  $(SHELL) $(srcdir)/scripts/embed.sh pulse_openapi_files /openapi.yaml=$(srcdir)/api/openapi.yaml > $@-t && \
+	  mv $@-t $@
+
+# (Prerequisites found through VPATH in an out-of-tree build.)
+src/http/web_data.c: $(PULSE_WEB_FILES) $(srcdir)/scripts/embed.sh
+	$(AM_V_GEN)$(MKDIR_P) src/http && \
+	  $(SHELL) $(srcdir)/scripts/embed.sh pulse_web_files \
+	    `for f in $(PULSE_WEB_FILES); do echo "/ui/$${f#web/}=$(srcdir)/$$f"; done` > $@-t && \
+	  mv $@-t $@
 
 PULSE_HTTP_LIBS = libpulsehttp.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
 	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS)

@@ -26,6 +26,7 @@ struct route_def {
 static const char *const fetch_query[] = {"offset", "consumer", "max_records", "max_bytes", "wait_ms", "format",
                                           NULL};
 static const char *const publish_query[] = {"key", "partition", NULL};
+static const char *const group_fetch_query[] = {"max_records", "max_bytes", "max_wait_ms", NULL};
 
 static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_HEALTHZ, "/healthz", M(GET), {NULL}},
@@ -42,6 +43,16 @@ static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_CONSUMER, "/v1/consumers/{consumer}", M(DELETE), {NULL}},
     {PULSE_ROUTE_CURSORS, "/v1/consumers/{consumer}/cursors", M(GET) | M(POST), {NULL}},
     {PULSE_ROUTE_CURSOR, "/v1/consumers/{consumer}/cursors/{topic}/{partition}", M(GET) | M(PUT), {NULL}},
+    {PULSE_ROUTE_DASHBOARD, "/", M(GET), {NULL}},
+    {PULSE_ROUTE_ASSET, "/ui/{asset}", M(GET), {NULL}},
+    {PULSE_ROUTE_GROUPS, "/v1/groups", M(GET), {NULL}},
+    {PULSE_ROUTE_GROUP, "/v1/groups/{group}", M(GET), {NULL}},
+    {PULSE_ROUTE_GROUP_MEMBERS, "/v1/groups/{group}/members", M(POST), {NULL}},
+    {PULSE_ROUTE_GROUP_MEMBER, "/v1/groups/{group}/members/{member}", M(DELETE), {NULL}},
+    {PULSE_ROUTE_GROUP_HEARTBEAT, "/v1/groups/{group}/members/{member}/heartbeat", M(POST), {NULL}},
+    {PULSE_ROUTE_GROUP_RECORDS, "/v1/groups/{group}/members/{member}/records", M(GET),
+     {[PULSE_METHOD_GET] = group_fetch_query}},
+    {PULSE_ROUTE_GROUP_COMMIT, "/v1/groups/{group}/members/{member}/commit", M(POST), {NULL}},
 };
 
 static const char *const method_names[PULSE_METHOD_COUNT] = {"GET", "POST", "PUT", "PATCH", "DELETE", "OTHER"};
@@ -51,6 +62,14 @@ static bool match_one(const char *tmpl, const char *path, struct pulse_route_mat
 {
     struct pulse_route_match tmp;
     memset(&tmp, 0, sizeof tmp);
+    /* The root has no segment to match: only "/" itself is it. */
+    if (strcmp(tmpl, "/") == 0) {
+        if (strcmp(path, "/") != 0)
+            return false;
+        tmp.route = m->route;
+        *m = tmp;
+        return true;
+    }
     const char *t = tmpl;
     const char *p = path;
     while (*t != '\0') {
@@ -68,6 +87,12 @@ static bool match_one(const char *tmpl, const char *path, struct pulse_route_mat
                 slot = &tmp.topic;
             else if (strncmp(t, "{partition}", tl) == 0)
                 slot = &tmp.partition;
+            else if (strncmp(t, "{asset}", tl) == 0)
+                slot = &tmp.asset;
+            else if (strncmp(t, "{group}", tl) == 0)
+                slot = &tmp.group;
+            else if (strncmp(t, "{member}", tl) == 0)
+                slot = &tmp.member;
             else
                 slot = &tmp.consumer;
             slot->p = p;

@@ -31,6 +31,15 @@ enum pulse_route {
     PULSE_ROUTE_CONSUMER,
     PULSE_ROUTE_CURSORS,
     PULSE_ROUTE_CURSOR,
+    PULSE_ROUTE_DASHBOARD, /* "/": the dashboard's page */
+    PULSE_ROUTE_ASSET,     /* "/ui/{asset}": the files it loads */
+    PULSE_ROUTE_GROUPS,
+    PULSE_ROUTE_GROUP,
+    PULSE_ROUTE_GROUP_MEMBERS,
+    PULSE_ROUTE_GROUP_MEMBER,
+    PULSE_ROUTE_GROUP_HEARTBEAT,
+    PULSE_ROUTE_GROUP_RECORDS,
+    PULSE_ROUTE_GROUP_COMMIT,
     PULSE_ROUTE_NONE /* unknown path; also the number of routes */
 };
 
@@ -55,6 +64,9 @@ struct pulse_route_match {
     struct pulse_route_param topic;
     struct pulse_route_param partition;
     struct pulse_route_param consumer;
+    struct pulse_route_param asset;
+    struct pulse_route_param group;  /* consumer groups */
+    struct pulse_route_param member;
 };
 
 /* PULSE_OK with *m filled, or PULSE_NOT_FOUND (m->route = PULSE_ROUTE_NONE). */

@@ -111,12 +111,22 @@ static bool route_wants_body(enum pulse_route route, enum pulse_method m)
            (route == PULSE_ROUTE_TOPIC && m == PULSE_METHOD_PATCH) ||
            (route == PULSE_ROUTE_PUBLISH && m == PULSE_METHOD_POST) ||
            (route == PULSE_ROUTE_CURSORS && m == PULSE_METHOD_POST) ||
-           (route == PULSE_ROUTE_CURSOR && m == PULSE_METHOD_PUT);
+           (route == PULSE_ROUTE_CURSOR && m == PULSE_METHOD_PUT) ||
+           (route == PULSE_ROUTE_GROUP_MEMBERS && m == PULSE_METHOD_POST) ||
+           (route == PULSE_ROUTE_GROUP_COMMIT && m == PULSE_METHOD_POST);
+}
+
+/* Files compiled into pulsed (h_static.c): served while the broker starts
+ * too, so the dashboard can say that it does. */
+static bool route_is_file(enum pulse_route route)
+{
+    return route == PULSE_ROUTE_DASHBOARD || route == PULSE_ROUTE_ASSET;
 }
 
 static bool route_answers_json(enum pulse_route route)
 {
-    return route != PULSE_ROUTE_METRICS && route != PULSE_ROUTE_OPENAPI && route != PULSE_ROUTE_FETCH;
+    return route != PULSE_ROUTE_METRICS && route != PULSE_ROUTE_OPENAPI && route != PULSE_ROUTE_FETCH &&
+           !route_is_file(route);
 }
 
 static void reply_not_allowed(struct pulse_hreq *r)
@@ -224,7 +234,7 @@ static void begin(struct pulse_hreq *r)
         pulse_server_reply_not_serving(r, "the broker is shutting down");
         return;
     }
-    if (srv->broker == NULL && route != PULSE_ROUTE_HEALTHZ) {
+    if (srv->broker == NULL && route != PULSE_ROUTE_HEALTHZ && !route_is_file(route)) {
         pulse_server_reply_not_serving(r, "the broker is starting (recovery in progress)");
         return;
     }
@@ -254,7 +264,13 @@ static void dispatch(struct pulse_hreq *r)
         pulse_h_ops_metrics(r);
         return;
     case PULSE_ROUTE_OPENAPI:
-        pulse_h_ops_openapi(r);
+        pulse_h_static_openapi(r);
+        return;
+    case PULSE_ROUTE_DASHBOARD:
+        pulse_h_static_dashboard(r);
+        return;
+    case PULSE_ROUTE_ASSET:
+        pulse_h_static_asset(r);
         return;
     case PULSE_ROUTE_BROKER:
         pulse_h_ops_broker(r);
@@ -296,6 +312,15 @@ static void dispatch(struct pulse_hreq *r)
             pulse_h_consumers_cursor_put(r);
         else
             pulse_h_consumers_cursor_get(r);
+        return;
+    case PULSE_ROUTE_GROUPS:
+    case PULSE_ROUTE_GROUP:
+    case PULSE_ROUTE_GROUP_MEMBERS:
+    case PULSE_ROUTE_GROUP_MEMBER:
+    case PULSE_ROUTE_GROUP_HEARTBEAT:
+    case PULSE_ROUTE_GROUP_RECORDS:
+    case PULSE_ROUTE_GROUP_COMMIT:
+        pulse_h_groups(r);
         return;
     case PULSE_ROUTE_NONE:
         break;

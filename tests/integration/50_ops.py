@@ -83,7 +83,8 @@ def test_openapi_yaml_is_served_verbatim(ctx):
 
 def test_unknown_paths_are_404_not_found(ctx):
     srv = ctx.srv
-    for path in ("/", "/v2/topics", "/v1", "/v1/topic", "/v1/topics/a/b", "/v1/topics/a/partitions",
+    for path in ("/v2/topics", "/ui/nope.js", "/ui", "/index.html",
+                 "/v1", "/v1/topic", "/v1/topics/a/b", "/v1/topics/a/partitions",
                  "/v1/topics/a/partitions/0", "/v1/topics/a/partitions/0/records/x",
                  "/v1/consumers/c/cursors/t", "/v1/consumers/c/cursors/t/0/x", "/healthz/x",
                  "/metrics2", "/openapi.json"):

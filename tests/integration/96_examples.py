@@ -130,7 +130,10 @@ ROUTE_RES = [
     ("DELETE", r"/v1/consumers/[^/]+"), ("GET", r"/v1/consumers/[^/]+/cursors"),
     ("POST", r"/v1/consumers/[^/]+/cursors"), ("GET", r"/v1/consumers/[^/]+/cursors/[^/]+/[^/]+"),
     ("PUT", r"/v1/consumers/[^/]+/cursors/[^/]+/[^/]+"), ("GET", r"/healthz"), ("GET", r"/readyz"),
-    ("GET", r"/metrics"), ("GET", r"/v1/broker"), ("GET", r"/openapi.yaml"),
+    ("GET", r"/metrics"), ("GET", r"/v1/broker"), ("GET", r"/openapi.yaml"), ("GET", r"/"),
+    ("GET", r"/v1/groups"), ("GET", r"/v1/groups/[^/]+"), ("POST", r"/v1/groups/[^/]+/members"),
+    ("DELETE", r"/v1/groups/[^/]+/members/[^/]+"), ("POST", r"/v1/groups/[^/]+/members/[^/]+/heartbeat"),
+    ("GET", r"/v1/groups/[^/]+/members/[^/]+/records"), ("POST", r"/v1/groups/[^/]+/members/[^/]+/commit"),
 ]
 
 

@@ -34,6 +34,15 @@ ROUTES = [
     ("GET", "/metrics"),
     ("GET", "/v1/broker"),
     ("GET", "/openapi.yaml"),
+    ("GET", "/"),
+    ("GET", "/ui/{asset}"),
+    ("POST", "/v1/groups/{group}/members"),
+    ("POST", "/v1/groups/{group}/members/{member}/heartbeat"),
+    ("GET", "/v1/groups/{group}/members/{member}/records"),
+    ("POST", "/v1/groups/{group}/members/{member}/commit"),
+    ("GET", "/v1/groups/{group}"),
+    ("GET", "/v1/groups"),
+    ("DELETE", "/v1/groups/{group}/members/{member}"),
 ]
 
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
@@ -77,18 +86,23 @@ def test_every_route_is_routed_live(ctx):
     srv = ctx.srv
     t = uniq("routes")
     c = uniq("routes-c")
-    values = {"topic": t, "consumer": c, "partition": "0"}
+    values = {"topic": t, "consumer": c, "partition": "0", "group": uniq("routes-g"), "member": None, "asset": "app.js"}
     bodies = {
         ("POST", "/v1/topics"): {"name": t},
         ("PATCH", "/v1/topics/{topic}"): {"retention_ms": 1000},
         ("POST", "/v1/topics/{topic}/records"): {"records": [{"value": "v"}]},
         ("POST", "/v1/consumers/{consumer}/cursors"): {"cursors": [{"topic": t, "partition": 0, "offset": 1}]},
         ("PUT", "/v1/consumers/{consumer}/cursors/{topic}/{partition}"): {"offset": 1},
+        ("POST", "/v1/groups/{group}/members"): {"topics": [t]},
+        ("POST", "/v1/groups/{group}/members/{member}/commit"):
+            lambda: {"generation": values["generation"], "offsets": [{"topic": t, "partition": 0, "offset": 1}]},
     }
     expected = {
         ("POST", "/v1/topics"): 201,
         ("DELETE", "/v1/topics/{topic}"): 204,
         ("DELETE", "/v1/consumers/{consumer}"): 204,
+        ("POST", "/v1/groups/{group}/members"): 201,
+        ("DELETE", "/v1/groups/{group}/members/{member}"): 204,
     }
     # Order matters: create first, delete last.
     order = [ROUTES[1]] + [r for r in ROUTES if r not in (ROUTES[1], ROUTES[4], ROUTES[8])] + \
@@ -96,10 +110,13 @@ def test_every_route_is_routed_live(ctx):
     eq(sorted(order), sorted(ROUTES), "every route exercised once")
     for method, tmpl in order:
         path = re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], tmpl)
-        r = srv.req(method, path, bodies.get((method, tmpl)))
+        body = bodies.get((method, tmpl))
+        r = srv.req(method, path, body() if callable(body) else body)
         want = expected.get((method, tmpl), 200)
         if r.status != want:
             fail("%s %s (%s): expected %d, got %d %r" % (method, path, tmpl, want, r.status, r.body[:300]))
+        if tmpl == "/v1/groups/{group}/members":
+            values["member"], values["generation"] = r.json()["member_id"], r.json()["generation"]
     expect_json(srv.get("/v1/topics/" + t), 404, "topic deleted by the last route")
 
 

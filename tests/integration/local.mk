@@ -14,8 +14,12 @@ INTEGRATION_TESTS = \
 	tests/integration/30_fetch.py \
 	tests/integration/40_cursors.py \
 	tests/integration/42_admin_async.py \
+	tests/integration/45_groups.py \
+	tests/integration/46_group_workers.py \
+	tests/integration/47_group_examples.py \
 	tests/integration/50_ops.py \
 	tests/integration/55_start_errors.py \
+	tests/integration/57_dashboard_files.py \
 	tests/integration/60_bad_input.py \
 	tests/integration/62_http_smuggling.py \
 	tests/integration/64_slow_clients.py \
@@ -43,6 +47,7 @@ tests_pulsed_hooks_SOURCES = src/main.c
 tests_pulsed_hooks_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(HOOKS_CPPFLAGS)
 tests_pulsed_hooks_LDADD = libpulsehttp.a libpulsebroker_hooks.a libpulsemeta.a libpulsestore_hooks.a \
 	libpulsecommon_hooks.a $(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS)
-EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/pulsetest.py \
+EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/pulsetest.py tests/integration/grouptest.py \
 	docs/API.md \
-	examples/walkthrough.sh examples/producer.py examples/consumer.py examples/decode_raw.py
+	examples/walkthrough.sh examples/producer.py examples/consumer.py examples/decode_raw.py \
+	examples/group_consumer.mjs

@@ -40,3 +40,17 @@ tests_unit_check_datadir_SOURCES = tests/unit/broker/check_datadir.c tests/unit/
 	tests/unit/broker/datadir_failures.c
 tests_unit_check_datadir_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_datadir_LDADD = $(BROKER_TEST_LDADD)
+
+# The broker's wait for any of several partitions to have data.
+check_PROGRAMS += tests/unit/check_waitany
+TESTS += tests/unit/check_waitany
+tests_unit_check_waitany_SOURCES = tests/unit/broker/check_waitany.c
+tests_unit_check_waitany_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_waitany_LDADD = $(BROKER_TEST_LDADD)
+
+# Consumer groups (src/broker/groups.c).
+check_PROGRAMS += tests/unit/check_groups
+TESTS += tests/unit/check_groups
+tests_unit_check_groups_SOURCES = tests/unit/broker/check_groups.c
+tests_unit_check_groups_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_groups_LDADD = $(BROKER_TEST_LDADD)

@@ -43,3 +43,10 @@ tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker_hooks.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) \
 	$(CHECK_LDADD)
+
+# The compiled-in files and their routes (embed.h, router.h).
+check_PROGRAMS += tests/unit/check_embed
+TESTS += tests/unit/check_embed
+tests_unit_check_embed_SOURCES = tests/unit/http/check_embed.c
+tests_unit_check_embed_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_embed_LDADD = libpulsehttp.a libpulsecommon_hooks.a $(CHECK_LDADD)
