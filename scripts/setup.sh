@@ -12,7 +12,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-PACKAGES="build-essential autoconf automake libtool pkg-config \
+PACKAGES="build-essential autoconf automake libtool pkg-config man-db groff-base \
 libmicrohttpd-dev libjansson-dev libleveldb-dev check libsubunit-dev zlib1g-dev \
 python3 curl strace chromium nodejs"
 

@@ -412,6 +412,12 @@ static int configure(int argc, char **argv, struct pulse_config *cfg, struct mod
 }
 
 /* Opens the broker on the configured data directory; 0 or 1 (logged). */
+/* "s" unless n is 1: the start's summary says "1 partition", "2 partitions". */
+static const char *plural(unsigned long long n)
+{
+    return n == 1 ? "" : "s";
+}
+
 static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out)
 {
     struct pulse_broker_config bcfg;
@@ -436,10 +442,12 @@ static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out
     }
     /* The one summary line of a start; the partitions recovery repaired
      * or found damaged have lines of their own before it. */
-    PULSE_INFO("recovered %u topic(s), %u partition(s) in %.1f ms (%u partition(s) repaired or damaged, truncated "
-               "%llu torn bytes, %u corrupt segment(s), %u leftover(s) removed)",
-               report.topics, report.partitions, (double)report.recovery_us / 1000.0, report.repaired_partitions,
-               (unsigned long long)report.truncated_bytes, report.corrupt_segments, report.deleted_leftovers);
+    PULSE_INFO("recovered %u topic%s, %u partition%s in %.1f ms (%u partition%s repaired or damaged, truncated "
+               "%llu torn byte%s, %u corrupt segment%s, %u leftover%s removed)",
+               report.topics, plural(report.topics), report.partitions, plural(report.partitions),
+               (double)report.recovery_us / 1000.0, report.repaired_partitions,
+               plural(report.repaired_partitions), (unsigned long long)report.truncated_bytes, plural(report.truncated_bytes), report.corrupt_segments,
+               plural(report.corrupt_segments), report.deleted_leftovers, plural(report.deleted_leftovers));
     return 0;
 }
 

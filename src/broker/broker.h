@@ -90,6 +90,13 @@ int64_t pulse_broker_started_at_ms(const struct pulse_broker *b);
  * Pure; the same rule for every backend. */
 bool pulse_broker_name_valid(const char *name, size_t len);
 
+/* The one wording of "no such partition" (every route says it alike):
+ * 'topic "t" has no partition P; its partitions are 0 to N-1' (or "its
+ * only partition is 0"; no tail when partitions is 0), after prefix
+ * (nullable), into errbuf. Pure. */
+void pulse_broker_no_partition_message(char *errbuf, size_t errlen, const char *prefix, const char *topic,
+                                       int64_t partition, uint32_t partitions);
+
 /*
  * Completion of an asynchronous call that reports only a status (the
  * topic, cursor and consumer calls below): st is what the blocking form

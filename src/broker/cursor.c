@@ -110,11 +110,13 @@ static pulse_status_t validate(struct pulse_local *b, const struct pulse_cursor 
         if (strnlen(c->topic, sizeof c->topic) < sizeof c->topic)
             t = pulse_broker_topic_acquire(b, c->topic);
         if (t == NULL) {
-            pulse_errbuf_set(errbuf, errlen, "cursor %zu: topic \"%.*s\" does not exist", i, PULSE_NAME_MAX, c->topic);
+            pulse_errbuf_set(errbuf, errlen, "cursors[%zu]: topic \"%.*s\" does not exist", i, PULSE_NAME_MAX, c->topic);
             return PULSE_TOPIC_NOT_FOUND;
         }
         if (c->partition >= t->nparts) {
-            pulse_errbuf_set(errbuf, errlen, "cursor %zu: topic \"%s\" has no partition %" PRIu32, i, t->name, c->partition);
+            char prefix[40];
+            snprintf(prefix, sizeof prefix, "cursors[%zu]: ", i);
+            pulse_broker_no_partition_message(errbuf, errlen, prefix, t->name, c->partition, t->nparts);
             pulse_broker_topic_release(b, t);
             return PULSE_PARTITION_NOT_FOUND;
         }
@@ -122,7 +124,7 @@ static pulse_status_t validate(struct pulse_local *b, const struct pulse_cursor 
         pulse_broker_topic_release(b, t);
         if (c->offset < 0 || c->offset > hw) {
             pulse_errbuf_set(errbuf, errlen,
-                    "cursor %zu: offset %" PRId64 " is outside [0, %" PRId64 "] of %s/%" PRIu32, i, c->offset, hw,
+                    "cursors[%zu]: offset %" PRId64 " is outside [0, %" PRId64 "] of %s/%" PRIu32, i, c->offset, hw,
                     c->topic, c->partition);
             return PULSE_RANGE;
         }

@@ -103,13 +103,14 @@ uint32_t pulse_broker_key_partition(const uint8_t *key, size_t len, uint32_t npa
  * pass fit the codec's 32-bit fields (the limits are all below
  * PULSE_BATCH_NULL). */
 static pulse_status_t check_record(const struct pulse_broker_config *cfg, const struct pulse_publish_record *r,
-                                   size_t i, uint32_t nparts, char *errbuf, size_t errlen)
+                                   size_t i, const char *topic, uint32_t nparts, char *errbuf, size_t errlen)
 {
     uint64_t hbytes = 0;
 
     if (r->partition < -1 || (r->partition >= 0 && (uint32_t)r->partition >= nparts)) {
-        pulse_errbuf_set(errbuf, errlen, "record %zu: partition %" PRId32 " does not exist (the topic has %" PRIu32 ")", i,
-                r->partition, nparts);
+        char prefix[40];
+        snprintf(prefix, sizeof prefix, "records[%zu]: ", i);
+        pulse_broker_no_partition_message(errbuf, errlen, prefix, topic, r->partition, nparts);
         return PULSE_PARTITION_NOT_FOUND;
     }
     if (r->key != NULL && (r->key_len > cfg->max_key_bytes || r->key_len >= PULSE_BATCH_NULL)) {
@@ -198,7 +199,7 @@ static pulse_status_t route(struct publish_ctx *c)
         return PULSE_NOMEM;
     for (size_t i = 0; i < c->n; i++) {
         const struct pulse_publish_record *r = &c->recs[i];
-        pulse_status_t st = check_record(&c->b->cfg, r, i, t->nparts, c->errbuf, c->errlen);
+        pulse_status_t st = check_record(&c->b->cfg, r, i, t->name, t->nparts, c->errbuf, c->errlen);
         if (st != PULSE_OK)
             return st;
         uint32_t p;

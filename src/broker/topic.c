@@ -92,6 +92,20 @@ bool pulse_broker_name_valid(const char *name, size_t len)
     return true;
 }
 
+void pulse_broker_no_partition_message(char *errbuf, size_t errlen, const char *prefix, const char *topic,
+                                       int64_t partition, uint32_t partitions)
+{
+    const char *p = prefix != NULL ? prefix : "";
+    if (partitions == 0)
+        pulse_errbuf_set(errbuf, errlen, "%stopic \"%s\" has no partition %lld", p, topic, (long long)partition);
+    else if (partitions == 1)
+        pulse_errbuf_set(errbuf, errlen, "%stopic \"%s\" has no partition %lld; its only partition is 0", p, topic,
+                         (long long)partition);
+    else
+        pulse_errbuf_set(errbuf, errlen, "%stopic \"%s\" has no partition %lld; its partitions are 0 to %lu", p,
+                         topic, (long long)partition, (unsigned long)partitions - 1);
+}
+
 bool pulse_broker_cname_valid(const char *name)
 {
     return name != NULL && pulse_broker_name_valid(name, strnlen(name, PULSE_NAME_MAX + 1));
@@ -728,7 +742,7 @@ pulse_status_t pulse_broker_topic_create_run(struct pulse_local *b, const struct
     if (pulse_broker_mark_clear(b, def.name, PULSE_BROKER_CREATE_MARK) != PULSE_OK)
         PULSE_WARN("topic %s: its \"%s\" marker stays until the next start", def.name, PULSE_BROKER_CREATE_MARK);
     map_insert(b, t);
-    PULSE_INFO("topic %s created with %" PRIu32 " partitions", t->name, t->nparts);
+    PULSE_INFO("topic %s created with %" PRIu32 " partition%s", t->name, t->nparts, t->nparts == 1 ? "" : "s");
     if (out != NULL) {
         /* The topic exists now; failing to describe it is not a failed
          * create, but the caller gets no info. */

@@ -96,7 +96,7 @@ static pulse_status_t apply_string(const struct pulse_setting *s, char *field, c
 {
     pulse_status_t st;
 
-    if (value[0] == '\0') {
+    if (value[0] == '\0' && s->type != PULSE_SETTING_LIST) {
         pulse_errbuf_set(errbuf, errlen, "%s: empty value", s->name);
         return PULSE_INVALID;
     }
@@ -168,6 +168,7 @@ static pulse_status_t apply_number(const struct pulse_setting *s, char *field, c
         return PULSE_OK;
     }
     case PULSE_SETTING_STRING:
+    case PULSE_SETTING_LIST:
         break;
     }
     return PULSE_INVALID;
@@ -178,7 +179,7 @@ pulse_status_t pulse_settings_apply(const struct pulse_setting *s, void *base, c
 {
     char *field = (char *)base + s->off;
 
-    if (s->type == PULSE_SETTING_STRING)
+    if (s->type == PULSE_SETTING_STRING || s->type == PULSE_SETTING_LIST)
         return apply_string(s, field, value, errbuf, errlen);
     return apply_number(s, field, value, errbuf, errlen);
 }
@@ -201,7 +202,7 @@ pulse_status_t pulse_settings_init(const struct pulse_settings_table *t, void *b
 void pulse_settings_fini(const struct pulse_settings_table *t, void *base)
 {
     for (size_t i = 0; i < t->n; i++) {
-        if (t->keys[i].type != PULSE_SETTING_STRING)
+        if (t->keys[i].type != PULSE_SETTING_STRING && t->keys[i].type != PULSE_SETTING_LIST)
             continue;
         char **slot = (char **)(void *)((char *)base + t->keys[i].off);
         pulse_free(*slot);

@@ -32,7 +32,8 @@ enum pulse_setting_type {
     PULSE_SETTING_SIZE,     /* uint64_t bytes */
     PULSE_SETTING_DURATION, /* int64_t milliseconds */
     PULSE_SETTING_INT,      /* int64_t */
-    PULSE_SETTING_RATIO     /* double */
+    PULSE_SETTING_RATIO,    /* double */
+    PULSE_SETTING_LIST      /* char *, owned by the struct; comma-separated, may be empty ("") */
 };
 
 /* A STRING key's own rule: PULSE_OK, or PULSE_INVALID with errbuf

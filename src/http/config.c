@@ -282,7 +282,8 @@ static json_t *value_json(const struct pulse_config *cfg, const struct pulse_set
 {
     const char *field = base + s->off;
     switch (s->type) {
-    case PULSE_SETTING_STRING: {
+    case PULSE_SETTING_STRING:
+    case PULSE_SETTING_LIST: {
         const char *v = NULL;
         memcpy(&v, field, sizeof v);
         return json_string(v != NULL ? v : "");

@@ -160,8 +160,8 @@ static pulse_status_t envelope_text(struct pulse_fetchjson *fj, const struct pul
     }
     fj->head = (char *)pulse_buf_steal(&head, &fj->head_len);
     struct pulse_buf tail;
-    pulse_buf_init(&tail, PULSE_FETCHJSON_AFTER_MAX + 2);
-    st = pulse_buf_printf(&tail, "]%s}", fj->after != NULL ? fj->after : "");
+    pulse_buf_init(&tail, PULSE_FETCHJSON_AFTER_MAX + 4);
+    st = pulse_buf_printf(&tail, "]%s}\n", fj->after != NULL ? fj->after : "");
     if (st != PULSE_OK) {
         pulse_buf_fini(&tail);
         return st;

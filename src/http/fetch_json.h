@@ -45,7 +45,7 @@
 #include "common/status.h"
 
 /* Most bytes the envelope takes (with a topic name of 249 characters and
- * every number at its widest it takes 410). */
+ * every number at its widest it takes 411, its closing newline included). */
 #define PULSE_FETCHJSON_ENVELOPE_MAX 512
 /* Most bytes of members after "records" (pulse_fetchjson_after_records),
  * on top of the envelope. */

@@ -12,6 +12,7 @@
  * backend that answers later resumes the request. The topic lookups that
  * check a partition or fill a 416 answer do not wait (broker.h).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -36,19 +37,19 @@ static json_t *cursor_object(const struct pulse_cursor *c, bool with_lag)
 
 /* Answers 416 with the partition's bounds, or the plain errmap answer when
  * they cannot be read. */
-static void reply_range_for(struct pulse_hreq *r, const char *topic, uint32_t partition, const char *msg)
+static void reply_range_for(struct pulse_hreq *r, const char *prefix, const char *topic, uint32_t partition,
+                            int64_t offset)
 {
     struct pulse_topic_info *info = NULL;
+    int64_t ls = 0;
+    int64_t hw = 0;
     if (pulse_broker_topic_get(r->srv->broker, topic, true, &info) == PULSE_OK && info->stats != NULL &&
         partition < info->partitions) {
-        int64_t ls = info->stats[partition].log_start_offset;
-        int64_t hw = info->stats[partition].high_watermark;
-        pulse_topic_info_free(info);
-        pulse_server_reply_range(r, ls, hw, msg);
-        return;
+        ls = info->stats[partition].log_start_offset;
+        hw = info->stats[partition].high_watermark;
     }
     pulse_topic_info_free(info);
-    pulse_server_reply_status(r, PULSE_RANGE, msg);
+    pulse_server_reply_range(r, prefix, offset, ls, hw);
 }
 
 /* Checks that topic exists and has the partition: 404s otherwise. */
@@ -67,7 +68,7 @@ static bool check_partition(struct pulse_hreq *r, const char *topic, uint32_t pa
     uint32_t parts = info->partitions;
     pulse_topic_info_free(info);
     if (partition >= parts) {
-        pulse_server_reply_error(r, 404, "partition_not_found", "topic \"%s\" has %u partition(s)", topic, parts);
+        pulse_server_reply_no_partition(r, topic, partition);
         return false;
     }
     return true;
@@ -214,12 +215,20 @@ static void reply_commit_error(struct pulse_hreq *r, pulse_status_t st)
                        (cursors[i].offset < 0 || cursors[i].offset > info->stats[cursors[i].partition].high_watermark);
             pulse_topic_info_free(info);
             if (out) {
-                reply_range_for(r, cursors[i].topic, cursors[i].partition, cs->errmsg);
+                /* A single PUT names no item: the user sent no array. */
+                char prefix[32] = "";
+                if (r->match.route == PULSE_ROUTE_CURSORS)
+                    snprintf(prefix, sizeof prefix, "cursors[%zu]: ", i);
+                reply_range_for(r, prefix, cursors[i].topic, cursors[i].partition, cursors[i].offset);
                 return;
             }
         }
     }
-    pulse_server_reply_status(r, st, cs->errmsg);
+    /* A single PUT sent no array: its error names no item. */
+    const char *msg = cs->errmsg;
+    if (r->match.route == PULSE_ROUTE_CURSOR && strncmp(msg, "cursors[0]: ", 12) == 0)
+        msg += 12;
+    pulse_server_reply_status(r, st, msg);
 }
 
 /* Keeps n cursors (in the pool) as r's commit state; NULL after answering
@@ -341,7 +350,9 @@ void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
     }
     for (size_t i = 0; i < n; i++) {
         if (cursors[i].offset < 0) {
-            reply_range_for(r, cursors[i].topic, cursors[i].partition, "a cursor offset is negative");
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "cursors[%zu]: ", i);
+            pulse_server_reply_negative_offset(r, prefix, cursors[i].offset);
             return;
         }
     }
@@ -405,7 +416,7 @@ void pulse_h_consumers_cursor_put(struct pulse_hreq *r)
     c->partition = r->partition;
     c->offset = (int64_t)json_integer_value(o);
     if (c->offset < 0) {
-        reply_range_for(r, r->topic, r->partition, "the offset is negative");
+        pulse_server_reply_negative_offset(r, NULL, c->offset);
         return;
     }
     start_commit(r, commit_one_resume);

@@ -37,6 +37,7 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "http/encode.h"
 #include "http/fetch_json.h"
 #include "http/http_int.h"
 
@@ -159,12 +160,12 @@ static void skips_header(struct MHD_Response *resp, const struct skips *k)
 static void reply_fetch_error(struct pulse_hreq *r, pulse_status_t st, const struct pulse_fetch_pos *s)
 {
     if (st == PULSE_RANGE)
-        pulse_server_reply_range(r, s->log_start, s->high_watermark, "offset is above the high watermark");
+        pulse_server_reply_range(r, NULL, ((const struct fetch_state *)r->hstate)->offset, s->log_start,
+                                 s->high_watermark);
     else if (st == PULSE_TOPIC_NOT_FOUND)
         pulse_server_reply_error(r, 404, "topic_not_found", "topic \"%s\" does not exist", r->topic);
     else if (st == PULSE_PARTITION_NOT_FOUND)
-        pulse_server_reply_error(r, 404, "partition_not_found", "topic \"%s\" has no partition %u", r->topic,
-                                 r->partition);
+        pulse_server_reply_no_partition(r, r->topic, r->partition);
     else if (st == PULSE_NOT_SUPPORTED)
         pulse_server_reply_error(r, 406, "not_acceptable", "this broker's backend has no raw record batches; ask for %s",
                                  PULSE_MEDIA_JSON);
@@ -179,6 +180,78 @@ static ssize_t read_json(void *cls, uint64_t pos, char *out, size_t max)
     if (n == -1)
         return MHD_CONTENT_READER_END_OF_STREAM;
     return n < 0 ? MHD_CONTENT_READER_END_WITH_ERROR : n;
+}
+
+/* ---- gzip'ed JSON answers (docs/API.md "Compression") ------------------ */
+
+/* A compressed JSON answer: the gzip stream over the planned answer. Its
+ * zlib state and input block were taken from the memory budget before it
+ * was made (given back when the request completes). */
+struct fetch_gz {
+    struct pulse_gzip_stream *gz;
+    struct pulse_fetchjson *fj;
+};
+
+static ssize_t gz_source(void *arg, uint8_t *out, size_t max)
+{
+    return pulse_fetchjson_read(arg, out, max);
+}
+
+static ssize_t read_gz(void *cls, uint64_t pos, char *out, size_t max)
+{
+    struct fetch_gz *fg = cls;
+    (void)pos;
+    ssize_t n = pulse_gzip_stream_read(fg->gz, (uint8_t *)out, max);
+    if (n == -1)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    return n < 0 ? MHD_CONTENT_READER_END_WITH_ERROR : n;
+}
+
+static void free_gz(void *cls)
+{
+    struct fetch_gz *fg = cls;
+    pulse_gzip_stream_destroy(fg->gz);
+    pulse_fetchjson_destroy(fg->fj);
+    pulse_free(fg);
+}
+
+/* The response for a planned answer: gzip'ed as MHD pulls it (chunked,
+ * its length unknown) when the client accepts gzip, the answer has at
+ * least PULSE_ENCODE_GZIP_MIN bytes and the budget covers the compressor;
+ * otherwise plain with its exact length. Takes fj, even on failure (NULL). */
+static struct MHD_Response *json_response(struct pulse_hreq *r, struct pulse_fetchjson *fj, uint64_t body_len)
+{
+    const char *ae = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+    struct MHD_Response *resp = NULL;
+    bool big = body_len >= PULSE_ENCODE_GZIP_MIN;
+    if (big && pulse_encode_accepts_gzip(ae) &&
+        pulse_server_mem_take(r, PULSE_ENCODE_GZIP_STATE + sizeof(struct fetch_gz) + 8192)) {
+        struct fetch_gz *fg = pulse_calloc(1, sizeof *fg);
+        if (fg != NULL)
+            fg->gz = pulse_gzip_stream_create(gz_source, fj);
+        if (fg == NULL || fg->gz == NULL) {
+            pulse_free(fg);
+            pulse_fetchjson_destroy(fj);
+            return NULL;
+        }
+        fg->fj = fj;
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, FETCH_BLOCK, read_gz, fg, free_gz);
+        if (resp == NULL) {
+            free_gz(fg);
+            return NULL;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+    } else {
+        size_t block = body_len < FETCH_BLOCK ? (size_t)body_len : FETCH_BLOCK;
+        resp = MHD_create_response_from_callback(body_len, block, read_json, fj, pulse_fetchjson_destroy);
+        if (resp == NULL) {
+            pulse_fetchjson_destroy(fj);
+            return NULL;
+        }
+    }
+    if (big)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+    return resp;
 }
 
 /* ---- the records of a JSON answer -------------------------------------- */
@@ -229,11 +302,8 @@ static void stream_json(struct pulse_hreq *r, struct pulse_fetchjson *fj, struct
         return;
     }
     fr->f = NULL; /* the answer's */
-    size_t block = body_len < FETCH_BLOCK ? (size_t)body_len : FETCH_BLOCK;
-    struct MHD_Response *resp = MHD_create_response_from_callback(body_len, block, read_json, fj,
-                                                                  pulse_fetchjson_destroy);
+    struct MHD_Response *resp = json_response(r, fj, body_len);
     if (resp == NULL) {
-        pulse_fetchjson_destroy(fj);
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
     }
@@ -465,7 +535,13 @@ static bool parse_query(struct pulse_hreq *r)
     q->max_records = 500;
     q->max_bytes = 1024 * 1024;
     q->wait_ms = 0;
-    if (!query_int(r, "offset", 0, INT64_MAX, &q->offset) ||
+    if (!query_int(r, "offset", INT64_MIN, INT64_MAX, &q->offset))
+        return false;
+    if (q->offset < -1 || (q->offset == -1 && pulse_server_query(r, "offset") != NULL)) {
+        pulse_server_reply_negative_offset(r, NULL, q->offset);
+        return false;
+    }
+    if (
         !query_int(r, "max_records", 1, FETCH_MAX_RECORDS, &q->max_records) ||
         !query_int(r, "max_bytes", 1, FETCH_MAX_BYTES, &q->max_bytes) ||
         !query_int(r, "wait_ms", 0, FETCH_MAX_WAIT_MS, &q->wait_ms))

@@ -413,7 +413,10 @@ static void publish_resume(struct pulse_hreq *r)
     pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st != PULSE_OK) {
         if (st == PULSE_TOPIC_NOT_FOUND)
-            pulse_server_reply_error(r, 404, "topic_not_found", "topic \"%s\" does not exist", r->topic);
+            pulse_server_reply_error(r, 404, "topic_not_found",
+                                     "topic \"%s\" does not exist; create it first: POST /v1/topics with "
+                                     "{\"name\": \"%s\"}",
+                                     r->topic, r->topic);
         else
             pulse_server_reply_status(r, st, ps->errmsg);
         return;
@@ -433,7 +436,7 @@ static void publish_resume(struct pulse_hreq *r)
         bst = pulse_buf_append(&out, item, (size_t)len);
     }
     if (bst == PULSE_OK)
-        bst = pulse_buf_append(&out, "]}", 2);
+        bst = pulse_buf_append(&out, "]}\n", 3);
     if (bst != PULSE_OK) {
         pulse_buf_fini(&out);
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
@@ -441,9 +444,8 @@ static void publish_resume(struct pulse_hreq *r)
     }
     size_t len = 0;
     uint8_t *text = pulse_buf_steal(&out, &len);
-    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
+    struct MHD_Response *resp = pulse_server_json_response(r, (char *)text, len);
     if (resp == NULL) {
-        pulse_free(text);
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
     }

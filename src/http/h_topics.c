@@ -36,6 +36,15 @@ static struct change_state *change_state_new(struct pulse_hreq *r)
     return cs;
 }
 
+/* One entry of partition_stats (also the answer of
+ * GET /v1/topics/{topic}/partitions/{partition}, with "topic"). */
+static json_t *partition_object(const struct pulse_partition_stats *ps)
+{
+    return json_pack("{s:I,s:I,s:I,s:I,s:I}", "partition", (json_int_t)ps->partition, "log_start_offset",
+                     (json_int_t)ps->log_start_offset, "high_watermark", (json_int_t)ps->high_watermark,
+                     "size_bytes", (json_int_t)ps->size_bytes, "segments", (json_int_t)ps->segments);
+}
+
 json_t *pulse_h_topics_object(const struct pulse_topic_info *info)
 {
     char created[32];
@@ -44,12 +53,7 @@ json_t *pulse_h_topics_object(const struct pulse_topic_info *info)
     if (stats == NULL)
         return NULL;
     for (uint32_t i = 0; info->stats != NULL && i < info->partitions; i++) {
-        const struct pulse_partition_stats *ps = &info->stats[i];
-        if (json_array_append_new(stats, json_pack("{s:I,s:I,s:I,s:I,s:I}", "partition", (json_int_t)ps->partition,
-                                                   "log_start_offset", (json_int_t)ps->log_start_offset,
-                                                   "high_watermark", (json_int_t)ps->high_watermark, "size_bytes",
-                                                   (json_int_t)ps->size_bytes, "segments",
-                                                   (json_int_t)ps->segments)) != 0) {
+        if (json_array_append_new(stats, partition_object(&info->stats[i])) != 0) {
             json_decref(stats);
             return NULL;
         }
@@ -278,4 +282,47 @@ void pulse_h_topics_delete(struct pulse_hreq *r)
     pulse_status_t st = pulse_broker_topic_delete_async(r->srv->broker, r->topic, pulse_server_on_done, r);
     if (st != PULSE_OK)
         pulse_server_wake(r, st);
+}
+
+/* GET /v1/topics/{topic}/partitions and .../partitions/{partition}: the
+ * partitions' state, as partition_stats of the topic object shows it. */
+void pulse_h_topics_partitions(struct pulse_hreq *r)
+{
+    bool one = r->match.route == PULSE_ROUTE_PARTITION;
+    if (!pulse_server_path_topic(r) || (one && !pulse_server_path_partition(r)))
+        return;
+    struct pulse_topic_info *info = NULL;
+    pulse_status_t st = pulse_broker_topic_get(r->srv->broker, r->topic, true, &info);
+    if (st != PULSE_OK) {
+        reply_not_found(r, st);
+        return;
+    }
+    if (one && r->partition >= info->partitions) {
+        pulse_topic_info_free(info);
+        pulse_server_reply_no_partition(r, r->topic, r->partition);
+        return;
+    }
+    json_t *body = NULL;
+    if (one) {
+        body = partition_object(&info->stats[r->partition]);
+        if (body != NULL && json_object_set_new(body, "topic", json_string(info->name)) != 0) {
+            json_decref(body);
+            body = NULL;
+        }
+    } else {
+        json_t *arr = json_array();
+        for (uint32_t i = 0; arr != NULL && i < info->partitions; i++) {
+            if (json_array_append_new(arr, partition_object(&info->stats[i])) != 0) {
+                json_decref(arr);
+                arr = NULL;
+            }
+        }
+        body = arr != NULL ? json_pack("{s:s,s:o}", "topic", info->name, "partitions", arr) : NULL;
+    }
+    pulse_topic_info_free(info);
+    if (body == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply_json(r, 200, body);
 }

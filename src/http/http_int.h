@@ -32,6 +32,7 @@
 #include "common/buf.h"
 #include "http/budget.h"
 #include "http/config.h"
+#include "http/cors.h"
 #include "http/request.h"
 #include "http/router.h"
 
@@ -105,6 +106,8 @@ struct pulse_hreq {
     bool close;           /* answer with "Connection: close" (framing errors) */
     const char *line_problem; /* why the request line is refused (400, close); NULL = none */
     bool http11;              /* HTTP/1.1 or later: a Host field is required */
+    const char *origin;           /* the Origin header (borrowed from MHD), or NULL */
+    enum pulse_cors_verdict cors; /* what server.cors-origins says of origin (cors.h) */
     unsigned retry_after; /* seconds for a Retry-After header; 0 = none */
     bool not_serving;     /* a 503 because the broker starts or stops: not a fault, not warned about */
     uint64_t mem_held;    /* taken from srv->budget; given back at completion */
@@ -181,6 +184,16 @@ void pulse_server_json_end(struct pulse_hreq *prev);
 
 /* Queues resp (taking it) with status plus the common headers. */
 void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Response *resp, const char *content_type);
+/* Every JSON answer's text: body (not stolen) serialised compactly with
+ * flags, and a newline, in a new pulse_malloc buffer (*out, *out_len).
+ * PULSE_NOMEM or PULSE_INVALID. */
+pulse_status_t pulse_server_json_text(const json_t *body, size_t flags, char **out, size_t *out_len);
+/* The response for a JSON answer's text (taken: pulse_malloc'd, ending in
+ * a newline): gzip'ed when it has at least PULSE_ENCODE_GZIP_MIN bytes and
+ * the request's Accept-Encoding allows it (encode.h), with Vary:
+ * Accept-Encoding. NULL on NOMEM (text freed); queue it with
+ * pulse_server_reply. */
+struct MHD_Response *pulse_server_json_response(struct pulse_hreq *r, char *text, size_t len);
 /* Serialises body (stolen) as the answer. */
 void pulse_server_reply_json(struct pulse_hreq *r, unsigned status, json_t *body);
 void pulse_server_reply_error(struct pulse_hreq *r, unsigned status, const char *code, const char *fmt, ...)
@@ -192,10 +205,24 @@ void pulse_server_reply_not_serving(struct pulse_hreq *r, const char *msg);
 /* Error answer for st through the errmap; msg NULL = the status message.
  * PULSE_SHUTDOWN is answered as pulse_server_reply_not_serving. */
 void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const char *msg);
-/* 416 offset_out_of_range with log_start_offset and high_watermark. */
-void pulse_server_reply_range(struct pulse_hreq *r, int64_t log_start, int64_t hw, const char *msg);
+/* 416 offset_out_of_range, the one answer to an offset above the high
+ * watermark: "<prefix>offset 1000 is beyond the high watermark 2", with
+ * offset, log_start_offset and high_watermark as fields of the error.
+ * prefix (nullable) names the item of a batch ("cursors[1]: "). */
+void pulse_server_reply_range(struct pulse_hreq *r, const char *prefix, int64_t offset, int64_t log_start,
+                              int64_t hw);
+/* 400 invalid_request, the one answer to a negative offset. */
+void pulse_server_reply_negative_offset(struct pulse_hreq *r, const char *prefix, int64_t offset);
+/* 404 partition_not_found in the one wording of the API: topic "t" has
+ * no partition P, and which partitions it has (looked up). */
+void pulse_server_reply_no_partition(struct pulse_hreq *r, const char *topic, uint32_t partition);
 /* An answer without a body (204). */
 void pulse_server_reply_empty(struct pulse_hreq *r, unsigned status);
+/* The answer to OPTIONS on a matched route: 204 with Allow, plus the
+ * preflight headers (Access-Control-Allow-Methods, -Headers, -Max-Age)
+ * for an allowed origin; 403 for a preflight from an origin that is not
+ * allowed (docs/API.md "Browsers and CORS"). */
+void pulse_server_reply_options(struct pulse_hreq *r);
 /* Parses the body as one JSON object; on failure answers 400 and gives NULL.
  * The returned reference is kept in r->doc (borrowed by the caller). */
 json_t *pulse_server_body_object(struct pulse_hreq *r);
@@ -246,6 +273,8 @@ void pulse_h_topics_create(struct pulse_hreq *r);
 void pulse_h_topics_get(struct pulse_hreq *r);
 void pulse_h_topics_patch(struct pulse_hreq *r);
 void pulse_h_topics_delete(struct pulse_hreq *r);
+/* GET /v1/topics/{topic}/partitions and /v1/topics/{topic}/partitions/{partition}. */
+void pulse_h_topics_partitions(struct pulse_hreq *r);
 /* The topic object of the API (with partition_stats when info has them). */
 json_t *pulse_h_topics_object(const struct pulse_topic_info *info);
 void pulse_h_publish_post(struct pulse_hreq *r);

@@ -10,6 +10,8 @@ libpulsehttp_a_SOURCES = \
 	src/http/budget.c src/http/budget.h \
 	src/http/config.c src/http/config.h \
 	src/http/conns.c src/http/conns.h \
+	src/http/cors.c src/http/cors.h \
+	src/http/encode.c src/http/encode.h \
 	src/http/errmap.c src/http/errmap.h \
 	src/http/fetch_json.c src/http/fetch_json.h \
 	src/http/json.c src/http/json.h \
@@ -55,7 +57,10 @@ pulsed_SOURCES = src/main.c
 pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
 pulsed_LDADD = $(PULSE_HTTP_LIBS)
 
-# `make run`: build and serve on 127.0.0.1:8080 with ./data, in the foreground.
+# `make run`: build and serve in the foreground, on LISTEN (default
+# 127.0.0.1:8080) with DATA_DIR (default ./data); PULSED_ARGS adds options:
+#   make run LISTEN=127.0.0.1:9090 PULSED_ARGS='-c conf/pulse.conf'
+# (Variables set on make's command line reach the recipe's environment.)
 run: pulsed
-	./pulsed --data-dir ./data --listen 127.0.0.1:8080
+	./pulsed --data-dir "$${DATA_DIR:-./data}" --listen "$${LISTEN:-127.0.0.1:8080}" $${PULSED_ARGS:-}
 .PHONY: run

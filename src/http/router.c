@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * router.c - see router.h. Paths are matched segment by segment against a
- * small table; "{x}" segments capture any non-empty segment. Empty segments
- * (a trailing or doubled slash) never match, so "/v1/topics/" is a 404
- * rather than a silent alias.
+ * small table; "{x}" segments capture any non-empty segment. One trailing
+ * slash is tolerated ("/v1/topics/" is "/v1/topics", as a user typing a
+ * path expects); a doubled slash (an empty segment) never matches.
  */
 #include "http/router.h"
 
@@ -17,7 +17,7 @@ struct route_def {
     const char *tmpl;
     unsigned methods;
     /* Query parameters per method (NULL-terminated); NULL: none. */
-    const char *const *query[PULSE_METHOD_OTHER];
+    const char *const *query[PULSE_METHOD_HEAD]; /* HEAD and OPTIONS: GET's, none */
 };
 
 /* The one list of query parameters of the API (api/openapi.yaml documents
@@ -43,6 +43,8 @@ static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_CONSUMER, "/v1/consumers/{consumer}", M(DELETE), {NULL}},
     {PULSE_ROUTE_CURSORS, "/v1/consumers/{consumer}/cursors", M(GET) | M(POST), {NULL}},
     {PULSE_ROUTE_CURSOR, "/v1/consumers/{consumer}/cursors/{topic}/{partition}", M(GET) | M(PUT), {NULL}},
+    {PULSE_ROUTE_PARTITIONS, "/v1/topics/{topic}/partitions", M(GET), {NULL}},
+    {PULSE_ROUTE_PARTITION, "/v1/topics/{topic}/partitions/{partition}", M(GET), {NULL}},
     {PULSE_ROUTE_DASHBOARD, "/", M(GET), {NULL}},
     {PULSE_ROUTE_ASSET, "/ui/{asset}", M(GET), {NULL}},
     {PULSE_ROUTE_GROUPS, "/v1/groups", M(GET), {NULL}},
@@ -55,7 +57,8 @@ static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_GROUP_COMMIT, "/v1/groups/{group}/members/{member}/commit", M(POST), {NULL}},
 };
 
-static const char *const method_names[PULSE_METHOD_COUNT] = {"GET", "POST", "PUT", "PATCH", "DELETE", "OTHER"};
+static const char *const method_names[PULSE_METHOD_COUNT] = {"GET",  "POST", "PUT",     "PATCH",
+                                                              "DELETE", "HEAD", "OPTIONS", "OTHER"};
 
 /* Matches path against one template; fills params on success. */
 static bool match_one(const char *tmpl, const char *path, struct pulse_route_match *m)
@@ -103,6 +106,8 @@ static bool match_one(const char *tmpl, const char *path, struct pulse_route_mat
         t += tl;
         p += pl;
     }
+    if (*p == '/' && p[1] == '\0')
+        p++; /* one trailing slash */
     if (*p != '\0')
         return false;
     tmp.route = m->route;
@@ -141,9 +146,41 @@ const char *pulse_router_template(enum pulse_route r)
     return (unsigned)r < PULSE_ROUTE_NONE ? routes[r].tmpl : "unmatched";
 }
 
+enum pulse_method pulse_router_base_method(enum pulse_method m)
+{
+    return m == PULSE_METHOD_HEAD ? PULSE_METHOD_GET : m;
+}
+
+bool pulse_router_is_write(enum pulse_method m)
+{
+    return m == PULSE_METHOD_POST || m == PULSE_METHOD_PUT || m == PULSE_METHOD_PATCH || m == PULSE_METHOD_DELETE;
+}
+
 bool pulse_router_allows(enum pulse_route r, enum pulse_method m)
 {
-    return (unsigned)r < PULSE_ROUTE_NONE && (unsigned)m < PULSE_METHOD_OTHER && (routes[r].methods & (1u << m));
+    if ((unsigned)r >= PULSE_ROUTE_NONE || (unsigned)m >= PULSE_METHOD_OTHER)
+        return false;
+    if (m == PULSE_METHOD_OPTIONS)
+        return true;
+    return (routes[r].methods & (1u << pulse_router_base_method(m))) != 0;
+}
+
+const char *pulse_router_request_headers(enum pulse_route r)
+{
+    bool body = false;
+    for (int i = PULSE_METHOD_POST; i < PULSE_METHOD_DELETE; i++)
+        body = body || pulse_router_allows(r, (enum pulse_method)i);
+    bool get = pulse_router_allows(r, PULSE_METHOD_GET);
+    /* Authorization: the dashboard's bearer token; Last-Event-ID: a
+     * stream resumed by a reader that can set headers (fetch, not
+     * EventSource). */
+    if (body && get)
+        return "Accept, Authorization, Content-Type, Content-Encoding, Last-Event-ID, X-Request-Id";
+    if (body)
+        return "Accept, Authorization, Content-Type, Content-Encoding, X-Request-Id";
+    if (get)
+        return "Accept, Authorization, Last-Event-ID, X-Request-Id";
+    return "Accept, Authorization, X-Request-Id";
 }
 
 void pulse_router_allow_header(enum pulse_route r, char *buf, size_t len)
@@ -164,7 +201,8 @@ void pulse_router_allow_header(enum pulse_route r, char *buf, size_t len)
 
 int pulse_router_query_index(enum pulse_route r, enum pulse_method m, const char *name)
 {
-    if ((unsigned)r >= PULSE_ROUTE_NONE || (unsigned)m >= PULSE_METHOD_OTHER || routes[r].query[m] == NULL)
+    m = pulse_router_base_method(m);
+    if ((unsigned)r >= PULSE_ROUTE_NONE || (unsigned)m >= PULSE_METHOD_HEAD || routes[r].query[m] == NULL)
         return -1;
     const char *const *list = routes[r].query[m];
     for (int i = 0; i < PULSE_ROUTER_MAX_QUERY && list[i] != NULL; i++)

@@ -31,6 +31,8 @@ enum pulse_route {
     PULSE_ROUTE_CONSUMER,
     PULSE_ROUTE_CURSORS,
     PULSE_ROUTE_CURSOR,
+    PULSE_ROUTE_PARTITIONS,
+    PULSE_ROUTE_PARTITION,
     PULSE_ROUTE_DASHBOARD, /* "/": the dashboard's page */
     PULSE_ROUTE_ASSET,     /* "/ui/{asset}": the files it loads */
     PULSE_ROUTE_GROUPS,
@@ -49,6 +51,11 @@ enum pulse_method {
     PULSE_METHOD_PUT,
     PULSE_METHOD_PATCH,
     PULSE_METHOD_DELETE,
+    /* Every route that takes GET takes HEAD (the same answer without its
+     * body: libmicrohttpd leaves the body out), and every route takes
+     * OPTIONS (answered from this table, never by a handler). */
+    PULSE_METHOD_HEAD,
+    PULSE_METHOD_OPTIONS,
     PULSE_METHOD_OTHER,
     PULSE_METHOD_COUNT
 };
@@ -72,7 +79,7 @@ struct pulse_route_match {
 /* PULSE_OK with *m filled, or PULSE_NOT_FOUND (m->route = PULSE_ROUTE_NONE). */
 pulse_status_t pulse_router_match(const char *path, struct pulse_route_match *m);
 
-/* "GET" -> PULSE_METHOD_GET; anything unknown (HEAD too) -> OTHER. */
+/* "GET" -> PULSE_METHOD_GET; anything unknown -> OTHER. */
 enum pulse_method pulse_router_method(const char *method);
 
 /* Method name for labels ("GET", ..., "OTHER"). */
@@ -81,11 +88,27 @@ const char *pulse_router_method_name(enum pulse_method m);
 /* The route template, e.g. "/v1/topics/{topic}"; "unmatched" for NONE. */
 const char *pulse_router_template(enum pulse_route r);
 
-/* True when route r serves method m. */
+/* True when route r serves method m (HEAD where GET is, OPTIONS always). */
 bool pulse_router_allows(enum pulse_route r, enum pulse_method m);
 
-/* Writes the Allow header value ("GET, POST") for r into buf. */
+/* Writes the Allow header value ("GET, HEAD, POST, OPTIONS") for r into
+ * buf (truncated to len - 1 bytes; PULSE_ROUTER_ALLOW_MAX always fits). */
+#define PULSE_ROUTER_ALLOW_MAX 64
 void pulse_router_allow_header(enum pulse_route r, char *buf, size_t len);
+
+/* The method whose handler and query parameters serve m: GET for HEAD,
+ * m itself otherwise. */
+enum pulse_method pulse_router_base_method(enum pulse_method m);
+
+/* True for the methods that change state (POST, PUT, PATCH, DELETE). */
+bool pulse_router_is_write(enum pulse_method m);
+
+/* The request headers a browser may send to route r beyond the ones it
+ * always may (the Access-Control-Allow-Headers value of a preflight):
+ * Accept, Authorization and X-Request-Id everywhere, Content-Type and
+ * Content-Encoding where the route takes a body, Last-Event-ID where it
+ * takes GET. A static string. */
+const char *pulse_router_request_headers(enum pulse_route r);
 
 /* Most query parameters any route and method accepts. */
 #define PULSE_ROUTER_MAX_QUERY 8

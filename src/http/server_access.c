@@ -67,6 +67,9 @@ static struct pulse_hreq *hreq_create(struct pulse_server *srv, struct MHD_Conne
     else
         pulse_request_id_generate(r->id);
     (void)pulse_router_match(url, &r->match);
+    r->origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    r->cors = pulse_cors_judge(srv->cfg->server.cors_origins, r->origin,
+                               MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST));
     return r;
 }
 
@@ -131,22 +134,28 @@ static bool route_answers_json(enum pulse_route route)
 
 static void reply_not_allowed(struct pulse_hreq *r)
 {
-    char allow[64];
+    char allow[PULSE_ROUTER_ALLOW_MAX];
     pulse_router_allow_header(r->match.route, allow, sizeof allow);
-    char msg[128];
-    snprintf(msg, sizeof msg, "method not allowed; allowed: %s", allow);
+    char msg[320];
+    if (r->match.route == PULSE_ROUTE_PUBLISH && pulse_router_base_method(r->method) == PULSE_METHOD_GET)
+        snprintf(msg, sizeof msg,
+                 "method not allowed; allowed: %s. Records are read per partition: GET "
+                 "/v1/topics/{topic}/partitions/{partition}/records (docs/API.md \"Fetching\" also describes the "
+                 "topic-wide reads)",
+                 allow);
+    else
+        snprintf(msg, sizeof msg, "method not allowed; allowed: %s", allow);
     json_t *body = pulse_json_error("method_not_allowed", msg);
     char *text = NULL;
     size_t len = 0;
-    if (body == NULL || pulse_json_dump(body, 0, &text, &len) != PULSE_OK) {
+    if (body == NULL || pulse_server_json_text(body, 0, &text, &len) != PULSE_OK) {
         json_decref(body);
         pulse_server_reply_oom(r);
         return;
     }
     json_decref(body);
-    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
+    struct MHD_Response *resp = pulse_server_json_response(r, text, len);
     if (resp == NULL) {
-        pulse_free(text);
         pulse_server_reply_oom(r);
         return;
     }
@@ -177,7 +186,12 @@ static void begin_body(struct pulse_hreq *r)
     } else if (route == PULSE_ROUTE_PUBLISH && pulse_request_media_is(ct, PULSE_MEDIA_NDJSON)) {
         r->body_kind = PULSE_BODY_NDJSON;
     } else {
-        pulse_server_reply_error(r, 415, "unsupported_media_type", "Content-Type \"%s\" is not accepted here", ct);
+        pulse_server_reply_error(r, 415, "unsupported_media_type",
+                                 "Content-Type \"%s\" is not accepted here; send %s (with curl: -H 'Content-Type: "
+                                 "application/json')",
+                                 ct, route == PULSE_ROUTE_PUBLISH
+                                         ? "application/json, application/x-ndjson or application/octet-stream"
+                                         : "application/json");
         return;
     }
     const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -224,8 +238,23 @@ static void begin(struct pulse_hreq *r)
         pulse_server_reply_error(r, 404, "not_found", "no such resource: %s", pulse_server_printable(r->url, path, sizeof path));
         return;
     }
+    /* OPTIONS is answered from the router's table once the request is in
+     * (finish), so the connection stays open for the browser's request
+     * that follows a preflight. */
+    if (r->method == PULSE_METHOD_OPTIONS)
+        return;
     if (!pulse_router_allows(route, r->method)) {
         reply_not_allowed(r);
+        return;
+    }
+    /* Refused before its body is read: it is never executed. */
+    if (r->cors == PULSE_CORS_REFUSED && pulse_router_is_write(r->method)) {
+        char origin[160];
+        r->close = true;
+        pulse_server_reply_error(r, 403, "forbidden",
+                                 "origin %s may not write here: it is not this server and server.cors-origins does "
+                                 "not list it",
+                                 pulse_server_printable(r->origin, origin, sizeof origin));
         return;
     }
     if (pulse_server_refuse_query(r))
@@ -253,6 +282,10 @@ static void begin(struct pulse_hreq *r)
 
 static void dispatch(struct pulse_hreq *r)
 {
+    if (r->method == PULSE_METHOD_OPTIONS) {
+        pulse_server_reply_options(r);
+        return;
+    }
     switch (r->match.route) {
     case PULSE_ROUTE_HEALTHZ:
         pulse_h_ops_healthz(r);
@@ -321,6 +354,10 @@ static void dispatch(struct pulse_hreq *r)
     case PULSE_ROUTE_GROUP_RECORDS:
     case PULSE_ROUTE_GROUP_COMMIT:
         pulse_h_groups(r);
+        return;
+    case PULSE_ROUTE_PARTITIONS:
+    case PULSE_ROUTE_PARTITION:
+        pulse_h_topics_partitions(r);
         return;
     case PULSE_ROUTE_NONE:
         break;

@@ -16,12 +16,30 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "http/encode.h"
 #include "http/errmap.h"
 #include "http/http_int.h"
 #include "http/json.h"
 #include "http/server_int.h"
 
-static const char oom_body[] = "{\"error\":{\"code\":\"storage_error\",\"message\":\"out of memory\"}}";
+static const char oom_body[] = "{\"error\":{\"code\":\"storage_error\",\"message\":\"out of memory\"}}\n";
+
+/* With CORS on, every answer varies by Origin (a cache must not hand one
+ * origin's answer to another); an allowed origin's answers say so and name
+ * the headers its page may read. */
+static void add_cors_headers(struct pulse_hreq *r, struct MHD_Response *resp)
+{
+    const struct pulse_server_settings *set = &r->srv->cfg->server;
+    if (!pulse_cors_enabled(set->cors_origins))
+        return;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
+    if (r->cors != PULSE_CORS_ALLOWED)
+        return;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, r->origin);
+    MHD_add_response_header(resp, "Access-Control-Expose-Headers", PULSE_CORS_EXPOSE_HEADERS);
+    if (set->cors_credentials != NULL && strcmp(set->cors_credentials, "on") == 0)
+        MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
+}
 
 void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Response *resp, const char *content_type)
 {
@@ -30,6 +48,7 @@ void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Respon
         return;
     }
     MHD_add_response_header(resp, "X-Request-Id", r->id);
+    add_cors_headers(r, resp);
     if (content_type != NULL)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (atomic_load(&r->srv->stopping) || r->close)
@@ -62,21 +81,74 @@ void pulse_server_reply_oom(struct pulse_hreq *r)
     pulse_server_reply(r, 500, resp, PULSE_MEDIA_JSON);
 }
 
+pulse_status_t pulse_server_json_text(const json_t *body, size_t flags, char **out, size_t *out_len)
+{
+    size_t need = pulse_json_dump_size(body, flags);
+    if (need == 0)
+        return PULSE_INVALID;
+    char *text = pulse_malloc(need + 1);
+    if (text == NULL)
+        return PULSE_NOMEM;
+    if (!pulse_json_dump_into(body, flags, text, need)) {
+        pulse_free(text);
+        return PULSE_INVALID;
+    }
+    text[need] = '\n';
+    *out = text;
+    *out_len = need + 1;
+    return PULSE_OK;
+}
+
+struct MHD_Response *pulse_server_json_response(struct pulse_hreq *r, char *text, size_t len)
+{
+    bool big = len >= PULSE_ENCODE_GZIP_MIN;
+    if (big && pulse_encode_accepts_gzip(
+                   MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING))) {
+        uint8_t *gz = NULL;
+        size_t gz_len = 0;
+        /* Failing to compress is no reason to fail the answer. */
+        if (pulse_encode_gzip((const uint8_t *)text, len, &gz, &gz_len) == PULSE_OK) {
+            pulse_free(text);
+            text = (char *)gz;
+            len = gz_len;
+        } else {
+            big = false;
+        }
+        if (big) {
+            struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
+            if (resp == NULL) {
+                pulse_free(text);
+                return NULL;
+            }
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+            return resp;
+        }
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
+    if (resp == NULL) {
+        pulse_free(text);
+        return NULL;
+    }
+    if (big)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+    return resp;
+}
+
 void pulse_server_reply_json(struct pulse_hreq *r, unsigned status, json_t *body)
 {
     char *text = NULL;
     size_t len = 0;
     /* 15 significant digits print 0.1 as 0.1 (the few reals we answer
      * with are configuration ratios, not stored data). */
-    if (body == NULL || pulse_json_dump(body, JSON_REAL_PRECISION(15), &text, &len) != PULSE_OK) {
+    if (body == NULL || pulse_server_json_text(body, JSON_REAL_PRECISION(15), &text, &len) != PULSE_OK) {
         json_decref(body);
         pulse_server_reply_oom(r);
         return;
     }
     json_decref(body);
-    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
+    struct MHD_Response *resp = pulse_server_json_response(r, text, len);
     if (resp == NULL) {
-        pulse_free(text);
         pulse_server_reply_oom(r);
         return;
     }
@@ -160,23 +232,70 @@ void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const ch
                              msg != NULL && msg[0] != '\0' ? msg : pulse_status_message(st));
 }
 
-void pulse_server_reply_range(struct pulse_hreq *r, int64_t log_start, int64_t hw, const char *msg)
+void pulse_server_reply_range(struct pulse_hreq *r, const char *prefix, int64_t offset, int64_t log_start,
+                              int64_t hw)
 {
-    json_t *extra = json_pack("{s:I,s:I}", "log_start_offset", (json_int_t)log_start, "high_watermark",
-                              (json_int_t)hw);
+    json_t *extra = json_pack("{s:I,s:I,s:I}", "offset", (json_int_t)offset, "log_start_offset",
+                              (json_int_t)log_start, "high_watermark", (json_int_t)hw);
     const struct pulse_errmap_entry *e = pulse_errmap_lookup(PULSE_RANGE);
     if (extra == NULL) {
         pulse_server_reply_oom(r);
         return;
     }
-    reply_error_extra(r, e->http_status, e->code, extra, "%s",
-                      msg != NULL && msg[0] != '\0' ? msg : "offset is outside the log");
+    reply_error_extra(r, e->http_status, e->code, extra, "%soffset %lld is beyond the high watermark %lld",
+                      prefix != NULL ? prefix : "", (long long)offset, (long long)hw);
+}
+
+void pulse_server_reply_negative_offset(struct pulse_hreq *r, const char *prefix, int64_t offset)
+{
+    pulse_server_reply_error(r, 400, "invalid_request", "%soffset %lld is negative; offsets start at 0",
+                             prefix != NULL ? prefix : "", (long long)offset);
+}
+
+void pulse_server_reply_no_partition(struct pulse_hreq *r, const char *topic, uint32_t partition)
+{
+    struct pulse_topic_info *info = NULL;
+    uint32_t n = 0;
+    char msg[PULSE_NAME_MAX + 128];
+    if (pulse_broker_topic_get(r->srv->broker, topic, false, &info) == PULSE_OK)
+        n = info->partitions;
+    pulse_topic_info_free(info);
+    pulse_broker_no_partition_message(msg, sizeof msg, NULL, topic, partition, n);
+    pulse_server_reply_error(r, 404, "partition_not_found", "%s", msg);
 }
 
 void pulse_server_reply_empty(struct pulse_hreq *r, unsigned status)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t) "", MHD_RESPMEM_PERSISTENT);
     pulse_server_reply(r, status, resp, NULL);
+}
+
+void pulse_server_reply_options(struct pulse_hreq *r)
+{
+    enum pulse_route route = r->match.route;
+    const char *want = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
+    char allow[PULSE_ROUTER_ALLOW_MAX];
+    pulse_router_allow_header(route, allow, sizeof allow);
+    if (want != NULL && r->cors == PULSE_CORS_REFUSED) {
+        char origin[160];
+        pulse_server_reply_error(r, 403, "forbidden",
+                                 "origin %s may not call this API: it is not this server and server.cors-origins "
+                                 "does not list it",
+                                 pulse_server_printable(r->origin, origin, sizeof origin));
+        return;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)(uintptr_t) "", MHD_RESPMEM_PERSISTENT);
+    if (resp == NULL) {
+        pulse_server_reply_oom(r);
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    if (want != NULL && r->cors == PULSE_CORS_ALLOWED) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", allow);
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", pulse_router_request_headers(route));
+        MHD_add_response_header(resp, "Access-Control-Max-Age", PULSE_CORS_MAX_AGE);
+    }
+    pulse_server_reply(r, 204, resp, NULL);
 }
 
 void pulse_server_reply_over_budget(struct pulse_hreq *r)

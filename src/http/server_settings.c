@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/settings.h"
+#include "http/cors.h"
 
 #define F(field) offsetof(struct pulse_server_settings, field)
 #define GIB (1024ll * 1024 * 1024)
@@ -115,6 +116,10 @@ static const struct pulse_setting keys[] = {
      "memory all requests and answers in flight may hold together"},
     {"server.threads", PULSE_SETTING_INT, F(threads), "0", NULL, 0, 256, NULL,
      "HTTP worker threads; 0 = one per online CPU core"},
+    {"server.cors-origins", PULSE_SETTING_LIST, F(cors_origins), "", NULL, 0, 0, pulse_cors_check_origins,
+     "browser origins allowed to call the API across origins: comma-separated, or *; empty = none"},
+    {"server.cors-credentials", PULSE_SETTING_STRING, F(cors_credentials), "off", NULL, 0, 0,
+     pulse_cors_check_switch, "on: answers to allowed origins say Access-Control-Allow-Credentials: true"},
 };
 
 static const struct pulse_settings_table table = {"server", keys, sizeof keys / sizeof keys[0],

@@ -34,6 +34,8 @@ struct pulse_server_settings {
     uint64_t body_min_rate;    /* ...or keep this many bytes per second; 0 = no extension */
     uint64_t memory_budget;    /* in-flight request/answer memory, all requests */
     int64_t threads;           /* 0 = number of online cores */
+    char *cors_origins;        /* comma-separated origins or "*"; "" = CORS off (http/cors.h) */
+    char *cors_credentials;    /* "on": Access-Control-Allow-Credentials; "off" */
 };
 
 /* The table of the keys above (static storage). */

@@ -57,9 +57,14 @@ def test_offset_bounds_are_zero_and_high_watermark_inclusive(ctx):
     expect_json(put(srv, c, t, 1, {"offset": 0}), 200, "offset 0 on an empty partition")
     doc = expect_json(srv.get(cursor_path(c, t, 1)), 200, "GET")
     eq((doc["offset"], doc["high_watermark"], doc["lag"]), (0, 0, 0), "empty partition cursor")
-    for off in (6, 1000, -1):
+    for off in (6, 1000):
         err = expect_error(put(srv, c, t, 0, {"offset": off}), 416, "offset_out_of_range", "offset %d" % off)
-        eq((err.get("log_start_offset"), err.get("high_watermark")), (0, 5), "416 positions")
+        eq((err.get("offset"), err.get("log_start_offset"), err.get("high_watermark")), (off, 0, 5),
+           "416 positions")
+        eq(err["message"], "offset %d is beyond the high watermark 5" % off, "416 wording (no batch index)")
+    # A negative offset is malformed, not out of range: 400, as on fetch.
+    err = expect_error(put(srv, c, t, 0, {"offset": -1}), 400, "invalid_request", "offset -1")
+    eq(err["message"], "offset -1 is negative; offsets start at 0", "negative offset wording")
     eq(expect_json(srv.get(cursor_path(c, t, 0)), 200, "GET")["offset"], 5, "cursor unchanged by 416")
 
 

@@ -84,8 +84,8 @@ def test_openapi_yaml_is_served_verbatim(ctx):
 def test_unknown_paths_are_404_not_found(ctx):
     srv = ctx.srv
     for path in ("/v2/topics", "/ui/nope.js", "/ui", "/index.html",
-                 "/v1", "/v1/topic", "/v1/topics/a/b", "/v1/topics/a/partitions",
-                 "/v1/topics/a/partitions/0", "/v1/topics/a/partitions/0/records/x",
+                 "/v1", "/v1/topic", "/v1/topics/a/b", "/v1/topics/a/partitions/0/x",
+                 "/v1/topics/a/partitions/0/records/x", "/v1/topics//",
                  "/v1/consumers/c/cursors/t", "/v1/consumers/c/cursors/t/0/x", "/healthz/x",
                  "/metrics2", "/openapi.json"):
         expect_error(srv.get(path), 404, "not_found", "GET %s" % path)
@@ -297,7 +297,7 @@ def test_refusals_while_draining_are_not_warnings(ctx):
     srv.publish(t, [{"value": "x"}])
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
     conn.request("GET", "/healthz")
-    eq(conn.getresponse().read(), b'{"status":"ok"}', "first request on the kept-alive connection")
+    eq(conn.getresponse().read(), b'{"status":"ok"}\n', "first request on the kept-alive connection")
     out = {}
 
     def commit():

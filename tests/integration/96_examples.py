@@ -4,6 +4,7 @@ the address given through PULSE_URL: walkthrough.sh (curl), producer.py,
 consumer.py (commits cursors and resumes where it stopped) and
 decode_raw.py (verifies CRC32C and prints records, refuses a damaged body)."""
 
+import json
 import os
 import re
 import shutil
@@ -114,12 +115,53 @@ def test_decode_raw_prints_records_and_rejects_damage(ctx):
 
 
 def doc_examples(text):
-    """(expected status, shell command) for every sh block of docs/API.md
-    preceded by an <!-- expect: NNN --> marker."""
+    """(expected status, shell command, shown answer or None) for every sh
+    block of docs/API.md preceded by an <!-- expect: NNN --> marker. The
+    shown answer is a json block right after the command (blank lines
+    between them only); json blocks after prose are illustrations."""
     out = []
-    for m in re.finditer(r"<!-- expect: (\d{3}) -->\n```sh\n(.*?)\n```", text, re.S):
-        out.append((int(m.group(1)), m.group(2)))
+    for m in re.finditer(r"<!-- expect: (\d{3}) -->\n```sh\n(.*?)\n```\n(?:\s*\n)*(```json\n(.*?)\n```)?", text,
+                         re.S):
+        out.append((int(m.group(1)), m.group(2), m.group(4)))
     return out
+
+
+# Members whose values differ from run to run (clocks, identities such as a group member's random id, sizes
+# that depend on timestamps' encodings): only their presence is compared.
+VARYING = {"created_at", "timestamp", "cluster_id", "broker_id", "uptime_ms", "version", "size_bytes", "member_id",
+           "joined_at_ms", "lease_expires_in_ms", "owner", "assigned_to", "config"}
+
+
+def same_shape(shown, got, where="$"):
+    """Why got differs from the answer the docs show, or None."""
+    if isinstance(shown, dict):
+        if not isinstance(got, dict):
+            return "%s: shown an object, got %r" % (where, got)
+        if set(shown) != set(got):
+            return "%s: members %s shown, %s answered" % (where, sorted(shown), sorted(got))
+        for k in shown:
+            if k in VARYING:
+                continue
+            why = same_shape(shown[k], got[k], "%s.%s" % (where, k))
+            if why:
+                return why
+        return None
+    if isinstance(shown, list):
+        if not isinstance(got, list) or len(shown) != len(got):
+            return "%s: shown %r, got %r" % (where, shown, got)
+        for i, (a, b) in enumerate(zip(shown, got)):
+            why = same_shape(a, b, "%s[%d]" % (where, i))
+            if why:
+                return why
+        return None
+    return None if shown == got else "%s: shown %r, got %r" % (where, shown, got)
+
+
+def readme_quick_start(text):
+    """The shell commands of README.md's quick start (the indented block
+    after "With the broker running"), joined at their continuation lines."""
+    block = text.split("With the broker running", 1)[1].split("\n\n", 2)[1]
+    return "\n".join(line[4:] for line in block.splitlines())
 
 
 # Route templates as regular expressions, to prove every route has an example.
@@ -134,6 +176,7 @@ ROUTE_RES = [
     ("GET", r"/v1/groups"), ("GET", r"/v1/groups/[^/]+"), ("POST", r"/v1/groups/[^/]+/members"),
     ("DELETE", r"/v1/groups/[^/]+/members/[^/]+"), ("POST", r"/v1/groups/[^/]+/members/[^/]+/heartbeat"),
     ("GET", r"/v1/groups/[^/]+/members/[^/]+/records"), ("POST", r"/v1/groups/[^/]+/members/[^/]+/commit"),
+    ("GET", r"/v1/topics/[^/]+/partitions"), ("GET", r"/v1/topics/[^/]+/partitions/[^/]+"),
 ]
 
 
@@ -145,7 +188,7 @@ def test_api_md_curl_examples_answer_as_documented(ctx):
     examples = doc_examples(text)
     check(len(examples) >= 20, "docs/API.md has its curl examples (found %d)" % len(examples))
     covered = set()
-    for status, cmd in examples:
+    for status, cmd, _ in examples:
         flat = cmd.replace("\\\n", " ")
         m = re.search(r"-X (\w+)", flat)
         method = m.group(1) if m else ("POST" if re.search(r" -d |--data", flat) else "GET")
@@ -157,9 +200,16 @@ def test_api_md_curl_examples_answer_as_documented(ctx):
     missing = [r for r in ROUTE_RES if r not in covered]
     check(not missing, "routes without a successful curl example in docs/API.md: %r" % missing)
 
-    # A fresh broker, as `make run` on a new data directory would be.
+    # A broker on which a new user already followed README.md's quick
+    # start: its `orders` topic must not trip the examples up.
     srv = ctx.new_server()
     srv.start()
+    with open(os.path.join(srcdir(), "README.md"), encoding="utf-8") as f:
+        quick = readme_quick_start(f.read()).replace("localhost:8080", srv.url)
+    check("curl" in quick and "orders" in quick, "README quick start found: %r" % quick)
+    p = subprocess.run(["sh", "-c", "set -e\n" + quick], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    eq(p.returncode, 0, "README quick start: %r" % p.stderr[-500:])
+    eq(srv.topic("orders")["partitions"], 3, "the quick start's orders")
     work = os.path.join(ctx.tmp, "docwork")
     os.makedirs(work)
     with open(os.path.join(work, ".curlrc"), "w") as f:
@@ -167,7 +217,8 @@ def test_api_md_curl_examples_answer_as_documented(ctx):
     env = dict(os.environ)
     env["CURL_HOME"] = work
     env["HOME"] = work
-    for i, (status, cmd) in enumerate(examples):
+    compared = 0
+    for i, (status, cmd, shown) in enumerate(examples):
         live = cmd.replace("http://127.0.0.1:8080", srv.url)
         p = subprocess.run(["sh", "-c", "set -e\n" + live], cwd=work, env=env, capture_output=True,
                            timeout=60, stdin=subprocess.DEVNULL)
@@ -177,6 +228,21 @@ def test_api_md_curl_examples_answer_as_documented(ctx):
             raise AssertionError("docs/API.md example %d (expect %d) gave exit %d, status %s\n%s\n--- output ---\n%s%s"
                                  % (i, status, p.returncode, codes, cmd, out[-1500:],
                                     p.stderr.decode("utf-8", "replace")[-500:]))
+        if shown is None:
+            continue
+        body = out[:out.rindex("@@STATUS@@")].strip()
+        try:
+            want = json.loads(shown)
+            got = json.loads(body)
+        except ValueError as e:
+            raise AssertionError("docs/API.md example %d: shown or answered body is not JSON (%s)\n%s\n--- shown ---\n"
+                                 "%s\n--- answered ---\n%s" % (i, e, cmd, shown, body[-1500:]))
+        why = same_shape(want, got)
+        if why:
+            raise AssertionError("docs/API.md example %d answers another body than the one shown: %s\n%s\n"
+                                 "--- answered ---\n%s" % (i, why, cmd, body[-1500:]))
+        compared += 1
+    check(compared >= 12, "docs/API.md shows the answers of its examples (compared %d)" % compared)
     srv.stop()
 
 

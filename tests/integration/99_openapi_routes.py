@@ -34,6 +34,8 @@ ROUTES = [
     ("GET", "/metrics"),
     ("GET", "/v1/broker"),
     ("GET", "/openapi.yaml"),
+    ("GET", "/v1/topics/{topic}/partitions"),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}"),
     ("GET", "/"),
     ("GET", "/ui/{asset}"),
     ("POST", "/v1/groups/{group}/members"),

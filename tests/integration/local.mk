@@ -19,6 +19,9 @@ INTEGRATION_TESTS = \
 	tests/integration/47_group_examples.py \
 	tests/integration/50_ops.py \
 	tests/integration/55_start_errors.py \
+	tests/integration/57_cors.py \
+	tests/integration/58_responses.py \
+	tests/integration/59_new_user.py \
 	tests/integration/57_dashboard_files.py \
 	tests/integration/60_bad_input.py \
 	tests/integration/62_http_smuggling.py \

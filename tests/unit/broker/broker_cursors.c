@@ -117,7 +117,7 @@ START_TEST(test_cursor_commit_checks_range_and_is_all_or_none)
     cs[1] = cur("t", 1, 1);
     cs[2] = cur("t", 1, 5);
     ck_assert_int_eq(pulse_broker_cursor_commit(b, "c", cs, 3, err, sizeof err), PULSE_RANGE);
-    ck_assert_ptr_nonnull(strstr(err, "cursor 2"));
+    ck_assert_ptr_nonnull(strstr(err, "cursors[2]: "));
     ck_assert_int_eq(pulse_broker_cursor_get(b, "c", "t", 0, &got), PULSE_CURSOR_NOT_FOUND);
 
     cs[2] = cur("a", 0, 0);

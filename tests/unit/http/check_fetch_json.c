@@ -203,7 +203,7 @@ static void expected_body(struct pulse_buf *out, const struct pulse_fetchjson_en
             ck_assert_int_eq(pulse_buf_append_u8(out, ','), PULSE_OK);
         ck_assert_int_eq(pulse_buf_append(out, texts[i].data, texts[i].len), PULSE_OK);
     }
-    ck_assert_int_eq(pulse_buf_append(out, "]}", 2), PULSE_OK);
+    ck_assert_int_eq(pulse_buf_append(out, "]}\n", 3), PULSE_OK); /* every JSON body ends with a newline */
 }
 
 /* Plans a copy of raw (one read at start) in one go; *src_out gets the
@@ -355,7 +355,7 @@ START_TEST(test_start_offset_and_max_records_hold)
     pulse_buf_init(&body, SIZE_MAX);
     read_body(fj, src, 30, &body, &seed, 0);
     const char *empty = "{\"topic\":\"orders\",\"partition\":2,\"log_start_offset\":5,\"high_watermark\":1000,"
-                        "\"next_offset\":30,\"records\":[]}";
+                        "\"next_offset\":30,\"records\":[]}\n";
     ck_assert(body.len == strlen(empty) && memcmp(body.data, empty, body.len) == 0);
     pulse_fetchjson_destroy(fj);
     pulse_buf_fini(&body);
@@ -418,7 +418,7 @@ START_TEST(test_envelope_stays_within_its_documented_bound)
     uint64_t body_len = 0;
     struct pulse_fetchjson_source none = tsrc_source(tsrc_create(NULL));
     ck_assert_int_eq(pulse_fetchjson_finish(fj, &none, &env, &body_len), PULSE_OK);
-    ck_assert_uint_eq(body_len, 410); /* the widest envelope (fetch_json.h) */
+    ck_assert_uint_eq(body_len, 411); /* the widest envelope (fetch_json.h), its newline included */
     ck_assert_uint_le(body_len, PULSE_FETCHJSON_ENVELOPE_MAX);
     pulse_fetchjson_destroy(fj);
 }
@@ -441,9 +441,9 @@ START_TEST(test_members_after_records_are_streamed_before_the_closing_brace)
     struct pulse_fetchjson_envelope env = {"orders", 2, 5, 1000, 105};
     pulse_buf_init(&want, SIZE_MAX);
     expected_body(&want, &env, texts, n);
-    want.len--; /* the closing brace comes after the members */
+    want.len -= 2; /* the closing brace and newline come after the members */
     ck_assert_int_eq(pulse_buf_append(&want, after, strlen(after)), PULSE_OK);
-    ck_assert_int_eq(pulse_buf_append_u8(&want, '}'), PULSE_OK);
+    ck_assert_int_eq(pulse_buf_append(&want, "}\n", 2), PULSE_OK);
     ck_assert_uint_eq(body.len, want.len);
     ck_assert_int_eq(memcmp(body.data, want.data, want.len), 0);
     pulse_fetchjson_destroy(fj);

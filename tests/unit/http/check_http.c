@@ -330,7 +330,7 @@ START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
     json_t *j = pulse_config_to_json(&cfg);
     ck_assert_ptr_nonnull(j);
-    ck_assert_uint_eq(json_object_size(j), 34);
+    ck_assert_uint_eq(json_object_size(j), 36);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "groups.lease-default")), 30000);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.segment-fd-cache")), 1024);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.checkpoint-interval")), 1000);
@@ -638,7 +638,15 @@ START_TEST(test_paths_map_to_route_templates_and_parameters)
     ck_assert(param_is(&m.topic, "t"));
     ck_assert(param_is(&m.partition, "3"));
     ck_assert_str_eq(pulse_router_template(m.route), "/v1/consumers/{consumer}/cursors/{topic}/{partition}");
-    ck_assert_int_eq(pulse_router_match("/v1/topics/", &m), PULSE_NOT_FOUND);
+    /* One trailing slash is tolerated; a doubled one is not. */
+    ck_assert_int_eq(pulse_router_match("/v1/topics/", &m), PULSE_OK);
+    ck_assert_int_eq(m.route, PULSE_ROUTE_TOPICS);
+    ck_assert_int_eq(pulse_router_match("/v1/topics/orders/partitions/3/", &m), PULSE_OK);
+    ck_assert_int_eq(m.route, PULSE_ROUTE_PARTITION);
+    ck_assert(param_is(&m.partition, "3"));
+    ck_assert_int_eq(pulse_router_match("/v1/topics/orders/partitions", &m), PULSE_OK);
+    ck_assert_int_eq(m.route, PULSE_ROUTE_PARTITIONS);
+    ck_assert_int_eq(pulse_router_match("/v1/topics//", &m), PULSE_NOT_FOUND);
     ck_assert_int_eq(pulse_router_match("/v1//topics", &m), PULSE_NOT_FOUND);
     ck_assert_int_eq(pulse_router_match("/v1/topics/a/b", &m), PULSE_NOT_FOUND);
     ck_assert_int_eq(pulse_router_match("//", &m), PULSE_NOT_FOUND);
@@ -651,13 +659,30 @@ START_TEST(test_allow_header_lists_the_route_methods)
 {
     char allow[64];
     pulse_router_allow_header(PULSE_ROUTE_TOPICS, allow, sizeof allow);
-    ck_assert_str_eq(allow, "GET, POST");
+    ck_assert_str_eq(allow, "GET, POST, HEAD, OPTIONS");
     pulse_router_allow_header(PULSE_ROUTE_TOPIC, allow, sizeof allow);
-    ck_assert_str_eq(allow, "GET, PATCH, DELETE");
+    ck_assert_str_eq(allow, "GET, PATCH, DELETE, HEAD, OPTIONS");
+    pulse_router_allow_header(PULSE_ROUTE_PUBLISH, allow, sizeof allow);
+    ck_assert_str_eq(allow, "POST, OPTIONS");
     ck_assert(pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST));
     ck_assert(!pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_GET));
-    ck_assert_int_eq(pulse_router_method("HEAD"), PULSE_METHOD_OTHER);
-    ck_assert(!pulse_router_allows(PULSE_ROUTE_HEALTHZ, pulse_router_method("HEAD")));
+    /* HEAD wherever GET is (with GET's query), OPTIONS everywhere. */
+    ck_assert_int_eq(pulse_router_method("HEAD"), PULSE_METHOD_HEAD);
+    ck_assert_int_eq(pulse_router_method("OPTIONS"), PULSE_METHOD_OPTIONS);
+    ck_assert_int_eq(pulse_router_method("TRACE"), PULSE_METHOD_OTHER);
+    ck_assert(pulse_router_allows(PULSE_ROUTE_HEALTHZ, PULSE_METHOD_HEAD));
+    ck_assert(!pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_HEAD));
+    ck_assert(pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_OPTIONS));
+    ck_assert(!pulse_router_allows(PULSE_ROUTE_HEALTHZ, PULSE_METHOD_OTHER));
+    ck_assert_int_ge(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_HEAD, "offset"), 0);
+    ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_OPTIONS, "offset"), -1);
+    ck_assert(pulse_router_is_write(PULSE_METHOD_DELETE) && !pulse_router_is_write(PULSE_METHOD_HEAD));
+    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_PUBLISH),
+                     "Accept, Authorization, Content-Type, Content-Encoding, X-Request-Id");
+    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_TOPICS),
+                     "Accept, Authorization, Content-Type, Content-Encoding, Last-Event-ID, X-Request-Id");
+    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_FETCH), "Accept, Authorization, Last-Event-ID, X-Request-Id");
+    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_CONSUMER), "Accept, Authorization, X-Request-Id");
     ck_assert_int_eq(pulse_router_method("PATCH"), PULSE_METHOD_PATCH);
 }
 END_TEST

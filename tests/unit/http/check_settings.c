@@ -209,7 +209,7 @@ static bool same_as_default(const struct pulse_settings_table *t, const struct p
     ck_assert_int_eq(pulse_settings_apply(s, a, s->def, NULL, 0), PULSE_OK);
     if (pulse_settings_apply(s, b, text, NULL, 0) != PULSE_OK)
         return false;
-    if (s->type == PULSE_SETTING_STRING) {
+    if (s->type == PULSE_SETTING_STRING || s->type == PULSE_SETTING_LIST) {
         char *x = NULL;
         char *y = NULL;
         memcpy(&x, a + s->off, sizeof x);

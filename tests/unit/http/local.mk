@@ -44,6 +44,14 @@ tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker_hooks.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) \
 	$(CHECK_LDADD)
 
+# CORS origins and gzip'ed answers (cors.h, encode.h).
+check_PROGRAMS += tests/unit/check_browser
+TESTS += tests/unit/check_browser
+tests_unit_check_browser_SOURCES = tests/unit/http/check_browser.c
+tests_unit_check_browser_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
+tests_unit_check_browser_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_browser_LDADD = libpulsehttp.a libpulsecommon_hooks.a $(ZLIB_LIBS) $(CHECK_LDADD)
+
 # The compiled-in files and their routes (embed.h, router.h).
 check_PROGRAMS += tests/unit/check_embed
 TESTS += tests/unit/check_embed
