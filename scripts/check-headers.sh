@@ -13,6 +13,7 @@ for h in "$srcdir"/src/*/*.h; do
     extra=""
     case "$rel" in
         http/*) extra=$(pkg-config --cflags libmicrohttpd jansson 2>/dev/null) ;;
+        kafka/*) extra=$(pkg-config --cflags rdkafka 2>/dev/null) ;;
     esac
     # shellcheck disable=SC2086
     if ! $cc -std=c11 -include "$builddir/config.h" -I"$srcdir/src" $extra "$@" -fsyntax-only "$tmp/t.c" 2>"$tmp/err"; then

@@ -5,7 +5,9 @@
 #   storage -> common
 #   meta    -> common
 #   broker  -> common storage meta
+#   kafka   -> common broker           (the seam's headers only: broker.h, backend.h)
 #   http    -> common broker           (the broker seam, broker.h: no batches)
+#              and kafka/kafka_settings.h (the [kafka] table, for the configuration)
 # and bans raw allocation calls outside src/common/alloc.c.
 top=${1:-.}
 cd "$top" || exit 2
@@ -28,7 +30,18 @@ check common
 check storage common
 check meta common
 check broker common storage meta
-check http common broker
+check kafka common broker
+check http common broker kafka
+# The Kafka backend stands beside the local one behind the seam: it sees the
+# seam (broker.h, backend.h) and nothing of the local backend's inside; the
+# HTTP layer sees only its settings table.
+if grep -n '#include "broker/' src/kafka/*.c src/kafka/*.h 2>/dev/null \
+        | grep -vE '#include "broker/(broker|backend)\.h"'; then
+    echo "src/kafka may include only broker/broker.h and broker/backend.h of the broker"; fail=1
+fi
+if grep -n '#include "kafka/' src/http/*.c src/http/*.h 2>/dev/null | grep -v '#include "kafka/kafka_settings\.h"'; then
+    echo "src/http may include only kafka/kafka_settings.h of the Kafka backend"; fail=1
+fi
 # The log owns its segment list: only its own files (plog*.c), segment.c and
 # recover.c see its inside; compaction and retention edit it through
 # storage/plog_edit.h (docs/Architecture.md).

@@ -13,7 +13,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 PACKAGES="build-essential autoconf automake libtool pkg-config man-db groff-base \
-libmicrohttpd-dev libjansson-dev libleveldb-dev check libsubunit-dev zlib1g-dev \
+libmicrohttpd-dev libjansson-dev libleveldb-dev check libsubunit-dev zlib1g-dev librdkafka-dev \
 python3 curl strace chromium nodejs"
 
 missing=""

@@ -32,6 +32,7 @@
 #include "common/failpoint.h"
 #include "common/log.h"
 #include "http/config.h"
+#include "kafka/kafka.h"
 #include "http/server.h"
 
 #define EXIT_CONFIG 2
@@ -411,6 +412,21 @@ static int configure(int argc, char **argv, struct pulse_config *cfg, struct mod
     return -1;
 }
 
+/* Opens the Kafka backend (broker.backend = kafka); 0 or 1 (logged). */
+static int open_kafka(const struct pulse_config *cfg, struct pulse_broker **out)
+{
+    struct pulse_kafka_config kcfg = {&cfg->kafka, (uint32_t)cfg->server.max_records_per_request,
+                                      (uint32_t)cfg->broker.partitions};
+    char err[1024] = "";
+    if (pulse_kafka_open(&kcfg, out, err, sizeof err) != PULSE_OK) {
+        PULSE_ERROR("cannot start the Kafka backend: %s", err);
+        *out = NULL;
+        return 1;
+    }
+    PULSE_INFO("broker backend kafka (cluster %s)", pulse_broker_cluster_id(*out));
+    return 0;
+}
+
 /* Opens the broker on the configured data directory; 0 or 1 (logged). */
 /* "s" unless n is 1: the start's summary says "1 partition", "2 partitions". */
 static const char *plural(unsigned long long n)
@@ -425,6 +441,8 @@ static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out
     char err[1024] = "";
     pulse_status_t st;
 
+    if (strcmp(cfg->broker.backend, "kafka") == 0)
+        return open_kafka(cfg, out);
     pulse_broker_config_init(&bcfg);
     pulse_config_to_broker(cfg, &bcfg);
     memset(&report, 0, sizeof report);

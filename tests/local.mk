@@ -6,6 +6,7 @@
 #   tests/unit/storage/local.mk   src/storage
 #   tests/unit/meta/local.mk      src/meta
 #   tests/unit/broker/local.mk    src/broker
+#   tests/unit/kafka/local.mk     src/kafka (the Kafka backend)
 #   tests/unit/http/local.mk      src/http
 #   tests/unit/tools/local.mk     src/tools (pulse-log)
 #   tests/fuzz/local.mk           the fuzz drivers' corpus replays
@@ -18,6 +19,7 @@ include tests/unit/common/local.mk
 include tests/unit/storage/local.mk
 include tests/unit/meta/local.mk
 include tests/unit/broker/local.mk
+include tests/unit/kafka/local.mk
 include tests/unit/http/local.mk
 include tests/unit/tools/local.mk
 include tests/fuzz/local.mk

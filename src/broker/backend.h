@@ -4,8 +4,8 @@
  * chosen when the broker is opened, behind every call of broker.h.
  *
  * Why a table and not a link-time choice: the backend is a setting of one
- * pulsed binary (broker.backend = local today; a Kafka-backed one is
- * planned), so both must live in the same program and the choice must be
+ * pulsed binary (broker.backend = local, or kafka: src/kafka), so both must
+ * live in the same program and the choice must be
  * made at start, from the configuration. A table read once per call costs
  * one indirect call, nothing next to what any call does, and it makes the
  * contract a list a reader (and the compiler) can check: a backend that
@@ -48,7 +48,7 @@ struct pulse_fetch {
 };
 
 struct pulse_broker_ops {
-    const char *name; /* the broker.backend value: "local" */
+    const char *name; /* the broker.backend value: "local", "kafka" */
 
     /* lifecycle and identity */
     void (*drain)(struct pulse_broker *b);

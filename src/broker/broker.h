@@ -9,10 +9,11 @@
  *
  * A struct pulse_broker is a backend instance behind a table of functions
  * (backend.h); the functions below dispatch through it. The local backend
- * (local.h, src/broker) is the one there is today; a remote one (a Kafka
- * cluster) serves the same calls. Opening a broker is the backend's own
- * affair (pulse_broker_open in local.h for the local one); everything after
- * that is this header.
+ * (local.h, src/broker) keeps partitions on disk; the Kafka backend
+ * (kafka/kafka.h, src/kafka) serves the same calls from a Kafka cluster.
+ * Opening a broker is the backend's own affair (pulse_broker_open in
+ * local.h, pulse_kafka_open in kafka.h); everything after that is this
+ * header.
  *
  * How the calls behave (docs/Architecture.md section 10 has the whole
  * table):
@@ -239,8 +240,16 @@ struct pulse_publish_record {
 
 struct pulse_offset_pair {
     uint32_t partition;
-    int64_t offset;
+    int64_t offset; /* >= 0, or one of the two below */
 };
+
+/* A record of a publish that was not stored (its publish failed; the API
+ * answers per record, docs/API.md "Per-record results"). */
+#define PULSE_OFFSET_NONE (-1)
+/* A record acknowledged as durable whose offset the backend does not know
+ * (Kafka: a record "implicitly acknowledged by a later batch" carries no
+ * offset); the API shows "offset": null. The local backend never gives it. */
+#define PULSE_OFFSET_UNKNOWN (-2)
 
 /* Completion of an asynchronous publish: PULSE_OK once every record of it
  * is durable; PULSE_FENCED / PULSE_IO / PULSE_NOSPACE / PULSE_SHUTDOWN if

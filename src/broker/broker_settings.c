@@ -23,7 +23,17 @@ static pulse_status_t check_sync_mode(const char *name, const char *value, char 
     return PULSE_INVALID;
 }
 
+static pulse_status_t check_backend(const char *name, const char *value, char *errbuf, size_t errlen)
+{
+    if (strcmp(value, "local") == 0 || strcmp(value, "kafka") == 0)
+        return PULSE_OK;
+    pulse_errbuf_set(errbuf, errlen, "%s: \"%s\" is not local or kafka", name, value);
+    return PULSE_INVALID;
+}
+
 static const struct pulse_setting keys[] = {
+    {"broker.backend", PULSE_SETTING_STRING, F(backend), "local", NULL, 0, 0, check_backend,
+     "local: partitions in the data directory; kafka: topics in a Kafka cluster ([kafka] section)"},
     {"storage.sync-mode", PULSE_SETTING_STRING, F(sync_mode), "every-write", NULL, 0, 0, check_sync_mode,
      "every-write: a publish is answered once fsynced; interval: once written, fsynced every sync-interval"},
     {"storage.sync-interval", PULSE_SETTING_DURATION, F(sync_interval_ms), "1s", NULL, 1, DAY_MS, NULL,

@@ -27,6 +27,8 @@ struct pulse_settings_table;
 struct pulse_broker_config;
 
 struct pulse_broker_settings {
+    /* [broker] */
+    char *backend; /* "local" | "kafka" (main.c opens the one named) */
     /* [storage] */
     char *sync_mode; /* "every-write" | "interval" */
     int64_t sync_interval_ms;

@@ -199,6 +199,65 @@ pulse_status_t pulse_settings_init(const struct pulse_settings_table *t, void *b
     return PULSE_OK;
 }
 
+/* Adds (name, value) to pairs, or replaces name's value. */
+static pulse_status_t pairs_set(struct pulse_setting_pairs *pairs, const char *name, const char *value)
+{
+    char *v = pulse_strdup(value);
+    if (v == NULL)
+        return PULSE_NOMEM;
+    for (size_t i = 0; i < pairs->n; i++) {
+        if (strcmp(pairs->names[i], name) == 0) {
+            pulse_free(pairs->values[i]);
+            pairs->values[i] = v;
+            return PULSE_OK;
+        }
+    }
+    char *nm = pulse_strdup(name);
+    char **names = pulse_realloc(pairs->names, (pairs->n + 1) * sizeof *names);
+    if (names != NULL)
+        pairs->names = names;
+    char **values = names != NULL ? pulse_realloc(pairs->values, (pairs->n + 1) * sizeof *values) : NULL;
+    if (values != NULL)
+        pairs->values = values;
+    if (nm == NULL || names == NULL || values == NULL) {
+        pulse_free(nm);
+        pulse_free(v);
+        return PULSE_NOMEM;
+    }
+    pairs->names[pairs->n] = nm;
+    pairs->values[pairs->n] = v;
+    pairs->n++;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_settings_apply_prefixed(const struct pulse_settings_prefix *p, void *base, const char *name,
+                                             const char *value, char *errbuf, size_t errlen)
+{
+    size_t plen = strlen(p->prefix);
+    if (strncmp(name, p->prefix, plen) != 0 || name[plen] == '\0')
+        return PULSE_NOT_FOUND;
+    if (value[0] == '\0') {
+        pulse_errbuf_set(errbuf, errlen, "%s: empty value", name);
+        return PULSE_INVALID;
+    }
+    pulse_status_t st = pairs_set((struct pulse_setting_pairs *)(void *)((char *)base + p->off), name + plen, value);
+    if (st != PULSE_OK)
+        pulse_errbuf_set(errbuf, errlen, "%s: out of memory", name);
+    return st;
+}
+
+void pulse_settings_prefix_fini(const struct pulse_settings_prefix *p, void *base)
+{
+    struct pulse_setting_pairs *pairs = (struct pulse_setting_pairs *)(void *)((char *)base + p->off);
+    for (size_t i = 0; i < pairs->n; i++) {
+        pulse_free(pairs->names[i]);
+        pulse_free(pairs->values[i]);
+    }
+    pulse_free(pairs->names);
+    pulse_free(pairs->values);
+    memset(pairs, 0, sizeof *pairs);
+}
+
 void pulse_settings_fini(const struct pulse_settings_table *t, void *base)
 {
     for (size_t i = 0; i < t->n; i++) {

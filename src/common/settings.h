@@ -53,12 +53,31 @@ struct pulse_setting {
     const char *doc;              /* one line */
 };
 
+/* Pass-through pairs of a prefix key ("kafka.property.NAME = VALUE"): the
+ * NAME and VALUE of each, in the order set (a NAME set again replaces its
+ * value in place). Owned by the layer's struct; freed by
+ * pulse_settings_fini. */
+struct pulse_setting_pairs {
+    size_t n;
+    char **names;
+    char **values;
+};
+
 /* A layer's keys over its struct. */
 struct pulse_settings_table {
     const char *layer; /* "storage", "broker", "server", "log" */
     const struct pulse_setting *keys;
     size_t n;
     size_t size; /* of the layer's struct */
+};
+
+/* A pass-through prefix ("kafka.property.") of a layer: its keys are not
+ * declared one by one but handed on as pairs (a library's own
+ * properties); off is the offset of a struct pulse_setting_pairs in the
+ * layer's struct. */
+struct pulse_settings_prefix {
+    const char *prefix;
+    size_t off;
 };
 
 /* The key called name in t, or NULL. */
@@ -72,6 +91,19 @@ const struct pulse_setting *pulse_settings_find(const struct pulse_settings_tabl
  */
 pulse_status_t pulse_settings_apply(const struct pulse_setting *s, void *base, const char *value, char *errbuf,
                                     size_t errlen);
+
+/*
+ * Whether name is a key of prefix p (the prefix followed by at least one
+ * character); then stores (name minus the prefix, value) in the pairs at
+ * base, replacing an earlier value of the same name. PULSE_NOT_FOUND when
+ * name is not under the prefix (nothing changed), PULSE_INVALID for an
+ * empty value (errbuf), PULSE_NOMEM.
+ */
+pulse_status_t pulse_settings_apply_prefixed(const struct pulse_settings_prefix *p, void *base, const char *name,
+                                             const char *value, char *errbuf, size_t errlen);
+
+/* Frees the pairs of prefix p in the struct at base (zeroed after). */
+void pulse_settings_prefix_fini(const struct pulse_settings_prefix *p, void *base);
 
 /* Zeroes the struct at base and applies every default of t. PULSE_NOMEM
  * (base is then finalised already). */

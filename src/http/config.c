@@ -34,9 +34,22 @@ static const struct {
     {pulse_store_settings, offsetof(struct pulse_config, storage)},
     {pulse_broker_settings, offsetof(struct pulse_config, broker)},
     {pulse_log_settings, offsetof(struct pulse_config, log)},
+    {pulse_kafka_settings, offsetof(struct pulse_config, kafka)},
 };
 
 #define N_LAYERS (sizeof layers / sizeof layers[0])
+
+/* Pass-through prefixes ("kafka.property.NAME") and where their layer's
+ * struct sits. Not read from the environment (a variable name cannot say
+ * where NAME's dots were). */
+static const struct {
+    const struct pulse_settings_prefix *(*prefix)(void);
+    size_t off;
+} prefixed[] = {
+    {pulse_kafka_settings_prefix, offsetof(struct pulse_config, kafka)},
+};
+
+#define N_PREFIXED (sizeof prefixed / sizeof prefixed[0])
 
 const struct pulse_settings_table *pulse_config_table(size_t i)
 {
@@ -62,6 +75,12 @@ pulse_status_t pulse_config_set(struct pulse_config *cfg, const char *key, const
 {
     size_t off = 0;
     const struct pulse_setting *s = find_key(key, &off);
+    for (size_t i = 0; s == NULL && i < N_PREFIXED; i++) {
+        pulse_status_t st = pulse_settings_apply_prefixed(prefixed[i].prefix(), (char *)cfg + prefixed[i].off, key,
+                                                          value, errbuf, errlen);
+        if (st != PULSE_NOT_FOUND)
+            return st;
+    }
     if (s == NULL) {
         pulse_errbuf_set(errbuf, errlen, "unknown configuration key \"%s\"", key);
         return PULSE_NOT_FOUND;
@@ -106,6 +125,8 @@ void pulse_config_fini(struct pulse_config *cfg)
 {
     for (size_t i = 0; i < N_LAYERS; i++)
         pulse_settings_fini(layers[i].table(), (char *)cfg + layers[i].off);
+    for (size_t i = 0; i < N_PREFIXED; i++)
+        pulse_settings_prefix_fini(prefixed[i].prefix(), (char *)cfg + prefixed[i].off);
 }
 
 static char *trim(char *s)
@@ -314,6 +335,29 @@ static json_t *value_json(const struct pulse_config *cfg, const struct pulse_set
     return NULL;
 }
 
+/* Whether a pass-through property's value may be shown: not a password,
+ * a secret or key material (sasl.password, ssl.key.password,
+ * sasl.oauthbearer.client.secret, ssl.key.pem, ...). */
+static bool shown(const char *name)
+{
+    return strstr(name, "password") == NULL && strstr(name, "secret") == NULL && strstr(name, ".key") == NULL &&
+           strstr(name, "jaas") == NULL;
+}
+
+/* Adds "PREFIX+NAME": VALUE of p's pass-through pairs to obj (secrets as
+ * "(hidden)"). */
+static int prefixed_json(json_t *obj, const struct pulse_settings_prefix *p, const char *base)
+{
+    const struct pulse_setting_pairs *pairs = (const struct pulse_setting_pairs *)(const void *)(base + p->off);
+    for (size_t i = 0; i < pairs->n; i++) {
+        char name[512];
+        snprintf(name, sizeof name, "%s%s", p->prefix, pairs->names[i]);
+        if (json_object_set_new(obj, name, json_string(shown(pairs->names[i]) ? pairs->values[i] : "(hidden)")) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 struct json_t *pulse_config_to_json(const struct pulse_config *cfg)
 {
     json_t *obj = json_object();
@@ -328,6 +372,12 @@ struct json_t *pulse_config_to_json(const struct pulse_config *cfg)
                 json_decref(obj);
                 return NULL;
             }
+        }
+    }
+    for (size_t i = 0; i < N_PREFIXED; i++) {
+        if (prefixed_json(obj, prefixed[i].prefix(), (const char *)cfg + prefixed[i].off) != 0) {
+            json_decref(obj);
+            return NULL;
         }
     }
     return obj;

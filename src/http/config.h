@@ -39,6 +39,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "http/server_settings.h"
+#include "kafka/kafka_settings.h"
 
 struct json_t;
 struct pulse_broker_config;
@@ -49,6 +50,7 @@ struct pulse_config {
     struct pulse_store_settings storage; /* [storage]: the engine's own keys */
     struct pulse_broker_settings broker; /* [storage]: sync and maintenance pacing; [topic-defaults] */
     struct pulse_log_settings log;       /* [log] */
+    struct pulse_kafka_settings kafka;   /* [kafka]: the Kafka backend */
 };
 
 /* The i-th layer's table (0, 1, ...), in the order keys are looked up,

@@ -18,6 +18,8 @@
  * commit by a member that does not own the partition in that generation)
  * are 409: the request conflicts with the group's state, and the client
  * acts on the code (join again; drop the batch, it is delivered again).
+ * UNAVAILABLE (a remote backend's cluster cannot be reached, or did not
+ * answer within its bound) is 503 unavailable: retry later.
  * EOF never leaves the engine, but maps to 500 so nothing can slip through
  * unmapped. Every 503 and 507 carries Retry-After (server.c).
  */
@@ -49,6 +51,7 @@ static const struct pulse_errmap_entry table[PULSE_STATUS_COUNT] = {
     [PULSE_NOT_SUPPORTED] = {406, "not_acceptable"},
     [PULSE_REJOIN] = {409, "rejoin"},
     [PULSE_GROUP_FENCED] = {409, "commit_fenced"},
+    [PULSE_UNAVAILABLE] = {503, "unavailable"},
 };
 
 static const struct pulse_errmap_entry fallback = {500, "storage_error"};

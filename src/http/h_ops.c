@@ -57,6 +57,12 @@ void pulse_h_ops_readyz(struct pulse_hreq *r)
         return;
     }
     pulse_status_t st = pulse_broker_fenced_list(r->srv->broker, &fenced, &nfenced);
+    if (st == PULSE_UNAVAILABLE) {
+        /* A remote backend whose cluster cannot be reached: this replica
+         * serves nothing useful, take it out of the load balancer. */
+        pulse_server_reply_not_serving(r, "the backend's cluster cannot be reached");
+        return;
+    }
     if (st != PULSE_OK) {
         pulse_server_reply_status(r, st, "cannot list fenced partitions");
         return;

@@ -23,6 +23,7 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/text.h"
+#include "http/errmap.h"
 #include "http/fastpub.h"
 #include "http/http_int.h"
 #include "http/json.h"
@@ -279,6 +280,12 @@ static bool alloc_records(struct pulse_hreq *r, size_t n)
         return false;
     }
     ps->n_recs = n;
+    /* "Not stored" until the broker says otherwise: a refused publish
+     * leaves them so (see publish_failed). */
+    for (size_t i = 0; i < n; i++) {
+        ps->offsets[i].partition = 0;
+        ps->offsets[i].offset = PULSE_OFFSET_NONE;
+    }
     return true;
 }
 
@@ -407,18 +414,58 @@ static bool parse_octets_body(struct pulse_hreq *r)
     return true;
 }
 
+/* A publish that failed. When some of its records were stored all the
+ * same (a publish is not atomic across partitions; a Kafka cluster may
+ * refuse some records of a batch), the error carries the per-record
+ * results: "offsets" in request order, each {"partition", "offset"} for a
+ * stored record ("offset": null when the backend did not say which) or
+ * {"partition", "offset": null, "error": CODE} for one that was not
+ * (docs/API.md "Per-record results"). */
+static void publish_failed(struct pulse_hreq *r, pulse_status_t st)
+{
+    const struct publish_state *ps = pub(r);
+    size_t stored = 0;
+    for (size_t i = 0; i < ps->n_recs; i++)
+        stored += ps->offsets[i].offset != PULSE_OFFSET_NONE;
+    if (st == PULSE_TOPIC_NOT_FOUND && stored == 0) {
+        pulse_server_reply_error(r, 404, "topic_not_found",
+                                 "topic \"%s\" does not exist; create it first: POST /v1/topics with "
+                                 "{\"name\": \"%s\"}",
+                                 r->topic, r->topic);
+        return;
+    }
+    if (stored == 0) {
+        pulse_server_reply_status(r, st, ps->errmsg);
+        return;
+    }
+    const char *code = pulse_errmap_lookup(st)->code;
+    json_t *arr = json_array();
+    for (size_t i = 0; arr != NULL && i < ps->n_recs; i++) {
+        const struct pulse_offset_pair *o = &ps->offsets[i];
+        json_t *item = o->offset >= 0 ? json_pack("{s:I,s:I}", "partition", (json_int_t)o->partition, "offset",
+                                                  (json_int_t)o->offset)
+                       : o->offset == PULSE_OFFSET_UNKNOWN
+                           ? json_pack("{s:I,s:n}", "partition", (json_int_t)o->partition, "offset")
+                           : json_pack("{s:I,s:n,s:s}", "partition", (json_int_t)o->partition, "offset", "error", code);
+        if (item == NULL || json_array_append_new(arr, item) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    json_t *extra = arr != NULL ? json_pack("{s:o}", "offsets", arr) : NULL;
+    if (extra == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply_status_extra(r, st, ps->errmsg, extra);
+}
+
 static void publish_resume(struct pulse_hreq *r)
 {
     const struct publish_state *ps = pub(r);
     pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st != PULSE_OK) {
-        if (st == PULSE_TOPIC_NOT_FOUND)
-            pulse_server_reply_error(r, 404, "topic_not_found",
-                                     "topic \"%s\" does not exist; create it first: POST /v1/topics with "
-                                     "{\"name\": \"%s\"}",
-                                     r->topic, r->topic);
-        else
-            pulse_server_reply_status(r, st, ps->errmsg);
+        publish_failed(r, st);
         return;
     }
     /* The answer is written directly rather than through jansson: it is
@@ -431,8 +478,12 @@ static void publish_resume(struct pulse_hreq *r)
         bst = pulse_buf_append(&out, "{\"offsets\":[", 12);
     for (size_t i = 0; bst == PULSE_OK && i < ps->n_recs; i++) {
         char item[80];
-        int len = snprintf(item, sizeof item, "%s{\"partition\":%u,\"offset\":%lld}", i == 0 ? "" : ",",
-                           (unsigned)ps->offsets[i].partition, (long long)ps->offsets[i].offset);
+        /* PULSE_OFFSET_UNKNOWN: acknowledged, offset not reported (Kafka). */
+        int len = ps->offsets[i].offset == PULSE_OFFSET_UNKNOWN
+                      ? snprintf(item, sizeof item, "%s{\"partition\":%u,\"offset\":null}", i == 0 ? "" : ",",
+                                 (unsigned)ps->offsets[i].partition)
+                      : snprintf(item, sizeof item, "%s{\"partition\":%u,\"offset\":%lld}", i == 0 ? "" : ",",
+                                 (unsigned)ps->offsets[i].partition, (long long)ps->offsets[i].offset);
         bst = pulse_buf_append(&out, item, (size_t)len);
     }
     if (bst == PULSE_OK)

@@ -36,6 +36,11 @@ static struct change_state *change_state_new(struct pulse_hreq *r)
     return cs;
 }
 
+static json_t *known(int64_t v)
+{
+    return v < 0 ? json_null() : json_integer((json_int_t)v);
+}
+
 /* One entry of partition_stats (also the answer of
  * GET /v1/topics/{topic}/partitions/{partition}, with "topic"). */
 static json_t *partition_object(const struct pulse_partition_stats *ps)
@@ -58,12 +63,14 @@ json_t *pulse_h_topics_object(const struct pulse_topic_info *info)
             return NULL;
         }
     }
-    return json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:s,s:o}", "name", info->name, "partitions",
+    /* A negative value is one the backend does not know (Kafka: topic
+     * configs and creation time are not read): null (docs/API.md). */
+    return json_pack("{s:s,s:I,s:s,s:o,s:o,s:o,s:o,s:o}", "name", info->name, "partitions",
                      (json_int_t)info->partitions, "cleanup",
                      info->cleanup == PULSE_CLEANUP_COMPACT ? "compact" : "delete", "retention_ms",
-                     (json_int_t)info->retention_ms, "retention_bytes", (json_int_t)info->retention_bytes,
-                     "segment_bytes", (json_int_t)info->segment_bytes, "created_at", created, "partition_stats",
-                     stats);
+                     known(info->retention_ms), "retention_bytes", known(info->retention_bytes), "segment_bytes",
+                     known(info->segment_bytes), "created_at",
+                     info->created_at_ms < 0 ? json_null() : json_string(created), "partition_stats", stats);
 }
 
 static void reply_topic(struct pulse_hreq *r, unsigned status, struct pulse_topic_info *info)

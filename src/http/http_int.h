@@ -216,6 +216,9 @@ void pulse_server_reply_negative_offset(struct pulse_hreq *r, const char *prefix
 /* 404 partition_not_found in the one wording of the API: topic "t" has
  * no partition P, and which partitions it has (looked up). */
 void pulse_server_reply_no_partition(struct pulse_hreq *r, const char *topic, uint32_t partition);
+/* As pulse_server_reply_status, with the members of extra (a new
+ * reference, taken) added to the "error" object. */
+void pulse_server_reply_status_extra(struct pulse_hreq *r, pulse_status_t st, const char *msg, json_t *extra);
 /* An answer without a body (204). */
 void pulse_server_reply_empty(struct pulse_hreq *r, unsigned status);
 /* The answer to OPTIONS on a matched route: 204 with Allow, plus the

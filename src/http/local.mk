@@ -49,12 +49,12 @@ src/http/web_data.c: $(PULSE_WEB_FILES) $(srcdir)/scripts/embed.sh
 	    `for f in $(PULSE_WEB_FILES); do echo "/ui/$${f#web/}=$(srcdir)/$$f"; done` > $@-t && \
 	  mv $@-t $@
 
-PULSE_HTTP_LIBS = libpulsehttp.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
-	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS)
+PULSE_HTTP_LIBS = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
+	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS) $(RDKAFKA_LIBS)
 
 bin_PROGRAMS += pulsed
 pulsed_SOURCES = src/main.c
-pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
+pulsed_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(RDKAFKA_CFLAGS)
 pulsed_LDADD = $(PULSE_HTTP_LIBS)
 
 # `make run`: build and serve in the foreground, on LISTEN (default

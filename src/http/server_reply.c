@@ -232,6 +232,15 @@ void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const ch
                              msg != NULL && msg[0] != '\0' ? msg : pulse_status_message(st));
 }
 
+void pulse_server_reply_status_extra(struct pulse_hreq *r, pulse_status_t st, const char *msg, json_t *extra)
+{
+    const struct pulse_errmap_entry *e = pulse_errmap_lookup(st);
+    if (st == PULSE_SHUTDOWN)
+        r->not_serving = true;
+    reply_error_extra(r, e->http_status, e->code, extra, "%s",
+                      msg != NULL && msg[0] != '\0' ? msg : pulse_status_message(st));
+}
+
 void pulse_server_reply_range(struct pulse_hreq *r, const char *prefix, int64_t offset, int64_t log_start,
                               int64_t hw)
 {

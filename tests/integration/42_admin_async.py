@@ -27,7 +27,10 @@ import time
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pulsetest import (Threads, check, eq, expect_json, expect_status, main, raw_request,  # noqa: E402
-                       uniq)
+                       uniq, exit_unless_local)
+
+exit_unless_local("these tests drive the local backend's committer and admin thread (failpoints, "
+                  "metadata sync metrics, compaction, restart)")
 
 ONE_WORKER = ["-o", "server.threads=1"]
 

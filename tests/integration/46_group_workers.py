@@ -27,6 +27,10 @@ import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pulsetest  # noqa: E402
+
+pulsetest.exit_unless_local("consumer groups are not mapped onto the Kafka backend yet (its group calls answer 406)")
+
 from grouptest import (Log, Worker, describe, join, processed_exactly, settle,  # noqa: E402
                        wait_lag_zero)
 from pulsetest import check, eq, expect_json, main, srcdir, uniq  # noqa: E402

@@ -16,7 +16,8 @@ import time
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pulsetest import (check, eq, expect_error, expect_json, expect_keys, expect_status,  # noqa: E402
-                       free_port, is_int, main, pulsed_path, raw_request, read_file, srcdir, uniq)
+                       free_port, is_int, main, pulsed_path, raw_request, read_file, srcdir, uniq,
+                       local_only)
 
 LABELS = r'\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*\}'
 METRIC_LINE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(' + LABELS + r')? [-+0-9.eEInfNa]+( -?[0-9]+)?$')
@@ -288,6 +289,7 @@ def test_refusals_while_starting_are_not_warnings(ctx):
     srv.stop()
 
 
+@local_only("slows the local backend's cursor commit with a failpoint")
 def test_refusals_while_draining_are_not_warnings(ctx):
     # A cursor commit made slow on purpose keeps the drain waiting; a kept-
     # alive connection's next request meanwhile is told the broker stops.

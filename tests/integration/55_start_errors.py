@@ -22,6 +22,10 @@ import tempfile
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pulsetest  # noqa: E402
+
+pulsetest.exit_unless_local("these tests are about the local data directory (permissions, its lock)")
+
 from pulsetest import Skip, check, eq, free_port, main, pulsed_path  # noqa: E402
 
 NOBODY = 65534

@@ -16,7 +16,7 @@ import sys
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pulsetest import (check, eq, expect_error, expect_json, expect_status, main, pulsed_path,  # noqa: E402
-                       uniq)
+                       uniq, BACKEND)
 
 APP = "http://app.example:5173"
 OTHER = "https://ops.example"
@@ -160,10 +160,12 @@ def test_writes_from_a_disallowed_origin_are_403_and_store_nothing(ctx):
         check(EVIL in err["message"], "the refusal names the origin: %r" % err["message"])
         eq(r.header("Access-Control-Allow-Origin"), None, "no ACAO on the refusal")
     eq(state(srv), before, "no topic, record or retention change from the refused writes")
-    eq(srv.topic(t)["retention_ms"], 604800000, "retention unchanged")
+    if BACKEND == "local":  # Kafka: topic configs are not read back (null)
+        eq(srv.topic(t)["retention_ms"], 604800000, "retention unchanged")
     cur = expect_json(srv.get("/v1/consumers/%s/cursors/%s/0" % (c, t)), 200, "cursor after")
     eq(cur["offset"], 0, "cursor unchanged")
-    check(c in srv.get("/v1/consumers").json()["consumers"], "consumer not deleted")
+    if BACKEND == "local":  # Kafka: no consumer list (406)
+        check(c in srv.get("/v1/consumers").json()["consumers"], "consumer not deleted")
     # The same writes without an Origin (curl) or from the server's own
     # origin (its dashboard) are executed as always.
     own = "http://127.0.0.1:%d" % srv.port

@@ -14,7 +14,7 @@ import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import check, eq, expect_status, main, uniq  # noqa: E402
+from pulsetest import BACKEND, check, eq, expect_status, main, uniq  # noqa: E402
 
 GZ = {"Accept-Encoding": "gzip"}
 
@@ -100,6 +100,8 @@ def test_json_fetch_is_gzipped_as_it_streams_and_raw_fetch_never(ctx):
     r = srv.fetch(t, 0, headers=GZ, max_records=1)
     eq(r.header("Content-Encoding"), None, "a fetch under 1 KiB is not compressed")
     # Raw batches go out by sendfile, as stored.
+    if BACKEND != "local":  # Kafka: raw fetch is 406 (92_kafka.py)
+        return
     raw_plain = srv.fetch(t, 0, format="raw")
     raw_gz = srv.fetch(t, 0, format="raw", headers=GZ)
     eq((raw_gz.status, raw_gz.header("Content-Encoding")), (200, None), "raw fetch is never compressed")

@@ -19,7 +19,7 @@ import zlib
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pulsetest import (Response, check, eq, expect_error, expect_json, gz, main, note, seed_from_env,  # noqa: E402
-                       uniq)
+                       uniq, BACKEND)
 
 CAP = 65536
 MAX_RECORDS = 100
@@ -86,7 +86,8 @@ def test_malformed_json_bodies_are_400_invalid_request(ctx):
         expect_error(srv.req("PUT", "/v1/consumers/c/cursors/%s/0" % t, b, headers=JSON), 400,
                      "invalid_request", "cursor body %r" % b[:40])
     unchanged(srv, before, "malformed bodies")
-    eq(srv.get("/v1/consumers").json()["consumers"], [], "no consumer created")
+    if BACKEND == "local":  # Kafka: no consumer list on the mock
+        eq(srv.get("/v1/consumers").json()["consumers"], [], "no consumer created")
 
 
 def test_publish_record_validation_rejects_the_whole_request(ctx):

@@ -21,7 +21,7 @@ import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import (check, eq, expect_error, expect_json, gz, main, note, raw_request,  # noqa: E402
+from pulsetest import (BACKEND, local_only, check, eq, expect_error, expect_json, gz, main, note, raw_request,  # noqa: E402
                        uniq, wait_until)
 
 MIB = 1024 * 1024
@@ -83,6 +83,10 @@ def read_all(s, timeout=60):
     return head, body[:n]
 
 
+@local_only("the in-process mock cluster keeps the records in pulsed's own memory, copies each one "
+            "several times per fetch (freed copies sit in ASan's quarantine), and trims a partition past "
+            "about 5 MB, so neither the RSS bound nor the offsets hold over it; measured by hand with "
+            "ASAN_OPTIONS=quarantine_size_mb=1: 22 MiB of growth for 8 stalled fetches")
 def test_clients_that_never_read_leave_memory_bounded(ctx):
     srv = ctx.new_server(args=["-o", "server.memory-budget=%d" % BUDGET])
     srv.start()
@@ -187,8 +191,9 @@ def test_past_the_budget_requests_get_503_with_retry_after(ctx):
               "only the stalled uploads hold memory")
         # Small requests still pass, and raw fetches take no budget.
         expect_json(srv.get("/v1/topics/%s/partitions/0/records?offset=0&max_records=1" % t), 200, "small fetch")
-        r = srv.get("/v1/topics/%s/partitions/0/records?offset=1&format=raw" % t)
-        eq(r.status, 200, "raw fetch")
+        if BACKEND == "local":  # Kafka: raw fetch is 406
+            r = srv.get("/v1/topics/%s/partitions/0/records?offset=1&format=raw" % t)
+            eq(r.status, 200, "raw fetch")
         check(metric(srv, "pulse_http_memory_refusals_total") >= 4, "refusals counted")
     finally:
         for s in held:

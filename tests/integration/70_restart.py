@@ -12,6 +12,10 @@ import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pulsetest  # noqa: E402
+
+pulsetest.exit_unless_local("restarts pulsed, and the mock cluster lives and dies inside it (a real cluster keeps the data)")
+
 from pulsetest import (Threads, b64, check, eq, expect_error, expect_json, expect_status, main,  # noqa: E402
                        raw_request, uniq)
 

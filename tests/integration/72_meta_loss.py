@@ -34,6 +34,10 @@ import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pulsetest  # noqa: E402
+
+pulsetest.exit_unless_local("damages the local backend's metadata store")
+
 from pulsetest import (b64, check, crc32c, eq, expect_json, expect_status, free_port, main,  # noqa: E402
                        pulsed_path, read_file)
 

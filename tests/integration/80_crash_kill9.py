@@ -26,6 +26,10 @@ import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pulsetest  # noqa: E402
+
+pulsetest.exit_unless_local("kills pulsed, and the mock cluster dies with it (durability is the cluster's: acks=all)")
+
 from pulsetest import (Threads, b64, check, eq, fail, main, note, raw_request,  # noqa: E402
                        seed_from_env)
 

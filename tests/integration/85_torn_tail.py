@@ -14,6 +14,10 @@ import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pulsetest  # noqa: E402
+
+pulsetest.exit_unless_local("damages the local backend's segment files")
+
 from pulsetest import (b64, check, decode_batches, eq, expect_status, main, note, read_file,  # noqa: E402
                        seed_from_env, segment_dir, segment_files)
 

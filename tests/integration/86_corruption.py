@@ -26,6 +26,10 @@ import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pulsetest  # noqa: E402
+
+pulsetest.exit_unless_local("damages the local backend's segment files")
+
 from pulsetest import (b64, builddir, check, decode_batches, eq, expect_status, json_value_bytes, main,  # noqa: E402
                        read_file, segment_dir, segment_files)
 

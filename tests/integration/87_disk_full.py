@@ -24,6 +24,10 @@ import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pulsetest  # noqa: E402
+
+pulsetest.exit_unless_local("fills the local backend's disk")
+
 from pulsetest import (Skip, check, eq, expect_json, fail, free_port, main, pulsed_path,  # noqa: E402
                        quote_path, uniq)
 

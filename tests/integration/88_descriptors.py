@@ -19,6 +19,10 @@ import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pulsetest  # noqa: E402
+
+pulsetest.exit_unless_local("counts the local backend's segment descriptors")
+
 from pulsetest import (Skip, check, decode_batches, eq, expect_json, fail, main, quote_path, raw_request,  # noqa: E402
                        uniq)
 

@@ -12,6 +12,10 @@ import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pulsetest  # noqa: E402
+
+pulsetest.exit_unless_local("raw fetch through sendfile: the Kafka backend answers 406")
+
 from pulsetest import (Skip, b64, check, decode_batches, eq, expect_status, main, note,  # noqa: E402
                        read_file, segment_files)
 

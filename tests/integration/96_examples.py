@@ -13,7 +13,7 @@ import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import (Skip, check, eq, expect_status, main, srcdir, uniq)  # noqa: E402
+from pulsetest import (Skip, check, eq, expect_status, main, srcdir, uniq, local_only)  # noqa: E402
 
 
 def example(name):
@@ -52,6 +52,7 @@ def test_walkthrough_runs_twice_against_the_server(ctx):
     eq(srv.hw(topic, 0), 8, "second run appends to the same topic")
 
 
+@local_only("restarts pulsed, and the mock cluster lives and dies inside it")
 def test_producer_then_consumer_resumes_after_restart(ctx):
     srv = ctx.srv
     topic, group = uniq("shop"), uniq("billing")
@@ -81,6 +82,7 @@ def test_producer_then_consumer_resumes_after_restart(ctx):
     eq(sum(c["lag"] for c in lst["cursors"]), 0, "no lag left")
 
 
+@local_only("raw fetch: the Kafka backend answers 406")
 def test_decode_raw_prints_records_and_rejects_damage(ctx):
     srv = ctx.srv
     topic = uniq("decode")
@@ -180,6 +182,7 @@ ROUTE_RES = [
 ]
 
 
+@local_only("the examples include raw fetch, retention changes and deletes")
 def test_api_md_curl_examples_answer_as_documented(ctx):
     if not shutil.which("curl"):
         raise Skip("curl is not installed")

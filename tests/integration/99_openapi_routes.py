@@ -12,7 +12,7 @@ import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import (check, eq, expect_json, fail, main, read_file, srcdir, uniq)  # noqa: E402
+from pulsetest import (check, eq, expect_json, fail, main, read_file, srcdir, uniq, BACKEND)  # noqa: E402
 
 # (method, path template) for every route pulsed serves.
 ROUTES = [
@@ -106,6 +106,14 @@ def test_every_route_is_routed_live(ctx):
         ("POST", "/v1/groups/{group}/members"): 201,
         ("DELETE", "/v1/groups/{group}/members/{member}"): 204,
     }
+    if BACKEND == "kafka":
+        # What the Kafka backend answers 406 for, over the mock cluster
+        # (docs/Scaling.md "What differs").
+        expected.update({("PATCH", "/v1/topics/{topic}"): 406, ("DELETE", "/v1/topics/{topic}"): 406,
+                         ("GET", "/v1/consumers"): 406, ("DELETE", "/v1/consumers/{consumer}"): 406})
+        # Consumer groups are not mapped onto Kafka yet: every group route is 406.
+        expected.update({(m, tp): 406 for m, tp in ROUTES if tp.startswith("/v1/groups")})
+        values["member"], values["generation"] = "no-member", 1
     # Order matters: create first, delete last.
     order = [ROUTES[1]] + [r for r in ROUTES if r not in (ROUTES[1], ROUTES[4], ROUTES[8])] + \
         [ROUTES[8], ROUTES[4]]
@@ -117,9 +125,9 @@ def test_every_route_is_routed_live(ctx):
         want = expected.get((method, tmpl), 200)
         if r.status != want:
             fail("%s %s (%s): expected %d, got %d %r" % (method, path, tmpl, want, r.status, r.body[:300]))
-        if tmpl == "/v1/groups/{group}/members":
+        if tmpl == "/v1/groups/{group}/members" and BACKEND == "local":
             values["member"], values["generation"] = r.json()["member_id"], r.json()["generation"]
-    expect_json(srv.get("/v1/topics/" + t), 404, "topic deleted by the last route")
+    expect_json(srv.get("/v1/topics/" + t), 404 if BACKEND == "local" else 200, "topic deleted by the last route")
 
 
 def test_served_document_is_the_file(ctx):

@@ -35,6 +35,8 @@ INTEGRATION_TESTS = \
 	tests/integration/87_disk_full.py \
 	tests/integration/88_descriptors.py \
 	tests/integration/90_longpoll.py \
+	tests/integration/91_kafka_suite.sh \
+	tests/integration/92_kafka.py \
 	tests/integration/95_sendfile.py \
 	tests/integration/96_examples.py \
 	tests/integration/99_openapi_routes.py
@@ -47,10 +49,9 @@ TESTS += $(INTEGRATION_TESTS)
 # proves the release binary has none.
 check_PROGRAMS += tests/pulsed-hooks
 tests_pulsed_hooks_SOURCES = src/main.c
-tests_pulsed_hooks_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(HOOKS_CPPFLAGS)
-tests_pulsed_hooks_LDADD = libpulsehttp.a libpulsebroker_hooks.a libpulsemeta.a libpulsestore_hooks.a \
-	libpulsecommon_hooks.a $(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS)
+tests_pulsed_hooks_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(RDKAFKA_CFLAGS) $(HOOKS_CPPFLAGS)
+tests_pulsed_hooks_LDADD = $(PULSE_HTTP_HOOKS_LIBS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/pulsetest.py tests/integration/grouptest.py \
 	docs/API.md \
 	examples/walkthrough.sh examples/producer.py examples/consumer.py examples/decode_raw.py \
-	examples/group_consumer.mjs
+	examples/group_consumer.mjs examples/replay_topic.py

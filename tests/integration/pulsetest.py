@@ -43,6 +43,13 @@ STOP_TIMEOUT = float(os.environ.get("PULSE_TEST_STOP_TIMEOUT", "60"))
 
 SKIP = 77
 
+# Which broker backend the servers use: "local" (default) or "kafka", which
+# runs every server over librdkafka's in-process mock cluster
+# (docs/Scaling.md "Tests"). Tests of what only the local backend has skip
+# themselves under kafka with local_only().
+BACKEND = os.environ.get("PULSE_TEST_BACKEND", "local")
+KAFKA_ARGS = ["-o", "broker.backend=kafka", "-o", "kafka.mock-brokers=3"]
+
 
 class Skip(Exception):
     """Raised by a test that cannot run here; the reason is printed."""
@@ -252,9 +259,10 @@ class Server:
     # -- lifecycle -----------------------------------------------------------
 
     def command(self):
+        backend = KAFKA_ARGS if BACKEND == "kafka" else []
         return self.wrapper + [pulsed_path(wants_hooks(self.env)), "--data-dir", self.data_dir,
                                "--listen", "127.0.0.1:%d" % self.port,
-                               "-o", "log.level=warn"] + self.args
+                               "-o", "log.level=warn"] + backend + self.args
 
     def start(self):
         if self.proc is not None:
@@ -783,6 +791,29 @@ def main(module_globals, server_args=(), shared_server=True, server_env=None):
     if not passed and skipped:
         return SKIP
     return 0
+
+
+def local_only(reason):
+    """Marks a test (decorator) or, called at the top of a module before
+    main(), a whole module as needing the local backend: under
+    PULSE_TEST_BACKEND=kafka it is skipped with the reason (what the
+    Kafka backend or its mock cluster cannot serve)."""
+    def wrap(fn):
+        def run(ctx):
+            if BACKEND != "local":
+                raise Skip("local backend only: " + reason)
+            return fn(ctx)
+        run.__name__ = fn.__name__
+        return run
+    return wrap
+
+
+def exit_unless_local(reason):
+    """A whole module that needs the local backend: exits 77 (skip) under
+    another one, naming the reason."""
+    if BACKEND != "local":
+        print("SKIP: local backend only: " + reason)
+        sys.exit(SKIP)
 
 
 def uniq(prefix):

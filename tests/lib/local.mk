@@ -17,3 +17,9 @@ libpulsestore_hooks_a_SOURCES = $(libpulsestore_a_SOURCES)
 libpulsestore_hooks_a_CPPFLAGS = $(AM_CPPFLAGS) $(HOOKS_CPPFLAGS)
 libpulsebroker_hooks_a_SOURCES = $(libpulsebroker_a_SOURCES)
 libpulsebroker_hooks_a_CPPFLAGS = $(AM_CPPFLAGS) $(HOOKS_CPPFLAGS)
+
+# pulsed's libraries (PULSE_HTTP_LIBS in src/http/local.mk) with the hooked
+# ones in place of the release ones: for tests/pulsed-hooks and the tests
+# that run the whole server in process.
+PULSE_HTTP_HOOKS_LIBS = libpulsehttp.a libpulsekafka.a libpulsebroker_hooks.a libpulsemeta.a libpulsestore_hooks.a \
+	libpulsecommon_hooks.a $(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS) $(RDKAFKA_LIBS)

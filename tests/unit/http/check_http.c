@@ -330,7 +330,11 @@ START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
     ck_assert_int_eq(pulse_config_init(&cfg), PULSE_OK);
     json_t *j = pulse_config_to_json(&cfg);
     ck_assert_ptr_nonnull(j);
-    ck_assert_uint_eq(json_object_size(j), 36);
+    size_t keys = 0;
+    for (size_t i = 0; pulse_config_table(i) != NULL; i++)
+        keys += pulse_config_table(i)->n;
+    ck_assert_uint_eq(json_object_size(j), keys);
+    ck_assert_uint_ge(keys, 40);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "groups.lease-default")), 30000);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.segment-fd-cache")), 1024);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.checkpoint-interval")), 1000);

@@ -16,8 +16,9 @@ TESTS += tests/unit/check_http
 tests_unit_check_http_SOURCES = tests/unit/http/check_http.c
 tests_unit_check_http_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
 tests_unit_check_http_CFLAGS = $(TEST_CFLAGS)
-# libpulsebroker_hooks.a for the broker's settings table only (no LevelDB is linked in).
-tests_unit_check_http_LDADD = libpulsehttp.a libpulsebroker_hooks.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) \
+# libpulsekafka.a and libpulsebroker_hooks.a for their settings tables only (no
+# LevelDB or librdkafka is linked in).
+tests_unit_check_http_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker_hooks.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) \
 	$(ZLIB_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_fastpub
@@ -25,14 +26,14 @@ TESTS += tests/unit/check_fastpub
 tests_unit_check_fastpub_SOURCES = tests/unit/http/check_fastpub.c
 tests_unit_check_fastpub_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_fastpub_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) $(CHECK_LDADD)
+tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsekafka.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) $(CHECK_LDADD)
 
 check_PROGRAMS += tests/unit/check_fetch_json
 TESTS += tests/unit/check_fetch_json
 tests_unit_check_fetch_json_SOURCES = tests/unit/http/check_fetch_json.c
 tests_unit_check_fetch_json_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_fetch_json_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) $(CHECK_LDADD)
+tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsekafka.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) $(CHECK_LDADD)
 
 # The layers' settings tables against conf/pulse.conf and docs/Configuration.md
 # (read from $(srcdir) through PULSE_SRCDIR).
@@ -41,7 +42,7 @@ TESTS += tests/unit/check_settings
 tests_unit_check_settings_SOURCES = tests/unit/http/check_settings.c
 tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_settings_LDADD = libpulsehttp.a libpulsebroker_hooks.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) \
+tests_unit_check_settings_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker_hooks.a libpulsestore_hooks.a libpulsecommon_hooks.a $(JANSSON_LIBS) \
 	$(CHECK_LDADD)
 
 # CORS origins and gzip'ed answers (cors.h, encode.h).
@@ -58,3 +59,11 @@ TESTS += tests/unit/check_embed
 tests_unit_check_embed_SOURCES = tests/unit/http/check_embed.c
 tests_unit_check_embed_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_embed_LDADD = libpulsehttp.a libpulsecommon_hooks.a $(CHECK_LDADD)
+
+# Per-record publish results over a fake backend (the real HTTP server).
+check_PROGRAMS += tests/unit/check_publish_results
+TESTS += tests/unit/check_publish_results
+tests_unit_check_publish_results_SOURCES = tests/unit/http/check_publish_results.c
+tests_unit_check_publish_results_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_publish_results_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_publish_results_LDADD = $(PULSE_HTTP_HOOKS_LIBS) $(CHECK_LDADD)

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kafka_int.h - inside the Kafka backend (kafka.h). Never included from
+ * another directory (tests include it to reach the mock cluster).
+ *
+ * Ownership and locks:
+ *   - prod (the producer) serves publishes, metadata, watermarks and the
+ *     Admin API; it is thread-safe (librdkafka). kpoll serves its delivery
+ *     reports.
+ *   - fetchers[i] are legacy consumers (no group): each is used by one
+ *     reader at a time, under its own mutex (librdkafka silently re-seeks a
+ *     second reader of the same partition of a handle, kafka-librdkafka
+ *     notes section 4).
+ *   - meta_mu guards the metadata cache (names, partition counts); no call
+ *     to the cluster is made with it held.
+ *   - wait_mu guards the waiter list; waiters are fired with it released.
+ *   - admin_mu guards the admin job queue.
+ *   - stats_mu guards the last statistics JSON of librdkafka.
+ * Lock order: none is held while another is taken.
+ */
+#ifndef PULSE_KAFKA_KAFKA_INT_H
+#define PULSE_KAFKA_KAFKA_INT_H
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "broker/backend.h"
+#include "kafka/kafka.h"
+
+struct kwaiter;
+struct kjob;
+
+/* One topic of the metadata cache. */
+struct kmeta_topic {
+    char *name;
+    uint32_t partitions;
+};
+
+struct kfetcher {
+    pthread_mutex_t mu; /* one reader at a time */
+    rd_kafka_t *rk;
+};
+
+struct pulse_kafka {
+    struct pulse_broker base; /* first: the seam's handle */
+    int64_t started_at_ms;
+    char cluster_id[128];
+    char broker_id[128];
+    int64_t timeout_ms; /* kafka.request-timeout */
+    uint32_t max_records;
+    uint32_t default_partitions;
+
+    rd_kafka_t *mock_owner; /* the mock's handle (tests), or NULL */
+    rd_kafka_mock_cluster_t *mock;
+    int mock_brokers;
+    rd_kafka_t *prod;
+    struct kfetcher *fetchers;
+    size_t n_fetchers;
+    atomic_uint next_fetcher;
+    atomic_uint round_robin; /* partition of the next keyless publish */
+
+    atomic_bool draining;
+    atomic_bool stopping;
+    atomic_bool cluster_ok; /* the last metadata refresh reached the cluster */
+    atomic_ullong published, publish_failed, fetched_records, fetched_bytes;
+    atomic_long inflight; /* publishes submitted, not completed */
+
+    pthread_mutex_t meta_mu;
+    struct kmeta_topic *topics; /* sorted by name */
+    size_t n_topics;
+    int64_t meta_at_us; /* mono time of the last refresh; 0 = never */
+
+    pthread_mutex_t stats_mu;
+    char *stats_json;
+
+    pthread_t poll_thread;
+    bool poll_started;
+
+    pthread_mutex_t wait_mu;
+    pthread_cond_t wait_cv;
+    struct kwaiter *waiters;
+    pthread_t wait_thread;
+    bool wait_started;
+
+    pthread_mutex_t admin_mu;
+    pthread_cond_t admin_cv;
+    struct kjob *jobs_head, *jobs_tail;
+    long jobs_running;
+    pthread_t admin_thread;
+    bool admin_started;
+};
+
+static inline struct pulse_kafka *kafka_of(struct pulse_broker *b)
+{
+    return (struct pulse_kafka *)(void *)b;
+}
+
+/* Maps a librdkafka error to a status (UNAVAILABLE for a cluster that
+ * cannot be reached or answered too late). */
+pulse_status_t pulse_kafka_status(rd_kafka_resp_err_t err);
+
+extern const struct pulse_broker_ops pulse_kafka_ops;
+
+/* ---- kmeta.c: the metadata cache -------------------------------------- */
+
+/* Refreshes the cache from the cluster (all topics; naming none, so the
+ * mock creates nothing). Blocks up to the request timeout; sets
+ * cluster_ok. Thread: any but kpoll. */
+pulse_status_t pulse_kafka_meta_refresh(struct pulse_kafka *k);
+
+/* The partition count of topic: from the cache when it is fresh (under a
+ * second), else after a refresh; PULSE_TOPIC_NOT_FOUND after a refresh
+ * that does not know it either; PULSE_UNAVAILABLE when the cluster is
+ * known to be gone (at once) or does not answer. */
+pulse_status_t pulse_kafka_meta_partitions(struct pulse_kafka *k, const char *topic, uint32_t *n_out);
+
+/* Copies the cached names and counts (a refresh first when stale):
+ * *out (pulse_free each name and the array). */
+pulse_status_t pulse_kafka_meta_snapshot(struct pulse_kafka *k, struct kmeta_topic **out, size_t *n_out);
+void pulse_kafka_meta_snapshot_free(struct kmeta_topic *t, size_t n);
+
+/* Log start and high watermark of each entry of list (topic, partition),
+ * in two ListOffsets calls (earliest, latest) bounded by the timeout:
+ * list->elems[i].offset gets the HW; lo (n entries, nullable) the start. */
+pulse_status_t pulse_kafka_watermarks(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list, int64_t *lo);
+
+/* topic_get / topic_list of the table. */
+pulse_status_t pulse_kafka_topic_get(struct pulse_broker *b, const char *name, bool with_stats,
+                                     struct pulse_topic_info **out);
+pulse_status_t pulse_kafka_topic_list(struct pulse_broker *b, bool with_stats, struct pulse_topic_info ***out,
+                                      size_t *n_out);
+
+/* ---- kpublish.c --------------------------------------------------------- */
+
+void pulse_kafka_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque);
+pulse_status_t pulse_kafka_publish(struct pulse_broker *b, const char *topic, const struct pulse_publish_record *recs,
+                                   size_t n, struct pulse_offset_pair *offsets_out, pulse_publish_done_fn done,
+                                   void *arg, bool *pending_out, char *errbuf, size_t errlen);
+
+/* ---- kfetch.c ----------------------------------------------------------- */
+
+pulse_status_t pulse_kafka_fetch_create(struct pulse_broker *b, const char *topic, uint32_t partition,
+                                        struct pulse_fetch **out);
+pulse_status_t pulse_kafka_fetch_read(struct pulse_broker *b, struct pulse_fetch *f, int64_t offset,
+                                      uint64_t max_bytes, struct pulse_fetch_pos *pos, uint64_t *need);
+pulse_status_t pulse_kafka_fetch_next(struct pulse_fetch *f, struct pulse_record *rec);
+void pulse_kafka_fetch_rewind(struct pulse_fetch *f);
+void pulse_kafka_fetch_destroy(struct pulse_fetch *f);
+pulse_status_t pulse_kafka_fetch_probe(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
+                                       struct pulse_fetch_pos *pos);
+
+/* ---- kwait.c -------------------------------------------------------------- */
+
+pulse_status_t pulse_kafka_wait_any(struct pulse_broker *b, const struct pulse_wait_pos *pos, size_t n,
+                                    int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
+                                    size_t *ready_out);
+/* Parks one waiter on n positions (topics[i], partitions[i], offsets[i]):
+ * it fires when the high watermark of any passes its offset, a topic of
+ * any is deleted (PULSE_TOPIC_NOT_FOUND) or the deadline passes
+ * (PULSE_OK); always parked (wait_any of the table checks the positions
+ * first). PULSE_INVALID, PULSE_SHUTDOWN, PULSE_NOMEM at once. */
+pulse_status_t pulse_kafka_wait_positions(struct pulse_kafka *k, const char *const *topics,
+                                          const uint32_t *partitions, const int64_t *offsets, size_t n,
+                                          int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
+/* Wakes kwait early (a publish completed: a waiter may be due). */
+void pulse_kafka_wait_kick(struct pulse_kafka *k);
+/* Fires every waiter with st (drain). */
+void pulse_kafka_wait_fire_all(struct pulse_kafka *k, pulse_status_t st);
+void *pulse_kafka_wait_main(void *arg);
+
+/* ---- kadmin.c ------------------------------------------------------------- */
+
+void *pulse_kafka_admin_main(void *arg);
+/* Waits until the admin queue is empty and idle (drain). */
+void pulse_kafka_admin_drain(struct pulse_kafka *k);
+pulse_status_t pulse_kafka_topic_create_async(struct pulse_broker *b, const struct pulse_topic_spec *spec,
+                                              struct pulse_topic_info **out, pulse_admin_done_fn done, void *arg,
+                                              char *errbuf, size_t errlen);
+pulse_status_t pulse_kafka_topic_set_retention_async(struct pulse_broker *b, const char *name, int64_t retention_ms,
+                                                     int64_t retention_bytes, struct pulse_topic_info **out,
+                                                     pulse_admin_done_fn done, void *arg);
+pulse_status_t pulse_kafka_topic_delete_async(struct pulse_broker *b, const char *name, pulse_admin_done_fn done,
+                                              void *arg);
+pulse_status_t pulse_kafka_cursor_commit_async(struct pulse_broker *b, const char *consumer,
+                                               const struct pulse_cursor *cursors, size_t n, pulse_admin_done_fn done,
+                                               void *arg, char *errbuf, size_t errlen);
+pulse_status_t pulse_kafka_cursor_get_async(struct pulse_broker *b, const char *consumer, const char *topic,
+                                            uint32_t partition, struct pulse_cursor *out, pulse_admin_done_fn done,
+                                            void *arg);
+pulse_status_t pulse_kafka_cursor_list_async(struct pulse_broker *b, const char *consumer, struct pulse_cursor **out,
+                                             size_t *n_out, pulse_admin_done_fn done, void *arg);
+
+/* Test hook: the mock cluster (NULL unless kafka.mock-brokers > 0). */
+rd_kafka_mock_cluster_t *pulse_kafka_mock(struct pulse_broker *b);
+
+#endif

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""What only the Kafka backend does (broker.backend = kafka), over HTTP:
+raw fetch answers 406, lookups of unknown topics create nothing, retention
+changes and deletes on the mock cluster answer 406 (unknown topics 404),
+librdkafka's statistics in /metrics, secrets of the pass-through hidden in
+/v1/broker, and a cluster that cannot be reached: /readyz 503 and every
+call 503 with Retry-After within kafka.request-timeout, never a hang.
+
+Every server here runs the Kafka backend over librdkafka's mock cluster
+(kafka.mock-brokers=3), whatever PULSE_TEST_BACKEND says."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pulsetest import (KAFKA_ARGS, check, eq, expect_error, expect_json, free_port, main,  # noqa: E402
+                       pulsed_path, raw_request, srcdir, uniq, wait_until)
+
+SECRET_ARGS = ["-o", "kafka.property.sasl.password=s3cret-value", "-o", "kafka.property.linger.ms=2"]
+
+
+def test_raw_fetch_is_406_naming_json(ctx):
+    srv = ctx.srv
+    t = uniq("raw")
+    srv.create_topic(t)
+    srv.publish(t, [{"value": "a"}])
+    for r in (srv.fetch(t, 0, format="raw"), srv.fetch(t, 0, headers={"Accept": "application/vnd.pulse.batches"})):
+        err = expect_error(r, 406, "not_acceptable", "raw fetch")
+        check("application/json" in err["message"], "the 406 names the JSON form: %r" % err)
+    eq([x["value"] for x in srv.fetch_json(t, 0)["records"]], ["a"], "the JSON form serves the record")
+
+
+def test_lookups_of_unknown_topics_create_nothing(ctx):
+    # On the mock (and on clusters with auto.create.topics.enable) a
+    # metadata request naming a topic creates it: the gateway never names one
+    # it does not know.
+    srv = ctx.srv
+    t = uniq("ghost")
+    expect_error(srv.get("/v1/topics/" + t), 404, "topic_not_found", "GET")
+    expect_error(srv.fetch(t, 0), 404, "topic_not_found", "fetch")
+    expect_error(srv.req("POST", "/v1/topics/%s/records" % t, {"records": [{"value": "x"}]}), 404,
+                 "topic_not_found", "publish")
+    expect_error(srv.req("PUT", "/v1/consumers/c/cursors/%s/0" % t, {"offset": 0}), 404, "topic_not_found",
+                 "commit")
+    time.sleep(1.2)  # past a metadata refresh
+    check(t not in [x["name"] for x in srv.topics()["topics"]], "the unknown topic was created")
+
+
+def test_retention_change_and_delete_are_406_on_the_mock_and_404_when_unknown(ctx):
+    srv = ctx.srv
+    t = uniq("keep")
+    srv.create_topic(t, partitions=2)
+    expect_error(srv.req("PATCH", "/v1/topics/" + t, {"retention_ms": 1000}), 406, "not_acceptable", "patch")
+    expect_error(srv.req("DELETE", "/v1/topics/" + t), 406, "not_acceptable", "delete on the mock")
+    eq(srv.topic(t)["partitions"], 2, "the topic is still there")
+    expect_error(srv.req("PATCH", "/v1/topics/never-" + t, {"retention_ms": 1}), 404, "topic_not_found",
+                 "patch unknown")
+    expect_error(srv.req("DELETE", "/v1/topics/never-" + t), 404, "topic_not_found", "delete unknown")
+    expect_error(srv.get("/v1/consumers"), 406, "not_acceptable", "consumer list")
+
+
+def test_topics_show_null_for_configs_the_gateway_does_not_read(ctx):
+    t = ctx.srv.create_topic(uniq("cfg"), partitions=3, retention_ms=5000)
+    eq((t["retention_ms"], t["retention_bytes"], t["segment_bytes"], t["created_at"]), (None, None, None, None),
+       "configs not read back")
+    eq(t["partitions"], 3, "partitions")
+
+
+def test_metrics_carry_librdkafka_statistics(ctx):
+    srv = ctx.srv
+    t = uniq("m")
+    srv.create_topic(t)
+    srv.publish(t, [{"value": "x"}] * 3)
+
+    def text():
+        return raw_request(srv.port, "GET", "/metrics").body.decode()
+    check(wait_until(lambda: "pulse_kafka_broker_rtt_seconds{" in text(), 12),
+          "no broker round-trip times in /metrics")
+    m = text()
+    for name in ("pulse_kafka_up 1", "pulse_kafka_published_records_total", "pulse_kafka_producer_queue_messages",
+                 "pulse_kafka_tx_errors_total", "pulse_kafka_broker_up{"):
+        check(name in m, "/metrics lacks %s" % name)
+
+
+def test_broker_config_hides_secret_properties(ctx):
+    srv = ctx.new_server(args=KAFKA_ARGS + SECRET_ARGS).start()
+    cfg = expect_json(srv.get("/v1/broker"), 200, "broker")["config"]
+    eq(cfg.get("broker.backend"), "kafka", "backend")
+    eq(cfg.get("kafka.property.sasl.password"), "(hidden)", "password hidden")
+    eq(cfg.get("kafka.property.linger.ms"), "2", "other properties shown")
+    check("s3cret-value" not in srv.get("/v1/broker").body.decode(), "the secret leaked")
+
+
+def test_a_cluster_that_cannot_be_reached_answers_503_with_retry_after(ctx):
+    # Nothing listens on a port just freed; every call is bounded by 500 ms.
+    dead = free_port()
+    port = free_port()
+    tmp = tempfile.mkdtemp(prefix="pulse-kdead-", dir=ctx.tmp)
+    err = open(os.path.join(tmp, "stderr"), "wb")
+    proc = subprocess.Popen([pulsed_path(), "--data-dir", os.path.join(tmp, "d"), "--listen", "127.0.0.1:%d" % port,
+                             "-o", "log.level=error", "-o", "broker.backend=kafka",
+                             "-o", "kafka.bootstrap-servers=127.0.0.1:%d" % dead,
+                             "-o", "kafka.request-timeout=500ms"], stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        def up():
+            try:
+                return raw_request(port, "GET", "/healthz", timeout=2).status == 200
+            except OSError:
+                return False
+        check(wait_until(up, 30), "pulsed did not start without its cluster")
+
+        def attached():
+            # 503 "not ready" until the backend is open; then 503 naming the cluster.
+            r = raw_request(port, "GET", "/readyz", timeout=5)
+            return r.status == 503 and b"cluster cannot be reached" in r.body
+        check(wait_until(attached, 30), "/readyz must answer 503 naming the cluster")
+        calls = [("GET", "/v1/topics", None), ("POST", "/v1/topics", {"name": "t"}),
+                 ("POST", "/v1/topics/t/records", {"records": [{"value": "x"}]}),
+                 ("GET", "/v1/topics/t/partitions/0/records", None),
+                 ("GET", "/v1/consumers/c/cursors/t/0", None)]
+        for method, path, body in calls:
+            t0 = time.monotonic()
+            r = raw_request(port, method, path, body, timeout=10)
+            took = time.monotonic() - t0
+            eq(r.status, 503, "%s %s without a cluster (%r)" % (method, path, r.body[:200]))
+            check(r.header("Retry-After") is not None, "%s %s: Retry-After" % (method, path))
+            check(took < 3.0, "%s %s took %.1f s (bound: 500 ms per call)" % (method, path, took))
+        m = raw_request(port, "GET", "/metrics", timeout=5).body.decode()
+        check("pulse_kafka_up 0" in m, "pulse_kafka_up must be 0")
+        proc.terminate()
+        eq(proc.wait(timeout=30), 0, "exit status after SIGTERM")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        err.close()
+
+
+def test_replay_copies_a_local_topic_into_kafka_with_its_cursors(ctx):
+    # docs/Scaling.md "Moving existing data": examples/replay_topic.py.
+    src = ctx.new_server(args=["-o", "broker.backend=local"]).start()
+    dst = ctx.srv
+    t = uniq("moved")
+    src.create_topic(t, partitions=2)
+    recs = [{"key": "k%d" % i, "value": "v%d" % i, "headers": {"h": str(i)}, "timestamp": 1000 + i,
+             "partition": i % 2} for i in range(10)]
+    recs.append({"value_base64": "AAEC/w==", "partition": 0, "timestamp": 5000})
+    src.publish(t, recs)
+    expect_json(src.req("PUT", "/v1/consumers/mover/cursors/%s/0" % t, {"offset": 3}), 200, "cursor")
+    out = subprocess.run([sys.executable, os.path.join(srcdir(), "examples", "replay_topic.py"),
+                          "--from", "http://127.0.0.1:%d" % src.port, "--to", "http://127.0.0.1:%d" % dst.port,
+                          "--topic", t, "--batch", "4"], capture_output=True, timeout=60)
+    eq(out.returncode, 0, "replay_topic.py exit status (stderr %r)" % out.stderr[-500:])
+    for p in (0, 1):
+        a = src.fetch_json(t, p)["records"]
+        b = dst.fetch_json(t, p)["records"]
+        eq(b, a, "partition %d copied record for record (same offsets from an empty start)" % p)
+    cur = expect_json(dst.get("/v1/consumers/mover/cursors/%s/0" % t), 200, "translated cursor")
+    eq(cur["offset"], 3, "cursor")
+
+
+if __name__ == "__main__":
+    sys.exit(main(globals(), server_args=KAFKA_ARGS))

@@ -1,0 +1,534 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_kafka.c - the Kafka backend (src/kafka) through the broker seam,
+ * over librdkafka's in-process mock cluster (kafka.mock-brokers = 3):
+ * publish and fetch round trips, the murmur2 routing of keyed records,
+ * errors injected into the mock's Produce answers (retriable ones are
+ * invisible; a non-retriable one fails only its records, which a publish
+ * reports per record), cursors as consumer-group offsets that a Kafka
+ * consumer of the group sees, long-poll wake-ups, lookups that must not
+ * create topics, and a cluster that cannot be reached (bounded
+ * PULSE_UNAVAILABLE, never a hang). Also the kafka.property.* pass-through
+ * of the settings. Threaded (librdkafka's threads and the backend's): run
+ * it under TSan too.
+ */
+#include <check.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker/broker.h"
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/settings.h"
+#include "kafka/kafka.h"
+#include "kafka/kafka_int.h"
+#include "kafka/kafka_settings.h"
+
+static struct pulse_kafka_settings ks;
+
+/* Settings for a broker: name=value pairs (kafka.* keys or
+ * kafka.property.*), NULL-terminated. */
+static void settings(const char *const *kv)
+{
+    char err[256] = "";
+    ck_assert_int_eq(pulse_settings_init(pulse_kafka_settings(), &ks), PULSE_OK);
+    for (size_t i = 0; kv != NULL && kv[i] != NULL; i += 2) {
+        const struct pulse_setting *s = pulse_settings_find(pulse_kafka_settings(), kv[i]);
+        pulse_status_t st = s != NULL ? pulse_settings_apply(s, &ks, kv[i + 1], err, sizeof err)
+                                      : pulse_settings_apply_prefixed(pulse_kafka_settings_prefix(), &ks, kv[i],
+                                                                      kv[i + 1], err, sizeof err);
+        ck_assert_msg(st == PULSE_OK, "%s: %s", kv[i], err);
+    }
+}
+
+static struct pulse_broker *open_with(const char *const *kv)
+{
+    struct pulse_broker *b = NULL;
+    char err[512] = "";
+    settings(kv);
+    struct pulse_kafka_config cfg = {&ks, 10000, 1};
+    ck_assert_msg(pulse_kafka_open(&cfg, &b, err, sizeof err) == PULSE_OK, "%s", err);
+    return b;
+}
+
+static struct pulse_broker *open_mock(void)
+{
+    /* max.in.flight=1: the mock's idempotence check is lax with more
+     * (kafka-librdkafka notes M8), and these tests assert log contents. */
+    static const char *const kv[] = {"kafka.mock-brokers", "3", "kafka.property.max.in.flight", "1", NULL};
+    return open_with(kv);
+}
+
+static void close_broker(struct pulse_broker *b)
+{
+    pulse_broker_close(b);
+    pulse_settings_prefix_fini(pulse_kafka_settings_prefix(), &ks);
+    pulse_settings_fini(pulse_kafka_settings(), &ks);
+}
+
+static void create(struct pulse_broker *b, const char *name, int32_t partitions)
+{
+    char err[256] = "";
+    struct pulse_topic_spec spec = {name, partitions, -1, -1, -1, -1};
+    ck_assert_msg(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err) == PULSE_OK, "%s", err);
+}
+
+static struct pulse_publish_record value_rec(const char *key, const char *value, int32_t partition)
+{
+    struct pulse_publish_record r;
+    memset(&r, 0, sizeof r);
+    r.key = (const uint8_t *)key;
+    r.key_len = key != NULL ? strlen(key) : 0;
+    r.value = (const uint8_t *)value;
+    r.value_len = strlen(value);
+    r.partition = partition;
+    return r;
+}
+
+/* Reads partition p of topic from offset into a new fetch (records at
+ * hand); the caller destroys it. */
+static struct pulse_fetch *read_all(struct pulse_broker *b, const char *topic, uint32_t p, int64_t offset,
+                                    struct pulse_fetch_pos *pos)
+{
+    struct pulse_fetch *f = NULL;
+    uint64_t need = 0;
+    ck_assert_int_eq(pulse_broker_fetch_create(b, topic, p, &f), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_fetch_read(b, f, offset, 1 << 20, pos, &need), PULSE_OK);
+    return f;
+}
+
+START_TEST(test_publish_then_fetch_round_trips_keys_headers_and_timestamps)
+{
+    struct pulse_broker *b = open_mock();
+    create(b, "rt", 2);
+    struct pulse_header h = {(const uint8_t *)"hk", 2, (const uint8_t *)"hv", 2};
+    struct pulse_publish_record recs[3] = {value_rec("k1", "v1", 1), value_rec(NULL, "v2", 1),
+                                           value_rec("k3", "v3", 1)};
+    recs[0].headers = &h;
+    recs[0].header_count = 1;
+    recs[1].has_timestamp = true;
+    recs[1].timestamp = 1234567;
+    struct pulse_offset_pair offs[3];
+    char err[256] = "";
+    ck_assert_msg(pulse_broker_publish_wait(b, "rt", recs, 3, offs, err, sizeof err) == PULSE_OK, "%s", err);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_uint_eq(offs[i].partition, 1);
+        ck_assert_int_eq(offs[i].offset, i);
+    }
+    struct pulse_fetch_pos pos;
+    struct pulse_fetch *f = read_all(b, "rt", 1, 1, &pos);
+    ck_assert_int_eq(pos.high_watermark, 3);
+    ck_assert_int_eq(pos.next_offset, 3);
+    struct pulse_record rec;
+    ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_OK);
+    ck_assert_int_eq(rec.offset, 1);
+    ck_assert_ptr_null(rec.key);
+    ck_assert_int_eq(rec.timestamp, 1234567);
+    ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_OK);
+    ck_assert_int_eq(rec.offset, 2);
+    ck_assert_mem_eq(rec.value, "v3", 2);
+    ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_EOF);
+    pulse_broker_fetch_destroy(f);
+    /* The first record, with its header. */
+    f = read_all(b, "rt", 1, 0, &pos);
+    ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_OK);
+    ck_assert_uint_eq(rec.header_count, 1);
+    size_t it = 0;
+    struct pulse_header got;
+    ck_assert(rec.header_next(&rec, &it, &got));
+    ck_assert_mem_eq(got.key, "hk", 2);
+    ck_assert_mem_eq(got.value, "hv", 2);
+    pulse_broker_fetch_destroy(f);
+    /* Raw batches: Kafka has no Pulse segment bytes. */
+    struct pulse_raw_slice raw;
+    ck_assert_int_eq(pulse_broker_fetch_raw(b, "rt", 1, 0, 1 << 20, &raw), PULSE_NOT_SUPPORTED);
+    close_broker(b);
+}
+END_TEST
+
+/* Kafka's murmur2 (Utils.murmur2 of the Java client). */
+static uint32_t murmur2(const uint8_t *data, size_t len)
+{
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28c ^ (uint32_t)len;
+    size_t i = 0;
+    for (; i + 4 <= len; i += 4) {
+        uint32_t k = (uint32_t)data[i] | (uint32_t)data[i + 1] << 8 | (uint32_t)data[i + 2] << 16 |
+                     (uint32_t)data[i + 3] << 24;
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    switch (len - i) {
+    case 3:
+        h ^= (uint32_t)data[i + 2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)data[i + 1] << 8;
+        /* fall through */
+    case 1:
+        h ^= data[i];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+START_TEST(test_keyed_records_land_where_java_clients_put_them)
+{
+    struct pulse_broker *b = open_mock();
+    create(b, "keyed", 6);
+    char keys[40][16];
+    struct pulse_publish_record recs[40];
+    struct pulse_offset_pair offs[40];
+    char err[256] = "";
+    for (int i = 0; i < 40; i++) {
+        snprintf(keys[i], sizeof keys[i], "key-%d", i * 7);
+        recs[i] = value_rec(keys[i], "v", -1);
+    }
+    ck_assert_msg(pulse_broker_publish_wait(b, "keyed", recs, 40, offs, err, sizeof err) == PULSE_OK, "%s", err);
+    for (int i = 0; i < 40; i++)
+        ck_assert_uint_eq(offs[i].partition, (murmur2((const uint8_t *)keys[i], strlen(keys[i])) & 0x7fffffff) % 6);
+    close_broker(b);
+}
+END_TEST
+
+START_TEST(test_retriable_produce_errors_are_invisible)
+{
+    struct pulse_broker *b = open_mock();
+    create(b, "retry", 1);
+    /* Produce is API key 0. */
+    rd_kafka_mock_push_request_errors(pulse_kafka_mock(b), 0, 3, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                                      RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+                                      RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS);
+    struct pulse_publish_record recs[5];
+    struct pulse_offset_pair offs[5];
+    char err[256] = "";
+    for (int i = 0; i < 5; i++)
+        recs[i] = value_rec(NULL, "r", 0);
+    ck_assert_msg(pulse_broker_publish_wait(b, "retry", recs, 5, offs, err, sizeof err) == PULSE_OK, "%s", err);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(offs[i].offset, i);
+    struct pulse_fetch_pos pos;
+    struct pulse_fetch *f = read_all(b, "retry", 0, 0, &pos);
+    ck_assert_int_eq(pos.high_watermark, 5);
+    pulse_broker_fetch_destroy(f);
+    close_broker(b);
+}
+END_TEST
+
+START_TEST(test_a_non_retriable_produce_error_fails_only_its_records)
+{
+    struct pulse_broker *b = open_mock();
+    create(b, "partial", 2);
+    char err[256] = "";
+    /* Partitions 0 and 1 on different brokers (an injected error fails a
+     * whole Produce request, which carries every partition the broker
+     * leads), and the producer told so by a first publish to each. */
+    rd_kafka_mock_partition_set_leader(pulse_kafka_mock(b), "partial", 0, 1);
+    rd_kafka_mock_partition_set_leader(pulse_kafka_mock(b), "partial", 1, 2);
+    struct pulse_publish_record warm[2] = {value_rec(NULL, "w0", 0), value_rec(NULL, "w1", 1)};
+    struct pulse_offset_pair woffs[2];
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "partial", warm, 2, woffs, err, sizeof err), PULSE_OK);
+    /* Broker 1 (partition 0) refuses its next Produce, not retriably. */
+    rd_kafka_mock_broker_push_request_error_rtts(pulse_kafka_mock(b), 1, 0, 1,
+                                                 RD_KAFKA_RESP_ERR_INVALID_RECORD, 0);
+    struct pulse_publish_record recs[4] = {value_rec(NULL, "a", 0), value_rec(NULL, "b", 1), value_rec(NULL, "c", 0),
+                                           value_rec(NULL, "d", 1)};
+    struct pulse_offset_pair offs[4];
+    pulse_status_t st = pulse_broker_publish_wait(b, "partial", recs, 4, offs, err, sizeof err);
+    ck_assert_msg(st == PULSE_INVALID, "%s", err); /* INVALID_RECORD: the client's records, 400 */
+    ck_assert_int_eq(offs[0].offset, PULSE_OFFSET_NONE);
+    ck_assert_int_eq(offs[2].offset, PULSE_OFFSET_NONE);
+    ck_assert_int_eq(offs[1].offset, 1);
+    ck_assert_int_eq(offs[3].offset, 2);
+    /* Nothing of the failed records is in partition 0. */
+    struct pulse_fetch_pos pos;
+    struct pulse_fetch *f = read_all(b, "partial", 0, 0, &pos);
+    ck_assert_int_eq(pos.high_watermark, 1);
+    pulse_broker_fetch_destroy(f);
+    close_broker(b);
+}
+END_TEST
+
+START_TEST(test_cursors_are_consumer_group_offsets_kafka_consumers_see)
+{
+    struct pulse_broker *b = open_mock();
+    create(b, "cur", 2);
+    struct pulse_publish_record recs[3] = {value_rec(NULL, "a", 1), value_rec(NULL, "b", 1), value_rec(NULL, "c", 1)};
+    struct pulse_offset_pair offs[3];
+    char err[256] = "";
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "cur", recs, 3, offs, err, sizeof err), PULSE_OK);
+    struct pulse_cursor c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.topic, sizeof c.topic, "cur");
+    c.partition = 1;
+    c.offset = 2;
+    ck_assert_msg(pulse_broker_cursor_commit(b, "grp", &c, 1, err, sizeof err) == PULSE_OK, "%s", err);
+    struct pulse_cursor got;
+    ck_assert_int_eq(pulse_broker_cursor_get(b, "grp", "cur", 1, &got), PULSE_OK);
+    ck_assert_int_eq(got.offset, 2);
+    ck_assert_int_eq(got.high_watermark, 3);
+    ck_assert_int_eq(got.lag, 1);
+    ck_assert_int_eq(pulse_broker_cursor_get(b, "grp", "cur", 0, &got), PULSE_CURSOR_NOT_FOUND);
+    ck_assert_int_eq(pulse_broker_cursor_get(b, "grp", "cur", 9, &got), PULSE_PARTITION_NOT_FOUND);
+    struct pulse_cursor *list = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_broker_cursor_list(b, "grp", &list, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(list[0].topic, "cur");
+    ck_assert_int_eq(list[0].offset, 2);
+    pulse_free(list);
+    /* Beyond the high watermark: refused, nothing written. */
+    c.offset = 4;
+    ck_assert_int_eq(pulse_broker_cursor_commit(b, "grp", &c, 1, err, sizeof err), PULSE_RANGE);
+    /* A Kafka consumer of group "grp" sees the committed offset. */
+    char e2[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", rd_kafka_mock_cluster_bootstraps(pulse_kafka_mock(b)), e2, sizeof e2);
+    rd_kafka_conf_set(conf, "group.id", "grp", e2, sizeof e2);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, e2, sizeof e2);
+    ck_assert_ptr_nonnull(rk);
+    rd_kafka_topic_partition_list_t *tp = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(tp, "cur", 1);
+    ck_assert_int_eq(rd_kafka_committed(rk, tp, 5000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(tp->elems[0].offset, 2);
+    rd_kafka_topic_partition_list_destroy(tp);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    close_broker(b);
+}
+END_TEST
+
+static atomic_int woken = -1;
+
+static void on_wake(void *arg, pulse_status_t st)
+{
+    (void)arg;
+    atomic_store(&woken, (int)st);
+}
+
+START_TEST(test_a_waiter_wakes_when_a_publish_raises_the_high_watermark)
+{
+    struct pulse_broker *b = open_mock();
+    create(b, "wait", 1);
+    bool parked = false;
+    atomic_store(&woken, -1);
+    ck_assert_int_eq(pulse_broker_wait_data(b, "wait", 0, 0, pulse_clock_mono_us() + 10000000, on_wake, NULL, &parked),
+                     PULSE_OK);
+    ck_assert(parked);
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(atomic_load(&woken), -1);
+    struct pulse_publish_record r = value_rec(NULL, "x", 0);
+    struct pulse_offset_pair off;
+    char err[256] = "";
+    int64_t t0 = pulse_clock_mono_us();
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "wait", &r, 1, &off, err, sizeof err), PULSE_OK);
+    while (atomic_load(&woken) == -1 && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&ts, NULL);
+    ck_assert_int_eq(atomic_load(&woken), PULSE_OK);
+    ck_assert_int_lt(pulse_clock_mono_us() - t0, 3000000);
+    close_broker(b);
+}
+END_TEST
+
+/* One waiter on several positions (the shape of a topic-wide read): data
+ * at any of them fires it; with none, the deadline does. */
+START_TEST(test_a_waiter_on_several_partitions_wakes_on_any_or_at_its_deadline)
+{
+    struct pulse_broker *b = open_mock();
+    struct pulse_kafka *k = (struct pulse_kafka *)(void *)b;
+    create(b, "multi", 3);
+    const char *topics[3] = {"multi", "multi", "multi"};
+    uint32_t parts[3] = {0, 1, 2};
+    int64_t offs[3] = {0, 0, 0};
+    bool parked = false;
+    atomic_store(&woken, -1);
+    int64_t t0 = pulse_clock_mono_us();
+    ck_assert_int_eq(pulse_kafka_wait_positions(k, topics, parts, offs, 3, t0 + 300000, on_wake, NULL, &parked),
+                     PULSE_OK);
+    struct timespec ts = {0, 20 * 1000000L};
+    while (atomic_load(&woken) == -1 && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&ts, NULL);
+    ck_assert_int_eq(atomic_load(&woken), PULSE_OK);
+    ck_assert_int_ge(pulse_clock_mono_us() - t0, 290000); /* the deadline, not data */
+    atomic_store(&woken, -1);
+    t0 = pulse_clock_mono_us();
+    ck_assert_int_eq(pulse_kafka_wait_positions(k, topics, parts, offs, 3, t0 + 10000000, on_wake, NULL, &parked),
+                     PULSE_OK);
+    struct pulse_publish_record r = value_rec(NULL, "x", 2);
+    struct pulse_offset_pair off;
+    char err[256] = "";
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "multi", &r, 1, &off, err, sizeof err), PULSE_OK);
+    while (atomic_load(&woken) == -1 && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&ts, NULL);
+    ck_assert_int_eq(atomic_load(&woken), PULSE_OK);
+    ck_assert_int_lt(pulse_clock_mono_us() - t0, 3000000);
+    ck_assert_int_eq(pulse_kafka_wait_positions(k, topics, parts, offs, 0, t0, on_wake, NULL, &parked), PULSE_INVALID);
+    close_broker(b);
+}
+END_TEST
+
+/* Every metadata request naming an unknown topic would create it on the
+ * mock: lookups, publishes, fetches and cursors of an unknown topic must
+ * not. */
+START_TEST(test_lookups_of_an_unknown_topic_do_not_create_it)
+{
+    struct pulse_broker *b = open_mock();
+    struct pulse_topic_info *info = NULL;
+    struct pulse_publish_record r = value_rec("k", "x", -1);
+    struct pulse_offset_pair off;
+    struct pulse_fetch_pos pos;
+    struct pulse_cursor got;
+    char err[256] = "";
+    ck_assert_int_eq(pulse_broker_topic_get(b, "ghost", true, &info), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "ghost", &r, 1, &off, err, sizeof err), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(pulse_broker_fetch_probe(b, "ghost", 0, 0, &pos), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(pulse_broker_cursor_get(b, "c", "ghost", 0, &got), PULSE_TOPIC_NOT_FOUND);
+    struct timespec ts = {0, 200 * 1000000L};
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(pulse_kafka_meta_refresh((struct pulse_kafka *)(void *)b), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_topic_get(b, "ghost", false, &info), PULSE_TOPIC_NOT_FOUND);
+    close_broker(b);
+}
+END_TEST
+
+START_TEST(test_a_cluster_that_cannot_be_reached_answers_unavailable_in_bounded_time)
+{
+    /* Port 1 on loopback: nothing listens. */
+    static const char *const kv[] = {"kafka.bootstrap-servers", "127.0.0.1:1", "kafka.request-timeout", "500ms", NULL};
+    int64_t t0 = pulse_clock_mono_us();
+    struct pulse_broker *b = open_with(kv);
+    struct pulse_fenced_partition *fenced = NULL;
+    size_t nf = 0;
+    ck_assert_int_eq(pulse_broker_fenced_list(b, &fenced, &nf), PULSE_UNAVAILABLE);
+    struct pulse_topic_info *info = NULL;
+    ck_assert_int_eq(pulse_broker_topic_get(b, "t", false, &info), PULSE_UNAVAILABLE);
+    struct pulse_publish_record r = value_rec(NULL, "x", -1);
+    struct pulse_offset_pair off;
+    char err[256] = "";
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "t", &r, 1, &off, err, sizeof err), PULSE_UNAVAILABLE);
+    struct pulse_topic_spec spec = {"t", 1, -1, -1, -1, -1};
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_UNAVAILABLE);
+    struct pulse_cursor c;
+    ck_assert_int_eq(pulse_broker_cursor_get(b, "c", "t", 0, &c), PULSE_UNAVAILABLE);
+    close_broker(b);
+    /* Open, five refusals and close: each call is bounded by 500 ms. */
+    ck_assert_int_lt(pulse_clock_mono_us() - t0, 8000000);
+}
+END_TEST
+
+/* Every broker of the mock goes down while the gateway runs, then comes
+ * back: publishes fail with PULSE_UNAVAILABLE within the bound (never a
+ * hang), health says so, and both recover without a restart. */
+START_TEST(test_a_cluster_that_goes_away_is_unavailable_then_comes_back)
+{
+    /* A short reconnect backoff: librdkafka's default grows to 10 s. */
+    static const char *const kv[] = {"kafka.mock-brokers", "3", "kafka.request-timeout", "1s",
+                                     "kafka.property.reconnect.backoff.max.ms", "200", NULL};
+    struct pulse_broker *b = open_with(kv);
+    rd_kafka_mock_cluster_t *mc = pulse_kafka_mock(b);
+    create(b, "away", 1);
+    struct pulse_publish_record r = value_rec(NULL, "x", 0);
+    struct pulse_offset_pair off;
+    char err[256] = "";
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "away", &r, 1, &off, err, sizeof err), PULSE_OK);
+    for (int id = 1; id <= 3; id++)
+        rd_kafka_mock_broker_set_down(mc, id);
+    int64_t t0 = pulse_clock_mono_us();
+    pulse_status_t st = pulse_broker_publish_wait(b, "away", &r, 1, &off, err, sizeof err);
+    ck_assert_msg(st == PULSE_UNAVAILABLE, "%s: %s", pulse_status_message(st), err);
+    ck_assert_int_lt(pulse_clock_mono_us() - t0, 4000000);
+    /* Health: kwait's next metadata refresh (every second) fails. */
+    struct pulse_fenced_partition *fenced = NULL;
+    size_t nf = 0;
+    struct timespec ts = {0, 100 * 1000000L};
+    while (pulse_broker_fenced_list(b, &fenced, &nf) == PULSE_OK && pulse_clock_mono_us() - t0 < 10000000)
+        nanosleep(&ts, NULL);
+    ck_assert_int_eq(pulse_broker_fenced_list(b, &fenced, &nf), PULSE_UNAVAILABLE);
+    for (int id = 1; id <= 3; id++)
+        rd_kafka_mock_broker_set_up(mc, id);
+    t0 = pulse_clock_mono_us();
+    while (pulse_broker_fenced_list(b, &fenced, &nf) != PULSE_OK && pulse_clock_mono_us() - t0 < 15000000)
+        nanosleep(&ts, NULL);
+    ck_assert_int_eq(pulse_broker_fenced_list(b, &fenced, &nf), PULSE_OK);
+    /* The producer reconnects on its own schedule: publishes succeed again
+     * within a few seconds, each failing one bounded by the timeout. */
+    while ((st = pulse_broker_publish_wait(b, "away", &r, 1, &off, err, sizeof err)) != PULSE_OK &&
+           pulse_clock_mono_us() - t0 < 10000000)
+        ck_assert_int_eq(st, PULSE_UNAVAILABLE);
+    ck_assert_msg(st == PULSE_OK, "%s", err);
+    close_broker(b);
+}
+END_TEST
+
+START_TEST(test_pass_through_properties_are_kept_in_order_and_replaced)
+{
+    static const char *const kv[] = {"kafka.property.security.protocol", "SSL", "kafka.property.linger.ms", "3",
+                                     "kafka.property.security.protocol", "PLAINTEXT", NULL};
+    char err[256] = "";
+    settings(kv);
+    ck_assert_uint_eq(ks.properties.n, 2);
+    ck_assert_str_eq(ks.properties.names[0], "security.protocol");
+    ck_assert_str_eq(ks.properties.values[0], "PLAINTEXT");
+    ck_assert_str_eq(ks.properties.names[1], "linger.ms");
+    ck_assert_int_eq(pulse_settings_apply_prefixed(pulse_kafka_settings_prefix(), &ks, "kafka.property.", "x", err,
+                                                   sizeof err),
+                     PULSE_NOT_FOUND);
+    ck_assert_int_eq(pulse_settings_apply_prefixed(pulse_kafka_settings_prefix(), &ks, "kafka.property.a", "", err,
+                                                   sizeof err),
+                     PULSE_INVALID);
+    pulse_settings_prefix_fini(pulse_kafka_settings_prefix(), &ks);
+    pulse_settings_fini(pulse_kafka_settings(), &ks);
+    /* librdkafka refuses an unknown property when the backend opens. */
+    static const char *const bad[] = {"kafka.mock-brokers", "1", "kafka.property.no.such.thing", "1", NULL};
+    settings(bad);
+    struct pulse_broker *b = NULL;
+    struct pulse_kafka_config cfg = {&ks, 100, 1};
+    ck_assert_int_eq(pulse_kafka_open(&cfg, &b, err, sizeof err), PULSE_INVALID);
+    ck_assert_msg(strstr(err, "no.such.thing") != NULL, "%s", err);
+    pulse_settings_prefix_fini(pulse_kafka_settings_prefix(), &ks);
+    pulse_settings_fini(pulse_kafka_settings(), &ks);
+}
+END_TEST
+
+static Suite *kafka_suite(void)
+{
+    Suite *s = suite_create("kafka");
+    TCase *tc = tcase_create("mock");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_publish_then_fetch_round_trips_keys_headers_and_timestamps);
+    tcase_add_test(tc, test_keyed_records_land_where_java_clients_put_them);
+    tcase_add_test(tc, test_retriable_produce_errors_are_invisible);
+    tcase_add_test(tc, test_a_non_retriable_produce_error_fails_only_its_records);
+    tcase_add_test(tc, test_cursors_are_consumer_group_offsets_kafka_consumers_see);
+    tcase_add_test(tc, test_a_waiter_wakes_when_a_publish_raises_the_high_watermark);
+    tcase_add_test(tc, test_a_waiter_on_several_partitions_wakes_on_any_or_at_its_deadline);
+    tcase_add_test(tc, test_lookups_of_an_unknown_topic_do_not_create_it);
+    tcase_add_test(tc, test_a_cluster_that_cannot_be_reached_answers_unavailable_in_bounded_time);
+    tcase_add_test(tc, test_a_cluster_that_goes_away_is_unavailable_then_comes_back);
+    tcase_add_test(tc, test_pass_through_properties_are_kept_in_order_and_replaced);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    pulse_log_set_level(PULSE_LOG_ERROR);
+    SRunner *sr = srunner_create(kafka_suite());
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
