@@ -16,7 +16,9 @@
  * thread inherits the mask) and taken by sigwait in the main thread, so no
  * handler runs in async-signal context. The first starts the graceful stop;
  * a watcher thread then waits for a second one and _exits at once (recovery
- * at the next start deals with whatever was not finished).
+ * at the next start deals with whatever was not finished). SIGHUP, blocked
+ * the same way and taken by the same sigwait, reloads the HTTPS
+ * certificate and key (on_sighup) and never stops the process.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -469,15 +471,34 @@ static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out
     return 0;
 }
 
-/* Waits for the first stop signal, then drains and closes srv and broker
- * (both set to NULL once gone). 0 after a clean stop; a drain that cannot
- * finish _exits(1). */
+/* SIGHUP: what can be reloaded without a restart is reloaded (the HTTPS
+ * certificate and key); a failure keeps what was in use, and says why. */
+static void on_sighup(struct pulse_server *srv)
+{
+    char msg[1024] = "";
+    if (pulse_server_reload_tls(srv, msg, sizeof msg) != PULSE_OK)
+        PULSE_ERROR("SIGHUP: %s; still serving the certificate loaded before", msg);
+    else
+        PULSE_INFO("SIGHUP: %s", msg);
+}
+
+/* Waits for the first stop signal (a SIGHUP meanwhile reloads), then
+ * drains and closes srv and broker (both set to NULL once gone). 0 after a
+ * clean stop; a drain that cannot finish _exits(1). */
+
 static int wait_and_stop(sigset_t *stopset, struct pulse_server **srv, struct pulse_broker **broker)
 {
     int sig = 0;
+    sigset_t waitset = *stopset;
 
-    while (sigwait(stopset, &sig) != 0)
-        ;
+    sigaddset(&waitset, SIGHUP);
+    for (;;) {
+        if (sigwait(&waitset, &sig) != 0)
+            continue;
+        if (sig != SIGHUP)
+            break;
+        on_sighup(*srv);
+    }
     PULSE_INFO("signal %d: draining (a second signal exits at once)", sig);
     pthread_t watcher;
     if (pthread_create(&watcher, NULL, second_signal, stopset) == 0)
@@ -509,8 +530,13 @@ static int serve(const struct pulse_config *cfg, sigset_t *stopset)
     char err[512] = "";
     int rc = 1;
 
-    if (pulse_server_create(cfg, NULL, &srv, err, sizeof err) != PULSE_OK) {
+    pulse_status_t st = pulse_server_create(cfg, NULL, &srv, err, sizeof err);
+    if (st != PULSE_OK) {
         PULSE_ERROR("%s", err);
+        /* A setting the server refused (such as an unreadable [tls]
+         * file) exits like any bad setting. */
+        if (st == PULSE_INVALID)
+            rc = EXIT_CONFIG;
         goto out;
     }
     pulse_failpoint_delay("recovery"); /* tests: a recovery that takes long */
@@ -522,8 +548,11 @@ static int serve(const struct pulse_config *cfg, sigset_t *stopset)
     uint16_t port = 0;
     bool v6 = false;
     (void)pulse_server_listen_split(cfg->server.listen, host, sizeof host, &port, &v6);
-    PULSE_INFO("pulsed %s listening on %s%s%s:%u data-dir=%s", PACKAGE_VERSION, v6 ? "[" : "", host, v6 ? "]" : "",
-               (unsigned)pulse_server_port(srv), cfg->server.data_dir);
+    PULSE_INFO("pulsed %s listening on %s%s%s:%u data-dir=%s%s", PACKAGE_VERSION, v6 ? "[" : "", host, v6 ? "]" : "",
+               (unsigned)pulse_server_port(srv), cfg->server.data_dir,
+               !pulse_tls_settings_on(&cfg->tls)     ? ""
+               : pulse_tls_settings_mtls(&cfg->tls) ? " (HTTPS, client certificates required)"
+                                                    : " (HTTPS)");
     rc = wait_and_stop(stopset, &srv, &broker);
 out:
     /* The server goes first: no request may reach a closed broker. */
@@ -547,6 +576,12 @@ int main(int argc, char **argv)
     sigaddset(&stopset, SIGINT);
     sigaddset(&stopset, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stopset, NULL);
+    /* SIGHUP reloads (wait_and_stop); blocked in every thread like the
+     * stop signals, but not part of stopset: it never stops pulsed. */
+    sigset_t hupset;
+    sigemptyset(&hupset);
+    sigaddset(&hupset, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &hupset, NULL);
 
     if (pulse_config_init(&cfg) != PULSE_OK) {
         fprintf(stderr, "pulsed: out of memory\n");

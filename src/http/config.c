@@ -35,6 +35,8 @@ static const struct {
     {pulse_broker_settings, offsetof(struct pulse_config, broker)},
     {pulse_log_settings, offsetof(struct pulse_config, log)},
     {pulse_kafka_settings, offsetof(struct pulse_config, kafka)},
+    {pulse_tls_settings, offsetof(struct pulse_config, tls)},
+    {pulse_limits_settings, offsetof(struct pulse_config, limits)},
 };
 
 #define N_LAYERS (sizeof layers / sizeof layers[0])

@@ -38,8 +38,10 @@
 #include "broker/broker_settings.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "http/ratelimit.h"
 #include "http/server_settings.h"
 #include "kafka/kafka_settings.h"
+#include "http/tls_settings.h"
 
 struct json_t;
 struct pulse_broker_config;
@@ -51,6 +53,8 @@ struct pulse_config {
     struct pulse_broker_settings broker; /* [storage]: sync and maintenance pacing; [topic-defaults] */
     struct pulse_log_settings log;       /* [log] */
     struct pulse_kafka_settings kafka;   /* [kafka]: the Kafka backend */
+    struct pulse_tls_settings tls;       /* [tls]: HTTPS (tls_settings.h) */
+    struct pulse_limits_settings limits; /* [limits]: rates per client (ratelimit.h) */
 };
 
 /* The i-th layer's table (0, 1, ...), in the order keys are looked up,

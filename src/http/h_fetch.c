@@ -31,6 +31,7 @@
  * shutdown, and the re-entered handler reads again and answers, possibly
  * empty. No thread is held while waiting.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -441,6 +442,7 @@ static void answer_json(struct pulse_hreq *r)
     if (pulse_fetchjson_records(fj) > 0)
         pulse_broker_note_fetched(r->srv->broker, r->topic, pulse_fetchjson_records(fj),
                                   pulse_fetchjson_payload_bytes(fj));
+    pulse_server_limit_charge(r, pulse_fetchjson_payload_bytes(fj));
     stream_json(r, fj, &fr, &info, next, &skipped);
     fj = NULL; /* the answer owns it */
 out:
@@ -449,6 +451,61 @@ out:
 }
 
 /* ---- raw --------------------------------------------------------------- */
+
+/* Over TLS libmicrohttpd cannot sendfile (the bytes must be encrypted in
+ * user space); given a descriptor it preads 4 KiB at a time, each sent as
+ * its own TLS record. A range read in TLS_RAW_BLOCK pieces fills whole
+ * 16 KiB records and takes a quarter of the system calls. */
+#define TLS_RAW_BLOCK (64u * 1024)
+
+struct tls_raw {
+    int fd;
+    uint64_t pos; /* of the range's first byte in the file */
+};
+
+static ssize_t read_tls_raw(void *cls, uint64_t at, char *buf, size_t max)
+{
+    struct tls_raw *t = cls;
+    ssize_t n;
+    do {
+        n = pread(t->fd, buf, max, (off_t)(t->pos + at));
+    } while (n < 0 && errno == EINTR);
+    /* The broker clamped the range to durable bytes of this file: 0 or an
+     * error here means the file changed under us; end the answer (MHD
+     * closes the connection short of Content-Length). */
+    return n > 0 ? n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void free_tls_raw(void *cls)
+{
+    struct tls_raw *t = cls;
+    close(t->fd);
+    pulse_free(t);
+}
+
+/* A response for len bytes of fd from pos, taking fd (closed on failure
+ * too); NULL on NOMEM. */
+static struct MHD_Response *raw_response(struct pulse_hreq *r, int fd, uint64_t pos, uint64_t len)
+{
+    if (r->srv->tls_pem.cert == NULL)
+        return MHD_create_response_from_fd_at_offset64(len, fd, (int64_t)pos);
+    /* The block lives in the response until it is sent: charged to the
+     * memory budget like a JSON answer's (a refusal answers 503). */
+    struct tls_raw *t = NULL;
+    struct MHD_Response *resp = NULL;
+    if (pulse_server_mem_charge(r, TLS_RAW_BLOCK + sizeof *t))
+        t = pulse_malloc(sizeof *t);
+    if (t != NULL) {
+        t->fd = fd;
+        t->pos = pos;
+        resp = MHD_create_response_from_callback(len, TLS_RAW_BLOCK, read_tls_raw, t, free_tls_raw);
+        if (resp != NULL)
+            return resp;
+        pulse_free(t);
+    }
+    close(fd);
+    return NULL;
+}
 
 static void answer_raw(struct pulse_hreq *r)
 {
@@ -468,13 +525,13 @@ static void answer_raw(struct pulse_hreq *r)
     } else {
         /* MHD owns the descriptor from here and closes it when done; the
          * broker clamped the range to durable bytes of this one file, so
-         * sendfile never runs past its end. */
-        resp = MHD_create_response_from_fd_at_offset64(s.at.bytes, s.fd, s.pos);
-        if (resp == NULL)
-            close(s.fd);
-        else
+         * sendfile (or, over TLS, pread) never runs past its end. */
+        resp = raw_response(r, s.fd, s.pos, s.at.bytes);
+        if (resp != NULL) {
             pulse_broker_note_fetched(r->srv->broker, r->topic, (uint64_t)(s.at.next_offset - s.at.start_offset),
                                       s.at.bytes);
+            pulse_server_limit_charge(r, s.at.bytes);
+        }
     }
     if (resp == NULL) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);

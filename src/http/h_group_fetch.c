@@ -181,6 +181,7 @@ static bool read_partition(struct pulse_hreq *r, struct gfetch_state *q, size_t 
     }
     if (q->nrecords > before)
         pulse_broker_note_fetched(r->srv->broker, at->topic, q->nrecords - before, bytes);
+    pulse_server_limit_charge(r, bytes);
     pulse_broker_fetch_destroy(f);
     return !full;
 }

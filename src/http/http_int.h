@@ -33,6 +33,8 @@
 #include "http/budget.h"
 #include "http/config.h"
 #include "http/cors.h"
+#include "http/ratelimit.h"
+#include "http/tls.h"
 #include "http/request.h"
 #include "http/router.h"
 
@@ -77,6 +79,12 @@ struct pulse_server {
     uint64_t lat_buckets[PULSE_ROUTE_NONE + 1][PULSE_HTTP_LATENCY_BUCKETS];
     uint64_t lat_count[PULSE_ROUTE_NONE + 1];
     double lat_sum[PULSE_ROUTE_NONE + 1];
+    /* HTTPS: the PEM text MHD was started with (kept for the daemon's
+     * life); mtls: every request's client certificate is checked */
+    struct pulse_tls_pem tls_pem;
+    bool mtls;
+    /* [limits]: token buckets per client (server_limits.c) */
+    struct pulse_ratelimit *ratelimit;
 };
 
 enum pulse_hreq_state {
@@ -140,6 +148,12 @@ struct pulse_hreq {
     char topic[PULSE_NAME_MAX + 1];    /* pulse_server_path_topic */
     char consumer[PULSE_NAME_MAX + 1]; /* pulse_server_path_consumer */
     uint32_t partition;                /* pulse_server_path_partition */
+    /* rate limits (server_limits.c): the client's bucket key, once
+     * admitted; body bytes received, and how many the admission took */
+    bool limit_keyed;
+    unsigned char limit_key[PULSE_RATELIMIT_KEY_LEN];
+    uint64_t bytes_in;
+    uint64_t bytes_in_charged;
 };
 
 /* ---- server.c: request plumbing shared by the handlers ---------------- */
@@ -269,6 +283,19 @@ bool pulse_server_only_fields(struct pulse_hreq *r, json_t *obj, const char *con
  * untouched) or valid; false after answering 400. */
 bool pulse_server_int_field(struct pulse_hreq *r, json_t *obj, const char *name, int64_t min, int64_t max,
                             int64_t *out, bool *present);
+
+/* ---- server_limits.c: rate limits per client ------------------------- */
+
+/* Admits r under [limits] (before its body is read): false after
+ * answering 429 with Retry-After, counted in /metrics; nothing of r is
+ * executed then. /healthz and /readyz are never limited. */
+bool pulse_server_refuse_rate(struct pulse_hreq *r);
+/* Takes bytes r moves beyond its declared body (records a fetch serves)
+ * from its client's byte bucket. */
+void pulse_server_limit_charge(struct pulse_hreq *r, uint64_t bytes);
+/* At completion: takes the body bytes that arrived beyond what the
+ * admission took (a chunked body). */
+void pulse_server_limit_done(struct pulse_hreq *r);
 
 /* ---- handlers --------------------------------------------------------- */
 void pulse_h_topics_list(struct pulse_hreq *r);

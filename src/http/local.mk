@@ -27,9 +27,11 @@ libpulsehttp_a_SOURCES = \
 	src/http/embed.c src/http/embed.h \
 	src/http/h_groups.c src/http/h_group_fetch.c \
 	src/http/fastpub.c src/http/fastpub.h \
-	src/http/http_int.h
+	src/http/http_int.h \
+	src/http/tls.c src/http/tls.h src/http/tls_settings.c src/http/tls_settings.h \
+	src/http/ratelimit.c src/http/ratelimit.h src/http/server_limits.c
 nodist_libpulsehttp_a_SOURCES = src/http/openapi_data.c src/http/web_data.c
-libpulsehttp_a_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
+libpulsehttp_a_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS) $(GNUTLS_CFLAGS)
 CLEANFILES += src/http/openapi_data.c src/http/web_data.c
 
 # The dashboard: plain HTML, CSS and JavaScript, no build step. Every file
@@ -50,7 +52,7 @@ src/http/web_data.c: $(PULSE_WEB_FILES) $(srcdir)/scripts/embed.sh
 	  mv $@-t $@
 
 PULSE_HTTP_LIBS = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
-	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS) $(RDKAFKA_LIBS)
+	$(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS) $(RDKAFKA_LIBS) $(GNUTLS_LIBS)
 
 bin_PROGRAMS += pulsed
 pulsed_SOURCES = src/main.c

@@ -29,6 +29,7 @@
 #include "http/conns.h"
 #include "http/http_int.h"
 #include "http/server_int.h"
+#include "http/tls.h"
 
 #define CONNECTION_MEMORY_LIMIT (16u * 1024)
 
@@ -137,6 +138,24 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     srv->started_mono_us = pulse_clock_mono_us();
     pthread_mutex_init(&srv->mlock, NULL);
     pulse_budget_init(&srv->budget, cfg->server.memory_budget);
+    st = pulse_ratelimit_create(&cfg->limits, &srv->ratelimit);
+    if (st != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "out of memory");
+        goto out;
+    }
+    if (pulse_tls_settings_on(&cfg->tls)) {
+        st = pulse_tls_load(&cfg->tls, &srv->tls_pem, errbuf, errlen);
+        if (st == PULSE_OK)
+            st = pulse_tls_keys_set(&srv->tls_pem, errbuf, errlen);
+        if (st != PULSE_OK)
+            goto out;
+        srv->mtls = srv->tls_pem.ca != NULL;
+    } else if (pulse_tls_settings_mtls(&cfg->tls) || (cfg->tls.key_file != NULL && cfg->tls.key_file[0] != '\0')) {
+        st = PULSE_INVALID;
+        pulse_errbuf_set(errbuf, errlen, "%s is set but tls.cert-file is not: HTTPS needs tls.cert-file and "
+                         "tls.key-file", pulse_tls_settings_mtls(&cfg->tls) ? "tls.client-ca-file" : "tls.key-file");
+        goto out;
+    }
     struct pulse_conns_limits limits = {cfg->server.header_timeout_ms, cfg->server.body_timeout_ms,
                                         cfg->server.body_min_rate, (uint64_t)cfg->server.max_connections};
     st = pulse_conns_create(&limits, &srv->conns);
@@ -160,11 +179,23 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
+    /* HTTPS: MHD does the TLS (GnuTLS). The certificate and key come from
+     * tls.h's callback, so that SIGHUP can replace them; with a client CA
+     * MHD asks each client for a certificate, which server_access.c
+     * checks (tls.h). Unused entries stay MHD_OPTION_END. */
+    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL},
+                                    {MHD_OPTION_END, 0, NULL}};
+    if (srv->tls_pem.cert != NULL) {
+        flags |= MHD_USE_TLS;
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, pulse_tls_retrieve_fn()};
+        if (srv->tls_pem.ca != NULL)
+            tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, srv->tls_pem.ca};
+    }
     srv->daemon = MHD_start_daemon(
         flags, 0, on_accept_policy, srv, pulse_server_on_access, srv,
         MHD_OPTION_EXTERNAL_LOGGER, pulse_server_mhd_log, srv,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-        MHD_OPTION_ARRAY, pool, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
+        MHD_OPTION_ARRAY, pool, MHD_OPTION_ARRAY, tls, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->server.max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->server.max_connections_per_ip,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
@@ -185,10 +216,39 @@ out:
     if (fd >= 0)
         close(fd);
     if (srv != NULL) {
+        pulse_ratelimit_destroy(srv->ratelimit);
+        if (srv->tls_pem.cert != NULL)
+            pulse_tls_keys_clear();
+        pulse_tls_pem_fini(&srv->tls_pem);
         pulse_conns_destroy(srv->conns);
         pthread_mutex_destroy(&srv->mlock);
         pulse_free(srv);
     }
+    return st;
+}
+
+pulse_status_t pulse_server_reload_tls(struct pulse_server *srv, char *errbuf, size_t errlen)
+{
+    if (srv->tls_pem.cert == NULL) {
+        pulse_errbuf_set(errbuf, errlen, "HTTPS is off (tls.cert-file is not set): nothing to reload");
+        return PULSE_OK;
+    }
+    struct pulse_tls_pem pem;
+    pulse_status_t st = pulse_tls_load(&srv->cfg->tls, &pem, errbuf, errlen);
+    if (st != PULSE_OK)
+        return st;
+    st = pulse_tls_keys_set(&pem, errbuf, errlen);
+    if (st == PULSE_OK) {
+        /* MHD holds the CA list it was started with. */
+        bool ca_changed = (pem.ca == NULL) != (srv->tls_pem.ca == NULL) ||
+                          (pem.ca != NULL && strcmp(pem.ca, srv->tls_pem.ca) != 0);
+        pulse_errbuf_set(errbuf, errlen, "reloaded tls.cert-file %s and tls.key-file %s%s", srv->cfg->tls.cert_file,
+                         srv->cfg->tls.key_file,
+                         ca_changed ? "; tls.client-ca-file changed too, which takes a restart: the CAs "
+                                      "loaded at start still apply"
+                                    : "");
+    }
+    pulse_tls_pem_fini(&pem);
     return st;
 }
 
@@ -259,8 +319,13 @@ void pulse_server_destroy(struct pulse_server *srv)
     }
     /* With the daemon still running (a suspended connection kept it), its
      * workers may still call into the registry: leave it to the exit. */
-    if (srv->daemon == NULL)
+    if (srv->daemon == NULL) {
         pulse_conns_destroy(srv->conns);
+        pulse_ratelimit_destroy(srv->ratelimit);
+        if (srv->tls_pem.cert != NULL)
+            pulse_tls_keys_clear();
+        pulse_tls_pem_fini(&srv->tls_pem);
+    }
     pthread_mutex_destroy(&srv->mlock);
     pulse_free(srv->rows);
     pulse_free(srv);

@@ -50,6 +50,17 @@ void pulse_server_attach(struct pulse_server *srv, struct pulse_broker *broker);
 /* The bound TCP port (useful with port 0). Thread: any. */
 uint16_t pulse_server_port(const struct pulse_server *srv);
 
+/*
+ * SIGHUP: reads tls.cert-file and tls.key-file again and serves them from
+ * the next TLS handshake on; the listener and open connections stay. On
+ * failure (PULSE_INVALID, PULSE_NOMEM) the certificate served so far
+ * stays, and errbuf names the file and the reason; on success errbuf says
+ * what was reloaded (and that a changed tls.client-ca-file takes a
+ * restart). PULSE_OK and nothing done without HTTPS. Thread: any (main's
+ * signal loop). Locks: tls.h's key pair mutex.
+ */
+pulse_status_t pulse_server_reload_tls(struct pulse_server *srv, char *errbuf, size_t errlen);
+
 /* Flips /readyz between 200 and 503. Thread: any. Locks: none (atomic). */
 void pulse_server_set_ready(struct pulse_server *srv, bool ready);
 

@@ -220,6 +220,17 @@ static void begin(struct pulse_hreq *r)
 {
     struct pulse_server *srv = r->srv;
     enum pulse_route route = r->match.route;
+    /* mTLS: a client without a certificate the configured authority
+     * signed gets nothing but this, on any route. */
+    char why[256];
+    if (srv->mtls && pulse_tls_client_problem(r->conn, why, sizeof why)) {
+        r->close = true;
+        pulse_server_reply_error(r, 403, "forbidden",
+                                 "this server requires a client certificate signed by the authority of "
+                                 "tls.client-ca-file: %s",
+                                 why);
+        return;
+    }
     if (r->line_problem != NULL) {
         r->close = true;
         pulse_server_reply_error(r, 400, "invalid_request", "%s", r->line_problem);
@@ -233,6 +244,11 @@ static void begin(struct pulse_hreq *r)
                                  "(such as %%00)");
         return;
     }
+    /* Rate limits come before anything that looks at the route: a client
+     * over its limit is refused whatever it asks, and its body is never
+     * read. */
+    if (pulse_server_refuse_rate(r))
+        return;
     if (route == PULSE_ROUTE_NONE) {
         char path[160];
         pulse_server_reply_error(r, 404, "not_found", "no such resource: %s", pulse_server_printable(r->url, path, sizeof path));
@@ -462,6 +478,7 @@ enum MHD_Result pulse_server_on_access(void *cls, struct MHD_Connection *conn, c
     }
     if (*upload_data_size > 0) {
         pulse_conns_body_bytes(r->hc, *upload_data_size);
+        r->bytes_in += *upload_data_size;
         take_upload(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
@@ -503,6 +520,7 @@ void pulse_server_on_completed(void *cls, struct MHD_Connection *conn, void **co
     *con_cls = NULL;
     double secs = (double)(pulse_clock_mono_us() - r->start_us) / 1e6;
     pulse_server_metrics_record(srv, r, secs);
+    pulse_server_limit_done(r);
     if (pulse_log_enabled(PULSE_LOG_DEBUG))
         PULSE_DEBUG_LOG("http %s %s status=%u duration_ms=%.3f request_id=%s%s",
                         pulse_router_method_name(r->method), r->url, r->status, secs * 1000.0, r->id,

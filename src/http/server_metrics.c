@@ -97,6 +97,28 @@ static pulse_status_t limits_metrics(struct pulse_server *srv, struct pulse_buf 
         (unsigned long long)pulse_budget_refusals(&srv->budget));
 }
 
+/* [limits] (ratelimit.h): refusals and the clients remembered. */
+static pulse_status_t rate_metrics(struct pulse_server *srv, struct pulse_buf *out)
+{
+    struct pulse_ratelimit *rl = srv->ratelimit;
+    return pulse_buf_printf(
+        out,
+        "# HELP pulse_http_rate_limited_total Requests refused with 429 by limits.requests-per-second or "
+        "limits.bytes-per-second.\n"
+        "# TYPE pulse_http_rate_limited_total counter\n"
+        "pulse_http_rate_limited_total %llu\n"
+        "# HELP pulse_http_rate_limit_clients Clients whose rate-limit buckets are remembered (at most "
+        "limits.max-clients).\n"
+        "# TYPE pulse_http_rate_limit_clients gauge\n"
+        "pulse_http_rate_limit_clients %llu\n"
+        "# HELP pulse_http_rate_limit_evictions_total Clients forgotten to stay within limits.max-clients.\n"
+        "# TYPE pulse_http_rate_limit_evictions_total counter\n"
+        "pulse_http_rate_limit_evictions_total %llu\n",
+        (unsigned long long)(rl != NULL ? pulse_ratelimit_refusals(rl) : 0),
+        (unsigned long long)(rl != NULL ? pulse_ratelimit_count(rl) : 0),
+        (unsigned long long)(rl != NULL ? pulse_ratelimit_evictions(rl) : 0));
+}
+
 pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *out)
 {
     pulse_status_t st = PULSE_OK;
@@ -146,5 +168,7 @@ pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *
                               (double)(pulse_clock_mono_us() - srv->started_mono_us) / 1e6);
     if (st == PULSE_OK)
         st = limits_metrics(srv, out);
+    if (st == PULSE_OK)
+        st = rate_metrics(srv, out);
     return st;
 }

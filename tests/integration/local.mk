@@ -27,6 +27,8 @@ INTEGRATION_TESTS = \
 	tests/integration/62_http_smuggling.py \
 	tests/integration/64_slow_clients.py \
 	tests/integration/66_memory_budget.py \
+	tests/integration/67_tls.py \
+	tests/integration/68_rate_limits.py \
 	tests/integration/70_restart.py \
 	tests/integration/72_meta_loss.py \
 	tests/integration/80_crash_kill9.py \

@@ -22,4 +22,4 @@ libpulsebroker_hooks_a_CPPFLAGS = $(AM_CPPFLAGS) $(HOOKS_CPPFLAGS)
 # ones in place of the release ones: for tests/pulsed-hooks and the tests
 # that run the whole server in process.
 PULSE_HTTP_HOOKS_LIBS = libpulsehttp.a libpulsekafka.a libpulsebroker_hooks.a libpulsemeta.a libpulsestore_hooks.a \
-	libpulsecommon_hooks.a $(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS) $(RDKAFKA_LIBS)
+	libpulsecommon_hooks.a $(MHD_LIBS) $(JANSSON_LIBS) $(LEVELDB_LIBS) $(ZLIB_LIBS) $(RDKAFKA_LIBS) $(GNUTLS_LIBS)

@@ -336,6 +336,8 @@ START_TEST(test_effective_config_json_lists_every_key_with_typed_values)
     ck_assert_uint_eq(json_object_size(j), keys);
     ck_assert_uint_ge(keys, 40);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "groups.lease-default")), 30000);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "tls.cert-file")), "");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "limits.burst")), 1000);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.segment-fd-cache")), 1024);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "storage.checkpoint-interval")), 1000);
     ck_assert_str_eq(json_string_value(json_object_get(j, "server.listen")), "127.0.0.1:8080");

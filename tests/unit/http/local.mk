@@ -67,3 +67,10 @@ tests_unit_check_publish_results_SOURCES = tests/unit/http/check_publish_results
 tests_unit_check_publish_results_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_publish_results_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_publish_results_LDADD = $(PULSE_HTTP_HOOKS_LIBS) $(CHECK_LDADD)
+
+# The token buckets of [limits] (ratelimit.h).
+check_PROGRAMS += tests/unit/check_ratelimit
+TESTS += tests/unit/check_ratelimit
+tests_unit_check_ratelimit_SOURCES = tests/unit/http/check_ratelimit.c
+tests_unit_check_ratelimit_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_ratelimit_LDADD = libpulsehttp.a libpulsecommon_hooks.a $(CHECK_LDADD)

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server_limits.c - the server's side of [limits] (ratelimit.h): which
+ * client a request belongs to, its admission before the body is read, the
+ * 429 answer, and the bytes charged as they become known.
+ *
+ * A client is named by limit_key, the one place that decides it: the
+ * SHA-256 of the request's Authorization header when it has one (so each
+ * credential has its own buckets, and the credential itself is never
+ * kept), otherwise of the client's IP address (port left out, so one host
+ * shares its buckets across connections). Once bearer tokens name their
+ * holder, the token's name is the key to use here.
+ */
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/clock.h"
+#include "http/http_int.h"
+#include "http/server_int.h"
+
+/* The bucket key of r's client (PULSE_RATELIMIT_KEY_LEN bytes). false
+ * when neither a credential nor an address is known. */
+static bool limit_key(struct pulse_hreq *r, unsigned char *key)
+{
+    unsigned char buf[2 + 4096];
+    size_t len = 0;
+    const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (auth != NULL && auth[0] != '\0') {
+        size_t n = strlen(auth);
+        if (n > sizeof buf - 2)
+            n = sizeof buf - 2;
+        memcpy(buf, "a:", 2);
+        memcpy(buf + 2, auth, n);
+        len = 2 + n;
+    } else {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+        if (sa == NULL)
+            return false;
+        memcpy(buf, "i:", 2);
+        if (sa->sa_family == AF_INET6) {
+            memcpy(buf + 2, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+            len = 2 + 16;
+        } else if (sa->sa_family == AF_INET) {
+            memcpy(buf + 2, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+            len = 2 + 4;
+        } else {
+            return false;
+        }
+    }
+    return gnutls_hash_fast(GNUTLS_DIG_SHA256, buf, len, key) == 0;
+}
+
+/* The declared body size of r, or 0 (none, or chunked: charged as it
+ * arrives, at completion). */
+static uint64_t declared_body(struct pulse_hreq *r)
+{
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    int64_t len = 0;
+    if (cl == NULL || pulse_request_parse_i64(cl, 0, INT64_MAX, &len) != PULSE_OK)
+        return 0;
+    return (uint64_t)len;
+}
+
+bool pulse_server_refuse_rate(struct pulse_hreq *r)
+{
+    struct pulse_ratelimit *rl = r->srv->ratelimit;
+    enum pulse_route route = r->match.route;
+    if (rl == NULL || !pulse_ratelimit_enabled(rl) || route == PULSE_ROUTE_HEALTHZ || route == PULSE_ROUTE_READYZ)
+        return false;
+    if (!limit_key(r, r->limit_key))
+        return false;
+    uint64_t in = declared_body(r);
+    const char *which = NULL;
+    unsigned wait = pulse_ratelimit_admit(rl, r->limit_key, in, pulse_clock_mono_us(), &which);
+    if (wait == 0) {
+        r->limit_keyed = true;
+        r->bytes_in_charged = in;
+        return false;
+    }
+    /* Its body (if any) is never read: MHD closes the connection after
+     * an answer queued before the body. */
+    r->retry_after = wait;
+    pulse_server_reply_error(r, 429, "too_many_requests",
+                             "rate limit: this client is over %s (with limits.burst); retry in %u s", which, wait);
+    return true;
+}
+
+void pulse_server_limit_charge(struct pulse_hreq *r, uint64_t bytes)
+{
+    if (!r->limit_keyed)
+        return;
+    pulse_ratelimit_charge(r->srv->ratelimit, r->limit_key, bytes, pulse_clock_mono_us());
+}
+
+void pulse_server_limit_done(struct pulse_hreq *r)
+{
+    if (r->bytes_in > r->bytes_in_charged) {
+        pulse_server_limit_charge(r, r->bytes_in - r->bytes_in_charged);
+        r->bytes_in_charged = r->bytes_in;
+    }
+}

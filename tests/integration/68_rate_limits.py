@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: MIT
+"""Rate limits per client ([limits]): token buckets of requests and bytes.
+
+  - over limits.requests-per-second (a burst past limits.burst), requests
+    are answered 429 too_many_requests with Retry-After (whole seconds, at
+    least 1) and the JSON error body, and nothing of them is executed: a
+    refused publish stores nothing; /metrics counts them
+    (pulse_http_rate_limited_total);
+  - the bucket refills: after Retry-After seconds the client is served;
+  - each Authorization header (or, without one, each client address) has
+    its own buckets, and /healthz and /readyz are never limited;
+  - over limits.bytes-per-second a publish whose declared body the bucket
+    cannot hold is refused before its body is read, and a fetch's bytes put
+    the client in debt that its next request waits out;
+  - the table of clients stays within limits.max-clients, forgetting the
+    least recently seen (pulse_http_rate_limit_clients, _evictions_total)."""
+
+import os
+import re
+import sys
+import time
+
+sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pulsetest import check, eq, expect_error, expect_json, main, note  # noqa: E402
+
+ADMIN = {"Authorization": "Bearer metrics-reader"}  # a client of its own
+
+
+def metric(srv, name):
+    r = srv.get("/metrics", headers=ADMIN)
+    eq(r.status, 200, "/metrics (own bucket)")
+    m = re.search(r"^%s (\d+)$" % re.escape(name), r.body.decode(), re.M)
+    check(m is not None, "/metrics has no %s" % name)
+    return int(m.group(1))
+
+
+def retry_after(r):
+    v = r.header("Retry-After")
+    check(v is not None and v.isdigit() and int(v) >= 1, "429 needs Retry-After >= 1, got %r" % v)
+    return int(v)
+
+
+def publish(srv, topic, value, headers=None):
+    return srv.req("POST", "/v1/topics/%s/records" % topic, {"records": [{"value": value}]}, headers=headers)
+
+
+def test_burst_past_the_request_limit_is_429_and_stores_nothing(ctx):
+    # 1 request per second, a bucket of 3: a burst of 10 gets 3 through
+    # (4 if the burst takes over a second on a slow machine).
+    srv = ctx.new_server(args=["-o", "limits.requests-per-second=1", "-o", "limits.burst=3s"])
+    srv.start()
+    srv.req("POST", "/v1/topics", {"name": "rl"}, headers=ADMIN)
+    ok, refused = [], []
+    for i in range(10):
+        r = publish(srv, "rl", "v%d" % i)
+        if r.status == 200:
+            ok.append("v%d" % i)
+        else:
+            expect_error(r, 429, "too_many_requests", "publish %d" % i)
+            retry_after(r)
+            check("limits.requests-per-second" in r.json()["error"]["message"], "the message names the limit")
+            refused.append(i)
+    note("admitted %d, refused %d" % (len(ok), len(refused)))
+    check(3 <= len(ok) <= 4, "a bucket of 3 at 1/s admits 3 (or 4) of a burst of 10, admitted %d" % len(ok))
+    r = srv.req("GET", "/v1/topics/rl/partitions/0/records?max_records=100", headers=ADMIN)
+    got = [rec["value"] for rec in expect_json(r, 200, "fetch")["records"]]
+    eq(got, ok, "exactly the admitted publishes are stored")
+    eq(metric(srv, "pulse_http_rate_limited_total"), len(refused), "refusals counted in /metrics")
+    # Never limited, whatever the bucket holds.
+    for _ in range(5):
+        eq(srv.get("/healthz").status, 200, "/healthz")
+        eq(srv.get("/readyz").status, 200, "/readyz")
+    srv.stop()
+
+
+def test_bucket_refills_after_retry_after(ctx):
+    srv = ctx.new_server(args=["-o", "limits.requests-per-second=2", "-o", "limits.burst=1s"])
+    srv.start()
+    r = None
+    for _ in range(10):
+        r = srv.get("/v1/topics")
+        if r.status == 429:
+            break
+    eq(r.status, 429, "a burst of 10 at 2/s with a bucket of 2 is refused")
+    wait = retry_after(r)
+    eq(wait, 1, "at 2/s a token is at most half a second away: Retry-After rounds up to 1")
+    time.sleep(wait)
+    eq(srv.get("/v1/topics").status, 200, "served again after Retry-After")
+    srv.stop()
+
+
+def test_each_credential_and_address_has_its_own_bucket(ctx):
+    srv = ctx.new_server(args=["-o", "limits.requests-per-second=1", "-o", "limits.burst=2s"])
+    srv.start()
+    a = {"Authorization": "Bearer token-a"}
+    b = {"Authorization": "Bearer token-b"}
+    codes_a = [srv.get("/v1/topics", headers=a).status for _ in range(4)]
+    check(429 in codes_a, "client a is limited: %r" % codes_a)
+    eq(srv.get("/v1/topics", headers=b).status, 200, "client b has a bucket of its own")
+    eq(srv.get("/v1/topics").status, 200, "no header: the address's bucket, untouched by a and b")
+    srv.stop()
+
+
+def test_byte_limit_refuses_a_declared_body_before_reading_it(ctx):
+    srv = ctx.new_server(args=["-o", "limits.bytes-per-second=10KiB", "-o", "limits.burst=1s"])
+    srv.start()
+    srv.req("POST", "/v1/topics", {"name": "bytes"}, headers=ADMIN)
+    big = "x" * 7000
+    eq(publish(srv, "bytes", big).status, 200, "the first 7 KB publish fits the 10 KiB bucket")
+    r = publish(srv, "bytes", big)
+    expect_error(r, 429, "too_many_requests", "a second 7 KB publish at once")
+    check("limits.bytes-per-second" in r.json()["error"]["message"], "the message names the byte limit")
+    retry_after(r)
+    r = srv.req("GET", "/v1/topics/bytes/partitions/0/records", headers=ADMIN)
+    eq(len(expect_json(r, 200, "fetch")["records"]), 1, "the refused publish stored nothing")
+    # A fetch's bytes are charged when it answers: 7 KB served to a fresh
+    # bucket twice puts it in debt, and the next request waits.
+    c = {"Authorization": "Bearer reader"}
+    codes = [srv.get("/v1/topics/bytes/partitions/0/records?format=raw", headers=c).status for _ in range(3)]
+    eq(codes[0], 200, "first raw fetch")
+    check(429 in codes, "fetched bytes count against the byte limit: %r" % codes)
+    srv.stop()
+
+
+def test_client_table_stays_within_max_clients(ctx):
+    srv = ctx.new_server(args=["-o", "limits.requests-per-second=100", "-o", "limits.max-clients=3"])
+    srv.start()
+    for i in range(8):
+        eq(srv.get("/v1/topics", headers={"Authorization": "Bearer client-%d" % i}).status, 200, "client %d" % i)
+    eq(metric(srv, "pulse_http_rate_limit_clients"), 3, "clients remembered")
+    # 8 clients + the metrics reader into 3 slots: 6 forgotten by now.
+    eq(metric(srv, "pulse_http_rate_limit_evictions_total"), 6, "least recently seen clients forgotten")
+    srv.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main(globals(), shared_server=False))
