@@ -202,6 +202,19 @@ pulse_status_t pulse_broker_publish_wait(struct pulse_broker *b, const char *top
     return st;
 }
 
+pulse_status_t pulse_broker_publish_idem(struct pulse_broker *b, const char *topic,
+                                         const struct pulse_publish_record *recs, size_t n,
+                                         struct pulse_publish_idem *idem, struct pulse_offset_pair *offsets_out,
+                                         pulse_publish_done_fn done, void *arg, bool *pending_out, char *errbuf,
+                                         size_t errlen)
+{
+    if (b->ops->publish_idem == NULL) {
+        pulse_errbuf_set(errbuf, errlen, "the %s backend has no idempotent publish", b->ops->name);
+        return PULSE_NOT_SUPPORTED;
+    }
+    return b->ops->publish_idem(b, topic, recs, n, idem, offsets_out, done, arg, pending_out, errbuf, errlen);
+}
+
 /* ---- fetch ------------------------------------------------------------------ */
 
 pulse_status_t pulse_broker_fetch_create(struct pulse_broker *b, const char *topic, uint32_t partition,

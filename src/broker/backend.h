@@ -131,6 +131,12 @@ struct pulse_broker_ops {
     pulse_status_t (*group_list)(struct pulse_broker *b, char ***names_out, size_t *n_out);
     pulse_status_t (*group_describe_async)(struct pulse_broker *b, const char *group, struct pulse_group_info **out,
                                            pulse_admin_done_fn done, void *arg);
+
+    /* idempotent publish; NULL: not supported */
+    pulse_status_t (*publish_idem)(struct pulse_broker *b, const char *topic, const struct pulse_publish_record *recs,
+                                   size_t n, struct pulse_publish_idem *idem, struct pulse_offset_pair *offsets_out,
+                                   pulse_publish_done_fn done, void *arg, bool *pending_out, char *errbuf,
+                                   size_t errlen);
 };
 
 #endif

@@ -56,6 +56,7 @@
 
 #include "broker/admin.h"
 #include "broker/broker_int.h"
+#include "broker/idem.h"
 #include "broker/groups.h"
 #include "broker/heal.h"
 #include "broker/maint.h"
@@ -109,6 +110,8 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg)
     cfg->group_lease_default_ms = 30000;
     cfg->group_max_members = 1000;
     cfg->group_max_groups = 10000;
+    cfg->idempotency_window_ms = 300000;
+    cfg->idempotency_max_keys = 100000;
 }
 
 /* ---- the file system -------------------------------------------------- */
@@ -665,11 +668,15 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     }
     st = pulse_broker_groups_create(cfg, &b->groups, errbuf, errlen);
     if (st == PULSE_OK)
+        st = pulse_broker_idem_create(cfg->idempotency_window_ms, cfg->idempotency_max_keys, &b->idem_window);
+    if (st == PULSE_OK)
         st = open_metadata(b, &defs, &ndefs, &rep, errbuf, errlen);
     if (st == PULSE_OK)
         st = open_topics(b, defs, ndefs, &rep, errbuf, errlen);
     if (st == PULSE_OK)
         st = pulse_broker_cursor_raise_ends(b, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = pulse_broker_idem_rebuild(b);
     if (st == PULSE_OK)
         st = start_threads(b, errbuf, errlen);
     if (st != PULSE_OK)
@@ -765,6 +772,7 @@ static void local_close(struct pulse_local *b)
         pulse_broker_topic_destroy(t);
     }
     pulse_broker_groups_destroy(b->groups);
+    pulse_broker_idem_destroy(b->idem_window);
     pulse_fdcache_destroy(b->fdcache);
     pulse_meta_close(b->meta);
     pthread_cond_destroy(&b->cv);

@@ -294,6 +294,39 @@ pulse_status_t pulse_broker_publish_wait(struct pulse_broker *b, const char *top
                                          const struct pulse_publish_record *recs, size_t n,
                                          struct pulse_offset_pair *offsets_out, char *errbuf, size_t errlen);
 
+/* An idempotent publish (docs/API.md "Retrying a publish"). */
+#define PULSE_IDEM_KEY_MAX 255
+
+struct pulse_publish_idem {
+    const char *key; /* the client's Idempotency-Key: 1..PULSE_IDEM_KEY_MAX bytes, borrowed for the call */
+    size_t key_len;
+    /* Out: true when the answer replays an earlier publish with this key
+     * (offsets_out then holds that publish's offsets and nothing new was
+     * stored). Written before done is called, or before the call returns
+     * when no callback follows. */
+    bool duplicate;
+};
+
+/*
+ * pulse_broker_publish with an idempotency key. Within the backend's
+ * window (local: publish.idempotency-window, at most
+ * publish.idempotency-max-keys keys remembered) a publish whose key and
+ * records equal those of an earlier one stores nothing and answers with
+ * that one's offsets (idem->duplicate); one that is still running is
+ * waited for (done is called when it completes, with its outcome), never by
+ * blocking the caller. The same key with different records is
+ * PULSE_KEY_REUSED, refused before anything is stored. Keyless records
+ * are routed from the key, so a retry puts them where the first try did.
+ * done must not be NULL (the answer may have to wait for another publish
+ * whatever the sync mode). Everything else as pulse_broker_publish.
+ * PULSE_NOT_SUPPORTED when the backend has no idempotent publish.
+ */
+pulse_status_t pulse_broker_publish_idem(struct pulse_broker *b, const char *topic,
+                                         const struct pulse_publish_record *recs, size_t n,
+                                         struct pulse_publish_idem *idem, struct pulse_offset_pair *offsets_out,
+                                         pulse_publish_done_fn done, void *arg, bool *pending_out, char *errbuf,
+                                         size_t errlen);
+
 /* ---- fetch ----------------------------------------------------------- */
 
 /* Why offsets were stepped over (docs/API.md "Damaged data"). */

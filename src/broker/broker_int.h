@@ -169,6 +169,7 @@ struct pulse_local {
     struct pulse_broker_maint *maint; /* retention and compaction thread */
     struct pulse_broker_heal *heal;   /* reopens fenced partitions */
     struct pulse_broker_groups *groups; /* consumer groups (groups.c) */
+    struct pulse_broker_idem *idem_window; /* idempotency keys (idem.c) */
     int64_t next_interval_sync_us;
     int64_t next_checkpoint_us; /* syncer thread only: the earliest checkpoint owed */
 
@@ -315,6 +316,11 @@ pulse_status_t pulse_local_publish(struct pulse_broker *base, const char *topic,
                                    const struct pulse_publish_record *recs, size_t n,
                                    struct pulse_offset_pair *offsets_out, pulse_publish_done_fn done, void *arg,
                                    bool *pending_out, char *errbuf, size_t errlen);
+pulse_status_t pulse_local_publish_idem(struct pulse_broker *base, const char *topic,
+                                        const struct pulse_publish_record *recs, size_t n,
+                                        struct pulse_publish_idem *idem, struct pulse_offset_pair *offsets_out,
+                                        pulse_publish_done_fn done, void *arg, bool *pending_out, char *errbuf,
+                                        size_t errlen);
 pulse_status_t pulse_local_fetch_create(struct pulse_broker *base, const char *topic, uint32_t partition,
                                         struct pulse_fetch **out);
 pulse_status_t pulse_local_fetch_read(struct pulse_broker *base, struct pulse_fetch *f, int64_t offset,

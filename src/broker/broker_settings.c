@@ -63,6 +63,10 @@ static const struct pulse_setting keys[] = {
      "most members of one consumer group"},
     {"groups.max-groups", PULSE_SETTING_INT, F(group_max_groups), "10000", NULL, 1, 1000000, NULL,
      "most consumer groups with members at once"},
+    {"publish.idempotency-window", PULSE_SETTING_DURATION, F(idempotency_window_ms), "5m", NULL, 1000, DAY_MS, NULL,
+     "how long a publish's Idempotency-Key is remembered (a retry within it stores nothing twice)"},
+    {"publish.idempotency-max-keys", PULSE_SETTING_INT, F(idempotency_max_keys), "100000", NULL, 1, 10000000, NULL,
+     "most idempotency keys remembered at once; past it the oldest is forgotten first"},
 };
 
 static const struct pulse_settings_table table = {"broker", keys, sizeof keys / sizeof keys[0],
@@ -96,4 +100,6 @@ void pulse_broker_settings_to_config(const struct pulse_broker_settings *bs, con
     cfg->group_lease_default_ms = bs->group_lease_default_ms;
     cfg->group_max_members = (uint32_t)bs->group_max_members;
     cfg->group_max_groups = (uint32_t)bs->group_max_groups;
+    cfg->idempotency_window_ms = bs->idempotency_window_ms;
+    cfg->idempotency_max_keys = (uint32_t)bs->idempotency_max_keys;
 }

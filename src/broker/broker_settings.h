@@ -46,6 +46,8 @@ struct pulse_broker_settings {
     int64_t group_lease_default_ms;
     int64_t group_max_members;
     int64_t group_max_groups;
+    int64_t idempotency_window_ms;
+    int64_t idempotency_max_keys;
 };
 
 /* The table of the keys above (static storage). */

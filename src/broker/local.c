@@ -47,4 +47,5 @@ const struct pulse_broker_ops pulse_local_ops = {
     .group_commit_async = pulse_local_group_commit_async,
     .group_list = pulse_local_group_list,
     .group_describe_async = pulse_local_group_describe_async,
+    .publish_idem = pulse_local_publish_idem,
 };

@@ -91,6 +91,10 @@ struct pulse_broker_config {
     int64_t group_lease_default_ms; /* default 30000 */
     uint32_t group_max_members;     /* per group, default 1000 */
     uint32_t group_max_groups;      /* default 10000 */
+    /* idempotent publishes (idem.h): how long a key is remembered, and how
+     * many keys at most (the oldest finished one is forgotten first) */
+    int64_t idempotency_window_ms;     /* default 300000 */
+    uint32_t idempotency_max_keys;     /* default 100000 */
 };
 
 /* Fills every field with the documented defaults (docs/Configuration.md). */

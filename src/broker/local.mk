@@ -9,4 +9,5 @@ libpulsebroker_a_SOURCES = src/broker/broker.h src/broker/backend.h src/broker/b
 	src/broker/broker.c src/broker/topic.c src/broker/publish.c src/broker/fetch.c src/broker/cursor.c \
 	src/broker/maint.c src/broker/maint.h src/broker/admin.c src/broker/admin.h src/broker/datadir.c \
 	src/broker/heal.c src/broker/heal.h src/broker/broker_settings.c src/broker/broker_settings.h \
-	src/broker/groups.c src/broker/groups.h
+	src/broker/groups.c src/broker/groups.h \
+	src/broker/idem.c src/broker/idem.h

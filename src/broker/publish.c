@@ -46,10 +46,12 @@
 #include <string.h>
 
 #include "broker/broker_int.h"
+#include "broker/idem.h"
 #include "common/status.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/plog.h"
@@ -184,6 +186,19 @@ struct publish_ctx {
     uint32_t nbufs;
     bool appended[PULSE_BROKER_MAX_PARTITIONS]; /* its append unit is in the log */
     uint64_t bytes;                             /* of the appended units */
+    /* An idempotent publish (NULL otherwise): its identity goes into the
+     * producer fields of every batch, and its keyless records are routed
+     * from its key. skip: the partition's share is stored already (an
+     * earlier try of the same request); its runs' bases are set. */
+    const struct pulse_idem_id *idem;
+    bool skip[PULSE_BROKER_MAX_PARTITIONS];
+    /* skipped, but an earlier try's append there is not durable yet: this
+     * try waits for it (await_end/await_epoch) as for its own. */
+    bool await[PULSE_BROKER_MAX_PARTITIONS];
+    int64_t await_end[PULSE_BROKER_MAX_PARTITIONS];
+    uint64_t await_epoch[PULSE_BROKER_MAX_PARTITIONS];
+    int64_t end[PULSE_BROKER_MAX_PARTITIONS];   /* appended: where its unit ends */
+    uint64_t epoch[PULSE_BROKER_MAX_PARTITIONS]; /* appended: the epoch it was written in */
 };
 
 /* Phase 1: every record validated and routed before anything is written. */
@@ -207,6 +222,10 @@ static pulse_status_t route(struct publish_ctx *c)
             p = (uint32_t)r->partition;
         } else if (r->key != NULL) {
             p = pulse_broker_key_partition(r->key, r->key_len, t->nparts);
+        } else if (c->idem != NULL) {
+            /* Deterministic, so a retry lands where the first try did; all
+             * keyless records of the publish still go to one partition. */
+            p = pulse_broker_key_partition((const uint8_t *)c->idem->key, c->idem->key_len, t->nparts);
         } else {
             if (rr_part == UINT32_MAX)
                 rr_part = atomic_fetch_add(&t->rr, 1) % t->nparts;
@@ -300,8 +319,12 @@ static pulse_status_t encode(struct publish_ctx *c)
     for (uint32_t p = 0; p < c->t->nparts; p++) {
         pulse_buf_init(&c->bufs[p], PULSE_BROKER_MAX_BATCH_BYTES);
         for (size_t r = c->run_first[p]; r < c->run_end[p]; r++) {
+            size_t at = c->bufs[p].len;
             pulse_status_t st = pulse_batch_encode(&c->bufs[p], 0, 0, &c->grouped[c->runs[r].first],
                                                    c->runs[r].count);
+            if (st == PULSE_OK && c->idem != NULL)
+                pulse_batch_set_producer(c->bufs[p].data + at, c->bufs[p].len - at, (uint32_t)(c->idem->khash >> 32),
+                                         (uint32_t)c->idem->khash, (int32_t)c->idem->body_fp);
             if (st == PULSE_TOO_LARGE) {
                 pulse_errbuf_set(c->errbuf, c->errlen,
                                  "the records for partition %" PRIu32 " encode to more than %u bytes", p,
@@ -355,7 +378,12 @@ static void append_error(const struct publish_ctx *c, uint32_t p, pulse_status_t
     char stored[160];
 
     describe_appended(c, stored, sizeof stored);
-    if (stored[0] != '\0') {
+    if (stored[0] != '\0' && c->idem != NULL) {
+        pulse_errbuf_set(c->errbuf, c->errlen,
+                         "partition %" PRIu32 " %s, and nothing of it was stored; stored before it and kept (a retry "
+                         "with the same Idempotency-Key stores only the rest): partitions %s; topic \"%s\"",
+                         p, why, stored, c->t->name);
+    } else if (stored[0] != '\0') {
         /* The list before the topic name: errbuf may be short (an HTTP
          * answer's message), and what was stored matters most. */
         pulse_errbuf_set(c->errbuf, c->errlen,
@@ -376,7 +404,7 @@ static void append_error(const struct publish_ctx *c, uint32_t p, pulse_status_t
 static pulse_status_t refuse_fenced(struct publish_ctx *c)
 {
     for (uint32_t p = 0; p < c->t->nparts; p++) {
-        if (c->count[p] > 0 && pulse_plog_fenced(c->t->plogs[p])) {
+        if (c->count[p] > 0 && !c->skip[p] && pulse_plog_fenced(c->t->plogs[p])) {
             append_error(c, p, PULSE_FENCED);
             return PULSE_FENCED;
         }
@@ -391,7 +419,7 @@ static pulse_status_t append_all(struct publish_ctx *c, struct pulse_broker_pend
 {
     for (uint32_t p = 0; p < c->t->nparts; p++) {
         int64_t base = 0, end = 0;
-        if (c->count[p] == 0)
+        if (c->count[p] == 0 || c->skip[p])
             continue;
         /* The epoch the bytes were written in (see pulse_plog_fate). */
         uint64_t epoch = 0;
@@ -404,7 +432,11 @@ static pulse_status_t append_all(struct publish_ctx *c, struct pulse_broker_pend
             return st;
         }
         c->appended[p] = true;
+        c->end[p] = end;
+        c->epoch[p] = epoch;
         c->bytes += c->bufs[p].len;
+        if (c->idem != NULL)
+            pulse_failpoint("publish_idem_after_partition");
         for (size_t r = c->run_first[p]; r < c->run_end[p]; r++) {
             c->runs[r].base = base;
             base += c->runs[r].count;
@@ -429,7 +461,8 @@ static size_t fill_offsets(const struct publish_ctx *c, struct pulse_offset_pair
         uint32_t j = c->first[c->part_of[i]] + c->slot[i];
         const struct run *r = &c->runs[c->run_of[j]];
         offsets_out[i].partition = c->part_of[i];
-        offsets_out[i].offset = c->appended[c->part_of[i]] ? r->base + (int64_t)(j - r->first) : -1;
+        bool there = c->appended[c->part_of[i]] || c->skip[c->part_of[i]];
+        offsets_out[i].offset = there ? r->base + (int64_t)(j - r->first) : -1;
         stored += c->appended[c->part_of[i]] ? 1 : 0;
     }
     return stored;
@@ -575,6 +608,279 @@ out:
     inflight_done(b);
     publish_ctx_fini(&c);
     pulse_free(pend);
+    pulse_broker_topic_release(b, c.t);
+    if (st == PULSE_OK)
+        *pending_out = pending;
+    return st;
+}
+
+/* ---- the idempotent publish (idem.h) ---------------------------------- */
+
+/* The checks both publishes make before anything else, and the count of
+ * publishes in flight that drain waits for (inflight_done undoes it). */
+static pulse_status_t publish_enter(struct pulse_local *b, const struct pulse_publish_record *recs, size_t n,
+                                    char *errbuf, size_t errlen)
+{
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
+    if (recs == NULL || n == 0) {
+        pulse_errbuf_set(errbuf, errlen, "a publish needs at least one record");
+        return PULSE_INVALID;
+    }
+    if (n > b->cfg.max_records_per_publish) {
+        pulse_errbuf_set(errbuf, errlen, "%zu records is over the limit of %" PRIu32 " per publish", n,
+                         b->cfg.max_records_per_publish);
+        return PULSE_TOO_LARGE;
+    }
+    pthread_mutex_lock(&b->mu);
+    if (b->draining) {
+        pthread_mutex_unlock(&b->mu);
+        pulse_errbuf_set(errbuf, errlen, "the broker is shutting down");
+        return PULSE_SHUTDOWN;
+    }
+    b->inflight++;
+    pthread_mutex_unlock(&b->mu);
+    return PULSE_OK;
+}
+
+/* What an earlier try of this request left (sh, one per partition): a
+ * stored share is skipped (its runs get their offsets), one appended but
+ * not durable yet is skipped and waited for, one a reopen discarded is
+ * appended again. A share of another size than this request routes there
+ * cannot be completed exactly: refused, nothing stored. */
+static pulse_status_t judge_shares(struct publish_ctx *c, struct pulse_idem_share *sh)
+{
+    for (uint32_t p = 0; p < c->t->nparts; p++) {
+        struct pulse_idem_share *s = &sh[p];
+        if (s->state == PULSE_IDEM_SHARE_APPENDED) {
+            enum pulse_plog_fate f = pulse_plog_fate(c->t->plogs[p], s->epoch, s->end);
+            if (f != PULSE_PLOG_PENDING)
+                s->state = f == PULSE_PLOG_DURABLE ? PULSE_IDEM_SHARE_STORED : PULSE_IDEM_SHARE_NONE;
+        }
+        if (s->state == PULSE_IDEM_SHARE_NONE)
+            continue;
+        if (s->count != c->count[p]) {
+            pulse_errbuf_set(c->errbuf, c->errlen,
+                             "partition %" PRIu32 " holds %" PRIu32 " records of an earlier try with this idempotency "
+                             "key (offsets %" PRId64 "-%" PRId64 "), but this request routes %" PRIu32 " there; "
+                             "nothing more was stored",
+                             p, s->count, s->base, s->base + (int64_t)s->count - 1, c->count[p]);
+            return PULSE_KEY_REUSED;
+        }
+        c->skip[p] = true;
+        c->await[p] = s->state == PULSE_IDEM_SHARE_APPENDED;
+        c->await_end[p] = s->end;
+        c->await_epoch[p] = s->epoch;
+        int64_t base = s->base;
+        for (size_t r = c->run_first[p]; r < c->run_end[p]; r++) {
+            c->runs[r].base = base;
+            base += c->runs[r].count;
+        }
+    }
+    return PULSE_OK;
+}
+
+/* sh as this try leaves it: the partitions it appended are APPENDED (their
+ * fate is settled by the finish, or judged by a retry). */
+static void note_shares(const struct publish_ctx *c, struct pulse_idem_share *sh)
+{
+    for (uint32_t p = 0; p < c->t->nparts; p++) {
+        if (!c->appended[p])
+            continue;
+        sh[p].state = PULSE_IDEM_SHARE_APPENDED;
+        sh[p].base = c->runs[c->run_first[p]].base;
+        sh[p].count = c->count[p];
+        sh[p].end = c->end[p];
+        sh[p].epoch = c->epoch[p];
+    }
+}
+
+/* Completion of a running idempotent publish (every-write mode): the
+ * syncer calls it in place of the caller's done. */
+struct idem_call {
+    struct pulse_broker_idem *w;
+    struct pulse_idem_entry *entry;
+    struct pulse_idem_share *shares;
+    size_t nshares;
+    pulse_publish_done_fn done;
+    void *arg;
+    const struct pulse_offset_pair *offsets;
+    size_t n;
+    const char *errbuf;
+};
+
+static void idem_call_done(void *arg, pulse_status_t st)
+{
+    struct idem_call *k = arg;
+    pulse_publish_done_fn done = k->done;
+    void *darg = k->arg;
+
+    pulse_broker_idem_finish(k->w, k->entry, k->shares, k->nshares, st, k->offsets, k->n, k->errbuf);
+    pulse_free(k->shares);
+    pulse_free(k);
+    done(darg, st);
+}
+
+/* Validation, routing and encoding of an idempotent publish, with its
+ * identity (filled here) in every batch. */
+static pulse_status_t idem_prepare(struct publish_ctx *c, const char *topic, struct pulse_idem_id *id,
+                                   const struct pulse_publish_idem *idem)
+{
+    c->t = pulse_broker_topic_acquire(c->b, topic);
+    if (c->t == NULL) {
+        pulse_errbuf_set(c->errbuf, c->errlen, "topic \"%s\" does not exist", topic != NULL ? topic : "");
+        return PULSE_TOPIC_NOT_FOUND;
+    }
+    id->topic_uid = c->t->uid;
+    id->nparts = c->t->nparts;
+    id->key = idem->key;
+    id->key_len = idem->key_len;
+    id->khash = pulse_broker_idem_key_hash(idem->key, idem->key_len);
+    id->body = pulse_broker_idem_body_hash(c->recs, c->n);
+    id->body_fp = (uint32_t)((id->body >> 32) ^ id->body) & 0x7fffffffu;
+    if (id->body_fp == 0)
+        id->body_fp = 1;
+    c->idem = id;
+    pulse_status_t st = route(c);
+    if (st == PULSE_OK)
+        st = group(c);
+    if (st == PULSE_OK)
+        st = encode(c);
+    for (uint32_t p = 0; p < c->t->nparts; p++)
+        id->touched += c->count[p] > 0 ? 1 : 0;
+    return st;
+}
+
+/* The running try: skip what is stored, append the rest, finish at once
+ * (nothing to wait for, or interval mode) or hand the finish to the
+ * syncer. *pending and idem->duplicate as the seam says. */
+static pulse_status_t idem_run(struct publish_ctx *c, struct pulse_idem_entry *entry, struct pulse_idem_share *sh,
+                               struct pulse_publish_idem *idem, struct pulse_offset_pair *offsets_out,
+                               pulse_publish_done_fn done, void *arg, bool *pending)
+{
+    struct pulse_local *b = c->b;
+    struct pulse_broker_idem *w = b->idem_window;
+    struct pulse_broker_pending *pend = NULL;
+    struct idem_call *k = NULL;
+    uint32_t nparts = c->t->nparts;
+    bool appends = false, waits = false;
+
+    /* Tests hold the key running here to queue a concurrent twin. */
+    pulse_failpoint_delay("publish_idem_run");
+    pulse_status_t st = judge_shares(c, sh);
+    for (uint32_t p = 0; st == PULSE_OK && p < nparts; p++) {
+        appends = appends || (c->count[p] > 0 && !c->skip[p]);
+        waits = waits || c->await[p];
+    }
+    if (st == PULSE_OK && (appends || waits) && b->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE) {
+        pend = pulse_calloc(1, sizeof *pend);
+        k = pulse_calloc(1, sizeof *k);
+        if (pend == NULL || k == NULL)
+            st = PULSE_NOMEM;
+    }
+    if (st == PULSE_OK)
+        st = refuse_fenced(c);
+    if (st == PULSE_OK) {
+        st = append_all(c, pend);
+        uint64_t added = 0;
+        fill_offsets(c, offsets_out);
+        for (uint32_t p = 0; p < nparts; p++)
+            added += c->appended[p] ? c->count[p] : 0;
+        atomic_fetch_add(&c->t->published_records, added);
+        atomic_fetch_add(&c->t->published_bytes, c->bytes);
+        note_shares(c, sh);
+        if (st != PULSE_OK && c->bytes > 0)
+            kick_syncer(b);
+    }
+    for (uint32_t p = 0; st == PULSE_OK && pend != NULL && p < nparts; p++) {
+        if (!c->await[p])
+            continue;
+        pend->parts[pend->n] = p;
+        pend->ends[pend->n] = c->await_end[p];
+        pend->epochs[pend->n] = c->await_epoch[p];
+        pend->n++;
+    }
+    if (st == PULSE_OK)
+        idem->duplicate = !appends;
+    if (st == PULSE_OK && pend != NULL) {
+        *k = (struct idem_call){w, entry, sh, nparts, done, arg, offsets_out, c->n, c->errbuf};
+        pend->done = idem_call_done;
+        pend->arg = k;
+        pend->errbuf = c->errbuf;
+        pend->errlen = c->errlen;
+        st = hand_to_syncer(c, pend);
+        if (st == PULSE_OK) {
+            *pending = true;
+            return PULSE_OK; /* the syncer owns pend, k and sh */
+        }
+    }
+    pulse_free(pend);
+    pulse_free(k);
+    pulse_broker_idem_finish(w, entry, sh, nparts, st, offsets_out, c->n, c->errbuf);
+    pulse_free(sh);
+    *pending = false;
+    return st;
+}
+
+pulse_status_t pulse_local_publish_idem(struct pulse_broker *base, const char *topic,
+                                        const struct pulse_publish_record *recs, size_t n,
+                                        struct pulse_publish_idem *idem, struct pulse_offset_pair *offsets_out,
+                                        pulse_publish_done_fn done, void *arg, bool *pending_out, char *errbuf,
+                                        size_t errlen)
+{
+    struct pulse_local *b = pulse_local_of(base);
+    struct publish_ctx c;
+    struct pulse_idem_id id;
+    struct pulse_idem_waiter *waiter = NULL;
+    struct pulse_idem_entry *entry = NULL;
+    struct pulse_idem_share *sh = NULL;
+    size_t nsh = 0;
+    enum pulse_idem_begin how = PULSE_IDEM_RUN;
+    bool pending = false;
+
+    if (idem == NULL || idem->key == NULL || idem->key_len == 0 || idem->key_len > PULSE_IDEM_KEY_MAX ||
+        done == NULL) {
+        pulse_errbuf_set(errbuf, errlen, "an idempotency key is 1 to %d bytes", PULSE_IDEM_KEY_MAX);
+        return PULSE_INVALID;
+    }
+    idem->duplicate = false;
+    pulse_status_t st = publish_enter(b, recs, n, errbuf, errlen);
+    if (st != PULSE_OK)
+        return st;
+    memset(&c, 0, sizeof c);
+    memset(&id, 0, sizeof id);
+    c.b = b;
+    c.recs = recs;
+    c.n = n;
+    c.errbuf = errbuf;
+    c.errlen = errlen;
+    st = idem_prepare(&c, topic, &id, idem);
+    if (st == PULSE_OK) {
+        waiter = pulse_calloc(1, sizeof *waiter);
+        st = waiter == NULL ? PULSE_NOMEM : PULSE_OK;
+    }
+    if (st == PULSE_OK) {
+        *waiter = (struct pulse_idem_waiter){NULL, done, arg, offsets_out, n, idem, errbuf, errlen};
+        st = pulse_broker_idem_begin(b->idem_window, &id, waiter, &how, &entry, &sh, &nsh, errbuf, errlen);
+    }
+    if (st == PULSE_OK && how == PULSE_IDEM_WAIT) {
+        waiter = NULL; /* the window calls it */
+        pending = true;
+    } else if (st == PULSE_OK) {
+        if (sh == NULL)
+            sh = pulse_calloc(c.t->nparts, sizeof *sh);
+        if (sh == NULL) {
+            pulse_broker_idem_finish(b->idem_window, entry, NULL, 0, PULSE_NOMEM, NULL, 0, NULL);
+            st = PULSE_NOMEM;
+        } else {
+            for (uint32_t p = 0; p < c.t->nparts; p++)
+                sh[p].partition = p;
+            st = idem_run(&c, entry, sh, idem, offsets_out, done, arg, &pending);
+        }
+    }
+    pulse_free(waiter);
+    inflight_done(b);
+    publish_ctx_fini(&c);
     pulse_broker_topic_release(b, c.t);
     if (st == PULSE_OK)
         *pending_out = pending;

@@ -42,7 +42,8 @@
     X(NOT_SUPPORTED, "not supported by this backend")                              \
     X(REJOIN, "the group does not know this member (it left, its lease ran out, or the broker restarted): join again") \
     X(GROUP_FENCED, "the member does not own this partition in this generation")     \
-    X(UNAVAILABLE, "the backend's cluster cannot be reached or did not answer in time; retry later")
+    X(UNAVAILABLE, "the backend's cluster cannot be reached or did not answer in time; retry later") \
+    X(KEY_REUSED, "the idempotency key was used for a different request")
 
 typedef enum {
 #define PULSE_STATUS_ENUM(name, msg) PULSE_##name,

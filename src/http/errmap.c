@@ -52,6 +52,7 @@ static const struct pulse_errmap_entry table[PULSE_STATUS_COUNT] = {
     [PULSE_REJOIN] = {409, "rejoin"},
     [PULSE_GROUP_FENCED] = {409, "commit_fenced"},
     [PULSE_UNAVAILABLE] = {503, "unavailable"},
+    [PULSE_KEY_REUSED] = {422, "idempotency_key_reused"},
 };
 
 static const struct pulse_errmap_entry fallback = {500, "storage_error"};

@@ -34,6 +34,8 @@ struct publish_state {
     size_t n_recs;
     struct pulse_offset_pair *offsets; /* filled by the broker */
     char errmsg[256];                  /* the broker's refusal, for the answer */
+    bool has_idem;                     /* the request carried an Idempotency-Key */
+    struct pulse_publish_idem idem;    /* its key (borrowed from MHD) and the duplicate flag */
 };
 
 static struct publish_state *pub(struct pulse_hreq *r)
@@ -486,7 +488,10 @@ static void publish_resume(struct pulse_hreq *r)
                                  (unsigned)ps->offsets[i].partition, (long long)ps->offsets[i].offset);
         bst = pulse_buf_append(&out, item, (size_t)len);
     }
-    if (bst == PULSE_OK)
+    if (bst == PULSE_OK && ps->has_idem)
+        bst = ps->idem.duplicate ? pulse_buf_append(&out, "],\"duplicate\":true}\n", 20)
+                                 : pulse_buf_append(&out, "],\"duplicate\":false}\n", 21);
+    else if (bst == PULSE_OK)
         bst = pulse_buf_append(&out, "]}\n", 3);
     if (bst != PULSE_OK) {
         pulse_buf_fini(&out);
@@ -501,6 +506,28 @@ static void publish_resume(struct pulse_hreq *r)
         return;
     }
     pulse_server_reply(r, 200, resp, PULSE_MEDIA_JSON);
+}
+
+/* The Idempotency-Key header, if any, into ps; false (answered 400) when
+ * it is not 1..PULSE_IDEM_KEY_MAX visible ASCII characters. */
+static bool read_idem_key(struct pulse_hreq *r, struct publish_state *ps)
+{
+    const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
+    if (key == NULL)
+        return true;
+    size_t len = strlen(key);
+    bool ok = len >= 1 && len <= PULSE_IDEM_KEY_MAX;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = key[i] > 0x20 && key[i] < 0x7f;
+    if (!ok) {
+        pulse_server_reply_error(r, 400, "invalid_request",
+                                 "Idempotency-Key must be 1 to %d visible ASCII characters", PULSE_IDEM_KEY_MAX);
+        return false;
+    }
+    ps->has_idem = true;
+    ps->idem.key = key;
+    ps->idem.key_len = len;
+    return true;
 }
 
 void pulse_h_publish_post(struct pulse_hreq *r)
@@ -537,13 +564,16 @@ void pulse_h_publish_post(struct pulse_hreq *r)
         break;
     }
     pulse_server_json_end(prev);
-    if (!ok)
+    if (!ok || !read_idem_key(r, ps))
         return;
 
     pulse_server_suspend(r, publish_resume);
     bool pending = false;
-    pulse_status_t st = pulse_broker_publish(r->srv->broker, r->topic, ps->recs, ps->n_recs, ps->offsets,
-                                             pulse_server_on_done, r, &pending, ps->errmsg, sizeof ps->errmsg);
+    pulse_status_t st =
+        ps->has_idem ? pulse_broker_publish_idem(r->srv->broker, r->topic, ps->recs, ps->n_recs, &ps->idem, ps->offsets,
+                                                 pulse_server_on_done, r, &pending, ps->errmsg, sizeof ps->errmsg)
+                     : pulse_broker_publish(r->srv->broker, r->topic, ps->recs, ps->n_recs, ps->offsets,
+                                            pulse_server_on_done, r, &pending, ps->errmsg, sizeof ps->errmsg);
     /* No callback will come: resume from here (exactly once). */
     if (st != PULSE_OK || !pending)
         pulse_server_wake(r, st);

@@ -174,6 +174,9 @@ const char *pulse_router_request_headers(enum pulse_route r)
     /* Authorization: the dashboard's bearer token; Last-Event-ID: a
      * stream resumed by a reader that can set headers (fetch, not
      * EventSource). */
+    /* Idempotency-Key: a publish that is safe to retry (h_publish.c). */
+    if (r == PULSE_ROUTE_PUBLISH && body && !get)
+        return "Accept, Authorization, Content-Type, Content-Encoding, Idempotency-Key, X-Request-Id";
     if (body && get)
         return "Accept, Authorization, Content-Type, Content-Encoding, Last-Event-ID, X-Request-Id";
     if (body)

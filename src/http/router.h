@@ -107,7 +107,7 @@ bool pulse_router_is_write(enum pulse_method m);
  * always may (the Access-Control-Allow-Headers value of a preflight):
  * Accept, Authorization and X-Request-Id everywhere, Content-Type and
  * Content-Encoding where the route takes a body, Last-Event-ID where it
- * takes GET. A static string. */
+ * takes GET, Idempotency-Key on the publish route. A static string. */
 const char *pulse_router_request_headers(enum pulse_route r);
 
 /* Most query parameters any route and method accepts. */

@@ -194,7 +194,8 @@ static void write_batch(uint8_t *b, int64_t base_offset, uint16_t flags, const s
     pulse_put_be64(b + OFF_FIRST_TS, (uint64_t)recs[0].timestamp);
     pulse_put_be64(b + OFF_LAST_TS, (uint64_t)recs[n - 1].timestamp);
     pulse_put_be32(b + OFF_RECORD_COUNT, (uint32_t)n);
-    /* Reserved for exactly-once producers: always 0 when we write. */
+    /* The producer fields: 0 here; an idempotent publish sets them with
+     * pulse_batch_set_producer (docs/Format.md). */
     pulse_put_be32(b + OFF_PRODUCER_ID, 0);
     pulse_put_be32(b + OFF_PRODUCER_EPOCH, 0);
     pulse_put_be32(b + OFF_BASE_SEQUENCE, 0);
@@ -486,6 +487,20 @@ void pulse_batch_set_base_offset(uint8_t *batch, size_t len, int64_t base_offset
     if (total > len)
         return;
     pulse_put_be64(batch + OFF_BASE_OFFSET, (uint64_t)base_offset);
+    pulse_put_be32(batch + OFF_CRC, pulse_crc32c(0, batch + CRC_START, total - CRC_START));
+}
+
+void pulse_batch_set_producer(uint8_t *batch, size_t len, uint32_t producer_id, uint32_t producer_epoch,
+                              int32_t base_sequence)
+{
+    if (batch == NULL || len < PULSE_BATCH_HEADER_SIZE)
+        return;
+    size_t total = PULSE_BATCH_HEADER_SIZE + (size_t)pulse_get_be32(batch + OFF_BATCH_LEN);
+    if (total > len)
+        return;
+    pulse_put_be32(batch + OFF_PRODUCER_ID, producer_id);
+    pulse_put_be32(batch + OFF_PRODUCER_EPOCH, producer_epoch);
+    pulse_put_be32(batch + OFF_BASE_SEQUENCE, (uint32_t)base_sequence);
     pulse_put_be32(batch + OFF_CRC, pulse_crc32c(0, batch + CRC_START, total - CRC_START));
 }
 

@@ -174,6 +174,16 @@ pulse_status_t pulse_record_header_next(const struct pulse_record_view *rec, siz
 void pulse_batch_set_base_offset(uint8_t *batch, size_t len, int64_t base_offset);
 
 /*
+ * Writes the producer fields of the encoded batch at the start of batch
+ * (len bytes) and recomputes its CRC. The engine gives the fields no meaning
+ * and carries them as they are; the broker's idempotent publish stores the
+ * identity of its request in them (docs/Format.md "Producer fields").
+ * Does nothing when batch does not hold a whole batch.
+ */
+void pulse_batch_set_producer(uint8_t *batch, size_t len, uint32_t producer_id, uint32_t producer_epoch,
+                              int32_t base_sequence);
+
+/*
  * rv as a plain record (common/record.h), for the layers above storage:
  * the same bytes, borrowed from the batch like rv, and a header_next that
  * walks the headers with pulse_record_header_next (stopping at damage,

@@ -204,6 +204,12 @@ static void print_batch_line(const struct pulse_segscan_item *item, bool crc_ok)
            " first_timestamp=%" PRId64 " last_timestamp=%" PRId64 " batch_len=%" PRIu32 "\n",
            item->pos, h->base_offset, h->record_count, h->flags, crc_ok ? "ok" : "BAD", h->first_timestamp,
            h->last_timestamp, h->batch_len);
+    /* The producer fields, when a writer set them (an idempotent publish:
+     * docs/Format.md "Producer fields"); on their own line so that the
+     * batch line keeps its shape. */
+    if (h->producer_id != 0 || h->producer_epoch != 0 || h->base_sequence != 0)
+        printf("  producer_id=0x%08" PRIx32 " producer_epoch=0x%08" PRIx32 " base_sequence=%" PRId32 "\n",
+               h->producer_id, h->producer_epoch, h->base_sequence);
 }
 
 static void print_records_text(const struct pulse_segscan_item *item)

@@ -35,6 +35,7 @@ INTEGRATION_TESTS = \
 	tests/integration/85_torn_tail.py \
 	tests/integration/86_corruption.py \
 	tests/integration/87_disk_full.py \
+	tests/integration/89_idempotency.py \
 	tests/integration/88_descriptors.py \
 	tests/integration/90_longpoll.py \
 	tests/integration/91_kafka_suite.sh \
