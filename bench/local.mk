@@ -7,6 +7,8 @@
 #   make bench BENCH_ARGS=--quick   the same with small sizes (~15 s)
 #   make bench-http                 pulsed over HTTP vs nginx, Redis, webdis
 #   make bench-compact              compaction and a retention pass
+#   make bench-streams              event streams: delivery latency, idle
+#                                   streams with RSS (BENCH_STREAM_ARGS)
 #
 # BENCH_DIR is where the scratch data goes (a mkdtemp() directory below it,
 # removed at the end). Keep it off the source tree.
@@ -14,7 +16,7 @@ noinst_PROGRAMS += bench/bench_storage
 bench_bench_storage_SOURCES = bench/bench_storage.c
 bench_bench_storage_LDADD = libpulsestore.a libpulsecommon.a -lm
 
-EXTRA_DIST += bench/http_bench.sh bench/wrk_bench.lua bench/group_bench.py bench/kafka_bench.sh bench/tls_bench.py
+EXTRA_DIST += bench/http_bench.sh bench/wrk_bench.lua bench/group_bench.py bench/kafka_bench.sh bench/tls_bench.py bench/stream_bench.py
 
 # Compaction throughput and memory, and one retention pass over 10,000
 # segments (JSON lines; see docs/Performance.md).
@@ -25,6 +27,7 @@ bench_bench_compact_LDADD = libpulsestore.a libpulsecommon.a
 BENCH_DIR = /tmp
 BENCH_ARGS =
 BENCH_HTTP_ARGS =
+BENCH_STREAM_ARGS =
 
 bench: bench/bench_storage$(EXEEXT)
 	./bench/bench_storage --dir "$(BENCH_DIR)" $(BENCH_ARGS)
@@ -38,4 +41,8 @@ bench-http: bench/bench_storage$(EXEEXT) $(bin_PROGRAMS)
 bench-compact: bench/bench_compact$(EXEEXT)
 	./bench/bench_compact --dir "$(BENCH_DIR)"
 
-.PHONY: bench bench-http bench-compact
+bench-streams: $(bin_PROGRAMS)
+	PULSE_BUILDDIR="$(abs_top_builddir)" python3 $(srcdir)/bench/stream_bench.py --dir "$(BENCH_DIR)" \
+	  $(BENCH_STREAM_ARGS)
+
+.PHONY: bench bench-http bench-compact bench-streams

@@ -259,6 +259,14 @@ pulse_status_t pulse_broker_fetch_raw(struct pulse_broker *b, const char *topic,
     return b->ops->fetch_raw(b, topic, partition, offset, max_bytes, out);
 }
 
+pulse_status_t pulse_broker_offset_for_time(struct pulse_broker *b, const char *topic, uint32_t partition,
+                                            int64_t ts_ms, int64_t *offset_out)
+{
+    if (b->ops->offset_for_time == NULL)
+        return PULSE_NOT_SUPPORTED;
+    return b->ops->offset_for_time(b, topic, partition, ts_ms, offset_out);
+}
+
 void pulse_broker_note_fetched(struct pulse_broker *b, const char *topic, uint64_t records, uint64_t bytes)
 {
     b->ops->note_fetched(b, topic, records, bytes);

@@ -89,6 +89,8 @@ struct pulse_broker_ops {
     pulse_status_t (*fetch_raw)(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
                                 uint64_t max_bytes, struct pulse_raw_slice *out); /* NULL: not supported */
     void (*note_fetched)(struct pulse_broker *b, const char *topic, uint64_t records, uint64_t bytes);
+    pulse_status_t (*offset_for_time)(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t ts_ms,
+                                      int64_t *offset_out); /* NULL: PULSE_NOT_SUPPORTED */
     pulse_status_t (*wait_any)(struct pulse_broker *b, const struct pulse_wait_pos *pos, size_t n,
                                int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
                                size_t *ready_out); /* wait_data is the case n == 1 (backend.c) */

@@ -429,6 +429,23 @@ struct pulse_raw_slice {
 pulse_status_t pulse_broker_fetch_raw(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
                                       uint64_t max_bytes, struct pulse_raw_slice *out);
 
+/*
+ * Positions by time: the offset of the first record of the partition whose
+ * timestamp is at or after ts_ms (ms since the epoch), below the high
+ * watermark; the high watermark when there is none yet (where a reader
+ * waits for one). Never below the log start. PULSE_TOPIC_NOT_FOUND,
+ * PULSE_PARTITION_NOT_FOUND, PULSE_IO, PULSE_CORRUPT. Does not wait for
+ * data. Local backend: the segments' newest timestamps (memory), then a
+ * binary search of one segment's sparse index by the batch headers its
+ * entries point at and one verified read of a batch (a few small preads:
+ * pulse_plog_offset_for_time in storage/plog.h; exact when timestamps do
+ * not decrease along the log, as for records the broker stamps). A Kafka
+ * backend answers with ListOffsets by timestamp (offsets_for_times); a
+ * backend without time lookups answers PULSE_NOT_SUPPORTED.
+ */
+pulse_status_t pulse_broker_offset_for_time(struct pulse_broker *b, const char *topic, uint32_t partition,
+                                            int64_t ts_ms, int64_t *offset_out);
+
 /* Counts fetched records and payload bytes for a topic's metrics. Never
  * blocks. */
 void pulse_broker_note_fetched(struct pulse_broker *b, const char *topic, uint64_t records, uint64_t bytes);

@@ -332,6 +332,8 @@ pulse_status_t pulse_local_fetch_probe(struct pulse_broker *base, const char *to
                                        int64_t offset, struct pulse_fetch_pos *pos);
 pulse_status_t pulse_local_fetch_raw(struct pulse_broker *base, const char *topic, uint32_t partition,
                                      int64_t offset, uint64_t max_bytes, struct pulse_raw_slice *out);
+pulse_status_t pulse_local_offset_for_time(struct pulse_broker *base, const char *topic, uint32_t partition,
+                                           int64_t ts_ms, int64_t *offset_out);
 void pulse_local_note_fetched(struct pulse_broker *base, const char *topic, uint64_t records, uint64_t bytes);
 pulse_status_t pulse_local_wait_any(struct pulse_broker *base, const struct pulse_wait_pos *pos, size_t n,
                                     int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,

@@ -257,6 +257,20 @@ pulse_status_t pulse_local_fetch_probe(struct pulse_broker *base, const char *to
     return st;
 }
 
+pulse_status_t pulse_local_offset_for_time(struct pulse_broker *base, const char *topic, uint32_t partition,
+                                           int64_t ts_ms, int64_t *offset_out)
+{
+    struct pulse_local *b = pulse_local_of(base);
+    struct pulse_broker_topic *t = NULL;
+    struct pulse_plog *plog = NULL;
+
+    pulse_status_t st = find_log(b, topic, partition, &t, &plog);
+    if (st == PULSE_OK)
+        st = pulse_plog_offset_for_time(plog, ts_ms, offset_out);
+    pulse_broker_topic_release(b, t);
+    return st;
+}
+
 pulse_status_t pulse_local_fetch_raw(struct pulse_broker *base, const char *topic, uint32_t partition,
                                      int64_t offset, uint64_t max_bytes, struct pulse_raw_slice *out)
 {

@@ -83,6 +83,7 @@ struct gmember {
 struct gpart {
     char topic[PULSE_NAME_MAX + 1];
     uint32_t partition;
+    uint64_t topic_uid; /* the topic object's uid: a topic made again has another */
     struct gmember *owner;
     struct gmember *target;
     int64_t fetch_pos; /* where the owner's last fetch left off, -1 none */
@@ -346,7 +347,8 @@ static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struc
     char (*names)[PULSE_NAME_MAX + 1] = NULL;
     size_t nnames = 0, cap = 0, total = 0;
     struct gpart *parts = NULL;
-    uint32_t counts[PULSE_GROUP_MAX_TOPICS * 4];
+    uint32_t *counts = NULL;
+    uint64_t *uids = NULL;
     pulse_status_t st = PULSE_OK;
 
     for (size_t i = 0; i < gr->nmembers; i++)
@@ -362,10 +364,19 @@ static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struc
     for (size_t i = 0; i < nnames; i++)
         if (uniq == 0 || strcmp(names[uniq - 1], names[i]) != 0)
             memmove(names[uniq++], names[i], sizeof names[0]);
-    nnames = uniq < sizeof counts / sizeof counts[0] ? uniq : sizeof counts / sizeof counts[0];
+    /* Every topic of every member: members may consume different topics,
+     * so a group may span many more than one member names. */
+    nnames = uniq;
+    counts = pulse_calloc(nnames > 0 ? nnames : 1, sizeof *counts);
+    uids = pulse_calloc(nnames > 0 ? nnames : 1, sizeof *uids);
+    if (counts == NULL || uids == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
     for (size_t i = 0; i < nnames; i++) {
         struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, names[i]);
         counts[i] = t != NULL ? t->nparts : 0;
+        uids[i] = t != NULL ? t->uid : 0;
         total += counts[i];
         pulse_broker_topic_release(b, t);
     }
@@ -380,12 +391,17 @@ static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struc
             struct gpart *old = part_find(gr, names[i], p);
             memcpy(parts[k].topic, names[i], sizeof parts[k].topic);
             parts[k].partition = p;
+            parts[k].topic_uid = uids[i];
             parts[k].fetch_pos = -1;
             if (old != NULL) {
                 parts[k].owner = old->owner;
                 parts[k].target = old->target;
-                parts[k].fetch_pos = old->fetch_pos;
-                parts[k].fetch_gen = old->fetch_gen;
+                /* Where a fetch of a deleted topic got to means nothing
+                 * in the topic made again under its name. */
+                if (old->topic_uid == uids[i]) {
+                    parts[k].fetch_pos = old->fetch_pos;
+                    parts[k].fetch_gen = old->fetch_gen;
+                }
             }
         }
     }
@@ -394,6 +410,8 @@ static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struc
     parts = NULL;
 out:
     pulse_free(parts);
+    pulse_free(uids);
+    pulse_free(counts);
     pulse_free(names);
     return st;
 }
@@ -466,7 +484,8 @@ static pulse_status_t rebalance(struct pulse_local *b, struct group *gr, bool me
         return st;
     bool changed = members_changed || n != gr->nparts;
     for (size_t i = 0; !changed && i < n; i++)
-        changed = part_cmp(parts[i].topic, parts[i].partition, gr->parts[i].topic, gr->parts[i].partition) != 0;
+        changed = part_cmp(parts[i].topic, parts[i].partition, gr->parts[i].topic, gr->parts[i].partition) != 0 ||
+                  parts[i].topic_uid != gr->parts[i].topic_uid;
     pulse_free(gr->parts);
     gr->parts = parts;
     gr->nparts = n;
@@ -582,7 +601,8 @@ static pulse_status_t view_fill(struct group *gr, struct gmember *m, bool with_p
     return PULSE_OK;
 }
 
-/* Finds gr and m after sweeping gr: PULSE_REJOIN when either is gone.
+/* Finds gr and m after sweeping gr: PULSE_REJOIN when either is gone (or
+ * m left).
  * Locks: the group lock, held by the caller. */
 static pulse_status_t find_member(struct pulse_local *b, const char *group, const char *member, int64_t now_us,
                                   struct group **gr_out, struct gmember **m_out)
@@ -595,7 +615,9 @@ static pulse_status_t find_member(struct pulse_local *b, const char *group, cons
     if (gone)
         return PULSE_REJOIN;
     struct gmember *m = member_find(gr, member);
-    if (m == NULL)
+    /* A member that left while its commit was written stays only until
+     * that commit ends: for its own calls it is gone. */
+    if (m == NULL || m->leaving)
         return PULSE_REJOIN;
     *gr_out = gr;
     *m_out = m;

@@ -30,6 +30,7 @@ const struct pulse_broker_ops pulse_local_ops = {
     .fetch_probe = pulse_local_fetch_probe,
     .fetch_raw = pulse_local_fetch_raw,
     .note_fetched = pulse_local_note_fetched,
+    .offset_for_time = pulse_local_offset_for_time,
     .wait_any = pulse_local_wait_any,
     .cursor_commit_async = pulse_local_cursor_commit_async,
     .cursor_get_async = pulse_local_cursor_get_async,

@@ -36,19 +36,27 @@ bool pulse_cors_enabled(const char *origins)
     return origins != NULL && next_entry(&origins, &e, &n);
 }
 
-static bool same_origin(const char *origin, const char *host)
+/* The scheme is the one this server speaks: an HTTPS server's own pages
+ * send https://, and an http:// origin is another server's. */
+static bool same_origin(const char *origin, const char *host, bool https)
 {
-    static const char scheme[] = "http://";
-    if (host == NULL || host[0] == '\0' || strncasecmp(origin, scheme, sizeof scheme - 1) != 0)
+    const char *scheme = https ? "https://" : "http://";
+    size_t n = strlen(scheme);
+    if (host == NULL || host[0] == '\0' || strncasecmp(origin, scheme, n) != 0)
         return false;
-    return strcasecmp(origin + sizeof scheme - 1, host) == 0;
+    return strcasecmp(origin + n, host) == 0;
 }
 
 enum pulse_cors_verdict pulse_cors_judge(const char *origins, const char *origin, const char *host)
 {
+    return pulse_cors_judge_scheme(origins, origin, host, false);
+}
+
+enum pulse_cors_verdict pulse_cors_judge_scheme(const char *origins, const char *origin, const char *host, bool https)
+{
     if (origin == NULL)
         return PULSE_CORS_NONE;
-    if (same_origin(origin, host))
+    if (same_origin(origin, host, https))
         return PULSE_CORS_SAME;
     const char *list = origins != NULL ? origins : "";
     const char *e = NULL;

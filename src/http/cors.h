@@ -50,6 +50,11 @@ enum pulse_cors_verdict {
  */
 enum pulse_cors_verdict pulse_cors_judge(const char *origins, const char *origin, const char *host);
 
+/* The same for a server speaking https (true) or plain http (false): the
+ * server's own origin is "<that scheme>://<Host>". pulse_cors_judge is
+ * this with https false. */
+enum pulse_cors_verdict pulse_cors_judge_scheme(const char *origins, const char *origin, const char *host, bool https);
+
 /* True when origins (server.cors-origins) names at least one origin: CORS
  * is on, and every answer says Vary: Origin. */
 bool pulse_cors_enabled(const char *origins);

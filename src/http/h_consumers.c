@@ -17,6 +17,7 @@
 
 #include "common/alloc.h"
 #include "http/http_int.h"
+#include "http/positions.h"
 
 /* r->hstate of a cursor commit (many, or one by PUT). */
 struct commit_state {
@@ -294,10 +295,54 @@ static void commit_one_resume(struct pulse_hreq *r)
                                       (json_int_t)r->partition, "offset", (json_int_t)cs->cursors[0].offset));
 }
 
+/*
+ * A cursor's position when it is named rather than given (docs/API.md
+ * "Positions"): "offset": "earliest" or "latest", or "timestamp": ms (the
+ * first record at or after it), resolved now against topic/partition.
+ * *named is false (nothing done) for a plain integer offset. Answers and
+ * returns false on a refusal.
+ */
+static bool cursor_named_offset(struct pulse_hreq *r, json_t *c, const char *topic, uint32_t partition,
+                                bool *named, int64_t *out)
+{
+    json_t *o = json_object_get(c, "offset");
+    json_t *ts = json_object_get(c, "timestamp");
+    struct pulse_pos at;
+    *named = false;
+    if (ts != NULL && o != NULL) {
+        pulse_server_reply_error(r, 400, "invalid_request", "give \"offset\" or \"timestamp\", not both");
+        return false;
+    }
+    if (ts != NULL) {
+        if (!json_is_integer(ts) || json_integer_value(ts) < 0) {
+            pulse_server_reply_error(r, 400, "invalid_request",
+                                     "\"timestamp\" must be milliseconds since the epoch (0 or more)");
+            return false;
+        }
+        at = (struct pulse_pos){PULSE_POS_TIME, (int64_t)json_integer_value(ts)};
+    } else if (json_is_string(o)) {
+        if (pulse_pos_parse(json_string_value(o), json_string_length(o), &at) != PULSE_OK ||
+            (at.kind != PULSE_POS_EARLIEST && at.kind != PULSE_POS_LATEST)) {
+            pulse_server_reply_error(r, 400, "invalid_request",
+                                     "\"offset\" must be an integer, \"earliest\" or \"latest\"");
+            return false;
+        }
+    } else {
+        return true;
+    }
+    pulse_status_t st = pulse_pos_resolve(r->srv->broker, topic, partition, &at, out);
+    if (st == PULSE_PARTITION_NOT_FOUND)
+        pulse_server_reply_no_partition(r, topic, partition);
+    else if (st != PULSE_OK)
+        pulse_server_reply_status(r, st, NULL);
+    *named = st == PULSE_OK;
+    return st == PULSE_OK;
+}
+
 void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
 {
     static const char *const top_allowed[] = {"cursors", NULL};
-    static const char *const allowed[] = {"topic", "partition", "offset", NULL};
+    static const char *const allowed[] = {"topic", "partition", "offset", "timestamp", NULL};
     if (!pulse_server_path_consumer(r))
         return;
     json_t *body = pulse_server_body_object(r);
@@ -328,7 +373,8 @@ void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
         json_t *t = json_object_get(c, "topic");
         json_t *p = json_object_get(c, "partition");
         json_t *o = json_object_get(c, "offset");
-        if (!json_is_string(t) || !json_is_integer(p) || !json_is_integer(o)) {
+        bool named = json_is_string(o) || json_object_get(c, "timestamp") != NULL;
+        if (!json_is_string(t) || !json_is_integer(p) || (!named && !json_is_integer(o))) {
             pulse_server_reply_error(r, 400, "invalid_request",
                                      "cursors[%zu] needs \"topic\" (string), \"partition\" and \"offset\" (integers)",
                                      i);
@@ -346,7 +392,10 @@ void pulse_h_consumers_cursors_commit(struct pulse_hreq *r)
         }
         memcpy(cursors[i].topic, tn, tlen + 1);
         cursors[i].partition = (uint32_t)json_integer_value(p);
-        cursors[i].offset = (int64_t)json_integer_value(o);
+        if (!named)
+            cursors[i].offset = (int64_t)json_integer_value(o);
+        else if (!cursor_named_offset(r, c, cursors[i].topic, cursors[i].partition, &named, &cursors[i].offset))
+            return;
     }
     for (size_t i = 0; i < n; i++) {
         if (cursors[i].offset < 0) {
@@ -395,14 +444,19 @@ void pulse_h_consumers_cursor_get(struct pulse_hreq *r)
 
 void pulse_h_consumers_cursor_put(struct pulse_hreq *r)
 {
-    static const char *const allowed[] = {"offset", NULL};
+    static const char *const allowed[] = {"offset", "timestamp", NULL};
     if (!pulse_server_path_consumer(r) || !pulse_server_path_topic(r) || !pulse_server_path_partition(r))
         return;
     json_t *body = pulse_server_body_object(r);
     if (body == NULL || !pulse_server_only_fields(r, body, allowed, "the cursor"))
         return;
     json_t *o = json_object_get(body, "offset");
-    if (!json_is_integer(o)) {
+    bool named = json_is_string(o) || json_object_get(body, "timestamp") != NULL;
+    int64_t named_offset = 0;
+    if (named && (!check_partition(r, r->topic, r->partition) ||
+                  !cursor_named_offset(r, body, r->topic, r->partition, &named, &named_offset)))
+        return;
+    if (!named && !json_is_integer(o)) {
         pulse_server_reply_error(r, 400, "invalid_request", "\"offset\" is required and must be an integer");
         return;
     }
@@ -414,7 +468,7 @@ void pulse_h_consumers_cursor_put(struct pulse_hreq *r)
     struct pulse_cursor *c = cs->cursors;
     memcpy(c->topic, r->topic, sizeof c->topic);
     c->partition = r->partition;
-    c->offset = (int64_t)json_integer_value(o);
+    c->offset = named ? named_offset : (int64_t)json_integer_value(o);
     if (c->offset < 0) {
         pulse_server_reply_negative_offset(r, NULL, c->offset);
         return;

@@ -41,6 +41,7 @@
 #include "http/encode.h"
 #include "http/fetch_json.h"
 #include "http/http_int.h"
+#include "http/positions.h"
 
 #define FETCH_MAX_RECORDS 10000
 #define FETCH_MAX_BYTES (64ll * 1024 * 1024)
@@ -56,6 +57,8 @@
 /* The request's fetch parameters and state, in its pool (r->hstate). */
 struct fetch_state {
     int64_t offset; /* -1 = log start */
+    struct pulse_pos at; /* offset= or timestamp= by name or time; resolved into offset */
+    bool named;          /* at is to be resolved (earliest, latest, a time) */
     int64_t max_records;
     int64_t max_bytes;
     int64_t wait_ms;
@@ -584,6 +587,45 @@ static bool query_int(struct pulse_hreq *r, const char *name, int64_t min, int64
     return true;
 }
 
+/* offset=N|earliest|latest or timestamp=<ms> (not both) into q; answers
+ * 400 and returns false. */
+static bool parse_position(struct pulse_hreq *r, struct fetch_state *q)
+{
+    const char *off = pulse_server_query(r, "offset");
+    const char *ts = pulse_server_query(r, "timestamp");
+    int64_t ms = 0;
+    if (off != NULL && ts != NULL) {
+        pulse_server_reply_error(r, 400, "invalid_request", "give offset or timestamp, not both");
+        return false;
+    }
+    if (ts != NULL) {
+        if (pulse_request_parse_i64(ts, 0, INT64_MAX, &ms) != PULSE_OK) {
+            pulse_server_reply_error(r, 400, "invalid_request",
+                                     "query parameter timestamp must be milliseconds since the epoch (0 or more)");
+            return false;
+        }
+        q->at = (struct pulse_pos){PULSE_POS_TIME, ms};
+        q->named = true;
+        return true;
+    }
+    if (off == NULL)
+        return true;
+    if (pulse_pos_parse(off, strlen(off), &q->at) != PULSE_OK || q->at.kind == PULSE_POS_TIME) {
+        int64_t neg = 0;
+        if (pulse_request_parse_i64(off, INT64_MIN, -1, &neg) == PULSE_OK)
+            pulse_server_reply_negative_offset(r, NULL, neg);
+        else
+            pulse_server_reply_error(r, 400, "invalid_request",
+                                     "query parameter offset must be an integer 0 or more, earliest or latest");
+        return false;
+    }
+    if (q->at.kind == PULSE_POS_OFFSET)
+        q->offset = q->at.value;
+    else
+        q->named = true;
+    return true;
+}
+
 /* Reads the query into r->fetch; answers 400/406 and returns false. */
 static bool parse_query(struct pulse_hreq *r)
 {
@@ -592,12 +634,8 @@ static bool parse_query(struct pulse_hreq *r)
     q->max_records = 500;
     q->max_bytes = 1024 * 1024;
     q->wait_ms = 0;
-    if (!query_int(r, "offset", INT64_MIN, INT64_MAX, &q->offset))
+    if (!parse_position(r, q))
         return false;
-    if (q->offset < -1 || (q->offset == -1 && pulse_server_query(r, "offset") != NULL)) {
-        pulse_server_reply_negative_offset(r, NULL, q->offset);
-        return false;
-    }
     if (
         !query_int(r, "max_records", 1, FETCH_MAX_RECORDS, &q->max_records) ||
         !query_int(r, "max_bytes", 1, FETCH_MAX_BYTES, &q->max_bytes) ||
@@ -629,6 +667,16 @@ static bool parse_query(struct pulse_hreq *r)
 static void fetch_start(struct pulse_hreq *r)
 {
     struct fetch_state *q = r->hstate;
+    if (q->named) {
+        struct pulse_fetch_pos none;
+        memset(&none, 0, sizeof none);
+        pulse_status_t st = pulse_pos_resolve(r->srv->broker, r->topic, r->partition, &q->at, &q->offset);
+        if (st != PULSE_OK) {
+            reply_fetch_error(r, st, &none);
+            return;
+        }
+        q->named = false;
+    }
     if (q->wait_ms > 0 && !atomic_load(&r->srv->stopping)) {
         /* Is there anything at the offset? Positions only, nothing read. */
         struct pulse_fetch_pos s;
@@ -674,6 +722,10 @@ void pulse_h_fetch_get(struct pulse_hreq *r)
 {
     if (!pulse_server_path_topic(r) || !pulse_server_path_partition(r))
         return;
+    if (pulse_h_stream_wanted(r)) {
+        pulse_h_stream_partition(r);
+        return;
+    }
     struct fetch_state *q = pulse_server_hstate(r, sizeof *q, NULL);
     if (q == NULL) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
@@ -689,7 +741,7 @@ void pulse_h_fetch_get(struct pulse_hreq *r)
             return;
         }
         memcpy(r->consumer, consumer, clen + 1);
-        if (pulse_server_query(r, "offset") == NULL) {
+        if (pulse_server_query(r, "offset") == NULL && pulse_server_query(r, "timestamp") == NULL) {
             pulse_server_call_begin(r, cursor_resume);
             pulse_status_t st = pulse_broker_cursor_get_async(r->srv->broker, r->consumer, r->topic, r->partition,
                                                               &q->cursor, pulse_server_call_done, r);

@@ -230,6 +230,8 @@ static void reply_records(struct pulse_hreq *r, struct gfetch_state *q, const st
         st = pulse_buf_append(&body, "]", 1);
     if (st == PULSE_OK)
         st = pulse_buf_append(&body, positions->data, positions->len);
+    if (st == PULSE_OK)
+        st = pulse_buf_append(&body, "\n", 1); /* as every JSON answer */
     if (st != PULSE_OK || !pulse_server_mem_take(r, body.len)) {
         pulse_buf_fini(&body);
         pulse_server_reply_over_budget(r);
@@ -237,9 +239,10 @@ static void reply_records(struct pulse_hreq *r, struct gfetch_state *q, const st
     }
     size_t len = 0;
     uint8_t *text = pulse_buf_steal(&body, &len);
-    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, text, pulse_free);
+    /* gzip'ed when accepted and large enough, as every JSON answer; it
+     * takes text, even on failure. */
+    struct MHD_Response *resp = pulse_server_json_response(r, (char *)text, len);
     if (resp == NULL) {
-        pulse_free(text);
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
     }
@@ -281,9 +284,12 @@ static void answer(struct pulse_hreq *r)
             break;
     /* Tell the broker where the answer leaves off, for the next fetch:
      * every partition, so a start at the end ("latest") is pinned by the
-     * first fetch even when it found nothing. */
+     * first fetch even when it found nothing. Not for HEAD: it hands out
+     * no record, so the next fetch must start where this one did (the
+     * call still renews the lease and checks the generation). */
+    bool head = r->method == PULSE_METHOD_HEAD;
     pulse_status_t st = pulse_broker_group_fetched(r->srv->broker, r->consumer, q->member, q->view.generation,
-                                                   q->next, n);
+                                                   q->next, head ? 0 : n);
     /* No records (a wait that ended at its deadline or because the group
      * changed): the view of a fresh call, so that the member learns a
      * rebalance now rather than at its next call. */

@@ -65,6 +65,7 @@ struct pulse_server {
     atomic_bool stopping;
     atomic_long inflight;  /* contexts created and not yet completed */
     atomic_long suspended; /* connections suspended right now */
+    atomic_long streams;   /* event streams open right now (h_stream.c) */
     atomic_long receiving; /* in flight whose body has not fully arrived */
     /* in-flight request and answer memory (server.memory-budget); every
      * request gives back what it took in pulse_server_on_completed */
@@ -309,6 +310,12 @@ void pulse_h_topics_partitions(struct pulse_hreq *r);
 json_t *pulse_h_topics_object(const struct pulse_topic_info *info);
 void pulse_h_publish_post(struct pulse_hreq *r);
 void pulse_h_fetch_get(struct pulse_hreq *r);
+/* h_stream.c: event streams. wanted: Accept names text/event-stream. */
+bool pulse_h_stream_wanted(struct pulse_hreq *r);
+void pulse_h_stream_partition(struct pulse_hreq *r); /* r->topic, r->partition parsed */
+void pulse_h_stream_topic(struct pulse_hreq *r);
+/* h_topicread.c: GET /v1/topics/{topic}/records, several partitions at once. */
+void pulse_h_topic_read(struct pulse_hreq *r);
 void pulse_h_consumers_list(struct pulse_hreq *r);
 void pulse_h_consumers_delete(struct pulse_hreq *r);
 void pulse_h_consumers_cursors_list(struct pulse_hreq *r);

@@ -27,6 +27,8 @@ libpulsehttp_a_SOURCES = \
 	src/http/embed.c src/http/embed.h \
 	src/http/h_groups.c src/http/h_group_fetch.c \
 	src/http/fastpub.c src/http/fastpub.h \
+	src/http/positions.c src/http/positions.h \
+	src/http/h_stream.c src/http/h_topicread.c \
 	src/http/http_int.h \
 	src/http/tls.c src/http/tls.h src/http/tls_settings.c src/http/tls_settings.h \
 	src/http/ratelimit.c src/http/ratelimit.h src/http/server_limits.c

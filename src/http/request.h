@@ -23,6 +23,7 @@ struct pulse_buf;
 #define PULSE_MEDIA_BATCHES "application/vnd.pulse.batches"
 #define PULSE_MEDIA_NDJSON "application/x-ndjson"
 #define PULSE_MEDIA_OCTETS "application/octet-stream"
+#define PULSE_MEDIA_EVENTS "text/event-stream"
 
 /*
  * True when the Content-Type value ct names type (case-insensitive),

@@ -24,9 +24,14 @@ struct route_def {
  * the same). A parameter a route does not list is a 400, so a misspelt one
  * ("ofset") can never be silently ignored. */
 static const char *const fetch_query[] = {"offset", "consumer", "max_records", "max_bytes", "wait_ms", "format",
-                                          NULL};
+                                          "timestamp", "from", "last_event_id", NULL};
 static const char *const publish_query[] = {"key", "partition", NULL};
 static const char *const group_fetch_query[] = {"max_records", "max_bytes", "max_wait_ms", NULL};
+/* Event streams (h_stream.c) and topic-wide reads (h_topicread.c). The
+ * fetch route takes the stream's parameters too: Accept picks the form. */
+static const char *const events_query[] = {"from", "offset", "timestamp", "positions", "last_event_id", NULL};
+static const char *const topic_read_query[] = {"positions", "consumer", "offset", "timestamp", "max_records",
+                                               "max_bytes", "wait_ms", NULL};
 
 static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_HEALTHZ, "/healthz", M(GET), {NULL}},
@@ -36,7 +41,8 @@ static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_BROKER, "/v1/broker", M(GET), {NULL}},
     {PULSE_ROUTE_TOPICS, "/v1/topics", M(GET) | M(POST), {NULL}},
     {PULSE_ROUTE_TOPIC, "/v1/topics/{topic}", M(GET) | M(PATCH) | M(DELETE), {NULL}},
-    {PULSE_ROUTE_PUBLISH, "/v1/topics/{topic}/records", M(POST), {[PULSE_METHOD_POST] = publish_query}},
+    {PULSE_ROUTE_PUBLISH, "/v1/topics/{topic}/records", M(GET) | M(POST),
+     {[PULSE_METHOD_GET] = topic_read_query, [PULSE_METHOD_POST] = publish_query}},
     {PULSE_ROUTE_FETCH, "/v1/topics/{topic}/partitions/{partition}/records", M(GET),
      {[PULSE_METHOD_GET] = fetch_query}},
     {PULSE_ROUTE_CONSUMERS, "/v1/consumers", M(GET), {NULL}},
@@ -55,6 +61,7 @@ static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_GROUP_RECORDS, "/v1/groups/{group}/members/{member}/records", M(GET),
      {[PULSE_METHOD_GET] = group_fetch_query}},
     {PULSE_ROUTE_GROUP_COMMIT, "/v1/groups/{group}/members/{member}/commit", M(POST), {NULL}},
+    {PULSE_ROUTE_EVENTS, "/v1/topics/{topic}/events", M(GET), {[PULSE_METHOD_GET] = events_query}},
 };
 
 static const char *const method_names[PULSE_METHOD_COUNT] = {"GET",  "POST", "PUT",     "PATCH",
@@ -174,8 +181,11 @@ const char *pulse_router_request_headers(enum pulse_route r)
     /* Authorization: the dashboard's bearer token; Last-Event-ID: a
      * stream resumed by a reader that can set headers (fetch, not
      * EventSource). */
-    /* Idempotency-Key: a publish that is safe to retry (h_publish.c). */
-    if (r == PULSE_ROUTE_PUBLISH && body && !get)
+    /* Idempotency-Key: a publish that is safe to retry (h_publish.c); the
+     * same route's GET is the topic-wide read (h_topicread.c). */
+    if (r == PULSE_ROUTE_PUBLISH && body && get)
+        return "Accept, Authorization, Content-Type, Content-Encoding, Idempotency-Key, Last-Event-ID, X-Request-Id";
+    if (r == PULSE_ROUTE_PUBLISH && body)
         return "Accept, Authorization, Content-Type, Content-Encoding, Idempotency-Key, X-Request-Id";
     if (body && get)
         return "Accept, Authorization, Content-Type, Content-Encoding, Last-Event-ID, X-Request-Id";

@@ -42,6 +42,7 @@ enum pulse_route {
     PULSE_ROUTE_GROUP_HEARTBEAT,
     PULSE_ROUTE_GROUP_RECORDS,
     PULSE_ROUTE_GROUP_COMMIT,
+    PULSE_ROUTE_EVENTS, /* GET /v1/topics/{topic}/events: the topic-wide event stream */
     PULSE_ROUTE_NONE /* unknown path; also the number of routes */
 };
 
@@ -111,7 +112,7 @@ bool pulse_router_is_write(enum pulse_method m);
 const char *pulse_router_request_headers(enum pulse_route r);
 
 /* Most query parameters any route and method accepts. */
-#define PULSE_ROUTER_MAX_QUERY 8
+#define PULSE_ROUTER_MAX_QUERY 12
 
 /*
  * The position of query parameter name in the list that route r accepts

@@ -68,8 +68,9 @@ static struct pulse_hreq *hreq_create(struct pulse_server *srv, struct MHD_Conne
         pulse_request_id_generate(r->id);
     (void)pulse_router_match(url, &r->match);
     r->origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
-    r->cors = pulse_cors_judge(srv->cfg->server.cors_origins, r->origin,
-                               MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST));
+    r->cors = pulse_cors_judge_scheme(srv->cfg->server.cors_origins, r->origin,
+                                      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+                                      srv->tls_pem.cert != NULL);
     return r;
 }
 
@@ -129,7 +130,7 @@ static bool route_is_file(enum pulse_route route)
 static bool route_answers_json(enum pulse_route route)
 {
     return route != PULSE_ROUTE_METRICS && route != PULSE_ROUTE_OPENAPI && route != PULSE_ROUTE_FETCH &&
-           !route_is_file(route);
+           route != PULSE_ROUTE_EVENTS && !route_is_file(route);
 }
 
 static void reply_not_allowed(struct pulse_hreq *r)
@@ -137,14 +138,7 @@ static void reply_not_allowed(struct pulse_hreq *r)
     char allow[PULSE_ROUTER_ALLOW_MAX];
     pulse_router_allow_header(r->match.route, allow, sizeof allow);
     char msg[320];
-    if (r->match.route == PULSE_ROUTE_PUBLISH && pulse_router_base_method(r->method) == PULSE_METHOD_GET)
-        snprintf(msg, sizeof msg,
-                 "method not allowed; allowed: %s. Records are read per partition: GET "
-                 "/v1/topics/{topic}/partitions/{partition}/records (docs/API.md \"Fetching\" also describes the "
-                 "topic-wide reads)",
-                 allow);
-    else
-        snprintf(msg, sizeof msg, "method not allowed; allowed: %s", allow);
+    snprintf(msg, sizeof msg, "method not allowed; allowed: %s", allow);
     json_t *body = pulse_json_error("method_not_allowed", msg);
     char *text = NULL;
     size_t len = 0;
@@ -339,7 +333,13 @@ static void dispatch(struct pulse_hreq *r)
             pulse_h_topics_get(r);
         return;
     case PULSE_ROUTE_PUBLISH:
-        pulse_h_publish_post(r);
+        if (r->method == PULSE_METHOD_POST)
+            pulse_h_publish_post(r);
+        else
+            pulse_h_topic_read(r); /* GET and HEAD */
+        return;
+    case PULSE_ROUTE_EVENTS:
+        pulse_h_stream_topic(r);
         return;
     case PULSE_ROUTE_FETCH:
         pulse_h_fetch_get(r);

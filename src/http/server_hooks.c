@@ -123,5 +123,8 @@ void pulse_server_mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    pulse_log_limited(PULSE_LOG_WARN, fmt, "libmicrohttpd: %s", msg);
+    /* Every client that leaves an event stream (a closed browser tab) ends
+     * it with one of these failed sends: expected, so not a warning. */
+    bool left = strstr(fmt, "chunked response body") != NULL || strstr(fmt, "send the footers") != NULL;
+    pulse_log_limited(left ? PULSE_LOG_DEBUG : PULSE_LOG_WARN, fmt, "libmicrohttpd: %s", msg);
 }

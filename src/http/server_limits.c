@@ -5,11 +5,12 @@
  * 429 answer, and the bytes charged as they become known.
  *
  * A client is named by limit_key, the one place that decides it: the
- * SHA-256 of the request's Authorization header when it has one (so each
- * credential has its own buckets, and the credential itself is never
- * kept), otherwise of the client's IP address (port left out, so one host
- * shares its buckets across connections). Once bearer tokens name their
- * holder, the token's name is the key to use here.
+ * SHA-256 of the client's IP address (port left out, so one host shares
+ * its buckets across connections). Not the Authorization header: nothing
+ * verifies it yet, so a client could send a new one with each request and
+ * never be limited (and push every other client out of the table). Once
+ * bearer tokens name their holder, the verified token's name is the key
+ * to use here.
  */
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
@@ -23,34 +24,24 @@
 #include "http/server_int.h"
 
 /* The bucket key of r's client (PULSE_RATELIMIT_KEY_LEN bytes). false
- * when neither a credential nor an address is known. */
+ * when its address is not known. */
 static bool limit_key(struct pulse_hreq *r, unsigned char *key)
 {
-    unsigned char buf[2 + 4096];
+    unsigned char buf[2 + 16];
     size_t len = 0;
-    const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (auth != NULL && auth[0] != '\0') {
-        size_t n = strlen(auth);
-        if (n > sizeof buf - 2)
-            n = sizeof buf - 2;
-        memcpy(buf, "a:", 2);
-        memcpy(buf + 2, auth, n);
-        len = 2 + n;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+    if (sa == NULL)
+        return false;
+    memcpy(buf, "i:", 2);
+    if (sa->sa_family == AF_INET6) {
+        memcpy(buf + 2, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+        len = 2 + 16;
+    } else if (sa->sa_family == AF_INET) {
+        memcpy(buf + 2, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+        len = 2 + 4;
     } else {
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
-        if (sa == NULL)
-            return false;
-        memcpy(buf, "i:", 2);
-        if (sa->sa_family == AF_INET6) {
-            memcpy(buf + 2, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
-            len = 2 + 16;
-        } else if (sa->sa_family == AF_INET) {
-            memcpy(buf + 2, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
-            len = 2 + 4;
-        } else {
-            return false;
-        }
+        return false;
     }
     return gnutls_hash_fast(GNUTLS_DIG_SHA256, buf, len, key) == 0;
 }

@@ -36,6 +36,9 @@ struct pulse_server_settings {
     int64_t threads;           /* 0 = number of online cores */
     char *cors_origins;        /* comma-separated origins or "*"; "" = CORS off (http/cors.h) */
     char *cors_credentials;    /* "on": Access-Control-Allow-Credentials; "off" */
+    int64_t stream_max;            /* event streams at once (h_stream.c) */
+    int64_t stream_heartbeat_ms;   /* comment line on an idle stream */
+    uint64_t stream_buffer_bytes;  /* per stream: its buffer and socket send buffer */
 };
 
 /* The table of the keys above (static storage). */

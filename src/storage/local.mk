@@ -11,7 +11,7 @@ libpulsestore_a_SOURCES = \
 	src/storage/segment.h src/storage/segment.c \
 	src/storage/snapshot.h src/storage/snapshot.c \
 	src/storage/recover.h src/storage/recover.c \
-	src/storage/plog_int.h src/storage/plog.h src/storage/plog.c \
+	src/storage/plog_int.h src/storage/plog.h src/storage/plog.c src/storage/plog_time.c \
 	src/storage/plog_edit.h src/storage/plog_edit.c \
 	src/storage/store_settings.h src/storage/store_settings.c \
 	src/storage/compact.c src/storage/compact.h \

@@ -341,6 +341,26 @@ pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_
 pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
                                struct pulse_slice *info);
 
+/*
+ * Positions by time: the offset of the first record whose timestamp is at
+ * or after ts (ms since the epoch), below HW; HW when there is none yet
+ * (the position a reader waits at for such a record). Never below the log
+ * start. How (the cost, in order):
+ *   1. the first segment whose newest timestamp reaches ts: memory only
+ *      (each segment keeps its max timestamp);
+ *   2. in it, pulse_segment_time_seek: a binary search over the sparse
+ *      index by the max timestamp of the batch each entry points at, then
+ *      a walk over batch headers (log2(entries) + a few 52-byte preads);
+ *   3. one pulse_plog_read of the batch found (CRC-verified), whose records
+ *      are scanned for the first at or after ts.
+ * Exact when timestamps do not decrease along the log (records stamped by
+ * the broker); with producer timestamps out of order it is a record at or
+ * after ts that no earlier batch by the search's judgement reaches, as
+ * with any index of batch maxima. The errors of pulse_plog_read.
+ * Thread: any. Locks: list_lock briefly, then those of the reads.
+ */
+pulse_status_t pulse_plog_offset_for_time(struct pulse_plog *plog, int64_t ts, int64_t *offset_out);
+
 struct pulse_plog_stats {
     int64_t log_start;
     int64_t high_watermark;

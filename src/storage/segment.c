@@ -393,6 +393,101 @@ static int64_t batch_max_ts(const struct pulse_batch_header *hdr)
     return hdr->first_timestamp > hdr->last_timestamp ? hdr->first_timestamp : hdr->last_timestamp;
 }
 
+/* ---- time lookups (pulse_segment_time_seek) -------------------------- */
+
+/* The header of the batch at pos, if one below bound parses. */
+static pulse_status_t header_at(struct pulse_segment *seg, int fd, uint64_t pos, uint64_t bound,
+                                struct pulse_batch_header *hdr)
+{
+    uint8_t raw[PULSE_BATCH_HEADER_SIZE];
+
+    if (pos + PULSE_BATCH_HEADER_SIZE > bound)
+        return PULSE_EOF;
+    ssize_t got = pulse_io_pread_all(seg->io, fd, raw, sizeof raw, (off_t)pos);
+    if (got < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: pread %s at %" PRIu64 " failed: %s", seg->log_path, pos, strerror(err));
+        return pulse_status_from_errno(err);
+    }
+    if ((size_t)got < sizeof raw || pulse_batch_parse_header(raw, (size_t)(bound - pos), hdr) != PULSE_OK)
+        return PULSE_EOF; /* torn or damaged: the walk ends here */
+    return PULSE_OK;
+}
+
+/* Entry i of seg's index (false past its end), read under index_lock. */
+static bool entry_at(struct pulse_segment *seg, size_t i, struct pulse_index_entry *out)
+{
+    bool ok;
+
+    pthread_mutex_lock(&seg->index_lock);
+    ok = i < seg->index.n;
+    if (ok)
+        *out = seg->index.entries[i];
+    pthread_mutex_unlock(&seg->index_lock);
+    return ok;
+}
+
+/* The first index entry (of the first n) whose batch reaches ts, n when
+ * none does: a binary search, one header read per probe. */
+static pulse_status_t first_entry_reaching(struct pulse_segment *seg, int fd, int64_t ts, uint64_t bound, size_t n,
+                                           size_t *out)
+{
+    size_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        struct pulse_index_entry e;
+        struct pulse_batch_header hdr;
+        pulse_status_t st = entry_at(seg, mid, &e) ? header_at(seg, fd, e.rel_pos, bound, &hdr) : PULSE_EOF;
+        if (st != PULSE_OK && st != PULSE_EOF)
+            return st;
+        /* An entry past the durable bytes counts as reaching ts: the walk
+         * from the one before it stops at the bound. */
+        if (st == PULSE_EOF || batch_max_ts(&hdr) >= ts)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *out = lo;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_segment_time_seek(struct pulse_segment *seg, int64_t ts, uint64_t bound, int64_t *base_out)
+{
+    struct pulse_index_entry e = {0, 0};
+    size_t n, k = 0;
+    int fd = -1;
+    pulse_status_t st = pulse_segment_pin(seg, &fd);
+
+    if (st != PULSE_OK)
+        return st;
+    pthread_mutex_lock(&seg->index_lock);
+    n = seg->index.n;
+    pthread_mutex_unlock(&seg->index_lock);
+    st = first_entry_reaching(seg, fd, ts, bound, n, &k);
+    if (st != PULSE_OK)
+        goto out;
+    /* The batch sought lies after the entry before k (whose batch does not
+     * reach ts) and at or before entry k's. Entry 0, when there is one, is
+     * at position 0; with no index, walk from the start. */
+    if (k > 0 && !entry_at(seg, k - 1, &e))
+        e = (struct pulse_index_entry){0, 0};
+    for (uint64_t pos = k > 0 ? e.rel_pos : 0;;) {
+        struct pulse_batch_header hdr;
+        st = header_at(seg, fd, pos, bound, &hdr);
+        if (st != PULSE_OK)
+            goto out;
+        if (batch_max_ts(&hdr) >= ts) {
+            *base_out = hdr.base_offset;
+            goto out;
+        }
+        pos += pulse_batch_total_size(&hdr);
+    }
+out:
+    pulse_segment_unpin(seg);
+    return st;
+}
+
 pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file_size, bool *clean_out,
                                         int64_t *max_ts_io)
 {

@@ -188,6 +188,27 @@ pulse_status_t pulse_segment_index_add(struct pulse_segment *seg, uint32_t rel_o
  * Locks: index_lock briefly. */
 uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset, int64_t *entry_offset_out);
 
+/*
+ * Where the first batch whose maximum timestamp (the larger of its first
+ * and last record's) is at or after ts may start, for a time lookup
+ * (pulse_plog_offset_for_time): a binary search over the sparse index,
+ * reading the 52-byte batch header each probed entry points at, finds the
+ * first entry whose batch reaches ts; then the headers of the batches from
+ * the entry before it are walked (at most an index interval of bytes and
+ * one batch) to the first batch that reaches ts. Reads only headers below
+ * bound (the durable size), never a record, and checks no CRC: the answer
+ * is where to start reading, and the read verifies what it serves.
+ * The search assumes batch timestamps do not decrease along the segment
+ * (true for records the broker stamps); where they do, the answer is a
+ * batch reaching ts, not necessarily the first one. *base_out gets that
+ * batch's base offset; PULSE_EOF when no batch below bound reaches ts
+ * (or a header that cannot be parsed ends the walk); PULSE_IO, PULSE_NOFILE.
+ * Cost: about log2(entries) + interval/batch-size small preads.
+ * Locks: index_lock briefly per probe (never across I/O); pins the data
+ * file for the duration.
+ */
+pulse_status_t pulse_segment_time_seek(struct pulse_segment *seg, int64_t ts, uint64_t bound, int64_t *base_out);
+
 /* Writes the in-memory index over the index file whole, cuts the file to
  * its length and fdatasyncs it. Used after recovery rebuilt an index. */
 pulse_status_t pulse_segment_rewrite_index(struct pulse_segment *seg);

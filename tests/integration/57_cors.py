@@ -60,7 +60,7 @@ def test_preflight_from_an_allowed_origin_names_the_route_methods_and_headers(ct
     t = uniq("pre")
     srv.create_topic(t)
     cases = [("/v1/topics", "POST", "GET, POST, HEAD, OPTIONS", "Content-Type"),
-             ("/v1/topics/%s/records" % t, "POST", "POST, OPTIONS", "Content-Type"),
+             ("/v1/topics/%s/records" % t, "POST", "GET, POST, HEAD, OPTIONS", "Content-Type"),
              ("/v1/topics/%s" % t, "DELETE", "GET, PATCH, DELETE, HEAD, OPTIONS", "Content-Type"),
              ("/v1/topics/%s/partitions/0/records" % t, "GET", "GET, HEAD, OPTIONS", None),
              ("/v1/consumers/c/cursors/%s/0" % t, "PUT", "GET, PUT, HEAD, OPTIONS", "Content-Type")]
@@ -181,7 +181,7 @@ def test_head_answers_every_get_route_with_its_headers_and_no_body(ctx):
     srv.create_topic(t)
     srv.publish(t, [{"value": "v%d" % i} for i in range(3)])
     for path in ("/healthz", "/readyz", "/metrics", "/openapi.yaml", "/v1/broker", "/v1/topics", "/v1/topics/" + t,
-                 "/v1/topics/%s/partitions" % t, "/v1/topics/%s/partitions/0" % t,
+                 "/v1/topics/%s/records" % t, "/v1/topics/%s/partitions" % t, "/v1/topics/%s/partitions/0" % t,
                  "/v1/topics/%s/partitions/0/records?offset=1" % t,
                  "/v1/topics/%s/partitions/0/records?format=raw" % t, "/v1/consumers",
                  "/v1/consumers/x/cursors"):
@@ -197,8 +197,8 @@ def test_head_answers_every_get_route_with_its_headers_and_no_body(ctx):
     eq(hh["pulse-next-offset"], ["3"], "HEAD fetch carries the positions")
     # HEAD is not a write and takes GET's query parameters; it is refused
     # where GET is not served.
-    r = srv.req("HEAD", "/v1/topics/%s/records" % t)
-    eq((r.status, r.header("Allow"), r.body), (405, "POST, OPTIONS", b""), "HEAD on publish")
+    r = srv.req("HEAD", "/v1/consumers/c1")
+    eq((r.status, r.header("Allow"), r.body), (405, "DELETE, OPTIONS", b""), "HEAD on a consumer (DELETE only)")
 
 
 def test_cors_off_by_default_and_credentials_when_configured(ctx):

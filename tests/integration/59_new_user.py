@@ -105,15 +105,16 @@ def test_publish_to_a_missing_topic_says_how_to_create_it(ctx):
           "octet-stream publish too")
 
 
-def test_get_on_the_publish_route_points_to_the_reads(ctx):
+def test_get_on_the_publish_route_is_the_topic_wide_read(ctx):
     srv = ctx.srv
     t = uniq("get")
     srv.create_topic(t)
     r = srv.get("/v1/topics/%s/records" % t)
-    err = expect_error(r, 405, "method_not_allowed", "GET records of a topic")
-    check("/v1/topics/{topic}/partitions/{partition}/records" in err["message"], "points to the per-partition read")
-    check("topic-wide" in err["message"], "and to the topic-wide reads: %r" % err["message"])
-    check("POST" in r.header("Allow"), "Allow")
+    doc = expect_json(r, 200, "GET records of a topic")
+    eq([p["partition"] for p in doc["partitions"]], [0], "every partition of the topic")
+    r = srv.req("PUT", "/v1/topics/%s/records" % t, {})
+    expect_error(r, 405, "method_not_allowed", "PUT records of a topic")
+    check({"GET", "POST"} <= {m.strip() for m in r.header("Allow").split(",")}, "Allow: %r" % r.header("Allow"))
 
 
 def test_partitions_answer_with_their_state(ctx):

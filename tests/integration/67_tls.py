@@ -342,5 +342,22 @@ def test_bad_tls_files_stop_pulsed_at_start_naming_the_file(ctx):
             check(n in text, "%s: the message must name %r: %r" % (what, n, text[-500:]))
 
 
+def test_the_servers_own_https_origin_may_write(ctx):
+    # Browsers send Origin on a same-origin POST: a page served by this
+    # HTTPS pulsed (its dashboard) says https://host:port, and that is the
+    # server's own origin, not another one to refuse.
+    certs = certs_for(ctx)
+    srv = tls_server(ctx, certs).start()
+    own = "https://127.0.0.1:%d" % srv.port
+    r = srv.req("POST", "/v1/topics", {"name": "from-own-page"}, headers={"Origin": own})
+    expect_status(r, 201, "create from the server's own https origin")
+    r = srv.req("POST", "/v1/topics", {"name": "from-plain-http"},
+                headers={"Origin": "http://127.0.0.1:%d" % srv.port})
+    expect_error(r, 403, "forbidden", "the http:// origin is not an HTTPS server's own")
+    r = srv.req("POST", "/v1/topics", {"name": "from-elsewhere"}, headers={"Origin": "https://evil.example"})
+    expect_error(r, 403, "forbidden", "another origin may not write")
+    srv.stop()
+
+
 if __name__ == "__main__":
     sys.exit(main(globals(), shared_server=False))

@@ -7,14 +7,17 @@
     refused publish stores nothing; /metrics counts them
     (pulse_http_rate_limited_total);
   - the bucket refills: after Retry-After seconds the client is served;
-  - each Authorization header (or, without one, each client address) has
-    its own buckets, and /healthz and /readyz are never limited;
+  - each client address has its own buckets (an Authorization header,
+    which nothing verifies yet, does not make a client of its own), and
+    /healthz and /readyz are never limited;
   - over limits.bytes-per-second a publish whose declared body the bucket
     cannot hold is refused before its body is read, and a fetch's bytes put
     the client in debt that its next request waits out;
   - the table of clients stays within limits.max-clients, forgetting the
     least recently seen (pulse_http_rate_limit_clients, _evictions_total)."""
 
+import http.client
+import json
 import os
 import re
 import sys
@@ -22,17 +25,33 @@ import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import check, eq, expect_error, expect_json, main, note  # noqa: E402
+from pulsetest import Response, check, eq, expect_error, expect_json, main, note  # noqa: E402
 
-ADMIN = {"Authorization": "Bearer metrics-reader"}  # a client of its own
+ADMIN = "127.0.0.2"  # the tests' own reads come from this address: a client of its own
 
 
 def metric(srv, name):
-    r = srv.get("/metrics", headers=ADMIN)
+    r = from_address(ADMIN, srv, "GET", "/metrics")
     eq(r.status, 200, "/metrics (own bucket)")
     m = re.search(r"^%s (\d+)$" % re.escape(name), r.body.decode(), re.M)
     check(m is not None, "/metrics has no %s" % name)
     return int(m.group(1))
+
+
+def from_address(addr, srv, method, path, body=None, headers=None):
+    """One request from the loopback address addr (127.0.0.0/8): a client
+    with buckets of its own."""
+    hdrs = dict(headers or {})
+    if body is not None:
+        body = json.dumps(body).encode()
+        hdrs["Content-Type"] = "application/json"
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30, source_address=(addr, 0))
+    try:
+        conn.request(method, path, body=body, headers=hdrs)
+        r = conn.getresponse()
+        return Response(r.status, r.reason, r.getheaders(), r.read())
+    finally:
+        conn.close()
 
 
 def retry_after(r):
@@ -50,7 +69,7 @@ def test_burst_past_the_request_limit_is_429_and_stores_nothing(ctx):
     # (4 if the burst takes over a second on a slow machine).
     srv = ctx.new_server(args=["-o", "limits.requests-per-second=1", "-o", "limits.burst=3s"])
     srv.start()
-    srv.req("POST", "/v1/topics", {"name": "rl"}, headers=ADMIN)
+    from_address(ADMIN, srv, "POST", "/v1/topics", {"name": "rl"})
     ok, refused = [], []
     for i in range(10):
         r = publish(srv, "rl", "v%d" % i)
@@ -63,7 +82,7 @@ def test_burst_past_the_request_limit_is_429_and_stores_nothing(ctx):
             refused.append(i)
     note("admitted %d, refused %d" % (len(ok), len(refused)))
     check(3 <= len(ok) <= 4, "a bucket of 3 at 1/s admits 3 (or 4) of a burst of 10, admitted %d" % len(ok))
-    r = srv.req("GET", "/v1/topics/rl/partitions/0/records?max_records=100", headers=ADMIN)
+    r = from_address(ADMIN, srv, "GET", "/v1/topics/rl/partitions/0/records?max_records=100")
     got = [rec["value"] for rec in expect_json(r, 200, "fetch")["records"]]
     eq(got, ok, "exactly the admitted publishes are stored")
     eq(metric(srv, "pulse_http_rate_limited_total"), len(refused), "refusals counted in /metrics")
@@ -90,34 +109,32 @@ def test_bucket_refills_after_retry_after(ctx):
     srv.stop()
 
 
-def test_each_credential_and_address_has_its_own_bucket(ctx):
+def test_each_address_has_its_own_bucket(ctx):
     srv = ctx.new_server(args=["-o", "limits.requests-per-second=1", "-o", "limits.burst=2s"])
     srv.start()
-    a = {"Authorization": "Bearer token-a"}
-    b = {"Authorization": "Bearer token-b"}
-    codes_a = [srv.get("/v1/topics", headers=a).status for _ in range(4)]
+    codes_a = [from_address("127.0.0.5", srv, "GET", "/v1/topics").status for _ in range(4)]
     check(429 in codes_a, "client a is limited: %r" % codes_a)
-    eq(srv.get("/v1/topics", headers=b).status, 200, "client b has a bucket of its own")
-    eq(srv.get("/v1/topics").status, 200, "no header: the address's bucket, untouched by a and b")
+    eq(from_address("127.0.0.6", srv, "GET", "/v1/topics").status, 200, "client b has a bucket of its own")
+    eq(srv.get("/v1/topics").status, 200, "127.0.0.1: its own bucket, untouched by a and b")
     srv.stop()
 
 
 def test_byte_limit_refuses_a_declared_body_before_reading_it(ctx):
     srv = ctx.new_server(args=["-o", "limits.bytes-per-second=10KiB", "-o", "limits.burst=1s"])
     srv.start()
-    srv.req("POST", "/v1/topics", {"name": "bytes"}, headers=ADMIN)
+    from_address(ADMIN, srv, "POST", "/v1/topics", {"name": "bytes"})
     big = "x" * 7000
     eq(publish(srv, "bytes", big).status, 200, "the first 7 KB publish fits the 10 KiB bucket")
     r = publish(srv, "bytes", big)
     expect_error(r, 429, "too_many_requests", "a second 7 KB publish at once")
     check("limits.bytes-per-second" in r.json()["error"]["message"], "the message names the byte limit")
     retry_after(r)
-    r = srv.req("GET", "/v1/topics/bytes/partitions/0/records", headers=ADMIN)
+    r = from_address(ADMIN, srv, "GET", "/v1/topics/bytes/partitions/0/records")
     eq(len(expect_json(r, 200, "fetch")["records"]), 1, "the refused publish stored nothing")
     # A fetch's bytes are charged when it answers: 7 KB served to a fresh
     # bucket twice puts it in debt, and the next request waits.
-    c = {"Authorization": "Bearer reader"}
-    codes = [srv.get("/v1/topics/bytes/partitions/0/records?format=raw", headers=c).status for _ in range(3)]
+    codes = [from_address("127.0.0.4", srv, "GET", "/v1/topics/bytes/partitions/0/records?format=raw").status
+             for _ in range(3)]
     eq(codes[0], 200, "first raw fetch")
     check(429 in codes, "fetched bytes count against the byte limit: %r" % codes)
     srv.stop()
@@ -127,10 +144,24 @@ def test_client_table_stays_within_max_clients(ctx):
     srv = ctx.new_server(args=["-o", "limits.requests-per-second=100", "-o", "limits.max-clients=3"])
     srv.start()
     for i in range(8):
-        eq(srv.get("/v1/topics", headers={"Authorization": "Bearer client-%d" % i}).status, 200, "client %d" % i)
+        eq(from_address("127.0.0.%d" % (10 + i), srv, "GET", "/v1/topics").status, 200, "client %d" % i)
     eq(metric(srv, "pulse_http_rate_limit_clients"), 3, "clients remembered")
     # 8 clients + the metrics reader into 3 slots: 6 forgotten by now.
     eq(metric(srv, "pulse_http_rate_limit_evictions_total"), 6, "least recently seen clients forgotten")
+    srv.stop()
+
+
+def test_a_made_up_authorization_header_does_not_escape_the_limit(ctx):
+    # Without token authentication nothing vouches for an Authorization
+    # header: a client that sends a new one with every request must still
+    # be limited by its address, and cannot push other clients out of the
+    # table with them.
+    srv = ctx.new_server(args=["-o", "limits.requests-per-second=1", "-o", "limits.burst=2s",
+                               "-o", "limits.max-clients=4"])
+    srv.start()
+    codes = [srv.get("/v1/topics", headers={"Authorization": "Bearer made-up-%d" % i}).status for i in range(6)]
+    check(429 in codes, "a new Authorization header per request is still this address's bucket: %r" % codes)
+    eq(from_address("127.0.0.3", srv, "GET", "/v1/topics").status, 200, "another address has its own bucket")
     srv.stop()
 
 

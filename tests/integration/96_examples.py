@@ -179,6 +179,7 @@ ROUTE_RES = [
     ("DELETE", r"/v1/groups/[^/]+/members/[^/]+"), ("POST", r"/v1/groups/[^/]+/members/[^/]+/heartbeat"),
     ("GET", r"/v1/groups/[^/]+/members/[^/]+/records"), ("POST", r"/v1/groups/[^/]+/members/[^/]+/commit"),
     ("GET", r"/v1/topics/[^/]+/partitions"), ("GET", r"/v1/topics/[^/]+/partitions/[^/]+"),
+    ("GET", r"/v1/topics/[^/]+/records"), ("GET", r"/v1/topics/[^/]+/events"),
 ]
 
 

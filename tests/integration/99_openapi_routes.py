@@ -12,7 +12,7 @@ import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import (check, eq, expect_json, fail, main, read_file, srcdir, uniq, BACKEND)  # noqa: E402
+from pulsetest import (SseClient, check, eq, expect_json, fail, main, read_file, srcdir, uniq, BACKEND)  # noqa: E402
 
 # (method, path template) for every route pulsed serves.
 ROUTES = [
@@ -45,6 +45,8 @@ ROUTES = [
     ("GET", "/v1/groups/{group}"),
     ("GET", "/v1/groups"),
     ("DELETE", "/v1/groups/{group}/members/{member}"),
+    ("GET", "/v1/topics/{topic}/records"),
+    ("GET", "/v1/topics/{topic}/events"),
 ]
 
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
@@ -120,8 +122,14 @@ def test_every_route_is_routed_live(ctx):
     eq(sorted(order), sorted(ROUTES), "every route exercised once")
     for method, tmpl in order:
         path = re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], tmpl)
-        body = bodies.get((method, tmpl))
-        r = srv.req(method, path, body() if callable(body) else body)
+        if tmpl.endswith("/events"):  # an event stream never ends by itself
+            sse = SseClient(srv.port, path)
+            r = sse
+            sse.body = b""
+            sse.close()
+        else:
+            body = bodies.get((method, tmpl))
+            r = srv.req(method, path, body() if callable(body) else body)
         want = expected.get((method, tmpl), 200)
         if r.status != want:
             fail("%s %s (%s): expected %d, got %d %r" % (method, path, tmpl, want, r.status, r.body[:300]))

@@ -17,6 +17,7 @@ INTEGRATION_TESTS = \
 	tests/integration/45_groups.py \
 	tests/integration/46_group_workers.py \
 	tests/integration/47_group_examples.py \
+	tests/integration/48_group_review.py \
 	tests/integration/50_ops.py \
 	tests/integration/55_start_errors.py \
 	tests/integration/57_cors.py \
@@ -40,6 +41,8 @@ INTEGRATION_TESTS = \
 	tests/integration/90_longpoll.py \
 	tests/integration/91_kafka_suite.sh \
 	tests/integration/92_kafka.py \
+	tests/integration/91_streams.py \
+	tests/integration/92_topic_reads.py \
 	tests/integration/95_sendfile.py \
 	tests/integration/96_examples.py \
 	tests/integration/99_openapi_routes.py

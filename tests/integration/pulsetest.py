@@ -851,3 +851,125 @@ def note(msg):
 
 __all__ = [n for n in dir() if not n.startswith("_")]
 
+
+
+# --------------------------------------------------------------------------
+# Event streams (text/event-stream) over a raw socket
+
+class SseClient:
+    """One event stream on its own socket, read as a browser's EventSource
+    would: the HTTP/1.1 head, then the chunked body split into events.
+    Events are dicts with "id", "event", "data" (text), "retry", and
+    "comment" for comment lines.  rcvbuf sets SO_RCVBUF before connecting
+    (a slow client); the caller decides when to read."""
+
+    def __init__(self, port, path, headers=None, rcvbuf=None, timeout=None):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout or HTTP_TIMEOUT)
+        self.sock.connect(("127.0.0.1", port))
+        hdrs = {"Host": "127.0.0.1:%d" % port, "Accept": "text/event-stream"}
+        hdrs.update(headers or {})
+        head = "GET %s HTTP/1.1\r\n" % path + "".join("%s: %s\r\n" % kv for kv in hdrs.items() if kv[1] is not None)
+        self.sock.sendall((head + "\r\n").encode("latin-1"))
+        self.raw = b""
+        self.body = b""
+        self.closed = False
+        self.ended = False  # the chunked body's last chunk arrived
+        self.status, self.headers = self._read_head()
+        self.chunked = self.headers.get("transfer-encoding", "").lower() == "chunked"
+
+    def _recv(self, n=65536):
+        data = self.sock.recv(n)
+        if not data:
+            self.closed = True
+        return data
+
+    def _read_head(self):
+        while b"\r\n\r\n" not in self.raw:
+            data = self._recv()
+            if not data:
+                raise Failure("event stream closed before its head: %r" % self.raw)
+            self.raw += data
+        head, self.raw = self.raw.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        return status, headers
+
+    def _decode(self):
+        """Moves whole chunks from raw to body."""
+        if not self.chunked:
+            self.body += self.raw
+            self.raw = b""
+            return
+        while True:
+            nl = self.raw.find(b"\r\n")
+            if nl < 0:
+                return
+            size = int(self.raw[:nl].split(b";")[0], 16)
+            if size == 0:
+                self.ended = True
+                self.raw = b""
+                return
+            if len(self.raw) < nl + 2 + size + 2:
+                return
+            self.body += self.raw[nl + 2:nl + 2 + size]
+            self.raw = self.raw[nl + 2 + size + 2:]
+
+    def _take_event(self):
+        sep = self.body.find(b"\n\n")
+        if sep < 0:
+            return None
+        block, self.body = self.body[:sep].decode("utf-8"), self.body[sep + 2:]
+        ev = {}
+        for line in block.split("\n"):
+            if line.startswith(":"):
+                ev["comment"] = line[1:].strip()
+                continue
+            k, _, v = line.partition(":")
+            v = v[1:] if v.startswith(" ") else v
+            ev[k] = ev[k] + "\n" + v if k == "data" and k in ev else v
+        return ev
+
+    def next_event(self, timeout=None, recv_bytes=65536):
+        """The next event (a dict), or None once the stream ended."""
+        deadline = time.monotonic() + (timeout or HTTP_TIMEOUT)
+        self._decode()  # what came with the head
+        while True:
+            ev = self._take_event()
+            if ev is not None:
+                return ev
+            if self.ended or self.closed:
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Failure("no event within the timeout; buffered %r" % self.body[:200])
+            self.sock.settimeout(left)
+            data = self._recv(recv_bytes)
+            self.raw += data
+            self._decode()
+
+    def events(self, n, timeout=None, skip_comments=True):
+        """The next n events with data (comments and retry-only blocks
+        skipped unless asked for); fewer if the stream ends."""
+        out = []
+        deadline = time.monotonic() + (timeout or HTTP_TIMEOUT)
+        while len(out) < n:
+            ev = self.next_event(timeout=max(0.01, deadline - time.monotonic()))
+            if ev is None:
+                break
+            if skip_comments and "data" not in ev:
+                continue
+            out.append(ev)
+        return out
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass

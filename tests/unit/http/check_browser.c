@@ -48,6 +48,9 @@ START_TEST(test_the_servers_own_origin_is_same_origin_whatever_the_list)
     ck_assert_int_eq(pulse_cors_judge("", "http://127.0.0.1:8081", "127.0.0.1:8080"), PULSE_CORS_REFUSED);
     ck_assert_int_eq(pulse_cors_judge("", "https://127.0.0.1:8080", "127.0.0.1:8080"), PULSE_CORS_REFUSED);
     ck_assert_int_eq(pulse_cors_judge("", "http://127.0.0.1:8080", NULL), PULSE_CORS_REFUSED);
+    /* An HTTPS server's own pages send https://; http:// is another origin. */
+    ck_assert_int_eq(pulse_cors_judge_scheme("", "https://127.0.0.1:8080", "127.0.0.1:8080", true), PULSE_CORS_SAME);
+    ck_assert_int_eq(pulse_cors_judge_scheme("", "http://127.0.0.1:8080", "127.0.0.1:8080", true), PULSE_CORS_REFUSED);
 }
 END_TEST
 

@@ -669,22 +669,28 @@ START_TEST(test_allow_header_lists_the_route_methods)
     pulse_router_allow_header(PULSE_ROUTE_TOPIC, allow, sizeof allow);
     ck_assert_str_eq(allow, "GET, PATCH, DELETE, HEAD, OPTIONS");
     pulse_router_allow_header(PULSE_ROUTE_PUBLISH, allow, sizeof allow);
-    ck_assert_str_eq(allow, "POST, OPTIONS");
+    ck_assert_str_eq(allow, "GET, POST, HEAD, OPTIONS");
     ck_assert(pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST));
-    ck_assert(!pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_GET));
+    /* GET on a topic's records is the topic-wide read. */
+    ck_assert(pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_GET));
+    ck_assert(!pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_PUT));
+    ck_assert(pulse_router_allows(PULSE_ROUTE_EVENTS, PULSE_METHOD_GET));
+    ck_assert(!pulse_router_allows(PULSE_ROUTE_EVENTS, PULSE_METHOD_POST));
     /* HEAD wherever GET is (with GET's query), OPTIONS everywhere. */
     ck_assert_int_eq(pulse_router_method("HEAD"), PULSE_METHOD_HEAD);
     ck_assert_int_eq(pulse_router_method("OPTIONS"), PULSE_METHOD_OPTIONS);
     ck_assert_int_eq(pulse_router_method("TRACE"), PULSE_METHOD_OTHER);
     ck_assert(pulse_router_allows(PULSE_ROUTE_HEALTHZ, PULSE_METHOD_HEAD));
-    ck_assert(!pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_HEAD));
+    ck_assert(pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_HEAD));
+    ck_assert(!pulse_router_allows(PULSE_ROUTE_CONSUMER, PULSE_METHOD_HEAD));
     ck_assert(pulse_router_allows(PULSE_ROUTE_PUBLISH, PULSE_METHOD_OPTIONS));
     ck_assert(!pulse_router_allows(PULSE_ROUTE_HEALTHZ, PULSE_METHOD_OTHER));
     ck_assert_int_ge(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_HEAD, "offset"), 0);
     ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_OPTIONS, "offset"), -1);
     ck_assert(pulse_router_is_write(PULSE_METHOD_DELETE) && !pulse_router_is_write(PULSE_METHOD_HEAD));
     ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_PUBLISH),
-                     "Accept, Authorization, Content-Type, Content-Encoding, Idempotency-Key, X-Request-Id");
+                     "Accept, Authorization, Content-Type, Content-Encoding, Idempotency-Key, Last-Event-ID, X-Request-Id");
+    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_EVENTS), "Accept, Authorization, Last-Event-ID, X-Request-Id");
     ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_TOPICS),
                      "Accept, Authorization, Content-Type, Content-Encoding, Last-Event-ID, X-Request-Id");
     ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_FETCH), "Accept, Authorization, Last-Event-ID, X-Request-Id");
@@ -705,10 +711,14 @@ START_TEST(test_each_route_accepts_only_its_query_parameters)
     ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST, "key"), 0);
     ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST, "partition"), 1);
     ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST, "kee"), -1);
+    ck_assert_int_ge(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_GET, "positions"), 0);
+    ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_PUBLISH, PULSE_METHOD_POST, "positions"), -1);
+    ck_assert_int_ge(pulse_router_query_index(PULSE_ROUTE_EVENTS, PULSE_METHOD_GET, "last_event_id"), 0);
+    ck_assert_int_ge(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_GET, "timestamp"), 0);
     /* Routes without query parameters take none. */
     for (int r = 0; r <= PULSE_ROUTE_NONE; r++)
         for (int m = 0; m < PULSE_METHOD_COUNT; m++)
-            if (r != PULSE_ROUTE_FETCH && r != PULSE_ROUTE_PUBLISH)
+            if (r != PULSE_ROUTE_FETCH && r != PULSE_ROUTE_PUBLISH && r != PULSE_ROUTE_EVENTS)
                 ck_assert_int_eq(pulse_router_query_index((enum pulse_route)r, (enum pulse_method)m, "offset"), -1);
 }
 END_TEST

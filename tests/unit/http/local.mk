@@ -74,3 +74,12 @@ TESTS += tests/unit/check_ratelimit
 tests_unit_check_ratelimit_SOURCES = tests/unit/http/check_ratelimit.c
 tests_unit_check_ratelimit_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_ratelimit_LDADD = libpulsehttp.a libpulsecommon_hooks.a $(CHECK_LDADD)
+
+# Positions by name and time (positions.h).
+check_PROGRAMS += tests/unit/check_positions
+TESTS += tests/unit/check_positions
+tests_unit_check_positions_SOURCES = tests/unit/http/check_positions.c
+tests_unit_check_positions_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_positions_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_positions_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker_hooks.a libpulsestore_hooks.a \
+	libpulsecommon_hooks.a $(JANSSON_LIBS) $(CHECK_LDADD)

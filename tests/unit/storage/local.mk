@@ -90,3 +90,11 @@ tests_unit_check_lost_SOURCES = tests/unit/storage/check_lost.c tests/unit/stora
 tests_unit_check_lost_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_lost_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_lost_LDADD = $(STORE_TEST_LDADD)
+
+# Positions by time (pulse_plog_offset_for_time).
+check_PROGRAMS += tests/unit/check_plogtime
+TESTS += tests/unit/check_plogtime
+tests_unit_check_plogtime_SOURCES = tests/unit/storage/check_plogtime.c tests/unit/storage/plogtest.h
+tests_unit_check_plogtime_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_plogtime_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_plogtime_LDADD = $(STORE_TEST_LDADD)
