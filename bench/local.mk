@@ -6,6 +6,7 @@
 #   make bench                      storage engine vs the disk's own limits
 #   make bench BENCH_ARGS=--quick   the same with small sizes (~15 s)
 #   make bench-http                 pulsed over HTTP vs nginx, Redis, webdis
+#   make bench-compact              compaction and a retention pass
 #   make bench-streams              event streams: delivery latency, idle
 #                                   streams with RSS (BENCH_STREAM_ARGS)
 #
@@ -16,6 +17,12 @@ bench_bench_storage_SOURCES = bench/bench_storage.c
 bench_bench_storage_LDADD = libpulsestore.a libpulsecommon.a -lm
 
 EXTRA_DIST += bench/http_bench.sh bench/wrk_bench.lua bench/group_bench.py bench/kafka_bench.sh bench/tls_bench.py bench/stream_bench.py
+
+# Compaction throughput and memory, and one retention pass over 10,000
+# segments (JSON lines; see docs/Performance.md).
+noinst_PROGRAMS += bench/bench_compact
+bench_bench_compact_SOURCES = bench/bench_compact.c
+bench_bench_compact_LDADD = libpulsestore.a libpulsecommon.a
 
 BENCH_DIR = /tmp
 BENCH_ARGS =
@@ -31,8 +38,11 @@ bench-http: bench/bench_storage$(EXEEXT) $(bin_PROGRAMS)
 	BENCH_DIR="$(BENCH_DIR)" PULSE_BUILDDIR="$(abs_top_builddir)" \
 	  $(SHELL) $(srcdir)/bench/http_bench.sh $(BENCH_HTTP_ARGS)
 
+bench-compact: bench/bench_compact$(EXEEXT)
+	./bench/bench_compact --dir "$(BENCH_DIR)"
+
 bench-streams: $(bin_PROGRAMS)
 	PULSE_BUILDDIR="$(abs_top_builddir)" python3 $(srcdir)/bench/stream_bench.py --dir "$(BENCH_DIR)" \
 	  $(BENCH_STREAM_ARGS)
 
-.PHONY: bench bench-http bench-streams
+.PHONY: bench bench-http bench-compact bench-streams

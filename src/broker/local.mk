@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # src/broker: the broker seam (broker.h, backend.h, backend.c) and the local
 # backend behind it (local.h, local.c and the rest): topics, routing,
-# publish, fetch, cursors, syncer (storage + meta).
+# publish, fetch, cursors, syncer (storage + meta). Its tests are listed in
+# tests/unit/broker/local.mk.
 noinst_LIBRARIES += libpulsebroker.a
 libpulsebroker_a_SOURCES = src/broker/broker.h src/broker/backend.h src/broker/backend.c \
 	src/broker/local.h src/broker/local.c src/broker/broker_int.h \
@@ -10,45 +11,3 @@ libpulsebroker_a_SOURCES = src/broker/broker.h src/broker/backend.h src/broker/b
 	src/broker/heal.c src/broker/heal.h src/broker/broker_settings.c src/broker/broker_settings.h \
 	src/broker/groups.c src/broker/groups.h \
 	src/broker/idem.c src/broker/idem.h
-
-check_PROGRAMS += tests/unit/check_broker
-TESTS += tests/unit/check_broker
-tests_unit_check_broker_SOURCES = tests/unit/broker/check_broker.c
-tests_unit_check_broker_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
-tests_unit_check_broker_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
-	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
-
-check_PROGRAMS += tests/unit/check_maint
-TESTS += tests/unit/check_maint
-tests_unit_check_maint_SOURCES = tests/unit/broker/check_maint.c
-tests_unit_check_maint_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
-tests_unit_check_maint_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
-	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
-
-check_PROGRAMS += tests/unit/check_datadir
-TESTS += tests/unit/check_datadir
-tests_unit_check_datadir_SOURCES = tests/unit/broker/check_datadir.c
-tests_unit_check_datadir_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
-tests_unit_check_datadir_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
-	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
-
-check_PROGRAMS += tests/unit/check_waitany
-TESTS += tests/unit/check_waitany
-tests_unit_check_waitany_SOURCES = tests/unit/broker/check_waitany.c
-tests_unit_check_waitany_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
-tests_unit_check_waitany_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
-	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
-
-check_PROGRAMS += tests/unit/check_groups
-TESTS += tests/unit/check_groups
-tests_unit_check_groups_SOURCES = tests/unit/broker/check_groups.c
-tests_unit_check_groups_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
-tests_unit_check_groups_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
-	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)
-
-check_PROGRAMS += tests/unit/check_idem
-TESTS += tests/unit/check_idem
-tests_unit_check_idem_SOURCES = tests/unit/broker/check_idem.c
-tests_unit_check_idem_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
-tests_unit_check_idem_LDADD = libpulsetest.a libpulsebroker.a libpulsemeta.a libpulsestore.a libpulsecommon.a \
-	$(LEVELDB_LIBS) $(JANSSON_LIBS) $(CHECK_LDADD)

@@ -63,6 +63,7 @@
 
 #include "broker/admin.h"
 #include "broker/broker_int.h"
+#include "common/debug.h"
 #include "common/status.h"
 #include "common/failpoint.h"
 #include "storage/compact.h"
@@ -163,7 +164,9 @@ void pulse_broker_topic_release(struct pulse_local *b, struct pulse_broker_topic
      * load sees the delete's increment, or the admin thread's later look at
      * refs (under its mutex, after it took the delete) sees this decrement
      * (sequentially consistent atomics). */
-    if (atomic_fetch_sub(&t->refs, 1) == 2 && atomic_load(&b->deleting) > 0)
+    int refs = atomic_fetch_sub(&t->refs, 1);
+    PULSE_ASSERT(refs >= 2); /* the caller's and the list's (or dying list's) */
+    if (refs == 2 && atomic_load(&b->deleting) > 0)
         pulse_broker_admin_wake(b->admin);
 }
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * alloc.c - wrappers over the C allocator with a fail-after-N test hook.
- * The counter is atomic so threaded tests can use the hook too.
+ * The counter is atomic so threaded tests can use the hook too. The hook
+ * exists in debug and test builds only (alloc.h); in a release build
+ * should_fail is a constant 0 the compiler removes.
  */
 #include "common/alloc.h"
 
@@ -9,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef PULSE_HOOKS
 static atomic_ulong fail_countdown; /* 0 = never fail */
 
 void pulse_alloc_fail_after(unsigned long n)
@@ -27,6 +30,12 @@ static int should_fail(void)
     }
     return 0;
 }
+#else
+static inline int should_fail(void)
+{
+    return 0;
+}
+#endif
 
 void *pulse_malloc(size_t n)
 {

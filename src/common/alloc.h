@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include "common/debug.h"
+
 void *pulse_malloc(size_t n);
 void *pulse_calloc(size_t count, size_t size);
 void *pulse_realloc(void *p, size_t n);
@@ -19,8 +21,12 @@ char *pulse_strdup(const char *s);
 char *pulse_strndup(const char *s, size_t n);
 void pulse_free(void *p);
 
+#ifdef PULSE_HOOKS
 /* Test hook: make the nth allocation from now (1-based) and every one after it
- * fail; 0 disables. Thread: any. Process-wide. */
+ * fail; 0 disables. Thread: any. Process-wide. Debug and test builds only
+ * (common/debug.h): a release build has no such function and no counter on
+ * the allocation path. */
 void pulse_alloc_fail_after(unsigned long n);
+#endif
 
 #endif

@@ -6,8 +6,12 @@
  * failpoint with setenv() in a forked child, after the parent may already
  * have passed the same point, and failpoints sit only on rare paths (topic
  * create/delete, compaction commits), never on a per-record one.
+ *
+ * Compiled to nothing in a release build (see failpoint.h).
  */
 #include "common/failpoint.h"
+
+#ifdef PULSE_HOOKS
 
 #include <errno.h>
 #include <stdlib.h>
@@ -58,3 +62,5 @@ void pulse_failpoint_delay(const char *name)
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
+
+#endif /* PULSE_HOOKS */

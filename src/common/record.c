@@ -20,12 +20,12 @@
  */
 #include "common/record.h"
 
-#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/debug.h"
 
 /* ---- the header object ------------------------------------------------- */
 
@@ -384,7 +384,7 @@ pulse_status_t pulse_record_json_append(struct pulse_buf *out, const struct puls
     if (st == PULSE_OK) {
         bool done = false;
         size_t n = pulse_record_json_write(&w, out->data + out->len, total, &done);
-        assert(done && n == total);
+        PULSE_ASSERT(done && n == total); /* the first pass sized it exactly */
         out->len += n;
     }
     pulse_record_json_end(&w);

@@ -5,7 +5,7 @@
  */
 #include "http/budget.h"
 
-#include <assert.h>
+#include "common/debug.h"
 
 void pulse_budget_init(struct pulse_budget *b, uint64_t limit)
 {
@@ -29,8 +29,7 @@ bool pulse_budget_reserve(struct pulse_budget *b, uint64_t n)
 void pulse_budget_release(struct pulse_budget *b, uint64_t n)
 {
     uint64_t before = atomic_fetch_sub(&b->used, n);
-    assert(before >= n);
-    (void)before;
+    PULSE_ASSERT(before >= n); /* never more released than reserved */
 }
 
 uint64_t pulse_budget_used(const struct pulse_budget *b)

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
-# src/http: the HTTP gateway (libpulsehttp.a), the pulsed program and its
-# unit tests. api/openapi.yaml and the dashboard under web/ are compiled into
-# the library as byte arrays (scripts/embed.sh), so GET /openapi.yaml and
-# GET / serve exactly the files of the build.
+# src/http: the HTTP gateway (libpulsehttp.a) and the pulsed program (its unit
+# tests are listed in tests/unit/http/local.mk). api/openapi.yaml and the
+# dashboard under web/ are compiled into the library as byte arrays
+# (scripts/embed.sh), so GET /openapi.yaml and GET / serve exactly the files
+# of the build.
 noinst_LIBRARIES += libpulsehttp.a
 libpulsehttp_a_SOURCES = \
 	src/http/async.c \
@@ -69,83 +70,3 @@ pulsed_LDADD = $(PULSE_HTTP_LIBS)
 run: pulsed
 	./pulsed --data-dir "$${DATA_DIR:-./data}" --listen "$${LISTEN:-127.0.0.1:8080}" $${PULSED_ARGS:-}
 .PHONY: run
-
-check_PROGRAMS += tests/unit/check_http
-TESTS += tests/unit/check_http
-tests_unit_check_http_SOURCES = tests/unit/http/check_http.c
-tests_unit_check_http_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS)
-tests_unit_check_http_CFLAGS = $(TEST_CFLAGS)
-# libpulsebroker.a for the broker's settings table only (no LevelDB is linked in).
-tests_unit_check_http_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
-	$(ZLIB_LIBS) $(CHECK_LDADD)
-
-check_PROGRAMS += tests/unit/check_fastpub
-TESTS += tests/unit/check_fastpub
-tests_unit_check_fastpub_SOURCES = tests/unit/http/check_fastpub.c
-tests_unit_check_fastpub_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
-tests_unit_check_fastpub_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fastpub_LDADD = libpulsehttp.a libpulsekafka.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
-
-check_PROGRAMS += tests/unit/check_fetch_json
-TESTS += tests/unit/check_fetch_json
-tests_unit_check_fetch_json_SOURCES = tests/unit/http/check_fetch_json.c
-tests_unit_check_fetch_json_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
-tests_unit_check_fetch_json_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_fetch_json_LDADD = libpulsehttp.a libpulsekafka.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) $(CHECK_LDADD)
-
-# The layers' settings tables against conf/pulse.conf and docs/Configuration.md
-# (read from $(srcdir) through PULSE_SRCDIR).
-check_PROGRAMS += tests/unit/check_settings
-TESTS += tests/unit/check_settings
-tests_unit_check_settings_SOURCES = tests/unit/http/check_settings.c
-tests_unit_check_settings_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
-tests_unit_check_settings_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_settings_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a $(JANSSON_LIBS) \
-	$(CHECK_LDADD)
-
-# CORS origins and gzip'ed answers (cors.h, encode.h).
-check_PROGRAMS += tests/unit/check_browser
-TESTS += tests/unit/check_browser
-tests_unit_check_browser_SOURCES = tests/unit/http/check_browser.c
-tests_unit_check_browser_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
-tests_unit_check_browser_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_browser_LDADD = libpulsehttp.a libpulsecommon.a $(ZLIB_LIBS) $(CHECK_LDADD)
-
-# The compiled-in files and their routes (embed.h, router.h).
-check_PROGRAMS += tests/unit/check_embed
-TESTS += tests/unit/check_embed
-tests_unit_check_embed_SOURCES = tests/unit/http/check_embed.c
-tests_unit_check_embed_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_embed_LDADD = libpulsehttp.a libpulsecommon.a $(CHECK_LDADD)
-
-# Per-record publish results over a fake backend (the real HTTP server).
-check_PROGRAMS += tests/unit/check_publish_results
-TESTS += tests/unit/check_publish_results
-tests_unit_check_publish_results_SOURCES = tests/unit/http/check_publish_results.c
-tests_unit_check_publish_results_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
-tests_unit_check_publish_results_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_publish_results_LDADD = $(PULSE_HTTP_LIBS) $(CHECK_LDADD)
-
-# The token buckets of [limits] (ratelimit.h).
-check_PROGRAMS += tests/unit/check_ratelimit
-TESTS += tests/unit/check_ratelimit
-tests_unit_check_ratelimit_SOURCES = tests/unit/http/check_ratelimit.c
-tests_unit_check_ratelimit_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_ratelimit_LDADD = libpulsehttp.a libpulsecommon.a $(CHECK_LDADD)
-
-check_PROGRAMS += tests/unit/check_positions
-TESTS += tests/unit/check_positions
-tests_unit_check_positions_SOURCES = tests/unit/http/check_positions.c
-tests_unit_check_positions_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
-tests_unit_check_positions_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_positions_LDADD = libpulsehttp.a libpulsekafka.a libpulsebroker.a libpulsestore.a libpulsecommon.a \
-	$(JANSSON_LIBS) $(CHECK_LDADD)
-
-# Bearer tokens, grants and the route table's grants (auth.h, router.h).
-check_PROGRAMS += tests/unit/check_auth
-TESTS += tests/unit/check_auth
-tests_unit_check_auth_SOURCES = tests/unit/http/check_auth.c
-tests_unit_check_auth_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS)
-tests_unit_check_auth_CFLAGS = $(TEST_CFLAGS)
-# (The broker's name rule checks grant patterns: the whole stack links in.)
-tests_unit_check_auth_LDADD = $(PULSE_HTTP_LIBS) $(CHECK_LDADD)

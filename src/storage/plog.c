@@ -51,6 +51,7 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/debug.h"
 #include "common/failpoint.h"
 #include "common/log.h"
 #include "storage/batch.h"
@@ -101,6 +102,7 @@ static void store_max_size(_Atomic size_t *a, size_t v)
 /* The active segment. Caller holds wlock (or is the only user). */
 static struct pulse_segment *active_seg(struct pulse_plog *plog)
 {
+    PULSE_ASSERT(plog->nsegs >= 1); /* a log always has its active segment */
     return plog->segs[plog->nsegs - 1];
 }
 
@@ -548,6 +550,9 @@ static void publish_unit(struct pulse_plog *plog, struct pulse_segment *seg, siz
     /* Unsynced bytes: the descriptor stays open until a sync covers them
      * (see fdcache.h); the ticket tells that sync what it covered. */
     seg->dirty_ticket = pulse_fdc_dirty(&seg->data);
+    /* A unit holds at least one record: the log end only grows, so no
+     * offset is handed out twice. */
+    PULSE_ASSERT(end > atomic_load_explicit(&plog->leo, memory_order_relaxed) && end > seg->base);
     atomic_store_explicit(&seg->size, pos + len, memory_order_release);
     atomic_store_explicit(&seg->next_offset, end, memory_order_release);
     atomic_store_explicit(&plog->leo, end, memory_order_release);
@@ -794,7 +799,12 @@ bool pulse_plog_needs_sync(const struct pulse_plog *plog)
 
 int64_t pulse_plog_high_watermark(const struct pulse_plog *plog)
 {
-    return atomic_load_explicit(&plog->hw, memory_order_acquire);
+    int64_t hw = atomic_load_explicit(&plog->hw, memory_order_acquire);
+
+    /* HW is read first: the log end falls only at a reopen, and then never
+     * below the HW it replaces, so HW never passes it. */
+    PULSE_ASSERT(hw <= atomic_load_explicit(&plog->leo, memory_order_acquire));
+    return hw;
 }
 
 int64_t pulse_plog_log_start(const struct pulse_plog *plog)
@@ -904,7 +914,11 @@ static struct pulse_damage_set *dset_new(size_t n)
 
 static void dset_release(struct pulse_damage_set *s)
 {
-    if (s != NULL && atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+    if (s == NULL)
+        return;
+    unsigned refs = atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel);
+    PULSE_ASSERT(refs >= 1);
+    if (refs == 1)
         pulse_free(s);
 }
 

@@ -70,6 +70,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/debug.h"
 #include "common/failpoint.h"
 #include "common/log.h"
 #include "storage/index.h"
@@ -163,6 +164,21 @@ static size_t sealed_at(const struct pulse_plog *plog, const struct pulse_segmen
     return SIZE_MAX;
 }
 
+/* Debug builds: the list after a change still has its active segment, bases
+ * strictly increasing, and no segment's offsets reaching into the next. */
+static void list_check(const struct pulse_plog *plog)
+{
+#ifdef PULSE_DEBUG
+    PULSE_ASSERT(plog->nsegs >= 1);
+    for (size_t i = 0; i + 1 < plog->nsegs; i++) {
+        PULSE_ASSERT(plog->segs[i]->base < plog->segs[i + 1]->base);
+        PULSE_ASSERT(atomic_load(&plog->segs[i]->next_offset) <= plog->segs[i + 1]->base);
+    }
+#else
+    (void)plog;
+#endif
+}
+
 /* Takes segs[at, at + n) off the list, copying them to gone (nullable;
  * the list's references move there: the caller releases them) and moves
  * the log start when the first went. Caller holds wlock. */
@@ -170,6 +186,7 @@ static void list_cut(struct pulse_plog *plog, size_t at, size_t n, struct pulse_
 {
     struct pulse_segment **segs = plog->segs;
 
+    PULSE_ASSERT(at + n < plog->nsegs); /* never the active segment */
     pthread_mutex_lock(&plog->list_lock);
     if (gone != NULL)
         memcpy(gone, segs + at, n * sizeof *gone);
@@ -177,6 +194,7 @@ static void list_cut(struct pulse_plog *plog, size_t at, size_t n, struct pulse_
     plog->nsegs -= n;
     if (at == 0)
         atomic_store_explicit(&plog->log_start, segs[0]->base, memory_order_release);
+    list_check(plog);
     pthread_mutex_unlock(&plog->list_lock);
 }
 
@@ -355,10 +373,12 @@ static void list_replace(struct pulse_plog *plog, size_t at, const struct pulse_
 {
     struct pulse_segment **segs = plog->segs;
 
+    PULSE_ASSERT(n >= 1 && at + n < plog->nsegs); /* sealed segments only */
     pthread_mutex_lock(&plog->list_lock);
     segs[at] = nseg;
     memmove(segs + at + 1, segs + at + n, (plog->nsegs - at - n) * sizeof *segs);
     plog->nsegs -= n - 1;
+    list_check(plog);
     pthread_mutex_unlock(&plog->list_lock);
     for (size_t k = 0; k < n; k++)
         pulse_segment_release(old[k]->seg);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/debug.h"
 #include "common/log.h"
 #include "storage/batch.h"
 #include "common/fsio.h"
@@ -172,6 +173,10 @@ out:
 
 void pulse_segment_set_bounds(struct pulse_segment *seg, const struct pulse_segment_bounds *b)
 {
+    /* Offsets from the base within what the index's 32-bit relative
+     * offsets address; the index's last entry within the data. */
+    PULSE_ASSERT(b->next_offset >= seg->base && b->next_offset - seg->base <= (int64_t)UINT32_MAX);
+    PULSE_ASSERT(b->since_entry == UINT64_MAX || b->since_entry <= b->size);
     seg->index_written = seg->index.n;
     atomic_store_explicit(&seg->index_synced, seg->index.n, memory_order_relaxed);
     atomic_store_explicit(&seg->size, b->size, memory_order_relaxed);
@@ -256,14 +261,17 @@ void pulse_segment_close_index(struct pulse_segment *seg)
 
 void pulse_segment_acquire(struct pulse_segment *seg)
 {
-    atomic_fetch_add_explicit(&seg->refs, 1, memory_order_relaxed);
+    unsigned refs = atomic_fetch_add_explicit(&seg->refs, 1, memory_order_relaxed);
+    PULSE_ASSERT(refs >= 1); /* only a holder of a reference may take another */
 }
 
 void pulse_segment_release(struct pulse_segment *seg)
 {
     if (seg == NULL)
         return;
-    if (atomic_fetch_sub_explicit(&seg->refs, 1, memory_order_acq_rel) != 1)
+    unsigned refs = atomic_fetch_sub_explicit(&seg->refs, 1, memory_order_acq_rel);
+    PULSE_ASSERT(refs >= 1);
+    if (refs != 1)
         return;
     pulse_fdc_file_fini(&seg->data);
     pulse_fdc_file_fini(&seg->idx);

@@ -3,7 +3,12 @@
 # Each script starts its own pulsed from $(abs_top_builddir) on a free port
 # with a private mkdtemp() data directory (pulsetest.py), exits 0/1/77, and
 # runs through PY_LOG_COMPILER.  They need pulsed built first.
+#
+# To add a test: write tests/integration/NN_<what>.py on pulsetest.py (its
+# main() runs every test_* function) and add it to INTEGRATION_TESTS below in
+# number order.
 INTEGRATION_TESTS = \
+	tests/integration/01_no_test_hooks.sh \
 	tests/integration/10_topics.py \
 	tests/integration/20_publish.py \
 	tests/integration/30_fetch.py \
@@ -44,6 +49,15 @@ INTEGRATION_TESTS = \
 	tests/integration/99_openapi_routes.py
 
 TESTS += $(INTEGRATION_TESTS)
+
+# pulsed with the test hooks (src/common/debug.h): pulsetest.py runs it
+# instead of ./pulsed for a server whose environment sets a PULSE_FAILPOINT*
+# variable; every other test runs the release ./pulsed. 01_no_test_hooks.sh
+# proves the release binary has none.
+check_PROGRAMS += tests/pulsed-hooks
+tests_pulsed_hooks_SOURCES = src/main.c
+tests_pulsed_hooks_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS) $(RDKAFKA_CFLAGS) $(HOOKS_CPPFLAGS)
+tests_pulsed_hooks_LDADD = $(PULSE_HTTP_HOOKS_LIBS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/pulsetest.py tests/integration/grouptest.py \
 	docs/API.md \
 	examples/walkthrough.sh examples/producer.py examples/consumer.py examples/decode_raw.py \

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Shared harness for the black-box integration tests of pulsed.
 
-Owns: starting the real binary ($PULSE_BUILDDIR/pulsed) on a free loopback
-port with a data directory inside a private mkdtemp() tree, waiting for
+Owns: starting the real binary ($PULSE_BUILDDIR/pulsed; tests/pulsed-hooks,
+the same program with the test hooks, when the server's environment arms a
+PULSE_FAILPOINT*) on a free loopback port with a data directory inside a
+private mkdtemp() tree, waiting for
 /readyz, stopping it with SIGTERM (exit status must be 0), killing it with
 SIGKILL, and restarting it on the same data directory.  It also carries the
 small HTTP client every test uses (a fresh connection per request, a timeout
@@ -71,8 +73,18 @@ def srcdir():
     return os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def pulsed_path():
+def pulsed_path(hooks=False):
+    """The release pulsed, or with hooks=True the one built with the test
+    hooks (tests/pulsed-hooks: failpoints, PULSE_FAILPOINT* in its
+    environment), which a release pulsed does not have."""
+    if hooks:
+        return os.path.join(builddir(), "tests", "pulsed-hooks")
     return os.path.join(builddir(), "pulsed")
+
+
+def wants_hooks(env):
+    """Whether an environment arms a failpoint (PULSE_FAILPOINT*)."""
+    return any(k.startswith("PULSE_FAILPOINT") for k in (env or {}))
 
 
 def free_port():
@@ -248,7 +260,7 @@ class Server:
 
     def command(self):
         backend = KAFKA_ARGS if BACKEND == "kafka" else []
-        return self.wrapper + [pulsed_path(), "--data-dir", self.data_dir,
+        return self.wrapper + [pulsed_path(wants_hooks(self.env)), "--data-dir", self.data_dir,
                                "--listen", "127.0.0.1:%d" % self.port,
                                "-o", "log.level=warn"] + backend + self.args
 

@@ -7,7 +7,7 @@
  * hand parks nothing and is named; refused calls hold nothing (a delete
  * and close afterwards finish). The single-partition long-poll
  * (pulse_broker_wait_data) is the case n == 1 and keeps its tests in
- * check_broker.c. Run it under TSan too (.ci/extra): the syncer completes
+ * check_broker (broker_fetch.c). Run it under TSan too (.ci/extra): the syncer completes
  * the waiters.
  */
 #include <check.h>
