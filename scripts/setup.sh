@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libmicrohttpd-dev libjansson-dev libleveldb-dev check libsubunit-dev zlib1g-dev \
-python3 curl strace"
+python3 curl strace clang-format"
 
 missing=""
 for p in $PACKAGES; do
