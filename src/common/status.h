@@ -41,12 +41,15 @@
     X(ACCESS, "permission denied")                                             \
     X(NOT_SUPPORTED, "not supported by this backend")
 
+/* The list's expansion ends in a comma clang-format cannot see. */
+/* clang-format off */
 typedef enum {
 #define PULSE_STATUS_ENUM(name, msg) PULSE_##name,
     PULSE_STATUS_MAP(PULSE_STATUS_ENUM)
 #undef PULSE_STATUS_ENUM
     PULSE_STATUS_COUNT
 } pulse_status_t;
+/* clang-format on */
 
 /* "PULSE_IO" -> "IO". Never NULL; unknown values give "UNKNOWN". */
 const char *pulse_status_name(pulse_status_t st);

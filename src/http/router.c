@@ -27,6 +27,8 @@ static const char *const fetch_query[] = {"offset", "consumer", "max_records", "
                                           NULL};
 static const char *const publish_query[] = {"key", "partition", NULL};
 
+/* One route a row. */
+/* clang-format off */
 static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_HEALTHZ, "/healthz", M(GET), {NULL}},
     {PULSE_ROUTE_READYZ, "/readyz", M(GET), {NULL}},
@@ -43,6 +45,7 @@ static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_CURSORS, "/v1/consumers/{consumer}/cursors", M(GET) | M(POST), {NULL}},
     {PULSE_ROUTE_CURSOR, "/v1/consumers/{consumer}/cursors/{topic}/{partition}", M(GET) | M(PUT), {NULL}},
 };
+/* clang-format on */
 
 static const char *const method_names[PULSE_METHOD_COUNT] = {"GET", "POST", "PUT", "PATCH", "DELETE", "OTHER"};
 

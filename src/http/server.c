@@ -160,6 +160,8 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
+    /* One option and its values a line. */
+    /* clang-format off */
     srv->daemon = MHD_start_daemon(
         flags, 0, on_accept_policy, srv, pulse_server_on_access, srv,
         MHD_OPTION_EXTERNAL_LOGGER, pulse_server_mhd_log, srv,
@@ -172,6 +174,7 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
         MHD_OPTION_NOTIFY_CONNECTION, pulse_server_on_connection, srv,
         MHD_OPTION_UNESCAPE_CALLBACK, pulse_server_on_unescape, srv,
         MHD_OPTION_URI_LOG_CALLBACK, pulse_server_on_uri, srv, MHD_OPTION_END);
+    /* clang-format on */
     if (srv->daemon == NULL) {
         st = PULSE_IO;
         pulse_errbuf_set(errbuf, errlen, "cannot start the HTTP server on %s (see the libmicrohttpd message above)",

@@ -25,7 +25,9 @@
 /* The golden batch: base offset 5, two records.
  *   #0 ts 1000 key "k" value "v", no headers
  *   #1 ts 1005 key "k" value null (tombstone), header "h" = "x"
- * Laid out by hand from the contract; the CRC was computed independently. */
+ * Laid out by hand from the contract; the CRC was computed independently.
+ * One line per field, so the layout is kept by hand: */
+/* clang-format off */
 static const uint8_t golden[] = {
     /* magic, version, flags */
     0x01, 0x01, 0x00, 0x00,
@@ -52,6 +54,7 @@ static const uint8_t golden[] = {
     /* header "h" = "x" */
     0x00, 0x00, 0x00, 0x01, 0x68, 0x00, 0x00, 0x00, 0x01, 0x78,
 };
+/* clang-format on */
 
 #define REC0_POS 52u
 #define REC1_POS 79u
