@@ -35,8 +35,7 @@ struct pulse_log_settings {
 };
 const struct pulse_settings_table *pulse_log_settings(void);
 
-void pulse_log(enum pulse_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void pulse_log(enum pulse_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
  * Rate-limited logging, for lines a fault can repeat without bound: a full

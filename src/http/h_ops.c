@@ -67,8 +67,8 @@ void pulse_h_ops_readyz(struct pulse_hreq *r)
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
     }
-    pulse_server_reply_json(r, 200, json_pack("{s:s,s:o}", "status", nfenced > 0 ? "degraded" : "ready",
-                                              "fenced_partitions", list));
+    pulse_server_reply_json(
+        r, 200, json_pack("{s:s,s:o}", "status", nfenced > 0 ? "degraded" : "ready", "fenced_partitions", list));
 }
 
 void pulse_h_ops_metrics(struct pulse_hreq *r)
@@ -100,8 +100,9 @@ void pulse_h_ops_metrics(struct pulse_hreq *r)
 
 void pulse_h_ops_openapi(struct pulse_hreq *r)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        pulse_openapi_yaml_len, (void *)(uintptr_t)pulse_openapi_yaml, MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(pulse_openapi_yaml_len,
+                                                                (void *)(uintptr_t)pulse_openapi_yaml,
+                                                                MHD_RESPMEM_PERSISTENT);
     pulse_server_reply(r, 200, resp, "application/yaml");
 }
 

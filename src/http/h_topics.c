@@ -48,8 +48,8 @@ json_t *pulse_h_topics_object(const struct pulse_topic_info *info)
         if (json_array_append_new(stats, json_pack("{s:I,s:I,s:I,s:I,s:I}", "partition", (json_int_t)ps->partition,
                                                    "log_start_offset", (json_int_t)ps->log_start_offset,
                                                    "high_watermark", (json_int_t)ps->high_watermark, "size_bytes",
-                                                   (json_int_t)ps->size_bytes, "segments",
-                                                   (json_int_t)ps->segments)) != 0) {
+                                                   (json_int_t)ps->size_bytes, "segments", (json_int_t)ps->segments)) !=
+            0) {
             json_decref(stats);
             return NULL;
         }
@@ -58,8 +58,7 @@ json_t *pulse_h_topics_object(const struct pulse_topic_info *info)
                      (json_int_t)info->partitions, "cleanup",
                      info->cleanup == PULSE_CLEANUP_COMPACT ? "compact" : "delete", "retention_ms",
                      (json_int_t)info->retention_ms, "retention_bytes", (json_int_t)info->retention_bytes,
-                     "segment_bytes", (json_int_t)info->segment_bytes, "created_at", created, "partition_stats",
-                     stats);
+                     "segment_bytes", (json_int_t)info->segment_bytes, "created_at", created, "partition_stats", stats);
 }
 
 static void reply_topic(struct pulse_hreq *r, unsigned status, struct pulse_topic_info *info)
@@ -137,7 +136,7 @@ static void create_resume(struct pulse_hreq *r)
 
 void pulse_h_topics_create(struct pulse_hreq *r)
 {
-    static const char *const allowed[] = {"name",         "partitions", "cleanup", "retention_ms", "retention_bytes",
+    static const char *const allowed[] = {"name",          "partitions", "cleanup", "retention_ms", "retention_bytes",
                                           "segment_bytes", NULL};
     json_t *body = pulse_server_body_object(r);
     if (body == NULL)

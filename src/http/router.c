@@ -23,8 +23,7 @@ struct route_def {
 /* The one list of query parameters of the API (api/openapi.yaml documents
  * the same). A parameter a route does not list is a 400, so a misspelt one
  * ("ofset") can never be silently ignored. */
-static const char *const fetch_query[] = {"offset", "consumer", "max_records", "max_bytes", "wait_ms", "format",
-                                          NULL};
+static const char *const fetch_query[] = {"offset", "consumer", "max_records", "max_bytes", "wait_ms", "format", NULL};
 static const char *const publish_query[] = {"key", "partition", NULL};
 
 /* One route a row. */

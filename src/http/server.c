@@ -178,7 +178,7 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
     if (srv->daemon == NULL) {
         st = PULSE_IO;
         pulse_errbuf_set(errbuf, errlen, "cannot start the HTTP server on %s (see the libmicrohttpd message above)",
-                cfg->server.listen);
+                         cfg->server.listen);
         goto out;
     }
     fd = -1; /* the daemon owns it now */
@@ -268,4 +268,3 @@ void pulse_server_destroy(struct pulse_server *srv)
     pulse_free(srv->rows);
     pulse_free(srv);
 }
-

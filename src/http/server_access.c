@@ -153,8 +153,7 @@ static void begin_body(struct pulse_hreq *r)
     const char *enc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
     if (enc != NULL && !pulse_request_media_is(enc, "identity")) {
         if (!pulse_request_media_is(enc, "gzip")) {
-            pulse_server_reply_error(r, 415, "unsupported_media_type", "Content-Encoding \"%s\" is not supported",
-                                     enc);
+            pulse_server_reply_error(r, 415, "unsupported_media_type", "Content-Encoding \"%s\" is not supported", enc);
             return;
         }
         r->gzip = true;
@@ -211,7 +210,8 @@ static void begin(struct pulse_hreq *r)
     }
     if (route == PULSE_ROUTE_NONE) {
         char path[160];
-        pulse_server_reply_error(r, 404, "not_found", "no such resource: %s", pulse_server_printable(r->url, path, sizeof path));
+        pulse_server_reply_error(r, 404, "not_found", "no such resource: %s",
+                                 pulse_server_printable(r->url, path, sizeof path));
         return;
     }
     if (!pulse_router_allows(route, r->method)) {
@@ -371,8 +371,8 @@ static void finish(struct pulse_hreq *r)
 }
 
 enum MHD_Result pulse_server_on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-                                 const char *version, const char *upload_data, size_t *upload_data_size,
-                                 void **con_cls)
+                                       const char *version, const char *upload_data, size_t *upload_data_size,
+                                       void **con_cls)
 {
     struct pulse_server *srv = cls;
     struct pulse_hreq *r = *con_cls;
@@ -428,7 +428,8 @@ enum MHD_Result pulse_server_on_access(void *cls, struct MHD_Connection *conn, c
     return r->state == PULSE_HREQ_NEW ? MHD_NO : MHD_YES;
 }
 
-void pulse_server_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+void pulse_server_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                               enum MHD_RequestTerminationCode toe)
 {
     struct pulse_server *srv = cls;
     struct pulse_hreq *r = *con_cls;
@@ -442,8 +443,8 @@ void pulse_server_on_completed(void *cls, struct MHD_Connection *conn, void **co
     double secs = (double)(pulse_clock_mono_us() - r->start_us) / 1e6;
     pulse_server_metrics_record(srv, r, secs);
     if (pulse_log_enabled(PULSE_LOG_DEBUG))
-        PULSE_DEBUG_LOG("http %s %s status=%u duration_ms=%.3f request_id=%s%s",
-                        pulse_router_method_name(r->method), r->url, r->status, secs * 1000.0, r->id,
+        PULSE_DEBUG_LOG("http %s %s status=%u duration_ms=%.3f request_id=%s%s", pulse_router_method_name(r->method),
+                        r->url, r->status, secs * 1000.0, r->id,
                         toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
     if (!r->received)
         atomic_fetch_sub(&srv->receiving, 1);

@@ -623,7 +623,7 @@ END_TEST
 static void publish_nine(struct pulse_broker *b, const char *topic)
 {
     static const struct pulse_header hdrs[2] = {{(const uint8_t *)"trace", 5, (const uint8_t *)"t1", 2},
-                                                 {(const uint8_t *)"gone", 4, NULL, 0}};
+                                                {(const uint8_t *)"gone", 4, NULL, 0}};
     char vals[9][8];
     char err[256];
     for (int batch = 0; batch < 3; batch++) {
@@ -1602,8 +1602,8 @@ static void stage_hook(void *arg)
         /* The syncer is about to sync A's bytes. Give partition 1 unsynced
          * bytes too, so that the same pass syncs it afterwards. */
         struct pulse_buf buf;
-        struct pulse_record_in r = {.timestamp = 1, .key_len = PULSE_BATCH_NULL,
-                                    .value = (const uint8_t *)"z", .value_len = 1};
+        struct pulse_record_in r = {
+            .timestamp = 1, .key_len = PULSE_BATCH_NULL, .value = (const uint8_t *)"z", .value_len = 1};
         int64_t base;
         atomic_store(&s->step, 1);
         pulse_buf_init(&buf, 1 << 16);
@@ -1674,8 +1674,7 @@ START_TEST(test_publish_durable_before_a_reopen_succeeds_and_one_it_discarded_fa
     ck_assert_int_eq(st.reopen_st, PULSE_OK);
     ck_assert_int_eq(off_a.offset, 0);
     ck_assert_int_eq(st.off_b.offset, 1);
-    ck_assert_msg(atomic_load(&done_a.st) == PULSE_OK, "A: %s (%s)", pulse_status_name(atomic_load(&done_a.st)),
-                  err_a);
+    ck_assert_msg(atomic_load(&done_a.st) == PULSE_OK, "A: %s (%s)", pulse_status_name(atomic_load(&done_a.st)), err_a);
     ck_assert_int_eq(atomic_load(&done_b.st), PULSE_FENCED);
     ck_assert_msg(strstr(st.err_b, "partition 0") != NULL, "%s", st.err_b);
     /* C gets B's offset (B was never durable nor visible) and succeeds. */
@@ -2097,7 +2096,6 @@ START_TEST(test_delete_and_recreate_under_concurrent_publishers_is_safe)
 }
 END_TEST
 
-
 /* ---- the committer ---------------------------------------------------- */
 
 #define GROUP_THREADS 12
@@ -2356,8 +2354,7 @@ START_TEST(test_drain_completes_queued_admin_work_then_refuses_more)
     ck_assert_int_eq(pulse_broker_topic_delete_async(b, "t", admin_done_fn, &late), PULSE_SHUTDOWN);
     spec.name = "later";
     ck_assert_int_eq(pulse_broker_topic_create_async(b, &spec, NULL, admin_done_fn, &late, NULL, 0), PULSE_SHUTDOWN);
-    ck_assert_int_eq(pulse_broker_topic_set_retention_async(b, "t", 5, -1, NULL, admin_done_fn, &late),
-                     PULSE_SHUTDOWN);
+    ck_assert_int_eq(pulse_broker_topic_set_retention_async(b, "t", 5, -1, NULL, admin_done_fn, &late), PULSE_SHUTDOWN);
     ck_assert_int_eq(pulse_broker_consumer_delete_async(b, "d0", admin_done_fn, &late), PULSE_SHUTDOWN);
     pulse_broker_close(b);
     calls = atomic_load(&late.calls);

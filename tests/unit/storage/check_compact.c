@@ -1159,7 +1159,8 @@ static void churn_converges(uint64_t seg)
     ck_assert_int_lt(converge(comp, plog, &cfg, CT_T0, 10), 10);
     ct_check_model(plog, &m, nkeys);
     sealed_stats(plog, &nsealed, &sealed_bytes, NULL);
-    fprintf(stderr, "churn with %" PRIu64 "-byte segments: %" PRIu64 " segments' worth appended, at most %zu sealed "
+    fprintf(stderr,
+            "churn with %" PRIu64 "-byte segments: %" PRIu64 " segments' worth appended, at most %zu sealed "
             "after a pass, %zu sealed (%" PRIu64 " bytes) at the end for %" PRIu64 " live bytes\n",
             seg, written / seg, peak, nsealed, sealed_bytes, live);
     sealed_holds_only_newest(plog, newest);

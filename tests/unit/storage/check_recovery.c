@@ -440,8 +440,8 @@ START_TEST(test_index_naming_a_lost_batch_keeps_its_offsets_from_being_handed_ou
     run_reset(&r, NULL);
     pt_truncate(r.logp, last + PULSE_BATCH_HEADER_SIZE + 10); /* its header survives */
     struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
-    ck_assert_int_eq(pt_file_size(r.logp), last); /* torn: cut */
-    ck_assert_int_eq(pulse_plog_log_end(plog), 12);  /* the header's two records */
+    ck_assert_int_eq(pt_file_size(r.logp), last);   /* torn: cut */
+    ck_assert_int_eq(pulse_plog_log_end(plog), 12); /* the header's two records */
     ck_assert_int_eq(rec.leo_raised, 2);
     append_expect(plog, 12);
     static const int64_t want[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13};
@@ -791,8 +791,7 @@ START_TEST(test_missing_short_or_wrong_index_is_rebuilt_and_reads_stay_correct)
             struct pulse_plog_recovery rec;
             struct state s;
             plog = open_rec(dir, 4096, 500, &rec);
-            ck_assert_msg(rec.indexes_rebuilt >= 2, "how %d snap %d rebuilt %u", how, with_snap,
-                          rec.indexes_rebuilt);
+            ck_assert_msg(rec.indexes_rebuilt >= 2, "how %d snap %d rebuilt %u", how, with_snap, rec.indexes_rebuilt);
             ck_assert_int_eq(rec.used_snapshot, with_snap);
             capture(plog, &s);
             state_eq(&ref, &s);
