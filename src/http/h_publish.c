@@ -117,18 +117,20 @@ static int real_precision(json_t *v, int depth)
     return best;
 }
 
-/* Maps one record object to rec; answers 400 and returns false when bad. */
-static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct pulse_publish_record *rec)
-{
-    if (!json_is_object(obj)) {
-        pulse_server_reply_error(r, 400, "invalid_request", "records[%zu] must be an object", idx);
-        return false;
-    }
-    if (!pulse_server_only_fields(r, obj, record_fields, "a record"))
-        return false;
-    memset(rec, 0, sizeof *rec);
-    rec->partition = -1;
+/*
+ * parse_record reads one record object in four phases, one helper each, in
+ * the order the checks have always run: key, value, headers, then the
+ * partition and timestamp fields. Each helper fills its fields of rec (rec
+ * was zeroed by the caller), may borrow strings from obj (which lives as
+ * long as the request's JSON document) or allocate from the request pool,
+ * and on bad input answers the request itself (400, or 500 for a refused
+ * pool allocation) and returns false: the caller then stops and returns
+ * false without answering again.
+ */
 
+/* Key phase: "key" (a string or null) or "key_base64", never both. */
+static bool parse_record_key(struct pulse_hreq *r, json_t *obj, size_t idx, struct pulse_publish_record *rec)
+{
     json_t *key = json_object_get(obj, "key");
     json_t *key64 = json_object_get(obj, "key_base64");
     if (key != NULL && key64 != NULL) {
@@ -145,7 +147,14 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
     } else if (key64 != NULL && !decode_b64(r, key64, "key_base64", idx, &rec->key, &rec->key_len)) {
         return false;
     }
+    return true;
+}
 
+/* Value phase: exactly one of "value" (any JSON) and "value_base64". A value
+ * that is neither a string nor null is kept as its compact JSON text, copied
+ * into the request pool. */
+static bool parse_record_value(struct pulse_hreq *r, json_t *obj, size_t idx, struct pulse_publish_record *rec)
+{
     json_t *value = json_object_get(obj, "value");
     json_t *value64 = json_object_get(obj, "value_base64");
     if ((value == NULL) == (value64 == NULL)) {
@@ -176,39 +185,50 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
         rec->value = (const uint8_t *)kept;
         rec->value_len = len;
     }
+    return true;
+}
 
+/* Headers phase: "headers", absent, null or an object of string values. The
+ * header array comes from the request pool; names and values are borrowed
+ * from obj. */
+static bool parse_record_headers(struct pulse_hreq *r, json_t *obj, size_t idx, struct pulse_publish_record *rec)
+{
     json_t *headers = json_object_get(obj, "headers");
-    if (headers != NULL && !json_is_null(headers)) {
-        if (!json_is_object(headers)) {
-            pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].headers must be an object", idx);
-            return false;
-        }
-        size_t nh = json_object_size(headers);
-        struct pulse_header *hs = nh > 0 ? pulse_server_palloc(r, nh * sizeof *hs) : NULL;
-        if (nh > 0 && hs == NULL) {
-            pulse_server_reply_status(r, PULSE_NOMEM, NULL);
-            return false;
-        }
-        size_t i = 0;
-        const char *hk;
-        json_t *hv;
-        json_object_foreach(headers, hk, hv)
-        {
-            if (!json_is_string(hv)) {
-                pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].headers.%s must be a string", idx,
-                                         hk);
-                return false;
-            }
-            hs[i].key = (const uint8_t *)hk;
-            hs[i].key_len = strlen(hk);
-            hs[i].value = (const uint8_t *)json_string_value(hv);
-            hs[i].value_len = json_string_length(hv);
-            i++;
-        }
-        rec->headers = hs;
-        rec->header_count = (uint32_t)i;
+    if (headers == NULL || json_is_null(headers))
+        return true;
+    if (!json_is_object(headers)) {
+        pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].headers must be an object", idx);
+        return false;
     }
+    size_t nh = json_object_size(headers);
+    struct pulse_header *hs = nh > 0 ? pulse_server_palloc(r, nh * sizeof *hs) : NULL;
+    if (nh > 0 && hs == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return false;
+    }
+    size_t i = 0;
+    const char *hk;
+    json_t *hv;
+    json_object_foreach(headers, hk, hv)
+    {
+        if (!json_is_string(hv)) {
+            pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].headers.%s must be a string", idx, hk);
+            return false;
+        }
+        hs[i].key = (const uint8_t *)hk;
+        hs[i].key_len = strlen(hk);
+        hs[i].value = (const uint8_t *)json_string_value(hv);
+        hs[i].value_len = json_string_length(hv);
+        i++;
+    }
+    rec->headers = hs;
+    rec->header_count = (uint32_t)i;
+    return true;
+}
 
+/* Placement phase: the optional "partition" and "timestamp" integers. */
+static bool parse_record_place(struct pulse_hreq *r, json_t *obj, struct pulse_publish_record *rec)
+{
     int64_t v = 0;
     bool present = false;
     if (!pulse_server_int_field(r, obj, "partition", 0, INT32_MAX, &v, &present))
@@ -222,6 +242,21 @@ static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct p
         rec->timestamp = v;
     }
     return true;
+}
+
+/* Maps one record object to rec; answers 400 and returns false when bad. */
+static bool parse_record(struct pulse_hreq *r, json_t *obj, size_t idx, struct pulse_publish_record *rec)
+{
+    if (!json_is_object(obj)) {
+        pulse_server_reply_error(r, 400, "invalid_request", "records[%zu] must be an object", idx);
+        return false;
+    }
+    if (!pulse_server_only_fields(r, obj, record_fields, "a record"))
+        return false;
+    memset(rec, 0, sizeof *rec);
+    rec->partition = -1;
+    return parse_record_key(r, obj, idx, rec) && parse_record_value(r, obj, idx, rec) &&
+           parse_record_headers(r, obj, idx, rec) && parse_record_place(r, obj, rec);
 }
 
 static bool alloc_records(struct pulse_hreq *r, size_t n)
