@@ -565,7 +565,7 @@ START_TEST(test_gzip_body_is_inflated_within_the_cap)
 {
     uint8_t plain[50000];
     for (size_t i = 0; i < sizeof plain; i++)
-        plain[i] = (uint8_t) "pulse records "[i % 14];
+        plain[i] = (uint8_t)("pulse records "[i % 14]);
     size_t glen = 0;
     uint8_t *gz = gzip_bytes(plain, sizeof plain, &glen);
     struct pulse_buf out;
