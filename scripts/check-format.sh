@@ -54,7 +54,9 @@ skip() {
         echo "check-format: FAILED: $1 (PULSE_REQUIRE_FORMAT=1)" >&2
         exit 1
     fi
-    echo "check-format: SKIPPED: $1; the C layout was not checked" \
+    what="checked"
+    [ $mode = fix ] && what="reformatted"
+    echo "check-format: SKIPPED: $1; the C layout was not $what" \
         "(install clang-format $CLANG_FORMAT_MAJOR, or set PULSE_REQUIRE_FORMAT=1 to make this an error)"
     exit 0
 }
