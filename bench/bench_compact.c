@@ -250,15 +250,15 @@ static int bench_small(const char *root, uint64_t records, uint64_t keys, uint64
         pulse_plog_get_stats(plog, &fin);
         printf("{\"bench\":\"compact_small_segments\",\"records\":%" PRIu64 ",\"keys\":%" PRIu64
                ",\"value_bytes\":%u,\"segment_bytes\":%" PRIu64 ",\"segments_before\":%" PRIu32
-               ",\"log_bytes_before\":%" PRIu64 ",\"pass_seconds\":%.3f,\"scanned\":%" PRIu32
-               ",\"rewritten\":%" PRIu32 ",\"merged\":%" PRIu32 ",\"deleted\":%" PRIu32
-               ",\"budget_reached\":%s,\"segments_after\":%" PRIu32 ",\"log_bytes_after\":%" PRIu64
+               ",\"log_bytes_before\":%" PRIu64 ",\"pass_seconds\":%.3f,\"scanned\":%" PRIu32 ",\"rewritten\":%" PRIu32
+               ",\"merged\":%" PRIu32 ",\"deleted\":%" PRIu32 ",\"budget_reached\":%s,\"segments_after\":%" PRIu32
+               ",\"log_bytes_after\":%" PRIu64
                ",\"passes_to_converge\":%d,\"later_passes_seconds\":%.3f,\"segments_converged\":%" PRIu32
                ",\"log_bytes_converged\":%" PRIu64 "}\n",
-               records, keys, VALUE_BYTES, seg_bytes, before.segments, before.size_bytes,
-               (double)r1.duration_us / 1e6, r1.segments_scanned, r1.segments_rewritten, r1.segments_merged,
-               r1.segments_deleted, r1.budget_reached ? "true" : "false", after.segments, after.size_bytes, passes,
-               (double)more_us / 1e6, fin.segments, fin.size_bytes);
+               records, keys, VALUE_BYTES, seg_bytes, before.segments, before.size_bytes, (double)r1.duration_us / 1e6,
+               r1.segments_scanned, r1.segments_rewritten, r1.segments_merged, r1.segments_deleted,
+               r1.budget_reached ? "true" : "false", after.segments, after.size_bytes, passes, (double)more_us / 1e6,
+               fin.segments, fin.size_bytes);
     }
     rc = 0;
 out:
@@ -313,8 +313,7 @@ static int bench_retention(const char *root, unsigned nsegs)
     printf("{\"bench\":\"retention\",\"segments_requested\":%u,\"segments_removed\":%zu,\"bytes_removed\":%" PRIu64
            ",\"seconds\":%.3f,\"segments_s\":%.0f,\"build_seconds\":%.1f}\n",
            requested, res.segments_removed, res.bytes_removed, (double)(t1 - t0) / 1e6,
-           t1 > t0 ? (double)res.segments_removed / ((double)(t1 - t0) / 1e6) : 0.0,
-           (double)(t0 - build0) / 1e6);
+           t1 > t0 ? (double)res.segments_removed / ((double)(t1 - t0) / 1e6) : 0.0, (double)(t0 - build0) / 1e6);
     rc = 0;
 out:
     if (rc != 0)
@@ -326,12 +325,17 @@ out:
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"dir", required_argument, NULL, 'd'}, {"quick", no_argument, NULL, 'q'},
-        {"records", required_argument, NULL, 'n'}, {"keys", required_argument, NULL, 'k'},
-        {"segments", required_argument, NULL, 's'}, {"small-records", required_argument, NULL, 'R'},
-        {"small-keys", required_argument, NULL, 'K'}, {"small-segment-bytes", required_argument, NULL, 'S'},
-        {"only", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"dir", required_argument, NULL, 'd'},
+                                             {"quick", no_argument, NULL, 'q'},
+                                             {"records", required_argument, NULL, 'n'},
+                                             {"keys", required_argument, NULL, 'k'},
+                                             {"segments", required_argument, NULL, 's'},
+                                             {"small-records", required_argument, NULL, 'R'},
+                                             {"small-keys", required_argument, NULL, 'K'},
+                                             {"small-segment-bytes", required_argument, NULL, 'S'},
+                                             {"only", required_argument, NULL, 'o'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     const char *parent = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
     uint64_t records = 1000000, keys = 100000;
     unsigned nsegs = 10000;

@@ -77,16 +77,16 @@
 #endif
 
 struct opts {
-    const char *root;        /* parent of the scratch directory */
-    const char *only;        /* comma-separated workload names, NULL = all */
+    const char *root; /* parent of the scratch directory */
+    const char *only; /* comma-separated workload names, NULL = all */
     bool quick;
-    double seconds;          /* per time-bounded workload */
-    uint64_t append_cap;     /* bytes per append / seqwrite workload */
-    uint64_t read_bytes;     /* size of the log read back */
-    uint64_t recov_small;    /* the two recovery log sizes */
+    double seconds;       /* per time-bounded workload */
+    uint64_t append_cap;  /* bytes per append / seqwrite workload */
+    uint64_t read_bytes;  /* size of the log read back */
+    uint64_t recov_small; /* the two recovery log sizes */
     uint64_t recov_large;
-    uint64_t segment_bytes;  /* segment size of every log written here */
-    unsigned rounds;         /* rounds of the disk-bound workloads */
+    uint64_t segment_bytes; /* segment size of every log written here */
+    unsigned rounds;        /* rounds of the disk-bound workloads */
 };
 
 /* Figures of the recovery workload that a later one is divided by; 0 until
@@ -432,7 +432,7 @@ struct app_shared {
     struct pulse_plog *plog;
     pthread_mutex_t mu; /* guards go */
     pthread_cond_t cond;
-    bool go;            /* set once every thread exists: the clock starts */
+    bool go; /* set once every thread exists: the clock starts */
     atomic_bool stop;
     atomic_uint_least64_t bytes;
     int64_t deadline_us; /* set by the main thread before the gate opens */
@@ -499,8 +499,8 @@ static const char *mode_name(enum pulse_sync_mode mode)
  * pulse_plog_sync, so interval mode is charged for making its bytes durable
  * just as the bare sequential write is.
  */
-static pulse_status_t bench_append_one(const struct opts *o, size_t nrec, enum pulse_sync_mode mode,
-                                       unsigned nthreads, struct sample *out)
+static pulse_status_t bench_append_one(const struct opts *o, size_t nrec, enum pulse_sync_mode mode, unsigned nthreads,
+                                       struct sample *out)
 {
     char dir[PATH_MAX];
     char name[64];
@@ -651,8 +651,8 @@ static pulse_status_t run_round(const struct opts *o, struct disk_rounds *dr, si
             continue;
         for (size_t s = 0; s < 3; s++)
             for (size_t t = 0; t < 2; t++)
-                if (bench_append_one(o, app_sizes[s], app_modes[m], app_threads[t],
-                                     &dr->app[app_index(m, s, t)][r]) != PULSE_OK)
+                if (bench_append_one(o, app_sizes[s], app_modes[m], app_threads[t], &dr->app[app_index(m, s, t)][r]) !=
+                    PULSE_OK)
                     st = PULSE_IO;
     }
     dr->n++;
@@ -732,8 +732,7 @@ static void report_disk(const struct disk_rounds *dr)
                     report_rounds(workload, smp, dr->n, dr->fsync, false, "bare_fdatasync_loop", 0.8);
                 else if (app_modes[m] == PULSE_SYNC_EVERY_WRITE && t == 1)
                     /* Group commit: what 8 appenders gain over one. */
-                    report_rounds(workload, smp, dr->n, dr->app[app_index(m, s, 0)], false, base,
-                                  nrec == 1 ? 4.0 : -1);
+                    report_rounds(workload, smp, dr->n, dr->app[app_index(m, s, 0)], false, base, nrec == 1 ? 4.0 : -1);
                 else
                     report_rounds(workload, smp, dr->n, dr->seq, true, "bare_sequential_write",
                                   app_modes[m] == PULSE_SYNC_INTERVAL && nrec == 1000 && t == 0 ? 0.7 : -1);
@@ -801,8 +800,7 @@ static pulse_status_t read_pass(struct pulse_plog *plog, bool verify, uint64_t *
                 struct pulse_batch_header hdr;
                 st = pulse_batch_verify(buf.data + pos, buf.len - pos, &hdr, NULL);
                 if (st != PULSE_OK) {
-                    fprintf(stderr, "bench: batch at %lld+%zu fails: %s\n", (long long)off, pos,
-                            pulse_status_name(st));
+                    fprintf(stderr, "bench: batch at %lld+%zu fails: %s\n", (long long)off, pos, pulse_status_name(st));
                     goto out;
                 }
                 pos += pulse_batch_total_size(&hdr);
@@ -977,8 +975,8 @@ static void evict_dir(const char *dir)
 }
 
 /* Opens and closes dir once; *ms_out gets the wall time of the open. */
-static pulse_status_t timed_open(const char *dir, const struct pulse_plog_config *cfg, bool drop_snapshot,
-                                 bool cold, double *ms_out, struct pulse_plog_recovery *rec)
+static pulse_status_t timed_open(const char *dir, const struct pulse_plog_config *cfg, bool drop_snapshot, bool cold,
+                                 double *ms_out, struct pulse_plog_recovery *rec)
 {
     struct pulse_plog *plog = NULL;
     char snap[PATH_MAX];
@@ -1062,8 +1060,8 @@ static pulse_status_t bench_recovery_size(const struct opts *o, struct anchors *
     snprintf(extra, sizeof(extra),
              ",\"log_bytes\":%llu,\"segments\":%u,\"segment_bytes\":%llu,\"ms\":%.3f,\"ms_min\":%.3f,"
              "\"ms_max\":%.3f,\"used_snapshot\":%s,\"engine_elapsed_us\":%lld,\"target_ms\":20,\"cache\":\"warm\"",
-             (unsigned long long)stats.size_bytes, stats.segments, (unsigned long long)o->segment_bytes, snap_ms,
-             ms[0], ms[4], rec.used_snapshot ? "true" : "false", (long long)rec.elapsed_us);
+             (unsigned long long)stats.size_bytes, stats.segments, (unsigned long long)o->segment_bytes, snap_ms, ms[0],
+             ms[4], rec.used_snapshot ? "true" : "false", (long long)rec.elapsed_us);
     emit(large ? "recovery_snapshot_large" : "recovery_snapshot_small", NAN, NAN, ratio_to, ratio, -1, extra);
 
     /* Full scan (snapshot deleted before each open): median of three. */
@@ -1081,8 +1079,8 @@ static pulse_status_t bench_recovery_size(const struct opts *o, struct anchors *
              (unsigned long long)stats.size_bytes, stats.segments, scan_ms, rec.used_snapshot ? "true" : "false",
              rec.indexes_rebuilt, (long long)rec.elapsed_us);
     emit(large ? "recovery_full_scan_large" : "recovery_full_scan_small",
-         mb_per_s(stats.size_bytes, (int64_t)(scan_ms * 1000)), NAN, large ? "recovery_snapshot_large" : "recovery_snapshot_small",
-         snap_ms > 0 ? scan_ms / snap_ms : 0, -1, extra);
+         mb_per_s(stats.size_bytes, (int64_t)(scan_ms * 1000)), NAN,
+         large ? "recovery_snapshot_large" : "recovery_snapshot_small", snap_ms > 0 ? scan_ms / snap_ms : 0, -1, extra);
 
     /* Full scan again with the files evicted from the page cache first. */
     memset(&rec, 0, sizeof(rec));
@@ -1129,15 +1127,14 @@ static pulse_status_t bench_recovery(const struct opts *o, struct anchors *an)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: bench_storage [--dir DIR] [--quick] [--seconds S] [--only LIST]\n"
-            "  --dir DIR     parent of the scratch directory (default $TMPDIR or /tmp)\n"
-            "  --quick       small sizes and 1 s loops (also PULSE_BENCH_QUICK=1)\n"
-            "  --seconds S   length of each time-bounded loop (default 2, quick 1)\n"
-            "  --rounds N    rounds of the disk-bound workloads, medians reported\n"
-            "                (default 3, quick 1)\n"
-            "  --only LIST   comma-separated: fdatasync,seqwrite,append,read,recovery\n"
-            "Prints one JSON object per measurement on stdout.\n");
+    fprintf(f, "usage: bench_storage [--dir DIR] [--quick] [--seconds S] [--only LIST]\n"
+               "  --dir DIR     parent of the scratch directory (default $TMPDIR or /tmp)\n"
+               "  --quick       small sizes and 1 s loops (also PULSE_BENCH_QUICK=1)\n"
+               "  --seconds S   length of each time-bounded loop (default 2, quick 1)\n"
+               "  --rounds N    rounds of the disk-bound workloads, medians reported\n"
+               "                (default 3, quick 1)\n"
+               "  --only LIST   comma-separated: fdatasync,seqwrite,append,read,recovery\n"
+               "Prints one JSON object per measurement on stdout.\n");
 }
 
 /* Copies src into a JSON string body: quotes, backslashes and controls
@@ -1201,8 +1198,7 @@ static void fs_of(const char *path, char *type, size_t typesz, char *dev, size_t
         if (sscanf(line, "%255s %511s %63s", d, m, t) != 3)
             continue;
         size_t ml = strlen(m);
-        bool under = strcmp(m, "/") == 0 ||
-                     (strncmp(real, m, ml) == 0 && (real[ml] == '/' || real[ml] == '\0'));
+        bool under = strcmp(m, "/") == 0 || (strncmp(real, m, ml) == 0 && (real[ml] == '/' || real[ml] == '\0'));
         if (under && ml >= best) {
             best = ml;
             json_safe(type, typesz, t);
@@ -1240,9 +1236,9 @@ static void print_env(const struct opts *o)
            "\"recovery_bytes\":[%llu,%llu],\"segment_bytes\":%llu,\"record_bytes\":%u,\"sanitizers\":%s,"
            "\"crc32c_hw\":%s,\"scratch\":\"%s\"}\n",
            o->quick ? "true" : "false", o->seconds, o->rounds, (unsigned long long)o->append_cap,
-           (unsigned long long)o->read_bytes, (unsigned long long)o->recov_small,
-           (unsigned long long)o->recov_large, (unsigned long long)o->segment_bytes, RECORD_BYTES,
-           BUILT_WITH_SANITIZERS ? "true" : "false", pulse_crc32c_hw_available() ? "true" : "false", scratch);
+           (unsigned long long)o->read_bytes, (unsigned long long)o->recov_small, (unsigned long long)o->recov_large,
+           (unsigned long long)o->segment_bytes, RECORD_BYTES, BUILT_WITH_SANITIZERS ? "true" : "false",
+           pulse_crc32c_hw_available() ? "true" : "false", scratch);
     if (BUILT_WITH_SANITIZERS)
         fprintf(stderr, "bench: built with sanitizers: figures are not representative\n");
     fflush(stdout);
@@ -1250,11 +1246,13 @@ static void print_env(const struct opts *o)
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"dir", required_argument, NULL, 'd'},  {"quick", no_argument, NULL, 'q'},
-        {"seconds", required_argument, NULL, 's'}, {"only", required_argument, NULL, 'o'},
-        {"rounds", required_argument, NULL, 'r'},
-        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"dir", required_argument, NULL, 'd'},
+                                             {"quick", no_argument, NULL, 'q'},
+                                             {"seconds", required_argument, NULL, 's'},
+                                             {"only", required_argument, NULL, 'o'},
+                                             {"rounds", required_argument, NULL, 'r'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     struct opts o;
     struct anchors an;
     struct disk_rounds *dr = NULL;

@@ -114,11 +114,11 @@ static void usage(FILE *f)
 /* What the command line asks for besides serving. */
 struct mode {
     bool repair;
-    const char *adopt;  /* topic name */
-    const char *forget; /* topic name */
-    const char *recreate; /* TOPIC/P */
-    long partitions;    /* -1: not given */
-    int cleanup;        /* -1: not given */
+    const char *adopt;      /* topic name */
+    const char *forget;     /* topic name */
+    const char *recreate;   /* TOPIC/P */
+    long partitions;        /* -1: not given */
+    int cleanup;            /* -1: not given */
     long long start_offset; /* -1: not given */
 };
 
@@ -172,7 +172,8 @@ static int parse_mode_arg(int c, const char *arg, struct mode *mode)
 static int check_mode(const struct mode *mode)
 {
     if ((mode->repair ? 1 : 0) + (mode->adopt != NULL ? 1 : 0) + (mode->forget != NULL ? 1 : 0) +
-            (mode->recreate != NULL ? 1 : 0) > 1) {
+            (mode->recreate != NULL ? 1 : 0) >
+        1) {
         fprintf(stderr, "pulsed: --repair-metadata, --adopt-topic, --forget-topic and --recreate-partition are "
                         "separate steps; run one, then the other\n");
         return EXIT_CONFIG;

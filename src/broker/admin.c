@@ -51,9 +51,9 @@
 struct pulse_broker_admin {
     struct pulse_local *b;
     pthread_mutex_t mu;
-    pthread_cond_t commit_cv; /* the committer has a job, or stop */
-    pthread_cond_t work_cv;   /* the admin thread may have work, or stop (CLOCK_MONOTONIC) */
-    pthread_cond_t idle_cv;   /* a job completed (drain waits on it) */
+    pthread_cond_t commit_cv;        /* the committer has a job, or stop */
+    pthread_cond_t work_cv;          /* the admin thread may have work, or stop (CLOCK_MONOTONIC) */
+    pthread_cond_t idle_cv;          /* a job completed (drain waits on it) */
     struct pulse_admin_job *cq_head; /* committer queue, arrival order */
     struct pulse_admin_job **cq_tail;
     struct pulse_admin_job *creates; /* admin thread: creates, arrival order */
@@ -384,8 +384,7 @@ void pulse_broker_admin_stop(struct pulse_broker_admin *a)
     pulse_free(a);
 }
 
-pulse_status_t pulse_broker_admin_metrics(struct pulse_local *b, struct pulse_broker_admin *a,
-                                          struct pulse_buf *out)
+pulse_status_t pulse_broker_admin_metrics(struct pulse_local *b, struct pulse_broker_admin *a, struct pulse_buf *out)
 {
     return pulse_buf_printf(
         out,

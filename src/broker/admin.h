@@ -97,8 +97,7 @@ struct pulse_admin_job {
 
 /* A zeroed job of kind with its completion; NULL on NOMEM. Thread: any
  * (the submitter's). Locks: none. */
-struct pulse_admin_job *pulse_broker_admin_job_create(enum pulse_admin_kind kind, pulse_admin_done_fn done,
-                                                      void *arg);
+struct pulse_admin_job *pulse_broker_admin_job_create(enum pulse_admin_kind kind, pulse_admin_done_fn done, void *arg);
 /* Frees a job that was never submitted (or was refused), and the admin
  * module's own after completion. NULL is a no-op. Thread: whoever owns the
  * job (the submitter until pulse_broker_admin_submit took it). Locks:
@@ -129,8 +128,7 @@ void pulse_broker_admin_stop(struct pulse_broker_admin *a);
 /* Appends the admin metrics (Prometheus text): cursor commits stored, the
  * metadata store's sync writes, deletes waiting for their topic's last
  * user. NULL a is allowed (zeros). */
-pulse_status_t pulse_broker_admin_metrics(struct pulse_local *b, struct pulse_broker_admin *a,
-                                          struct pulse_buf *out);
+pulse_status_t pulse_broker_admin_metrics(struct pulse_local *b, struct pulse_broker_admin *a, struct pulse_buf *out);
 
 /* Counts n cursor commits stored by one group write (metrics). Thread: the
  * committer. */

@@ -144,10 +144,9 @@ pulse_status_t pulse_broker_topic_list(struct pulse_broker *b, bool with_stats, 
     return b->ops->topic_list(b, with_stats, out, n_out);
 }
 
-pulse_status_t pulse_broker_topic_set_retention_async(struct pulse_broker *b, const char *name,
-                                                      int64_t retention_ms, int64_t retention_bytes,
-                                                      struct pulse_topic_info **out, pulse_admin_done_fn done,
-                                                      void *arg)
+pulse_status_t pulse_broker_topic_set_retention_async(struct pulse_broker *b, const char *name, int64_t retention_ms,
+                                                      int64_t retention_bytes, struct pulse_topic_info **out,
+                                                      pulse_admin_done_fn done, void *arg)
 {
     return b->ops->topic_set_retention_async(b, name, retention_ms, retention_bytes, out, done, arg);
 }
@@ -245,8 +244,8 @@ void pulse_broker_fetch_destroy(struct pulse_fetch *f)
         f->ops->fetch_destroy(f);
 }
 
-pulse_status_t pulse_broker_fetch_probe(struct pulse_broker *b, const char *topic, uint32_t partition,
-                                        int64_t offset, struct pulse_fetch_pos *pos)
+pulse_status_t pulse_broker_fetch_probe(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
+                                        struct pulse_fetch_pos *pos)
 {
     return b->ops->fetch_probe(b, topic, partition, offset, pos);
 }
@@ -289,8 +288,8 @@ pulse_status_t pulse_broker_wait_any(struct pulse_broker *b, const struct pulse_
 /* ---- consumers and cursors ------------------------------------------------ */
 
 pulse_status_t pulse_broker_cursor_commit_async(struct pulse_broker *b, const char *consumer,
-                                                const struct pulse_cursor *cursors, size_t n,
-                                                pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen)
+                                                const struct pulse_cursor *cursors, size_t n, pulse_admin_done_fn done,
+                                                void *arg, char *errbuf, size_t errlen)
 {
     return b->ops->cursor_commit_async(b, consumer, cursors, n, done, arg, errbuf, errlen);
 }
@@ -318,9 +317,8 @@ pulse_status_t pulse_broker_cursor_get(struct pulse_broker *b, const char *consu
     return sync_result(&s, b->ops->cursor_get_async(b, consumer, topic, partition, out, sync_done, &s));
 }
 
-pulse_status_t pulse_broker_cursor_list_async(struct pulse_broker *b, const char *consumer,
-                                              struct pulse_cursor **out, size_t *n_out, pulse_admin_done_fn done,
-                                              void *arg)
+pulse_status_t pulse_broker_cursor_list_async(struct pulse_broker *b, const char *consumer, struct pulse_cursor **out,
+                                              size_t *n_out, pulse_admin_done_fn done, void *arg)
 {
     return b->ops->cursor_list_async(b, consumer, out, n_out, done, arg);
 }

@@ -68,8 +68,7 @@ struct pulse_broker_ops {
     pulse_status_t (*topic_set_retention_async)(struct pulse_broker *b, const char *name, int64_t retention_ms,
                                                 int64_t retention_bytes, struct pulse_topic_info **out,
                                                 pulse_admin_done_fn done, void *arg);
-    pulse_status_t (*topic_delete_async)(struct pulse_broker *b, const char *name, pulse_admin_done_fn done,
-                                         void *arg);
+    pulse_status_t (*topic_delete_async)(struct pulse_broker *b, const char *name, pulse_admin_done_fn done, void *arg);
 
     /* publish */
     pulse_status_t (*publish)(struct pulse_broker *b, const char *topic, const struct pulse_publish_record *recs,

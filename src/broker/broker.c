@@ -77,7 +77,7 @@
 #define CHECKPOINT_PASS_BUDGET_US 10000
 
 static const double fsync_bounds[PULSE_BROKER_FSYNC_BUCKETS] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                                               0.01,   0.025,   0.05,   0.1,   0.5,    1.0};
+                                                                0.01,   0.025,   0.05,   0.1,   0.5,    1.0};
 
 void pulse_broker_config_init(struct pulse_broker_config *cfg)
 {
@@ -140,8 +140,8 @@ int pulse_broker_remove_tree(const struct pulse_local *b, const char *path)
 
 /* PULSE_OK when path (partition p of t) is a directory; otherwise logged,
  * PULSE_NOT_FOUND for one that is not there. */
-static pulse_status_t partition_dir_present(const struct pulse_local *b, const struct pulse_broker_topic *t,
-                                            uint32_t p, const char *path)
+static pulse_status_t partition_dir_present(const struct pulse_local *b, const struct pulse_broker_topic *t, uint32_t p,
+                                            const char *path)
 {
     const struct pulse_io *io = pulse_broker_io(b);
     struct stat sb;
@@ -350,8 +350,8 @@ static void checkpoint_pass(struct pulse_local *b)
             }
             pulse_status_t st = pulse_plog_checkpoint(t->plogs[p], &due);
             if (st != PULSE_OK)
-                PULSE_WARN_RL("topic %s partition %" PRIu32 ": checkpoint not written (%s); tried again later",
-                              t->name, p, pulse_status_message(st));
+                PULSE_WARN_RL("topic %s partition %" PRIu32 ": checkpoint not written (%s); tried again later", t->name,
+                              p, pulse_status_message(st));
             if (due < next)
                 next = due;
         }
@@ -473,7 +473,8 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_local *b, struct pulse_
         }
         if (rec.new_damaged_ranges > 0)
             PULSE_ERROR("topic %s partition %" PRIu32 ": recovery found %" PRIu32 " new damaged range(s) (%" PRIu32
-                        " known in all, %" PRIu64 " bytes); fetches skip them, and the damaged segment files are copied to "
+                        " known in all, %" PRIu64
+                        " bytes); fetches skip them, and the damaged segment files are copied to "
                         "%s/forensics (docs/Operations.md \"Damaged data\")",
                         t->name, p, rec.new_damaged_ranges, rec.damaged_ranges, rec.damaged_bytes, path);
         else if (rec.truncated_bytes > 0 || rec.damaged_ranges > 0)
@@ -1006,8 +1007,9 @@ static pulse_status_t metrics_lag(struct pulse_local *b, struct pulse_buf *out)
         size_t nc = 0;
         st = pulse_local_cursor_list(b, names[i], &cs, &nc);
         for (size_t j = 0; j < nc && st == PULSE_OK; j++)
-            st = pulse_buf_printf(out, "pulse_consumer_lag{consumer=\"%s\",topic=\"%s\",partition=\"%" PRIu32
-                                       "\"} %" PRId64 "\n",
+            st = pulse_buf_printf(out,
+                                  "pulse_consumer_lag{consumer=\"%s\",topic=\"%s\",partition=\"%" PRIu32 "\"} %" PRId64
+                                  "\n",
                                   names[i], cs[j].topic, cs[j].partition, cs[j].lag);
         pulse_free(cs);
     }
@@ -1051,16 +1053,17 @@ static pulse_status_t metrics_fdcache(struct pulse_local *b, struct pulse_buf *o
 static pulse_status_t metrics_fsync(struct pulse_local *b, struct pulse_buf *out)
 {
     uint64_t cum = 0;
-    pulse_status_t st = pulse_buf_printf(out,
-                          "# HELP pulse_fsync_total fdatasync calls on partition logs.\n"
-                          "# TYPE pulse_fsync_total counter\n"
-                          "pulse_fsync_total %" PRIu64 "\n"
-                          "# HELP pulse_fsync_failures_total fdatasync calls that failed (each fences a log).\n"
-                          "# TYPE pulse_fsync_failures_total counter\n"
-                          "pulse_fsync_failures_total %" PRIu64 "\n"
-                          "# HELP pulse_fsync_duration_seconds fdatasync latency of partition logs.\n"
-                          "# TYPE pulse_fsync_duration_seconds histogram\n",
-                          (uint64_t)atomic_load(&b->fsync_total), (uint64_t)atomic_load(&b->fsync_failed));
+    pulse_status_t st =
+        pulse_buf_printf(out,
+                         "# HELP pulse_fsync_total fdatasync calls on partition logs.\n"
+                         "# TYPE pulse_fsync_total counter\n"
+                         "pulse_fsync_total %" PRIu64 "\n"
+                         "# HELP pulse_fsync_failures_total fdatasync calls that failed (each fences a log).\n"
+                         "# TYPE pulse_fsync_failures_total counter\n"
+                         "pulse_fsync_failures_total %" PRIu64 "\n"
+                         "# HELP pulse_fsync_duration_seconds fdatasync latency of partition logs.\n"
+                         "# TYPE pulse_fsync_duration_seconds histogram\n",
+                         (uint64_t)atomic_load(&b->fsync_total), (uint64_t)atomic_load(&b->fsync_failed));
 
     for (int i = 0; i < PULSE_BROKER_FSYNC_BUCKETS && st == PULSE_OK; i++) {
         cum += atomic_load(&b->fsync_buckets[i]);
@@ -1114,8 +1117,8 @@ static pulse_status_t metrics_topics(struct pulse_broker_topic **list, size_t n,
         }
     }
     for (size_t m = 0; m < 4 && st == PULSE_OK; m++) {
-        st = pulse_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", topic_metrics[m].name,
-                              topic_metrics[m].help, topic_metrics[m].name);
+        st = pulse_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", topic_metrics[m].name, topic_metrics[m].help,
+                              topic_metrics[m].name);
         for (size_t i = 0; i < n && st == PULSE_OK; i++) {
             struct pulse_broker_topic *t = list[i];
             uint64_t v = m == 0   ? atomic_load(&t->published_records)

@@ -113,11 +113,11 @@ typedef void (*pulse_admin_done_fn)(void *arg, pulse_status_t st);
 /* A create request; negative numbers (and cleanup < 0) mean "default". */
 struct pulse_topic_spec {
     const char *name;
-    int32_t partitions;     /* 1..256 */
-    int cleanup;            /* enum pulse_cleanup or -1 */
-    int64_t retention_ms;   /* >= 0; 0 = off */
-    int64_t retention_bytes;/* >= 0; 0 = off */
-    int64_t segment_bytes;  /* 1024 .. just under 2 GiB (the local backend's segment limits) */
+    int32_t partitions;      /* 1..256 */
+    int cleanup;             /* enum pulse_cleanup or -1 */
+    int64_t retention_ms;    /* >= 0; 0 = off */
+    int64_t retention_bytes; /* >= 0; 0 = off */
+    int64_t segment_bytes;   /* 1024 .. just under 2 GiB (the local backend's segment limits) */
 };
 
 struct pulse_partition_stats {
@@ -135,7 +135,7 @@ struct pulse_topic_info {
     int64_t retention_ms;
     int64_t retention_bytes;
     int64_t segment_bytes;
-    int64_t created_at_ms; /* wall clock */
+    int64_t created_at_ms;               /* wall clock */
     struct pulse_partition_stats *stats; /* `partitions` entries; NULL unless asked for */
 };
 
@@ -189,10 +189,9 @@ pulse_status_t pulse_broker_topic_list(struct pulse_broker *b, bool with_stats, 
  * deletes, so it never rewrites the record of a topic being deleted);
  * topic.json first, then the store.
  */
-pulse_status_t pulse_broker_topic_set_retention_async(struct pulse_broker *b, const char *name,
-                                                      int64_t retention_ms, int64_t retention_bytes,
-                                                      struct pulse_topic_info **out, pulse_admin_done_fn done,
-                                                      void *arg);
+pulse_status_t pulse_broker_topic_set_retention_async(struct pulse_broker *b, const char *name, int64_t retention_ms,
+                                                      int64_t retention_bytes, struct pulse_topic_info **out,
+                                                      pulse_admin_done_fn done, void *arg);
 
 /* Blocking form of pulse_broker_topic_set_retention_async. */
 pulse_status_t pulse_broker_topic_set_retention(struct pulse_broker *b, const char *name, int64_t retention_ms,
@@ -341,14 +340,14 @@ enum pulse_skip_reason {
  * its first record, and reports that range here.
  */
 struct pulse_fetch_pos {
-    int64_t start_offset; /* the offset asked for, raised to the log start */
-    int64_t next_offset;  /* the offset after the last record read; when
-                             nothing was read: start_offset, or skip_to when
-                             the rest of the visible log is a skipped range */
-    int64_t log_start;    /* the partition's log start and high watermark */
+    int64_t start_offset;   /* the offset asked for, raised to the log start */
+    int64_t next_offset;    /* the offset after the last record read; when
+                               nothing was read: start_offset, or skip_to when
+                               the rest of the visible log is a skipped range */
+    int64_t log_start;      /* the partition's log start and high watermark */
     int64_t high_watermark; /*   as this read saw them */
-    int64_t skip_from;    /* offsets [skip_from, skip_to) at or after */
-    int64_t skip_to;      /*   start_offset that cannot be served; equal when none */
+    int64_t skip_from;      /* offsets [skip_from, skip_to) at or after */
+    int64_t skip_to;        /*   start_offset that cannot be served; equal when none */
     enum pulse_skip_reason skip_reason;
     uint64_t bytes; /* bytes this read took (the backend's stored form of the
                        records, which is what max_bytes bounds); 0 = none */
@@ -407,13 +406,13 @@ void pulse_broker_fetch_destroy(struct pulse_fetch *f);
  * hand at or after start_offset. The same errors. Does not wait (local:
  * the segment index and batch headers only).
  */
-pulse_status_t pulse_broker_fetch_probe(struct pulse_broker *b, const char *topic, uint32_t partition,
-                                        int64_t offset, struct pulse_fetch_pos *pos);
+pulse_status_t pulse_broker_fetch_probe(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
+                                        struct pulse_fetch_pos *pos);
 
 /* A raw slice: bytes of the stored form, to send as they are. */
 struct pulse_raw_slice {
-    int fd;                   /* a descriptor the caller owns and closes, or -1 */
-    uint64_t pos;             /* where the bytes start in it */
+    int fd;                    /* a descriptor the caller owns and closes, or -1 */
+    uint64_t pos;              /* where the bytes start in it */
     struct pulse_fetch_pos at; /* at.bytes: how many to send (0: none, fd -1) */
 };
 
@@ -534,8 +533,8 @@ struct pulse_cursor {
  * takes no part in the write; a failed write fails every commit in it).
  */
 pulse_status_t pulse_broker_cursor_commit_async(struct pulse_broker *b, const char *consumer,
-                                                const struct pulse_cursor *cursors, size_t n,
-                                                pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);
+                                                const struct pulse_cursor *cursors, size_t n, pulse_admin_done_fn done,
+                                                void *arg, char *errbuf, size_t errlen);
 
 /* Blocking form of pulse_broker_cursor_commit_async. */
 pulse_status_t pulse_broker_cursor_commit(struct pulse_broker *b, const char *consumer,
@@ -565,9 +564,8 @@ pulse_status_t pulse_broker_cursor_get(struct pulse_broker *b, const char *consu
  * are left out. Refusals as pulse_broker_cursor_get_async; the same
  * completion.
  */
-pulse_status_t pulse_broker_cursor_list_async(struct pulse_broker *b, const char *consumer,
-                                              struct pulse_cursor **out, size_t *n_out, pulse_admin_done_fn done,
-                                              void *arg);
+pulse_status_t pulse_broker_cursor_list_async(struct pulse_broker *b, const char *consumer, struct pulse_cursor **out,
+                                              size_t *n_out, pulse_admin_done_fn done, void *arg);
 
 /* Blocking form of pulse_broker_cursor_list_async. */
 pulse_status_t pulse_broker_cursor_list(struct pulse_broker *b, const char *consumer, struct pulse_cursor **out,

@@ -160,9 +160,9 @@ struct pulse_local {
     bool kick;
     bool stop;
     bool draining;
-    uint32_t inflight;   /* publishes between their draining check and registration */
-    uint32_t completing; /* publishes and waiters taken off the lists whose callbacks are running */
-    atomic_uint deleting; /* topics on the dying list */
+    uint32_t inflight;               /* publishes between their draining check and registration */
+    uint32_t completing;             /* publishes and waiters taken off the lists whose callbacks are running */
+    atomic_uint deleting;            /* topics on the dying list */
     atomic_uint_fast64_t topic_uids; /* the last pulse_broker_topic.uid given */
     pthread_t syncer;
     bool syncer_started;
@@ -306,10 +306,9 @@ pulse_status_t pulse_local_topic_get(struct pulse_broker *base, const char *name
                                      struct pulse_topic_info **out);
 pulse_status_t pulse_local_topic_list(struct pulse_broker *base, bool with_stats, struct pulse_topic_info ***out,
                                       size_t *n_out);
-pulse_status_t pulse_local_topic_set_retention_async(struct pulse_broker *base, const char *name,
-                                                     int64_t retention_ms, int64_t retention_bytes,
-                                                     struct pulse_topic_info **out, pulse_admin_done_fn done,
-                                                     void *arg);
+pulse_status_t pulse_local_topic_set_retention_async(struct pulse_broker *base, const char *name, int64_t retention_ms,
+                                                     int64_t retention_bytes, struct pulse_topic_info **out,
+                                                     pulse_admin_done_fn done, void *arg);
 pulse_status_t pulse_local_topic_delete_async(struct pulse_broker *base, const char *name, pulse_admin_done_fn done,
                                               void *arg);
 pulse_status_t pulse_local_publish(struct pulse_broker *base, const char *topic,
@@ -339,21 +338,19 @@ pulse_status_t pulse_local_wait_any(struct pulse_broker *base, const struct puls
                                     int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
                                     size_t *ready_out);
 pulse_status_t pulse_local_cursor_commit_async(struct pulse_broker *base, const char *consumer,
-                                               const struct pulse_cursor *cursors, size_t n,
-                                               pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);
+                                               const struct pulse_cursor *cursors, size_t n, pulse_admin_done_fn done,
+                                               void *arg, char *errbuf, size_t errlen);
 pulse_status_t pulse_local_cursor_get_async(struct pulse_broker *base, const char *consumer, const char *topic,
                                             uint32_t partition, struct pulse_cursor *out, pulse_admin_done_fn done,
                                             void *arg);
-pulse_status_t pulse_local_cursor_list_async(struct pulse_broker *base, const char *consumer,
-                                             struct pulse_cursor **out, size_t *n_out, pulse_admin_done_fn done,
-                                             void *arg);
+pulse_status_t pulse_local_cursor_list_async(struct pulse_broker *base, const char *consumer, struct pulse_cursor **out,
+                                             size_t *n_out, pulse_admin_done_fn done, void *arg);
 pulse_status_t pulse_local_consumer_list_async(struct pulse_broker *base, char ***names_out, size_t *n_out,
                                                pulse_admin_done_fn done, void *arg);
 pulse_status_t pulse_local_consumer_delete_async(struct pulse_broker *base, const char *consumer,
                                                  pulse_admin_done_fn done, void *arg);
 pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *out);
-pulse_status_t pulse_local_fenced_list(struct pulse_broker *base, struct pulse_fenced_partition **out,
-                                       size_t *n_out);
+pulse_status_t pulse_local_fenced_list(struct pulse_broker *base, struct pulse_fenced_partition **out, size_t *n_out);
 
 /* Consumer groups (groups.c). */
 pulse_status_t pulse_local_group_join(struct pulse_broker *base, const char *group,

@@ -53,8 +53,8 @@
 #include "meta/meta.h"
 
 pulse_status_t pulse_local_cursor_commit_async(struct pulse_broker *base, const char *consumer,
-                                               const struct pulse_cursor *cursors, size_t n,
-                                               pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen)
+                                               const struct pulse_cursor *cursors, size_t n, pulse_admin_done_fn done,
+                                               void *arg, char *errbuf, size_t errlen)
 {
     struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st = PULSE_OK;
@@ -64,8 +64,8 @@ pulse_status_t pulse_local_cursor_commit_async(struct pulse_broker *base, const 
         errbuf[0] = '\0';
     if (!pulse_broker_cname_valid(consumer)) {
         pulse_errbuf_set(errbuf, errlen,
-                "consumer name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or \"..\", "
-                "and must not begin with \"__\"");
+                         "consumer name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or \"..\", "
+                         "and must not begin with \"__\"");
         return PULSE_INVALID_NAME;
     }
     if (cursors == NULL || n == 0) {
@@ -326,9 +326,8 @@ pulse_status_t pulse_local_cursor_get_async(struct pulse_broker *base, const cha
     return read_submit(pulse_local_of(base), &job);
 }
 
-pulse_status_t pulse_local_cursor_list_async(struct pulse_broker *base, const char *consumer,
-                                             struct pulse_cursor **out, size_t *n_out, pulse_admin_done_fn done,
-                                             void *arg)
+pulse_status_t pulse_local_cursor_list_async(struct pulse_broker *base, const char *consumer, struct pulse_cursor **out,
+                                             size_t *n_out, pulse_admin_done_fn done, void *arg)
 {
     struct pulse_admin_job job = {.kind = PULSE_ADMIN_READ, .done = done, .arg = arg, .read = read_cursors};
 

@@ -267,8 +267,8 @@ pulse_status_t pulse_broker_topic_file_write(struct pulse_local *b, const struct
 }
 
 /* PULSE_NOT_FOUND (no file), PULSE_CORRUPT (why in errbuf) or PULSE_OK. */
-static pulse_status_t topic_file_read(struct pulse_local *b, const char *topic, struct pulse_meta_topic *out,
-                                      char *why, size_t whylen)
+static pulse_status_t topic_file_read(struct pulse_local *b, const char *topic, struct pulse_meta_topic *out, char *why,
+                                      size_t whylen)
 {
     char buf[PULSE_DIRFILE_MAX + 1];
     char path[PATH_MAX];
@@ -368,8 +368,8 @@ static bool partition_name(const char *s, uint32_t *p_out)
 struct dir_scan {
     bool creating;
     bool deleting;
-    bool holds_files; /* any file (or unknown entry) besides the markers */
-    bool records;     /* a partition log holds (or held) records */
+    bool holds_files;       /* any file (or unknown entry) besides the markers */
+    bool records;           /* a partition log holds (or held) records */
     pulse_status_t file_st; /* topic.json: PULSE_OK, PULSE_NOT_FOUND or PULSE_CORRUPT */
     struct pulse_meta_topic file_def;
     char file_why[160];
@@ -534,8 +534,8 @@ struct dir_entry {
     struct dir_scan sc;
     const struct pulse_meta_topic *def; /* into the caller's defs, or NULL */
     char why[256];
-    uint32_t lost_parts; /* kept or adopted: partition logs that are gone */
-    uint32_t first_lost; /*   the first of them */
+    uint32_t lost_parts;   /* kept or adopted: partition logs that are gone */
+    uint32_t first_lost;   /*   the first of them */
     bool first_lost_empty; /*   which is an empty directory (else missing) */
 };
 
@@ -549,8 +549,7 @@ struct reconcile {
     bool *seen; /* per def: a directory exists */
 };
 
-static enum dir_action classify(const struct dir_scan *sc, const struct pulse_meta_topic *def, char *why,
-                                size_t whylen)
+static enum dir_action classify(const struct dir_scan *sc, const struct pulse_meta_topic *def, char *why, size_t whylen)
 {
     const struct pulse_meta_topic *f = &sc->file_def;
 
@@ -584,8 +583,7 @@ static enum dir_action classify(const struct dir_scan *sc, const struct pulse_me
     }
     if (sc->nparts != f->partitions || sc->max_part != f->partitions) {
         pulse_errbuf_set(why, whylen,
-                         "has no metadata and its " PULSE_BROKER_TOPIC_FILE " says %" PRIu32
-                         " partitions but %" PRIu32
+                         "has no metadata and its " PULSE_BROKER_TOPIC_FILE " says %" PRIu32 " partitions but %" PRIu32
                          " partition directories (highest %" PRId64 ") exist",
                          f->partitions, sc->nparts, (int64_t)sc->max_part - 1);
         return ACT_UNDECIDED;
@@ -712,7 +710,8 @@ static pulse_status_t note_dangling(struct reconcile *rc, const char *name, cons
     if (e->def != NULL)
         rc->seen[idx] = true;
     e->act = ACT_UNDECIDED;
-    pulse_errbuf_set(e->why, sizeof e->why, "is a symbolic link to a directory that is not there "
+    pulse_errbuf_set(e->why, sizeof e->why,
+                     "is a symbolic link to a directory that is not there "
                      "(a volume not mounted?)");
     return PULSE_OK;
 }
@@ -772,8 +771,7 @@ static pulse_status_t survey(struct pulse_local *b, struct reconcile *rc, const 
 
 /* Refuses when any directory is undecidable: each is logged, the first one
  * named in errbuf with the command that resolves it. */
-static pulse_status_t refuse_undecided(struct pulse_local *b, const struct reconcile *rc, char *errbuf,
-                                       size_t errlen)
+static pulse_status_t refuse_undecided(struct pulse_local *b, const struct reconcile *rc, char *errbuf, size_t errlen)
 {
     const struct dir_entry *first = NULL;
     size_t count = 0;
@@ -794,8 +792,8 @@ static pulse_status_t refuse_undecided(struct pulse_local *b, const struct recon
                      "(%zu such director%s; nothing was changed). Adopt it as a topic with "
                      "\"pulsed --data-dir %s --adopt-topic %s [--partitions N] [--cleanup delete|compact]\", "
                      "or move it out of %s; see docs/Operations.md",
-                     b->topics_dir, first->name, first->why, count, count == 1 ? "y" : "ies", b->data_dir,
-                     first->name, b->topics_dir);
+                     b->topics_dir, first->name, first->why, count, count == 1 ? "y" : "ies", b->data_dir, first->name,
+                     b->topics_dir);
     return PULSE_INVALID;
 }
 
@@ -830,8 +828,8 @@ static pulse_status_t refuse_lost(struct pulse_local *b, const struct reconcile 
                      "--data-dir %s --recreate-partition %s/%" PRIu32 " [--start-offset N]\" (once per partition; "
                      "the partition starts again empty, after its consumers' cursors); see docs/Operations.md",
                      b->topics_dir, first->name, first->first_lost,
-                     first->first_lost_empty ? "is empty (its log files are gone)" : "is missing", count,
-                     b->data_dir, first->name, first->first_lost);
+                     first->first_lost_empty ? "is empty (its log files are gone)" : "is missing", count, b->data_dir,
+                     first->name, first->first_lost);
     return PULSE_INVALID;
 }
 
@@ -891,8 +889,8 @@ static pulse_status_t keep_topic(struct pulse_local *b, struct dir_entry *e, str
                    "from the store",
                    e->name, PULSE_BROKER_TOPIC_FILE);
     } else {
-        PULSE_WARN("topic %s: %s was damaged (%s); rewritten from the metadata store", e->name,
-                   PULSE_BROKER_TOPIC_FILE, e->sc.file_why);
+        PULSE_WARN("topic %s: %s was damaged (%s); rewritten from the metadata store", e->name, PULSE_BROKER_TOPIC_FILE,
+                   e->sc.file_why);
     }
     return PULSE_OK;
 }
@@ -1126,8 +1124,8 @@ out:
 /* ---- identity and the store --------------------------------------------- */
 
 /* PULSE_OK, PULSE_NOT_FOUND (no file) or PULSE_CORRUPT (why says why). */
-static pulse_status_t identity_read(struct pulse_local *b, const char *path, struct pulse_meta_identity *out,
-                                    char *why, size_t whylen)
+static pulse_status_t identity_read(struct pulse_local *b, const char *path, struct pulse_meta_identity *out, char *why,
+                                    size_t whylen)
 {
     char buf[PULSE_DIRFILE_MAX + 1];
     size_t len = 0;
@@ -1272,8 +1270,8 @@ static void shell_close(struct pulse_local *b)
 
 /* The definition --adopt-topic writes: partitions from the directories,
  * the rest from the request or the configured topic defaults. */
-static pulse_status_t adopt_def(struct pulse_local *b, const struct pulse_topic_spec *spec,
-                                const struct dir_scan *sc, struct pulse_meta_topic *def, char *errbuf, size_t errlen)
+static pulse_status_t adopt_def(struct pulse_local *b, const struct pulse_topic_spec *spec, const struct dir_scan *sc,
+                                struct pulse_meta_topic *def, char *errbuf, size_t errlen)
 {
     char dir[PATH_MAX];
 
@@ -1286,8 +1284,9 @@ static pulse_status_t adopt_def(struct pulse_local *b, const struct pulse_topic_
         return PULSE_INVALID;
     }
     if (spec->partitions >= 0 && (uint32_t)spec->partitions != sc->nparts) {
-        pulse_errbuf_set(errbuf, errlen, "--partitions %" PRId32 " does not match the %" PRIu32
-                         " partition directories of %s", spec->partitions, sc->nparts, dir);
+        pulse_errbuf_set(errbuf, errlen,
+                         "--partitions %" PRId32 " does not match the %" PRIu32 " partition directories of %s",
+                         spec->partitions, sc->nparts, dir);
         return PULSE_INVALID;
     }
     memset(def, 0, sizeof *def);
@@ -1385,7 +1384,7 @@ pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, c
 }
 
 pulse_status_t pulse_broker_forget_topic(const struct pulse_broker_config *cfg, const char *name, size_t *cursors_out,
-                                        char *errbuf, size_t errlen)
+                                         char *errbuf, size_t errlen)
 {
     struct pulse_local shell;
     struct pulse_broker_open_report rep;
@@ -1475,7 +1474,7 @@ static pulse_status_t highest_cursor(struct pulse_meta *meta, const char *topic,
  * partition in the store, the topic directory there, the partition's
  * directory missing or empty. *make_out: whether dir must be made. */
 static pulse_status_t recreate_check(struct pulse_local *b, const char *topic, uint32_t p, const char *dir,
-                                    bool *make_out, struct pulse_meta_topic *def, char *errbuf, size_t errlen)
+                                     bool *make_out, struct pulse_meta_topic *def, char *errbuf, size_t errlen)
 {
     char tdir[PATH_MAX];
     pulse_status_t st = pulse_meta_topic_get(b->meta, topic, def);
@@ -1489,8 +1488,8 @@ static pulse_status_t recreate_check(struct pulse_local *b, const char *topic, u
         return st;
     }
     if (p >= def->partitions) {
-        pulse_errbuf_set(errbuf, errlen, "topic %s has %" PRIu32 " partition(s): there is no partition %" PRIu32,
-                         topic, def->partitions, p);
+        pulse_errbuf_set(errbuf, errlen, "topic %s has %" PRIu32 " partition(s): there is no partition %" PRIu32, topic,
+                         def->partitions, p);
         return PULSE_PARTITION_NOT_FOUND;
     }
     topic_path(b, topic, NULL, tdir, sizeof tdir);
@@ -1505,8 +1504,10 @@ static pulse_status_t recreate_check(struct pulse_local *b, const char *topic, u
     if (*make_out)
         return PULSE_OK;
     if (!is_dir(b, dir)) {
-        pulse_errbuf_set(errbuf, errlen, "%s is not a directory (a symbolic link to a volume not mounted?): mount "
-                         "it, or remove it first", dir);
+        pulse_errbuf_set(errbuf, errlen,
+                         "%s is not a directory (a symbolic link to a volume not mounted?): mount "
+                         "it, or remove it first",
+                         dir);
         return PULSE_EXISTS;
     }
     if (dir_nonempty(b, dir)) {

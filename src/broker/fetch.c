@@ -239,8 +239,8 @@ void pulse_local_fetch_rewind(struct pulse_fetch *fp)
 
 /* ---- positions and raw slices ------------------------------------------- */
 
-pulse_status_t pulse_local_fetch_probe(struct pulse_broker *base, const char *topic, uint32_t partition,
-                                       int64_t offset, struct pulse_fetch_pos *pos)
+pulse_status_t pulse_local_fetch_probe(struct pulse_broker *base, const char *topic, uint32_t partition, int64_t offset,
+                                       struct pulse_fetch_pos *pos)
 {
     struct pulse_local *b = pulse_local_of(base);
     struct pulse_broker_topic *t = NULL;

@@ -150,8 +150,8 @@ static void attempt(struct pulse_broker_heal *h, struct pulse_broker_topic *t, u
         r->last = st;
         r->next_us = now + backoff_us(h, r->failures);
         atomic_fetch_add(&h->failures, 1);
-        PULSE_ERROR_RL("topic %s partition %" PRIu32 ": reopen failed (%s); next attempt in %" PRId64 " ms", t->name,
-                       p, pulse_status_message(st), (r->next_us - now) / 1000);
+        PULSE_ERROR_RL("topic %s partition %" PRIu32 ": reopen failed (%s); next attempt in %" PRId64 " ms", t->name, p,
+                       pulse_status_message(st), (r->next_us - now) / 1000);
     }
     pthread_mutex_unlock(&h->mu);
 }

@@ -104,10 +104,10 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg);
 struct pulse_broker_open_report {
     uint32_t topics;
     uint32_t partitions;
-    int64_t recovery_us;       /* all partition logs */
-    uint64_t truncated_bytes;  /* torn tails cut, all partitions */
-    uint32_t corrupt_segments; /* sealed segments cut short */
-    uint32_t deleted_leftovers; /* half-deleted topic directories removed */
+    int64_t recovery_us;          /* all partition logs */
+    uint64_t truncated_bytes;     /* torn tails cut, all partitions */
+    uint32_t corrupt_segments;    /* sealed segments cut short */
+    uint32_t deleted_leftovers;   /* half-deleted topic directories removed */
     uint32_t repaired_partitions; /* partitions whose recovery cut, rebuilt, removed or found damage (logged) */
     /* What the data directory's own metadata restored (docs/Operations.md
      * "When the metadata store is lost or damaged"). */
@@ -195,7 +195,7 @@ pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, c
  * directory (the store's lock is held meanwhile).
  */
 pulse_status_t pulse_broker_forget_topic(const struct pulse_broker_config *cfg, const char *name, size_t *cursors_out,
-                                        char *errbuf, size_t errlen);
+                                         char *errbuf, size_t errlen);
 
 /* What pulse_broker_recreate_partition did. */
 struct pulse_broker_recreate_report {

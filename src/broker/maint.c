@@ -102,9 +102,8 @@ static void retention_topic(struct pulse_broker_maint *m, struct pulse_broker_to
         if (st != PULSE_OK)
             PULSE_WARN("retention: topic %s partition %u: %s", t->name, p, pulse_status_message(st));
         if (res.segments_removed > 0) {
-            PULSE_INFO("retention: topic %s partition %u: removed %zu segment(s), %llu bytes, log start %lld",
-                       t->name, p, res.segments_removed, (unsigned long long)res.bytes_removed,
-                       (long long)res.new_log_start);
+            PULSE_INFO("retention: topic %s partition %u: removed %zu segment(s), %llu bytes, log start %lld", t->name,
+                       p, res.segments_removed, (unsigned long long)res.bytes_removed, (long long)res.new_log_start);
             atomic_fetch_add(&m->retention_segments, res.segments_removed);
             atomic_fetch_add(&m->retention_bytes, res.bytes_removed);
         }
@@ -302,8 +301,8 @@ pulse_status_t pulse_broker_maint_metrics(struct pulse_broker_maint *m, struct p
         uint64_t v = 0;
         if (m != NULL)
             v = atomic_load((atomic_uint_fast64_t *)((char *)m + counters[i].field));
-        st = pulse_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counters[i].name,
-                              counters[i].help, counters[i].name, counters[i].name, (unsigned long long)v);
+        st = pulse_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counters[i].name, counters[i].help,
+                              counters[i].name, counters[i].name, (unsigned long long)v);
     }
     if (st == PULSE_OK)
         st = pulse_buf_printf(out,

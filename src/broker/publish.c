@@ -121,7 +121,8 @@ static pulse_status_t check_record(const struct pulse_broker_config *cfg, const 
         return PULSE_TOO_LARGE;
     }
     if ((r->key == NULL && r->key_len > 0) || (r->value == NULL && r->value_len > 0)) {
-        pulse_errbuf_set(errbuf, errlen, "record %zu: %s bytes missing", i, r->key == NULL && r->key_len > 0 ? "key" : "value");
+        pulse_errbuf_set(errbuf, errlen, "record %zu: %s bytes missing", i,
+                         r->key == NULL && r->key_len > 0 ? "key" : "value");
         return PULSE_INVALID;
     }
     if (r->value != NULL && r->value_len > PULSE_BROKER_MAX_BATCH_BYTES) {
@@ -129,8 +130,8 @@ static pulse_status_t check_record(const struct pulse_broker_config *cfg, const 
         return PULSE_TOO_LARGE;
     }
     if (r->header_count > cfg->max_headers_per_record) {
-        pulse_errbuf_set(errbuf, errlen, "record %zu: %" PRIu32 " headers is over the limit of %" PRIu32, i, r->header_count,
-                cfg->max_headers_per_record);
+        pulse_errbuf_set(errbuf, errlen, "record %zu: %" PRIu32 " headers is over the limit of %" PRIu32, i,
+                         r->header_count, cfg->max_headers_per_record);
         return PULSE_TOO_LARGE;
     }
     if (r->header_count > 0 && r->headers == NULL) {
@@ -148,8 +149,8 @@ static pulse_status_t check_record(const struct pulse_broker_config *cfg, const 
             hbytes += hd->value_len;
     }
     if (hbytes > cfg->max_headers_bytes || hbytes >= PULSE_BATCH_NULL) {
-        pulse_errbuf_set(errbuf, errlen, "record %zu: headers of %" PRIu64 " bytes are over the %" PRIu32 "-byte limit", i,
-                hbytes, cfg->max_headers_bytes);
+        pulse_errbuf_set(errbuf, errlen, "record %zu: headers of %" PRIu64 " bytes are over the %" PRIu32 "-byte limit",
+                         i, hbytes, cfg->max_headers_bytes);
         return PULSE_TOO_LARGE;
     }
     return PULSE_OK;
@@ -170,11 +171,11 @@ struct publish_ctx {
     size_t n;
     char *errbuf;
     size_t errlen;
-    uint32_t *part_of;                /* partition of record i */
-    uint32_t *slot;                   /* record i's index within its partition's batch */
-    struct pulse_record_in *grouped;  /* records in partition order */
-    struct pulse_header_in *hdrs;     /* their headers, in the codec's form */
-    size_t nhdrs;                     /* headers of the whole publish */
+    uint32_t *part_of;                           /* partition of record i */
+    uint32_t *slot;                              /* record i's index within its partition's batch */
+    struct pulse_record_in *grouped;             /* records in partition order */
+    struct pulse_header_in *hdrs;                /* their headers, in the codec's form */
+    size_t nhdrs;                                /* headers of the whole publish */
     uint32_t count[PULSE_BROKER_MAX_PARTITIONS]; /* records per partition */
     uint32_t first[PULSE_BROKER_MAX_PARTITIONS]; /* a partition's first index in grouped */
     size_t run_first[PULSE_BROKER_MAX_PARTITIONS];
@@ -355,8 +356,8 @@ static void describe_appended(const struct publish_ctx *c, char *out, size_t len
         if (shown < 3 && used < len) {
             int64_t lo = c->runs[c->run_first[p]].base;
             int64_t hi = lo + (int64_t)c->count[p] - 1;
-            int k = lo == hi ? snprintf(out + used, len - used, "%s%" PRIu32 " (offset %" PRId64 ")",
-                                        shown ? ", " : "", p, lo)
+            int k = lo == hi ? snprintf(out + used, len - used, "%s%" PRIu32 " (offset %" PRId64 ")", shown ? ", " : "",
+                                        p, lo)
                              : snprintf(out + used, len - used, "%s%" PRIu32 " (offsets %" PRId64 "-%" PRId64 ")",
                                         shown ? ", " : "", p, lo, hi);
             used += k > 0 ? (size_t)k : 0;
@@ -425,8 +426,8 @@ static pulse_status_t append_all(struct publish_ctx *c, struct pulse_broker_pend
         uint64_t epoch = 0;
         /* All runs of the partition go in as one append unit: consecutive
          * offsets, one write. */
-        pulse_status_t st =
-            pulse_plog_append_async(c->t->plogs[p], c->bufs[p].data, c->bufs[p].len, &base, &end, &epoch);
+        pulse_status_t st = pulse_plog_append_async(c->t->plogs[p], c->bufs[p].data, c->bufs[p].len, &base, &end,
+                                                    &epoch);
         if (st != PULSE_OK) {
             append_error(c, p, st);
             return st;

@@ -490,8 +490,8 @@ static pulse_status_t resolve_spec(struct pulse_local *b, const struct pulse_top
     memset(def, 0, sizeof *def);
     if (spec == NULL || !pulse_broker_cname_valid(spec->name)) {
         pulse_errbuf_set(errbuf, errlen,
-                "topic name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or \"..\", "
-                "and must not begin with \"__\"");
+                         "topic name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or \"..\", "
+                         "and must not begin with \"__\"");
         return PULSE_INVALID_NAME;
     }
     memcpy(def->name, spec->name, strlen(spec->name) + 1);
@@ -519,7 +519,7 @@ static pulse_status_t resolve_spec(struct pulse_local *b, const struct pulse_top
     if (def->segment_bytes < (int64_t)PULSE_PLOG_MIN_SEGMENT_BYTES ||
         def->segment_bytes > (int64_t)PULSE_PLOG_MAX_SEGMENT_BYTES) {
         pulse_errbuf_set(errbuf, errlen, "segment_bytes must be between %llu and %llu", PULSE_PLOG_MIN_SEGMENT_BYTES,
-                PULSE_PLOG_MAX_SEGMENT_BYTES);
+                         PULSE_PLOG_MAX_SEGMENT_BYTES);
         return PULSE_INVALID;
     }
     def->created_at_ms = pulse_clock_wall_ms();
@@ -765,10 +765,9 @@ out:
 
 /* ---- retention ------------------------------------------------------- */
 
-pulse_status_t pulse_local_topic_set_retention_async(struct pulse_broker *base, const char *name,
-                                                     int64_t retention_ms, int64_t retention_bytes,
-                                                     struct pulse_topic_info **out, pulse_admin_done_fn done,
-                                                     void *arg)
+pulse_status_t pulse_local_topic_set_retention_async(struct pulse_broker *base, const char *name, int64_t retention_ms,
+                                                     int64_t retention_bytes, struct pulse_topic_info **out,
+                                                     pulse_admin_done_fn done, void *arg)
 {
     struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st;
@@ -837,8 +836,8 @@ pulse_status_t pulse_broker_topic_retention_run(struct pulse_local *b, const cha
          * change after all (the file wins on retention); the caller got an
          * error for a change that may yet happen, as after a crash. */
         if (pulse_broker_topic_file_write(b, &old) != PULSE_OK)
-            PULSE_ERROR("topic %s: the retention change failed but stays in %s; it applies at the next start",
-                        def.name, PULSE_BROKER_TOPIC_FILE);
+            PULSE_ERROR("topic %s: the retention change failed but stays in %s; it applies at the next start", def.name,
+                        PULSE_BROKER_TOPIC_FILE);
         goto out;
     }
     atomic_store(&t->retention_ms, def.retention_ms);
@@ -871,8 +870,7 @@ pulse_status_t pulse_local_topic_delete_async(struct pulse_broker *base, const c
     return st;
 }
 
-pulse_status_t pulse_broker_topic_delete_unmap(struct pulse_local *b, const char *name,
-                                               struct pulse_broker_topic **out)
+pulse_status_t pulse_broker_topic_delete_unmap(struct pulse_local *b, const char *name, struct pulse_broker_topic **out)
 {
     struct pulse_broker_topic *t;
     bool found = false;

@@ -44,8 +44,7 @@ pulse_status_t pulse_buf_append_u8(struct pulse_buf *buf, uint8_t v);
 pulse_status_t pulse_buf_append_be16(struct pulse_buf *buf, uint16_t v);
 pulse_status_t pulse_buf_append_be32(struct pulse_buf *buf, uint32_t v);
 pulse_status_t pulse_buf_append_be64(struct pulse_buf *buf, uint64_t v);
-pulse_status_t pulse_buf_printf(struct pulse_buf *buf, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+pulse_status_t pulse_buf_printf(struct pulse_buf *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Hands the storage to the caller (free with pulse_free); the buffer is left
  * empty. *len_out gets the length. May return NULL for an empty buffer. */

@@ -209,8 +209,7 @@ const struct pulse_io *pulse_io_posix(void)
     return &posix_io;
 }
 
-int pulse_io_pwrite_all(const struct pulse_io *io, int fd, const void *buf, size_t n, off_t off,
-                        size_t *done_out)
+int pulse_io_pwrite_all(const struct pulse_io *io, int fd, const void *buf, size_t n, off_t off, size_t *done_out)
 {
     const uint8_t *p = buf;
     size_t done = 0;
@@ -257,8 +256,7 @@ ssize_t pulse_io_pread_all(const struct pulse_io *io, int fd, void *buf, size_t 
     return (ssize_t)done;
 }
 
-int pulse_io_replace_file(const struct pulse_io *io, const char *dir, const char *name,
-                          const void *data, size_t len)
+int pulse_io_replace_file(const struct pulse_io *io, const char *dir, const char *name, const void *data, size_t len)
 {
     char tmp[4096];
     char dst[4096];

@@ -81,15 +81,13 @@ const struct pulse_io *pulse_io_posix(void);
  * errno; on -1, *done_out (nullable) tells how many bytes did land, so the
  * caller can truncate a short write away. pread_all returns the number of
  * bytes read (short only at end of file) or -1. */
-int pulse_io_pwrite_all(const struct pulse_io *io, int fd, const void *buf, size_t n, off_t off,
-                        size_t *done_out);
+int pulse_io_pwrite_all(const struct pulse_io *io, int fd, const void *buf, size_t n, off_t off, size_t *done_out);
 ssize_t pulse_io_pread_all(const struct pulse_io *io, int fd, void *buf, size_t n, off_t off);
 
 /* Writes a small file durably: temp file in the same directory (name starts
  * with ".tmp-"), write, fdatasync, rename over path, fsync the directory.
  * The temp file is removed on failure. Returns 0 or -1 with errno. */
-int pulse_io_replace_file(const struct pulse_io *io, const char *dir, const char *name,
-                          const void *data, size_t len);
+int pulse_io_replace_file(const struct pulse_io *io, const char *dir, const char *name, const void *data, size_t len);
 
 /* Reads a small file whole (the counterpart of pulse_io_replace_file):
  * *data_out gets its bytes (pulse_free; at least one byte is allocated)

@@ -138,10 +138,10 @@ static void vlog(enum pulse_log_level level, const char *fmt, va_list ap)
 struct limit_slot {
     const void *key; /* NULL: free */
     enum pulse_log_level level;
-    int64_t window_us;  /* start of the current window */
-    int64_t last_us;    /* last call, to pick a slot to reuse */
-    uint32_t lines;     /* let through in the current window */
-    uint32_t held;      /* held back since held_us */
+    int64_t window_us; /* start of the current window */
+    int64_t last_us;   /* last call, to pick a slot to reuse */
+    uint32_t lines;    /* let through in the current window */
+    uint32_t held;     /* held back since held_us */
     int64_t held_us;
     char text[HELD_TEXT]; /* the last line held back */
 };

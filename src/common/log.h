@@ -35,8 +35,7 @@ struct pulse_log_settings {
 };
 const struct pulse_settings_table *pulse_log_settings(void);
 
-void pulse_log(enum pulse_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void pulse_log(enum pulse_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A line written at level whatever log.level is, unless it is off: for
  * output a setting of its own turns on (server.access-log). */

@@ -53,7 +53,7 @@ typedef bool (*pulse_header_next_fn)(const struct pulse_record *rec, size_t *pos
 
 struct pulse_record {
     int64_t offset;
-    int64_t timestamp; /* ms since the epoch */
+    int64_t timestamp;  /* ms since the epoch */
     const uint8_t *key; /* NULL: a null key */
     size_t key_len;
     const uint8_t *value; /* NULL: a null value (a tombstone when keyed) */

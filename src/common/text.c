@@ -45,8 +45,7 @@ bool pulse_text_utf8_valid(const uint8_t *s, size_t n)
                 return false;
             cp = cp << 6 | (s[i + k] & 0x3Fu);
         }
-        if ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
+        if ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
             return false;
         i += need + 1;
     }

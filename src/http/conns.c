@@ -38,12 +38,12 @@ struct conn_list {
 struct pulse_conn {
     struct pulse_conn *prev; /* links in *list; NULL when not listed */
     struct pulse_conn *next;
-    struct conn_list *list;  /* the phase list holding it; NULL: none */
+    struct conn_list *list; /* the phase list holding it; NULL: none */
     int fd;
-    int64_t start_us;            /* when the head or the body window began */
-    bool expired;                /* the sweeper shut the socket down */
-    _Atomic uint64_t body_bytes; /* of the current request (its worker adds) */
-    uint64_t window_bytes;       /* body_bytes when the current window began */
+    int64_t start_us;                /* when the head or the body window began */
+    bool expired;                    /* the sweeper shut the socket down */
+    _Atomic uint64_t body_bytes;     /* of the current request (its worker adds) */
+    uint64_t window_bytes;           /* body_bytes when the current window began */
     struct pulse_target_note target; /* owner thread only (conns.h) */
 };
 

@@ -9,8 +9,10 @@
  * (500 storage_error), and so is ACCESS (a file of the data directory this
  * process may not open: the message says "permission denied"); NOSPACE is
  * 507 storage_full (retry once space is freed); FENCED is 503
- * partition_fenced (the partition is reopened in process; retry later); BUSY, NOFILE (the descriptor limit; the message
- * names it) and SHUTDOWN are 503 unavailable (retry later); RANGE is 416 offset_out_of_range (the only range the API reports);
+ * partition_fenced (the partition is reopened in process; retry later);
+ * BUSY, NOFILE (the descriptor limit; the message names it) and SHUTDOWN
+ * are 503 unavailable (retry later); RANGE is 416 offset_out_of_range (the
+ * only range the API reports);
  * NOT_SUPPORTED is what a broker backend answers for a form it cannot
  * produce (raw batches from a backend without a stored batch format):
  * 406 not_acceptable, as for an Accept header nothing matches.

@@ -21,27 +21,27 @@ struct pulse_fetchjson {
     uint64_t max_records;
     uint64_t max_bytes;
     /* plan */
-    uint64_t n_records;    /* records in the answer */
-    uint64_t records_len;  /* their text and the commas between them */
-    size_t max_headers;    /* largest rendered headers among them */
-    uint64_t payload;      /* their key and value bytes */
-    int64_t next;          /* offset after the last of them */
+    uint64_t n_records;   /* records in the answer */
+    uint64_t records_len; /* their text and the commas between them */
+    size_t max_headers;   /* largest rendered headers among them */
+    uint64_t payload;     /* their key and value bytes */
+    int64_t next;         /* offset after the last of them */
     bool full;
     /* stream */
     struct pulse_fetchjson_source src; /* owned once finish took it */
     bool owns_src;
     char *head; /* envelope before the records */
     size_t head_len;
-    char *after;   /* members after "records" (owned; nullable) */
-    char *tail;    /* and the text after the records (owned) */
+    char *after; /* members after "records" (owned; nullable) */
+    char *tail;  /* and the text after the records (owned) */
     size_t tail_len;
     uint64_t body_len;
     uint64_t written;
     enum phase phase;
-    size_t at;                   /* progress in head or tail */
-    uint64_t emitted;            /* records begun */
+    size_t at;        /* progress in head or tail */
+    uint64_t emitted; /* records begun */
     bool in_record;
-    bool comma;                  /* a comma is owed before the record */
+    bool comma; /* a comma is owed before the record */
     struct pulse_record_json w;
 };
 

@@ -439,8 +439,8 @@ void pulse_h_consumers_cursor_get(struct pulse_hreq *r)
     struct read_state *rs = start_read(r, cursor_get_resume);
     if (rs == NULL)
         return;
-    pulse_status_t st = pulse_broker_cursor_get_async(r->srv->broker, r->consumer, r->topic, r->partition,
-                                                      &rs->cursor, pulse_server_call_done, r);
+    pulse_status_t st = pulse_broker_cursor_get_async(r->srv->broker, r->consumer, r->topic, r->partition, &rs->cursor,
+                                                      pulse_server_call_done, r);
     pulse_server_call_end(r, st, st == PULSE_OK);
 }
 

@@ -171,8 +171,8 @@ static void reply_fetch_error(struct pulse_hreq *r, pulse_status_t st, const str
     else if (st == PULSE_PARTITION_NOT_FOUND)
         pulse_server_reply_no_partition(r, r->topic, r->partition);
     else if (st == PULSE_NOT_SUPPORTED)
-        pulse_server_reply_error(r, 406, "not_acceptable", "this broker's backend has no raw record batches; ask for %s",
-                                 PULSE_MEDIA_JSON);
+        pulse_server_reply_error(r, 406, "not_acceptable",
+                                 "this broker's backend has no raw record batches; ask for %s", PULSE_MEDIA_JSON);
     else
         pulse_server_reply_status(r, st, NULL);
 }
@@ -400,8 +400,7 @@ static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson
         /* Anything short of OK (the next unit is larger than what is left
          * of max_bytes, the budget is spent, a read failed) ends the answer
          * with what is planned. */
-        if (read_at(r, fr, *read_end, budget < chunk ? budget : chunk, budget, &more) != PULSE_OK ||
-            fr->held == before)
+        if (read_at(r, fr, *read_end, budget < chunk ? budget : chunk, budget, &more) != PULSE_OK || fr->held == before)
             return PULSE_OK;
         /* Left unplanned (the stream writes only planned records): the
          * next fetch reads it again. */
@@ -583,8 +582,8 @@ static bool query_int(struct pulse_hreq *r, const char *name, int64_t min, int64
     if (v == NULL)
         return true;
     if (pulse_request_parse_i64(v, min, max, out) != PULSE_OK) {
-        pulse_server_reply_error(r, 400, "invalid_request", "query parameter %s must be an integer in %lld..%lld",
-                                 name, (long long)min, (long long)max);
+        pulse_server_reply_error(r, 400, "invalid_request", "query parameter %s must be an integer in %lld..%lld", name,
+                                 (long long)min, (long long)max);
         return false;
     }
     return true;

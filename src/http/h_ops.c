@@ -73,8 +73,8 @@ void pulse_h_ops_readyz(struct pulse_hreq *r)
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
     }
-    pulse_server_reply_json(r, 200, json_pack("{s:s,s:o}", "status", nfenced > 0 ? "degraded" : "ready",
-                                              "fenced_partitions", list));
+    pulse_server_reply_json(
+        r, 200, json_pack("{s:s,s:o}", "status", nfenced > 0 ? "degraded" : "ready", "fenced_partitions", list));
 }
 
 void pulse_h_ops_metrics(struct pulse_hreq *r)

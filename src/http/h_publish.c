@@ -43,12 +43,11 @@ static struct publish_state *pub(struct pulse_hreq *r)
     return r->hstate;
 }
 
-static const char *const record_fields[] = {"key",       "key_base64", "value", "value_base64",
-                                            "headers",   "partition",  "timestamp", NULL};
+static const char *const record_fields[] = {"key",     "key_base64", "value",     "value_base64",
+                                            "headers", "partition",  "timestamp", NULL};
 
 /* Bytes of a JSON string field, or base64-decoded into the pool. */
-static bool decode_b64(struct pulse_hreq *r, json_t *s, const char *field, size_t idx, const uint8_t **out,
-                       size_t *len)
+static bool decode_b64(struct pulse_hreq *r, json_t *s, const char *field, size_t idx, const uint8_t **out, size_t *len)
 {
     if (!json_is_string(s)) {
         pulse_server_reply_error(r, 400, "invalid_request", "records[%zu].%s must be a string", idx, field);
@@ -371,8 +370,7 @@ static bool parse_ndjson_body(struct pulse_hreq *r)
                 return false;
             }
             if (obj == NULL) {
-                pulse_server_reply_error(r, 400, "invalid_request", "line %zu: malformed JSON: %s", lineno,
-                                         jerr.text);
+                pulse_server_reply_error(r, 400, "invalid_request", "line %zu: malformed JSON: %s", lineno, jerr.text);
                 return false;
             }
             if (json_array_append_new(lines, obj) != 0) {

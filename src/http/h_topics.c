@@ -153,7 +153,7 @@ static void create_resume(struct pulse_hreq *r)
 
 void pulse_h_topics_create(struct pulse_hreq *r)
 {
-    static const char *const allowed[] = {"name",         "partitions", "cleanup", "retention_ms", "retention_bytes",
+    static const char *const allowed[] = {"name",          "partitions", "cleanup", "retention_ms", "retention_bytes",
                                           "segment_bytes", NULL};
     json_t *body = pulse_server_body_object(r);
     if (body == NULL)

@@ -94,9 +94,9 @@ struct pulse_server {
 };
 
 enum pulse_hreq_state {
-    PULSE_HREQ_NEW = 0,  /* headers seen, body (if any) arriving */
+    PULSE_HREQ_NEW = 0,   /* headers seen, body (if any) arriving */
     PULSE_HREQ_SUSPENDED, /* waiting for a broker callback */
-    PULSE_HREQ_ANSWERED  /* a response is queued */
+    PULSE_HREQ_ANSWERED   /* a response is queued */
 };
 
 enum pulse_body_kind { PULSE_BODY_JSON = 0, PULSE_BODY_OCTETS, PULSE_BODY_NDJSON };
@@ -110,14 +110,14 @@ struct pulse_hreq {
     struct pulse_server *srv;
     struct MHD_Connection *conn;
     struct pulse_conn *hc; /* the connection's registry entry (conns.h) */
-    const char *url; /* borrowed from MHD for the request's life */
+    const char *url;       /* borrowed from MHD for the request's life */
     enum pulse_method method;
     struct pulse_route_match match;
     char id[PULSE_REQUEST_ID_MAX + 1];
     int64_t start_us;
     enum pulse_hreq_state state;
-    unsigned status; /* HTTP status of the queued answer; 0 = none */
-    bool close;           /* answer with "Connection: close" (framing errors) */
+    unsigned status;          /* HTTP status of the queued answer; 0 = none */
+    bool close;               /* answer with "Connection: close" (framing errors) */
     const char *line_problem; /* why the request line is refused (400, close); NULL = none */
     bool http11;              /* HTTP/1.1 or later: a Host field is required */
     const char *origin;           /* the Origin header (borrowed from MHD), or NULL */
@@ -140,7 +140,7 @@ struct pulse_hreq {
     bool gzip;
     bool too_large;
     bool over_budget; /* the body could not be reserved: 503 at the end */
-    bool received; /* the whole request has arrived (counted out of receiving) */
+    bool received;    /* the whole request has arrived (counted out of receiving) */
     enum pulse_body_kind body_kind;
     struct pulse_buf body;
     /* suspension: written by a broker thread before MHD_resume_connection */
@@ -156,7 +156,7 @@ struct pulse_hreq {
     void *hstate;
     void (*hstate_dispose)(void *hstate);
     /* what every handler may read */
-    json_t *doc; /* parsed body kept alive while records borrow from it */
+    json_t *doc;                       /* parsed body kept alive while records borrow from it */
     char topic[PULSE_NAME_MAX + 1];    /* pulse_server_path_topic */
     char consumer[PULSE_NAME_MAX + 1]; /* pulse_server_path_consumer */
     uint32_t partition;                /* pulse_server_path_partition */
@@ -293,8 +293,8 @@ void pulse_server_call_end(struct pulse_hreq *r, pulse_status_t st, bool called_
 bool pulse_server_only_fields(struct pulse_hreq *r, json_t *obj, const char *const *allowed, const char *what);
 /* Reads an optional integer field in [min, max]: true when absent (*out
  * untouched) or valid; false after answering 400. */
-bool pulse_server_int_field(struct pulse_hreq *r, json_t *obj, const char *name, int64_t min, int64_t max,
-                            int64_t *out, bool *present);
+bool pulse_server_int_field(struct pulse_hreq *r, json_t *obj, const char *name, int64_t min, int64_t max, int64_t *out,
+                            bool *present);
 
 /* ---- server_auth.c: grants ----------------------------------------------- */
 

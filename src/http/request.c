@@ -84,8 +84,8 @@ enum pulse_accept_pick pulse_request_accept(const char *accept, bool raw_offered
         if (!blank) {
             any_range = true;
             if (!q_is_zero(p + tn, n - tn)) {
-                if (media_eq(p, tn, PULSE_MEDIA_JSON) || media_eq(p, tn, "application/*") ||
-                    media_eq(p, tn, "*/*") || media_eq(p, tn, "*"))
+                if (media_eq(p, tn, PULSE_MEDIA_JSON) || media_eq(p, tn, "application/*") || media_eq(p, tn, "*/*") ||
+                    media_eq(p, tn, "*"))
                     return PULSE_ACCEPT_JSON;
                 if (raw_offered && media_eq(p, tn, PULSE_MEDIA_BATCHES))
                     return PULSE_ACCEPT_RAW;

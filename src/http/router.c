@@ -33,6 +33,8 @@ static const char *const events_query[] = {"from", "offset", "timestamp", "posit
 static const char *const topic_read_query[] = {"positions", "consumer", "offset", "timestamp", "max_records",
                                                "max_bytes", "wait_ms", NULL};
 
+/* One route a row. */
+/* clang-format off */
 static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_HEALTHZ, "/healthz", M(GET), {NULL}},
     {PULSE_ROUTE_READYZ, "/readyz", M(GET), {NULL}},
@@ -63,6 +65,7 @@ static const struct route_def routes[PULSE_ROUTE_NONE] = {
     {PULSE_ROUTE_GROUP_COMMIT, "/v1/groups/{group}/members/{member}/commit", M(POST), {NULL}},
     {PULSE_ROUTE_EVENTS, "/v1/topics/{topic}/events", M(GET), {[PULSE_METHOD_GET] = events_query}},
 };
+/* clang-format on */
 
 /*
  * The grant every route and method needs (router.h, docs/Security.md): one

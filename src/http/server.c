@@ -208,10 +208,11 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
         MHD_OPTION_NOTIFY_CONNECTION, pulse_server_on_connection, srv,
         MHD_OPTION_UNESCAPE_CALLBACK, pulse_server_on_unescape, srv,
         MHD_OPTION_URI_LOG_CALLBACK, pulse_server_on_uri, srv, MHD_OPTION_END);
+    /* clang-format on */
     if (srv->daemon == NULL) {
         st = PULSE_IO;
         pulse_errbuf_set(errbuf, errlen, "cannot start the HTTP server on %s (see the libmicrohttpd message above)",
-                cfg->server.listen);
+                         cfg->server.listen);
         goto out;
     }
     fd = -1; /* the daemon owns it now */
@@ -337,4 +338,3 @@ void pulse_server_destroy(struct pulse_server *srv)
     pulse_free(srv->rows);
     pulse_free(srv);
 }
-

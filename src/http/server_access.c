@@ -168,8 +168,7 @@ static void begin_body(struct pulse_hreq *r)
     const char *enc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
     if (enc != NULL && !pulse_request_media_is(enc, "identity")) {
         if (!pulse_request_media_is(enc, "gzip")) {
-            pulse_server_reply_error(r, 415, "unsupported_media_type", "Content-Encoding \"%s\" is not supported",
-                                     enc);
+            pulse_server_reply_error(r, 415, "unsupported_media_type", "Content-Encoding \"%s\" is not supported", enc);
             return;
         }
         r->gzip = true;
@@ -247,7 +246,8 @@ static void begin(struct pulse_hreq *r)
         return;
     if (route == PULSE_ROUTE_NONE) {
         char path[160];
-        pulse_server_reply_error(r, 404, "not_found", "no such resource: %s", pulse_server_printable(r->url, path, sizeof path));
+        pulse_server_reply_error(r, 404, "not_found", "no such resource: %s",
+                                 pulse_server_printable(r->url, path, sizeof path));
         return;
     }
     /* OPTIONS is answered from the router's table once the request is in
@@ -454,8 +454,8 @@ static void finish(struct pulse_hreq *r)
 }
 
 enum MHD_Result pulse_server_on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-                                 const char *version, const char *upload_data, size_t *upload_data_size,
-                                 void **con_cls)
+                                       const char *version, const char *upload_data, size_t *upload_data_size,
+                                       void **con_cls)
 {
     struct pulse_server *srv = cls;
     struct pulse_hreq *r = *con_cls;

@@ -152,8 +152,7 @@ static bool request_line_whole(const struct pulse_target_note *note, const char 
 }
 
 /* Why the request line is refused (400 and close), or NULL. */
-const char *pulse_server_line_problem(struct pulse_conn *hc, const char *method, const char *url,
-                                        const char *version)
+const char *pulse_server_line_problem(struct pulse_conn *hc, const char *method, const char *url, const char *version)
 {
     const struct pulse_target_note *note = pulse_conns_target(hc);
     if (!request_line_whole(note, method, url, version))

@@ -27,7 +27,7 @@
 #include "http/server_int.h"
 
 void pulse_server_on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                          enum MHD_ConnectionNotificationCode toe)
+                                enum MHD_ConnectionNotificationCode toe)
 {
     struct pulse_server *srv = cls;
     if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {

@@ -102,8 +102,8 @@ bool pulse_server_only_fields(struct pulse_hreq *r, json_t *obj, const char *con
     return true;
 }
 
-bool pulse_server_int_field(struct pulse_hreq *r, json_t *obj, const char *name, int64_t min, int64_t max,
-                            int64_t *out, bool *present)
+bool pulse_server_int_field(struct pulse_hreq *r, json_t *obj, const char *name, int64_t min, int64_t max, int64_t *out,
+                            bool *present)
 {
     json_t *v = json_object_get(obj, name);
     if (present != NULL)

@@ -52,8 +52,7 @@ bool pulse_server_refuse_framing(struct pulse_hreq *r);
 bool pulse_server_refuse_headers(struct pulse_hreq *r);
 bool pulse_server_refuse_query(struct pulse_hreq *r);
 /* Why the request line is refused (400 and close), or NULL. */
-const char *pulse_server_line_problem(struct pulse_conn *hc, const char *method, const char *url,
-                                      const char *version);
+const char *pulse_server_line_problem(struct pulse_conn *hc, const char *method, const char *url, const char *version);
 /* Copies text for an error message: printable ASCII only (anything else
  * becomes '?'); returns out. */
 const char *pulse_server_printable(const char *text, char *out, size_t len);

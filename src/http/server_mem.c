@@ -187,4 +187,3 @@ pulse_status_t pulse_server_mem_grow(struct pulse_hreq *r, struct pulse_buf *buf
     pulse_buf_set_max(buf, want);
     return PULSE_OK;
 }
-

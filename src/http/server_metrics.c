@@ -14,7 +14,7 @@
 #include "http/server_int.h"
 
 static const double latency_bounds[PULSE_HTTP_LATENCY_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                                   0.1,   0.25,   0.5,   1.0,  5.0,   30.0};
+                                                                  0.1,   0.25,   0.5,   1.0,  5.0,   30.0};
 
 static size_t latency_bucket(double secs)
 {
@@ -90,11 +90,9 @@ static pulse_status_t limits_metrics(struct pulse_server *srv, struct pulse_buf 
         "# HELP pulse_http_memory_refusals_total Reservations the budget refused (answered 503).\n"
         "# TYPE pulse_http_memory_refusals_total counter\n"
         "pulse_http_memory_refusals_total %llu\n",
-        (unsigned long long)cst.open, (unsigned long long)cst.head_timeouts,
-        (unsigned long long)cst.body_timeouts, (unsigned long long)cst.busy_closes,
-        (unsigned long long)srv->budget.limit,
-        (unsigned long long)pulse_budget_used(&srv->budget),
-        (unsigned long long)pulse_budget_refusals(&srv->budget));
+        (unsigned long long)cst.open, (unsigned long long)cst.head_timeouts, (unsigned long long)cst.body_timeouts,
+        (unsigned long long)cst.busy_closes, (unsigned long long)srv->budget.limit,
+        (unsigned long long)pulse_budget_used(&srv->budget), (unsigned long long)pulse_budget_refusals(&srv->budget));
 }
 
 /* [limits] (ratelimit.h): refusals and the clients remembered. */
@@ -128,8 +126,8 @@ pulse_status_t pulse_server_metrics(struct pulse_server *srv, struct pulse_buf *
     for (size_t i = 0; st == PULSE_OK && i < srv->n_rows; i++) {
         const struct pulse_http_metric_row *row = &srv->rows[i];
         st = pulse_buf_printf(out, "pulse_http_requests_total{route=\"%s\",method=\"%s\",status=\"%u\"} %llu\n",
-                              pulse_router_template(row->route), pulse_router_method_name(row->method),
-                              row->status, (unsigned long long)row->count);
+                              pulse_router_template(row->route), pulse_router_method_name(row->method), row->status,
+                              (unsigned long long)row->count);
     }
     if (st == PULSE_OK)
         st = pulse_buf_printf(out, "# HELP pulse_http_request_duration_seconds Time from request to answer.\n"

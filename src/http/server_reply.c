@@ -78,8 +78,8 @@ void pulse_server_reply(struct pulse_hreq *r, unsigned status, struct MHD_Respon
 
 void pulse_server_reply_oom(struct pulse_hreq *r)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(sizeof oom_body - 1, (void *)(uintptr_t)oom_body, MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(sizeof oom_body - 1, (void *)(uintptr_t)oom_body,
+                                                                MHD_RESPMEM_PERSISTENT);
     pulse_server_reply(r, 500, resp, PULSE_MEDIA_JSON);
 }
 
@@ -187,8 +187,8 @@ static void reply_error_v(struct pulse_hreq *r, unsigned status, const char *cod
      * rate-limited per error code (a static string): a full disk answers
      * every publish with 507, and one line per request would flood too. */
     if (r->not_serving)
-        PULSE_DEBUG_LOG("request %s %s %s: %u %s: %s", r->id, pulse_router_method_name(r->method), r->url, status,
-                        code, msg);
+        PULSE_DEBUG_LOG("request %s %s %s: %u %s: %s", r->id, pulse_router_method_name(r->method), r->url, status, code,
+                        msg);
     else if (status >= 500 && status != 501 && r->retry_after == 0)
         pulse_log_limited(PULSE_LOG_WARN, code, "request %s %s %s: %u %s: %s", r->id,
                           pulse_router_method_name(r->method), r->url, status, code, msg);
@@ -204,11 +204,11 @@ void pulse_server_reply_error(struct pulse_hreq *r, unsigned status, const char 
     va_end(ap);
 }
 
-static void reply_error_extra(struct pulse_hreq *r, unsigned status, const char *code, json_t *extra,
-                              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void reply_error_extra(struct pulse_hreq *r, unsigned status, const char *code, json_t *extra, const char *fmt,
+                              ...) __attribute__((format(printf, 5, 6)));
 
-static void reply_error_extra(struct pulse_hreq *r, unsigned status, const char *code, json_t *extra,
-                              const char *fmt, ...)
+static void reply_error_extra(struct pulse_hreq *r, unsigned status, const char *code, json_t *extra, const char *fmt,
+                              ...)
 {
     va_list ap;
     va_start(ap, fmt);

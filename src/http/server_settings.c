@@ -17,8 +17,7 @@
 #define GIB (1024ll * 1024 * 1024)
 #define DAY_MS (86400000ll)
 
-pulse_status_t pulse_server_listen_split(const char *listen, char *host, size_t hostlen, uint16_t *port,
-                                         bool *is_v6)
+pulse_status_t pulse_server_listen_split(const char *listen, char *host, size_t hostlen, uint16_t *port, bool *is_v6)
 {
     const char *colon = NULL;
     const char *h = listen;
@@ -65,8 +64,8 @@ pulse_status_t pulse_server_listen_check(const char *listen, char *errbuf, size_
         size_t digits = strspn(d, "0123456789");
         if (colon != NULL && colon != listen && digits > 0 && d[digits] == '\0' &&
             (digits > 5 || strtoul(d, NULL, 10) > 65535)) {
-            pulse_errbuf_set(errbuf, errlen,
-                             "server.listen: \"%s\": port must be 1..65535 (or 0 to pick a free port)", listen);
+            pulse_errbuf_set(errbuf, errlen, "server.listen: \"%s\": port must be 1..65535 (or 0 to pick a free port)",
+                             listen);
             return PULSE_INVALID;
         }
         pulse_errbuf_set(errbuf, errlen, "server.listen: \"%s\" is not HOST:PORT", listen);
@@ -98,8 +97,8 @@ static const struct pulse_setting keys[] = {
      "where the metadata store and the partition logs live; one process per directory"},
     {"server.max-body-bytes", PULSE_SETTING_SIZE, F(max_body_bytes), "16MiB", NULL, 1, GIB, NULL,
      "largest request body, after gzip decoding"},
-    {"server.max-records-per-request", PULSE_SETTING_INT, F(max_records_per_request), "10000", NULL, 1, 1000000,
-     NULL, "most records in one publish (and cursors in one commit)"},
+    {"server.max-records-per-request", PULSE_SETTING_INT, F(max_records_per_request), "10000", NULL, 1, 1000000, NULL,
+     "most records in one publish (and cursors in one commit)"},
     {"server.max-connections", PULSE_SETTING_INT, F(max_connections), "1000", NULL, 1, 1000000, NULL,
      "most client connections at once"},
     {"server.max-connections-per-ip", PULSE_SETTING_INT, F(max_connections_per_ip), "64", NULL, 0, 1000000, NULL,

@@ -51,8 +51,7 @@ const struct pulse_settings_table *pulse_server_settings(void);
  * the address without brackets; *is_v6 tells whether it was bracketed.
  * PULSE_INVALID when malformed.
  */
-pulse_status_t pulse_server_listen_split(const char *listen, char *host, size_t hostlen, uint16_t *port,
-                                         bool *is_v6);
+pulse_status_t pulse_server_listen_split(const char *listen, char *host, size_t hostlen, uint16_t *port, bool *is_v6);
 
 /*
  * Checks a server.listen value, as setting the key does: HOST:PORT with a

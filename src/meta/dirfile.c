@@ -160,8 +160,8 @@ pulse_status_t pulse_dirfile_identity_encode(const struct pulse_meta_identity *i
     return seal(json_pack("{s:s, s:s}", "cluster_id", id->cluster_id, "broker_id", id->broker_id), buf, cap, len_out);
 }
 
-pulse_status_t pulse_dirfile_identity_decode(const char *buf, size_t len, struct pulse_meta_identity *out,
-                                             char *errbuf, size_t errlen)
+pulse_status_t pulse_dirfile_identity_decode(const char *buf, size_t len, struct pulse_meta_identity *out, char *errbuf,
+                                             size_t errlen)
 {
     struct pulse_meta_identity id;
     const char *cluster = NULL;

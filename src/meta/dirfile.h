@@ -47,7 +47,7 @@ pulse_status_t pulse_dirfile_topic_decode(const char *buf, size_t len, struct pu
 /* As above for the identity file. */
 pulse_status_t pulse_dirfile_identity_encode(const struct pulse_meta_identity *id, char *buf, size_t cap,
                                              size_t *len_out);
-pulse_status_t pulse_dirfile_identity_decode(const char *buf, size_t len, struct pulse_meta_identity *out,
-                                             char *errbuf, size_t errlen);
+pulse_status_t pulse_dirfile_identity_decode(const char *buf, size_t len, struct pulse_meta_identity *out, char *errbuf,
+                                             size_t errlen);
 
 #endif

@@ -232,8 +232,7 @@ static void db_leave(struct pulse_meta *meta)
 
 /* Gets a key. *val_out is leveldb-malloc'd (leveldb_free) or NULL when the
  * key is absent. */
-static pulse_status_t get_raw(struct pulse_meta *meta, const char *key, size_t klen, char **val_out,
-                              size_t *vlen_out)
+static pulse_status_t get_raw(struct pulse_meta *meta, const char *key, size_t klen, char **val_out, size_t *vlen_out)
 {
     char *err = NULL;
     char *val;
@@ -393,10 +392,9 @@ static json_t *load_json(const char *val, size_t vlen)
 
 json_t *pulse_meta_topic_to_doc(const struct pulse_meta_topic *t)
 {
-    return json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I}", "name", t->name, "partitions",
-                     (json_int_t)t->partitions, "cleanup", t->cleanup == 1 ? "compact" : "delete",
-                     "retention_ms", (json_int_t)t->retention_ms, "retention_bytes",
-                     (json_int_t)t->retention_bytes, "segment_bytes", (json_int_t)t->segment_bytes,
+    return json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I}", "name", t->name, "partitions", (json_int_t)t->partitions,
+                     "cleanup", t->cleanup == 1 ? "compact" : "delete", "retention_ms", (json_int_t)t->retention_ms,
+                     "retention_bytes", (json_int_t)t->retention_bytes, "segment_bytes", (json_int_t)t->segment_bytes,
                      "created_at_ms", (json_int_t)t->created_at_ms);
 }
 
@@ -410,8 +408,8 @@ pulse_status_t pulse_meta_topic_from_doc(json_t *doc, struct pulse_meta_topic *o
     if (doc == NULL)
         goto out;
     if (json_unpack(doc, "{s:s, s:I, s:s, s:I, s:I, s:I, s:I}", "name", &name, "partitions", &parts, "cleanup",
-                    &cleanup, "retention_ms", &rms, "retention_bytes", &rbytes, "segment_bytes", &segb,
-                    "created_at_ms", &created) != 0)
+                    &cleanup, "retention_ms", &rms, "retention_bytes", &rbytes, "segment_bytes", &segb, "created_at_ms",
+                    &created) != 0)
         goto out;
     if (!name_ok(name) || parts < 1 || parts > 65536 || rms < 0 || rbytes < 0 || segb <= 0)
         goto out;
@@ -594,9 +592,9 @@ static pulse_status_t check_schema(struct pulse_meta *meta, bool *created_out, c
     int64_t version = (int64_t)pulse_get_be64((const uint8_t *)val);
     if (version > PULSE_META_SCHEMA_VERSION) {
         pulse_errbuf_set(errbuf, errlen,
-                "metadata schema version %" PRId64 " is newer than this build supports (%d); "
-                "run a newer pulsed on this data directory",
-                version, PULSE_META_SCHEMA_VERSION);
+                         "metadata schema version %" PRId64 " is newer than this build supports (%d); "
+                         "run a newer pulsed on this data directory",
+                         version, PULSE_META_SCHEMA_VERSION);
         st = PULSE_INVALID;
         goto out;
     }
@@ -932,8 +930,7 @@ static pulse_status_t repair_lock(const char *dir, int *fd_out, char *errbuf, si
     return PULSE_OK;
 }
 
-pulse_status_t pulse_meta_repair(const char *dir, struct pulse_meta_repair_report *report, char *errbuf,
-                                 size_t errlen)
+pulse_status_t pulse_meta_repair(const char *dir, struct pulse_meta_repair_report *report, char *errbuf, size_t errlen)
 {
     static const char *const damage_words[] = {"Corruption", "ignoring"};
     pulse_status_t st = PULSE_OK;
@@ -1439,8 +1436,8 @@ static int cursor_cmp(const void *a, const void *b)
     return x->partition < y->partition ? -1 : x->partition > y->partition;
 }
 
-pulse_status_t pulse_meta_cursor_list(struct pulse_meta *meta, const char *consumer,
-                                      struct pulse_meta_cursor **out, size_t *n_out)
+pulse_status_t pulse_meta_cursor_list(struct pulse_meta *meta, const char *consumer, struct pulse_meta_cursor **out,
+                                      size_t *n_out)
 {
     struct cursor_list_ctx cl = {0};
     char key[KEY_MAX];

@@ -113,12 +113,12 @@ enum pulse_meta_id_origin {
 
 /* What pulse_meta_open_ex found. */
 struct pulse_meta_open_report {
-    bool created;                  /* no schema version: a new store (first start, or meta/ was lost) */
+    bool created; /* no schema version: a new store (first start, or meta/ was lost) */
     enum pulse_meta_id_origin cluster_origin;
     enum pulse_meta_id_origin broker_origin;
-    bool identity_mismatch;        /* PULSE_INVALID because the store's ids differ from want's */
-    uint64_t topics;               /* topic records */
-    uint64_t cursors;              /* cursor records */
+    bool identity_mismatch; /* PULSE_INVALID because the store's ids differ from want's */
+    uint64_t topics;        /* topic records */
+    uint64_t cursors;       /* cursor records */
     /* LevelDB opens with paranoid checks off, so a damaged record in its
      * log is dropped, leaving only a line in <dir>/LOG: how many such lines
      * this open wrote, and the first. */
@@ -157,9 +157,9 @@ pulse_status_t pulse_meta_open_ex(const char *dir, const struct pulse_meta_open_
 
 /* What pulse_meta_repair did. */
 struct pulse_meta_repair_report {
-    bool found;                 /* dir existed; false: nothing to repair */
-    uint32_t tables_set_aside;  /* unreadable tables LevelDB moved to <dir>/lost (their records are lost) */
-    uint32_t damage_lines;      /* lines of LevelDB's report that mention damage */
+    bool found;                /* dir existed; false: nothing to repair */
+    uint32_t tables_set_aside; /* unreadable tables LevelDB moved to <dir>/lost (their records are lost) */
+    uint32_t damage_lines;     /* lines of LevelDB's report that mention damage */
     char damage[PULSE_META_REPAIR_NOTES][PULSE_META_NOTE_MAX]; /* the first of them */
 };
 
@@ -173,8 +173,7 @@ struct pulse_meta_repair_report {
  * PULSE_BUSY (the store is open in another process), PULSE_IO, PULSE_NOMEM.
  * Thread: only with no open handle on dir in this process.
  */
-pulse_status_t pulse_meta_repair(const char *dir, struct pulse_meta_repair_report *report, char *errbuf,
-                                 size_t errlen);
+pulse_status_t pulse_meta_repair(const char *dir, struct pulse_meta_repair_report *report, char *errbuf, size_t errlen);
 
 /* Closes the store. NULL is a no-op. No other call may run or follow. */
 void pulse_meta_close(struct pulse_meta *meta);
@@ -241,8 +240,8 @@ pulse_status_t pulse_meta_cursor_get(struct pulse_meta *meta, const char *consum
 
 /* A consumer's cursors sorted by topic then partition; *out allocated
  * (pulse_free), NULL when *n_out == 0. */
-pulse_status_t pulse_meta_cursor_list(struct pulse_meta *meta, const char *consumer,
-                                      struct pulse_meta_cursor **out, size_t *n_out);
+pulse_status_t pulse_meta_cursor_list(struct pulse_meta *meta, const char *consumer, struct pulse_meta_cursor **out,
+                                      size_t *n_out);
 
 /* The highest cursor any consumer committed for each topic partition, in
  * one scan of every cursor: *out allocated (pulse_free), sorted by topic

@@ -153,14 +153,13 @@ static pulse_status_t size_records(int64_t base_offset, bool sparse, const struc
     for (size_t i = 0; i < n; i++) {
         const struct pulse_record_in *rec = &recs[i];
         int64_t delta;
-        if (__builtin_sub_overflow(rec->timestamp, recs[0].timestamp, &delta) || delta < INT32_MIN ||
-            delta > INT32_MAX)
+        if (__builtin_sub_overflow(rec->timestamp, recs[0].timestamp, &delta) || delta < INT32_MIN || delta > INT32_MAX)
             return PULSE_RANGE;
         st = check_record_in(rec);
         if (st != PULSE_OK)
             return st;
-        if (sparse && (rec->offset_delta >= SPARSE_DELTA_LIMIT ||
-                       (i > 0 && rec->offset_delta <= recs[i - 1].offset_delta)))
+        if (sparse &&
+            (rec->offset_delta >= SPARSE_DELTA_LIMIT || (i > 0 && rec->offset_delta <= recs[i - 1].offset_delta)))
             return PULSE_INVALID;
         size_t body = record_body_size(rec);
         if (body > UINT32_MAX)
@@ -431,8 +430,7 @@ pulse_status_t pulse_batch_iter_next(struct pulse_batch_iter *it, struct pulse_r
     return parse_record(it, rec);
 }
 
-pulse_status_t pulse_record_header_next(const struct pulse_record_view *rec, size_t *pos,
-                                        struct pulse_header_view *hv)
+pulse_status_t pulse_record_header_next(const struct pulse_record_view *rec, size_t *pos, struct pulse_header_view *hv)
 {
     if (*pos >= rec->headers_len)
         return *pos == rec->headers_len ? PULSE_EOF : PULSE_CORRUPT;

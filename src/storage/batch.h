@@ -109,8 +109,8 @@ struct pulse_batch_iter {
     const uint8_t *buf; /* the whole batch */
     size_t len;
     struct pulse_batch_header hdr;
-    size_t pos;        /* next record position within buf */
-    uint32_t index;    /* records returned so far */
+    size_t pos;         /* next record position within buf */
+    uint32_t index;     /* records returned so far */
     int64_t last_delta; /* offsetDelta of the previous record, -1 at start */
 };
 
@@ -167,8 +167,7 @@ pulse_status_t pulse_batch_iter_init(struct pulse_batch_iter *it, const uint8_t 
 pulse_status_t pulse_batch_iter_next(struct pulse_batch_iter *it, struct pulse_record_view *rec);
 
 /* Walks rec->headers: *pos starts at 0. PULSE_OK, PULSE_EOF at the end. */
-pulse_status_t pulse_record_header_next(const struct pulse_record_view *rec, size_t *pos,
-                                        struct pulse_header_view *hv);
+pulse_status_t pulse_record_header_next(const struct pulse_record_view *rec, size_t *pos, struct pulse_header_view *hv);
 
 /* Rewrites baseOffset in an encoded batch and recomputes its CRC. */
 void pulse_batch_set_base_offset(uint8_t *batch, size_t len, int64_t base_offset);

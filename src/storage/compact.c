@@ -230,9 +230,9 @@ struct pulse_compact {
     /* What the last pass left behind, for the skip test of step 2. */
     struct fp_entry *fp;
     size_t fp_n;
-    bool quiet;         /* a whole cycle found nothing left to do */
-    bool cycle_clean;   /* the cycle in progress has found nothing pending */
-    int64_t wake_ms;    /* a kept tombstone expires at this time */
+    bool quiet;       /* a whole cycle found nothing left to do */
+    bool cycle_clean; /* the cycle in progress has found nothing pending */
+    int64_t wake_ms;  /* a kept tombstone expires at this time */
 };
 
 void pulse_compact_config_init(struct pulse_compact_config *cfg)
@@ -275,9 +275,9 @@ struct pass {
     struct kmap map;
     bool map_corrupt;
     uint64_t bytes_read;
-    uint64_t evaluated; /* sealed bytes evaluated for a rewrite, against max_bytes_per_pass */
+    uint64_t evaluated;      /* sealed bytes evaluated for a rewrite, against max_bytes_per_pass */
     bool unsynced_deletions; /* drop_dead removed a segment since the last directory fsync */
-    int64_t t0_us;      /* when the pass started, against max_pass_ms */
+    int64_t t0_us;           /* when the pass started, against max_pass_ms */
     struct pulse_compact_result res;
 };
 
@@ -454,8 +454,8 @@ struct writer {
 
 static size_t record_size(const struct pulse_record_view *rec)
 {
-    return 4 + 1 + 4 + 4 + 4 + (rec->key != NULL ? rec->key_len : 0) + 4 +
-           (rec->value != NULL ? rec->value_len : 0) + 4 + rec->headers_len;
+    return 4 + 1 + 4 + 4 + 4 + (rec->key != NULL ? rec->key_len : 0) + 4 + (rec->value != NULL ? rec->value_len : 0) +
+           4 + rec->headers_len;
 }
 
 /*
@@ -913,8 +913,8 @@ static pulse_status_t rewrite_group(struct pass *p, const struct group *g, uint6
     int64_t base = g->mem[0]->base;
     struct writer w;
     struct pulse_plog_newseg add;
-    struct pulse_plog_edit edit = {.kind = PULSE_PLOG_EDIT_REPLACE, .who = "compact", .segs = g->mem, .n = g->n,
-                                   .add = &add};
+    struct pulse_plog_edit edit = {
+        .kind = PULSE_PLOG_EDIT_REPLACE, .who = "compact", .segs = g->mem, .n = g->n, .add = &add};
     struct pulse_plog_edit_result res = {0, false};
     char *dpath = pulse_plog_temp_path(p->plog, "compact", base, "log");
     char *ipath = pulse_plog_temp_path(p->plog, "compact", base, "index");
@@ -1002,8 +1002,8 @@ static pulse_status_t finish_single(struct pass *p, const struct group *g)
     }
     p->res.segments_rewritten++;
     PULSE_DEBUG_LOG("compact %s: rewrote segment %020" PRId64 ": %" PRIu64 " -> %" PRIu64 " bytes, %" PRIu64
-               " records dropped (%" PRIu64 " expired tombstones)",
-               pulse_plog_dir(p->plog), cap->base, size, after, g->dropped, g->expired);
+                    " records dropped (%" PRIu64 " expired tombstones)",
+                    pulse_plog_dir(p->plog), cap->base, size, after, g->dropped, g->expired);
 out:
     p->res.bytes_after += after;
     return st;
@@ -1029,9 +1029,9 @@ static pulse_status_t finish_merge(struct pass *p, const struct group *g)
     p->res.segments_merged += (uint32_t)(g->n - 1);
     p->res.bytes_after += after;
     PULSE_DEBUG_LOG("compact %s: merged %zu segments %020" PRId64 "..%020" PRId64 " into one: %" PRIu64 " -> %" PRIu64
-               " bytes, %" PRIu64 " records dropped (%" PRIu64 " expired tombstones)",
-               pulse_plog_dir(p->plog), g->n, g->mem[0]->base, g->mem[g->n - 1]->base, size, after, g->dropped,
-               g->expired);
+                    " bytes, %" PRIu64 " records dropped (%" PRIu64 " expired tombstones)",
+                    pulse_plog_dir(p->plog), g->n, g->mem[0]->base, g->mem[g->n - 1]->base, size, after, g->dropped,
+                    g->expired);
     return PULSE_OK;
 }
 

@@ -112,7 +112,8 @@ void pulse_compact_destroy(struct pulse_compact *comp);
  * segment list (pulse_plog_capture), and the writer lock (then the list
  * lock inside it) only inside pulse_plog_apply, for each commit or deletion
  * (a merge holds it for its renames, unlinks and three directory fsyncs);
- * no lock is held while reading or writing temp files. May block on disk I/O for up to about max_pass_ms plus one commit.
+ * no lock is held while reading or writing temp files. May block on disk
+ * I/O for up to about max_pass_ms plus one commit.
  */
 pulse_status_t pulse_compact_run(struct pulse_compact *comp, struct pulse_plog *plog,
                                  const struct pulse_compact_config *cfg, int64_t now_ms,

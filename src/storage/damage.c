@@ -127,8 +127,7 @@ out:
     return st;
 }
 
-pulse_status_t pulse_damage_read(const struct pulse_io *io, const char *dir, struct pulse_damage **out,
-                                 size_t *n_out)
+pulse_status_t pulse_damage_read(const struct pulse_io *io, const char *dir, struct pulse_damage **out, size_t *n_out)
 {
     const size_t max = PULSE_DAMAGE_HEADER_SIZE + (size_t)PULSE_DAMAGE_MAX_ENTRIES * PULSE_DAMAGE_ENTRY_SIZE;
     uint8_t *raw = NULL;

@@ -82,8 +82,7 @@ pulse_status_t pulse_damage_decode(const uint8_t *buf, size_t len, struct pulse_
 
 /* Reads dir/damage. PULSE_NOT_FOUND when absent (nothing is known),
  * PULSE_CORRUPT when it does not decode, PULSE_IO on a read error. */
-pulse_status_t pulse_damage_read(const struct pulse_io *io, const char *dir, struct pulse_damage **out,
-                                 size_t *n_out);
+pulse_status_t pulse_damage_read(const struct pulse_io *io, const char *dir, struct pulse_damage **out, size_t *n_out);
 
 /* Replaces dir/damage durably with these entries; with n == 0 the file is
  * removed (and the removal made durable). PULSE_IO / PULSE_NOSPACE /

@@ -35,8 +35,8 @@ struct pulse_fdcache {
     pthread_mutex_t mu;
     pthread_cond_t opened; /* an "opening" file finished its open() */
     size_t capacity;
-    size_t open; /* open descriptors, plus opens in flight */
-    size_t idle; /* files on the LRU list */
+    size_t open;                        /* open descriptors, plus opens in flight */
+    size_t idle;                        /* files on the LRU list */
     struct pulse_fdc_file *head, *tail; /* newest, oldest */
     uint64_t hits, opens, evictions, emfile;
 };

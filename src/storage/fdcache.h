@@ -63,12 +63,12 @@ struct pulse_fdc_file {
     const char *path; /* borrowed from the owner; outlives the file */
     int fd;           /* -1 when closed */
     uint32_t pins;
-    bool opening;  /* an open() of it is in flight outside the mutex */
+    bool opening; /* an open() of it is in flight outside the mutex */
     bool dirty;
     bool retired;
-    bool have_id;  /* id is the file's identity, from its first descriptor */
+    bool have_id; /* id is the file's identity, from its first descriptor */
     struct pulse_file_id id;
-    uint64_t ticket; /* counts pulse_fdc_dirty calls */
+    uint64_t ticket;                    /* counts pulse_fdc_dirty calls */
     struct pulse_fdc_file *prev, *next; /* LRU of idle files (newest first) */
 };
 

@@ -122,8 +122,8 @@ static uint64_t set_fenced(struct pulse_plog *plog, struct pulse_segment *seg, c
     pthread_mutex_lock(&plog->sync_lock);
     if (!atomic_load(&plog->fenced)) {
         atomic_store(&plog->fenced, true);
-        PULSE_ERROR("%s %s: fenced after a failed %s; appends are refused until the log is reopened", who,
-                    plog->dir, what);
+        PULSE_ERROR("%s %s: fenced after a failed %s; appends are refused until the log is reopened", who, plog->dir,
+                    what);
     }
     if (seg != NULL)
         durable = atomic_load_explicit(&seg->durable_size, memory_order_relaxed);
@@ -474,8 +474,7 @@ static pulse_status_t segment_for(struct pulse_plog *plog, size_t len, uint64_t 
     uint64_t pos = atomic_load_explicit(&seg->size, memory_order_relaxed);
     pulse_status_t st;
 
-    if (pos > 0 &&
-        (pos + len > plog->cfg.segment_max_bytes || (uint64_t)(base - seg->base) + records > UINT32_MAX)) {
+    if (pos > 0 && (pos + len > plog->cfg.segment_max_bytes || (uint64_t)(base - seg->base) + records > UINT32_MAX)) {
         st = rotate_locked(plog);
         if (st != PULSE_OK)
             return st;
@@ -521,8 +520,7 @@ static pulse_status_t write_unit(struct pulse_plog *plog, struct pulse_segment *
  * table as it was takes the data back too; any other fences. Caller holds
  * wlock.
  */
-static pulse_status_t index_unit(struct pulse_plog *plog, struct pulse_segment *seg, int fd, int64_t base,
-                                 uint64_t pos)
+static pulse_status_t index_unit(struct pulse_plog *plog, struct pulse_segment *seg, int fd, int64_t base, uint64_t pos)
 {
     pulse_status_t st;
 
@@ -1096,8 +1094,8 @@ struct slicer {
     int64_t first_base; /* base offset of the first batch taken */
     uint64_t first_pos;
     uint64_t len;
-    uint64_t bad_pos;   /* a batch that cannot be right (CORRUPT) */
-    bool done;          /* nothing more may join the slice */
+    uint64_t bad_pos; /* a batch that cannot be right (CORRUPT) */
+    bool done;        /* nothing more may join the slice */
 };
 
 /* The high watermark now, read under sync_lock: a sync publishes a
@@ -1135,7 +1133,8 @@ static bool batch_plausible(struct slicer *sl, struct pulse_segscan *sc, const s
         *at_end = true;
         return it->hdr.base_offset < hw_now(sl->plog);
     }
-    if (sl->plog->cfg.contiguous && it->hdr.base_offset > expect && !dset_between(sl->set, expect, it->hdr.base_offset)) {
+    if (sl->plog->cfg.contiguous && it->hdr.base_offset > expect &&
+        !dset_between(sl->set, expect, it->hdr.base_offset)) {
         (void)pulse_segscan_verify(sc, it, &ok); /* a failed read counts as a failed check */
         return ok;
     }
@@ -1202,8 +1201,8 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg,
             continue;
         /* A skipped range between the slice and this batch: the next read
          * starts there and reports it. */
-        if (sl->len > 0 && (dset_between(sl->set, sl->next, it.hdr.base_offset) ||
-                            sl->len + (it.end - it.pos) > sl->max_bytes)) {
+        if (sl->len > 0 &&
+            (dset_between(sl->set, sl->next, it.hdr.base_offset) || sl->len + (it.end - it.pos) > sl->max_bytes)) {
             sl->done = true;
             break;
         }
@@ -1390,11 +1389,16 @@ static void record_damage(struct pulse_plog *plog)
 }
 
 /* One damaged range the segscan item describes, with its end offset. */
-static struct pulse_damage range_of(const struct pulse_segment *seg, const struct pulse_segscan_item *it,
-                                    int64_t limit, int64_t hw)
+static struct pulse_damage range_of(const struct pulse_segment *seg, const struct pulse_segscan_item *it, int64_t limit,
+                                    int64_t hw)
 {
-    struct pulse_damage r = {seg->base, it->pos, it->end, it->from,
-                             it->tail ? (limit != INT64_MAX ? limit : hw) : it->next_base, pulse_clock_wall_ms(), 0};
+    struct pulse_damage r = {seg->base,
+                             it->pos,
+                             it->end,
+                             it->from,
+                             it->tail ? (limit != INT64_MAX ? limit : hw) : it->next_base,
+                             pulse_clock_wall_ms(),
+                             0};
     if (r.to < r.from)
         r.to = r.from;
     return r;
@@ -1458,8 +1462,7 @@ static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, int
 /* One attempt of pulse_plog_read. *bad_seg (pinned, *bad_fd) and *bad_pos
  * name a batch that failed validation (the caller learns it), if any. */
 static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
-                                struct pulse_slice *sl, struct pulse_segment **bad_seg, int *bad_fd,
-                                uint64_t *bad_pos)
+                                struct pulse_slice *sl, struct pulse_segment **bad_seg, int *bad_fd, uint64_t *bad_pos)
 {
     struct pulse_segment *seg = NULL;
     struct pulse_segscan sc;
@@ -1920,8 +1923,8 @@ static pulse_status_t cut_to_durable_locked(struct pulse_plog *plog)
         PULSE_ERROR("plog: ftruncate %s to %" PRIu64 " failed: %s", seg->log_path, durable, strerror(err));
         st = pulse_status_from_errno(err);
     } else if (fsize > durable) {
-        PULSE_WARN("plog %s: reopen cut %" PRIu64 " bytes that were never durable from %s", plog->dir,
-                   fsize - durable, seg->log_path);
+        PULSE_WARN("plog %s: reopen cut %" PRIu64 " bytes that were never durable from %s", plog->dir, fsize - durable,
+                   seg->log_path);
     }
     pulse_segment_unpin(seg);
     if (st == PULSE_OK)
@@ -1934,8 +1937,7 @@ static pulse_status_t cut_to_durable_locked(struct pulse_plog *plog)
  * *nold_out get the previous list (the caller releases it outside the
  * locks). */
 static void install_recovered_locked(struct pulse_plog *plog, struct pulse_recover_result *res,
-                                     struct pulse_damage_set *damage, struct pulse_segment ***old_out,
-                                     size_t *nold_out)
+                                     struct pulse_damage_set *damage, struct pulse_segment ***old_out, size_t *nold_out)
 {
     pthread_mutex_lock(&plog->list_lock);
     *old_out = plog->segs;

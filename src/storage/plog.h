@@ -300,9 +300,9 @@ struct pulse_slice {
                              the rest of the durable log is a skipped range */
     int64_t log_start;    /* log start and HW as seen by this read */
     int64_t high_watermark;
-    int64_t skip_from;    /* offsets [skip_from, skip_to) at or after start_offset */
-    int64_t skip_to;      /*   that cannot be served; equal when none were skipped */
-    bool skip_damaged;    /* true: damaged bytes; false: the offsets are missing */
+    int64_t skip_from; /* offsets [skip_from, skip_to) at or after start_offset */
+    int64_t skip_to;   /*   that cannot be served; equal when none were skipped */
+    bool skip_damaged; /* true: damaged bytes; false: the offsets are missing */
 };
 
 /*
@@ -378,7 +378,7 @@ void pulse_plog_get_stats(struct pulse_plog *plog, struct pulse_plog_stats *out)
 /* One segment as seen by retention. */
 struct pulse_segment_info {
     int64_t base_offset;
-    int64_t next_offset;   /* next segment's base, or HW for the active one */
+    int64_t next_offset; /* next segment's base, or HW for the active one */
     uint64_t size_bytes;
     int64_t max_timestamp; /* newest record timestamp, INT64_MIN if empty */
     bool active;

@@ -239,8 +239,7 @@ static pulse_status_t unlink_trimmed(struct pulse_plog *plog, struct pulse_segme
     for (size_t i = 0; i < n; i++) {
         int err;
         if (atomic_load(&gone[i]->refs) > 1 && pulse_segment_retire(gone[i]) != PULSE_OK)
-            PULSE_WARN("plog: %s is still being read but cannot be kept open; that read may fail",
-                       gone[i]->log_path);
+            PULSE_WARN("plog: %s is still being read but cannot be kept open; that read may fail", gone[i]->log_path);
         err = unlink_maybe(plog->io, "plog", gone[i]->index_path);
         if (err != 0)
             st = pulse_status_from_errno(err);
@@ -536,9 +535,9 @@ out:
 
 /* A merge of the n segments refs, listed in a row from at (see "Crash
  * safety of a merge"); *renamed and *what as for replace_one. */
-static pulse_status_t replace_many(struct pulse_plog *plog, const char *who, const struct pulse_plog_segref *const *refs,
-                                   size_t at, size_t n, const struct pulse_plog_newseg *add, bool *renamed,
-                                   const char **what)
+static pulse_status_t replace_many(struct pulse_plog *plog, const char *who,
+                                   const struct pulse_plog_segref *const *refs, size_t at, size_t n,
+                                   const struct pulse_plog_newseg *add, bool *renamed, const char **what)
 {
     struct pulse_segment *nseg = NULL;
     int64_t first = refs[0]->seg->base;

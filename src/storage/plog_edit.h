@@ -95,11 +95,7 @@ char *pulse_plog_temp_path(const struct pulse_plog *plog, const char *who, int64
 
 /* ---- edits -------------------------------------------------------------- */
 
-enum pulse_plog_edit_kind {
-    PULSE_PLOG_EDIT_TRIM = 1,
-    PULSE_PLOG_EDIT_REMOVE,
-    PULSE_PLOG_EDIT_REPLACE
-};
+enum pulse_plog_edit_kind { PULSE_PLOG_EDIT_TRIM = 1, PULSE_PLOG_EDIT_REMOVE, PULSE_PLOG_EDIT_REPLACE };
 
 /* The segment a REPLACE installs: its files as synced temps. */
 struct pulse_plog_newseg {
@@ -113,8 +109,8 @@ struct pulse_plog_newseg {
 
 struct pulse_plog_edit {
     enum pulse_plog_edit_kind kind;
-    const char *who;  /* the job, for log lines and the fence's message */
-    int64_t keep_from; /* TRIM: the base of the first segment kept */
+    const char *who;                             /* the job, for log lines and the fence's message */
+    int64_t keep_from;                           /* TRIM: the base of the first segment kept */
     const struct pulse_plog_segref *const *segs; /* REMOVE, REPLACE: as captured, */
     size_t n;                                    /*   oldest first, never the active one */
     const struct pulse_plog_newseg *add;         /* REPLACE */

@@ -445,10 +445,10 @@ static void log_range(const struct recovery *rc, const struct pulse_segment *seg
                     "/; check the disk, and restore the lost offsets from a replica or backup if they matter",
                     seg->log_path, r->pos, r->end, problem, r->from, r->to, rc->dir);
     else
-        PULSE_ERROR("recover: %s: offsets %" PRId64 "..%" PRId64 " were handed out but their data is gone "
-                    "(%s); they will be skipped and never handed out again. A copy of the file goes to %s/" FORENSICS_DIR
-                    "/",
-                    seg->log_path, r->from, r->to, problem, rc->dir);
+        PULSE_ERROR(
+            "recover: %s: offsets %" PRId64 "..%" PRId64 " were handed out but their data is gone "
+            "(%s); they will be skipped and never handed out again. A copy of the file goes to %s/" FORENSICS_DIR "/",
+            seg->log_path, r->from, r->to, problem, rc->dir);
 }
 
 /* add_found, then the log line. */
@@ -496,8 +496,7 @@ static pulse_status_t settle_gap(struct recovery *rc, struct pulse_segment *seg,
 }
 
 /* Step 4 for one segment: its damaged ranges, then its tail. */
-static pulse_status_t settle_segment(struct recovery *rc, struct pulse_segment *seg, bool active,
-                                     struct seg_work *w)
+static pulse_status_t settle_segment(struct recovery *rc, struct pulse_segment *seg, bool active, struct seg_work *w)
 {
     const struct pulse_segment_flaw *t = &w->scan.tail_flaw;
     pulse_status_t st;
@@ -519,8 +518,8 @@ static pulse_status_t settle_segment(struct recovery *rc, struct pulse_segment *
         w->cut = true;
         PULSE_WARN("recover: %s: %s at byte %" PRIu64 " (%s); nothing valid follows: cutting %" PRIu64
                    " bytes of torn tail (last valid offset %" PRId64 ")",
-                   seg->log_path, t->torn ? "incomplete batch" : "invalid batch", t->pos, t->problem,
-                   w->fsize - t->pos, t->from - 1);
+                   seg->log_path, t->torn ? "incomplete batch" : "invalid batch", t->pos, t->problem, w->fsize - t->pos,
+                   t->from - 1);
         return PULSE_OK;
     }
     w->kept_tail = true;
@@ -616,8 +615,8 @@ static pulse_status_t carry_over(struct recovery *rc, struct pulse_segment **seg
  * an entry built here and one decoded from the record. */
 static bool damage_equal(const struct pulse_damage *a, const struct pulse_damage *b)
 {
-    return a->seg_base == b->seg_base && a->pos == b->pos && a->end == b->end && a->from == b->from &&
-           a->to == b->to && a->found_ms == b->found_ms && a->flags == b->flags;
+    return a->seg_base == b->seg_base && a->pos == b->pos && a->end == b->end && a->from == b->from && a->to == b->to &&
+           a->found_ms == b->found_ms && a->flags == b->flags;
 }
 
 static bool found_equals_known(const struct recovery *rc)
@@ -964,8 +963,8 @@ static pulse_status_t unlink_if_present(const struct pulse_io *io, const char *p
  * the merge file over the first segment's data file. Each step is
  * idempotent, so a crash in here is finished by the next open.
  */
-static pulse_status_t roll_merge_forward(const struct pulse_io *io, const char *dir, const char *mpath,
-                                         int64_t first, int64_t end, const int64_t *bases, size_t nbases)
+static pulse_status_t roll_merge_forward(const struct pulse_io *io, const char *dir, const char *mpath, int64_t first,
+                                         int64_t end, const int64_t *bases, size_t nbases)
 {
     char *path = NULL;
     uint32_t removed = 0;
@@ -1011,8 +1010,8 @@ static pulse_status_t roll_merge_forward(const struct pulse_io *io, const char *
         st = pulse_status_from_errno(err);
     }
     if (st == PULSE_OK)
-        PULSE_WARN("recover: %s: completed an interrupted compaction merge: %s now holds offsets %" PRId64
-                   "..%" PRId64 " (%" PRIu32 " later segment(s) it replaced removed)",
+        PULSE_WARN("recover: %s: completed an interrupted compaction merge: %s now holds offsets %" PRId64 "..%" PRId64
+                   " (%" PRIu32 " later segment(s) it replaced removed)",
                    dir, path, first, end - 1, removed);
     pulse_free(path);
     return st;
@@ -1221,11 +1220,11 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
      * repaired or found damaged has its own lines above; the broker logs
      * one summary of the start. */
     PULSE_DEBUG_LOG("recover: %s: %zu segment(s), log end %" PRId64 ", %s, %" PRIu64 " bytes truncated, %" PRIu32
-               " index(es) rebuilt, %" PRIu32 " damaged range(s) (%" PRIu32 " new, %" PRIu64 " bytes), %" PRId64
-               " us",
-               dir, n, res->leo, fast ? "snapshot fast path" : "full scan", rec->truncated_bytes,
-               rec->indexes_rebuilt, rec->damaged_ranges, rec->new_damaged_ranges, rec->damaged_bytes,
-               rec->elapsed_us);
+                    " index(es) rebuilt, %" PRIu32 " damaged range(s) (%" PRIu32 " new, %" PRIu64 " bytes), %" PRId64
+                    " us",
+                    dir, n, res->leo, fast ? "snapshot fast path" : "full scan", rec->truncated_bytes,
+                    rec->indexes_rebuilt, rec->damaged_ranges, rec->new_damaged_ranges, rec->damaged_bytes,
+                    rec->elapsed_us);
 out:
     if (segs != NULL) {
         for (size_t i = 0; i < n; i++)

@@ -130,8 +130,8 @@ static pulse_status_t create_file(struct pulse_fdc_file *f, const struct pulse_i
     return PULSE_OK;
 }
 
-pulse_status_t pulse_segment_open(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
-                                  int64_t base, bool create, struct pulse_segment **seg_out)
+pulse_status_t pulse_segment_open(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir, int64_t base,
+                                  bool create, struct pulse_segment **seg_out)
 {
     struct pulse_segment *seg = NULL;
     pulse_status_t st = PULSE_OK;
@@ -563,8 +563,7 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
             st = pulse_status_from_errno(err);
             goto out;
         }
-        if ((size_t)got < sizeof hraw ||
-            pulse_batch_parse_header(hraw, file_size - e->rel_pos, &hdr) != PULSE_OK ||
+        if ((size_t)got < sizeof hraw || pulse_batch_parse_header(hraw, file_size - e->rel_pos, &hdr) != PULSE_OK ||
             hdr.base_offset != seg->base + (int64_t)e->rel_offset) {
             pulse_index_truncate(&seg->index, i);
             clean = false;
@@ -640,10 +639,10 @@ static pulse_status_t note_gap(struct pulse_segment_scan *out, size_t *cap, cons
     return PULSE_OK;
 }
 
-pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64_t expect_offset,
-                                  int64_t limit_offset, uint64_t file_size, uint32_t interval,
-                                  uint64_t since_entry, int64_t max_ts, const struct pulse_damage *hints,
-                                  size_t nhints, bool contiguous, struct pulse_segment_scan *out)
+pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64_t expect_offset, int64_t limit_offset,
+                                  uint64_t file_size, uint32_t interval, uint64_t since_entry, int64_t max_ts,
+                                  const struct pulse_damage *hints, size_t nhints, bool contiguous,
+                                  struct pulse_segment_scan *out)
 {
     struct pulse_segscan sc;
     struct pulse_segscan_item it;
@@ -763,8 +762,7 @@ pulse_status_t pulse_segment_index_claim(struct pulse_segment *seg, uint64_t fil
      * runs past the end, which is how a cut-off write looks). The codec's
      * header check bounds the count by the batch length it claims. */
     if (pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)epos) == (ssize_t)sizeof hraw &&
-        pulse_batch_parse_header(hraw, (size_t)(file_size - epos), &hdr) != PULSE_CORRUPT &&
-        hdr.base_offset == base)
+        pulse_batch_parse_header(hraw, (size_t)(file_size - epos), &hdr) != PULSE_CORRUPT && hdr.base_offset == base)
         claim = base + (int64_t)hdr.record_count;
 out:
     if (fd >= 0)
@@ -812,7 +810,8 @@ pulse_status_t pulse_segment_orphan_claim(const struct pulse_io *io, const char 
      * contiguous log the records between two entries need at least their
      * minimum size each: an entry damaged itself claims nothing. */
     bool plausible = last.rel_pos < PULSE_PLOG_MAX_SEGMENT_BYTES &&
-                     (want == PULSE_INDEX_ENTRY_SIZE || (last.rel_offset > prev.rel_offset && last.rel_pos > prev.rel_pos));
+                     (want == PULSE_INDEX_ENTRY_SIZE ||
+                      (last.rel_offset > prev.rel_offset && last.rel_pos > prev.rel_pos));
     if (plausible && contiguous)
         plausible = last.rel_offset - prev.rel_offset <= (last.rel_pos - prev.rel_pos) / PULSE_RECORD_MIN_SIZE;
     if (plausible)

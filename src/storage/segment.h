@@ -47,11 +47,11 @@ struct pulse_io;
 
 struct pulse_segment {
     const struct pulse_io *io;
-    int64_t base;              /* base offset, from the file name */
+    int64_t base;               /* base offset, from the file name */
     struct pulse_fdc_file data; /* NNN.log, through the cache */
     struct pulse_fdc_file idx;  /* NNN.index, through the cache */
-    char *log_path;            /* owned */
-    char *index_path;          /* owned */
+    char *log_path;             /* owned */
+    char *index_path;           /* owned */
     atomic_uint refs;
 
     pthread_mutex_t index_lock;
@@ -63,9 +63,9 @@ struct pulse_segment {
     _Atomic int64_t max_ts;        /* newest record timestamp, INT64_MIN if none */
     _Atomic size_t index_synced;   /* entries known durable in the index file */
 
-    uint64_t since_entry;  /* W: data bytes appended since the last index entry */
-    size_t index_written;  /* W: entries written to the index file */
-    uint64_t dirty_ticket; /* W: pulse_fdc_dirty ticket of the last append */
+    uint64_t since_entry;      /* W: data bytes appended since the last index entry */
+    size_t index_written;      /* W: entries written to the index file */
+    uint64_t dirty_ticket;     /* W: pulse_fdc_dirty ticket of the last append */
     uint64_t idx_dirty_ticket; /* W: the same for the last index entry written */
 };
 
@@ -113,8 +113,8 @@ char *pulse_segment_temp_path(const char *dir, const char *who, int64_t base, co
  * before anything in the segment is acknowledged.
  * PULSE_NOFILE when out of descriptors, PULSE_IO / PULSE_NOSPACE (logged).
  */
-pulse_status_t pulse_segment_open(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
-                                  int64_t base, bool create, struct pulse_segment **seg_out);
+pulse_status_t pulse_segment_open(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir, int64_t base,
+                                  bool create, struct pulse_segment **seg_out);
 
 /*
  * The bounds of a segment with data, set in one place
@@ -227,20 +227,20 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
 
 /* A damaged range a scan found, with what was wrong at its start. */
 struct pulse_segment_flaw {
-    uint64_t pos;      /* damaged bytes [pos, end) (none for a gap: pos == end) */
+    uint64_t pos; /* damaged bytes [pos, end) (none for a gap: pos == end) */
     uint64_t end;
-    int64_t from;      /* the offsets they held: [from, to) */
+    int64_t from; /* the offsets they held: [from, to) */
     int64_t to;
-    bool torn;         /* the batch at pos ran past the end of the file */
+    bool torn; /* the batch at pos ran past the end of the file */
     char problem[PULSE_SEGSCAN_PROBLEM_MAX];
 };
 
 /* What a scan found. */
 struct pulse_segment_scan {
-    uint64_t end_pos;     /* end of the last valid batch (or the start position) */
-    int64_t next_offset;  /* offset after the last valid batch's last record */
-    int64_t max_ts;       /* max of the timestamps seen, and of the input */
-    uint64_t since_entry; /* bytes since the last index entry at end_pos */
+    uint64_t end_pos;                 /* end of the last valid batch (or the start position) */
+    int64_t next_offset;              /* offset after the last valid batch's last record */
+    int64_t max_ts;                   /* max of the timestamps seen, and of the input */
+    uint64_t since_entry;             /* bytes since the last index entry at end_pos */
     struct pulse_segment_flaw *flaws; /* owned (pulse_free): damage that valid batches follow */
     size_t nflaws;
     /* The tail: bytes from end_pos to file_size in which no valid batch
@@ -248,7 +248,7 @@ struct pulse_segment_scan {
      * decision (recover.c). */
     bool tail;
     struct pulse_segment_flaw tail_flaw; /* pos = end_pos, end = file_size, from = next_offset */
-    bool tail_unresolved; /* the resync search gave up (segscan.h) */
+    bool tail_unresolved;                /* the resync search gave up (segscan.h) */
 };
 
 /*
@@ -266,10 +266,10 @@ struct pulse_segment_scan {
  * with *out filled (free out->flaws), or PULSE_IO/PULSE_NOMEM for a
  * failure of the scan itself (not of the data). Changes no file.
  */
-pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64_t expect_offset,
-                                  int64_t limit_offset, uint64_t file_size, uint32_t interval,
-                                  uint64_t since_entry, int64_t max_ts, const struct pulse_damage *hints,
-                                  size_t nhints, bool contiguous, struct pulse_segment_scan *out);
+pulse_status_t pulse_segment_scan(struct pulse_segment *seg, uint64_t pos, int64_t expect_offset, int64_t limit_offset,
+                                  uint64_t file_size, uint32_t interval, uint64_t since_entry, int64_t max_ts,
+                                  const struct pulse_damage *hints, size_t nhints, bool contiguous,
+                                  struct pulse_segment_scan *out);
 
 /*
  * The offsets the index file says were handed out past the surviving data:

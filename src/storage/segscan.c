@@ -39,15 +39,14 @@
 #define WINDOW_MIN (256u * 1024u)
 
 enum verdict {
-    V_VALID,  /* a valid batch */
-    V_TORN,   /* it runs past the scanned size */
-    V_BAD,    /* anything else */
-    V_BUDGET  /* not judged: the resync budget would be exceeded */
+    V_VALID, /* a valid batch */
+    V_TORN,  /* it runs past the scanned size */
+    V_BAD,   /* anything else */
+    V_BUDGET /* not judged: the resync budget would be exceeded */
 };
 
-void pulse_segscan_init(struct pulse_segscan *sc, const struct pulse_io *io, int fd, const char *path,
-                        int64_t seg_base, uint64_t size, uint64_t pos, int64_t expect, int64_t limit,
-                        unsigned mode)
+void pulse_segscan_init(struct pulse_segscan *sc, const struct pulse_io *io, int fd, const char *path, int64_t seg_base,
+                        uint64_t size, uint64_t pos, int64_t expect, int64_t limit, unsigned mode)
 {
     memset(sc, 0, sizeof *sc);
     sc->io = io;
@@ -199,8 +198,8 @@ static bool explain_verify(const uint8_t *b, size_t total, char *problem)
 }
 
 /* The offset rules (segscan.h); problem (nullable) gets the reason. */
-static bool offsets_ok(const struct pulse_segscan *sc, uint64_t q, const struct pulse_batch_header *hdr,
-                       int64_t last, char *problem)
+static bool offsets_ok(const struct pulse_segscan *sc, uint64_t q, const struct pulse_batch_header *hdr, int64_t last,
+                       char *problem)
 {
     const char *why = NULL;
     char msg[PULSE_SEGSCAN_PROBLEM_MAX];
@@ -216,8 +215,9 @@ static bool offsets_ok(const struct pulse_segscan *sc, uint64_t q, const struct 
                      hdr->base_offset, sc->expect);
         why = msg;
     } else if (last >= sc->limit) {
-        snprintf(msg, sizeof msg, "batch holds offset %" PRId64 ", which belongs to the next segment (base %" PRId64 ")",
-                 last, sc->limit);
+        snprintf(msg, sizeof msg,
+                 "batch holds offset %" PRId64 ", which belongs to the next segment (base %" PRId64 ")", last,
+                 sc->limit);
         why = msg;
     } else if (sc->seg_base >= 0 && (hdr->base_offset - sc->seg_base > (int64_t)UINT32_MAX || q > UINT32_MAX)) {
         why = "batch offset or position does not fit the 32-bit index";
@@ -271,8 +271,8 @@ static pulse_status_t check_at(struct pulse_segscan *sc, uint64_t q, char *probl
     if (pulse_batch_parse_header(p, PULSE_BATCH_HEADER_SIZE, &hdr) == PULSE_CORRUPT) {
         if (problem != NULL)
             snprintf(problem, PULSE_SEGSCAN_PROBLEM_MAX,
-                     "bad batch header (magic 0x%02x, version 0x%02x, flags 0x%04x, %" PRIu32
-                     " records in %" PRIu32 " bytes)",
+                     "bad batch header (magic 0x%02x, version 0x%02x, flags 0x%04x, %" PRIu32 " records in %" PRIu32
+                     " bytes)",
                      p[0], p[1], pulse_get_be16(p + 2), pulse_get_be32(p + 36), pulse_get_be32(p + 16));
         return PULSE_OK;
     }
@@ -469,8 +469,8 @@ static pulse_status_t chain_reaches(struct pulse_segscan *sc, uint64_t q, uint64
  * record value of the damaged batch would have to end exactly where that
  * batch ends, offsets in order, to be taken instead.
  */
-static pulse_status_t resync(struct pulse_segscan *sc, uint64_t pos, struct pulse_segscan_item *cand,
-                             uint64_t *found, int64_t *next_base, bool *unresolved)
+static pulse_status_t resync(struct pulse_segscan *sc, uint64_t pos, struct pulse_segscan_item *cand, uint64_t *found,
+                             int64_t *next_base, bool *unresolved)
 {
     uint64_t budget = PULSE_SEGSCAN_RESYNC_BUDGET;
     uint64_t lq = UINT64_MAX, q = UINT64_MAX;

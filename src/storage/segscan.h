@@ -99,16 +99,16 @@ struct pulse_damage;
 
 struct pulse_segscan {
     const struct pulse_io *io;
-    int fd;              /* -1 for a buffer */
-    const uint8_t *mem;  /* a buffer scan: its bytes (borrowed); NULL for a file */
-    unsigned mode;       /* PULSE_SEGSCAN_* flags */
-    const char *path; /* borrowed, for messages */
-    int64_t seg_base; /* < 0 when unknown: no 32-bit index check */
-    uint64_t size;    /* bytes considered: [0, size) */
-    uint64_t pos;     /* where the next item starts */
-    int64_t expect;   /* a batch's base offset must be at least this */
-    int64_t limit;    /* and its last offset below this */
-    bool seen_batch;  /* a valid batch came before (for messages) */
+    int fd;                           /* -1 for a buffer */
+    const uint8_t *mem;               /* a buffer scan: its bytes (borrowed); NULL for a file */
+    unsigned mode;                    /* PULSE_SEGSCAN_* flags */
+    const char *path;                 /* borrowed, for messages */
+    int64_t seg_base;                 /* < 0 when unknown: no 32-bit index check */
+    uint64_t size;                    /* bytes considered: [0, size) */
+    uint64_t pos;                     /* where the next item starts */
+    int64_t expect;                   /* a batch's base offset must be at least this */
+    int64_t limit;                    /* and its last offset below this */
+    bool seen_batch;                  /* a valid batch came before (for messages) */
     const struct pulse_damage *hints; /* borrowed, sorted by pos; nullable */
     size_t nhints;
     uint8_t *buf; /* read window: bytes [buf_pos, buf_pos + buf_len) */
@@ -134,18 +134,18 @@ struct pulse_segscan_item {
     struct pulse_batch_header hdr;
     int64_t last_offset;
     /* DAMAGE */
-    int64_t from;       /* the expected offset at pos: the first one lost */
-    int64_t next_base;  /* not a tail: the first offset after the damage (the
-                           base of the valid batch at end, or a recorded end) */
-    bool tail;          /* nothing valid follows: end == size */
-    bool torn;          /* the batch at pos runs past size (how a cut-off write looks) */
-    bool unresolved;    /* (tail) the resync budget ran out before the end,
-                           or a STOP walk did not look past the damage */
-    bool parsed;        /* the header at pos parsed and its batch lies inside
-                           the scanned size (hdr describes it); its length
-                           then names where the next batch should start */
-    bool crc_ok;        /* (parsed) its CRC matched: its record framing or
-                           its offsets are what is wrong */
+    int64_t from;                            /* the expected offset at pos: the first one lost */
+    int64_t next_base;                       /* not a tail: the first offset after the damage (the
+                                                base of the valid batch at end, or a recorded end) */
+    bool tail;                               /* nothing valid follows: end == size */
+    bool torn;                               /* the batch at pos runs past size (how a cut-off write looks) */
+    bool unresolved;                         /* (tail) the resync budget ran out before the end,
+                                                or a STOP walk did not look past the damage */
+    bool parsed;                             /* the header at pos parsed and its batch lies inside
+                                                the scanned size (hdr describes it); its length
+                                                then names where the next batch should start */
+    bool crc_ok;                             /* (parsed) its CRC matched: its record framing or
+                                                its offsets are what is wrong */
     char problem[PULSE_SEGSCAN_PROBLEM_MAX]; /* what is wrong at pos */
 };
 
@@ -154,9 +154,8 @@ struct pulse_segscan_item {
  * expect and limit bound the offsets as described above. Nothing is read
  * yet. The caller keeps fd open (and the file at least size bytes long)
  * until pulse_segscan_fini. */
-void pulse_segscan_init(struct pulse_segscan *sc, const struct pulse_io *io, int fd, const char *path,
-                        int64_t seg_base, uint64_t size, uint64_t pos, int64_t expect, int64_t limit,
-                        unsigned mode);
+void pulse_segscan_init(struct pulse_segscan *sc, const struct pulse_io *io, int fd, const char *path, int64_t seg_base,
+                        uint64_t size, uint64_t pos, int64_t expect, int64_t limit, unsigned mode);
 
 /*
  * Starts at the first byte of the len bytes of batches at buf, in mode.

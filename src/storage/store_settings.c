@@ -23,8 +23,8 @@ static const struct pulse_setting keys[] = {
      "a segment is rewritten only if compaction removes at least this fraction of it"},
     {"storage.compaction-max-bytes-per-pass", PULSE_SETTING_SIZE, F(compaction_max_bytes_per_pass), "1GiB", NULL, 1,
      INT64_MAX, NULL, "bytes of sealed segments one compaction pass of a partition evaluates at most"},
-    {"storage.compaction-max-pass-time", PULSE_SETTING_DURATION, F(compaction_max_pass_ms), "5s", NULL, 0, DAY_MS,
-     NULL, "a compaction pass starts no further segment after running this long; 0 = no limit"},
+    {"storage.compaction-max-pass-time", PULSE_SETTING_DURATION, F(compaction_max_pass_ms), "5s", NULL, 0, DAY_MS, NULL,
+     "a compaction pass starts no further segment after running this long; 0 = no limit"},
     {"storage.segment-fd-cache", PULSE_SETTING_INT, F(segment_fd_cache), "1024", NULL, 16, 1000000, NULL,
      "segment files kept open while nobody uses them, shared by every partition"},
 };

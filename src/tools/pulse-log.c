@@ -79,9 +79,9 @@ struct verify_stats {
     unsigned long missing_indexes;
     int64_t first_offset; /* -1 until a record is seen */
     int64_t last_offset;
-    unsigned long damaged;      /* damaged ranges (valid batches follow) */
-    unsigned long tails;        /* damage that runs to the end of a file */
-    unsigned long missing;      /* offset ranges without bytes: gaps, and those the damage record lists */
+    unsigned long damaged;       /* damaged ranges (valid batches follow) */
+    unsigned long tails;         /* damage that runs to the end of a file */
+    unsigned long missing;       /* offset ranges without bytes: gaps, and those the damage record lists */
     unsigned long lost_segments; /* index files whose segment file is gone */
     uint64_t damaged_bytes;
 };
@@ -96,20 +96,19 @@ struct gaps {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "Usage: pulse-log dump [--json] FILE.log\n"
-            "       pulse-log verify [--contiguous | --not-contiguous] PATH\n"
-            "       pulse-log --help | --version\n"
-            "\n"
-            "  dump      print every batch and record of a segment file\n"
-            "            (--json: one JSON object per record and line)\n"
-            "  verify    check a segment file or a partition directory: batch\n"
-            "            framing, CRCs, offset order and the .index files\n"
-            "            (--contiguous: offsets must have no gaps, as in a topic\n"
-            "            with cleanup=delete; the default for a directory is what\n"
-            "            ../topic.json says, else gaps are allowed)\n"
-            "\n"
-            "Exit status: 0 valid, 1 a problem was found, 2 usage error.\n");
+    fprintf(f, "Usage: pulse-log dump [--json] FILE.log\n"
+               "       pulse-log verify [--contiguous | --not-contiguous] PATH\n"
+               "       pulse-log --help | --version\n"
+               "\n"
+               "  dump      print every batch and record of a segment file\n"
+               "            (--json: one JSON object per record and line)\n"
+               "  verify    check a segment file or a partition directory: batch\n"
+               "            framing, CRCs, offset order and the .index files\n"
+               "            (--contiguous: offsets must have no gaps, as in a topic\n"
+               "            with cleanup=delete; the default for a directory is what\n"
+               "            ../topic.json says, else gaps are allowed)\n"
+               "\n"
+               "Exit status: 0 valid, 1 a problem was found, 2 usage error.\n");
 }
 
 /* pread until n bytes or EOF; returns 0, or an errno value (EIO on EOF). */
@@ -412,9 +411,9 @@ static int note_missing(const char *path, uint64_t pos, int64_t from, int64_t to
 
 /* How a walk of one segment ended. */
 struct seg_end {
-    int64_t next;  /* the offset the next batch would have to start at */
-    uint64_t pos;  /* the byte where the walk ended */
-    bool tail;     /* damage ran to the end of the file */
+    int64_t next; /* the offset the next batch would have to start at */
+    uint64_t pos; /* the byte where the walk ended */
+    bool tail;    /* damage ran to the end of the file */
 };
 
 /*
@@ -564,8 +563,7 @@ static int verify_index(const char *path, int64_t seg_base, const struct boundar
             if (rel_off <= prev_off || rel_pos <= prev_pos) {
                 snprintf(msg, sizeof msg,
                          "index entry %zu (offset +%" PRIu32 ", position %" PRIu32
-                         ") does not increase over the previous entry (offset +%" PRIu32 ", position %" PRIu32
-                         ")",
+                         ") does not increase over the previous entry (offset +%" PRIu32 ", position %" PRIu32 ")",
                          i, rel_off, rel_pos, prev_off, prev_pos);
                 report(path, at, msg);
                 rc = 1;
@@ -574,8 +572,8 @@ static int verify_index(const char *path, int64_t seg_base, const struct boundar
         }
         const struct boundary *b = find_boundary(bounds, nbounds, rel_pos);
         if (b == NULL) {
-            snprintf(msg, sizeof msg, "index entry %zu points at byte %" PRIu32 ", which is not a batch boundary",
-                     i, rel_pos);
+            snprintf(msg, sizeof msg, "index entry %zu points at byte %" PRIu32 ", which is not a batch boundary", i,
+                     rel_pos);
             report(path, at, msg);
             rc = 1;
             goto out;
@@ -802,8 +800,7 @@ static int verify_orphans(const char *dir, char **names, size_t n, bool contiguo
         if (base < 0 || has_segment(names, n, base))
             continue;
         char *path = join_path(dir, de->d_name);
-        if (path == NULL ||
-            pulse_segment_orphan_claim(pulse_io_posix(), dir, base, contiguous, &claim) != PULSE_OK) {
+        if (path == NULL || pulse_segment_orphan_claim(pulse_io_posix(), dir, base, contiguous, &claim) != PULSE_OK) {
             rc = 1;
         } else {
             stats->lost_segments++;
@@ -829,8 +826,8 @@ static int verify_snapshot_end(const char *dir, const char *last_seg, const stru
 
     if (pulse_snapshot_read(pulse_io_posix(), dir, &snap) != PULSE_OK || snap.leo <= end->next)
         return 0;
-    snprintf(why, sizeof why, "the snapshot says the log ended at %" PRId64 " but the data ends at %" PRId64,
-             snap.leo, end->next);
+    snprintf(why, sizeof why, "the snapshot says the log ended at %" PRId64 " but the data ends at %" PRId64, snap.leo,
+             end->next);
     return note_missing(last_seg, end->pos, end->next, snap.leo, why, stats, g);
 }
 
@@ -922,8 +919,7 @@ static int cmd_verify(const char *path, int contiguous_opt)
          * canonical shape; otherwise offsets are only checked for order. */
         int64_t base = name_base(base_name(path), "log");
         idx_path = index_path_for(path);
-        if (verify_segment(path, base, -1, contiguous_opt == 1, &prev_last, &stats, &g, &bounds, &nbounds, &end) !=
-                0 ||
+        if (verify_segment(path, base, -1, contiguous_opt == 1, &prev_last, &stats, &g, &bounds, &nbounds, &end) != 0 ||
             (idx_path != NULL && verify_index(idx_path, base, bounds, nbounds, &stats) != 0)) {
             rc = EXIT_PROBLEM;
             goto out;

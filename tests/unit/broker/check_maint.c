@@ -75,11 +75,13 @@ static struct pulse_broker *open_broker(int64_t retention_interval_ms, int64_t c
     return open_broker_io(retention_interval_ms, compaction_interval_ms, NULL);
 }
 
-static void create(struct pulse_broker *b, const char *name, int cleanup, int64_t retention_ms,
-                   int64_t retention_bytes)
+static void create(struct pulse_broker *b, const char *name, int cleanup, int64_t retention_ms, int64_t retention_bytes)
 {
-    struct pulse_topic_spec spec = {.name = name, .partitions = 1, .cleanup = cleanup,
-                                    .retention_ms = retention_ms, .retention_bytes = retention_bytes,
+    struct pulse_topic_spec spec = {.name = name,
+                                    .partitions = 1,
+                                    .cleanup = cleanup,
+                                    .retention_ms = retention_ms,
+                                    .retention_bytes = retention_bytes,
                                     .segment_bytes = 1024};
     char err[256] = "";
     pulse_status_t st = pulse_broker_topic_create(b, &spec, NULL, err, sizeof err);
@@ -138,8 +140,8 @@ static void read_all(struct pulse_broker *b, const char *topic, int64_t from, st
             while (pulse_batch_iter_next(&it, &rv) == PULSE_OK) {
                 if (rv.offset < info.start_offset)
                     continue;
-                pulse_buf_printf(out, "%lld=%.*s;", (long long)rv.offset,
-                                 rv.value ? (int)rv.value_len : 4, rv.value ? (const char *)rv.value : "null");
+                pulse_buf_printf(out, "%lld=%.*s;", (long long)rv.offset, rv.value ? (int)rv.value_len : 4,
+                                 rv.value ? (const char *)rv.value : "null");
             }
             pos += pulse_batch_total_size(&it.hdr);
         }
@@ -298,7 +300,6 @@ START_TEST(test_compaction_pass_keeps_the_newest_value_of_each_key_at_its_offset
 }
 END_TEST
 
-
 /* ---- a long pass holds one topic ------------------------------------ */
 
 /* The compaction thread's disk is slow: every fdatasync it makes (the
@@ -409,11 +410,14 @@ START_TEST(test_a_delete_waiting_behind_a_long_compaction_blocks_no_other_reques
         usleep(1000);
     }
     /* ...and a create of the same name waits behind the delete. */
-    struct pulse_topic_spec spec = {.name = "cmp", .partitions = 1, .cleanup = PULSE_CLEANUP_COMPACT,
-                                    .retention_ms = 0, .retention_bytes = 0, .segment_bytes = 1024};
+    struct pulse_topic_spec spec = {.name = "cmp",
+                                    .partitions = 1,
+                                    .cleanup = PULSE_CLEANUP_COMPACT,
+                                    .retention_ms = 0,
+                                    .retention_bytes = 0,
+                                    .segment_bytes = 1024};
     struct timed_op recreate = {.b = b, .name = "cmp"};
-    ck_assert_int_eq(pulse_broker_topic_create_async(b, &spec, NULL, async_done, &recreate, err, sizeof err),
-                     PULSE_OK);
+    ck_assert_int_eq(pulse_broker_topic_create_async(b, &spec, NULL, async_done, &recreate, err, sizeof err), PULSE_OK);
 
     /* Meanwhile unrelated admin work goes through at once. */
     int64_t t0 = pulse_clock_mono_us();

@@ -104,9 +104,22 @@ END_TEST
 
 START_TEST(test_utf8_check_agrees_with_jansson)
 {
-    static const char *const samples[] = {"", "plain", "\xc3\xa9", "\xe2\x80\xa8", "\xf0\x9f\x98\x80", "\xc0\xaf",
-                                          "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80",
-                                          "\xff", "\xc3", "a\xe2\x82", "\x7f", "\xc2\x80", "\xef\xbf\xbf"};
+    static const char *const samples[] = {"",
+                                          "plain",
+                                          "\xc3\xa9",
+                                          "\xe2\x80\xa8",
+                                          "\xf0\x9f\x98\x80",
+                                          "\xc0\xaf",
+                                          "\xe0\x80\xaf",
+                                          "\xed\xa0\x80",
+                                          "\xf4\x90\x80\x80",
+                                          "\xf5\x80\x80\x80",
+                                          "\xff",
+                                          "\xc3",
+                                          "a\xe2\x82",
+                                          "\x7f",
+                                          "\xc2\x80",
+                                          "\xef\xbf\xbf"};
     for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
         size_t n = strlen(samples[i]);
         json_t *s = json_stringn(n > 0 ? samples[i] : "", n);
@@ -204,9 +217,11 @@ static char *ref_record(const struct pulse_record *rec)
 
 static size_t rand_bytes(uint8_t *out, size_t cap, unsigned *seed)
 {
-    static const char *const pieces[] = {"a", "Z9", "\"", "\\", "/", "\x01", "\x1f", "\b\f\n\r\t", "\x7f",
-                                         "\xc3\xa9", "\xe2\x80\xa8", "\xf0\x9f\x98\x80", "\xff", "\xc0\xaf",
-                                         "\xed\xa0\x80", "\0", " "};
+    static const char *const pieces[] = {"a",    "Z9",       "\"",           "\\",
+                                         "/",    "\x01",     "\x1f",         "\b\f\n\r\t",
+                                         "\x7f", "\xc3\xa9", "\xe2\x80\xa8", "\xf0\x9f\x98\x80",
+                                         "\xff", "\xc0\xaf", "\xed\xa0\x80", "\0",
+                                         " "};
     size_t n = 0;
     /* Long buffers get many pieces: runs, escapes and base64 groups that
      * straddle the windows of a streamed write. */
@@ -271,8 +286,8 @@ START_TEST(test_record_text_matches_jansson_byte_for_byte)
         ck_assert_int_eq(pulse_record_json_append(&out, &t.rec), PULSE_OK);
         char *want = ref_record(&t.rec);
         ck_assert_ptr_nonnull(want);
-        ck_assert_msg(out.len == strlen(want) && memcmp(out.data, want, out.len) == 0, "got %.*s want %s",
-                      (int)out.len, (const char *)out.data, want);
+        ck_assert_msg(out.len == strlen(want) && memcmp(out.data, want, out.len) == 0, "got %.*s want %s", (int)out.len,
+                      (const char *)out.data, want);
         free(want); /* jansson's allocation */
     }
     pulse_buf_fini(&out);
@@ -294,14 +309,14 @@ START_TEST(test_many_repeated_header_names_match_jansson)
             hdrs[i].value = rand_r(&seed) % 7 == 0 ? NULL : (const uint8_t *)names[(i * 13) % n];
             hdrs[i].value_len = hdrs[i].value != NULL ? 2 : 0;
         }
-        struct pulse_record rec = {.offset = 7, .timestamp = 9, .header_count = n,
-                                   .header_next = array_header_next, .headers = hdrs};
+        struct pulse_record rec = {
+            .offset = 7, .timestamp = 9, .header_count = n, .header_next = array_header_next, .headers = hdrs};
         struct pulse_buf out;
         pulse_buf_init(&out, 1 << 20);
         ck_assert_int_eq(pulse_record_json_append(&out, &rec), PULSE_OK);
         char *want = ref_record(&rec);
-        ck_assert_msg(out.len == strlen(want) && memcmp(out.data, want, out.len) == 0, "got %.*s want %s",
-                      (int)out.len, (const char *)out.data, want);
+        ck_assert_msg(out.len == strlen(want) && memcmp(out.data, want, out.len) == 0, "got %.*s want %s", (int)out.len,
+                      (const char *)out.data, want);
         free(want); /* jansson's allocation */
         pulse_buf_fini(&out);
     }
@@ -338,8 +353,8 @@ START_TEST(test_records_written_in_small_windows_match_the_whole_text)
             ck_assert_uint_le(got, whole.len);
         }
         pulse_record_json_end(&w);
-        ck_assert_msg(got == whole.len && memcmp(streamed, whole.data, got) == 0, "streamed %.*s whole %.*s",
-                      (int)got, (const char *)streamed, (int)whole.len, (const char *)whole.data);
+        ck_assert_msg(got == whole.len && memcmp(streamed, whole.data, got) == 0, "streamed %.*s whole %.*s", (int)got,
+                      (const char *)streamed, (int)whole.len, (const char *)whole.data);
     }
     pulse_buf_fini(&whole);
 }

@@ -123,13 +123,13 @@ START_TEST(test_everything_outside_the_subset_falls_back)
         "{}",
         "{\"records\":[]}",
         "{\"records\":[{}]}",
-        "{\"records\":[{\"key\":\"k\"}]}",                          /* no value */
-        "{\"records\":[{\"value\":\"a\\\"b\"}]}",                     /* escape */
-        "{\"records\":[{\"value\":{\"sku\":\"a1\"}}]}",               /* JSON value */
+        "{\"records\":[{\"key\":\"k\"}]}",              /* no value */
+        "{\"records\":[{\"value\":\"a\\\"b\"}]}",       /* escape */
+        "{\"records\":[{\"value\":{\"sku\":\"a1\"}}]}", /* JSON value */
         "{\"records\":[{\"value\":1}]}",
         "{\"records\":[{\"value\":\"a\",\"headers\":{}}]}",
         "{\"records\":[{\"value_base64\":\"AAEC\"}]}",
-        "{\"records\":[{\"value\":\"a\",\"value\":\"b\"}]}",          /* duplicate */
+        "{\"records\":[{\"value\":\"a\",\"value\":\"b\"}]}", /* duplicate */
         "{\"records\":[{\"value\":\"a\",\"partition\":-1}]}",
         "{\"records\":[{\"value\":\"a\",\"partition\":01}]}",
         "{\"records\":[{\"value\":\"a\",\"partition\":1.0}]}",
@@ -138,10 +138,10 @@ START_TEST(test_everything_outside_the_subset_falls_back)
         "{\"records\":[{\"value\":\"a\"}],\"extra\":1}",
         "{\"records\":[{\"value\":\"a\"}]} x",
         "{\"records\":[{\"value\":\"a\"},]}",
-        "{\"records\":[{\"value\":\"\xc0\xaf\"}]}",                   /* overlong */
-        "{\"records\":[{\"value\":\"\xed\xa0\x80\"}]}",               /* surrogate */
-        "{\"records\":[{\"value\":\"\xf4\x90\x80\x80\"}]}",           /* > U+10FFFF */
-        "{\"records\":[{\"value\":\"tab\there\"}]}",                  /* control char */
+        "{\"records\":[{\"value\":\"\xc0\xaf\"}]}",         /* overlong */
+        "{\"records\":[{\"value\":\"\xed\xa0\x80\"}]}",     /* surrogate */
+        "{\"records\":[{\"value\":\"\xf4\x90\x80\x80\"}]}", /* > U+10FFFF */
+        "{\"records\":[{\"value\":\"tab\there\"}]}",        /* control char */
         "[{\"value\":\"a\"}]",
     };
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
@@ -164,8 +164,9 @@ END_TEST
 /* Random bodies in and around the subset. */
 static void rand_string(struct pulse_buf *b, unsigned *seed)
 {
-    static const char *const pieces[] = {"a", "user-42", "", "\xc3\xa9", "\xf0\x9f\x98\x80", " ", "\\\"",
-                                         "\\u00e9", "\\n", "x\x01", "\xff", "{}", ":", ","};
+    static const char *const pieces[] = {"a",    "user-42", "",        "\xc3\xa9", "\xf0\x9f\x98\x80",
+                                         " ",    "\\\"",    "\\u00e9", "\\n",      "x\x01",
+                                         "\xff", "{}",      ":",       ","};
     pulse_buf_append_u8(b, '"');
     int n = rand_r(seed) % 6;
     for (int i = 0; i < n; i++) {
@@ -184,8 +185,9 @@ static void rand_ws(struct pulse_buf *b, unsigned *seed)
 
 static void rand_body(struct pulse_buf *b, unsigned *seed)
 {
-    static const char *const numbers[] = {"0", "1", "42", "2147483647", "2147483648", "-1", "01", "1.5", "1e3",
-                                          "1764400000000", "9223372036854775807", "null", "\"3\""};
+    static const char *const numbers[] = {"0",    "1",   "42",  "2147483647",    "2147483648",          "-1",
+                                          "01",   "1.5", "1e3", "1764400000000", "9223372036854775807", "null",
+                                          "\"3\""};
     pulse_buf_reset(b);
     rand_ws(b, seed);
     pulse_buf_append(b, "{\"records\":[", 12);
@@ -202,8 +204,8 @@ static void rand_body(struct pulse_buf *b, unsigned *seed)
                 pulse_buf_append_u8(b, ',');
             rand_ws(b, seed);
             int which = f >= nf ? 1 : rand_r(seed) % 6;
-            static const char *const names[] = {"\"key\"", "\"value\"", "\"partition\"", "\"timestamp\"",
-                                                "\"headers\"", "\"value_base64\""};
+            static const char *const names[] = {"\"key\"",       "\"value\"",   "\"partition\"",
+                                                "\"timestamp\"", "\"headers\"", "\"value_base64\""};
             pulse_buf_append(b, names[which], strlen(names[which]));
             rand_ws(b, seed);
             pulse_buf_append_u8(b, ':');

@@ -71,8 +71,7 @@ static pulse_status_t tsrc_next(void *arg, struct pulse_record *rec)
         const struct pulse_buf *c = &t->chunk[t->at];
         struct pulse_batch_header hdr;
         if (t->bpos < c->len && pulse_batch_parse_header(c->data + t->bpos, c->len - t->bpos, &hdr) == PULSE_OK) {
-            ck_assert_int_eq(pulse_batch_iter_init(&t->it, c->data + t->bpos, pulse_batch_total_size(&hdr)),
-                             PULSE_OK);
+            ck_assert_int_eq(pulse_batch_iter_init(&t->it, c->data + t->bpos, pulse_batch_total_size(&hdr)), PULSE_OK);
             t->bpos += pulse_batch_total_size(&hdr);
             t->in_batch = true;
             continue;
@@ -223,8 +222,8 @@ static struct pulse_fetchjson *plan_all(const struct pulse_buf *raw, int64_t sta
 
 /* Finishes the plan (the answer takes t) and reads the body in windows of
  * min_room .. min_room+spread bytes. */
-static void read_body(struct pulse_fetchjson *fj, struct tsrc *t, int64_t next, struct pulse_buf *body,
-                      unsigned *seed, size_t spread)
+static void read_body(struct pulse_fetchjson *fj, struct tsrc *t, int64_t next, struct pulse_buf *body, unsigned *seed,
+                      size_t spread)
 {
     struct pulse_fetchjson_source src = tsrc_source(t);
     struct pulse_fetchjson_envelope env = {"orders", 2, 5, 1000, next};
@@ -265,7 +264,7 @@ START_TEST(test_streamed_answer_is_the_whole_text_in_any_window)
     size_t spreads[] = {0, 1, 30, 5000, 60000};
     for (size_t s = 0; s < sizeof spreads / sizeof spreads[0]; s++) {
         struct tsrc *src = NULL;
-    struct pulse_fetchjson *fj = plan_all(&raw, 100, 10000, UINT64_MAX, &src);
+        struct pulse_fetchjson *fj = plan_all(&raw, 100, 10000, UINT64_MAX, &src);
         ck_assert_uint_eq(pulse_fetchjson_records(fj), 40);
         ck_assert_int_eq(pulse_fetchjson_next(fj), 140);
         pulse_buf_init(&body, SIZE_MAX);
@@ -296,11 +295,16 @@ START_TEST(test_max_bytes_stops_before_the_record_that_would_pass_it)
     struct {
         uint64_t max_bytes;
         uint64_t records;
-    } cases[] = {{1, 1}, {texts[0].len, 1}, {two - 1, 1}, {two, 2}, {two + 1 + texts[2].len - 1, 2},
-                 {two + 1 + texts[2].len, 3}, {UINT64_MAX, 6}};
+    } cases[] = {{1, 1},
+                 {texts[0].len, 1},
+                 {two - 1, 1},
+                 {two, 2},
+                 {two + 1 + texts[2].len - 1, 2},
+                 {two + 1 + texts[2].len, 3},
+                 {UINT64_MAX, 6}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         struct tsrc *src = NULL;
-    struct pulse_fetchjson *fj = plan_all(&raw, 0, 10000, cases[c].max_bytes, &src);
+        struct pulse_fetchjson *fj = plan_all(&raw, 0, 10000, cases[c].max_bytes, &src);
         ck_assert_msg(pulse_fetchjson_records(fj) == cases[c].records, "max_bytes %llu: %llu records, want %llu",
                       (unsigned long long)cases[c].max_bytes, (unsigned long long)pulse_fetchjson_records(fj),
                       (unsigned long long)cases[c].records);

@@ -424,13 +424,20 @@ START_TEST(test_api_statuses_map_to_the_contract_codes)
         unsigned http;
         const char *code;
     } want[] = {
-        {PULSE_INVALID, 400, "invalid_request"},      {PULSE_INVALID_NAME, 400, "invalid_name"},
-        {PULSE_TOPIC_NOT_FOUND, 404, "topic_not_found"}, {PULSE_PARTITION_NOT_FOUND, 404, "partition_not_found"},
-        {PULSE_CURSOR_NOT_FOUND, 404, "cursor_not_found"}, {PULSE_EXISTS, 409, "topic_exists"},
-        {PULSE_TOO_LARGE, 413, "payload_too_large"},  {PULSE_RANGE, 416, "offset_out_of_range"},
-        {PULSE_NOSPACE, 507, "storage_full"},         {PULSE_IO, 500, "storage_error"},
-        {PULSE_FENCED, 503, "partition_fenced"},      {PULSE_SHUTDOWN, 503, "unavailable"},
-        {PULSE_NOT_FOUND, 404, "not_found"},          {PULSE_NOT_SUPPORTED, 406, "not_acceptable"},
+        {PULSE_INVALID, 400, "invalid_request"},
+        {PULSE_INVALID_NAME, 400, "invalid_name"},
+        {PULSE_TOPIC_NOT_FOUND, 404, "topic_not_found"},
+        {PULSE_PARTITION_NOT_FOUND, 404, "partition_not_found"},
+        {PULSE_CURSOR_NOT_FOUND, 404, "cursor_not_found"},
+        {PULSE_EXISTS, 409, "topic_exists"},
+        {PULSE_TOO_LARGE, 413, "payload_too_large"},
+        {PULSE_RANGE, 416, "offset_out_of_range"},
+        {PULSE_NOSPACE, 507, "storage_full"},
+        {PULSE_IO, 500, "storage_error"},
+        {PULSE_FENCED, 503, "partition_fenced"},
+        {PULSE_SHUTDOWN, 503, "unavailable"},
+        {PULSE_NOT_FOUND, 404, "not_found"},
+        {PULSE_NOT_SUPPORTED, 406, "not_acceptable"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const struct pulse_errmap_entry *e = pulse_errmap_lookup(want[i].st);
@@ -495,8 +502,7 @@ START_TEST(test_accept_negotiation_prefers_the_first_acceptable_range)
     ck_assert_int_eq(pulse_request_accept("application/vnd.pulse.batches", false), PULSE_ACCEPT_NONE);
     ck_assert_int_eq(pulse_request_accept("application/vnd.pulse.batches", true), PULSE_ACCEPT_RAW);
     ck_assert_int_eq(pulse_request_accept("application/vnd.pulse.batches, application/json", true), PULSE_ACCEPT_RAW);
-    ck_assert_int_eq(pulse_request_accept("application/json, application/vnd.pulse.batches", true),
-                     PULSE_ACCEPT_JSON);
+    ck_assert_int_eq(pulse_request_accept("application/json, application/vnd.pulse.batches", true), PULSE_ACCEPT_JSON);
     ck_assert_int_eq(pulse_request_accept("text/plain, application/json;q=0.5", false), PULSE_ACCEPT_JSON);
 }
 END_TEST
@@ -570,7 +576,7 @@ START_TEST(test_gzip_body_is_inflated_within_the_cap)
 {
     uint8_t plain[50000];
     for (size_t i = 0; i < sizeof plain; i++)
-        plain[i] = (uint8_t)"pulse records "[i % 14];
+        plain[i] = (uint8_t)("pulse records "[i % 14]);
     size_t glen = 0;
     uint8_t *gz = gzip_bytes(plain, sizeof plain, &glen);
     struct pulse_buf out;

@@ -334,8 +334,7 @@ START_TEST(test_the_documents_name_no_key_that_does_not_exist)
     n = read_conf(rows);
     ck_assert_uint_gt(n, 20);
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(find_any(rows[i].name, NULL) != NULL, "conf/pulse.conf sets %s, which is no key",
-                      rows[i].name);
+        ck_assert_msg(find_any(rows[i].name, NULL) != NULL, "conf/pulse.conf sets %s, which is no key", rows[i].name);
 }
 END_TEST
 

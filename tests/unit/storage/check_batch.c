@@ -25,7 +25,9 @@
 /* The golden batch: base offset 5, two records.
  *   #0 ts 1000 key "k" value "v", no headers
  *   #1 ts 1005 key "k" value null (tombstone), header "h" = "x"
- * Laid out by hand from the contract; the CRC was computed independently. */
+ * Laid out by hand from the contract; the CRC was computed independently.
+ * One line per field, so the layout is kept by hand: */
+/* clang-format off */
 static const uint8_t golden[] = {
     /* magic, version, flags */
     0x01, 0x01, 0x00, 0x00,
@@ -52,6 +54,7 @@ static const uint8_t golden[] = {
     /* header "h" = "x" */
     0x00, 0x00, 0x00, 0x01, 0x68, 0x00, 0x00, 0x00, 0x01, 0x78,
 };
+/* clang-format on */
 
 #define REC0_POS 52u
 #define REC1_POS 79u
@@ -84,8 +87,7 @@ static void refresh_crc(uint8_t *b, size_t len)
     pulse_put_be32(b + 4, pulse_crc32c(0, b + 8, end - 8));
 }
 
-static void encode_ok(struct pulse_buf *out, int64_t base, uint16_t flags, const struct pulse_record_in *recs,
-                      size_t n)
+static void encode_ok(struct pulse_buf *out, int64_t base, uint16_t flags, const struct pulse_record_in *recs, size_t n)
 {
     pulse_buf_init(out, BUF_MAX);
     ck_assert_int_eq(pulse_batch_encode(out, base, flags, recs, n), PULSE_OK);
@@ -549,8 +551,8 @@ START_TEST(test_encoded_size_matches_the_encoding)
     struct pulse_record_in recs[5];
     for (size_t n = 1; n <= 5; n++) {
         for (size_t i = 0; i < n; i++) {
-            recs[i] = (struct pulse_record_in){(int64_t)i, 0, big, (uint32_t)(i * 3), big, (uint32_t)(i * 61),
-                                               hs, (uint32_t)(i % 3)};
+            recs[i] = (struct pulse_record_in){(int64_t)i,       0, big, (uint32_t)(i * 3), big, (uint32_t)(i * 61), hs,
+                                               (uint32_t)(i % 3)};
             if (i == 2)
                 recs[i].key_len = PULSE_BATCH_NULL;
         }
@@ -610,8 +612,13 @@ START_TEST(test_random_mutations_never_crash_or_overread)
     };
     struct pulse_record_in recs[6];
     for (int i = 0; i < 6; i++)
-        recs[i] = (struct pulse_record_in){100 + i, (uint32_t)(i * 3), (const uint8_t *)"key", (uint32_t)(i % 4),
-                                           (const uint8_t *)"value-bytes", (uint32_t)(i * 2), hs,
+        recs[i] = (struct pulse_record_in){100 + i,
+                                           (uint32_t)(i * 3),
+                                           (const uint8_t *)"key",
+                                           (uint32_t)(i % 4),
+                                           (const uint8_t *)"value-bytes",
+                                           (uint32_t)(i * 2),
+                                           hs,
                                            (uint32_t)(i % 3)};
     recs[3].value_len = PULSE_BATCH_NULL;
     recs[4].key_len = PULSE_BATCH_NULL;

@@ -25,10 +25,10 @@ static unsigned g_seed;
 #define MAX_OFFSETS 200000
 
 struct model {
-    uint64_t *ids;  /* id at offset, UINT64_MAX = none */
+    uint64_t *ids; /* id at offset, UINT64_MAX = none */
     bool *acked;
-    int64_t start;  /* log start */
-    int64_t end;    /* offsets known to exist end here */
+    int64_t start; /* log start */
+    int64_t end;   /* offsets known to exist end here */
 };
 
 struct appended {
@@ -174,8 +174,7 @@ START_TEST(test_log_matches_reference_model_across_threads_reopens_and_power_cut
         struct pulse_plog *plog = NULL;
         struct pulse_plog_recovery rec;
         faultio_set_sync_noop(fio, true);
-        pt_cfg(&cfg, 2048 + (uint64_t)(rand_r(&seed) % 6000), 100 + (uint32_t)(rand_r(&seed) % 900),
-               faultio_io(fio));
+        pt_cfg(&cfg, 2048 + (uint64_t)(rand_r(&seed) % 6000), 100 + (uint32_t)(rand_r(&seed) % 900), faultio_io(fio));
         MCHECK(pulse_plog_open(dir, &cfg, &plog, &rec) == PULSE_OK);
 
         /* After a power cut, the log may have lost unacknowledged records
@@ -196,8 +195,8 @@ START_TEST(test_log_matches_reference_model_across_threads_reopens_and_power_cut
         struct reader r = {plog, seed + 7, &stop, 0};
         MCHECK(pthread_create(&rt, NULL, read_worker, &r) == 0);
         for (int t = 0; t < THREADS; t++) {
-            w[t] = (struct worker){plog, seed + (unsigned)t * 101 + (unsigned)round, APPENDS, &next_id,
-                                   pulse_calloc(APPENDS, sizeof(struct appended)), 0};
+            w[t] = (struct worker){plog,     seed + (unsigned)t * 101 + (unsigned)round,     APPENDS,
+                                   &next_id, pulse_calloc(APPENDS, sizeof(struct appended)), 0};
             MCHECK(pthread_create(&th[t], NULL, append_worker, &w[t]) == 0);
         }
         for (int t = 0; t < THREADS; t++)

@@ -21,8 +21,8 @@
 
 static struct pulse_segment_info seg(int64_t base, uint64_t size, int64_t max_ts, bool active)
 {
-    struct pulse_segment_info s = {.base_offset = base, .next_offset = base + 10, .size_bytes = size,
-                                   .max_timestamp = max_ts, .active = active};
+    struct pulse_segment_info s = {
+        .base_offset = base, .next_offset = base + 10, .size_bytes = size, .max_timestamp = max_ts, .active = active};
     return s;
 }
 
@@ -37,8 +37,8 @@ END_TEST
 START_TEST(test_plan_by_time_removes_only_an_expired_prefix)
 {
     /* now = 10000, max age 1000 -> cutoff 9000 */
-    struct pulse_segment_info segs[] = {seg(0, 100, 5000, false), seg(10, 100, 9500, false),
-                                        seg(20, 100, 100, false), seg(30, 100, 9999, true)};
+    struct pulse_segment_info segs[] = {seg(0, 100, 5000, false), seg(10, 100, 9500, false), seg(20, 100, 100, false),
+                                        seg(30, 100, 9999, true)};
     struct pulse_retention_policy pol = {.max_age_ms = 1000, .max_bytes = 0};
     /* The third segment is old but sits behind a young one: only a prefix goes. */
     ck_assert_uint_eq(pulse_retention_plan(segs, 4, &pol, 10000), 1);
@@ -108,8 +108,8 @@ static int64_t append_one(struct pulse_plog *plog, int64_t ts, size_t value_len)
 {
     uint8_t value[2048];
     memset(value, 'v', sizeof value);
-    struct pulse_record_in rec = {.timestamp = ts, .key = NULL, .key_len = PULSE_BATCH_NULL,
-                                  .value = value, .value_len = (uint32_t)value_len};
+    struct pulse_record_in rec = {
+        .timestamp = ts, .key = NULL, .key_len = PULSE_BATCH_NULL, .value = value, .value_len = (uint32_t)value_len};
     struct pulse_buf b;
     pulse_buf_init(&b, 1 << 20);
     ck_assert_int_eq(pulse_batch_encode(&b, 0, 0, &rec, 1), PULSE_OK);

@@ -14,8 +14,7 @@
 
 START_TEST(test_snapshot_bytes_follow_the_contract_layout)
 {
-    struct pulse_snapshot s = {0x0102030405060708LL, 0x1112131415161718LL, 0x2122232425262728LL,
-                               0x0102030405060708LL};
+    struct pulse_snapshot s = {0x0102030405060708LL, 0x1112131415161718LL, 0x2122232425262728LL, 0x0102030405060708LL};
     uint8_t raw[PULSE_SNAPSHOT_SIZE];
     pulse_snapshot_encode(&s, raw);
     ck_assert_uint_eq(raw[0], 0x53);

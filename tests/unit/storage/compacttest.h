@@ -77,8 +77,7 @@ static inline void ct_model_free(struct ct_model *m)
 
 /* Appends one record: key -1 = keyless; tomb = null value. The value is
  * "o<offset>" padded with pad filler bytes. Returns the offset. */
-static inline int64_t ct_append(struct pulse_plog *plog, struct ct_model *m, int key, bool tomb, int64_t ts,
-                                size_t pad)
+static inline int64_t ct_append(struct pulse_plog *plog, struct ct_model *m, int key, bool tomb, int64_t ts, size_t pad)
 {
     char kbuf[24 + 64], vbuf[64 + 1024];
     ck_assert_int_le(ct_key_pad, 64);

@@ -162,8 +162,8 @@ START_TEST(test_verify_accepts_a_valid_partition_directory)
 {
     int rc = run_tool("verify", tmpdir, NULL);
     ck_assert_msg(rc == 0, "rc %d: %s%s", rc, out_text, err_text);
-    ck_assert_msg(strstr(out_text, "ok: 1 segment, 3 batches, 6 records, offsets 0..5, 2 index entries") != NULL,
-                  "%s", out_text);
+    ck_assert_msg(strstr(out_text, "ok: 1 segment, 3 batches, 6 records, offsets 0..5, 2 index entries") != NULL, "%s",
+                  out_text);
     char seg[512];
     path_of(seg, sizeof seg, SEG0 ".log");
     ck_assert_int_eq(run_tool("verify", seg, NULL), 0);
