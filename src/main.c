@@ -479,8 +479,8 @@ static int open_broker(const struct pulse_config *cfg, struct pulse_broker **out
     PULSE_INFO("recovered %u topic%s, %u partition%s in %.1f ms (%u partition%s repaired or damaged, truncated "
                "%llu torn byte%s, %u corrupt segment%s, %u leftover%s removed)",
                report.topics, plural(report.topics), report.partitions, plural(report.partitions),
-               (double)report.recovery_us / 1000.0, report.repaired_partitions,
-               plural(report.repaired_partitions), (unsigned long long)report.truncated_bytes, plural(report.truncated_bytes), report.corrupt_segments,
+               (double)report.recovery_us / 1000.0, report.repaired_partitions, plural(report.repaired_partitions),
+               (unsigned long long)report.truncated_bytes, plural(report.truncated_bytes), report.corrupt_segments,
                plural(report.corrupt_segments), report.deleted_leftovers, plural(report.deleted_leftovers));
     return 0;
 }
@@ -568,7 +568,7 @@ static int serve(const struct pulse_config *cfg, sigset_t *stopset)
     (void)pulse_server_listen_split(cfg->server.listen, host, sizeof host, &port, &v6);
     PULSE_INFO("pulsed %s listening on %s%s%s:%u data-dir=%s%s", PACKAGE_VERSION, v6 ? "[" : "", host, v6 ? "]" : "",
                (unsigned)pulse_server_port(srv), cfg->server.data_dir,
-               !pulse_tls_settings_on(&cfg->tls)     ? ""
+               !pulse_tls_settings_on(&cfg->tls)    ? ""
                : pulse_tls_settings_mtls(&cfg->tls) ? " (HTTPS, client certificates required)"
                                                     : " (HTTPS)");
     rc = wait_and_stop(stopset, &srv, &broker);
@@ -599,8 +599,8 @@ static int hash_token(int argc, char **argv)
         len = strlen(token);
     while (len > 0 && (token[len - 1] == '\n' || token[len - 1] == '\r'))
         token[--len] = '\0';
-    pulse_status_t st = pulse_auth_hash_line(argv[0], (const char *const *)(argv + 1), (size_t)(argc - 1), token,
-                                             len, line, sizeof line, err, sizeof err);
+    pulse_status_t st = pulse_auth_hash_line(argv[0], (const char *const *)(argv + 1), (size_t)(argc - 1), token, len,
+                                             line, sizeof line, err, sizeof err);
     memset(token, 0, sizeof token);
     if (st != PULSE_OK) {
         fprintf(stderr, "pulsed: --hash-token: %s\n", err);

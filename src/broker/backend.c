@@ -438,9 +438,9 @@ pulse_status_t pulse_broker_group_wait(struct pulse_broker *b, const char *group
 }
 
 pulse_status_t pulse_broker_group_commit_async(struct pulse_broker *b, const char *group, const char *member,
-                                               uint64_t generation, const struct pulse_group_partition *pos,
-                                               size_t n, struct pulse_group_view *view, pulse_admin_done_fn done,
-                                               void *arg, char *errbuf, size_t errlen)
+                                               uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                               struct pulse_group_view *view, pulse_admin_done_fn done, void *arg,
+                                               char *errbuf, size_t errlen)
 {
     return b->ops->group_commit_async(b, group, member, generation, pos, n, view, done, arg, errbuf, errlen);
 }
@@ -451,8 +451,8 @@ pulse_status_t pulse_broker_group_commit(struct pulse_broker *b, const char *gro
 {
     struct sync s;
     sync_init(&s);
-    return sync_result(&s, b->ops->group_commit_async(b, group, member, generation, pos, n, view, sync_done, &s,
-                                                      errbuf, errlen));
+    return sync_result(&s, b->ops->group_commit_async(b, group, member, generation, pos, n, view, sync_done, &s, errbuf,
+                                                      errlen));
 }
 
 pulse_status_t pulse_broker_group_list(struct pulse_broker *b, char ***names_out, size_t *n_out)

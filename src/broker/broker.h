@@ -689,9 +689,9 @@ struct pulse_group_part_info {
     uint32_t partition;
     char owner[PULSE_GROUP_MEMBER_ID_MAX + 1];    /* "" when free */
     char assigned[PULSE_GROUP_MEMBER_ID_MAX + 1]; /* who it goes to; differs from owner during a hand-over */
-    int64_t committed;      /* the group's cursor, -1 if none */
+    int64_t committed;                            /* the group's cursor, -1 if none */
     int64_t high_watermark;
-    int64_t lag;            /* high_watermark - committed (from the log start without a cursor) */
+    int64_t lag; /* high_watermark - committed (from the log start without a cursor) */
 };
 
 struct pulse_group_member_info {
@@ -806,9 +806,9 @@ pulse_status_t pulse_broker_group_wait(struct pulse_broker *b, const char *group
  * started from the cursor. Never blocks on I/O (local: the committer).
  */
 pulse_status_t pulse_broker_group_commit_async(struct pulse_broker *b, const char *group, const char *member,
-                                               uint64_t generation, const struct pulse_group_partition *pos,
-                                               size_t n, struct pulse_group_view *view, pulse_admin_done_fn done,
-                                               void *arg, char *errbuf, size_t errlen);
+                                               uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                               struct pulse_group_view *view, pulse_admin_done_fn done, void *arg,
+                                               char *errbuf, size_t errlen);
 
 /* Blocking form of pulse_broker_group_commit_async (tests, tools). */
 pulse_status_t pulse_broker_group_commit(struct pulse_broker *b, const char *group, const char *member,

@@ -166,9 +166,9 @@ struct pulse_local {
     atomic_uint_fast64_t topic_uids; /* the last pulse_broker_topic.uid given */
     pthread_t syncer;
     bool syncer_started;
-    struct pulse_broker_maint *maint; /* retention and compaction thread */
-    struct pulse_broker_heal *heal;   /* reopens fenced partitions */
-    struct pulse_broker_groups *groups; /* consumer groups (groups.c) */
+    struct pulse_broker_maint *maint;      /* retention and compaction thread */
+    struct pulse_broker_heal *heal;        /* reopens fenced partitions */
+    struct pulse_broker_groups *groups;    /* consumer groups (groups.c) */
     struct pulse_broker_idem *idem_window; /* idempotency keys (idem.c) */
     int64_t next_interval_sync_us;
     int64_t next_checkpoint_us; /* syncer thread only: the earliest checkpoint owed */
@@ -327,10 +327,10 @@ pulse_status_t pulse_local_fetch_read(struct pulse_broker *base, struct pulse_fe
 pulse_status_t pulse_local_fetch_next(struct pulse_fetch *f, struct pulse_record *rec);
 void pulse_local_fetch_rewind(struct pulse_fetch *f);
 void pulse_local_fetch_destroy(struct pulse_fetch *f);
-pulse_status_t pulse_local_fetch_probe(struct pulse_broker *base, const char *topic, uint32_t partition,
-                                       int64_t offset, struct pulse_fetch_pos *pos);
-pulse_status_t pulse_local_fetch_raw(struct pulse_broker *base, const char *topic, uint32_t partition,
-                                     int64_t offset, uint64_t max_bytes, struct pulse_raw_slice *out);
+pulse_status_t pulse_local_fetch_probe(struct pulse_broker *base, const char *topic, uint32_t partition, int64_t offset,
+                                       struct pulse_fetch_pos *pos);
+pulse_status_t pulse_local_fetch_raw(struct pulse_broker *base, const char *topic, uint32_t partition, int64_t offset,
+                                     uint64_t max_bytes, struct pulse_raw_slice *out);
 pulse_status_t pulse_local_offset_for_time(struct pulse_broker *base, const char *topic, uint32_t partition,
                                            int64_t ts_ms, int64_t *offset_out);
 void pulse_local_note_fetched(struct pulse_broker *base, const char *topic, uint64_t records, uint64_t bytes);
@@ -367,9 +367,9 @@ pulse_status_t pulse_local_group_wait(struct pulse_broker *base, const char *gro
                                       uint64_t generation, const struct pulse_group_partition *pos, size_t n,
                                       int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
 pulse_status_t pulse_local_group_commit_async(struct pulse_broker *base, const char *group, const char *member,
-                                              uint64_t generation, const struct pulse_group_partition *pos,
-                                              size_t n, struct pulse_group_view *view, pulse_admin_done_fn done,
-                                              void *arg, char *errbuf, size_t errlen);
+                                              uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                              struct pulse_group_view *view, pulse_admin_done_fn done, void *arg,
+                                              char *errbuf, size_t errlen);
 pulse_status_t pulse_local_group_list(struct pulse_broker *base, char ***names_out, size_t *n_out);
 pulse_status_t pulse_local_group_describe_async(struct pulse_broker *base, const char *group,
                                                 struct pulse_group_info **out, pulse_admin_done_fn done, void *arg);

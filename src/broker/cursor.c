@@ -110,7 +110,8 @@ static pulse_status_t validate(struct pulse_local *b, const struct pulse_cursor 
         if (strnlen(c->topic, sizeof c->topic) < sizeof c->topic)
             t = pulse_broker_topic_acquire(b, c->topic);
         if (t == NULL) {
-            pulse_errbuf_set(errbuf, errlen, "cursors[%zu]: topic \"%.*s\" does not exist", i, PULSE_NAME_MAX, c->topic);
+            pulse_errbuf_set(errbuf, errlen, "cursors[%zu]: topic \"%.*s\" does not exist", i, PULSE_NAME_MAX,
+                             c->topic);
             return PULSE_TOPIC_NOT_FOUND;
         }
         if (c->partition >= t->nparts) {
@@ -124,8 +125,8 @@ static pulse_status_t validate(struct pulse_local *b, const struct pulse_cursor 
         pulse_broker_topic_release(b, t);
         if (c->offset < 0 || c->offset > hw) {
             pulse_errbuf_set(errbuf, errlen,
-                    "cursors[%zu]: offset %" PRId64 " is outside [0, %" PRId64 "] of %s/%" PRIu32, i, c->offset, hw,
-                    c->topic, c->partition);
+                             "cursors[%zu]: offset %" PRId64 " is outside [0, %" PRId64 "] of %s/%" PRIu32, i,
+                             c->offset, hw, c->topic, c->partition);
             return PULSE_RANGE;
         }
         memcpy(mc[i].topic, c->topic, sizeof mc[i].topic);

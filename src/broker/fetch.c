@@ -271,8 +271,8 @@ pulse_status_t pulse_local_offset_for_time(struct pulse_broker *base, const char
     return st;
 }
 
-pulse_status_t pulse_local_fetch_raw(struct pulse_broker *base, const char *topic, uint32_t partition,
-                                     int64_t offset, uint64_t max_bytes, struct pulse_raw_slice *out)
+pulse_status_t pulse_local_fetch_raw(struct pulse_broker *base, const char *topic, uint32_t partition, int64_t offset,
+                                     uint64_t max_bytes, struct pulse_raw_slice *out)
 {
     struct pulse_local *b = pulse_local_of(base);
     struct pulse_broker_topic *t = NULL;

@@ -71,12 +71,12 @@ struct gmember {
     char (*topics)[PULSE_NAME_MAX + 1];
     size_t ntopics;
     int64_t lease_ms;
-    int64_t expires_us; /* monotonic */
-    int64_t joined_ms;  /* wall clock */
+    int64_t expires_us;  /* monotonic */
+    int64_t joined_ms;   /* wall clock */
     uint64_t generation; /* last told */
     uint32_t commits;    /* in flight */
     bool start_latest;
-    bool leaving; /* left while a commit of it was in flight: no new partitions */
+    bool leaving;  /* left while a commit of it was in flight: no new partitions */
     uint32_t load; /* assign() scratch */
 };
 
@@ -86,7 +86,7 @@ struct gpart {
     uint64_t topic_uid; /* the topic object's uid: a topic made again has another */
     struct gmember *owner;
     struct gmember *target;
-    int64_t fetch_pos; /* where the owner's last fetch left off, -1 none */
+    int64_t fetch_pos;  /* where the owner's last fetch left off, -1 none */
     uint64_t fetch_gen; /* the generation it was in */
 };
 
@@ -143,7 +143,9 @@ pulse_status_t pulse_broker_groups_create(const struct pulse_broker_config *cfg,
     struct pulse_broker_groups *g;
 
     if (cfg->group_lease_min_ms > cfg->group_lease_max_ms || cfg->group_lease_min_ms <= 0) {
-        pulse_errbuf_set(errbuf, errlen, "groups.lease-min (%" PRId64 " ms) must be positive and at most groups.lease-max (%" PRId64 " ms)",
+        pulse_errbuf_set(errbuf, errlen,
+                         "groups.lease-min (%" PRId64 " ms) must be positive and at most groups.lease-max (%" PRId64
+                         " ms)",
                          cfg->group_lease_min_ms, cfg->group_lease_max_ms);
         return PULSE_INVALID;
     }
@@ -344,7 +346,7 @@ static int name_cmp(const void *a, const void *b)
  * per topic. PULSE_NOMEM. */
 static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struct gpart **out, size_t *n_out)
 {
-    char (*names)[PULSE_NAME_MAX + 1] = NULL;
+    char(*names)[PULSE_NAME_MAX + 1] = NULL;
     size_t nnames = 0, cap = 0, total = 0;
     struct gpart *parts = NULL;
     uint32_t *counts = NULL;
@@ -631,8 +633,9 @@ static pulse_status_t join_check(struct pulse_local *b, const char *group, const
 {
     struct pulse_broker_groups *g = b->groups;
     if (!pulse_broker_cname_valid(group)) {
-        pulse_errbuf_set(errbuf, errlen, "group name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or "
-                                         "\"..\", and must not begin with \"__\"");
+        pulse_errbuf_set(errbuf, errlen,
+                         "group name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or "
+                         "\"..\", and must not begin with \"__\"");
         return PULSE_INVALID_NAME;
     }
     if (spec->ntopics == 0 || spec->ntopics > PULSE_GROUP_MAX_TOPICS) {
@@ -659,7 +662,8 @@ static pulse_status_t join_check(struct pulse_local *b, const char *group, const
     }
     *lease_ms = spec->lease_ms == 0 ? g->lease_default_ms : spec->lease_ms;
     if (*lease_ms < g->lease_min_ms || *lease_ms > g->lease_max_ms) {
-        pulse_errbuf_set(errbuf, errlen, "lease_ms must be in %" PRId64 "..%" PRId64 " (groups.lease-min, groups.lease-max)",
+        pulse_errbuf_set(errbuf, errlen,
+                         "lease_ms must be in %" PRId64 "..%" PRId64 " (groups.lease-min, groups.lease-max)",
                          g->lease_min_ms, g->lease_max_ms);
         return PULSE_INVALID;
     }
@@ -844,8 +848,7 @@ pulse_status_t pulse_local_group_leave(struct pulse_broker *base, const char *gr
 /* Fills the positions the view has not: the group's cursor, else the log
  * start (or end, for start_latest). Drops partitions whose topic went away
  * meanwhile. Locks: none held (a cursor read, a topic lookup). */
-static pulse_status_t view_positions(struct pulse_local *b, const char *group, bool latest,
-                                     struct pulse_group_view *v)
+static pulse_status_t view_positions(struct pulse_local *b, const char *group, bool latest, struct pulse_group_view *v)
 {
     size_t k = 0;
     for (size_t i = 0; i < v->nparts; i++) {
@@ -978,8 +981,8 @@ static void gwait_data_fn(void *arg, pulse_status_t st)
  * not: PULSE_REJOIN, PULSE_SHUTDOWN, or PULSE_EOF for "answer now" (a
  * newer generation, or news for the member). Kicks the syncer when gw's
  * deadline is the earliest (next_wake_us). */
-static pulse_status_t gwait_register(struct pulse_local *b, const char *member, uint64_t generation,
-                                     struct gwait *gw, bool with_data)
+static pulse_status_t gwait_register(struct pulse_local *b, const char *member, uint64_t generation, struct gwait *gw,
+                                     bool with_data)
 {
     struct pulse_broker_groups *g = b->groups;
     struct group *gr = NULL;
@@ -1172,20 +1175,25 @@ static pulse_status_t commit_fence(struct pulse_local *b, const char *group, con
     int64_t now = pulse_clock_mono_us();
     pulse_status_t st = find_member(b, group, member, now, &gr, &m);
     if (st != PULSE_OK) {
-        pulse_errbuf_set(errbuf, errlen, "group \"%s\" has no member \"%s\" (it left, its lease ran out, or the "
-                                         "broker restarted): join again", group, member);
+        pulse_errbuf_set(errbuf, errlen,
+                         "group \"%s\" has no member \"%s\" (it left, its lease ran out, or the "
+                         "broker restarted): join again",
+                         group, member);
         return st;
     }
     if (generation != m->generation) {
-        pulse_errbuf_set(errbuf, errlen, "generation %" PRIu64 " is not the member's current generation %" PRIu64
-                                         ": nothing was committed", generation, m->generation);
+        pulse_errbuf_set(errbuf, errlen,
+                         "generation %" PRIu64 " is not the member's current generation %" PRIu64
+                         ": nothing was committed",
+                         generation, m->generation);
         return PULSE_GROUP_FENCED;
     }
     for (size_t i = 0; i < n; i++) {
         struct gpart *p = part_find(gr, pos[i].topic, pos[i].partition);
         if (p == NULL || p->owner != m) {
-            pulse_errbuf_set(errbuf, errlen, "offsets[%zu]: the member does not own %s/%" PRIu32
-                                             " in generation %" PRIu64 ": nothing was committed",
+            pulse_errbuf_set(errbuf, errlen,
+                             "offsets[%zu]: the member does not own %s/%" PRIu32 " in generation %" PRIu64
+                             ": nothing was committed",
                              i, pos[i].topic, pos[i].partition, generation);
             return PULSE_GROUP_FENCED;
         }
@@ -1206,9 +1214,9 @@ static void commit_abandon(struct pulse_local *b, const char *group, const char 
 }
 
 pulse_status_t pulse_local_group_commit_async(struct pulse_broker *base, const char *group, const char *member,
-                                              uint64_t generation, const struct pulse_group_partition *pos,
-                                              size_t n, struct pulse_group_view *view, pulse_admin_done_fn done,
-                                              void *arg, char *errbuf, size_t errlen)
+                                              uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                              struct pulse_group_view *view, pulse_admin_done_fn done, void *arg,
+                                              char *errbuf, size_t errlen)
 {
     struct pulse_local *b = pulse_local_of(base);
     struct pulse_cursor *cursors = NULL;
@@ -1477,8 +1485,9 @@ pulse_status_t pulse_broker_groups_metrics(struct pulse_local *b, struct pulse_b
     for (size_t i = 0; st == PULSE_OK && i < n; i++)
         st = pulse_buf_printf(out, "pulse_group_generation{group=\"%s\"} %" PRIu64 "\n", s[i].name, s[i].generation);
     if (st == PULSE_OK)
-        st = pulse_buf_printf(out, "# HELP pulse_group_rebalances_total Rebalances of the group since it got its first member.\n"
-                                   "# TYPE pulse_group_rebalances_total counter\n");
+        st = pulse_buf_printf(
+            out, "# HELP pulse_group_rebalances_total Rebalances of the group since it got its first member.\n"
+                 "# TYPE pulse_group_rebalances_total counter\n");
     for (size_t i = 0; st == PULSE_OK && i < n; i++)
         st = pulse_buf_printf(out, "pulse_group_rebalances_total{group=\"%s\"} %" PRIu64 "\n", s[i].name,
                               s[i].rebalances);

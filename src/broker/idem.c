@@ -281,12 +281,14 @@ static bool same_body(const struct pulse_idem_entry *e, const struct pulse_idem_
 }
 
 /* A new running entry for id (w->mu held). */
-static pulse_status_t begin_new(struct pulse_broker_idem *w, const struct pulse_idem_id *id, size_t nparts,
-                                int64_t now, struct pulse_idem_entry **entry_out, char *errbuf, size_t errlen)
+static pulse_status_t begin_new(struct pulse_broker_idem *w, const struct pulse_idem_id *id, size_t nparts, int64_t now,
+                                struct pulse_idem_entry **entry_out, char *errbuf, size_t errlen)
 {
     if (!make_room(w)) {
-        pulse_errbuf_set(errbuf, errlen, "all %" PRIu32 " remembered idempotency keys belong to publishes still running; "
-                         "retry later", w->max_keys);
+        pulse_errbuf_set(errbuf, errlen,
+                         "all %" PRIu32 " remembered idempotency keys belong to publishes still running; "
+                         "retry later",
+                         w->max_keys);
         return PULSE_BUSY;
     }
     struct pulse_idem_entry *e = entry_new(id->topic_uid, id->khash, (uint32_t)nparts, id->touched);
@@ -328,7 +330,8 @@ pulse_status_t pulse_broker_idem_begin(struct pulse_broker_idem *w, const struct
         /* Expired, a hash twin of another key, or the topic changed shape:
          * the old entry cannot answer for this request. */
         if (e->running) {
-            pulse_errbuf_set(errbuf, errlen, "another publish with a colliding idempotency key is running; retry later");
+            pulse_errbuf_set(errbuf, errlen,
+                             "another publish with a colliding idempotency key is running; retry later");
             st = PULSE_BUSY;
             goto out;
         }
@@ -404,9 +407,8 @@ static void complete_waiters(struct pulse_idem_waiter *wt, pulse_status_t st, co
             memcpy(wt->offsets_out, offsets, n * sizeof *offsets);
             wt->idem->duplicate = true;
         } else {
-            pulse_errbuf_set(wt->errbuf, wt->errlen, "%s", errmsg != NULL && errmsg[0] != '\0'
-                                                                ? errmsg
-                                                                : pulse_status_message(wst));
+            pulse_errbuf_set(wt->errbuf, wt->errlen, "%s",
+                             errmsg != NULL && errmsg[0] != '\0' ? errmsg : pulse_status_message(wst));
         }
         wt->done(wt->arg, wst);
         pulse_free(wt);
@@ -572,12 +574,13 @@ pulse_status_t pulse_broker_idem_rebuild(struct pulse_local *b)
         for (uint32_t p = 0; p < t->nparts; p++) {
             pulse_status_t st = rebuild_partition(b->idem_window, t, p, cutoff);
             if (st != PULSE_OK)
-                pulse_log(PULSE_LOG_WARN, "topic \"%s\" partition %" PRIu32 ": cannot read back its idempotency keys (%s); "
-                               "retries of its recent publishes are not recognised",
-                               t->name, p, pulse_status_message(st));
+                pulse_log(PULSE_LOG_WARN,
+                          "topic \"%s\" partition %" PRIu32 ": cannot read back its idempotency keys (%s); "
+                          "retries of its recent publishes are not recognised",
+                          t->name, p, pulse_status_message(st));
         }
     }
     pulse_log(PULSE_LOG_INFO, "idempotency window rebuilt: %zu keys in %" PRId64 " ms", b->idem_window->count,
-                   (pulse_clock_mono_us() - t0) / 1000);
+              (pulse_clock_mono_us() - t0) / 1000);
     return PULSE_OK;
 }

@@ -63,8 +63,8 @@ struct pulse_idem_share {
 /* The identity of one request. */
 struct pulse_idem_id {
     uint64_t topic_uid;
-    uint32_t nparts;  /* the topic's partitions */
-    size_t touched;   /* how many of them this request writes to */
+    uint32_t nparts; /* the topic's partitions */
+    size_t touched;  /* how many of them this request writes to */
     const char *key; /* borrowed for the call */
     size_t key_len;
     uint64_t khash;   /* pulse_broker_idem_key_hash(key) */

@@ -93,8 +93,8 @@ struct pulse_broker_config {
     uint32_t group_max_groups;      /* default 10000 */
     /* idempotent publishes (idem.h): how long a key is remembered, and how
      * many keys at most (the oldest finished one is forgotten first) */
-    int64_t idempotency_window_ms;     /* default 300000 */
-    uint32_t idempotency_max_keys;     /* default 100000 */
+    int64_t idempotency_window_ms; /* default 300000 */
+    uint32_t idempotency_max_keys; /* default 100000 */
 };
 
 /* Fills every field with the documented defaults (docs/Configuration.md). */

@@ -198,7 +198,7 @@ struct publish_ctx {
     bool await[PULSE_BROKER_MAX_PARTITIONS];
     int64_t await_end[PULSE_BROKER_MAX_PARTITIONS];
     uint64_t await_epoch[PULSE_BROKER_MAX_PARTITIONS];
-    int64_t end[PULSE_BROKER_MAX_PARTITIONS];   /* appended: where its unit ends */
+    int64_t end[PULSE_BROKER_MAX_PARTITIONS];    /* appended: where its unit ends */
     uint64_t epoch[PULSE_BROKER_MAX_PARTITIONS]; /* appended: the epoch it was written in */
 };
 
@@ -321,8 +321,7 @@ static pulse_status_t encode(struct publish_ctx *c)
         pulse_buf_init(&c->bufs[p], PULSE_BROKER_MAX_BATCH_BYTES);
         for (size_t r = c->run_first[p]; r < c->run_end[p]; r++) {
             size_t at = c->bufs[p].len;
-            pulse_status_t st = pulse_batch_encode(&c->bufs[p], 0, 0, &c->grouped[c->runs[r].first],
-                                                   c->runs[r].count);
+            pulse_status_t st = pulse_batch_encode(&c->bufs[p], 0, 0, &c->grouped[c->runs[r].first], c->runs[r].count);
             if (st == PULSE_OK && c->idem != NULL)
                 pulse_batch_set_producer(c->bufs[p].data + at, c->bufs[p].len - at, (uint32_t)(c->idem->khash >> 32),
                                          (uint32_t)c->idem->khash, (int32_t)c->idem->body_fp);
@@ -839,8 +838,7 @@ pulse_status_t pulse_local_publish_idem(struct pulse_broker *base, const char *t
     enum pulse_idem_begin how = PULSE_IDEM_RUN;
     bool pending = false;
 
-    if (idem == NULL || idem->key == NULL || idem->key_len == 0 || idem->key_len > PULSE_IDEM_KEY_MAX ||
-        done == NULL) {
+    if (idem == NULL || idem->key == NULL || idem->key_len == 0 || idem->key_len > PULSE_IDEM_KEY_MAX || done == NULL) {
         pulse_errbuf_set(errbuf, errlen, "an idempotency key is 1 to %d bytes", PULSE_IDEM_KEY_MAX);
         return PULSE_INVALID;
     }

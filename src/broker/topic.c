@@ -102,8 +102,8 @@ void pulse_broker_no_partition_message(char *errbuf, size_t errlen, const char *
         pulse_errbuf_set(errbuf, errlen, "%stopic \"%s\" has no partition %lld; its only partition is 0", p, topic,
                          (long long)partition);
     else
-        pulse_errbuf_set(errbuf, errlen, "%stopic \"%s\" has no partition %lld; its partitions are 0 to %lu", p,
-                         topic, (long long)partition, (unsigned long)partitions - 1);
+        pulse_errbuf_set(errbuf, errlen, "%stopic \"%s\" has no partition %lld; its partitions are 0 to %lu", p, topic,
+                         (long long)partition, (unsigned long)partitions - 1);
 }
 
 bool pulse_broker_cname_valid(const char *name)

@@ -39,8 +39,7 @@ void pulse_log(enum pulse_log_level level, const char *fmt, ...) __attribute__((
 
 /* A line written at level whatever log.level is, unless it is off: for
  * output a setting of its own turns on (server.access-log). */
-void pulse_log_always(enum pulse_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void pulse_log_always(enum pulse_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
  * Rate-limited logging, for lines a fault can repeat without bound: a full

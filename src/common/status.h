@@ -18,31 +18,31 @@
 
 #include <stddef.h>
 
-#define PULSE_STATUS_MAP(X)                                                                       \
-    X(OK, "ok")                                                                                   \
-    X(NOMEM, "out of memory")                                                                     \
-    X(IO, "input/output error")                                                                   \
-    X(NOSPACE, "no space left on the storage device")                                             \
-    X(CORRUPT, "stored data failed validation")                                                   \
-    X(INVALID, "invalid argument")                                                                \
-    X(INVALID_NAME, "invalid name")                                                               \
-    X(NOT_FOUND, "not found")                                                                     \
-    X(TOPIC_NOT_FOUND, "topic not found")                                                         \
-    X(PARTITION_NOT_FOUND, "partition not found")                                                 \
-    X(CURSOR_NOT_FOUND, "cursor not found")                                                       \
-    X(EXISTS, "already exists")                                                                   \
-    X(RANGE, "value out of range")                                                                \
-    X(TOO_LARGE, "too large")                                                                     \
-    X(BUSY, "resource busy")                                                                      \
-    X(NOFILE, "too many open files: the process reached its descriptor limit (RLIMIT_NOFILE)")    \
-    X(FENCED, "partition fenced after a failed write or sync; it is being reopened, retry later") \
-    X(SHUTDOWN, "shutting down")                                                   \
-    X(EOF, "end of data")                                                          \
-    X(ACCESS, "permission denied")                                             \
-    X(NOT_SUPPORTED, "not supported by this backend")                              \
+#define PULSE_STATUS_MAP(X)                                                                                            \
+    X(OK, "ok")                                                                                                        \
+    X(NOMEM, "out of memory")                                                                                          \
+    X(IO, "input/output error")                                                                                        \
+    X(NOSPACE, "no space left on the storage device")                                                                  \
+    X(CORRUPT, "stored data failed validation")                                                                        \
+    X(INVALID, "invalid argument")                                                                                     \
+    X(INVALID_NAME, "invalid name")                                                                                    \
+    X(NOT_FOUND, "not found")                                                                                          \
+    X(TOPIC_NOT_FOUND, "topic not found")                                                                              \
+    X(PARTITION_NOT_FOUND, "partition not found")                                                                      \
+    X(CURSOR_NOT_FOUND, "cursor not found")                                                                            \
+    X(EXISTS, "already exists")                                                                                        \
+    X(RANGE, "value out of range")                                                                                     \
+    X(TOO_LARGE, "too large")                                                                                          \
+    X(BUSY, "resource busy")                                                                                           \
+    X(NOFILE, "too many open files: the process reached its descriptor limit (RLIMIT_NOFILE)")                         \
+    X(FENCED, "partition fenced after a failed write or sync; it is being reopened, retry later")                      \
+    X(SHUTDOWN, "shutting down")                                                                                       \
+    X(EOF, "end of data")                                                                                              \
+    X(ACCESS, "permission denied")                                                                                     \
+    X(NOT_SUPPORTED, "not supported by this backend")                                                                  \
     X(REJOIN, "the group does not know this member (it left, its lease ran out, or the broker restarted): join again") \
-    X(GROUP_FENCED, "the member does not own this partition in this generation")     \
-    X(UNAVAILABLE, "the backend's cluster cannot be reached or did not answer in time; retry later") \
+    X(GROUP_FENCED, "the member does not own this partition in this generation")                                       \
+    X(UNAVAILABLE, "the backend's cluster cannot be reached or did not answer in time; retry later")                   \
     X(KEY_REUSED, "the idempotency key was used for a different request")
 
 /* The list's expansion ends in a comma clang-format cannot see. */

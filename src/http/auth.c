@@ -226,8 +226,7 @@ static pulse_status_t add_token(struct pulse_auth_tokens *tab, size_t *cap, cons
 }
 
 /* Parses the lines of an open file into tab. */
-static pulse_status_t read_lines(FILE *f, const char *path, struct pulse_auth_tokens *tab, char *errbuf,
-                                 size_t errlen)
+static pulse_status_t read_lines(FILE *f, const char *path, struct pulse_auth_tokens *tab, char *errbuf, size_t errlen)
 {
     char line[PULSE_AUTH_LINE_MAX + 2];
     struct pulse_auth_token tok;
@@ -470,8 +469,9 @@ pulse_status_t pulse_auth_hash_line(const char *name, const char *const *grants,
     for (size_t i = 0; i < len; i++) {
         /* What a client can put after "Bearer " in a header field. */
         if ((unsigned char)token[i] <= 0x20 || (unsigned char)token[i] >= 0x7f) {
-            pulse_errbuf_set(errbuf, errlen, "the token has a blank, control or non-ASCII byte; use printable "
-                                             "ASCII (e.g. openssl rand -hex 32)");
+            pulse_errbuf_set(errbuf, errlen,
+                             "the token has a blank, control or non-ASCII byte; use printable "
+                             "ASCII (e.g. openssl rand -hex 32)");
             return PULSE_INVALID;
         }
     }

@@ -42,8 +42,8 @@
 #include "http/router.h"
 
 #define PULSE_AUTH_NAME_MAX 64
-#define PULSE_AUTH_TOKEN_MAX 4096  /* longest token accepted in a header or on stdin */
-#define PULSE_AUTH_LINE_MAX 4096   /* longest line of the token file */
+#define PULSE_AUTH_TOKEN_MAX 4096 /* longest token accepted in a header or on stdin */
+#define PULSE_AUTH_LINE_MAX 4096  /* longest line of the token file */
 #define PULSE_AUTH_FILE_MAX (1024 * 1024)
 
 struct pulse_auth;

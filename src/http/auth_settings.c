@@ -44,8 +44,7 @@ static pulse_status_t check_public(const char *name, const char *value, char *er
         for (size_t i = 0; i < sizeof public_names / sizeof public_names[0]; i++)
             known = known || item_is(item, len, public_names[i]);
         if (!known) {
-            pulse_errbuf_set(errbuf, errlen, "%s: \"%.*s\" is not dashboard, openapi or metrics", name, (int)len,
-                             item);
+            pulse_errbuf_set(errbuf, errlen, "%s: \"%.*s\" is not dashboard, openapi or metrics", name, (int)len, item);
             return PULSE_INVALID;
         }
     }

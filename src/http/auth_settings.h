@@ -16,7 +16,7 @@
 struct pulse_settings_table;
 
 struct pulse_auth_settings {
-    char *token_file; /* path of the token file; "" = authentication off */
+    char *token_file;    /* path of the token file; "" = authentication off */
     char *public_routes; /* comma-separated: dashboard, openapi, metrics; may be "" */
 };
 

@@ -89,8 +89,8 @@ static bool origin_shape(const char *e, size_t n)
             return false;
         at++;
     } else {
-        while (at < n && (e[at] == '.' || e[at] == '-' || (e[at] >= 'a' && e[at] <= 'z') ||
-                          (e[at] >= '0' && e[at] <= '9')))
+        while (at < n &&
+               (e[at] == '.' || e[at] == '-' || (e[at] >= 'a' && e[at] <= 'z') || (e[at] >= '0' && e[at] <= '9')))
             at++;
     }
     if (at == host)

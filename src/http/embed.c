@@ -20,10 +20,8 @@ static const struct {
     const char *ext;
     const char *type;
 } media_types[] = {
-    {".html", "text/html; charset=utf-8"},
-    {".js", "text/javascript; charset=utf-8"},
-    {".css", "text/css; charset=utf-8"},
-    {".svg", "image/svg+xml"},
+    {".html", "text/html; charset=utf-8"}, {".js", "text/javascript; charset=utf-8"},
+    {".css", "text/css; charset=utf-8"},   {".svg", "image/svg+xml"},
     {".yaml", "application/yaml"},
 };
 

@@ -17,7 +17,7 @@ struct pulse_embed_file {
     const char *path;          /* the URL path it is served at; NULL ends a table */
     const unsigned char *data; /* len bytes, then one NUL */
     size_t len;
-    const char *etag;          /* a quoted entity tag: "<cksum>-<len>" */
+    const char *etag; /* a quoted entity tag: "<cksum>-<len>" */
 };
 
 /* api/openapi.yaml: one entry (path "/openapi.yaml"). */

@@ -63,8 +63,8 @@ bool pulse_encode_accepts_gzip(const char *ae)
             p++;
         size_t n = strcspn(p, ",");
         size_t name = strcspn(p, ",; \t");
-        bool match = (name == 4 && strncasecmp(p, "gzip", 4) == 0) ||
-                     (name == 6 && strncasecmp(p, "x-gzip", 6) == 0) || (name == 1 && p[0] == '*');
+        bool match = (name == 4 && strncasecmp(p, "gzip", 4) == 0) || (name == 6 && strncasecmp(p, "x-gzip", 6) == 0) ||
+                     (name == 1 && p[0] == '*');
         if (match && qvalue(p + name, n - name) > 0)
             return true;
         p += n;

@@ -304,8 +304,8 @@ static void commit_one_resume(struct pulse_hreq *r)
  * *named is false (nothing done) for a plain integer offset. Answers and
  * returns false on a refusal.
  */
-static bool cursor_named_offset(struct pulse_hreq *r, json_t *c, const char *topic, uint32_t partition,
-                                bool *named, int64_t *out)
+static bool cursor_named_offset(struct pulse_hreq *r, json_t *c, const char *topic, uint32_t partition, bool *named,
+                                int64_t *out)
 {
     json_t *o = json_object_get(c, "offset");
     json_t *ts = json_object_get(c, "timestamp");

@@ -56,7 +56,7 @@
 
 /* The request's fetch parameters and state, in its pool (r->hstate). */
 struct fetch_state {
-    int64_t offset; /* -1 = log start */
+    int64_t offset;      /* -1 = log start */
     struct pulse_pos at; /* offset= or timestamp= by name or time; resolved into offset */
     bool named;          /* at is to be resolved (earliest, latest, a time) */
     int64_t max_records;
@@ -638,8 +638,7 @@ static bool parse_query(struct pulse_hreq *r)
     q->wait_ms = 0;
     if (!parse_position(r, q))
         return false;
-    if (
-        !query_int(r, "max_records", 1, FETCH_MAX_RECORDS, &q->max_records) ||
+    if (!query_int(r, "max_records", 1, FETCH_MAX_RECORDS, &q->max_records) ||
         !query_int(r, "max_bytes", 1, FETCH_MAX_BYTES, &q->max_bytes) ||
         !query_int(r, "wait_ms", 0, FETCH_MAX_WAIT_MS, &q->wait_ms))
         return false;

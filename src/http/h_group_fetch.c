@@ -53,13 +53,13 @@ struct gfetch_state {
     int64_t max_records;
     int64_t max_bytes;
     int64_t wait_ms;
-    struct pulse_group_view view; /* from the poll, with positions */
-    struct pulse_buf recs;        /* the records' text */
-    struct pulse_buf tmp;         /* one record's text */
+    struct pulse_group_view view;       /* from the poll, with positions */
+    struct pulse_buf recs;              /* the records' text */
+    struct pulse_buf tmp;               /* one record's text */
     struct pulse_group_partition *next; /* per partition of the view: where the answer left off */
     uint64_t nrecords;
-    int64_t read_bytes;          /* of stored records, for max_bytes */
-    uint64_t reserved;           /* taken from the memory budget for reads */
+    int64_t read_bytes; /* of stored records, for max_bytes */
+    uint64_t reserved;  /* taken from the memory budget for reads */
 };
 
 static void dispose(void *hstate)
@@ -78,8 +78,8 @@ static bool query_int(struct pulse_hreq *r, const char *name, int64_t min, int64
     if (v == NULL)
         return true;
     if (pulse_request_parse_i64(v, min, max, out) != PULSE_OK) {
-        pulse_server_reply_error(r, 400, "invalid_request", "query parameter %s must be an integer in %lld..%lld",
-                                 name, (long long)min, (long long)max);
+        pulse_server_reply_error(r, 400, "invalid_request", "query parameter %s must be an integer in %lld..%lld", name,
+                                 (long long)min, (long long)max);
         return false;
     }
     return true;
@@ -289,8 +289,8 @@ static void answer(struct pulse_hreq *r)
      * no record, so the next fetch must start where this one did (the
      * call still renews the lease and checks the generation). */
     bool head = r->method == PULSE_METHOD_HEAD;
-    pulse_status_t st = pulse_broker_group_fetched(r->srv->broker, r->consumer, q->member, q->view.generation,
-                                                   q->next, head ? 0 : n);
+    pulse_status_t st = pulse_broker_group_fetched(r->srv->broker, r->consumer, q->member, q->view.generation, q->next,
+                                                   head ? 0 : n);
     /* No records (a wait that ended at its deadline or because the group
      * changed): the view of a fresh call, so that the member learns a
      * rebalance now rather than at its next call. */

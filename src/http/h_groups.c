@@ -108,8 +108,9 @@ static bool join_topics(struct pulse_hreq *r, json_t *body, const char **names, 
     json_t *one = json_object_get(body, "topic");
     json_t *arr = json_object_get(body, "topics");
     if ((one == NULL) == (arr == NULL)) {
-        pulse_server_reply_error(r, 400, "invalid_request", "give the topics to consume: \"topics\" (an array of "
-                                                            "names) or \"topic\" (one name)");
+        pulse_server_reply_error(r, 400, "invalid_request",
+                                 "give the topics to consume: \"topics\" (an array of "
+                                 "names) or \"topic\" (one name)");
         return false;
     }
     if (one != NULL) {
@@ -286,11 +287,12 @@ static bool commit_parse(struct pulse_hreq *r, json_t *body, struct gcommit_stat
         cs->pos[i].partition = (uint32_t)json_integer_value(p);
         cs->pos[i].offset = (int64_t)json_integer_value(o);
         continue;
-bad:
+    bad:
         if (r->status == 0)
             pulse_server_reply_error(r, 400, "invalid_request",
                                      "offsets[%zu] needs \"topic\" (a topic name), \"partition\" and \"offset\" "
-                                     "(non-negative integers)", i);
+                                     "(non-negative integers)",
+                                     i);
         return false;
     }
     return true;
@@ -376,8 +378,8 @@ static json_t *member_object(const struct pulse_group_member_info *m)
     if (topics == NULL)
         return NULL;
     return json_pack("{s:s,s:o,s:I,s:I,s:I,s:I,s:I}", "member_id", m->member_id, "topics", topics, "lease_ms",
-                     (json_int_t)m->lease_ms, "lease_expires_in_ms", (json_int_t)m->lease_expires_in_ms,
-                     "generation", (json_int_t)m->generation, "partitions", (json_int_t)m->nparts, "joined_at_ms",
+                     (json_int_t)m->lease_ms, "lease_expires_in_ms", (json_int_t)m->lease_expires_in_ms, "generation",
+                     (json_int_t)m->generation, "partitions", (json_int_t)m->nparts, "joined_at_ms",
                      (json_int_t)m->joined_at_ms);
 }
 

@@ -518,8 +518,8 @@ static bool read_idem_key(struct pulse_hreq *r, struct publish_state *ps)
     for (size_t i = 0; ok && i < len; i++)
         ok = key[i] > 0x20 && key[i] < 0x7f;
     if (!ok) {
-        pulse_server_reply_error(r, 400, "invalid_request",
-                                 "Idempotency-Key must be 1 to %d visible ASCII characters", PULSE_IDEM_KEY_MAX);
+        pulse_server_reply_error(r, 400, "invalid_request", "Idempotency-Key must be 1 to %d visible ASCII characters",
+                                 PULSE_IDEM_KEY_MAX);
         return false;
     }
     ps->has_idem = true;
@@ -567,11 +567,12 @@ void pulse_h_publish_post(struct pulse_hreq *r)
 
     pulse_server_suspend(r, publish_resume);
     bool pending = false;
-    pulse_status_t st =
-        ps->has_idem ? pulse_broker_publish_idem(r->srv->broker, r->topic, ps->recs, ps->n_recs, &ps->idem, ps->offsets,
-                                                 pulse_server_on_done, r, &pending, ps->errmsg, sizeof ps->errmsg)
-                     : pulse_broker_publish(r->srv->broker, r->topic, ps->recs, ps->n_recs, ps->offsets,
-                                            pulse_server_on_done, r, &pending, ps->errmsg, sizeof ps->errmsg);
+    pulse_status_t st = ps->has_idem
+                            ? pulse_broker_publish_idem(r->srv->broker, r->topic, ps->recs, ps->n_recs, &ps->idem,
+                                                        ps->offsets, pulse_server_on_done, r, &pending, ps->errmsg,
+                                                        sizeof ps->errmsg)
+                            : pulse_broker_publish(r->srv->broker, r->topic, ps->recs, ps->n_recs, ps->offsets,
+                                                   pulse_server_on_done, r, &pending, ps->errmsg, sizeof ps->errmsg);
     /* No callback will come: resume from here (exactly once). */
     if (st != PULSE_OK || !pending)
         pulse_server_wake(r, st);

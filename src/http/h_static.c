@@ -19,8 +19,8 @@
 #include "http/http_int.h"
 #include "http/server_int.h"
 
-#define DASHBOARD_CSP                                                                                               \
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src *; "               \
+#define DASHBOARD_CSP                                                                                \
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src *; " \
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 /* True when the If-None-Match value (a comma-separated list of entity tags,

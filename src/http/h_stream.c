@@ -69,25 +69,25 @@ struct stream {
     int fd; /* the connection's socket (MHD's), for SIOCOUTQ */
     char topic[PULSE_NAME_MAX + 1];
     bool topic_wide;
-    size_t n;          /* partitions streamed */
-    uint32_t *parts;   /* their ids, ascending */
-    int64_t *next;     /* the next offset of each */
+    size_t n;                    /* partitions streamed */
+    uint32_t *parts;             /* their ids, ascending */
+    int64_t *next;               /* the next offset of each */
     struct pulse_wait_pos *wpos; /* the waiter's positions (scratch) */
-    char *id;          /* the id text of the last event (scratch) */
+    char *id;                    /* the id text of the last event (scratch) */
     size_t id_cap;
-    size_t rr;         /* the partition the next fill starts with */
+    size_t rr;            /* the partition the next fill starts with */
     struct pulse_buf out; /* rendered events MHD has not taken yet */
     size_t out_at;
-    uint64_t cap;      /* server.stream-buffer-bytes */
-    uint64_t held;     /* taken from the memory budget */
-    bool live;         /* caught up with the log at least once */
+    uint64_t cap;            /* server.stream-buffer-bytes */
+    uint64_t held;           /* taken from the memory budget */
+    bool live;               /* caught up with the log at least once */
     int64_t behind_since_us; /* live and more than a buffer behind since (0: not) */
-    bool ending;       /* the final event is in out: end after it */
-    bool parked;       /* suspended with a waiter parked */
-    int64_t beat_us;   /* server.stream-heartbeat */
+    bool ending;             /* the final event is in out: end after it */
+    bool parked;             /* suspended with a waiter parked */
+    int64_t beat_us;         /* server.stream-heartbeat */
     int64_t next_beat_us;
-    int64_t retry_us;  /* budget refused: try again at (0 = not waiting) */
-    atomic_int wake;   /* the waiter's status, stored before resuming */
+    int64_t retry_us; /* budget refused: try again at (0 = not waiting) */
+    atomic_int wake;  /* the waiter's status, stored before resuming */
 };
 
 /* ---- rendering ------------------------------------------------------------ */
@@ -134,8 +134,7 @@ static void end_event(struct stream *s, const char *reason, const char *message)
     if (s->ending)
         return;
     id_update(s);
-    int dl = snprintf(data, sizeof data, "event: end\ndata: {\"reason\":\"%s\",\"message\":\"%s\"}\n", reason,
-                      message);
+    int dl = snprintf(data, sizeof data, "event: end\ndata: {\"reason\":\"%s\",\"message\":\"%s\"}\n", reason, message);
     s->ending = true;
     if (!out_add(s, "id: ", 4) || !out_add(s, s->id, strlen(s->id)) || !out_add(s, "\n", 1) ||
         !out_add(s, data, (size_t)dl) || !out_add(s, "\n", 1))
@@ -289,8 +288,7 @@ static void park(struct stream *s, int64_t until_us)
     atomic_fetch_add(&s->srv->suspended, 1);
     MHD_suspend_connection(s->conn);
     bool parked = false;
-    pulse_status_t st =
-        pulse_broker_wait_any(s->srv->broker, s->wpos, s->n, until_us, on_wake, s, &parked, NULL);
+    pulse_status_t st = pulse_broker_wait_any(s->srv->broker, s->wpos, s->n, until_us, on_wake, s, &parked, NULL);
     if (st != PULSE_OK || !parked)
         on_wake(s, st);
 }
@@ -624,8 +622,7 @@ void pulse_h_stream_topic(struct pulse_hreq *r)
     const char *accept = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
     if (accept != NULL && strstr(accept, PULSE_MEDIA_EVENTS) == NULL && strstr(accept, "*/*") == NULL &&
         strstr(accept, "text/*") == NULL) {
-        pulse_server_reply_error(r, 406, "not_acceptable", "this resource is only available as %s",
-                                 PULSE_MEDIA_EVENTS);
+        pulse_server_reply_error(r, 406, "not_acceptable", "this resource is only available as %s", PULSE_MEDIA_EVENTS);
         return;
     }
     pulse_status_t st = pulse_broker_topic_get(r->srv->broker, r->topic, false, &info);

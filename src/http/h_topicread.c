@@ -42,10 +42,10 @@
 #define TREAD_MIN_SHARE (4u * 1024)
 
 struct tread_state {
-    uint32_t nparts;   /* of the topic */
-    size_t n;          /* partitions read */
-    uint32_t *parts;   /* ascending */
-    int64_t *next;     /* the next offset of each */
+    uint32_t nparts;      /* of the topic */
+    size_t n;             /* partitions read */
+    uint32_t *parts;      /* ascending */
+    int64_t *next;        /* the next offset of each */
     struct pulse_pos def; /* where partitions without a position start */
     int64_t max_records;
     int64_t max_bytes;
@@ -116,9 +116,10 @@ static pulse_status_t read_one(struct pulse_hreq *r, struct tread_state *q, size
         goto out;
     if (pos.start_offset > q->next[i])
         q->next[i] = pos.start_offset; /* below the log start: from there */
-    int hl = snprintf(head, sizeof head, "%s{\"partition\":%u,\"log_start_offset\":%lld,\"high_watermark\":%lld,"
-                      "\"records\":[", i == 0 ? "" : ",", q->parts[i], (long long)pos.log_start,
-                      (long long)pos.high_watermark);
+    int hl = snprintf(head, sizeof head,
+                      "%s{\"partition\":%u,\"log_start_offset\":%lld,\"high_watermark\":%lld,"
+                      "\"records\":[",
+                      i == 0 ? "" : ",", q->parts[i], (long long)pos.log_start, (long long)pos.high_watermark);
     st = pulse_buf_append(&q->body, head, (size_t)hl);
     bool all = true;
     while (st == PULSE_OK && f != NULL && pulse_broker_fetch_next(f, &rec) == PULSE_OK) {
@@ -196,8 +197,7 @@ static void answer(struct pulse_hreq *r)
         reply_error(r, st, "");
         return;
     }
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(q->body.len, q->body.data, MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(q->body.len, q->body.data, MHD_RESPMEM_MUST_COPY);
     if (resp != NULL)
         MHD_add_response_header(resp, "Pulse-Positions", list);
     pulse_free(list);
@@ -274,8 +274,7 @@ static void tread_start(struct pulse_hreq *r)
 /* ---- the request ------------------------------------------------------------ */
 
 /* Resolves every partition's start: its cursor (consumer=) or q->def. */
-static bool resolve_starts(struct pulse_hreq *r, struct tread_state *q, const struct pulse_pos_entry *given,
-                           size_t ng)
+static bool resolve_starts(struct pulse_hreq *r, struct tread_state *q, const struct pulse_pos_entry *given, size_t ng)
 {
     for (size_t i = 0; i < q->n; i++) {
         struct pulse_pos at = given != NULL ? given[i].pos : q->def;
@@ -301,9 +300,9 @@ static bool plan(struct pulse_hreq *r, struct tread_state *q)
     char err[256] = "";
     if (list != NULL) {
         given = pulse_calloc(q->nparts, sizeof *given);
-        pulse_status_t st = given == NULL ? PULSE_NOMEM
-                                          : pulse_pos_list_parse(list, q->nparts, given, q->nparts, &ng, err,
-                                                                 sizeof err);
+        pulse_status_t st = given == NULL
+                                ? PULSE_NOMEM
+                                : pulse_pos_list_parse(list, q->nparts, given, q->nparts, &ng, err, sizeof err);
         if (st != PULSE_OK) {
             pulse_free(given);
             reply_error(r, st, err);
@@ -343,8 +342,8 @@ static bool query_int(struct pulse_hreq *r, const char *name, int64_t min, int64
     if (v == NULL)
         return true;
     if (pulse_request_parse_i64(v, min, max, out) != PULSE_OK) {
-        pulse_server_reply_error(r, 400, "invalid_request", "query parameter %s must be an integer in %lld..%lld",
-                                 name, (long long)min, (long long)max);
+        pulse_server_reply_error(r, 400, "invalid_request", "query parameter %s must be an integer in %lld..%lld", name,
+                                 (long long)min, (long long)max);
         return false;
     }
     return true;
@@ -418,7 +417,7 @@ void pulse_h_topic_read(struct pulse_hreq *r)
         return;
     memcpy(r->consumer, consumer, clen + 1);
     pulse_server_call_begin(r, cursors_resume);
-    st = pulse_broker_cursor_list_async(r->srv->broker, r->consumer, &q->cursors, &q->n_cursors,
-                                        pulse_server_call_done, r);
+    st = pulse_broker_cursor_list_async(r->srv->broker, r->consumer, &q->cursors, &q->n_cursors, pulse_server_call_done,
+                                        r);
     pulse_server_call_end(r, st, st == PULSE_OK);
 }

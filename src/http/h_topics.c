@@ -46,8 +46,8 @@ static json_t *known(int64_t v)
 static json_t *partition_object(const struct pulse_partition_stats *ps)
 {
     return json_pack("{s:I,s:I,s:I,s:I,s:I}", "partition", (json_int_t)ps->partition, "log_start_offset",
-                     (json_int_t)ps->log_start_offset, "high_watermark", (json_int_t)ps->high_watermark,
-                     "size_bytes", (json_int_t)ps->size_bytes, "segments", (json_int_t)ps->segments);
+                     (json_int_t)ps->log_start_offset, "high_watermark", (json_int_t)ps->high_watermark, "size_bytes",
+                     (json_int_t)ps->size_bytes, "segments", (json_int_t)ps->segments);
 }
 
 json_t *pulse_h_topics_object(const struct pulse_topic_info *info)

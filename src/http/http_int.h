@@ -116,19 +116,19 @@ struct pulse_hreq {
     char id[PULSE_REQUEST_ID_MAX + 1];
     int64_t start_us;
     enum pulse_hreq_state state;
-    unsigned status;          /* HTTP status of the queued answer; 0 = none */
-    bool close;               /* answer with "Connection: close" (framing errors) */
-    const char *line_problem; /* why the request line is refused (400, close); NULL = none */
-    bool http11;              /* HTTP/1.1 or later: a Host field is required */
+    unsigned status;              /* HTTP status of the queued answer; 0 = none */
+    bool close;                   /* answer with "Connection: close" (framing errors) */
+    const char *line_problem;     /* why the request line is refused (400, close); NULL = none */
+    bool http11;                  /* HTTP/1.1 or later: a Host field is required */
     const char *origin;           /* the Origin header (borrowed from MHD), or NULL */
     enum pulse_cors_verdict cors; /* what server.cors-origins says of origin (cors.h) */
-    unsigned retry_after; /* seconds for a Retry-After header; 0 = none */
+    unsigned retry_after;         /* seconds for a Retry-After header; 0 = none */
     const char *www_authenticate; /* a WWW-Authenticate value for a 401 (static); NULL = none */
     /* the request's token (server_auth.c): a reference to its table,
      * given back at completion; NULL without auth or before the check */
     struct pulse_auth_tokens *auth_tab;
     const struct pulse_auth_token *token;
-    int64_t bytes_out;  /* answer body bytes as queued; -1 = streamed, size unknown */
+    int64_t bytes_out;    /* answer body bytes as queued; -1 = streamed, size unknown */
     bool not_serving;     /* a 503 because the broker starts or stops: not a fault, not warned about */
     uint64_t mem_held;    /* taken from srv->budget; given back at completion */
     uint64_t mem_charged; /* of mem_held, taken by pulse_server_mem_charge */
@@ -235,8 +235,7 @@ void pulse_server_reply_status(struct pulse_hreq *r, pulse_status_t st, const ch
  * watermark: "<prefix>offset 1000 is beyond the high watermark 2", with
  * offset, log_start_offset and high_watermark as fields of the error.
  * prefix (nullable) names the item of a batch ("cursors[1]: "). */
-void pulse_server_reply_range(struct pulse_hreq *r, const char *prefix, int64_t offset, int64_t log_start,
-                              int64_t hw);
+void pulse_server_reply_range(struct pulse_hreq *r, const char *prefix, int64_t offset, int64_t log_start, int64_t hw);
 /* 400 invalid_request, the one answer to a negative offset. */
 void pulse_server_reply_negative_offset(struct pulse_hreq *r, const char *prefix, int64_t offset);
 /* 404 partition_not_found in the one wording of the API: topic "t" has

@@ -52,8 +52,8 @@ pulse_status_t pulse_pos_parse(const char *s, size_t len, struct pulse_pos *out)
 }
 
 /* One "P:POS" entry of s[0, len). */
-static pulse_status_t parse_entry(const char *s, size_t len, uint32_t nparts, struct pulse_pos_entry *e,
-                                  char *errbuf, size_t errlen)
+static pulse_status_t parse_entry(const char *s, size_t len, uint32_t nparts, struct pulse_pos_entry *e, char *errbuf,
+                                  size_t errlen)
 {
     const char *colon = memchr(s, ':', len);
     int64_t p = 0;

@@ -40,7 +40,7 @@ struct pulse_pos_entry {
 };
 
 /* Longest text pulse_pos_list_format writes for n entries (with its NUL). */
-#define PULSE_POS_LIST_TEXT_MAX(n) ((size_t)(n) * 32u + 1u)
+#define PULSE_POS_LIST_TEXT_MAX(n) ((size_t)(n)*32u + 1u)
 
 /* Parses s[0, len): PULSE_OK, or PULSE_INVALID for anything else (a
  * negative offset included). */

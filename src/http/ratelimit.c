@@ -54,7 +54,7 @@ const struct pulse_settings_table *pulse_limits_settings(void)
 
 struct entry {
     unsigned char key[PULSE_RATELIMIT_KEY_LEN];
-    struct entry *chain;      /* next in the hash slot */
+    struct entry *chain;       /* next in the hash slot */
     struct entry *prev, *next; /* the recency list */
     double requests;           /* tokens left */
     double bytes;              /* tokens left; negative = debt */

@@ -23,15 +23,15 @@ struct route_def {
 /* The one list of query parameters of the API (api/openapi.yaml documents
  * the same). A parameter a route does not list is a 400, so a misspelt one
  * ("ofset") can never be silently ignored. */
-static const char *const fetch_query[] = {"offset", "consumer", "max_records", "max_bytes", "wait_ms", "format",
-                                          "timestamp", "from", "last_event_id", NULL};
+static const char *const fetch_query[] = {"offset", "consumer",  "max_records", "max_bytes",     "wait_ms",
+                                          "format", "timestamp", "from",        "last_event_id", NULL};
 static const char *const publish_query[] = {"key", "partition", NULL};
 static const char *const group_fetch_query[] = {"max_records", "max_bytes", "max_wait_ms", NULL};
 /* Event streams (h_stream.c) and topic-wide reads (h_topicread.c). The
  * fetch route takes the stream's parameters too: Accept picks the form. */
 static const char *const events_query[] = {"from", "offset", "timestamp", "positions", "last_event_id", NULL};
-static const char *const topic_read_query[] = {"positions", "consumer", "offset", "timestamp", "max_records",
-                                               "max_bytes", "wait_ms", NULL};
+static const char *const topic_read_query[] = {"positions",   "consumer",  "offset",  "timestamp",
+                                               "max_records", "max_bytes", "wait_ms", NULL};
 
 /* One route a row. */
 /* clang-format off */
@@ -72,7 +72,10 @@ static const struct route_def routes[PULSE_ROUTE_NONE] = {
  * table, beside the routes, indexed by route and method. A route missing
  * here is UNSET, which the server treats as admin:* and check_auth fails.
  */
-#define G(k, s) {PULSE_GRANT_##k, PULSE_SUBJECT_##s}
+#define G(k, s)                            \
+    {                                      \
+        PULSE_GRANT_##k, PULSE_SUBJECT_##s \
+    }
 static const struct pulse_route_grant route_grants[PULSE_ROUTE_NONE][PULSE_METHOD_HEAD] = {
     [PULSE_ROUTE_HEALTHZ] = {[PULSE_METHOD_GET] = G(NONE, NONE)},
     [PULSE_ROUTE_READYZ] = {[PULSE_METHOD_GET] = G(NONE, NONE)},
@@ -146,8 +149,8 @@ const char *pulse_router_grant_name(enum pulse_grant_kind kind)
     return "unset";
 }
 
-static const char *const method_names[PULSE_METHOD_COUNT] = {"GET",  "POST", "PUT",     "PATCH",
-                                                              "DELETE", "HEAD", "OPTIONS", "OTHER"};
+static const char *const method_names[PULSE_METHOD_COUNT] = {"GET",    "POST", "PUT",     "PATCH",
+                                                             "DELETE", "HEAD", "OPTIONS", "OTHER"};
 
 /* Matches path against one template; fills params on success. */
 static bool match_one(const char *tmpl, const char *path, struct pulse_route_match *m)

@@ -43,7 +43,7 @@ enum pulse_route {
     PULSE_ROUTE_GROUP_RECORDS,
     PULSE_ROUTE_GROUP_COMMIT,
     PULSE_ROUTE_EVENTS, /* GET /v1/topics/{topic}/events: the topic-wide event stream */
-    PULSE_ROUTE_NONE /* unknown path; also the number of routes */
+    PULSE_ROUTE_NONE    /* unknown path; also the number of routes */
 };
 
 enum pulse_method {
@@ -73,7 +73,7 @@ struct pulse_route_match {
     struct pulse_route_param partition;
     struct pulse_route_param consumer;
     struct pulse_route_param asset;
-    struct pulse_route_param group;  /* consumer groups */
+    struct pulse_route_param group; /* consumer groups */
     struct pulse_route_param member;
 };
 

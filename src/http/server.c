@@ -157,8 +157,10 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
         srv->mtls = srv->tls_pem.ca != NULL;
     } else if (pulse_tls_settings_mtls(&cfg->tls) || (cfg->tls.key_file != NULL && cfg->tls.key_file[0] != '\0')) {
         st = PULSE_INVALID;
-        pulse_errbuf_set(errbuf, errlen, "%s is set but tls.cert-file is not: HTTPS needs tls.cert-file and "
-                         "tls.key-file", pulse_tls_settings_mtls(&cfg->tls) ? "tls.client-ca-file" : "tls.key-file");
+        pulse_errbuf_set(errbuf, errlen,
+                         "%s is set but tls.cert-file is not: HTTPS needs tls.cert-file and "
+                         "tls.key-file",
+                         pulse_tls_settings_mtls(&cfg->tls) ? "tls.client-ca-file" : "tls.key-file");
         goto out;
     }
     struct pulse_conns_limits limits = {cfg->server.header_timeout_ms, cfg->server.body_timeout_ms,
@@ -188,14 +190,15 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
      * tls.h's callback, so that SIGHUP can replace them; with a client CA
      * MHD asks each client for a certificate, which server_access.c
      * checks (tls.h). Unused entries stay MHD_OPTION_END. */
-    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL},
-                                    {MHD_OPTION_END, 0, NULL}};
+    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
     if (srv->tls_pem.cert != NULL) {
         flags |= MHD_USE_TLS;
         tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, pulse_tls_retrieve_fn()};
         if (srv->tls_pem.ca != NULL)
             tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, srv->tls_pem.ca};
     }
+    /* The options in pairs, one per line, by hand. */
+    /* clang-format off */
     srv->daemon = MHD_start_daemon(
         flags, 0, on_accept_policy, srv, pulse_server_on_access, srv,
         MHD_OPTION_EXTERNAL_LOGGER, pulse_server_mhd_log, srv,

@@ -184,9 +184,10 @@ static void begin_body(struct pulse_hreq *r)
         pulse_server_reply_error(r, 415, "unsupported_media_type",
                                  "Content-Type \"%s\" is not accepted here; send %s (with curl: -H 'Content-Type: "
                                  "application/json')",
-                                 ct, route == PULSE_ROUTE_PUBLISH
-                                         ? "application/json, application/x-ndjson or application/octet-stream"
-                                         : "application/json");
+                                 ct,
+                                 route == PULSE_ROUTE_PUBLISH
+                                     ? "application/json, application/x-ndjson or application/octet-stream"
+                                     : "application/json");
         return;
     }
     const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -582,7 +583,8 @@ static void log_request(struct pulse_hreq *r, struct MHD_Connection *conn, doubl
         pulse_log(PULSE_LOG_DEBUG, "%s", line);
 }
 
-void pulse_server_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+void pulse_server_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                               enum MHD_RequestTerminationCode toe)
 {
     struct pulse_server *srv = cls;
     struct pulse_hreq *r = *con_cls;

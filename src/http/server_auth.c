@@ -125,11 +125,11 @@ bool pulse_server_authorize(struct pulse_hreq *r, enum pulse_grant_kind kind, co
     /* The name is in the body, not read yet: no grant of the kind at all. */
     if (name == NULL && kind != PULSE_GRANT_BROKER && kind != PULSE_GRANT_UNSET)
         pulse_server_reply_error(r, 403, "forbidden",
-                                 "token \"%s\" holds no %s grant; %s %s needs %s on the name the body gives",
-                                 token, grant, method, route, grant);
+                                 "token \"%s\" holds no %s grant; %s %s needs %s on the name the body gives", token,
+                                 grant, method, route, grant);
     else
-        pulse_server_reply_error(r, 403, "forbidden", "token \"%s\" lacks the grant %s%s%s, which %s %s needs",
-                                 token, grant, name != NULL ? ":" : "", name != NULL ? name : "", method, route);
+        pulse_server_reply_error(r, 403, "forbidden", "token \"%s\" lacks the grant %s%s%s, which %s %s needs", token,
+                                 grant, name != NULL ? ":" : "", name != NULL ? name : "", method, route);
     return false;
 }
 
@@ -163,8 +163,7 @@ static bool subject_name(struct pulse_hreq *r, enum pulse_grant_subject subject,
     if (p == NULL)
         return true;
     if (p->len >= len) {
-        pulse_server_reply_error(r, 400, "invalid_name", "a name in the path is longer than %d bytes",
-                                 PULSE_NAME_MAX);
+        pulse_server_reply_error(r, 400, "invalid_name", "a name in the path is longer than %d bytes", PULSE_NAME_MAX);
         return false;
     }
     memcpy(out, p->p, p->len);

@@ -245,11 +245,10 @@ void pulse_server_reply_status_extra(struct pulse_hreq *r, pulse_status_t st, co
                       msg != NULL && msg[0] != '\0' ? msg : pulse_status_message(st));
 }
 
-void pulse_server_reply_range(struct pulse_hreq *r, const char *prefix, int64_t offset, int64_t log_start,
-                              int64_t hw)
+void pulse_server_reply_range(struct pulse_hreq *r, const char *prefix, int64_t offset, int64_t log_start, int64_t hw)
 {
-    json_t *extra = json_pack("{s:I,s:I,s:I}", "offset", (json_int_t)offset, "log_start_offset",
-                              (json_int_t)log_start, "high_watermark", (json_int_t)hw);
+    json_t *extra = json_pack("{s:I,s:I,s:I}", "offset", (json_int_t)offset, "log_start_offset", (json_int_t)log_start,
+                              "high_watermark", (json_int_t)hw);
     const struct pulse_errmap_entry *e = pulse_errmap_lookup(PULSE_RANGE);
     if (extra == NULL) {
         pulse_server_reply_oom(r);

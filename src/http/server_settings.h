@@ -29,18 +29,18 @@ struct pulse_server_settings {
     int64_t max_connections;
     int64_t max_connections_per_ip; /* 0 = no per-address limit */
     int64_t connection_timeout_ms;
-    int64_t header_timeout_ms; /* a request head must arrive within this */
-    int64_t body_timeout_ms;   /* a request body must arrive within this... */
-    uint64_t body_min_rate;    /* ...or keep this many bytes per second; 0 = no extension */
-    uint64_t memory_budget;    /* in-flight request/answer memory, all requests */
-    int64_t threads;           /* 0 = number of online cores */
-    char *cors_origins;        /* comma-separated origins or "*"; "" = CORS off (http/cors.h) */
-    char *cors_credentials;    /* "on": Access-Control-Allow-Credentials; "off" */
-    int64_t stream_max;            /* event streams at once (h_stream.c) */
-    int64_t stream_heartbeat_ms;   /* comment line on an idle stream */
-    uint64_t stream_buffer_bytes;  /* per stream: its buffer and socket send buffer */
-    char *allow_insecure;      /* "on": serve a non-loopback address without tokens (warned at start) */
-    char *access_log;          /* "on": one info line per request (server_access.c) */
+    int64_t header_timeout_ms;    /* a request head must arrive within this */
+    int64_t body_timeout_ms;      /* a request body must arrive within this... */
+    uint64_t body_min_rate;       /* ...or keep this many bytes per second; 0 = no extension */
+    uint64_t memory_budget;       /* in-flight request/answer memory, all requests */
+    int64_t threads;              /* 0 = number of online cores */
+    char *cors_origins;           /* comma-separated origins or "*"; "" = CORS off (http/cors.h) */
+    char *cors_credentials;       /* "on": Access-Control-Allow-Credentials; "off" */
+    int64_t stream_max;           /* event streams at once (h_stream.c) */
+    int64_t stream_heartbeat_ms;  /* comment line on an idle stream */
+    uint64_t stream_buffer_bytes; /* per stream: its buffer and socket send buffer */
+    char *allow_insecure;         /* "on": serve a non-loopback address without tokens (warned at start) */
+    char *access_log;             /* "on": one info line per request (server_access.c) */
 };
 
 /* The table of the keys above (static storage). */

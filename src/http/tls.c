@@ -62,8 +62,7 @@ static pulse_status_t read_pem(const char *setting, const char *path, char **out
         len += (size_t)n;
         if (len > PEM_MAX) {
             st = PULSE_INVALID;
-            pulse_errbuf_set(errbuf, errlen, "%s: %s is larger than %d bytes: not a PEM file", setting, path,
-                             PEM_MAX);
+            pulse_errbuf_set(errbuf, errlen, "%s: %s is larger than %d bytes: not a PEM file", setting, path, PEM_MAX);
             goto out;
         }
     }
@@ -92,8 +91,7 @@ static unsigned count_certs(const char *setting, const char *path, const char *p
     unsigned n = 0;
     int rc = gnutls_x509_crt_list_import2(&list, &n, &d, GNUTLS_X509_FMT_PEM, 0);
     if (rc < 0) {
-        pulse_errbuf_set(errbuf, errlen, "%s: %s: not a PEM certificate list: %s", setting, path,
-                         gnutls_strerror(rc));
+        pulse_errbuf_set(errbuf, errlen, "%s: %s: not a PEM certificate list: %s", setting, path, gnutls_strerror(rc));
         return 0;
     }
     for (unsigned i = 0; i < n; i++)
@@ -208,8 +206,7 @@ pulse_status_t pulse_tls_keys_set(const struct pulse_tls_pem *pem, char *errbuf,
     unsigned n = CHAIN_MAX;
     int rc = gnutls_pcert_list_import_x509_raw(kp->certs, &n, &cd, GNUTLS_X509_FMT_PEM, 0);
     if (rc < 0) {
-        pulse_errbuf_set(errbuf, errlen, "tls.cert-file: %s (at most %d certificates)", gnutls_strerror(rc),
-                         CHAIN_MAX);
+        pulse_errbuf_set(errbuf, errlen, "tls.cert-file: %s (at most %d certificates)", gnutls_strerror(rc), CHAIN_MAX);
         pulse_free(kp);
         return PULSE_INVALID;
     }

@@ -128,8 +128,9 @@ static pulse_status_t create_real(struct pulse_kafka *k, struct kjob *j)
         st = pulse_kafka_status(e);
         if (st != PULSE_OK)
             pulse_errbuf_set(j->errbuf, j->errlen, "the cluster refused the topic: %s",
-                             n == 1 && rd_kafka_topic_result_error_string(tr[0]) ? rd_kafka_topic_result_error_string(tr[0])
-                                                                                 : rd_kafka_err2str(e));
+                             n == 1 && rd_kafka_topic_result_error_string(tr[0])
+                                 ? rd_kafka_topic_result_error_string(tr[0])
+                                 : rd_kafka_err2str(e));
         rd_kafka_event_destroy(ev);
     }
     rd_kafka_AdminOptions_destroy(o);
@@ -284,9 +285,9 @@ static const rd_kafka_topic_partition_list_t *group_parts(rd_kafka_event_t *ev, 
 
 /* Reads the group's offsets of parts (NULL: every partition it has). The
  * result event into *ev_out (the caller destroys it). */
-static const rd_kafka_topic_partition_list_t *
-group_offsets(struct pulse_kafka *k, const char *group, const rd_kafka_topic_partition_list_t *parts,
-              rd_kafka_event_t **ev_out, pulse_status_t *st)
+static const rd_kafka_topic_partition_list_t *group_offsets(struct pulse_kafka *k, const char *group,
+                                                            const rd_kafka_topic_partition_list_t *parts,
+                                                            rd_kafka_event_t **ev_out, pulse_status_t *st)
 {
     rd_kafka_ListConsumerGroupOffsets_t *l = rd_kafka_ListConsumerGroupOffsets_new(group, parts);
     rd_kafka_queue_t *q = rd_kafka_queue_new(k->prod);
@@ -316,8 +317,10 @@ static pulse_status_t check_cursors(struct pulse_kafka *k, struct kjob *j, rd_ka
         if (st == PULSE_TOPIC_NOT_FOUND)
             pulse_errbuf_set(j->errbuf, j->errlen, "cursors[%zu]: topic \"%s\" does not exist", i, c->topic);
         else if (st == PULSE_PARTITION_NOT_FOUND)
-            pulse_errbuf_set(j->errbuf, j->errlen, "cursors[%zu]: topic \"%s\" has no partition %u; its partitions "
-                             "are 0 to %u", i, c->topic, c->partition, parts - 1);
+            pulse_errbuf_set(j->errbuf, j->errlen,
+                             "cursors[%zu]: topic \"%s\" has no partition %u; its partitions "
+                             "are 0 to %u",
+                             i, c->topic, c->partition, parts - 1);
         else if (st != PULSE_OK)
             pulse_errbuf_set(j->errbuf, j->errlen, "cursors[%zu] (%s/%u): %s", i, c->topic, c->partition,
                              pulse_status_message(st));

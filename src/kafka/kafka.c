@@ -108,8 +108,7 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
     /* Rate-limited: a cluster that is gone makes librdkafka repeat itself
      * on every reconnect attempt. */
     if (level <= 5)
-        pulse_log_limited(level <= 3 ? PULSE_LOG_ERROR : PULSE_LOG_WARN, "librdkafka", "librdkafka %s: %s", fac,
-                          buf);
+        pulse_log_limited(level <= 3 ? PULSE_LOG_ERROR : PULSE_LOG_WARN, "librdkafka", "librdkafka %s: %s", fac, buf);
 }
 
 /* librdkafka's statistics (statistics.interval.ms): the last JSON is kept
@@ -137,9 +136,21 @@ static pulse_status_t make_producer(struct pulse_kafka *k, const struct pulse_ka
 {
     char tmo[32];
     snprintf(tmo, sizeof tmo, "%lld", (long long)k->timeout_ms);
-    const char *const defaults[] = {"enable.idempotence", "true", "acks", "all", "partitioner", "murmur2_random",
-                                    "linger.ms", "1", "message.timeout.ms", tmo, "statistics.interval.ms", "5000",
-                                    "client.id", "pulsed", NULL};
+    const char *const defaults[] = {"enable.idempotence",
+                                    "true",
+                                    "acks",
+                                    "all",
+                                    "partitioner",
+                                    "murmur2_random",
+                                    "linger.ms",
+                                    "1",
+                                    "message.timeout.ms",
+                                    tmo,
+                                    "statistics.interval.ms",
+                                    "5000",
+                                    "client.id",
+                                    "pulsed",
+                                    NULL};
     char err[512] = "";
     rd_kafka_conf_t *conf = make_conf(k, ks, defaults, errbuf, errlen);
     if (conf == NULL)
@@ -168,11 +179,25 @@ static pulse_status_t make_fetchers(struct pulse_kafka *k, const struct pulse_ka
      * (64 MB by default, per partition) and one Fetch answer by
      * fetch.max.bytes; a read stops its partition when it has its bytes,
      * so more than a few MB of prefetch per handle is waste. */
-    const char *const defaults[] = {"queued.min.messages", "1000000", "fetch.wait.max.ms", "10",
-                                    "auto.offset.reset", "error", "enable.partition.eof", "false",
-                                    "queued.max.messages.kbytes", "8192", "fetch.max.bytes", "8388608",
-                                    "fetch.message.max.bytes", "1048576", "receive.message.max.bytes", "9437184",
-                                    "client.id", "pulsed-fetch", NULL};
+    const char *const defaults[] = {"queued.min.messages",
+                                    "1000000",
+                                    "fetch.wait.max.ms",
+                                    "10",
+                                    "auto.offset.reset",
+                                    "error",
+                                    "enable.partition.eof",
+                                    "false",
+                                    "queued.max.messages.kbytes",
+                                    "8192",
+                                    "fetch.max.bytes",
+                                    "8388608",
+                                    "fetch.message.max.bytes",
+                                    "1048576",
+                                    "receive.message.max.bytes",
+                                    "9437184",
+                                    "client.id",
+                                    "pulsed-fetch",
+                                    NULL};
     k->n_fetchers = (size_t)ks->fetch_handles;
     k->fetchers = pulse_calloc(k->n_fetchers, sizeof *k->fetchers);
     if (k->fetchers == NULL)
@@ -525,9 +550,8 @@ static pulse_status_t kafka_consumer_delete_async(struct pulse_broker *b, const 
 /* Consumer groups (docs/API.md "Consumer groups") are not mapped onto the
  * Kafka backend yet: every group call answers PULSE_NOT_SUPPORTED (406),
  * at once, with no callback (docs/Scaling.md "What differs"). */
-static pulse_status_t no_group_join(struct pulse_broker *b, const char *group,
-                                    const struct pulse_group_join_spec *spec, struct pulse_group_view *view,
-                                    char *errbuf, size_t errlen)
+static pulse_status_t no_group_join(struct pulse_broker *b, const char *group, const struct pulse_group_join_spec *spec,
+                                    struct pulse_group_view *view, char *errbuf, size_t errlen)
 {
     (void)b, (void)group, (void)spec, (void)view;
     pulse_errbuf_set(errbuf, errlen, "consumer groups are not available with the Kafka backend");
@@ -561,9 +585,9 @@ static pulse_status_t no_group_fetched(struct pulse_broker *b, const char *group
     return PULSE_NOT_SUPPORTED;
 }
 
-static pulse_status_t no_group_wait(struct pulse_broker *b, const char *group, const char *member,
-                                    uint64_t generation, const struct pulse_group_partition *pos, size_t n,
-                                    int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
+static pulse_status_t no_group_wait(struct pulse_broker *b, const char *group, const char *member, uint64_t generation,
+                                    const struct pulse_group_partition *pos, size_t n, int64_t deadline_mono_us,
+                                    pulse_wait_fn fn, void *arg, bool *parked_out)
 {
     (void)b, (void)group, (void)member, (void)generation, (void)pos, (void)n, (void)deadline_mono_us, (void)fn,
         (void)arg, (void)parked_out;
@@ -586,8 +610,8 @@ static pulse_status_t no_group_list(struct pulse_broker *b, char ***names_out, s
     return PULSE_NOT_SUPPORTED;
 }
 
-static pulse_status_t no_group_describe_async(struct pulse_broker *b, const char *group,
-                                              struct pulse_group_info **out, pulse_admin_done_fn done, void *arg)
+static pulse_status_t no_group_describe_async(struct pulse_broker *b, const char *group, struct pulse_group_info **out,
+                                              pulse_admin_done_fn done, void *arg)
 {
     (void)b, (void)group, (void)out, (void)done, (void)arg;
     return PULSE_NOT_SUPPORTED;

@@ -144,8 +144,8 @@ pulse_status_t pulse_kafka_publish(struct pulse_broker *b, const char *topic, co
 
 pulse_status_t pulse_kafka_fetch_create(struct pulse_broker *b, const char *topic, uint32_t partition,
                                         struct pulse_fetch **out);
-pulse_status_t pulse_kafka_fetch_read(struct pulse_broker *b, struct pulse_fetch *f, int64_t offset,
-                                      uint64_t max_bytes, struct pulse_fetch_pos *pos, uint64_t *need);
+pulse_status_t pulse_kafka_fetch_read(struct pulse_broker *b, struct pulse_fetch *f, int64_t offset, uint64_t max_bytes,
+                                      struct pulse_fetch_pos *pos, uint64_t *need);
 pulse_status_t pulse_kafka_fetch_next(struct pulse_fetch *f, struct pulse_record *rec);
 void pulse_kafka_fetch_rewind(struct pulse_fetch *f);
 void pulse_kafka_fetch_destroy(struct pulse_fetch *f);
@@ -162,9 +162,9 @@ pulse_status_t pulse_kafka_wait_any(struct pulse_broker *b, const struct pulse_w
  * any is deleted (PULSE_TOPIC_NOT_FOUND) or the deadline passes
  * (PULSE_OK); always parked (wait_any of the table checks the positions
  * first). PULSE_INVALID, PULSE_SHUTDOWN, PULSE_NOMEM at once. */
-pulse_status_t pulse_kafka_wait_positions(struct pulse_kafka *k, const char *const *topics,
-                                          const uint32_t *partitions, const int64_t *offsets, size_t n,
-                                          int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out);
+pulse_status_t pulse_kafka_wait_positions(struct pulse_kafka *k, const char *const *topics, const uint32_t *partitions,
+                                          const int64_t *offsets, size_t n, int64_t deadline_mono_us, pulse_wait_fn fn,
+                                          void *arg, bool *parked_out);
 /* Wakes kwait early (a publish completed: a waiter may be due). */
 void pulse_kafka_wait_kick(struct pulse_kafka *k);
 /* Fires every waiter with st (drain). */

@@ -22,11 +22,11 @@
 #include "common/settings.h"
 
 struct pulse_kafka_settings {
-    char *bootstrap_servers;                 /* host:port,... */
-    int64_t mock_brokers;                    /* > 0: start librdkafka's mock cluster (tests) */
-    int64_t request_timeout_ms;              /* bound of every call to the cluster */
-    int64_t fetch_handles;                   /* warm consumer handles for fetches */
-    struct pulse_setting_pairs properties;   /* kafka.property.NAME = VALUE */
+    char *bootstrap_servers;               /* host:port,... */
+    int64_t mock_brokers;                  /* > 0: start librdkafka's mock cluster (tests) */
+    int64_t request_timeout_ms;            /* bound of every call to the cluster */
+    int64_t fetch_handles;                 /* warm consumer handles for fetches */
+    struct pulse_setting_pairs properties; /* kafka.property.NAME = VALUE */
 };
 
 /* The table of the keys above (static storage). */

@@ -227,8 +227,8 @@ static struct kfetcher *take_fetcher(struct pulse_kafka *k)
 }
 
 /* Collects records [start, hi) into f within max_bytes and the deadline. */
-static pulse_status_t collect(struct kfetch *f, rd_kafka_topic_t *rkt, struct pulse_fetch_pos *pos,
-                              uint64_t max_bytes, uint64_t *need)
+static pulse_status_t collect(struct kfetch *f, rd_kafka_topic_t *rkt, struct pulse_fetch_pos *pos, uint64_t max_bytes,
+                              uint64_t *need)
 {
     rd_kafka_message_t *msgs[BATCH];
     int64_t deadline = pulse_clock_mono_us() + f->k->timeout_ms * 1000;

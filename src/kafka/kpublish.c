@@ -59,8 +59,7 @@ static void fail_record(struct kpub *p, size_t idx, int32_t partition, rd_kafka_
     p->offsets[idx].partition = partition < 0 ? 0 : (uint32_t)partition;
     p->offsets[idx].offset = PULSE_OFFSET_NONE;
     int expected = 0;
-    if (atomic_compare_exchange_strong(&p->first_err, &expected, (int)st) &&
-        !atomic_exchange(&p->err_written, true))
+    if (atomic_compare_exchange_strong(&p->first_err, &expected, (int)st) && !atomic_exchange(&p->err_written, true))
         pulse_errbuf_set(p->errbuf, p->errlen, "record %zu (partition %d) was not stored: %s", idx, (int)partition,
                          rd_kafka_err2str(err));
     atomic_fetch_add(&p->k->publish_failed, 1);
@@ -122,8 +121,9 @@ static pulse_status_t validate(struct pulse_kafka *k, const char *topic, const s
     }
     for (size_t i = 0; i < n; i++) {
         if (recs[i].partition >= 0 && (uint32_t)recs[i].partition >= parts) {
-            pulse_errbuf_set(errbuf, errlen, "records[%zu]: topic \"%s\" has no partition %d; its partitions are 0 to %u",
-                             i, topic, (int)recs[i].partition, parts - 1);
+            pulse_errbuf_set(errbuf, errlen,
+                             "records[%zu]: topic \"%s\" has no partition %d; its partitions are 0 to %u", i, topic,
+                             (int)recs[i].partition, parts - 1);
             return PULSE_PARTITION_NOT_FOUND;
         }
     }
@@ -132,8 +132,8 @@ static pulse_status_t validate(struct pulse_kafka *k, const char *topic, const s
 }
 
 /* Hands one record to the producer (copied by librdkafka). */
-static rd_kafka_resp_err_t produce_one(struct pulse_kafka *k, const char *topic,
-                                       const struct pulse_publish_record *rec, int32_t partition, struct kslot *slot)
+static rd_kafka_resp_err_t produce_one(struct pulse_kafka *k, const char *topic, const struct pulse_publish_record *rec,
+                                       int32_t partition, struct kslot *slot)
 {
     rd_kafka_headers_t *hdrs = NULL;
     if (rec->header_count > 0) {
@@ -147,12 +147,12 @@ static rd_kafka_resp_err_t produce_one(struct pulse_kafka *k, const char *topic,
     const void *key = rec->key != NULL ? (const void *)rec->key : NULL;
     if (rec->key != NULL && rec->key_len == 0)
         key = empty;
-    rd_kafka_resp_err_t err = rd_kafka_producev(
-        k->prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key, rec->key_len),
-        RD_KAFKA_V_VALUE((void *)(uintptr_t)rec->value, rec->value_len),
-        RD_KAFKA_V_TIMESTAMP(rec->has_timestamp ? rec->timestamp : 0), RD_KAFKA_V_HEADERS(hdrs),
-        RD_KAFKA_V_OPAQUE(slot), RD_KAFKA_V_END);
+    rd_kafka_resp_err_t err = rd_kafka_producev(k->prod, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                                RD_KAFKA_V_KEY(key, rec->key_len),
+                                                RD_KAFKA_V_VALUE((void *)(uintptr_t)rec->value, rec->value_len),
+                                                RD_KAFKA_V_TIMESTAMP(rec->has_timestamp ? rec->timestamp : 0),
+                                                RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(slot), RD_KAFKA_V_END);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR && hdrs != NULL)
         rd_kafka_headers_destroy(hdrs); /* not taken over on failure */
     return err;
@@ -190,8 +190,8 @@ pulse_status_t pulse_kafka_publish(struct pulse_broker *b, const char *topic, co
         p->offsets[i].partition = recs[i].partition >= 0 ? (uint32_t)recs[i].partition : 0;
         p->offsets[i].offset = PULSE_OFFSET_NONE;
         int32_t part = recs[i].partition >= 0 ? recs[i].partition
-                       : recs[i].key == NULL ? keyless
-                                             : RD_KAFKA_PARTITION_UA;
+                       : recs[i].key == NULL  ? keyless
+                                              : RD_KAFKA_PARTITION_UA;
         rd_kafka_resp_err_t err = produce_one(k, topic, &recs[i], part, &p->slots[i]);
         if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
             fail_record(p, i, recs[i].partition, err);

@@ -42,9 +42,9 @@ struct kwaiter {
     struct kwpos pos[]; /* n positions: any one with data fires it */
 };
 
-pulse_status_t pulse_kafka_wait_positions(struct pulse_kafka *k, const char *const *topics,
-                                          const uint32_t *partitions, const int64_t *offsets, size_t n,
-                                          int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
+pulse_status_t pulse_kafka_wait_positions(struct pulse_kafka *k, const char *const *topics, const uint32_t *partitions,
+                                          const int64_t *offsets, size_t n, int64_t deadline_mono_us, pulse_wait_fn fn,
+                                          void *arg, bool *parked_out)
 {
     if (n == 0 || fn == NULL)
         return PULSE_INVALID;

@@ -420,8 +420,7 @@ START_TEST(test_drain_completes_queued_admin_work_then_refuses_more)
     ck_assert_int_eq(pulse_broker_topic_delete_async(b, "t", admin_done_fn, &late), PULSE_SHUTDOWN);
     spec.name = "later";
     ck_assert_int_eq(pulse_broker_topic_create_async(b, &spec, NULL, admin_done_fn, &late, NULL, 0), PULSE_SHUTDOWN);
-    ck_assert_int_eq(pulse_broker_topic_set_retention_async(b, "t", 5, -1, NULL, admin_done_fn, &late),
-                     PULSE_SHUTDOWN);
+    ck_assert_int_eq(pulse_broker_topic_set_retention_async(b, "t", 5, -1, NULL, admin_done_fn, &late), PULSE_SHUTDOWN);
     ck_assert_int_eq(pulse_broker_consumer_delete_async(b, "d0", admin_done_fn, &late), PULSE_SHUTDOWN);
     pulse_broker_close(b);
     calls = atomic_load(&late.calls);
@@ -441,7 +440,7 @@ TCase *broker_cursors_tcase(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_cursor_commit_checks_range_and_is_all_or_none);
     tcase_add_test(tc, test_cursor_reads_complete_once_inline_or_later);
     tcase_add_test(tc, test_concurrent_cursor_commits_share_one_synced_metadata_write);

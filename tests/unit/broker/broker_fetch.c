@@ -37,7 +37,7 @@
 static void publish_nine(struct pulse_broker *b, const char *topic)
 {
     static const struct pulse_header hdrs[2] = {{(const uint8_t *)"trace", 5, (const uint8_t *)"t1", 2},
-                                                 {(const uint8_t *)"gone", 4, NULL, 0}};
+                                                {(const uint8_t *)"gone", 4, NULL, 0}};
     char vals[9][8];
     char err[256];
     for (int batch = 0; batch < 3; batch++) {
@@ -322,7 +322,7 @@ TCase *broker_fetch_tcase(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_fetch_gives_records_from_the_offset_across_reads_and_again_after_rewind);
     tcase_add_test(tc, test_a_fetch_does_not_hold_its_topic);
     tcase_add_test(tc, test_probe_and_raw_slice_give_positions_and_the_stored_batches);

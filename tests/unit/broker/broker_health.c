@@ -267,7 +267,6 @@ START_TEST(test_fenced_partition_is_reopened_in_process_with_backoff_and_loses_n
 }
 END_TEST
 
-
 /* Waits until partition p of topic has written its first durable-end
  * checkpoint (its snapshot file), so that a test counting or failing I/O
  * afterwards meets no checkpoint write of the syncer in between. */
@@ -521,7 +520,7 @@ TCase *broker_health_tcase(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_metrics_expose_the_documented_families);
     tcase_add_test(tc, test_failed_sync_fails_the_publish_and_fences_only_that_partition);
     tcase_add_test(tc, test_fenced_partition_is_reopened_in_process_with_backoff_and_loses_nothing);

@@ -467,8 +467,8 @@ static void stage_hook(void *arg)
         /* The syncer is about to sync A's bytes. Give partition 1 unsynced
          * bytes too, so that the same pass syncs it afterwards. */
         struct pulse_buf buf;
-        struct pulse_record_in r = {.timestamp = 1, .key_len = PULSE_BATCH_NULL,
-                                    .value = (const uint8_t *)"z", .value_len = 1};
+        struct pulse_record_in r = {
+            .timestamp = 1, .key_len = PULSE_BATCH_NULL, .value = (const uint8_t *)"z", .value_len = 1};
         int64_t base;
         atomic_store(&s->step, 1);
         pulse_buf_init(&buf, 1 << 16);
@@ -539,8 +539,7 @@ START_TEST(test_publish_durable_before_a_reopen_succeeds_and_one_it_discarded_fa
     ck_assert_int_eq(st.reopen_st, PULSE_OK);
     ck_assert_int_eq(off_a.offset, 0);
     ck_assert_int_eq(st.off_b.offset, 1);
-    ck_assert_msg(atomic_load(&done_a.st) == PULSE_OK, "A: %s (%s)", pulse_status_name(atomic_load(&done_a.st)),
-                  err_a);
+    ck_assert_msg(atomic_load(&done_a.st) == PULSE_OK, "A: %s (%s)", pulse_status_name(atomic_load(&done_a.st)), err_a);
     ck_assert_int_eq(atomic_load(&done_b.st), PULSE_FENCED);
     ck_assert_msg(strstr(st.err_b, "partition 0") != NULL, "%s", st.err_b);
     /* C gets B's offset (B was never durable nor visible) and succeeds. */
@@ -722,7 +721,7 @@ TCase *broker_publish_tcase(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_publish_gives_contiguous_offsets_in_request_order);
     tcase_add_test(tc, test_keyless_publish_goes_to_one_partition_round_robin);
     tcase_add_test(tc, test_refused_publish_writes_nothing);

@@ -575,7 +575,7 @@ TCase *broker_topics_tcase(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_murmur2_matches_kafka_reference_values);
     tcase_add_test(tc, test_keyed_records_go_to_kafka_default_partition);
     tcase_add_test(tc, test_name_rule);

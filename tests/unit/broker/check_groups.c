@@ -241,8 +241,7 @@ START_TEST(test_fences_refuse_and_store_nothing)
     ck_assert_int_eq(pulse_broker_group_commit(b, "g", a.member_id, a.generation, both, 2, &out, err, sizeof err),
                      PULSE_GROUP_FENCED);
     ck_assert_ptr_nonnull(strstr(err, "does not own"));
-    ck_assert_int_eq(pulse_broker_group_commit(b, "g", a.member_id, a.generation - 1, &mine, 1, &out, err,
-                                               sizeof err),
+    ck_assert_int_eq(pulse_broker_group_commit(b, "g", a.member_id, a.generation - 1, &mine, 1, &out, err, sizeof err),
                      PULSE_GROUP_FENCED);
     ck_assert_int_eq(pulse_broker_group_commit(b, "g", "m-gone-1", a.generation, &mine, 1, &out, err, sizeof err),
                      PULSE_REJOIN);

@@ -372,8 +372,7 @@ START_TEST(test_the_window_is_rebuilt_from_the_log_at_open)
     test_config(&cfg);
     struct pulse_broker *b = open_cfg(&cfg);
     create_topic(b, "t", 3);
-    struct pulse_publish_record recs[4] = {rec(NULL, "a", 0), rec(NULL, "b", 1), rec(NULL, "c", 1),
-                                           rec("k", "d", -1)};
+    struct pulse_publish_record recs[4] = {rec(NULL, "a", 0), rec(NULL, "b", 1), rec(NULL, "c", 1), rec("k", "d", -1)};
     struct pulse_publish_record other = rec(NULL, "z", 0);
     struct pulse_offset_pair first[4], again[4];
     char err[256] = "";
@@ -503,8 +502,12 @@ START_TEST(test_compaction_drops_the_producer_fields_of_what_it_rewrites)
     cfg.compaction_tombstone_retention_ms = 0;
     cfg.compaction_min_gain_ratio = 0.0;
     struct pulse_broker *b = open_cfg(&cfg);
-    struct pulse_topic_spec spec = {.name = "t", .partitions = 1, .cleanup = PULSE_CLEANUP_COMPACT,
-                                    .retention_ms = 0, .retention_bytes = 0, .segment_bytes = 1024};
+    struct pulse_topic_spec spec = {.name = "t",
+                                    .partitions = 1,
+                                    .cleanup = PULSE_CLEANUP_COMPACT,
+                                    .retention_ms = 0,
+                                    .retention_bytes = 0,
+                                    .segment_bytes = 1024};
     char err[256] = "", key[16], rkey[16], val[300];
     ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_OK);
     struct pulse_offset_pair off[1];

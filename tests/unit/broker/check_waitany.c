@@ -277,8 +277,7 @@ START_TEST(test_refused_calls_get_no_callback_and_hold_nothing)
 
     done_init(&d);
     create_topic(b, "t", 1);
-    ck_assert_int_eq(pulse_broker_wait_any(b, bad_topic, 0, in_ms(1000), done_fn, &d, &parked, NULL),
-                     PULSE_INVALID);
+    ck_assert_int_eq(pulse_broker_wait_any(b, bad_topic, 0, in_ms(1000), done_fn, &d, &parked, NULL), PULSE_INVALID);
     ck_assert_int_eq(pulse_broker_wait_any(b, bad_topic, PULSE_WAIT_MAX_POSITIONS + 1, in_ms(1000), done_fn, &d,
                                            &parked, NULL),
                      PULSE_INVALID);

@@ -392,7 +392,7 @@ TCase *datadir_failures_tcase(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_failed_directory_steps_of_a_create_leave_no_half_made_topic);
     tcase_add_test(tc, test_failed_directory_steps_of_a_delete_keep_it_decided);
     tcase_add_test(tc, test_delete_whose_metadata_write_fails_stays_decided);

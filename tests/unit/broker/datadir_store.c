@@ -328,7 +328,7 @@ TCase *datadir_store_tcase(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_lost_store_is_rebuilt_from_the_data_directory);
     tcase_add_test(tc, test_store_missing_some_topics_gets_them_back);
     tcase_add_test(tc, test_older_data_directory_gets_its_files_and_survives_a_lost_store);

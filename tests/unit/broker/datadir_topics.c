@@ -565,7 +565,7 @@ TCase *datadir_topics_tcase(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_retention_change_reaches_the_topic_file_before_the_store);
     tcase_add_test(tc, test_newer_retention_in_the_topic_file_wins_and_damage_is_rewritten);
     tcase_add_test(tc, test_damaged_topic_file_without_metadata_refuses_to_start);

@@ -57,11 +57,16 @@ END_TEST
 START_TEST(test_origin_lists_are_checked_for_shape)
 {
     char err[256];
-    static const char *const good[] = {"", "*", "http://a.example", "https://a.example:8443",
-                                       "http://localhost:5173, http://127.0.0.1:3000", "http://[::1]:8080"};
-    static const char *const bad[] = {"a.example", "http://a.example/", "http://a.example/x", "ftp://a.example",
-                                      "http://A.example", "http://a.example:", "http://a.example:123456",
-                                      "http://", "*, nope"};
+    static const char *const good[] = {"",
+                                       "*",
+                                       "http://a.example",
+                                       "https://a.example:8443",
+                                       "http://localhost:5173, http://127.0.0.1:3000",
+                                       "http://[::1]:8080"};
+    static const char *const bad[] = {
+        "a.example",        "http://a.example/", "http://a.example/x",      "ftp://a.example",
+        "http://A.example", "http://a.example:", "http://a.example:123456", "http://",
+        "*, nope"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         ck_assert_msg(pulse_cors_check_origins("server.cors-origins", good[i], err, sizeof err) == PULSE_OK,
                       "refused %s", good[i]);

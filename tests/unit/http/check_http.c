@@ -698,12 +698,15 @@ START_TEST(test_allow_header_lists_the_route_methods)
     ck_assert_int_ge(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_HEAD, "offset"), 0);
     ck_assert_int_eq(pulse_router_query_index(PULSE_ROUTE_FETCH, PULSE_METHOD_OPTIONS, "offset"), -1);
     ck_assert(pulse_router_is_write(PULSE_METHOD_DELETE) && !pulse_router_is_write(PULSE_METHOD_HEAD));
-    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_PUBLISH),
-                     "Accept, Authorization, Content-Type, Content-Encoding, Idempotency-Key, Last-Event-ID, X-Request-Id");
-    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_EVENTS), "Accept, Authorization, Last-Event-ID, X-Request-Id");
+    ck_assert_str_eq(
+        pulse_router_request_headers(PULSE_ROUTE_PUBLISH),
+        "Accept, Authorization, Content-Type, Content-Encoding, Idempotency-Key, Last-Event-ID, X-Request-Id");
+    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_EVENTS),
+                     "Accept, Authorization, Last-Event-ID, X-Request-Id");
     ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_TOPICS),
                      "Accept, Authorization, Content-Type, Content-Encoding, Last-Event-ID, X-Request-Id");
-    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_FETCH), "Accept, Authorization, Last-Event-ID, X-Request-Id");
+    ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_FETCH),
+                     "Accept, Authorization, Last-Event-ID, X-Request-Id");
     ck_assert_str_eq(pulse_router_request_headers(PULSE_ROUTE_CONSUMER), "Accept, Authorization, X-Request-Id");
     ck_assert_int_eq(pulse_router_method("PATCH"), PULSE_METHOD_PATCH);
 }

@@ -43,13 +43,31 @@ END_TEST
 
 START_TEST(test_anything_else_is_refused)
 {
-    const char *bad[] = {"", "-1", "+1", " 1", "1 ", "1.5", "0x10", "Earliest", "latest ", "ms", "12s", "12 ms",
-                         "9223372036854775808", "99999999999999999999", "1ms2", "earliest,", "\xff"};
+    const char *bad[] = {"",
+                         "-1",
+                         "+1",
+                         " 1",
+                         "1 ",
+                         "1.5",
+                         "0x10",
+                         "Earliest",
+                         "latest ",
+                         "ms",
+                         "12s",
+                         "12 ms",
+                         "9223372036854775808",
+                         "99999999999999999999",
+                         "1ms2",
+                         "earliest,",
+                         "\xff"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         refused(bad[i]);
     /* The length, not a NUL, ends the text. */
     struct pulse_pos p;
-    ck_assert_int_eq(pulse_pos_parse("12\0" "3", 4, &p), PULSE_INVALID);
+    ck_assert_int_eq(pulse_pos_parse("12\0"
+                                     "3",
+                                     4, &p),
+                     PULSE_INVALID);
     ck_assert_int_eq(pulse_pos_parse("123", 2, &p), PULSE_OK);
     ck_assert_int_eq(p.value, 12);
 }
@@ -71,8 +89,8 @@ START_TEST(test_lists_are_sorted_with_each_partition_once)
     ck_assert_int_eq(pulse_pos_list_parse("4:0", 4, e, 8, &n, err, sizeof err), PULSE_PARTITION_NOT_FOUND);
     ck_assert_ptr_nonnull(strstr(err, "no partition 4"));
     ck_assert_int_eq(pulse_pos_list_parse("0:1,1:1,2:1", 4, e, 2, &n, err, sizeof err), PULSE_INVALID);
-    const char *bad[] = {"", ",", "0:1,", ",0:1", "0", "0:", ":1", "a:1", "0:x", "0:1;1:2", "-1:0", "0::1",
-                         "99999999999999999999:0"};
+    const char *bad[] = {
+        "", ",", "0:1,", ",0:1", "0", "0:", ":1", "a:1", "0:x", "0:1;1:2", "-1:0", "0::1", "99999999999999999999:0"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pulse_status_t st = pulse_pos_list_parse(bad[i], 4, e, 8, &n, err, sizeof err);
         ck_assert_msg(st == PULSE_INVALID || st == PULSE_PARTITION_NOT_FOUND, "\"%s\" must be refused", bad[i]);

@@ -209,8 +209,7 @@ START_TEST(test_retriable_produce_errors_are_invisible)
     create(b, "retry", 1);
     /* Produce is API key 0. */
     rd_kafka_mock_push_request_errors(pulse_kafka_mock(b), 0, 3, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
-                                      RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
-                                      RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS);
+                                      RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS);
     struct pulse_publish_record recs[5];
     struct pulse_offset_pair offs[5];
     char err[256] = "";
@@ -241,8 +240,7 @@ START_TEST(test_a_non_retriable_produce_error_fails_only_its_records)
     struct pulse_offset_pair woffs[2];
     ck_assert_int_eq(pulse_broker_publish_wait(b, "partial", warm, 2, woffs, err, sizeof err), PULSE_OK);
     /* Broker 1 (partition 0) refuses its next Produce, not retriably. */
-    rd_kafka_mock_broker_push_request_error_rtts(pulse_kafka_mock(b), 1, 0, 1,
-                                                 RD_KAFKA_RESP_ERR_INVALID_RECORD, 0);
+    rd_kafka_mock_broker_push_request_error_rtts(pulse_kafka_mock(b), 1, 0, 1, RD_KAFKA_RESP_ERR_INVALID_RECORD, 0);
     struct pulse_publish_record recs[4] = {value_rec(NULL, "a", 0), value_rec(NULL, "b", 1), value_rec(NULL, "c", 0),
                                            value_rec(NULL, "d", 1)};
     struct pulse_offset_pair offs[4];
@@ -435,8 +433,13 @@ END_TEST
 START_TEST(test_a_cluster_that_goes_away_is_unavailable_then_comes_back)
 {
     /* A short reconnect backoff: librdkafka's default grows to 10 s. */
-    static const char *const kv[] = {"kafka.mock-brokers", "3", "kafka.request-timeout", "1s",
-                                     "kafka.property.reconnect.backoff.max.ms", "200", NULL};
+    static const char *const kv[] = {"kafka.mock-brokers",
+                                     "3",
+                                     "kafka.request-timeout",
+                                     "1s",
+                                     "kafka.property.reconnect.backoff.max.ms",
+                                     "200",
+                                     NULL};
     struct pulse_broker *b = open_with(kv);
     rd_kafka_mock_cluster_t *mc = pulse_kafka_mock(b);
     create(b, "away", 1);
@@ -475,8 +478,13 @@ END_TEST
 
 START_TEST(test_pass_through_properties_are_kept_in_order_and_replaced)
 {
-    static const char *const kv[] = {"kafka.property.security.protocol", "SSL", "kafka.property.linger.ms", "3",
-                                     "kafka.property.security.protocol", "PLAINTEXT", NULL};
+    static const char *const kv[] = {"kafka.property.security.protocol",
+                                     "SSL",
+                                     "kafka.property.linger.ms",
+                                     "3",
+                                     "kafka.property.security.protocol",
+                                     "PLAINTEXT",
+                                     NULL};
     char err[256] = "";
     settings(kv);
     ck_assert_uint_eq(ks.properties.n, 2);

@@ -152,7 +152,7 @@ TCase *compact_edits_tcase(void)
     TCase *tc = tcase_create("edits");
 
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_an_edit_of_segments_the_list_no_longer_holds_changes_nothing);
     tcase_add_test(tc, test_a_remove_edit_of_a_middle_segment_takes_its_files_only);
     return tc;

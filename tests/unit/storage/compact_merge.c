@@ -154,7 +154,8 @@ static void churn_converges(uint64_t seg)
     ck_assert_int_lt(converge(comp, plog, &cfg, CT_T0, 10), 10);
     ct_check_model(plog, &m, nkeys);
     sealed_stats(plog, &nsealed, &sealed_bytes, NULL);
-    fprintf(stderr, "churn with %" PRIu64 "-byte segments: %" PRIu64 " segments' worth appended, at most %zu sealed "
+    fprintf(stderr,
+            "churn with %" PRIu64 "-byte segments: %" PRIu64 " segments' worth appended, at most %zu sealed "
             "after a pass, %zu sealed (%" PRIu64 " bytes) at the end for %" PRIu64 " live bytes\n",
             seg, written / seg, peak, nsealed, sealed_bytes, live);
     sealed_holds_only_newest(plog, newest);
@@ -667,7 +668,7 @@ TCase *compact_merge_tcase(void)
     TCase *tc = tcase_create("merge");
 
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_tiny_segments_under_key_churn_stay_close_to_the_live_size);
     tcase_add_test(tc, test_pass_stops_at_its_byte_budget_and_the_next_continues);
     tcase_add_test(tc, test_pass_stops_at_its_time_budget_and_the_next_continues);

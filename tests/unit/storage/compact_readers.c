@@ -238,7 +238,7 @@ TCase *compact_readers_tcase(void)
     TCase *tc = tcase_create("readers");
 
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_pass_over_an_unchanged_log_reads_nothing);
     tcase_add_test(tc, test_reader_holding_a_slice_keeps_the_old_bytes);
     tcase_add_test(tc, test_random_model_with_passes_and_reopens);

@@ -309,7 +309,7 @@ TCase *compact_segments_tcase(void)
     TCase *tc = tcase_create("segments");
 
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_rewritten_batches_are_sparse_and_verify);
     tcase_add_test(tc, test_active_segment_is_never_rewritten);
     tcase_add_test(tc, test_gain_gate_leaves_a_segment_that_would_barely_shrink);

@@ -405,7 +405,7 @@ TCase *compact_survivors_tcase(void)
     TCase *tc = tcase_create("survivors");
 
     tcase_set_timeout(tc, 60);
-    
+
     tcase_add_test(tc, test_only_the_newest_record_of_each_key_survives);
     tcase_add_test(tc, test_long_keys_are_deduplicated_like_short_ones);
     tcase_add_test(tc, test_keyless_records_are_never_deduplicated);

@@ -20,7 +20,6 @@
 #include "storage/index.h"
 #include "recoverytest.h"
 
-
 /* Damages the index of segment `base` in one of several ways. */
 static void damage_index(const char *dir, int64_t base, int how)
 {
@@ -91,8 +90,7 @@ START_TEST(test_missing_short_or_wrong_index_is_rebuilt_and_reads_stay_correct)
             struct pulse_plog_recovery rec;
             struct state s;
             plog = open_rec(dir, 4096, 500, &rec);
-            ck_assert_msg(rec.indexes_rebuilt >= 2, "how %d snap %d rebuilt %u", how, with_snap,
-                          rec.indexes_rebuilt);
+            ck_assert_msg(rec.indexes_rebuilt >= 2, "how %d snap %d rebuilt %u", how, with_snap, rec.indexes_rebuilt);
             ck_assert_int_eq(rec.used_snapshot, with_snap);
             capture(plog, &s);
             state_eq(&ref, &s);
@@ -464,7 +462,7 @@ TCase *recovery_damage_tcase(void)
     TCase *tc = tcase_create("damage");
 
     tcase_set_timeout(tc, 600);
-    
+
     tcase_add_test(tc, test_index_entry_past_the_end_of_the_file_claims_no_offsets);
     tcase_add_test(tc, test_known_damage_leaves_the_record_file_alone_at_the_next_open);
     tcase_add_test(tc, test_missing_short_or_wrong_index_is_rebuilt_and_reads_stay_correct);

@@ -160,7 +160,6 @@ START_TEST(test_torn_batch_after_a_valid_snapshot_is_truncated_by_the_delta_scan
 }
 END_TEST
 
-
 /* A log opened with a checkpoint interval (and the test's io). */
 static struct pulse_plog *open_ckpt(const char *dir, uint32_t interval_ms)
 {
@@ -274,7 +273,7 @@ TCase *recovery_snapshot_tcase(void)
     TCase *tc = tcase_create("snapshot");
 
     tcase_set_timeout(tc, 600);
-    
+
     tcase_add_test(tc, test_checkpoint_proves_a_last_batch_durable_so_its_damage_is_kept);
     tcase_add_test(tc, test_checkpoint_is_written_when_the_durable_end_moved_at_most_once_per_interval);
     tcase_add_test(tc, test_snapshot_fast_path_reaches_the_same_state_as_the_full_scan);

@@ -197,8 +197,8 @@ START_TEST(test_index_naming_a_lost_batch_keeps_its_offsets_from_being_handed_ou
     run_reset(&r, NULL);
     pt_truncate(r.logp, last + PULSE_BATCH_HEADER_SIZE + 10); /* its header survives */
     struct pulse_plog *plog = open_rec(dir, 1 << 20, 256, &rec);
-    ck_assert_int_eq(pt_file_size(r.logp), last); /* torn: cut */
-    ck_assert_int_eq(pulse_plog_log_end(plog), 12);  /* the header's two records */
+    ck_assert_int_eq(pt_file_size(r.logp), last);   /* torn: cut */
+    ck_assert_int_eq(pulse_plog_log_end(plog), 12); /* the header's two records */
     ck_assert_int_eq(rec.leo_raised, 2);
     append_expect(plog, 12);
     static const int64_t want[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13};
@@ -267,7 +267,7 @@ TCase *recovery_tail_tcase(void)
     TCase *tc = tcase_create("tail");
 
     tcase_set_timeout(tc, 600);
-    
+
     tcase_add_test(tc, test_torn_tail_at_every_byte_of_the_last_batch_is_truncated);
     tcase_add_test(tc, test_flipped_byte_in_a_last_batch_no_checkpoint_covers_is_cut_as_torn);
     tcase_add_test(tc, test_damaged_last_batch_the_snapshot_covers_is_kept_and_its_offsets_never_reused);
