@@ -114,6 +114,31 @@ static enum MHD_Result on_accept_policy(void *cls, const struct sockaddr *addr, 
     return atomic_load(&srv->stopping) ? MHD_NO : MHD_YES;
 }
 
+/* HTTPS, when tls.cert-file is set: reads and checks the PEM files and
+ * hands the pair to tls.h's certificate callback (srv->tls_pem keeps them;
+ * the caller frees them on failure). A key or client CA without a
+ * certificate is refused: PULSE_INVALID with the message in errbuf. */
+static pulse_status_t load_tls(struct pulse_server *srv, const struct pulse_config *cfg, char *errbuf, size_t errlen)
+{
+    pulse_status_t st = PULSE_OK;
+
+    if (pulse_tls_settings_on(&cfg->tls)) {
+        st = pulse_tls_load(&cfg->tls, &srv->tls_pem, errbuf, errlen);
+        if (st == PULSE_OK)
+            st = pulse_tls_keys_set(&srv->tls_pem, errbuf, errlen);
+        if (st == PULSE_OK)
+            srv->mtls = srv->tls_pem.ca != NULL;
+        return st;
+    }
+    if (pulse_tls_settings_mtls(&cfg->tls) || (cfg->tls.key_file != NULL && cfg->tls.key_file[0] != '\0')) {
+        pulse_errbuf_set(errbuf, errlen,
+                         "%s is set but tls.cert-file is not: HTTPS needs tls.cert-file and tls.key-file",
+                         pulse_tls_settings_mtls(&cfg->tls) ? "tls.client-ca-file" : "tls.key-file");
+        return PULSE_INVALID;
+    }
+    return PULSE_OK;
+}
+
 pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_broker *broker,
                                    struct pulse_server **out, char *errbuf, size_t errlen)
 {
@@ -148,21 +173,9 @@ pulse_status_t pulse_server_create(const struct pulse_config *cfg, struct pulse_
         pulse_errbuf_set(errbuf, errlen, "out of memory");
         goto out;
     }
-    if (pulse_tls_settings_on(&cfg->tls)) {
-        st = pulse_tls_load(&cfg->tls, &srv->tls_pem, errbuf, errlen);
-        if (st == PULSE_OK)
-            st = pulse_tls_keys_set(&srv->tls_pem, errbuf, errlen);
-        if (st != PULSE_OK)
-            goto out;
-        srv->mtls = srv->tls_pem.ca != NULL;
-    } else if (pulse_tls_settings_mtls(&cfg->tls) || (cfg->tls.key_file != NULL && cfg->tls.key_file[0] != '\0')) {
-        st = PULSE_INVALID;
-        pulse_errbuf_set(errbuf, errlen,
-                         "%s is set but tls.cert-file is not: HTTPS needs tls.cert-file and "
-                         "tls.key-file",
-                         pulse_tls_settings_mtls(&cfg->tls) ? "tls.client-ca-file" : "tls.key-file");
+    st = load_tls(srv, cfg, errbuf, errlen);
+    if (st != PULSE_OK)
         goto out;
-    }
     struct pulse_conns_limits limits = {cfg->server.header_timeout_ms, cfg->server.body_timeout_ms,
                                         cfg->server.body_min_rate, (uint64_t)cfg->server.max_connections};
     st = pulse_conns_create(&limits, &srv->conns);
