@@ -242,8 +242,9 @@ static void begin(struct pulse_hreq *r)
     }
     /* Rate limits come before anything that looks at the route: a client
      * over its limit is refused whatever it asks, and its body is never
-     * read. */
-    if (pulse_server_refuse_rate(r))
+     * read. With bearer tokens the client is its token, known only once
+     * the token is verified: the check waits for that (below). */
+    if (srv->auth == NULL && pulse_server_refuse_rate(r))
         return;
     if (route == PULSE_ROUTE_NONE) {
         char path[160];
@@ -272,6 +273,8 @@ static void begin(struct pulse_hreq *r)
     }
     /* Who asks, before anything else is looked at (server_auth.c). */
     if (pulse_server_refuse_auth(r))
+        return;
+    if (srv->auth != NULL && pulse_server_refuse_rate(r))
         return;
     if (pulse_server_refuse_query(r))
         return;

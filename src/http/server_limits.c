@@ -4,13 +4,15 @@
  * client a request belongs to, its admission before the body is read, the
  * 429 answer, and the bytes charged as they become known.
  *
- * A client is named by limit_key, the one place that decides it: the
- * SHA-256 of the client's IP address (port left out, so one host shares
- * its buckets across connections). Not the Authorization header: nothing
- * verifies it yet, so a client could send a new one with each request and
- * never be limited (and push every other client out of the table). Once
- * bearer tokens name their holder, the verified token's name is the key
- * to use here.
+ * A client is named by limit_key, the one place that decides it: with
+ * bearer tokens on (auth.token-file), the SHA-256 of the verified token's
+ * name, so a token has one set of buckets wherever it comes from; without
+ * them, the SHA-256 of the client's IP address (port left out, so one host
+ * shares its buckets across connections). Never the Authorization header
+ * as sent: a client could send a new one with each request and never be
+ * limited. With tokens on, the check runs after the token is verified
+ * (server_access.c): a request without a valid token is answered 401
+ * before it, at the cost of one hash.
  */
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
@@ -29,6 +31,18 @@ static bool limit_key(struct pulse_hreq *r, unsigned char *key)
 {
     unsigned char buf[2 + 16];
     size_t len = 0;
+    const char *token = pulse_server_token_name(r);
+    if (token != NULL) {
+        /* "t:" + the name, hashed in two steps to keep names of any length. */
+        gnutls_hash_hd_t h;
+        if (gnutls_hash_init(&h, GNUTLS_DIG_SHA256) != 0)
+            return false;
+        int rc = gnutls_hash(h, "t:", 2);
+        if (rc == 0)
+            rc = gnutls_hash(h, token, strlen(token));
+        gnutls_hash_deinit(h, key);
+        return rc == 0;
+    }
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
     if (sa == NULL)

@@ -20,12 +20,13 @@ import http.client
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import Response, check, eq, expect_error, expect_json, main, note  # noqa: E402
+from pulsetest import Response, check, eq, expect_error, expect_json, main, note, pulsed_path  # noqa: E402
 
 ADMIN = "127.0.0.2"  # the tests' own reads come from this address: a client of its own
 
@@ -163,6 +164,34 @@ def test_a_made_up_authorization_header_does_not_escape_the_limit(ctx):
     check(429 in codes, "a new Authorization header per request is still this address's bucket: %r" % codes)
     eq(from_address("127.0.0.3", srv, "GET", "/v1/topics").status, 200, "another address has its own bucket")
     srv.stop()
+
+
+def token_line(name, token, grants):
+    p = subprocess.run([pulsed_path(), "--hash-token", name] + grants, input=(token + "\n").encode(),
+                       capture_output=True, timeout=30)
+    eq(p.returncode, 0, "--hash-token exit status (stderr %r)" % p.stderr)
+    return p.stdout.decode()
+
+
+def test_with_tokens_each_token_has_its_buckets_wherever_it_comes_from(ctx):
+    path = os.path.join(ctx.tmp, "rl-tokens")
+    with open(path, "w") as f:
+        for name, token in (("alpha", "alpha-token-1"), ("beta", "beta-token-2")):
+            f.write(token_line(name, token, ["admin:*", "read:*", "write:*"]))
+    srv = ctx.new_server(args=["-o", "auth.token-file=" + path, "-o", "limits.requests-per-second=1",
+                               "-o", "limits.burst=2s"])
+    srv.start()
+    alpha = {"Authorization": "Bearer alpha-token-1"}
+    beta = {"Authorization": "Bearer beta-token-2"}
+    # alpha's bucket of 2, spent from two addresses: one bucket, not two.
+    got = [from_address(a, srv, "GET", "/v1/topics", headers=alpha).status
+           for a in ("127.0.0.3", "127.0.0.4", "127.0.0.3", "127.0.0.4")]
+    check(got.count(429) >= 1 and got[:2] == [200, 200], "alpha from two addresses shares one bucket: %r" % got)
+    # beta, from the same address as alpha, still has its own.
+    eq(from_address("127.0.0.3", srv, "GET", "/v1/topics", headers=beta).status, 200, "beta's own bucket")
+    # A request without a valid token is answered 401 before any bucket.
+    for _ in range(4):
+        eq(from_address("127.0.0.3", srv, "GET", "/v1/topics").status, 401, "no token")
 
 
 if __name__ == "__main__":
