@@ -118,21 +118,7 @@ static void consumers_list_resume(struct pulse_hreq *r)
     char **names = rs->names;
     size_t n = rs->n;
     rs->names = NULL;
-    json_t *arr = json_array();
-    for (size_t i = 0; arr != NULL && i < n; i++) {
-        if (!pulse_server_may(r, PULSE_GRANT_COMMIT, names[i]))
-            continue; /* with tokens, only the consumers it may commit for */
-        if (json_array_append_new(arr, json_string(names[i])) != 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
-    }
-    pulse_broker_names_free(names, n);
-    if (arr == NULL) {
-        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
-        return;
-    }
-    pulse_server_reply_json(r, 200, json_pack("{s:o}", "consumers", arr));
+    pulse_server_reply_names(r, "consumers", names, n);
 }
 
 void pulse_h_consumers_list(struct pulse_hreq *r)

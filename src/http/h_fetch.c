@@ -576,19 +576,6 @@ static void on_wake(void *arg, pulse_status_t st)
     pulse_server_wake(arg, st);
 }
 
-static bool query_int(struct pulse_hreq *r, const char *name, int64_t min, int64_t max, int64_t *out)
-{
-    const char *v = pulse_server_query(r, name);
-    if (v == NULL)
-        return true;
-    if (pulse_request_parse_i64(v, min, max, out) != PULSE_OK) {
-        pulse_server_reply_error(r, 400, "invalid_request", "query parameter %s must be an integer in %lld..%lld", name,
-                                 (long long)min, (long long)max);
-        return false;
-    }
-    return true;
-}
-
 /* offset=N|earliest|latest or timestamp=<ms> (not both) into q; answers
  * 400 and returns false. */
 static bool parse_position(struct pulse_hreq *r, struct fetch_state *q)
@@ -638,9 +625,9 @@ static bool parse_query(struct pulse_hreq *r)
     q->wait_ms = 0;
     if (!parse_position(r, q))
         return false;
-    if (!query_int(r, "max_records", 1, FETCH_MAX_RECORDS, &q->max_records) ||
-        !query_int(r, "max_bytes", 1, FETCH_MAX_BYTES, &q->max_bytes) ||
-        !query_int(r, "wait_ms", 0, FETCH_MAX_WAIT_MS, &q->wait_ms))
+    if (!pulse_server_query_int(r, "max_records", 1, FETCH_MAX_RECORDS, &q->max_records) ||
+        !pulse_server_query_int(r, "max_bytes", 1, FETCH_MAX_BYTES, &q->max_bytes) ||
+        !pulse_server_query_int(r, "wait_ms", 0, FETCH_MAX_WAIT_MS, &q->wait_ms))
         return false;
     const char *format = pulse_server_query(r, "format");
     if (format != NULL) {

@@ -72,19 +72,6 @@ static void dispose(void *hstate)
     q->next = NULL;
 }
 
-static bool query_int(struct pulse_hreq *r, const char *name, int64_t min, int64_t max, int64_t *out)
-{
-    const char *v = pulse_server_query(r, name);
-    if (v == NULL)
-        return true;
-    if (pulse_request_parse_i64(v, min, max, out) != PULSE_OK) {
-        pulse_server_reply_error(r, 400, "invalid_request", "query parameter %s must be an integer in %lld..%lld", name,
-                                 (long long)min, (long long)max);
-        return false;
-    }
-    return true;
-}
-
 /* ---- reading --------------------------------------------------------------- */
 
 /* Appends {"topic":..,"partition":..,<the record's members>} to q->recs;
@@ -416,9 +403,9 @@ void pulse_h_group_fetch(struct pulse_hreq *r)
         return;
     q->max_records = 500;
     q->max_bytes = 1024 * 1024;
-    if (!query_int(r, "max_records", 1, GFETCH_MAX_RECORDS, &q->max_records) ||
-        !query_int(r, "max_bytes", 1, GFETCH_MAX_BYTES, &q->max_bytes) ||
-        !query_int(r, "max_wait_ms", 0, GFETCH_MAX_WAIT_MS, &q->wait_ms))
+    if (!pulse_server_query_int(r, "max_records", 1, GFETCH_MAX_RECORDS, &q->max_records) ||
+        !pulse_server_query_int(r, "max_bytes", 1, GFETCH_MAX_BYTES, &q->max_bytes) ||
+        !pulse_server_query_int(r, "max_wait_ms", 0, GFETCH_MAX_WAIT_MS, &q->wait_ms))
         return;
     pulse_server_call_begin(r, poll_resume);
     pulse_status_t st = pulse_broker_group_poll_async(r->srv->broker, r->consumer, q->member, &q->view,

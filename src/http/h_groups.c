@@ -337,21 +337,7 @@ static void list(struct pulse_hreq *r)
         pulse_server_reply_status(r, st, NULL);
         return;
     }
-    json_t *arr = json_array();
-    for (size_t i = 0; arr != NULL && i < n; i++) {
-        if (!pulse_server_may(r, PULSE_GRANT_COMMIT, names[i]))
-            continue; /* with tokens, only the groups it may commit for */
-        if (json_array_append_new(arr, json_string(names[i])) != 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
-    }
-    pulse_broker_names_free(names, n);
-    if (arr == NULL) {
-        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
-        return;
-    }
-    pulse_server_reply_json(r, 200, json_pack("{s:o}", "groups", arr));
+    pulse_server_reply_names(r, "groups", names, n);
 }
 
 /* r->hstate of a group description. */

@@ -336,19 +336,6 @@ static void cursors_resume(struct pulse_hreq *r)
         tread_start(r);
 }
 
-static bool query_int(struct pulse_hreq *r, const char *name, int64_t min, int64_t max, int64_t *out)
-{
-    const char *v = pulse_server_query(r, name);
-    if (v == NULL)
-        return true;
-    if (pulse_request_parse_i64(v, min, max, out) != PULSE_OK) {
-        pulse_server_reply_error(r, 400, "invalid_request", "query parameter %s must be an integer in %lld..%lld", name,
-                                 (long long)min, (long long)max);
-        return false;
-    }
-    return true;
-}
-
 /* offset=earliest|latest|N or timestamp=<ms>: where partitions without a
  * position start (earliest by default). */
 static bool parse_default(struct pulse_hreq *r, struct tread_state *q)
@@ -365,7 +352,7 @@ static bool parse_default(struct pulse_hreq *r, struct tread_state *q)
                                  "query parameter offset must be an integer 0 or more, earliest or latest");
         return false;
     }
-    if (!query_int(r, "timestamp", 0, INT64_MAX, &ms))
+    if (!pulse_server_query_int(r, "timestamp", 0, INT64_MAX, &ms))
         return false;
     if (ms >= 0)
         q->def = (struct pulse_pos){PULSE_POS_TIME, ms};
@@ -385,9 +372,9 @@ void pulse_h_topic_read(struct pulse_hreq *r)
     pulse_buf_init(&q->body, SIZE_MAX);
     q->max_records = 500;
     q->max_bytes = 1024 * 1024;
-    if (!query_int(r, "max_records", 1, TREAD_MAX_RECORDS, &q->max_records) ||
-        !query_int(r, "max_bytes", 1, TREAD_MAX_BYTES, &q->max_bytes) ||
-        !query_int(r, "wait_ms", 0, TREAD_MAX_WAIT_MS, &q->wait_ms) || !parse_default(r, q))
+    if (!pulse_server_query_int(r, "max_records", 1, TREAD_MAX_RECORDS, &q->max_records) ||
+        !pulse_server_query_int(r, "max_bytes", 1, TREAD_MAX_BYTES, &q->max_bytes) ||
+        !pulse_server_query_int(r, "wait_ms", 0, TREAD_MAX_WAIT_MS, &q->wait_ms) || !parse_default(r, q))
         return;
     pulse_status_t st = pulse_broker_topic_get(r->srv->broker, r->topic, false, &info);
     if (st != PULSE_OK) {

@@ -220,6 +220,9 @@ pulse_status_t pulse_server_json_text(const json_t *body, size_t flags, char **o
  * Accept-Encoding. NULL on NOMEM (text freed); queue it with
  * pulse_server_reply. */
 struct MHD_Response *pulse_server_json_response(struct pulse_hreq *r, char *text, size_t len);
+/* 200 {"<member>": [names...]}, only the names r's token may commit for
+ * (consumers, groups); takes names (pulse_broker_names_free) either way. */
+void pulse_server_reply_names(struct pulse_hreq *r, const char *member, char **names, size_t n);
 /* Serialises body (stolen) as the answer. */
 void pulse_server_reply_json(struct pulse_hreq *r, unsigned status, json_t *body);
 void pulse_server_reply_error(struct pulse_hreq *r, unsigned status, const char *code, const char *fmt, ...)
@@ -257,6 +260,10 @@ json_t *pulse_server_body_object(struct pulse_hreq *r);
 /* A query argument or NULL. Only parameters the router lists for the route
  * ever reach a handler (others were refused with 400). */
 const char *pulse_server_query(struct pulse_hreq *r, const char *name);
+/* The integer query argument name into *out when present and within
+ * min..max (absent: *out untouched, true); otherwise answers 400 naming the
+ * parameter and its range and returns false. */
+bool pulse_server_query_int(struct pulse_hreq *r, const char *name, int64_t min, int64_t max, int64_t *out);
 /* Copies the {topic}/{consumer} path parameter into r->topic / r->consumer
  * after checking the name rule; answers 400 invalid_name and returns false. */
 bool pulse_server_path_topic(struct pulse_hreq *r);

@@ -42,6 +42,19 @@ const char *pulse_server_query(struct pulse_hreq *r, const char *name)
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+bool pulse_server_query_int(struct pulse_hreq *r, const char *name, int64_t min, int64_t max, int64_t *out)
+{
+    const char *v = pulse_server_query(r, name);
+    if (v == NULL)
+        return true;
+    if (pulse_request_parse_i64(v, min, max, out) != PULSE_OK) {
+        pulse_server_reply_error(r, 400, "invalid_request", "query parameter %s must be an integer in %lld..%lld", name,
+                                 (long long)min, (long long)max);
+        return false;
+    }
+    return true;
+}
+
 static bool path_name(struct pulse_hreq *r, const struct pulse_route_param *prm, char *dst, const char *what)
 {
     if (prm->p == NULL || !pulse_broker_name_valid(prm->p, prm->len) || prm->len > PULSE_NAME_MAX) {

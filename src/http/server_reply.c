@@ -332,3 +332,22 @@ void pulse_server_reply_refused(struct pulse_hreq *r)
                              "smaller records, or values as strings",
                              (unsigned long long)r->srv->budget.limit);
 }
+
+void pulse_server_reply_names(struct pulse_hreq *r, const char *member, char **names, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        if (!pulse_server_may(r, PULSE_GRANT_COMMIT, names[i]))
+            continue; /* with tokens, only the names it may commit for */
+        if (json_array_append_new(arr, json_string(names[i])) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    pulse_broker_names_free(names, n);
+    if (arr == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return;
+    }
+    pulse_server_reply_json(r, 200, json_pack("{s:o}", member, arr));
+}
