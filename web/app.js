@@ -21,6 +21,7 @@ const HISTORY_MS = 5 * 60 * 1000;
 const TAIL_KEEP = 500;      // records kept for the live tail's list
 const PAUSE_KEEP = 5000;    // records held while paused
 const MAX_CONSUMERS = 50;   // consumers whose cursors are read per poll
+const MAX_GROUPS = 50;      // consumer groups described per poll
 
 const $ = (id) => document.getElementById(id);
 
@@ -192,6 +193,7 @@ function onConnect(ev) {
   renderTopics();
   fillTopicSelects();
   renderConsumers([], []);
+  renderGroups([]);
   say('conn-status', `Connecting to ${serverName()}…`);
   refreshAll();
 }
@@ -362,6 +364,56 @@ function renderConsumers(names, cursors) {
     rows.push(el('tr', {}, el('td', { colspan: 6, class: 'empty',
       text: 'No consumers yet: a consumer appears once it commits a cursor.' })));
   $('consumers-body').replaceChildren(...rows);
+}
+
+// ---- consumer groups ---------------------------------------------------------
+
+async function refreshGroups() {
+  const gen = state.gen;
+  try {
+    const doc = await api('GET', '/v1/groups');
+    const names = (doc.groups || []).slice(0, MAX_GROUPS);
+    // A group whose last member left between the list and its read is gone:
+    // shown as nothing rather than as an error.
+    const all = await Promise.all(names.map((g) =>
+      api('GET', `/v1/groups/${enc(g)}`).catch((err) => (err.status === 404 ? null : Promise.reject(err)))));
+    if (gen !== state.gen) return;
+    renderGroups(all.filter((d) => d !== null));
+    const more = (doc.groups || []).length - names.length;
+    say('groups-msg', more > 0 ? `Showing ${names.length} groups of ${names.length + more}.` : '');
+  } catch (err) {
+    if (gen === state.gen) say('groups-msg', 'Cannot list consumer groups: ' + describe(err), 'error');
+  }
+}
+
+function renderGroups(groups) {
+  const rows = [];
+  groups.forEach((g) => {
+    const parts = g.partitions || [];
+    const members = (g.members || []).length;
+    if (parts.length === 0) {
+      rows.push(el('tr', { 'data-group': g.group }, el('td', { text: g.group }),
+        el('td', { class: 'num', text: num(g.generation) }), el('td', { class: 'num', text: num(members) }),
+        el('td', { colspan: 6, class: 'empty', text: 'no partitions' })));
+      return;
+    }
+    parts.forEach((p, j) => {
+      rows.push(el('tr', { 'data-group': g.group, 'data-topic': p.topic, 'data-partition': p.partition },
+        el('td', { text: j === 0 ? g.group : '' }),
+        el('td', { class: 'num', text: j === 0 ? num(g.generation) : '' }),
+        el('td', { class: 'num', text: j === 0 ? num(members) : '' }),
+        el('td', { text: p.topic }),
+        el('td', { text: String(p.partition) }),
+        el('td', { text: p.owner || (p.assigned_to ? 'handing over' : 'free') }),
+        el('td', { class: 'num', text: p.committed === null ? '-' : num(p.committed) }),
+        el('td', { class: 'num', text: num(p.high_watermark) }),
+        el('td', { class: 'num' + (p.lag > 0 ? ' lag-high' : ''), text: num(p.lag) })));
+    });
+  });
+  if (rows.length === 0)
+    rows.push(el('tr', {}, el('td', { colspan: 9, class: 'empty',
+      text: 'No consumer groups: a group appears while it has members.' })));
+  $('groups-body').replaceChildren(...rows);
 }
 
 // ---- metrics ---------------------------------------------------------------
@@ -871,7 +923,7 @@ async function refreshAll() {
   try {
     do {
       again = false;
-      await Promise.all([refreshBroker(), refreshTopics(), refreshConsumers(), refreshMetrics()]);
+      await Promise.all([refreshBroker(), refreshTopics(), refreshConsumers(), refreshGroups(), refreshMetrics()]);
     } while (again);
   } finally {
     busy = false;
@@ -899,7 +951,7 @@ function start() {
   }, METRICS_MS));
   state.timers.push(setInterval(() => {
     if (document.hidden) return;
-    Promise.all([refreshBroker(), refreshTopics(), refreshConsumers()]);
+    Promise.all([refreshBroker(), refreshTopics(), refreshConsumers(), refreshGroups()]);
   }, POLL_MS));
   window.addEventListener('resize', drawAll);
 }

@@ -191,6 +191,26 @@ await run({
     noProblems(page, 'problems');
   },
 
+  async test_groups_show_members_owners_and_lag(ctx) {
+    const name = uniq('grouped');
+    const group = uniq('shipping');
+    await createTopic(name, 2);
+    await publish(name, [1, 2, 3].map((v) => ({ value: String(v), partition: 0 })));
+    const j = await http('POST', `/v1/groups/${group}/members`, { topics: [name], lease_ms: 60000 });
+    eq(j.status, 201, 'join');
+    const member = j.json.member_id;
+    const c = await http('POST', `/v1/groups/${group}/members/${member}/commit`,
+      { generation: j.json.generation, offsets: [{ topic: name, partition: 0, offset: 1 }] });
+    eq(c.status, 200, 'commit');
+    const page = await openPage(ctx, PAGE);
+    const row = page.locator(`#groups-body tr[data-group="${group}"][data-topic="${name}"][data-partition="0"]`);
+    await row.waitFor();
+    eq((await row.locator('td').allTextContents()).slice(0, 9),
+      [group, String(j.json.generation), '1', name, '0', member, '1', '3', '2'],
+      'group, generation, members, topic, partition, owner, committed, high watermark, lag');
+    noProblems(page, 'problems');
+  },
+
   async test_charts_follow_metrics(ctx) {
     const name = uniq('rates');
     await createTopic(name);
