@@ -78,16 +78,15 @@ static uint64_t declared_body(struct pulse_hreq *r)
 }
 
 /* The rates of r's client: [limits], or what its token's line says
- * instead. false when neither limits it. */
-static bool limit_rates(struct pulse_hreq *r, int64_t *rps, uint64_t *bps, bool *own)
+ * instead (*own: which of them it says). false when neither limits it. */
+static bool limit_rates(struct pulse_hreq *r, int64_t *rps, uint64_t *bps, struct pulse_auth_limits *own)
 {
     const struct pulse_limits_settings *d = &r->srv->cfg->limits;
-    struct pulse_auth_limits lim = {0};
+    memset(own, 0, sizeof *own);
     if (r->token != NULL)
-        pulse_auth_token_limits(r->token, &lim);
-    *rps = lim.rps_set ? lim.rps : d->requests_per_second;
-    *bps = lim.bps_set ? lim.bps : d->bytes_per_second;
-    *own = lim.rps_set || lim.bps_set;
+        pulse_auth_token_limits(r->token, own);
+    *rps = own->rps_set ? own->rps : d->requests_per_second;
+    *bps = own->bps_set ? own->bps : d->bytes_per_second;
     return *rps > 0 || *bps > 0;
 }
 
@@ -97,7 +96,7 @@ bool pulse_server_refuse_rate(struct pulse_hreq *r)
     enum pulse_route route = r->match.route;
     int64_t rps = 0;
     uint64_t bps = 0;
-    bool own = false;
+    struct pulse_auth_limits own;
     if (rl == NULL || route == PULSE_ROUTE_HEALTHZ || route == PULSE_ROUTE_READYZ || !limit_rates(r, &rps, &bps, &own))
         return false;
     if (!limit_key(r, r->limit_key))
@@ -113,8 +112,11 @@ bool pulse_server_refuse_rate(struct pulse_hreq *r)
     /* Its body (if any) is never read: MHD closes the connection after
      * an answer queued before the body. */
     r->retry_after = wait;
-    if (own)
-        which = strcmp(which, "limits.requests-per-second") == 0 ? "its token's rps" : "its token's bps";
+    bool req = strcmp(which, "limits.requests-per-second") == 0;
+    if (req && own.rps_set)
+        which = "its token's rps";
+    else if (!req && own.bps_set)
+        which = "its token's bps";
     pulse_server_reply_error(r, 429, "too_many_requests",
                              "rate limit: this client is over %s (with limits.burst); retry in %u s", which, wait);
     return true;

@@ -263,5 +263,23 @@ def test_an_override_limits_with_the_defaults_off_and_reloads_apply(ctx):
     srv.stop()
 
 
+
+def test_a_429_names_the_default_when_the_token_overrides_only_the_other_rate(ctx):
+    path = os.path.join(ctx.tmp, "rl-mixed-tokens")
+    with open(path, "w") as f:
+        f.write(token_line("fast", "fast-token-1", ["admin:*", "read:*", "write:*", "rps=100"]))
+    srv = ctx.new_server(args=["-o", "auth.token-file=" + path, "-o", "limits.bytes-per-second=1000"])
+    srv.start()
+    fast = {"Authorization": "Bearer fast-token-1"}
+    body = {"records": [{"value": "v" * 850}]}
+    first = from_address("127.0.0.3", srv, "POST", "/v1/topics/mixed/records", body=body, headers=fast)
+    check(first.status != 429, "the first body fits the byte bucket: %d" % first.status)
+    r = from_address("127.0.0.3", srv, "POST", "/v1/topics/mixed/records", body=body, headers=fast)
+    eq(r.status, 429, "the second is over the default byte rate")
+    text = r.body.decode()
+    check("limits.bytes-per-second" in text and "token" not in text, "the default is named: %r" % text)
+    srv.stop()
+
+
 if __name__ == "__main__":
     sys.exit(main(globals(), shared_server=False))
