@@ -105,7 +105,8 @@ static void usage(FILE *f)
                "                        --start-offset N if that is higher; only for a log gone for good\n"
                "  --hash-token NAME [GRANT]...\n"
                "                        read a token (one line) on standard input and print its line for\n"
-               "                        auth.token-file; grants are read:, write:, admin: or commit:PATTERN\n"
+               "                        auth.token-file; grants are read:, write:, admin: or commit:PATTERN;\n"
+               "                        rps=N and bps=SIZE give the token its own rate limits\n"
                "  --routes              print every route and method with the grant it needs\n"
                "Precedence: defaults < config file < PULSE_<SECTION>_<KEY> environment < command line.\n"
                "See docs/Configuration.md for every setting, docs/Operations.md for the repair modes.\n");

@@ -29,6 +29,8 @@
 #define HASH_PREFIX "sha256:"
 #define MAX_GRANTS 64
 #define MAX_TOKENS 100000
+#define MAX_RPS 1000000                        /* as limits.requests-per-second */
+#define MAX_BPS (1024ull * 1024 * 1024 * 1024) /* as limits.bytes-per-second */
 
 struct grant {
     enum pulse_grant_kind kind; /* READ, WRITE, ADMIN or COMMIT */
@@ -40,6 +42,7 @@ struct grant {
 struct pulse_auth_token {
     char name[PULSE_AUTH_NAME_MAX + 1];
     unsigned char hash[HASH_LEN];
+    struct pulse_auth_limits limits;
     size_t n_grants;
     struct grant grants[MAX_GRANTS];
 };
@@ -107,6 +110,39 @@ static bool parse_grant(const char *s, size_t len, struct grant *g, const char *
     }
     *why = "a grant is read:PATTERN, write:PATTERN, admin:PATTERN or commit:PATTERN";
     return false;
+}
+
+/* "rps=N" or "bps=SIZE" into lim. 0: not such a field; 1: parsed; -1:
+ * bad, why set. */
+static int parse_limit(const char *s, size_t len, struct pulse_auth_limits *lim, const char **why)
+{
+    char text[32];
+    uint64_t v = 0;
+    const char *end = NULL;
+    bool rps = len >= 4 && strncmp(s, "rps=", 4) == 0;
+    if (!rps && (len < 4 || strncmp(s, "bps=", 4) != 0))
+        return 0;
+    if ((rps && lim->rps_set) || (!rps && lim->bps_set)) {
+        *why = rps ? "rps= is given twice" : "bps= is given twice";
+        return -1;
+    }
+    bool ok = len - 4 > 0 && len - 4 < sizeof text;
+    if (ok) {
+        memcpy(text, s + 4, len - 4);
+        text[len - 4] = '\0';
+    }
+    if (rps) {
+        ok = ok && pulse_settings_parse_u64_prefix(text, &v, &end) == PULSE_OK && *end == '\0' && v <= MAX_RPS;
+        *why = "rps= takes the token's requests per second, 0 (unlimited) to 1000000";
+        lim->rps_set = ok;
+        lim->rps = (int64_t)v;
+    } else {
+        ok = ok && pulse_settings_parse_size(text, &v) == PULSE_OK && v <= MAX_BPS;
+        *why = "bps= takes the token's bytes per second, 0 (unlimited) to 1TiB (a size: 512KiB, 10MiB, ...)";
+        lim->bps_set = ok;
+        lim->bps = v;
+    }
+    return ok ? 1 : -1;
 }
 
 static int hexval(char c)
@@ -188,6 +224,12 @@ static bool parse_line(const char *line, struct pulse_auth_token *tok, const cha
         return false;
     }
     while (next_field(line, &pos, &f, &flen)) {
+        int lim = parse_limit(f, flen, &tok->limits, why);
+        if (lim != 0) {
+            if (lim < 0)
+                return false;
+            continue;
+        }
         if (tok->n_grants == MAX_GRANTS) {
             *why = "more than 64 grants";
             return false;
@@ -407,6 +449,11 @@ const char *pulse_auth_token_name(const struct pulse_auth_token *tok)
     return tok->name;
 }
 
+void pulse_auth_token_limits(const struct pulse_auth_token *tok, struct pulse_auth_limits *out)
+{
+    *out = tok->limits;
+}
+
 static bool grant_covers(const struct grant *g, const char *name)
 {
     if (name == NULL)
@@ -445,6 +492,7 @@ pulse_status_t pulse_auth_hash_line(const char *name, const char *const *grants,
                                     size_t len, char *out, size_t outlen, char *errbuf, size_t errlen)
 {
     struct grant g;
+    struct pulse_auth_limits lim = {0};
     const char *why = NULL;
     unsigned char hash[HASH_LEN];
     if (!name_ok(name, strlen(name))) {
@@ -456,7 +504,8 @@ pulse_status_t pulse_auth_hash_line(const char *name, const char *const *grants,
         return PULSE_INVALID;
     }
     for (size_t i = 0; i < n_grants; i++) {
-        if (!parse_grant(grants[i], strlen(grants[i]), &g, &why)) {
+        int l = parse_limit(grants[i], strlen(grants[i]), &lim, &why);
+        if (l < 0 || (l == 0 && !parse_grant(grants[i], strlen(grants[i]), &g, &why))) {
             pulse_errbuf_set(errbuf, errlen, "grant \"%s\": %s", grants[i], why);
             return PULSE_INVALID;
         }

@@ -6,14 +6,18 @@
  *
  * The token file holds one token per line (conf/tokens.example):
  *
- *     NAME sha256:HEX64 [GRANT ...]
+ *     NAME sha256:HEX64 [GRANT ...] [rps=N] [bps=SIZE]
  *
  * NAME is 1..64 of [A-Za-z0-9._-] (it is what logs and errors show); HEX64
  * is the SHA-256 of the token in lower- or upper-case hex (the token itself
  * is never stored); each GRANT is read:PATTERN, write:PATTERN,
  * admin:PATTERN (topics) or commit:PATTERN (consumers and groups), a
  * PATTERN being an exact name or a prefix ending in '*' ("*" alone: every
- * name). admin:* also covers broker-wide administration. Blank lines and
+ * name). admin:* also covers broker-wide administration. rps= and bps=
+ * (anywhere after the hash, each at most once) give the token its own
+ * [limits] rates: requests per second (0 to 1000000) and bytes per second
+ * (a size as in pulse.conf, up to 1TiB); 0 is unlimited for the token, and
+ * a rate not given is the [limits] default. Blank lines and
  * lines starting with '#' are ignored. A file with any bad line is refused
  * whole, with the line number and why.
  *
@@ -37,6 +41,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/status.h"
 #include "http/router.h"
@@ -90,6 +95,18 @@ void pulse_auth_tokens_release(struct pulse_auth_tokens *tab);
 /* The token's name (borrowed from its table). */
 const char *pulse_auth_token_name(const struct pulse_auth_token *tok);
 
+/* A token's own [limits] rates (rps=, bps= on its line); a rate not set
+ * there is the [limits] default. */
+struct pulse_auth_limits {
+    bool rps_set;
+    int64_t rps; /* requests per second; 0 = unlimited */
+    bool bps_set;
+    uint64_t bps; /* bytes per second; 0 = unlimited */
+};
+
+/* Copies tok's rates into *out. */
+void pulse_auth_token_limits(const struct pulse_auth_token *tok, struct pulse_auth_limits *out);
+
 /*
  * True when tok's grants cover kind on name: READ, WRITE, ADMIN (topics)
  * and COMMIT (consumers, groups) match a grant of that kind whose pattern
@@ -101,8 +118,8 @@ bool pulse_auth_token_allows(const struct pulse_auth_token *tok, enum pulse_gran
 
 /*
  * The token file line for a token (pulsed --hash-token): checks name and
- * each grant as the file reader does, hashes token[0..len) and writes
- * "NAME sha256:HEX GRANT...\n" into out. PULSE_INVALID (errbuf says which
+ * each grant (or rps=, bps= field) as the file reader does, hashes
+ * token[0..len) and writes "NAME sha256:HEX GRANT...\n" into out. PULSE_INVALID (errbuf says which
  * argument and why), PULSE_TOO_LARGE (out too small), PULSE_IO (GnuTLS
  * failed).
  */

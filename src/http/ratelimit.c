@@ -59,12 +59,14 @@ struct entry {
     double requests;           /* tokens left */
     double bytes;              /* tokens left; negative = debt */
     int64_t seen_us;           /* the levels are as of this time */
+    int64_t rps;               /* the rates of its last admission (0 = none) */
+    uint64_t bps;
+    double req_cap;
+    double byte_cap;
 };
 
 struct pulse_ratelimit {
     struct pulse_limits_settings s;
-    double req_cap;
-    double byte_cap;
     pthread_mutex_t lock;
     struct entry **slots;
     size_t nslots; /* a power of two */
@@ -80,19 +82,15 @@ pulse_status_t pulse_ratelimit_create(const struct pulse_limits_settings *s, str
     if (rl == NULL)
         return PULSE_NOMEM;
     rl->s = *s;
-    double burst = (double)s->burst_ms / 1000.0;
-    rl->req_cap = dmax(1.0, (double)s->requests_per_second * burst);
-    rl->byte_cap = dmax(1.0, (double)s->bytes_per_second * burst);
-    /* About one entry per slot when full, never more slots than 2^20. */
+    /* About one entry per slot when full, never more slots than 2^20.
+     * Made even with the defaults off: a token's own rates may be on. */
     rl->nslots = 16;
     while (rl->nslots < (size_t)s->max_buckets && rl->nslots < ((size_t)1 << 20))
         rl->nslots *= 2;
-    if (pulse_ratelimit_enabled(rl)) {
-        rl->slots = pulse_calloc(rl->nslots, sizeof *rl->slots);
-        if (rl->slots == NULL) {
-            pulse_free(rl);
-            return PULSE_NOMEM;
-        }
+    rl->slots = pulse_calloc(rl->nslots, sizeof *rl->slots);
+    if (rl->slots == NULL) {
+        pulse_free(rl);
+        return PULSE_NOMEM;
     }
     pthread_mutex_init(&rl->lock, NULL);
     *out = rl;
@@ -168,12 +166,14 @@ static struct entry *find(struct pulse_ratelimit *rl, const unsigned char *key)
     return NULL;
 }
 
-/* key's entry, made (full buckets) when missing: a new allocation, or the
+/* key's entry, made (empty buckets, no rates: set_rates fills them) when missing: a new allocation, or the
  * least recently seen entry once max_buckets are remembered. NULL on
  * NOMEM. Locks: rl->lock. */
-static struct entry *lookup(struct pulse_ratelimit *rl, const unsigned char *key, int64_t now_us, bool create)
+static struct entry *lookup(struct pulse_ratelimit *rl, const unsigned char *key, int64_t now_us, bool create,
+                            bool *fresh)
 {
     struct entry *e = find(rl, key);
+    *fresh = e == NULL;
     if (e != NULL) {
         list_unlink(rl, e);
         list_push_front(rl, e);
@@ -192,9 +192,8 @@ static struct entry *lookup(struct pulse_ratelimit *rl, const unsigned char *key
             return NULL;
         rl->count++;
     }
+    memset(e, 0, sizeof *e);
     memcpy(e->key, key, PULSE_RATELIMIT_KEY_LEN);
-    e->requests = rl->req_cap;
-    e->bytes = rl->byte_cap;
     e->seen_us = now_us;
     size_t i = slot_of(rl, key);
     e->chain = rl->slots[i];
@@ -204,36 +203,59 @@ static struct entry *lookup(struct pulse_ratelimit *rl, const unsigned char *key
 }
 
 /* Adds what the rates gave since the entry's last visit. */
-static void refill(struct pulse_ratelimit *rl, struct entry *e, int64_t now_us)
+static void refill(struct entry *e, int64_t now_us)
 {
     if (now_us <= e->seen_us)
         return;
     double secs = (double)(now_us - e->seen_us) / 1e6;
-    e->requests = dmin(rl->req_cap, e->requests + secs * (double)rl->s.requests_per_second);
-    e->bytes = dmin(rl->byte_cap, e->bytes + secs * (double)rl->s.bytes_per_second);
+    e->requests = dmin(e->req_cap, e->requests + secs * (double)e->rps);
+    e->bytes = dmin(e->byte_cap, e->bytes + secs * (double)e->bps);
     e->seen_us = now_us;
+}
+
+/* Gives e the rates of this admission (a reload may have changed a
+ * token's): a fresh entry starts full, a known one keeps its levels
+ * within the new sizes (and its debt). Locks: rl->lock. */
+static void set_rates(const struct pulse_ratelimit *rl, struct entry *e, int64_t rps, uint64_t bps, bool fresh)
+{
+    double burst = (double)rl->s.burst_ms / 1000.0;
+    e->rps = rps;
+    e->bps = bps;
+    e->req_cap = dmax(1.0, (double)rps * burst);
+    e->byte_cap = dmax(1.0, (double)bps * burst);
+    e->requests = fresh ? e->req_cap : dmin(e->requests, e->req_cap);
+    e->bytes = fresh ? e->byte_cap : dmin(e->bytes, e->byte_cap);
 }
 
 unsigned pulse_ratelimit_admit(struct pulse_ratelimit *rl, const unsigned char key[PULSE_RATELIMIT_KEY_LEN],
                                uint64_t in_bytes, int64_t now_us, const char **which)
 {
-    if (!pulse_ratelimit_enabled(rl))
+    return pulse_ratelimit_admit_rates(rl, key, rl->s.requests_per_second, rl->s.bytes_per_second, in_bytes, now_us,
+                                       which);
+}
+
+unsigned pulse_ratelimit_admit_rates(struct pulse_ratelimit *rl, const unsigned char key[PULSE_RATELIMIT_KEY_LEN],
+                                     int64_t rps, uint64_t bps, uint64_t in_bytes, int64_t now_us, const char **which)
+{
+    if (rps <= 0 && bps == 0)
         return 0;
     unsigned wait = 0;
     pthread_mutex_lock(&rl->lock);
-    struct entry *e = lookup(rl, key, now_us, true);
+    bool fresh = false;
+    struct entry *e = lookup(rl, key, now_us, true, &fresh);
     if (e == NULL)
         goto out; /* out of memory: not limited rather than refused */
-    refill(rl, e, now_us);
+    refill(e, now_us);
+    set_rates(rl, e, rps, bps, fresh);
     double wait_req = 0.0;
     double wait_bytes = 0.0;
     /* EPS: refills summed in many small steps fall short of a whole
      * token by rounding (ten 0.1 s refills of 1/s are 0.99999...). */
-    if (rl->s.requests_per_second > 0 && e->requests < 1.0 - EPS)
-        wait_req = (1.0 - e->requests) / (double)rl->s.requests_per_second;
-    double need = dmin((double)in_bytes, rl->byte_cap);
-    if (rl->s.bytes_per_second > 0 && e->bytes < need - EPS)
-        wait_bytes = (need - e->bytes) / (double)rl->s.bytes_per_second;
+    if (e->rps > 0 && e->requests < 1.0 - EPS)
+        wait_req = (1.0 - e->requests) / (double)e->rps;
+    double need = dmin((double)in_bytes, e->byte_cap);
+    if (e->bps > 0 && e->bytes < need - EPS)
+        wait_bytes = (need - e->bytes) / (double)e->bps;
     if (wait_req > 0.0 || wait_bytes > 0.0) {
         double w = dmax(wait_req, wait_bytes);
         wait = w >= 86400.0 ? 86400u : (unsigned)w;
@@ -246,9 +268,9 @@ unsigned pulse_ratelimit_admit(struct pulse_ratelimit *rl, const unsigned char k
         rl->refusals++;
         goto out;
     }
-    if (rl->s.requests_per_second > 0)
+    if (e->rps > 0)
         e->requests -= 1.0;
-    if (rl->s.bytes_per_second > 0)
+    if (e->bps > 0)
         e->bytes -= (double)in_bytes;
 out:
     pthread_mutex_unlock(&rl->lock);
@@ -258,12 +280,13 @@ out:
 void pulse_ratelimit_charge(struct pulse_ratelimit *rl, const unsigned char key[PULSE_RATELIMIT_KEY_LEN],
                             uint64_t bytes, int64_t now_us)
 {
-    if (rl->s.bytes_per_second == 0 || bytes == 0)
+    if (bytes == 0)
         return;
     pthread_mutex_lock(&rl->lock);
-    struct entry *e = lookup(rl, key, now_us, false);
-    if (e != NULL) {
-        refill(rl, e, now_us);
+    bool fresh = false;
+    struct entry *e = lookup(rl, key, now_us, false, &fresh);
+    if (e != NULL && e->bps > 0) {
+        refill(e, now_us);
         e->bytes -= (double)bytes;
     }
     pthread_mutex_unlock(&rl->lock);

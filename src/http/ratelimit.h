@@ -52,12 +52,13 @@ const struct pulse_settings_table *pulse_limits_settings(void);
 
 struct pulse_ratelimit;
 
-/* A table for s (copied). PULSE_NOMEM. Both rates 0: a table that admits
- * everything and remembers nothing. */
+/* A table for s (copied). PULSE_NOMEM. Both rates 0: pulse_ratelimit_admit
+ * admits everything and remembers nothing (pulse_ratelimit_admit_rates
+ * may still limit). */
 pulse_status_t pulse_ratelimit_create(const struct pulse_limits_settings *s, struct pulse_ratelimit **out);
 void pulse_ratelimit_destroy(struct pulse_ratelimit *rl);
 
-/* Whether any limit is on (a rate above 0). */
+/* Whether any default limit is on (a rate of s above 0). */
 bool pulse_ratelimit_enabled(const struct pulse_ratelimit *rl);
 
 /*
@@ -72,8 +73,19 @@ bool pulse_ratelimit_enabled(const struct pulse_ratelimit *rl);
 unsigned pulse_ratelimit_admit(struct pulse_ratelimit *rl, const unsigned char key[PULSE_RATELIMIT_KEY_LEN],
                                uint64_t in_bytes, int64_t now_us, const char **which);
 
+/*
+ * pulse_ratelimit_admit with key's own rates instead of the table's (a
+ * token's override, auth.h): rps requests and bps bytes per second, 0 =
+ * none; both 0 admits without remembering key. The buckets hold
+ * limits.burst of these rates. A key seen before with other rates keeps
+ * its levels (and debt) within the new sizes.
+ */
+unsigned pulse_ratelimit_admit_rates(struct pulse_ratelimit *rl, const unsigned char key[PULSE_RATELIMIT_KEY_LEN],
+                                     int64_t rps, uint64_t bps, uint64_t in_bytes, int64_t now_us, const char **which);
+
 /* Takes bytes learned after admission from key's byte bucket (which may
- * go into debt). Nothing when key is no longer remembered. */
+ * go into debt), at the rates of its last admission. Nothing when key is
+ * no longer remembered or has no byte rate. */
 void pulse_ratelimit_charge(struct pulse_ratelimit *rl, const unsigned char key[PULSE_RATELIMIT_KEY_LEN],
                             uint64_t bytes, int64_t now_us);
 

@@ -13,6 +13,11 @@
  * limited. With tokens on, the check runs after the token is verified
  * (server_access.c): a request without a valid token is answered 401
  * before it, at the cost of one hash.
+ *
+ * A token's line may give it its own rates (rps=, bps=; auth.h): those
+ * replace the [limits] defaults for its buckets, 0 lifting the limit, and
+ * may limit a token while the defaults are off. A reload (SIGHUP) applies
+ * to the token's next request.
  */
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
@@ -22,6 +27,7 @@
 #include <sys/socket.h>
 
 #include "common/clock.h"
+#include "http/auth.h"
 #include "http/http_int.h"
 #include "http/server_int.h"
 
@@ -71,17 +77,33 @@ static uint64_t declared_body(struct pulse_hreq *r)
     return (uint64_t)len;
 }
 
+/* The rates of r's client: [limits], or what its token's line says
+ * instead (*own: which of them it says). false when neither limits it. */
+static bool limit_rates(struct pulse_hreq *r, int64_t *rps, uint64_t *bps, struct pulse_auth_limits *own)
+{
+    const struct pulse_limits_settings *d = &r->srv->cfg->limits;
+    memset(own, 0, sizeof *own);
+    if (r->token != NULL)
+        pulse_auth_token_limits(r->token, own);
+    *rps = own->rps_set ? own->rps : d->requests_per_second;
+    *bps = own->bps_set ? own->bps : d->bytes_per_second;
+    return *rps > 0 || *bps > 0;
+}
+
 bool pulse_server_refuse_rate(struct pulse_hreq *r)
 {
     struct pulse_ratelimit *rl = r->srv->ratelimit;
     enum pulse_route route = r->match.route;
-    if (rl == NULL || !pulse_ratelimit_enabled(rl) || route == PULSE_ROUTE_HEALTHZ || route == PULSE_ROUTE_READYZ)
+    int64_t rps = 0;
+    uint64_t bps = 0;
+    struct pulse_auth_limits own;
+    if (rl == NULL || route == PULSE_ROUTE_HEALTHZ || route == PULSE_ROUTE_READYZ || !limit_rates(r, &rps, &bps, &own))
         return false;
     if (!limit_key(r, r->limit_key))
         return false;
     uint64_t in = declared_body(r);
     const char *which = NULL;
-    unsigned wait = pulse_ratelimit_admit(rl, r->limit_key, in, pulse_clock_mono_us(), &which);
+    unsigned wait = pulse_ratelimit_admit_rates(rl, r->limit_key, rps, bps, in, pulse_clock_mono_us(), &which);
     if (wait == 0) {
         r->limit_keyed = true;
         r->bytes_in_charged = in;
@@ -90,6 +112,11 @@ bool pulse_server_refuse_rate(struct pulse_hreq *r)
     /* Its body (if any) is never read: MHD closes the connection after
      * an answer queued before the body. */
     r->retry_after = wait;
+    bool req = strcmp(which, "limits.requests-per-second") == 0;
+    if (req && own.rps_set)
+        which = "its token's rps";
+    else if (!req && own.bps_set)
+        which = "its token's bps";
     pulse_server_reply_error(r, 429, "too_many_requests",
                              "rate limit: this client is over %s (with limits.burst); retry in %u s", which, wait);
     return true;

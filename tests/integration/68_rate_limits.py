@@ -14,19 +14,25 @@
     cannot hold is refused before its body is read, and a fetch's bytes put
     the client in debt that its next request waits out;
   - the table of clients stays within limits.max-clients, forgetting the
-    least recently seen (pulse_http_rate_limit_clients, _evictions_total)."""
+    least recently seen (pulse_http_rate_limit_clients, _evictions_total);
+  - a token's line may carry its own rates (rps=, bps=): a lower rps
+    limits that token sooner than the default, rps=0 lifts the limit, a
+    token without the field keeps the default, an override limits even
+    with the defaults off, and SIGHUP applies new rates to the next
+    requests."""
 
 import http.client
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import Response, check, eq, expect_error, expect_json, main, note, pulsed_path  # noqa: E402
+from pulsetest import Response, check, eq, expect_error, expect_json, main, note, pulsed_path, wait_until  # noqa: E402
 
 ADMIN = "127.0.0.2"  # the tests' own reads come from this address: a client of its own
 
@@ -192,6 +198,87 @@ def test_with_tokens_each_token_has_its_buckets_wherever_it_comes_from(ctx):
     # A request without a valid token is answered 401 before any bucket.
     for _ in range(4):
         eq(from_address("127.0.0.3", srv, "GET", "/v1/topics").status, 401, "no token")
+
+
+
+def statuses(srv, headers, n):
+    """n requests in a row with headers: their statuses, and the last 429."""
+    got, refused = [], None
+    for _ in range(n):
+        r = from_address("127.0.0.3", srv, "GET", "/v1/topics", headers=headers)
+        got.append(r.status)
+        if r.status == 429:
+            refused = r
+    return got, refused
+
+
+def test_a_token_line_may_give_the_token_its_own_rates(ctx):
+    path = os.path.join(ctx.tmp, "rl-own-tokens")
+    grants = ["admin:*", "read:*", "write:*"]
+    with open(path, "w") as f:
+        f.write(token_line("slow", "slow-token-1", grants + ["rps=1"]))
+        f.write(token_line("free", "free-token-2", grants + ["rps=0"]))
+        f.write(token_line("plain", "plain-token-3", grants))
+    check("rps=1" in open(path).read(), "--hash-token prints the field on the line")
+    srv = ctx.new_server(args=["-o", "auth.token-file=" + path, "-o", "limits.requests-per-second=5",
+                               "-o", "limits.burst=2s"])
+    srv.start()
+    # slow: its own bucket of 2 (1/s for 2 s), below the default's 10.
+    got, refused = statuses(srv, {"Authorization": "Bearer slow-token-1"}, 5)
+    check(got[:2] == [200, 200] and got.count(429) >= 2, "slow is limited at its own rps: %r" % got)
+    retry_after(refused)
+    check("its token's rps" in refused.body.decode(), "the 429 names the token's rps: %r" % refused.body)
+    # free: rps=0, never limited however many.
+    got, _ = statuses(srv, {"Authorization": "Bearer free-token-2"}, 25)
+    eq(got, [200] * 25, "free (rps=0) is never limited")
+    # plain: the default bucket of 10.
+    got, refused = statuses(srv, {"Authorization": "Bearer plain-token-3"}, 16)
+    check(got[:10] == [200] * 10 and got.count(429) >= 1, "plain keeps the default: %r" % got)
+    check("limits.requests-per-second" in refused.body.decode(), "the default is named: %r" % refused.body)
+    srv.stop()
+
+
+def test_an_override_limits_with_the_defaults_off_and_reloads_apply(ctx):
+    path = os.path.join(ctx.tmp, "rl-off-tokens")
+    grants = ["admin:*", "read:*", "write:*"]
+    with open(path, "w") as f:
+        f.write(token_line("slow", "slow-token-1", grants + ["rps=1"]))
+        f.write(token_line("plain", "plain-token-3", grants))
+    srv = ctx.new_server(args=["-o", "auth.token-file=" + path, "-o", "limits.burst=2s"])
+    srv.start()
+    slow = {"Authorization": "Bearer slow-token-1"}
+    got, _ = statuses(srv, slow, 5)
+    check(got[:2] == [200, 200] and got.count(429) >= 2, "an override limits without defaults: %r" % got)
+    got, _ = statuses(srv, {"Authorization": "Bearer plain-token-3"}, 20)
+    eq(got, [200] * 20, "no default: a token without the field is not limited")
+    # SIGHUP: slow becomes unlimited from its next request on.
+    with open(path, "w") as f:
+        f.write(token_line("slow", "slow-token-1", grants + ["rps=0"]))
+    os.kill(srv.server_pid(), signal.SIGHUP)
+    # Five in a row pass only once rps=0 applies (1/s holds 2 at most).
+    check(wait_until(lambda: statuses(srv, slow, 5)[0] == [200] * 5, 10),
+          "after the reload slow's rps=0 applies: %s" % srv.stderr_tail())
+    got, _ = statuses(srv, slow, 10)
+    eq(got, [200] * 10, "and stays")
+    srv.stop()
+
+
+
+def test_a_429_names_the_default_when_the_token_overrides_only_the_other_rate(ctx):
+    path = os.path.join(ctx.tmp, "rl-mixed-tokens")
+    with open(path, "w") as f:
+        f.write(token_line("fast", "fast-token-1", ["admin:*", "read:*", "write:*", "rps=100"]))
+    srv = ctx.new_server(args=["-o", "auth.token-file=" + path, "-o", "limits.bytes-per-second=1000"])
+    srv.start()
+    fast = {"Authorization": "Bearer fast-token-1"}
+    body = {"records": [{"value": "v" * 850}]}
+    first = from_address("127.0.0.3", srv, "POST", "/v1/topics/mixed/records", body=body, headers=fast)
+    check(first.status != 429, "the first body fits the byte bucket: %d" % first.status)
+    r = from_address("127.0.0.3", srv, "POST", "/v1/topics/mixed/records", body=body, headers=fast)
+    eq(r.status, 429, "the second is over the default byte rate")
+    text = r.body.decode()
+    check("limits.bytes-per-second" in text and "token" not in text, "the default is named: %r" % text)
+    srv.stop()
 
 
 if __name__ == "__main__":

@@ -310,6 +310,93 @@ START_TEST(test_hash_line_is_a_line_the_file_takes)
 }
 END_TEST
 
+/* The rates of the token of header (which must be known). */
+static struct pulse_auth_limits limits_of(struct pulse_auth *auth, const char *header)
+{
+    struct pulse_auth_tokens *tab = NULL;
+    const struct pulse_auth_token *tok = NULL;
+    struct pulse_auth_limits lim;
+    bool missing = false;
+    ck_assert_int_eq(pulse_auth_lookup(auth, header, &tab, &tok, &missing), PULSE_OK);
+    pulse_auth_token_limits(tok, &lim);
+    pulse_auth_tokens_release(tab);
+    return lim;
+}
+
+START_TEST(test_lines_may_give_a_token_its_own_rates)
+{
+    write_file("alice sha256:" H_SECRET1 " read:* rps=5 bps=2KiB write:x\n"
+               "root sha256:" H_ADM " rps=0 admin:*\n");
+    struct pulse_auth *auth = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(pulse_auth_create(path, &auth, err, sizeof err), PULSE_OK);
+    struct pulse_auth_limits a = limits_of(auth, "Bearer secret-1");
+    ck_assert(a.rps_set && a.bps_set);
+    ck_assert_int_eq(a.rps, 5);
+    ck_assert_uint_eq(a.bps, 2048);
+    struct pulse_auth_tokens *tab = NULL;
+    const struct pulse_auth_token *tok = NULL;
+    bool missing = false;
+    ck_assert_int_eq(pulse_auth_lookup(auth, "Bearer secret-1", &tab, &tok, &missing), PULSE_OK);
+    /* The fields are not grants and do not hide the grants around them. */
+    ck_assert(pulse_auth_token_allows(tok, PULSE_GRANT_WRITE, "x"));
+    ck_assert(pulse_auth_token_allows(tok, PULSE_GRANT_READ, "y"));
+    pulse_auth_tokens_release(tab);
+    /* 0 is set (unlimited), an absent field is not (the default). */
+    struct pulse_auth_limits r = limits_of(auth, "Bearer adm");
+    ck_assert(r.rps_set && !r.bps_set);
+    ck_assert_int_eq(r.rps, 0);
+    /* A reload brings new rates. */
+    write_file("alice sha256:" H_SECRET1 " read:*\nroot sha256:" H_ADM " bps=100\n");
+    size_t n = 0;
+    ck_assert_int_eq(pulse_auth_reload(auth, &n, err, sizeof err), PULSE_OK);
+    a = limits_of(auth, "Bearer secret-1");
+    ck_assert(!a.rps_set && !a.bps_set);
+    r = limits_of(auth, "Bearer adm");
+    ck_assert(!r.rps_set && r.bps_set);
+    ck_assert_uint_eq(r.bps, 100);
+    pulse_auth_destroy(auth);
+}
+END_TEST
+
+START_TEST(test_bad_rates_refuse_the_file_naming_the_line)
+{
+    static const struct {
+        const char *text;
+        const char *needle;
+    } cases[] = {
+        {"alice sha256:" H_SECRET1 " rps=\n", "line 1: rps= takes"},
+        {"alice sha256:" H_SECRET1 " rps=-1\n", "line 1: rps= takes"},
+        {"alice sha256:" H_SECRET1 " rps=1.5\n", "line 1: rps= takes"},
+        {"alice sha256:" H_SECRET1 " rps=1000001\n", "line 1: rps= takes"},
+        {"# c\nalice sha256:" H_SECRET1 " bps=10XB\n", "line 2: bps= takes"},
+        {"alice sha256:" H_SECRET1 " bps=2TiB\n", "line 1: bps= takes"},
+        {"alice sha256:" H_SECRET1 " rps=1 rps=2\n", "line 1: rps= is given twice"},
+        {"alice sha256:" H_SECRET1 "\nbob sha256:" H_ADM " bps=1 bps=1\n", "line 2: bps= is given twice"},
+        {"alice sha256:" H_SECRET1 " RPS=1\n", "line 1: a grant is read:PATTERN"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_file(cases[i].text);
+        struct pulse_auth *auth = NULL;
+        char err[256] = "";
+        ck_assert_int_eq(pulse_auth_create(path, &auth, err, sizeof err), PULSE_INVALID);
+        ck_assert_ptr_null(auth);
+        ck_assert_msg(strstr(err, cases[i].needle) != NULL, "case %zu: %s", i, err);
+        ck_assert_msg(strstr(err, path) != NULL, "case %zu: the message names the file: %s", i, err);
+    }
+    /* --hash-token takes the fields too, checked the same way. */
+    char line[PULSE_AUTH_LINE_MAX + 1];
+    char err[256] = "";
+    const char *args[] = {"read:*", "rps=3", "bps=1MiB"};
+    ck_assert_int_eq(pulse_auth_hash_line("alice", args, 3, "secret-1", 8, line, sizeof line, err, sizeof err),
+                     PULSE_OK);
+    ck_assert_str_eq(line, "alice sha256:" H_SECRET1 " read:* rps=3 bps=1MiB\n");
+    const char *bad[] = {"rps=x"};
+    ck_assert_int_eq(pulse_auth_hash_line("alice", bad, 1, "t", 1, line, sizeof line, err, sizeof err), PULSE_INVALID);
+    ck_assert_msg(strstr(err, "\"rps=x\": rps= takes") != NULL, "%s", err);
+}
+END_TEST
+
 START_TEST(test_public_setting_names_the_file_routes)
 {
     ck_assert(pulse_auth_settings_is_public("dashboard,openapi", PULSE_ROUTE_DASHBOARD));
@@ -335,6 +422,8 @@ int main(void)
     tcase_add_test(tc, test_reload_swaps_tables_and_keeps_the_old_on_a_bad_file);
     tcase_add_test(tc, test_lookups_race_reloads_safely);
     tcase_add_test(tc, test_hash_line_is_a_line_the_file_takes);
+    tcase_add_test(tc, test_lines_may_give_a_token_its_own_rates);
+    tcase_add_test(tc, test_bad_rates_refuse_the_file_naming_the_line);
     tcase_add_test(tc, test_public_setting_names_the_file_routes);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -123,6 +123,43 @@ START_TEST(test_a_table_without_limits_admits_everything_and_remembers_nothing)
 }
 END_TEST
 
+START_TEST(test_explicit_rates_limit_a_key_whatever_the_defaults)
+{
+    /* Defaults off: admit lets all through, admit_rates still limits. */
+    struct pulse_ratelimit *rl = table(0, 0, 1000, 10);
+    const char *which = NULL;
+    ck_assert_uint_eq(pulse_ratelimit_admit_rates(rl, key('a'), 1, 0, 0, 0, NULL), 0);
+    ck_assert_uint_eq(pulse_ratelimit_admit_rates(rl, key('a'), 1, 0, 0, 0, &which), 1);
+    ck_assert_str_eq(which, "limits.requests-per-second");
+    ck_assert_uint_eq(pulse_ratelimit_admit_rates(rl, key('a'), 1, 0, 0, SEC, NULL), 0);
+    /* Both 0: unlimited and not remembered. */
+    for (int i = 0; i < 10; i++)
+        ck_assert_uint_eq(pulse_ratelimit_admit_rates(rl, key('b'), 0, 0, 1u << 20, 0, NULL), 0);
+    ck_assert_uint_eq(pulse_ratelimit_count(rl), 1);
+    /* A byte rate of the key's own: charged bytes are debt at its rate. */
+    ck_assert_uint_eq(pulse_ratelimit_admit_rates(rl, key('c'), 0, 100, 0, 0, NULL), 0);
+    pulse_ratelimit_charge(rl, key('c'), 300, 0);
+    ck_assert_uint_eq(pulse_ratelimit_admit_rates(rl, key('c'), 0, 100, 0, 0, &which), 2);
+    ck_assert_str_eq(which, "limits.bytes-per-second");
+    pulse_ratelimit_destroy(rl);
+}
+END_TEST
+
+START_TEST(test_new_rates_for_a_known_key_keep_its_level_within_the_new_size)
+{
+    struct pulse_ratelimit *rl = table(10, 0, 1000, 10); /* default bucket of 10 */
+    for (int i = 0; i < 8; i++)
+        ck_assert_uint_eq(pulse_ratelimit_admit(rl, key('a'), 0, 0, NULL), 0);
+    /* Lowered to 1/s (a reloaded token file): the 2 left become 1. */
+    ck_assert_uint_eq(pulse_ratelimit_admit_rates(rl, key('a'), 1, 0, 0, 0, NULL), 0);
+    ck_assert_uint_ge(pulse_ratelimit_admit_rates(rl, key('a'), 1, 0, 0, 0, NULL), 1);
+    /* Raised: the level is kept, refilled at the new rate. */
+    ck_assert_uint_ge(pulse_ratelimit_admit_rates(rl, key('a'), 100, 0, 0, 0, NULL), 1);
+    ck_assert_uint_eq(pulse_ratelimit_admit_rates(rl, key('a'), 100, 0, 0, SEC / 100, NULL), 0);
+    pulse_ratelimit_destroy(rl);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ratelimit");
@@ -133,6 +170,8 @@ int main(void)
     tcase_add_test(tc, test_a_body_larger_than_the_bucket_passes_once_it_is_full);
     tcase_add_test(tc, test_the_table_forgets_the_least_recently_seen_client_at_its_cap);
     tcase_add_test(tc, test_a_table_without_limits_admits_everything_and_remembers_nothing);
+    tcase_add_test(tc, test_explicit_rates_limit_a_key_whatever_the_defaults);
+    tcase_add_test(tc, test_new_rates_for_a_known_key_keep_its_level_within_the_new_size);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
