@@ -14,7 +14,7 @@ import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import BACKEND, check, eq, expect_status, main, uniq  # noqa: E402
+from pulsetest import BACKEND, check, eq, expect_status, main, uniq, wait_until  # noqa: E402
 
 GZ = {"Accept-Encoding": "gzip"}
 
@@ -118,10 +118,18 @@ def test_gzip_fetch_under_a_small_memory_budget_still_answers(ctx):
     srv.create_topic(t)
     for _ in range(50):
         srv.publish(t, [{"value": "v" * 3000} for _ in range(4)])
+    def reserved():
+        text = srv.get("/metrics").body.decode()
+        line = [x for x in text.splitlines() if x.startswith("pulse_http_memory_reserved_bytes ")]
+        return int(line[0].split()[1]) if line else -1
+
     def fetch(headers):
         # A request's memory is given back when it completes, which may be
         # a moment after its client read the answer: a 503 here is the
-        # budget doing its job; retry as its Retry-After says.
+        # budget doing its job; retry as its Retry-After says. How much an
+        # answer holds follows the budget that is free, so both fetches
+        # start from an idle budget to be comparable.
+        check(wait_until(lambda: reserved() == 0, 10), "the budget is idle before the fetch")
         for _ in range(50):
             r = srv.fetch(t, 0, headers=headers, max_bytes=900 * 1024, max_records=10000)
             if r.status != 503:
