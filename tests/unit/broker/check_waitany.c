@@ -11,7 +11,6 @@
  * the waiters.
  */
 #include <check.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,51 +22,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
-
-static char tmpdir[256];
-
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void setup(void)
-{
-    pulse_log_set_level(PULSE_LOG_ERROR);
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_waitany.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static struct pulse_broker *open_broker(void)
-{
-    struct pulse_broker_config cfg;
-    struct pulse_broker *b = NULL;
-    char err[256] = "";
-
-    pulse_broker_config_init(&cfg);
-    cfg.data_dir = tmpdir;
-    cfg.segment_max_bytes = 64 * 1024;
-    pulse_status_t st = pulse_broker_open(&cfg, &b, NULL, err, sizeof err);
-    ck_assert_msg(st == PULSE_OK, "open: %s (%s)", pulse_status_name(st), err);
-    return b;
-}
-
-static void create_topic(struct pulse_broker *b, const char *name, int32_t parts)
-{
-    struct pulse_topic_spec spec = {name, parts, -1, -1, -1, -1};
-    char err[256] = "";
-    pulse_status_t st = pulse_broker_topic_create(b, &spec, NULL, err, sizeof err);
-
-    ck_assert_msg(st == PULSE_OK, "create %s: %s (%s)", name, pulse_status_name(st), err);
-}
+#include "brokertest.h"
 
 static void publish_to(struct pulse_broker *b, const char *topic, int32_t partition)
 {
@@ -141,7 +96,7 @@ static int64_t in_ms(int64_t ms)
 
 START_TEST(test_waiter_on_three_partitions_wakes_when_any_one_gets_data)
 {
-    struct pulse_broker *b = open_broker();
+    struct pulse_broker *b = open_default(NULL);
     struct pulse_wait_pos pos[3] = {{"t", 0, 0}, {"t", 1, 0}, {"t", 2, 0}};
     struct done d;
     bool parked = false;
@@ -164,7 +119,7 @@ END_TEST
 
 START_TEST(test_position_with_data_parks_nothing_and_is_named)
 {
-    struct pulse_broker *b = open_broker();
+    struct pulse_broker *b = open_default(NULL);
     struct pulse_wait_pos pos[3] = {{"t", 0, 0}, {"t", 1, 1}, {"t", 1, 0}};
     struct done d;
     bool parked = true;
@@ -184,7 +139,7 @@ END_TEST
 
 START_TEST(test_waiter_across_topics_wakes_on_the_second_topic)
 {
-    struct pulse_broker *b = open_broker();
+    struct pulse_broker *b = open_default(NULL);
     struct pulse_wait_pos pos[2] = {{"a", 0, 0}, {"b", 1, 0}};
     struct done d;
     bool parked = false;
@@ -205,7 +160,7 @@ END_TEST
 
 START_TEST(test_deadline_fires_once_with_ok_and_no_data)
 {
-    struct pulse_broker *b = open_broker();
+    struct pulse_broker *b = open_default(NULL);
     struct pulse_wait_pos pos[2] = {{"t", 0, 0}, {"t", 1, 0}};
     struct done d;
     bool parked = false;
@@ -226,7 +181,7 @@ END_TEST
 
 START_TEST(test_delete_of_any_topic_answers_topic_not_found_and_lets_the_other_go)
 {
-    struct pulse_broker *b = open_broker();
+    struct pulse_broker *b = open_default(NULL);
     struct pulse_wait_pos pos[2] = {{"a", 0, 0}, {"b", 0, 0}};
     struct done d;
     bool parked = false;
@@ -249,7 +204,7 @@ END_TEST
 
 START_TEST(test_drain_answers_shutdown_and_refuses_new_waiters)
 {
-    struct pulse_broker *b = open_broker();
+    struct pulse_broker *b = open_default(NULL);
     struct pulse_wait_pos pos[2] = {{"t", 0, 0}, {"t", 1, 0}};
     struct done d;
     bool parked = false;
@@ -269,7 +224,7 @@ END_TEST
 
 START_TEST(test_refused_calls_get_no_callback_and_hold_nothing)
 {
-    struct pulse_broker *b = open_broker();
+    struct pulse_broker *b = open_default(NULL);
     struct pulse_wait_pos bad_topic[2] = {{"t", 0, 0}, {"nope", 0, 0}};
     struct pulse_wait_pos bad_part[2] = {{"t", 0, 0}, {"t", 5, 0}};
     struct done d;
@@ -324,7 +279,7 @@ START_TEST(test_concurrent_waiters_each_fire_exactly_once)
     pthread_t th;
 
     ck_assert_ptr_nonnull(r);
-    r->b = open_broker();
+    r->b = open_default(NULL);
     create_topic(r->b, "t", 4);
     for (int i = 0; i < RACE_WAITERS; i++)
         done_init(&r->d[i]);

@@ -44,7 +44,7 @@ tests_unit_check_datadir_LDADD = $(BROKER_TEST_LDADD)
 # The broker's wait for any of several partitions to have data.
 check_PROGRAMS += tests/unit/check_waitany
 TESTS += tests/unit/check_waitany
-tests_unit_check_waitany_SOURCES = tests/unit/broker/check_waitany.c
+tests_unit_check_waitany_SOURCES = tests/unit/broker/check_waitany.c tests/unit/broker/brokertest.c
 tests_unit_check_waitany_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_waitany_LDADD = $(BROKER_TEST_LDADD)
 
