@@ -11,7 +11,6 @@
  * committer and the callers all touch the group table.
  */
 #include <check.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,49 +25,16 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "brokertest.h"
 
-static char tmpdir[256];
-
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void setup(void)
-{
-    pulse_log_set_level(PULSE_LOG_ERROR);
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_groups.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-}
-
+/* check_broker's broker, with leases as short as 10 ms allowed. */
 static struct pulse_broker *open_broker(void)
 {
     struct pulse_broker_config cfg;
-    struct pulse_broker *b = NULL;
-    char err[256] = "";
 
-    pulse_broker_config_init(&cfg);
-    cfg.data_dir = tmpdir;
-    cfg.segment_max_bytes = 64 * 1024;
+    test_config(&cfg);
     cfg.group_lease_min_ms = 10;
-    pulse_status_t st = pulse_broker_open(&cfg, &b, NULL, err, sizeof err);
-    ck_assert_msg(st == PULSE_OK, "open: %s (%s)", pulse_status_name(st), err);
-    return b;
-}
-
-static void make_topic(struct pulse_broker *b, const char *name, int32_t parts)
-{
-    struct pulse_topic_spec spec = {name, parts, -1, -1, -1, -1};
-    char err[256] = "";
-    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_OK);
+    return open_cfg(&cfg, NULL);
 }
 
 static void publish(struct pulse_broker *b, const char *topic, int32_t partition, int n)
@@ -122,7 +88,7 @@ START_TEST(test_assignment_is_even_sticky_and_waits_for_the_owner)
     enum { PARTS = 12, MEMBERS = 5 };
     struct pulse_group_view v[MEMBERS];
     char ids[MEMBERS][PULSE_GROUP_MEMBER_ID_MAX + 1];
-    make_topic(b, "t", PARTS);
+    create_topic(b, "t", PARTS);
     for (int k = 0; k < MEMBERS; k++) {
         struct pulse_group_view before[MEMBERS];
         join(b, "g", "t", 10000, &v[k]);
@@ -184,7 +150,7 @@ START_TEST(test_a_commit_in_flight_holds_its_partitions_back)
     struct pulse_group_view a, bv, av, cv;
     struct done_flag d = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, PULSE_OK};
     char err[256] = "";
-    make_topic(b, "t", 2);
+    create_topic(b, "t", 2);
     publish(b, "t", 0, 3);
     publish(b, "t", 1, 3);
     join(b, "g", "t", 10000, &a);
@@ -221,7 +187,7 @@ START_TEST(test_fences_refuse_and_store_nothing)
     struct pulse_broker *b = open_broker();
     struct pulse_group_view a, bv, out;
     char err[256] = "";
-    make_topic(b, "t", 2);
+    create_topic(b, "t", 2);
     publish(b, "t", 0, 5);
     publish(b, "t", 1, 5);
     char ida[PULSE_GROUP_MEMBER_ID_MAX + 1], idb[PULSE_GROUP_MEMBER_ID_MAX + 1];
@@ -262,7 +228,7 @@ START_TEST(test_the_syncer_removes_expired_members_without_callers)
 {
     struct pulse_broker *b = open_broker();
     struct pulse_group_view a;
-    make_topic(b, "t", 1);
+    create_topic(b, "t", 1);
     join(b, "lonely", "t", 50, &a);
     pulse_group_view_fini(&a);
     struct pulse_buf m;
@@ -293,7 +259,7 @@ START_TEST(test_a_wait_without_positions_ends_at_its_deadline_a_change_or_drain)
     struct done_flag d2 = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, PULSE_OK};
     struct done_flag d3 = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, PULSE_OK};
     bool parked = false;
-    make_topic(b, "t", 1);
+    create_topic(b, "t", 1);
     join(b, "g", "t", 10000, &a);
     join(b, "g", "t", 10000, &bv);
     ck_assert_uint_eq(bv.nparts, 0);
@@ -436,7 +402,7 @@ START_TEST(test_many_members_at_once_keep_the_table_consistent)
     struct pulse_broker *b = open_broker();
     pthread_t th[STRESS_THREADS], obs;
     struct stress s[STRESS_THREADS];
-    make_topic(b, "t", 8);
+    create_topic(b, "t", 8);
     for (int p = 0; p < 8; p++)
         publish(b, "t", p, 2);
     atomic_store(&stress_stop, false);

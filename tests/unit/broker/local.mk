@@ -51,7 +51,7 @@ tests_unit_check_waitany_LDADD = $(BROKER_TEST_LDADD)
 # Consumer groups (src/broker/groups.c).
 check_PROGRAMS += tests/unit/check_groups
 TESTS += tests/unit/check_groups
-tests_unit_check_groups_SOURCES = tests/unit/broker/check_groups.c
+tests_unit_check_groups_SOURCES = tests/unit/broker/check_groups.c tests/unit/broker/brokertest.c
 tests_unit_check_groups_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_groups_LDADD = $(BROKER_TEST_LDADD)
 
