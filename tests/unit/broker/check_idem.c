@@ -10,7 +10,6 @@
  */
 #include <check.h>
 #include <errno.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,80 +22,11 @@
 #include "broker/idem.h"
 #include "common/buf.h"
 #include "common/log.h"
+#include "brokertest.h"
 #include "storage/batch.h"
 #include "broker/maint.h"
 #include "faultio.h"
 #include "localtest.h"
-
-static char tmpdir[256];
-
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void setup(void)
-{
-    pulse_log_set_level(PULSE_LOG_ERROR);
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_idem.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void test_config(struct pulse_broker_config *cfg)
-{
-    pulse_broker_config_init(cfg);
-    cfg->data_dir = tmpdir;
-    cfg->segment_max_bytes = 64 * 1024;
-}
-
-static struct pulse_broker *open_cfg(const struct pulse_broker_config *cfg)
-{
-    struct pulse_broker *b = NULL;
-    char err[256] = "";
-    pulse_status_t st = pulse_broker_open(cfg, &b, NULL, err, sizeof err);
-
-    ck_assert_msg(st == PULSE_OK, "open: %s (%s)", pulse_status_name(st), err);
-    return b;
-}
-
-static void create_topic(struct pulse_broker *b, const char *name, int32_t parts)
-{
-    struct pulse_topic_spec spec = {name, parts, -1, -1, -1, -1};
-    char err[256] = "";
-
-    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_OK);
-}
-
-static struct pulse_publish_record rec(const char *key, const char *value, int32_t partition)
-{
-    struct pulse_publish_record r;
-
-    memset(&r, 0, sizeof r);
-    r.key = (const uint8_t *)key;
-    r.key_len = key != NULL ? strlen(key) : 0;
-    r.value = (const uint8_t *)value;
-    r.value_len = value != NULL ? strlen(value) : 0;
-    r.partition = partition;
-    return r;
-}
-
-static int64_t hw_of(struct pulse_broker *b, const char *topic, uint32_t p)
-{
-    struct pulse_topic_info *info = NULL;
-
-    ck_assert_int_eq(pulse_broker_topic_get(b, topic, true, &info), PULSE_OK);
-    int64_t hw = info->stats[p].high_watermark;
-    pulse_topic_info_free(info);
-    return hw;
-}
 
 /* Offsets compared field by field (the struct has padding). */
 static void offsets_eq(const struct pulse_offset_pair *a, const struct pulse_offset_pair *b, size_t n)
@@ -171,9 +101,9 @@ START_TEST(test_replay_answers_the_first_offsets_and_stores_nothing)
 {
     struct pulse_broker_config cfg;
     test_config(&cfg);
-    struct pulse_broker *b = open_cfg(&cfg);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 3);
-    struct pulse_publish_record recs[3] = {rec(NULL, "a", -1), rec("k", "b", -1), rec(NULL, "c", 2)};
+    struct pulse_publish_record recs[3] = {rec_kv(NULL, "a", -1), rec_kv("k", "b", -1), rec_kv(NULL, "c", 2)};
     struct pulse_offset_pair first[3], again[3];
     char err[256] = "";
     bool dup = true;
@@ -196,10 +126,10 @@ START_TEST(test_other_records_under_a_key_are_refused_and_store_nothing)
 {
     struct pulse_broker_config cfg;
     test_config(&cfg);
-    struct pulse_broker *b = open_cfg(&cfg);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 1);
-    struct pulse_publish_record one = rec(NULL, "one", -1), two = rec(NULL, "two", -1);
-    struct pulse_publish_record hdrd = rec(NULL, "one", -1);
+    struct pulse_publish_record one = rec_kv(NULL, "one", -1), two = rec_kv(NULL, "two", -1);
+    struct pulse_publish_record hdrd = rec_kv(NULL, "one", -1);
     struct pulse_header h = {(const uint8_t *)"h", 1, (const uint8_t *)"v", 1};
     struct pulse_offset_pair off[1];
     char err[256] = "";
@@ -221,9 +151,9 @@ START_TEST(test_a_key_is_new_again_after_the_window)
     struct pulse_broker_config cfg;
     test_config(&cfg);
     cfg.idempotency_window_ms = 200;
-    struct pulse_broker *b = open_cfg(&cfg);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 1);
-    struct pulse_publish_record r = rec(NULL, "v", -1);
+    struct pulse_publish_record r = rec_kv(NULL, "v", -1);
     struct pulse_offset_pair off[1];
     char err[256] = "";
     bool dup = false;
@@ -245,9 +175,9 @@ START_TEST(test_a_full_window_forgets_its_oldest_key)
     struct pulse_broker_config cfg;
     test_config(&cfg);
     cfg.idempotency_max_keys = 2;
-    struct pulse_broker *b = open_cfg(&cfg);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 1);
-    struct pulse_publish_record r = rec(NULL, "v", -1);
+    struct pulse_publish_record r = rec_kv(NULL, "v", -1);
     struct pulse_offset_pair off[1];
     char err[256] = "";
     bool dup = false;
@@ -272,13 +202,13 @@ START_TEST(test_a_concurrent_twin_waits_for_the_running_publish)
     struct pulse_broker_config cfg;
     test_config(&cfg);
     cfg.io = faultio_io(fio);
-    struct pulse_broker *b = open_cfg(&cfg);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 2);
     /* Each sync takes 300 ms: the first publish is still running when its
      * twin comes. */
     faultio_set_sync_delay_us(fio, 300 * 1000);
-    struct pulse_publish_record recs[2] = {rec(NULL, "x", 0), rec(NULL, "y", 1)};
-    struct pulse_publish_record other = rec(NULL, "z", 0);
+    struct pulse_publish_record recs[2] = {rec_kv(NULL, "x", 0), rec_kv(NULL, "y", 1)};
+    struct pulse_publish_record other = rec_kv(NULL, "z", 0);
     struct pulse_offset_pair o1[2], o2[2], o3[1];
     struct pulse_publish_idem i1 = {"k", 1, false}, i2 = {"k", 1, false}, i3 = {"k", 1, false};
     char e1[256] = "", e2[256] = "", e3[256] = "";
@@ -309,9 +239,9 @@ START_TEST(test_keyless_records_are_routed_from_the_key)
 {
     struct pulse_broker_config cfg;
     test_config(&cfg);
-    struct pulse_broker *b = open_cfg(&cfg);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 8);
-    struct pulse_publish_record recs[3] = {rec(NULL, "a", -1), rec(NULL, "b", -1), rec("rk", "c", -1)};
+    struct pulse_publish_record recs[3] = {rec_kv(NULL, "a", -1), rec_kv(NULL, "b", -1), rec_kv("rk", "c", -1)};
     struct pulse_offset_pair off[3];
     char err[256] = "";
     char key[32];
@@ -346,9 +276,9 @@ START_TEST(test_batches_carry_the_key_in_their_producer_fields)
 {
     struct pulse_broker_config cfg;
     test_config(&cfg);
-    struct pulse_broker *b = open_cfg(&cfg);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 1);
-    struct pulse_publish_record r = rec(NULL, "v", -1);
+    struct pulse_publish_record r = rec_kv(NULL, "v", -1);
     struct pulse_offset_pair off[1];
     char err[256] = "";
 
@@ -370,17 +300,18 @@ START_TEST(test_the_window_is_rebuilt_from_the_log_at_open)
 {
     struct pulse_broker_config cfg;
     test_config(&cfg);
-    struct pulse_broker *b = open_cfg(&cfg);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 3);
-    struct pulse_publish_record recs[4] = {rec(NULL, "a", 0), rec(NULL, "b", 1), rec(NULL, "c", 1), rec("k", "d", -1)};
-    struct pulse_publish_record other = rec(NULL, "z", 0);
+    struct pulse_publish_record recs[4] = {rec_kv(NULL, "a", 0), rec_kv(NULL, "b", 1), rec_kv(NULL, "c", 1),
+                                           rec_kv("k", "d", -1)};
+    struct pulse_publish_record other = rec_kv(NULL, "z", 0);
     struct pulse_offset_pair first[4], again[4];
     char err[256] = "";
     bool dup = false;
 
     ck_assert_int_eq(publish_key(b, "t", "survivor", recs, 4, first, NULL, err, sizeof err), PULSE_OK);
     pulse_broker_close(b);
-    b = open_cfg(&cfg);
+    b = open_cfg(&cfg, NULL);
     ck_assert_uint_eq(pulse_broker_idem_count(pulse_local_of(b)->idem_window), 1);
     ck_assert_int_eq(publish_key(b, "t", "survivor", &other, 1, again, NULL, err, sizeof err), PULSE_KEY_REUSED);
     ck_assert_int_eq(publish_key(b, "t", "survivor", recs, 4, again, &dup, err, sizeof err), PULSE_OK);
@@ -397,13 +328,13 @@ static void publish_cut_at_partition_1(struct pulse_broker *b, struct faultio *f
                                        struct pulse_offset_pair *off)
 {
     char err[256] = "";
-    struct pulse_publish_record warm = rec(NULL, "warm", 2);
+    struct pulse_publish_record warm = rec_kv(NULL, "warm", 2);
     struct pulse_offset_pair w[1];
 
     /* Every partition written once (its first write opens files), then
      * how many pwrites one append takes. */
     for (int32_t p = 0; p < 3; p++) {
-        struct pulse_publish_record r = rec(NULL, "warm", p);
+        struct pulse_publish_record r = rec_kv(NULL, "warm", p);
         ck_assert_int_eq(pulse_broker_publish_wait(b, "t", &r, 1, w, err, sizeof err), PULSE_OK);
     }
     unsigned long per_append = ~0ul;
@@ -414,7 +345,7 @@ static void publish_cut_at_partition_1(struct pulse_broker *b, struct faultio *f
         per_append = took < per_append ? took : per_append;
     }
     for (int i = 0; i < 6; i++)
-        recs[i] = rec(NULL, i < 3 ? "first" : "second", i % 3);
+        recs[i] = rec_kv(NULL, i < 3 ? "first" : "second", i % 3);
     faultio_fail_nth(fio, FAULTIO_PWRITE, per_append + 1, ENOSPC);
     ck_assert_int_eq(publish_key(b, "t", "cut", recs, 6, off, NULL, err, sizeof err), PULSE_NOSPACE);
     ck_assert_msg(strstr(err, "partitions 0 (offsets 1-2)") != NULL, "message: %s", err);
@@ -429,7 +360,7 @@ START_TEST(test_a_publish_cut_between_partitions_is_completed_by_its_retry)
     test_config(&cfg);
     cfg.io = faultio_io(fio);
     cfg.checkpoint_interval_ms = 3600 * 1000; /* no snapshot writes among the counted ones */
-    struct pulse_broker *b = open_cfg(&cfg);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 3);
     struct pulse_publish_record recs[6];
     struct pulse_offset_pair cut[6], off[6];
@@ -463,7 +394,7 @@ START_TEST(test_a_publish_cut_between_partitions_is_completed_after_a_reopen)
     test_config(&cfg);
     cfg.io = faultio_io(fio);
     cfg.checkpoint_interval_ms = 3600 * 1000; /* no snapshot writes among the counted ones */
-    struct pulse_broker *b = open_cfg(&cfg);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 3);
     struct pulse_publish_record recs[6];
     struct pulse_offset_pair cut[6], off[6];
@@ -474,7 +405,7 @@ START_TEST(test_a_publish_cut_between_partitions_is_completed_after_a_reopen)
     pulse_broker_close(b);
     faultio_destroy(fio);
     cfg.io = NULL;
-    b = open_cfg(&cfg);
+    b = open_cfg(&cfg, NULL);
     ck_assert_int_eq(publish_key(b, "t", "cut", recs, 6, off, &dup, err, sizeof err), PULSE_OK);
     ck_assert(!dup);
     ck_assert_int_eq(off[0].offset, cut[0].offset);
@@ -483,7 +414,7 @@ START_TEST(test_a_publish_cut_between_partitions_is_completed_after_a_reopen)
     /* Another share size under the key cannot be completed exactly. */
     struct pulse_publish_record fewer[3] = {recs[0], recs[1], recs[2]};
     pulse_broker_close(b);
-    b = open_cfg(&cfg);
+    b = open_cfg(&cfg, NULL);
     ck_assert_int_eq(publish_key(b, "t", "cut", recs, 6, off, &dup, err, sizeof err), PULSE_OK);
     ck_assert(dup);
     ck_assert_int_eq(publish_key(b, "t", "cut", fewer, 3, off, &dup, err, sizeof err), PULSE_KEY_REUSED);
@@ -501,7 +432,7 @@ START_TEST(test_compaction_drops_the_producer_fields_of_what_it_rewrites)
     test_config(&cfg);
     cfg.compaction_tombstone_retention_ms = 0;
     cfg.compaction_min_gain_ratio = 0.0;
-    struct pulse_broker *b = open_cfg(&cfg);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
     struct pulse_topic_spec spec = {.name = "t",
                                     .partitions = 1,
                                     .cleanup = PULSE_CLEANUP_COMPACT,
@@ -521,7 +452,7 @@ START_TEST(test_compaction_drops_the_producer_fields_of_what_it_rewrites)
          * others share one key and only the newest survives. */
         snprintf(key, sizeof key, "p-%d", i);
         snprintf(rkey, sizeof rkey, "u-%d", i);
-        r = rec(i % 3 == 0 ? rkey : "same", val, -1);
+        r = rec_kv(i % 3 == 0 ? rkey : "same", val, -1);
         ck_assert_int_eq(publish_key(b, "t", key, &r, 1, off, NULL, err, sizeof err), PULSE_OK);
         ck_assert_int_eq(off[0].offset, i);
     }
@@ -536,20 +467,20 @@ START_TEST(test_compaction_drops_the_producer_fields_of_what_it_rewrites)
     ck_assert_uint_eq(first.producer_epoch, 0);
     ck_assert_int_eq(first.base_sequence, 0);
     /* Before a restart the window answers from memory. */
-    r = rec("u-0", val, -1);
+    r = rec_kv("u-0", val, -1);
     ck_assert_int_eq(publish_key(b, "t", "p-0", &r, 1, off, &dup, err, sizeof err), PULSE_OK);
     ck_assert(dup);
     ck_assert_int_eq(off[0].offset, 0);
     pulse_broker_close(b);
-    b = open_cfg(&cfg);
+    b = open_cfg(&cfg, NULL);
     /* The active segment's batch still has its fields... */
-    r = rec("same", val, -1);
+    r = rec_kv("same", val, -1);
     ck_assert_int_eq(publish_key(b, "t", "p-29", &r, 1, off, &dup, err, sizeof err), PULSE_OK);
     ck_assert(dup);
     ck_assert_int_eq(off[0].offset, 29);
     /* ...a compacted one does not: its retry is a new publish (the
      * documented limit on compacted topics). */
-    r = rec("u-3", val, -1);
+    r = rec_kv("u-3", val, -1);
     ck_assert_int_eq(publish_key(b, "t", "p-3", &r, 1, off, &dup, err, sizeof err), PULSE_OK);
     ck_assert(!dup);
     ck_assert_int_eq(off[0].offset, 30);

@@ -58,6 +58,6 @@ tests_unit_check_groups_LDADD = $(BROKER_TEST_LDADD)
 # Idempotency keys of publishes (src/broker/idem.c).
 check_PROGRAMS += tests/unit/check_idem
 TESTS += tests/unit/check_idem
-tests_unit_check_idem_SOURCES = tests/unit/broker/check_idem.c
+tests_unit_check_idem_SOURCES = tests/unit/broker/check_idem.c tests/unit/broker/brokertest.c
 tests_unit_check_idem_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_idem_LDADD = $(BROKER_TEST_LDADD)
