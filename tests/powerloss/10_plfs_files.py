@@ -4,12 +4,13 @@ puts every file back to the bytes and size of its last fsync or fdatasync;
 with --torn a page-granular prefix of the unsynced pages survives; a clean
 stop keeps everything; BACKING at mount time counts as durable."""
 
+import mmap
 import os
 import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plfstest import PAGE, check, eq, fsync_path, main, read_file, write_file  # noqa: E402
+from plfstest import PAGE, check, eq, main, read_file, write_file  # noqa: E402
 
 OLD = b"old bytes, durable before the mount\n" * 300  # 10,800 bytes: 3 pages, the last one partial
 
@@ -132,6 +133,23 @@ def test_torn_cut_keeps_a_page_prefix(t):
     check(len(kept_counts) >= 2, "six seeds kept the same number of pages (%s): nothing random" % kept_counts)
 
 
+def test_shared_mmap_writes_follow_msync(t):
+    write_file(t.b("f"), OLD)
+    write_file(t.b("g"), OLD)
+    t.mount()
+    for name, sync in (("f", False), ("g", True)):
+        fd = os.open(t.m(name), os.O_RDWR)
+        m = mmap.mmap(fd, 2 * PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        m[PAGE : PAGE + 4] = b"MMAP"
+        if sync:
+            m.flush()  # msync(MS_SYNC): written back, then fsync
+        m.close()
+        os.close(fd)
+    t.cut()
+    eq(read_file(t.b("f")), OLD, "a store through a shared mapping, never synced, is undone")
+    eq(read_file(t.b("g")), OLD[:PAGE] + b"MMAP" + OLD[PAGE + 4 :], "msync made the store durable")
+
+
 def test_clean_stop_keeps_everything(t):
     write_file(t.b("f"), OLD)
     t.mount()
@@ -142,6 +160,13 @@ def test_clean_stop_keeps_everything(t):
     os.rename(t.m("f"), t.m("d/f"))
     t.stop()
     eq(t.listing(), {"d": None, "d/new": b"never synced", "d/f": OLD + b"more"}, "a clean stop keeps every change")
+
+
+def test_fusermount_unmount_keeps_everything(t):
+    t.mount()
+    write_file(t.m("new"), b"never synced")
+    t.unmount()
+    eq(t.listing(), {"new": b"never synced"}, "an unmount keeps every change")
 
 
 def test_remount_counts_backing_as_durable(t):

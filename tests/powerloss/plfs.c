@@ -716,8 +716,11 @@ static void drain(struct fuse_session *se)
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
         return;
+    /* An exited session drops what it reads: un-exit it for the drain. */
+    fuse_session_reset(se);
     while (fuse_session_receive_buf(se, &buf) > 0)
         fuse_session_process_buf(se, &buf);
+    fuse_session_exit(se);
     free(buf.mem); /* libfuse's malloc */
 }
 
