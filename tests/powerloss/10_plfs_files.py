@@ -39,6 +39,16 @@ def test_fdatasync_makes_data_survive(t):
     eq(read_file(t.b("f")), OLD + b"first", "fdatasync'ed bytes survive; the later append does not")
 
 
+def test_o_dsync_write_survives(t):
+    write_file(t.b("f"), OLD)
+    t.mount()
+    fd = os.open(t.m("f"), os.O_WRONLY | os.O_APPEND | os.O_DSYNC)
+    os.write(fd, b"synced by O_DSYNC")  # the kernel syncs after the write
+    os.close(fd)
+    t.cut()
+    eq(read_file(t.b("f")), OLD + b"synced by O_DSYNC", "an O_DSYNC write is durable when it returns")
+
+
 def test_fsync_makes_data_survive(t):
     write_file(t.b("f"), OLD)
     t.mount()
@@ -75,6 +85,22 @@ def test_ftruncate_with_fsync_survives(t):
     os.close(fd)
     t.cut()
     eq(read_file(t.b("f")), OLD[:100], "the fsync'ed truncation is durable, the later one is not")
+
+
+def test_fallocate_follows_fsync(t):
+    write_file(t.b("f"), OLD)
+    write_file(t.b("g"), OLD)
+    t.mount()
+    for name, sync in (("f", False), ("g", True)):
+        fd = os.open(t.m(name), os.O_RDWR)
+        os.posix_fallocate(fd, 0, 5 * PAGE)  # extends the size
+        if sync:
+            os.fsync(fd)
+        os.close(fd)
+        eq(os.path.getsize(t.m(name)), 5 * PAGE, "fallocate extended %s" % name)
+    t.cut()
+    eq(read_file(t.b("f")), OLD, "an extension by fallocate, not synced, is undone")
+    eq(read_file(t.b("g")), OLD + bytes(5 * PAGE - len(OLD)), "a synced fallocate keeps its size")
 
 
 def test_o_trunc_without_fsync_is_undone(t):
