@@ -635,10 +635,9 @@ struct options {
     const char *mountpoint;
 };
 
-static int usage(void)
+static void usage(void)
 {
     fprintf(stderr, "usage: plfs [--seed N] [--torn] [--verbose] BACKING MOUNTPOINT\n");
-    return 1;
 }
 
 /* Reads our own options; libfuse gets none of them. */
@@ -659,11 +658,14 @@ static int parse(int argc, char **argv, struct options *o)
                 return -1;
             }
         } else {
-            return usage() ? -1 : -1;
+            usage();
+            return -1;
         }
     }
-    if (argc - i != 2)
-        return usage() ? -1 : -1;
+    if (argc - i != 2) {
+        usage();
+        return -1;
+    }
     o->backing = argv[i];
     o->mountpoint = argv[i + 1];
     return 0;
@@ -808,8 +810,9 @@ int main(int argc, char **argv)
         return 1;
     int rc = serve(&o);
     close_handles();
-    if (rc == 0 || cut_requested)
-        rc = cut_requested ? plfs_cut() : plfs_clean_stop();
+    /* Even after an error the stash goes (a clean stop keeps the rest). */
+    if ((cut_requested ? plfs_cut() : plfs_clean_stop()) < 0)
+        rc = -1;
     if (rc == 0 && cut_requested)
         fprintf(stderr, "plfs: power cut: %s holds the durable state\n", o.backing);
     plfs_state_free();
