@@ -374,6 +374,22 @@ int plfs_dir_referenced(uint64_t ino)
     return 0;
 }
 
+/* Forgets the ties to a directory deleted for good: BACKING may give its
+ * inode number to a new one, which no rename tied to anything. */
+static void untie(uint64_t ino)
+{
+    for (size_t i = 0; i < nnodes; i++) {
+        struct plfs_node *node = nodes[i];
+        size_t j = 0;
+        while (j < node->nties) {
+            if (node->ties[j] == ino)
+                node->ties[j] = node->ties[--node->nties];
+            else
+                j++;
+        }
+    }
+}
+
 /* Removes one stash entry no durable directory names and no handle holds;
  * returns 1 if it removed one. */
 static int collect_one(void)
@@ -402,6 +418,7 @@ static int collect_one(void)
             clear_dents(node);
             plfs_node_release(node);
         }
+        untie(ino);
         removed = 1;
     }
     closedir(d);
