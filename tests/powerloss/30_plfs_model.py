@@ -7,8 +7,9 @@ mkdirs, rmdirs and directory fsyncs on the mount, while a small model here
 tracks the durable state the rules say a power cut must leave: per file the
 bytes of its last fsync, per directory the entries of its last fsync (with a
 rename tying its two directories: syncing either makes both durable). After
-the cut, BACKING must equal the model's durable tree exactly. A failure
-prints the seed and the operations."""
+the cut, BACKING must equal the model's durable tree exactly; with --torn,
+the same names, and each file a page-wise mix of its synced and current
+bytes. A failure prints the seed and the operations."""
 
 import os
 import random
@@ -16,7 +17,7 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plfstest import eq, fsync_path, main  # noqa: E402
+from plfstest import PAGE, check, eq, fsync_path, main  # noqa: E402
 
 ROUNDS = 12
 OPS = 60
@@ -72,6 +73,7 @@ class Model:
             b.ties.add(a)
 
     def durable_tree(self, d=None, prefix=""):
+        """{path: None for a directory, or the file's Inode}"""
         d = d or self.root
         out = {}
         entries = d.durable if d.durable is not None else d.entries
@@ -81,7 +83,7 @@ class Model:
                 out[p] = None
                 out.update(self.durable_tree(node, p))
             else:
-                out[p] = node.synced
+                out[p] = node
         return out
 
 
@@ -199,10 +201,22 @@ class Round:
         return self.op_fsync_dir()
 
 
-def test_random_operations_leave_the_durable_state(t):
-    for seed in range(ROUNDS):
+def torn_ok(got, node):
+    """Whether got can be node's file after a torn cut: the current size, or
+    one from the synced size up to the larger of the two; every page either
+    its synced or its current bytes."""
+    synced, cur = node.synced, node.data
+    if len(got) != len(cur) and not len(synced) <= len(got) <= max(len(synced), len(cur)):
+        return False
+    n = len(got)
+    synced, cur = (synced + bytes(n))[:n], (cur + bytes(n))[:n]
+    return all(got[i : i + PAGE] in (synced[i : i + PAGE], cur[i : i + PAGE]) for i in range(0, n, PAGE))
+
+
+def run_rounds(t, seeds, torn):
+    for seed in seeds:
         rnd = Round(t, seed)
-        t.mount()
+        t.mount(seed=seed, torn=torn)
         try:
             for _ in range(OPS):
                 rnd.step()
@@ -211,15 +225,27 @@ def test_random_operations_leave_the_durable_state(t):
         t.cut()
         want = rnd.model.durable_tree()
         got = t.listing()
-        if got != want:
-            eq(sorted(got.items()), sorted(want.items()),
-               "seed %d: BACKING after the cut, after:\n  %s\n" % (seed, "\n  ".join(rnd.log)))
+        what = "seed %d%s: BACKING after the cut, after:\n  %s\n" % (seed, " (torn)" if torn else "", "\n  ".join(rnd.log))
+        eq(sorted(got), sorted(want), what + "names")
+        for p, node in want.items():
+            if node is not None and not torn:
+                eq(got[p], node.synced, what + p)
+            elif node is not None:
+                check(torn_ok(got[p], node), what + "%s: not a torn mix of its synced and current bytes" % p)
         for p in list(got):  # the next round starts from an empty BACKING
             full = os.path.join(t.backing, p)
             if os.path.isfile(full):
                 os.unlink(full)
         for p in sorted((p for p in got if got[p] is None), key=len, reverse=True):
             os.rmdir(os.path.join(t.backing, p))
+
+
+def test_random_operations_leave_the_durable_state(t):
+    run_rounds(t, range(ROUNDS), torn=False)
+
+
+def test_random_operations_torn(t):
+    run_rounds(t, range(100, 100 + ROUNDS // 2), torn=True)
 
 
 if __name__ == "__main__":
