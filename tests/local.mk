@@ -12,6 +12,7 @@
 #   tests/fuzz/local.mk           the fuzz drivers' corpus replays
 #   tests/integration/local.mk    pulsed over real HTTP
 #   tests/browser/local.mk        the dashboard and the browser-facing API
+#   tests/powerloss/local.mk      power cuts: the plfs file system and its self-tests
 #
 # tests/lib is the helper library (faulty io) the unit tests link.
 include tests/lib/local.mk
@@ -25,3 +26,4 @@ include tests/unit/tools/local.mk
 include tests/fuzz/local.mk
 include tests/integration/local.mk
 include tests/browser/local.mk
+include tests/powerloss/local.mk
