@@ -400,6 +400,19 @@ static void kick_locked(struct pulse_local *b)
     pthread_cond_signal(&b->cv);
 }
 
+/* Whether this inline sync is the one of its checkpoint interval that
+ * wakes the syncer (see pulse_local.inline_kick_at). */
+static bool inline_kick_due(struct pulse_local *b)
+{
+    int64_t now = pulse_clock_mono_us();
+    int64_t at = atomic_load(&b->inline_kick_at);
+
+    if (now < at)
+        return false;
+    int64_t next = now + (int64_t)b->cfg.checkpoint_interval_ms * 1000;
+    return atomic_compare_exchange_strong(&b->inline_kick_at, &at, next);
+}
+
 bool pulse_broker_sync_inline_claim(struct pulse_local *b)
 {
     unsigned expect = 0;
@@ -419,16 +432,19 @@ void pulse_broker_sync_inline(struct pulse_local *b, struct pulse_broker_topic *
         complete_ready(b);
         if (st != PULSE_OK && pulse_plog_fenced(t->plogs[p]))
             return; /* failed; the heal thread has it */
-        /* A durable end moved: the first inline sync since the syncer's
-         * last checkpoint pass wakes it (below) to plan a checkpoint; the
-         * others need not. */
-        if (st == PULSE_OK && atomic_exchange(&b->synced_inline, true))
+        /* A durable end moved: the syncer plans the checkpoint it owes
+         * (checkpoint_pass) when woken below, which one inline sync per
+         * checkpoint interval does; it wakes by itself at the times that
+         * pass plans. */
+        if (st == PULSE_OK && !inline_kick_due(b))
             return;
     }
+    bool checkpoint = st == PULSE_OK;
     /* A sync was running (its target may not cover us), ours could not
      * run (the syncer's next pass tries again), or a checkpoint is to be
      * planned. */
     pthread_mutex_lock(&b->mu);
+    b->checkpoint_kick = b->checkpoint_kick || checkpoint;
     kick_locked(b);
     pthread_mutex_unlock(&b->mu);
 }
@@ -498,6 +514,12 @@ static void *syncer_main(void *arg)
     pthread_mutex_lock(&b->mu);
     while (!b->stop) {
         int64_t now = pulse_clock_mono_us();
+        /* Inline syncs woke us less than a checkpoint interval ago and
+         * may have moved durable ends since without waking us again:
+         * look at their checkpoints when that interval ends. */
+        int64_t inline_at = atomic_load(&b->inline_kick_at);
+        if (inline_at > now && inline_at < b->next_checkpoint_us)
+            b->next_checkpoint_us = inline_at;
         int64_t wake = next_wake_us(b, now);
         if (!b->kick && wake > now) {
             struct timespec ts;
@@ -506,15 +528,17 @@ static void *syncer_main(void *arg)
             pthread_cond_timedwait(&b->cv, &b->mu, &ts);
         }
         b->kick = false;
+        bool checkpoint = b->checkpoint_kick;
+        b->checkpoint_kick = false;
         if (b->stop)
             break;
         pthread_mutex_unlock(&b->mu);
-        bool synced = sync_pass(b);
+        bool synced = sync_pass(b) || checkpoint;
         complete_ready(b);
         /* Group leases: at most every 100 ms, and never under mu. */
         pulse_broker_groups_tick(b);
         /* After the answers: a checkpoint never delays one. */
-        if (atomic_exchange(&b->synced_inline, false) || synced || pulse_clock_mono_us() >= b->next_checkpoint_us)
+        if (synced || pulse_clock_mono_us() >= b->next_checkpoint_us)
             checkpoint_pass(b);
         pthread_mutex_lock(&b->mu);
     }
@@ -652,6 +676,8 @@ static pulse_status_t broker_alloc(const struct pulse_broker_config *cfg, struct
     pthread_cond_init(&b->idle_cv, &cattr);
     pthread_condattr_destroy(&cattr);
     b->pending_tail = &b->pending_head;
+    atomic_init(&b->inline_leaders, 0u);
+    atomic_init(&b->inline_kick_at, pulse_clock_mono_us() + (int64_t)b->cfg.checkpoint_interval_ms * 1000);
     *out = b;
     return pulse_fdcache_create(b->cfg.segment_fd_cache, &b->fdcache);
 }

@@ -173,10 +173,12 @@ struct pulse_local {
      * (pulse_broker_sync_inline); at most one, so that a burst never
      * blocks every HTTP worker in an fdatasync. */
     atomic_uint inline_leaders;
-    /* An inline sync moved a durable end since the syncer's last
-     * checkpoint pass: the first such sync wakes the syncer, which then
-     * plans that partition's checkpoint (pulse_plog_checkpoint). */
-    atomic_bool synced_inline;
+    /* Inline syncs move durable ends behind the syncer's back; it plans
+     * their checkpoints (pulse_plog_checkpoint) when one wakes it, at most
+     * once per checkpoint interval: not before this monotonic time, at
+     * which the syncer looks at the checkpoints again by itself. */
+    _Atomic int64_t inline_kick_at;
+    bool checkpoint_kick; /* mu: such a wake-up; the next pass checkpoints */
     struct pulse_broker_maint *maint;      /* retention and compaction thread */
     struct pulse_broker_heal *heal;        /* reopens fenced partitions */
     struct pulse_broker_groups *groups;    /* consumer groups (groups.c) */
