@@ -178,7 +178,7 @@ struct pulse_local {
      * once per checkpoint interval: not before this monotonic time, at
      * which the syncer looks at the checkpoints again by itself. */
     _Atomic int64_t inline_kick_at;
-    bool checkpoint_kick; /* mu: such a wake-up; the next pass checkpoints */
+    bool checkpoint_kick;                  /* mu: such a wake-up; the next pass checkpoints */
     struct pulse_broker_maint *maint;      /* retention and compaction thread */
     struct pulse_broker_heal *heal;        /* reopens fenced partitions */
     struct pulse_broker_groups *groups;    /* consumer groups (groups.c) */

@@ -123,8 +123,7 @@ START_TEST(test_lone_publish_is_synced_and_completed_on_the_publishing_thread)
         bool pending = false;
         seen_init(&s);
         struct pulse_publish_record rec = rec_kv(NULL, "v", 0);
-        ck_assert_int_eq(pulse_broker_publish(b, "t", &rec, 1, &off, seen_cb, &s, &pending, err, sizeof err),
-                         PULSE_OK);
+        ck_assert_int_eq(pulse_broker_publish(b, "t", &rec, 1, &off, seen_cb, &s, &pending, err, sizeof err), PULSE_OK);
         atomic_store(&s.returned, true);
         ck_assert(pending);
         ck_assert_msg(atomic_load(&s.called), "publish %d returned before it was completed", i);
@@ -192,9 +191,9 @@ START_TEST(test_a_failed_inline_fdatasync_fails_every_publish_that_waited_on_it)
         bool pending = false;
         seen_init(&others[i]);
         struct pulse_publish_record rec = rec_kv(NULL, "B", 0);
-        ck_assert_int_eq(
-            pulse_broker_publish(b, "t", &rec, 1, &off[i], seen_cb, &others[i], &pending, err[i], sizeof err[i]),
-            PULSE_OK);
+        ck_assert_int_eq(pulse_broker_publish(b, "t", &rec, 1, &off[i], seen_cb, &others[i], &pending, err[i],
+                                              sizeof err[i]),
+                         PULSE_OK);
         ck_assert(pending);
     }
     usleep(50 * 1000); /* the syncer waits on the held flush meanwhile */
