@@ -5,7 +5,9 @@
 -- argument before the first request is built):
 --
 --   BENCH_MODE=post   POST BENCH_PATH, body {"records":[{"value":"<256 B>"}..]}
---                     with BENCH_RECORDS records (default 1)
+--                     with BENCH_RECORDS records (default 1); with
+--                     BENCH_PARTITIONS=P > 0 record i carries
+--                     "partition": i % P
 --   BENCH_MODE=get    GET BENCH_PATH as it is (webdis XADD)
 --   BENCH_MODE=fetch  GET BENCH_PATH .. <random offset in [0, BENCH_OFFSETS)>
 --   BENCH_MODE=range  GET BENCH_PATH with "Range: bytes=P-(P+BENCH_RANGE-1)",
@@ -20,6 +22,7 @@ local nrec = tonumber(os.getenv("BENCH_RECORDS") or "1")
 local offsets = tonumber(os.getenv("BENCH_OFFSETS") or "1")
 local size = tonumber(os.getenv("BENCH_SIZE") or "0")
 local range = tonumber(os.getenv("BENCH_RANGE") or "1048576")
+local nparts = tonumber(os.getenv("BENCH_PARTITIONS") or "0")
 
 local threads = 0
 local fixed = nil
@@ -33,7 +36,11 @@ local function body_of(n)
    local value = string.rep("abcdefghijklmnop", 16) -- 256 bytes
    local parts = {}
    for i = 1, n do
-      parts[i] = '{"value":"' .. value .. '"}'
+      if nparts > 0 then
+         parts[i] = '{"partition":' .. ((i - 1) % nparts) .. ',"value":"' .. value .. '"}'
+      else
+         parts[i] = '{"value":"' .. value .. '"}'
+      end
    end
    return '{"records":[' .. table.concat(parts, ",") .. ']}'
 end

@@ -4,14 +4,25 @@
  * leftovers, recovery of every partition log), drain, close, long-poll
  * waiters, and the Prometheus metrics.
  *
- * The syncer is the only thread that makes appended bytes durable in
- * every-write mode. Publishers append to the page cache, register a pending
- * publish and kick the syncer; the syncer fdatasyncs every partition that has
- * unsynced bytes (pulse_plog_sync: one fdatasync covers every batch written
- * before it began, which is the group commit), then completes the publishes
- * whose partitions' high watermarks reached their end offsets and wakes the
- * waiters whose partitions grew. Appends that arrive during an fdatasync are
- * covered by the next pass, so there is no timer in the commit path.
+ * In every-write mode publishers append to the page cache and register a
+ * pending publish. Then one of two threads makes it durable:
+ *   - the publisher itself, when its publish went to one partition, no
+ *     sync of that partition is running and no other publisher is leading
+ *     one on its own thread (pulse_broker_sync_inline): it runs the
+ *     fdatasync (pulse_plog_try_sync), then completes every pending
+ *     publish that sync covered, its own included, from its own thread.
+ *     A lone publisher thus pays its fdatasync and no thread hand-off
+ *     (worker -> syncer -> resumed worker cost more than the fdatasync);
+ *   - otherwise the syncer, kicked by the publisher: it fdatasyncs every
+ *     partition that has unsynced bytes (pulse_plog_sync: one fdatasync
+ *     covers every batch written before it began, which is the group
+ *     commit), several partitions side by side on the sync pool
+ *     (syncpool.h, storage.sync-threads), then completes the publishes
+ *     whose partitions' high watermarks reached their end offsets and
+ *     wakes the waiters whose partitions grew.
+ * Appends that arrive during an fdatasync are covered by the next one, so
+ * there is no timer in the commit path. Whoever completes, it decides by
+ * the same rule (complete_ready, pulse_plog_fate), under the same locks.
  *
  * In interval mode publishes are answered right after the append and the
  * syncer syncs dirty partitions every sync_interval_ms; the high watermark
@@ -60,6 +71,7 @@
 #include "broker/groups.h"
 #include "broker/heal.h"
 #include "broker/maint.h"
+#include "broker/syncpool.h"
 #include "common/status.h"
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -112,6 +124,8 @@ void pulse_broker_config_init(struct pulse_broker_config *cfg)
     cfg->group_max_groups = 10000;
     cfg->idempotency_window_ms = 300000;
     cfg->idempotency_max_keys = 100000;
+    cfg->sync_threads = 4;
+    cfg->sync_inline = true;
 }
 
 /* ---- the file system -------------------------------------------------- */
@@ -276,13 +290,85 @@ static void complete_ready(struct pulse_local *b)
         completing_done(b, taken);
 }
 
-/* fdatasyncs every partition with unsynced bytes. Returns true when one
- * was synced (a durable end moved). */
+/* What a sync of partition p of t that returned st means for the broker:
+ * a fenced log is logged and handed to the heal thread (never retried: the
+ * engine fenced it, complete_ready fails its publishes and the heal thread
+ * reopens it); a sync that could not run (out of descriptors) is tried
+ * again by the next pass, its publishes pending meanwhile. */
+static void sync_failed(struct pulse_local *b, const struct pulse_broker_topic *t, uint32_t p, pulse_status_t st)
+{
+    if (pulse_plog_fenced(t->plogs[p])) {
+        PULSE_ERROR("topic %s partition %" PRIu32 ": sync failed (%s); partition fenced until it is "
+                    "reopened",
+                    t->name, p, pulse_status_name(st));
+        pulse_broker_heal_kick(b->heal);
+    } else {
+        PULSE_ERROR_RL("topic %s partition %" PRIu32 ": sync could not run (%s); retrying", t->name, p,
+                       pulse_status_message(st));
+    }
+}
+
+/* The partitions one sync pass syncs, for the pool's threads. */
+struct sync_item {
+    struct pulse_broker_topic *t; /* a reference of the pass's topic list */
+    uint32_t p;
+};
+
+struct sync_run {
+    struct pulse_local *b;
+    struct sync_item *items;
+    atomic_bool synced;
+};
+
+static void sync_one(void *arg, size_t i)
+{
+    struct sync_run *run = arg;
+    const struct sync_item *it = &run->items[i];
+    pulse_status_t st = pulse_plog_sync(it->t->plogs[it->p]);
+
+    if (st == PULSE_OK)
+        atomic_store(&run->synced, true);
+    else
+        sync_failed(run->b, it->t, it->p, st);
+}
+
+/* The partitions of list with unsynced bytes, into *items_out (pulse_free;
+ * NULL when none). */
+static size_t dirty_partitions(struct pulse_broker_topic **list, size_t n, struct sync_item **items_out)
+{
+    struct sync_item *items = NULL;
+    size_t count = 0, cap = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct pulse_broker_topic *t = list[i];
+        for (uint32_t p = 0; p < t->nparts; p++) {
+            struct pulse_plog *plog = t->plogs[p];
+            if (pulse_plog_fenced(plog) || !pulse_plog_needs_sync(plog))
+                continue;
+            if (count == cap) {
+                size_t ncap = cap == 0 ? 16 : cap * 2;
+                struct sync_item *grown = pulse_realloc(items, ncap * sizeof *grown);
+                if (grown == NULL)
+                    goto out; /* the next pass takes the rest */
+                items = grown;
+                cap = ncap;
+            }
+            items[count++] = (struct sync_item){t, p};
+        }
+    }
+out:
+    *items_out = items;
+    return count;
+}
+
+/* fdatasyncs every partition with unsynced bytes, several at once on the
+ * sync pool when there are several. Returns true when one was synced (a
+ * durable end moved). */
 static bool sync_pass(struct pulse_local *b)
 {
     struct pulse_broker_topic **list = NULL;
+    struct sync_run run;
     size_t n = 0;
-    bool synced = false;
 
     if (b->cfg.sync_mode == PULSE_SYNC_INTERVAL) {
         int64_t now = pulse_clock_mono_us();
@@ -292,33 +378,75 @@ static bool sync_pass(struct pulse_local *b)
     }
     if (pulse_broker_topic_snapshot(b, &list, &n) != PULSE_OK)
         return false;
-    for (size_t i = 0; i < n; i++) {
-        struct pulse_broker_topic *t = list[i];
-        for (uint32_t p = 0; p < t->nparts; p++) {
-            struct pulse_plog *plog = t->plogs[p];
-            if (pulse_plog_fenced(plog) || !pulse_plog_needs_sync(plog))
-                continue;
-            /* Never retried on failure: the engine fences the log,
-             * complete_ready fails its publishes and the heal thread
-             * reopens it. */
-            pulse_status_t st = pulse_plog_sync(plog);
-            synced = synced || st == PULSE_OK;
-            if (st != PULSE_OK && pulse_plog_fenced(plog)) {
-                PULSE_ERROR("topic %s partition %" PRIu32 ": sync failed (%s); partition fenced until it is "
-                            "reopened",
-                            t->name, p, pulse_status_name(st));
-                pulse_broker_heal_kick(b->heal);
-            } else if (st != PULSE_OK) {
-                /* Nothing was synced (out of descriptors): the next pass
-                 * tries again; the publishes stay pending meanwhile. */
-                PULSE_ERROR_RL("topic %s partition %" PRIu32 ": sync could not run (%s); retrying", t->name, p,
-                               pulse_status_message(st));
-            }
-        }
-        pulse_broker_topic_release(b, t);
-    }
+    run.b = b;
+    atomic_init(&run.synced, false);
+    size_t count = dirty_partitions(list, n, &run.items);
+    if (b->syncpool != NULL)
+        pulse_syncpool_run(b->syncpool, count, sync_one, &run);
+    else
+        for (size_t i = 0; i < count; i++)
+            sync_one(&run, i);
+    pulse_free(run.items);
+    for (size_t i = 0; i < n; i++)
+        pulse_broker_topic_release(b, list[i]);
     pulse_free(list);
-    return synced;
+    return atomic_load(&run.synced);
+}
+
+/* Wakes the syncer for a pass (under mu). */
+static void kick_locked(struct pulse_local *b)
+{
+    b->kick = true;
+    pthread_cond_signal(&b->cv);
+}
+
+/* Whether this inline sync is the one of its checkpoint interval that
+ * wakes the syncer (see pulse_local.inline_kick_at). */
+static bool inline_kick_due(struct pulse_local *b)
+{
+    int64_t now = pulse_clock_mono_us();
+    int64_t at = atomic_load(&b->inline_kick_at);
+
+    if (now < at)
+        return false;
+    int64_t next = now + (int64_t)b->cfg.checkpoint_interval_ms * 1000;
+    return atomic_compare_exchange_strong(&b->inline_kick_at, &at, next);
+}
+
+bool pulse_broker_sync_inline_claim(struct pulse_local *b)
+{
+    unsigned expect = 0;
+    return b->cfg.sync_inline && atomic_compare_exchange_strong(&b->inline_leaders, &expect, 1u);
+}
+
+void pulse_broker_sync_inline(struct pulse_local *b, struct pulse_broker_topic *t, uint32_t p, int64_t end)
+{
+    pulse_status_t st = pulse_plog_try_sync(t->plogs[p], end);
+
+    atomic_store(&b->inline_leaders, 0u);
+    if (st != PULSE_BUSY) {
+        if (st != PULSE_OK && st != PULSE_FENCED)
+            sync_failed(b, t, p, st);
+        /* Ours and every other publish this sync covered (or a fence
+         * failed), answered from here: no hand-off to another thread. */
+        complete_ready(b);
+        if (st != PULSE_OK && pulse_plog_fenced(t->plogs[p]))
+            return; /* failed; the heal thread has it */
+        /* A durable end moved: the syncer plans the checkpoint it owes
+         * (checkpoint_pass) when woken below, which one inline sync per
+         * checkpoint interval does; it wakes by itself at the times that
+         * pass plans. */
+        if (st == PULSE_OK && !inline_kick_due(b))
+            return;
+    }
+    bool checkpoint = st == PULSE_OK;
+    /* A sync was running (its target may not cover us), ours could not
+     * run (the syncer's next pass tries again), or a checkpoint is to be
+     * planned. */
+    pthread_mutex_lock(&b->mu);
+    b->checkpoint_kick = b->checkpoint_kick || checkpoint;
+    kick_locked(b);
+    pthread_mutex_unlock(&b->mu);
 }
 
 /*
@@ -386,6 +514,12 @@ static void *syncer_main(void *arg)
     pthread_mutex_lock(&b->mu);
     while (!b->stop) {
         int64_t now = pulse_clock_mono_us();
+        /* Inline syncs woke us less than a checkpoint interval ago and
+         * may have moved durable ends since without waking us again:
+         * look at their checkpoints when that interval ends. */
+        int64_t inline_at = atomic_load(&b->inline_kick_at);
+        if (inline_at > now && inline_at < b->next_checkpoint_us)
+            b->next_checkpoint_us = inline_at;
         int64_t wake = next_wake_us(b, now);
         if (!b->kick && wake > now) {
             struct timespec ts;
@@ -394,10 +528,12 @@ static void *syncer_main(void *arg)
             pthread_cond_timedwait(&b->cv, &b->mu, &ts);
         }
         b->kick = false;
+        bool checkpoint = b->checkpoint_kick;
+        b->checkpoint_kick = false;
         if (b->stop)
             break;
         pthread_mutex_unlock(&b->mu);
-        bool synced = sync_pass(b);
+        bool synced = sync_pass(b) || checkpoint;
         complete_ready(b);
         /* Group leases: at most every 100 ms, and never under mu. */
         pulse_broker_groups_tick(b);
@@ -540,6 +676,8 @@ static pulse_status_t broker_alloc(const struct pulse_broker_config *cfg, struct
     pthread_cond_init(&b->idle_cv, &cattr);
     pthread_condattr_destroy(&cattr);
     b->pending_tail = &b->pending_head;
+    atomic_init(&b->inline_leaders, 0u);
+    atomic_init(&b->inline_kick_at, pulse_clock_mono_us() + (int64_t)b->cfg.checkpoint_interval_ms * 1000);
     *out = b;
     return pulse_fdcache_create(b->cfg.segment_fd_cache, &b->fdcache);
 }
@@ -602,6 +740,10 @@ static pulse_status_t start_threads(struct pulse_local *b, char *errbuf, size_t 
         return st;
     }
     b->next_interval_sync_us = pulse_clock_mono_us() + (int64_t)b->cfg.sync_interval_ms * 1000;
+    if (b->cfg.sync_threads > 1 && pulse_syncpool_open(b->cfg.sync_threads, &b->syncpool) != PULSE_OK) {
+        pulse_errbuf_set(errbuf, errlen, "cannot start the %" PRIu32 " sync threads", b->cfg.sync_threads);
+        return PULSE_NOMEM;
+    }
     if (pthread_create(&b->syncer, NULL, syncer_main, b) != 0) {
         pulse_errbuf_set(errbuf, errlen, "cannot start the syncer thread");
         return PULSE_NOMEM;
@@ -745,6 +887,8 @@ static void local_close(struct pulse_local *b)
         pthread_join(b->syncer, NULL);
         b->syncer_started = false;
     }
+    pulse_syncpool_close(b->syncpool);
+    b->syncpool = NULL;
     /* After the syncer, which kicks it; before the logs close. */
     pulse_broker_heal_stop(b->heal);
     b->heal = NULL;

@@ -41,6 +41,7 @@ struct pulse_broker_maint;
 struct pulse_broker_admin;
 struct pulse_admin_job;
 struct pulse_broker_groups;
+struct pulse_syncpool;
 
 #define PULSE_BROKER_MAX_PARTITIONS 256
 /* Cap of one encoded batch (one partition's share of one publish). */
@@ -166,6 +167,18 @@ struct pulse_local {
     atomic_uint_fast64_t topic_uids; /* the last pulse_broker_topic.uid given */
     pthread_t syncer;
     bool syncer_started;
+    /* Runs a pass's fdatasyncs side by side (syncpool.h); the syncer's. */
+    struct pulse_syncpool *syncpool;
+    /* Publishers running a partition's sync on their own thread right now
+     * (pulse_broker_sync_inline); at most one, so that a burst never
+     * blocks every HTTP worker in an fdatasync. */
+    atomic_uint inline_leaders;
+    /* Inline syncs move durable ends behind the syncer's back; it plans
+     * their checkpoints (pulse_plog_checkpoint) when one wakes it, at most
+     * once per checkpoint interval: not before this monotonic time, at
+     * which the syncer looks at the checkpoints again by itself. */
+    _Atomic int64_t inline_kick_at;
+    bool checkpoint_kick;                  /* mu: such a wake-up; the next pass checkpoints */
     struct pulse_broker_maint *maint;      /* retention and compaction thread */
     struct pulse_broker_heal *heal;        /* reopens fenced partitions */
     struct pulse_broker_groups *groups;    /* consumer groups (groups.c) */
@@ -275,6 +288,29 @@ pulse_status_t pulse_broker_topic_open_logs(struct pulse_local *b, struct pulse_
 /* Fails every pending publish and waiter of t with st (delete). Locks: mu,
  * released before the callbacks run. */
 void pulse_broker_fail_topic(struct pulse_local *b, struct pulse_broker_topic *t, pulse_status_t st);
+
+/*
+ * The publisher leads its own partition's sync (every-write mode; broker.c).
+ * A one-partition publish whose append is registered as pending (on
+ * b->pending_head) claims the broker's one inline slot
+ * (pulse_broker_sync_inline_claim: false when another publisher holds it;
+ * the publish then goes to the syncer as before) and calls
+ * pulse_broker_sync_inline with the end of its append: when no sync of
+ * that partition is running it runs one on this thread
+ * (pulse_plog_try_sync), then completes every pending publish that sync
+ * made durable, its own included, from this thread (complete_ready: their
+ * done callbacks run here, batched); when one is running, or the sync
+ * could not run, it kicks the syncer, which runs the next one. Either way
+ * the claim is given back. The caller holds a reference on t and counts in
+ * b->inflight meanwhile (so a drain waits for it). Never acknowledges
+ * anything HW does not cover: completion is decided by pulse_plog_fate, as
+ * for the syncer's passes.
+ * Thread: a publisher (an HTTP worker). Locks: none held on entry; takes
+ * the log's sync_lock and wlock (plog.h), then b->mu; blocks on one
+ * fdatasync.
+ */
+bool pulse_broker_sync_inline_claim(struct pulse_local *b);
+void pulse_broker_sync_inline(struct pulse_local *b, struct pulse_broker_topic *t, uint32_t p, int64_t end);
 
 /* ---- the local backend's functions of the seam (local.c's table) ---- */
 

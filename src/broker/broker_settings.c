@@ -44,6 +44,8 @@ static const struct pulse_setting keys[] = {
      NULL, "how often compact topics are compacted; 0 = never"},
     {"storage.checkpoint-interval", PULSE_SETTING_DURATION, F(checkpoint_interval_ms), "1s", NULL, 0, DAY_MS, NULL,
      "a written partition's durable end is checkpointed at most this often; 0 = after every sync"},
+    {"storage.sync-threads", PULSE_SETTING_INT, F(sync_threads), "4", NULL, 1, 64, NULL,
+     "threads that fsync partitions side by side when many have unsynced publishes at once"},
     {"topic-defaults.partitions", PULSE_SETTING_INT, F(partitions), "1", NULL, 1, 256, NULL,
      "partitions of a topic created without the field"},
     {"topic-defaults.retention-ms", PULSE_SETTING_DURATION, F(retention_ms), "7d", NULL, 0, INT64_MAX, NULL,
@@ -95,6 +97,7 @@ void pulse_broker_settings_to_config(const struct pulse_broker_settings *bs, con
     cfg->compaction_max_pass_ms = ss->compaction_max_pass_ms;
     cfg->segment_fd_cache = (uint32_t)ss->segment_fd_cache;
     cfg->checkpoint_interval_ms = (uint32_t)bs->checkpoint_interval_ms;
+    cfg->sync_threads = (uint32_t)bs->sync_threads;
     cfg->group_lease_min_ms = bs->group_lease_min_ms;
     cfg->group_lease_max_ms = bs->group_lease_max_ms;
     cfg->group_lease_default_ms = bs->group_lease_default_ms;

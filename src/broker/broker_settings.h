@@ -35,6 +35,7 @@ struct pulse_broker_settings {
     int64_t retention_interval_ms;
     int64_t compaction_interval_ms;
     int64_t checkpoint_interval_ms; /* durable-end checkpoint of a partition at most this often */
+    int64_t sync_threads;           /* fdatasyncs of one sync pass run side by side on this many threads */
     /* [topic-defaults] */
     int64_t partitions;
     int64_t retention_ms;

@@ -95,6 +95,15 @@ struct pulse_broker_config {
      * many keys at most (the oldest finished one is forgotten first) */
     int64_t idempotency_window_ms; /* default 300000 */
     uint32_t idempotency_max_keys; /* default 100000 */
+    /* every-write mode: threads that run one sync pass's fdatasyncs side
+     * by side (syncpool.h), the syncer included; default 4, 1 = the
+     * syncer alone */
+    uint32_t sync_threads;
+    /* every-write mode: a publisher to one partition runs its sync itself
+     * when none is running (broker_int.h pulse_broker_sync_inline);
+     * default true. false: the syncer runs every sync (tests that stage
+     * the syncer's passes). */
+    bool sync_inline;
 };
 
 /* Fills every field with the documented defaults (docs/Configuration.md). */

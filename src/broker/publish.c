@@ -21,8 +21,10 @@
  * for such a publish (a crash that tears that one write may keep a prefix
  * of its runs, never a part of one). Everything is validated and every batch
  * encoded before the first append, so a refused publish writes nothing. The appends only reach the
- * page cache (pulse_plog_append_async); durability comes from the syncer's
- * group commit, and the caller is told only then (every-write mode). Across
+ * page cache (pulse_plog_append_async); durability comes from a group
+ * commit, led by the publisher itself for a lone one-partition publish or
+ * by the syncer otherwise (broker.c), and the caller is told only then
+ * (every-write mode). Across
  * partitions a publish is not atomic: partitions are appended in order, and
  * if the log of a later partition fails its append (a full disk, a fence
  * that came in between), earlier partitions keep their batch, since an
@@ -491,10 +493,13 @@ static void inflight_done(struct pulse_local *b)
     pthread_mutex_unlock(&b->mu);
 }
 
-/* Phase 5 (every-write mode): the publish goes to the syncer, which owns
- * pend and the topic reference from then on. PULSE_TOPIC_NOT_FOUND when the
- * topic was deleted while appending (its data is going away). */
-static pulse_status_t hand_to_syncer(struct publish_ctx *c, struct pulse_broker_pending *pend)
+/* Phase 5 (every-write mode): the publish goes on the pending list, which
+ * owns pend and the topic reference from then on; kick wakes the syncer to
+ * sync it (a caller that leads the sync itself does not). Whoever syncs
+ * completes it (complete_ready), possibly before this returns.
+ * PULSE_TOPIC_NOT_FOUND when the topic was deleted while appending (its
+ * data is going away). */
+static pulse_status_t hand_to_syncer(struct publish_ctx *c, struct pulse_broker_pending *pend, bool kick)
 {
     struct pulse_local *b = c->b;
 
@@ -507,8 +512,10 @@ static pulse_status_t hand_to_syncer(struct publish_ctx *c, struct pulse_broker_
     }
     *b->pending_tail = pend;
     b->pending_tail = &pend->next;
-    b->kick = true;
-    pthread_cond_signal(&b->cv);
+    if (kick) {
+        b->kick = true;
+        pthread_cond_signal(&b->cv);
+    }
     pthread_mutex_unlock(&b->mu);
     c->t = NULL;
     return PULSE_OK;
@@ -533,6 +540,7 @@ pulse_status_t pulse_local_publish(struct pulse_broker *base, const char *topic,
     pulse_status_t st = PULSE_OK;
     struct publish_ctx c;
     struct pulse_broker_pending *pend = NULL;
+    struct pulse_broker_topic *lead = NULL; /* the topic this thread syncs, one reference */
     bool pending = false;
 
     if (errbuf != NULL && errlen > 0)
@@ -598,17 +606,31 @@ pulse_status_t pulse_local_publish(struct pulse_broker *base, const char *topic,
         pend->arg = arg;
         pend->errbuf = errbuf;
         pend->errlen = errlen;
-        st = hand_to_syncer(&c, pend);
-        if (st != PULSE_OK)
-            goto out;
-        pend = NULL;
-        pending = true;
+        /* One partition and nobody else leading inline: this thread syncs
+         * it (pulse_broker_sync_inline), which spares the publish two
+         * thread hand-offs. pend is not ours once handed over: keep what
+         * the sync needs, and our own topic reference. */
+        lead = pend->n == 1 && pulse_broker_sync_inline_claim(b) ? c.t : NULL;
+        uint32_t lead_part = pend->parts[0];
+        int64_t lead_end = pend->ends[0];
+        if (lead != NULL)
+            atomic_fetch_add(&lead->refs, 1);
+        st = hand_to_syncer(&c, pend, lead == NULL);
+        if (st == PULSE_OK) {
+            pend = NULL;
+            pending = true;
+            if (lead != NULL)
+                pulse_broker_sync_inline(b, lead, lead_part, lead_end);
+        } else if (lead != NULL) {
+            atomic_store(&b->inline_leaders, 0u);
+        }
     }
 out:
     inflight_done(b);
     publish_ctx_fini(&c);
     pulse_free(pend);
     pulse_broker_topic_release(b, c.t);
+    pulse_broker_topic_release(b, lead);
     if (st == PULSE_OK)
         *pending_out = pending;
     return st;
@@ -808,7 +830,7 @@ static pulse_status_t idem_run(struct publish_ctx *c, struct pulse_idem_entry *e
         pend->arg = k;
         pend->errbuf = c->errbuf;
         pend->errlen = c->errlen;
-        st = hand_to_syncer(c, pend);
+        st = hand_to_syncer(c, pend, true);
         if (st == PULSE_OK) {
             *pending = true;
             return PULSE_OK; /* the syncer owns pend, k and sh */

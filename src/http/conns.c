@@ -69,9 +69,26 @@ struct pulse_conns {
     uint64_t busy_closes;
     struct sweep unlogged; /* closed since the last log line */
     int64_t logged_at_us;
+    /* When the sleeping sweeper wakes by itself (INT64_MAX: only when
+     * signalled); 0 while it runs (it looks at the lists before it sleeps
+     * again, so nothing needs to wake it). */
+    int64_t wake_at;
+    uint64_t sweeps;
 };
 
 /* ---- the phase lists (lock held) -------------------------------------- */
+
+/* Every connection slot is taken: no new client gets in until one frees. */
+static bool busy(const struct pulse_conns *cs)
+{
+    return cs->max_open > 0 && cs->open >= cs->max_open;
+}
+
+/* How long after its start an entry of l is due. */
+static int64_t allowance(const struct pulse_conns *cs, const struct conn_list *l)
+{
+    return busy(cs) && BUSY_GRACE_US < l->timeout_us ? BUSY_GRACE_US : l->timeout_us;
+}
 
 static void unlink_conn(struct pulse_conn *c)
 {
@@ -103,24 +120,17 @@ static void append_conn(struct pulse_conns *cs, struct conn_list *l, struct puls
     l->last = c;
     c->list = l;
     /* The sweeper sleeps until the earliest first entry, or without a
-     * deadline when both lists are empty: a new first entry may be earlier. */
-    if (l->first == c)
+     * deadline when both lists are empty: a new first entry may be due
+     * earlier. Only then is it woken: on a kept-alive connection every
+     * request moves the connection between the lists, and a wake-up per
+     * move (a futex call here, a context switch there) cost more than the
+     * rest of the bookkeeping. A sweeper that wakes at its old time for
+     * nothing sleeps again until the new first entry is due. */
+    if (l->first == c && now + allowance(cs, l) < cs->wake_at)
         pthread_cond_signal(&cs->wake);
 }
 
 /* ---- the sweeper ------------------------------------------------------ */
-
-/* Every connection slot is taken: no new client gets in until one frees. */
-static bool busy(const struct pulse_conns *cs)
-{
-    return cs->max_open > 0 && cs->open >= cs->max_open;
-}
-
-/* How long after its start an entry of l is due. */
-static int64_t allowance(const struct pulse_conns *cs, const struct conn_list *l)
-{
-    return busy(cs) && BUSY_GRACE_US < l->timeout_us ? BUSY_GRACE_US : l->timeout_us;
-}
 
 static void expire(struct pulse_conn *c)
 {
@@ -179,14 +189,16 @@ static void wait_next(struct pulse_conns *cs)
         at = cs->heads.first->start_us + allowance(cs, &cs->heads);
     if (cs->bodies.first != NULL && cs->bodies.first->start_us + allowance(cs, &cs->bodies) < at)
         at = cs->bodies.first->start_us + allowance(cs, &cs->bodies);
+    cs->wake_at = at;
     if (at == INT64_MAX) {
         pthread_cond_wait(&cs->wake, &cs->lock);
-        return;
+    } else {
+        /* pulse_clock_mono_us is CLOCK_MONOTONIC's own reading, the clock
+         * of the condition variable. */
+        struct timespec ts = {(time_t)(at / 1000000), (long)(at % 1000000) * 1000};
+        (void)pthread_cond_timedwait(&cs->wake, &cs->lock, &ts);
     }
-    /* pulse_clock_mono_us is CLOCK_MONOTONIC's own reading, the clock of
-     * the condition variable. */
-    struct timespec ts = {(time_t)(at / 1000000), (long)(at % 1000000) * 1000};
-    (void)pthread_cond_timedwait(&cs->wake, &cs->lock, &ts);
+    cs->wake_at = 0;
 }
 
 /* Logs what was closed since the last line. Called with the lock held;
@@ -222,6 +234,7 @@ static void *sweeper(void *arg)
     while (!cs->stop) {
         int64_t now = pulse_clock_mono_us();
         struct sweep sw = {0, 0, 0};
+        cs->sweeps++;
         expire_heads(cs, now, &sw);
         end_body_windows(cs, now, &sw);
         cs->head_timeouts += sw.heads;
@@ -393,5 +406,6 @@ void pulse_conns_stats(struct pulse_conns *cs, struct pulse_conns_counts *out)
     out->head_timeouts = cs->head_timeouts;
     out->body_timeouts = cs->body_timeouts;
     out->busy_closes = cs->busy_closes;
+    out->sweeps = cs->sweeps;
     pthread_mutex_unlock(&cs->lock);
 }

@@ -145,6 +145,7 @@ struct pulse_conns_counts {
     uint64_t head_timeouts; /* closed at the head deadline since start */
     uint64_t body_timeouts; /* closed at the body deadline since start */
     uint64_t busy_closes;   /* of both, closed after 1 s as the server was full */
+    uint64_t sweeps;        /* times the sweeper woke up and looked */
 };
 
 /* Locks: the registry mutex. */

@@ -10,10 +10,14 @@
  *
  * Durability: the answer is sent only from publish_resume, after the
  * broker reported the batches durable (its done callback), or at once when
- * the sync mode acknowledges on write. The connection is suspended BEFORE
- * pulse_broker_publish is called, because the callback may run on the
- * syncer thread before publish even returns; every path then resumes
- * exactly once (the callback, or this thread when no callback will come).
+ * the sync mode acknowledges on write. The call goes through async.c's
+ * state machine: the callback may come on this thread before publish
+ * returns (the local backend lets a lone publisher lead its partition's
+ * fdatasync itself and completes it there), then the answer is written
+ * at once with no suspension and no trip through MHD's resume; or later
+ * from another thread (a syncer, another publisher that led the sync, a
+ * Kafka delivery report), then the connection is suspended and that
+ * thread resumes it. publish_resume runs exactly once either way.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -565,15 +569,15 @@ void pulse_h_publish_post(struct pulse_hreq *r)
     if (!ok || !read_idem_key(r, ps))
         return;
 
-    pulse_server_suspend(r, publish_resume);
+    pulse_server_call_begin(r, publish_resume);
     bool pending = false;
     pulse_status_t st = ps->has_idem
                             ? pulse_broker_publish_idem(r->srv->broker, r->topic, ps->recs, ps->n_recs, &ps->idem,
-                                                        ps->offsets, pulse_server_on_done, r, &pending, ps->errmsg,
+                                                        ps->offsets, pulse_server_call_done, r, &pending, ps->errmsg,
                                                         sizeof ps->errmsg)
                             : pulse_broker_publish(r->srv->broker, r->topic, ps->recs, ps->n_recs, ps->offsets,
-                                                   pulse_server_on_done, r, &pending, ps->errmsg, sizeof ps->errmsg);
-    /* No callback will come: resume from here (exactly once). */
-    if (st != PULSE_OK || !pending)
-        pulse_server_wake(r, st);
+                                                   pulse_server_call_done, r, &pending, ps->errmsg, sizeof ps->errmsg);
+    /* No callback comes when it failed or did not wait (interval mode):
+     * publish_resume answers st from here. */
+    pulse_server_call_end(r, st, st == PULSE_OK && pending);
 }

@@ -616,9 +616,11 @@ out:
 
 /*
  * Runs one fdatasync as the group-commit leader. Called and returns with
- * sync_lock held; drops it while syncing.
+ * sync_lock held; drops it while syncing. gather: first let appenders that
+ * the previous sync released write again (a waiter that was woken); a
+ * leader that appended itself just now has nothing to gather.
  */
-static pulse_status_t lead_sync(struct pulse_plog *plog)
+static pulse_status_t lead_sync(struct pulse_plog *plog, bool gather)
 {
     struct pulse_segment *seg;
     uint64_t target_size;
@@ -638,7 +640,8 @@ static pulse_status_t lead_sync(struct pulse_plog *plog)
      * batches before we pick our target: on a machine with fewer cores than
      * appenders they are runnable but not running yet, and a leader that
      * starts at once covers only itself. */
-    sched_yield();
+    if (gather)
+        sched_yield();
     pthread_mutex_lock(&plog->wlock);
     seg = active_seg(plog);
     pulse_segment_acquire(seg);
@@ -717,12 +720,42 @@ pulse_status_t pulse_plog_wait_durable(struct pulse_plog *plog, int64_t end_offs
             break;
         }
         if (!plog->syncing) {
-            st = lead_sync(plog);
+            st = lead_sync(plog, true);
             if (st != PULSE_OK)
                 break;
             continue;
         }
         pthread_cond_wait(&plog->sync_cond, &plog->sync_lock);
+    }
+    pthread_mutex_unlock(&plog->sync_lock);
+    return st;
+}
+
+pulse_status_t pulse_plog_try_sync(struct pulse_plog *plog, int64_t end_offset)
+{
+    pulse_status_t st = PULSE_OK;
+
+    if (end_offset > atomic_load_explicit(&plog->leo, memory_order_acquire))
+        return PULSE_INVALID;
+    pthread_mutex_lock(&plog->sync_lock);
+    for (;;) {
+        if (atomic_load_explicit(&plog->hw, memory_order_acquire) >= end_offset) {
+            st = PULSE_OK;
+            break;
+        }
+        if (atomic_load(&plog->fenced)) {
+            st = PULSE_FENCED;
+            break;
+        }
+        if (plog->syncing) {
+            st = PULSE_BUSY; /* its leader, or the next one, covers us */
+            break;
+        }
+        /* Our bytes were written before we took sync_lock, so the target
+         * the leader captures covers them: one pass ends the loop. */
+        st = lead_sync(plog, false);
+        if (st != PULSE_OK)
+            break;
     }
     pthread_mutex_unlock(&plog->sync_lock);
     return st;

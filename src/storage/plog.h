@@ -207,6 +207,20 @@ enum pulse_plog_fate pulse_plog_fate(struct pulse_plog *plog, uint64_t epoch, in
  * PULSE_INVALID. Thread: any. */
 pulse_status_t pulse_plog_wait_durable(struct pulse_plog *plog, int64_t end_offset);
 
+/* Like pulse_plog_wait_durable, but never waits for another thread's
+ * sync: when HW is short of end_offset and no sync is running, the caller
+ * runs one itself (the leader of a group commit: every batch written
+ * before it started is covered, whoever wrote it) and returns its result;
+ * when a sync is running it returns PULSE_BUSY at once, having waited for
+ * nothing. A caller that gets PULSE_BUSY must see to it that a sync runs
+ * after the running one (its leader's target may not cover end_offset):
+ * the broker hands the publish to its syncer then. Blocks only on its own
+ * fdatasync. PULSE_FENCED, PULSE_INVALID as pulse_plog_wait_durable; a
+ * failed sync returns its status and fences, as there.
+ * Thread: any. Locks: sync_lock (dropped during the fdatasync), wlock
+ * briefly to capture the target. */
+pulse_status_t pulse_plog_try_sync(struct pulse_plog *plog, int64_t end_offset);
+
 /* Makes everything written so far durable: wait_durable(log end). */
 pulse_status_t pulse_plog_sync(struct pulse_plog *plog);
 

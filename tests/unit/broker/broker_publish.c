@@ -511,6 +511,7 @@ START_TEST(test_publish_durable_before_a_reopen_succeeds_and_one_it_discarded_fa
     cfg.io = faultio_io(fio);
     cfg.fence_retry_initial_ms = 60000; /* the heal thread stays out of it */
     cfg.fence_retry_max_ms = 60000;
+    cfg.sync_inline = false; /* the stage is the syncer's pass over both partitions */
     b = open_cfg(&cfg, NULL);
     create_topic(b, "t", 2);
     struct pulse_broker_topic *t = pulse_broker_topic_acquire(pulse_local_of(b), "t");

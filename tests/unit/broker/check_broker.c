@@ -10,6 +10,8 @@
  *   broker_fetch.c    fetch (records, probes, raw slices), long-poll waiters
  *   broker_cursors.c  cursor reads and commits, the committer
  *   broker_health.c   storage failures, fences, healing, metrics
+ *   broker_synclead.c who syncs: the publisher itself, or the syncer and
+ *                     its pool
  *
  * Shared helpers (a fresh data directory per test, opening a broker,
  * topics, records, completions) are in brokertest.h. Threaded: run it under
@@ -29,6 +31,7 @@ static Suite *broker_suite(void)
     suite_add_tcase(s, broker_fetch_tcase());
     suite_add_tcase(s, broker_cursors_tcase());
     suite_add_tcase(s, broker_health_tcase());
+    suite_add_tcase(s, broker_synclead_tcase());
     return s;
 }
 

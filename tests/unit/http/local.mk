@@ -68,6 +68,13 @@ tests_unit_check_publish_results_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSS
 tests_unit_check_publish_results_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_publish_results_LDADD = $(PULSE_HTTP_HOOKS_LIBS) $(CHECK_LDADD)
 
+# The slow-client registry's wake-ups (conns.h).
+check_PROGRAMS += tests/unit/check_conns
+TESTS += tests/unit/check_conns
+tests_unit_check_conns_SOURCES = tests/unit/http/check_conns.c
+tests_unit_check_conns_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_conns_LDADD = libpulsehttp.a libpulsecommon_hooks.a $(CHECK_LDADD)
+
 # The token buckets of [limits] (ratelimit.h).
 check_PROGRAMS += tests/unit/check_ratelimit
 TESTS += tests/unit/check_ratelimit
