@@ -161,7 +161,7 @@ static pulse_status_t run_create(struct pulse_kafka *k, struct kjob *j)
      * (bounded) for it to show up, so a publish right after the answer
      * finds it. */
     for (int i = 0; i < 50; i++) {
-        if (pulse_kafka_meta_refresh(k) == PULSE_OK && pulse_kafka_meta_partitions(k, j->name, &parts) == PULSE_OK)
+        if (pulse_kafka_meta_refresh_marks(k) == PULSE_OK && pulse_kafka_meta_partitions(k, j->name, &parts) == PULSE_OK)
             break;
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
@@ -222,7 +222,7 @@ static pulse_status_t run_delete(struct pulse_kafka *k, struct kjob *j)
     rd_kafka_AdminOptions_destroy(o);
     rd_kafka_queue_destroy(q);
     rd_kafka_DeleteTopic_destroy(dt);
-    (void)pulse_kafka_meta_refresh(k);
+    (void)pulse_kafka_meta_refresh_marks(k);
     return st;
 }
 

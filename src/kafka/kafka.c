@@ -309,7 +309,7 @@ pulse_status_t pulse_kafka_open(const struct pulse_kafka_config *cfg, struct pul
         goto out;
     /* The cluster may not be up yet: that is /readyz's to say, not a
      * reason to refuse to start. */
-    if (pulse_kafka_meta_refresh(k) == PULSE_OK) {
+    if (pulse_kafka_meta_refresh_marks(k) == PULSE_OK) {
         char *id = rd_kafka_clusterid(k->prod, (int)k->timeout_ms);
         if (id != NULL)
             snprintf(k->cluster_id, sizeof k->cluster_id, "%s", id);

@@ -33,10 +33,18 @@
 struct kwaiter;
 struct kjob;
 
+/* What the cache knows of a partition's positions (kmeta.c). */
+struct kmeta_marks {
+    int64_t lo, hi;    /* log start, high watermark */
+    int64_t raised_us; /* mono time a delivery report last raised hi; 0 never */
+    bool known;        /* asked at least once */
+};
+
 /* One topic of the metadata cache. */
 struct kmeta_topic {
     char *name;
     uint32_t partitions;
+    struct kmeta_marks *marks; /* partitions entries */
 };
 
 struct kfetcher {
@@ -71,7 +79,9 @@ struct pulse_kafka {
     pthread_mutex_t meta_mu;
     struct kmeta_topic *topics; /* sorted by name */
     size_t n_topics;
-    int64_t meta_at_us; /* mono time of the last refresh; 0 = never */
+    int64_t meta_at_us;  /* mono time of the last refresh; 0 = never */
+    int64_t marks_at_us; /* of the last refresh that got the watermarks too */
+    atomic_bool meta_wanted; /* a reader missed a topic: refresh soon */
 
     pthread_mutex_t stats_mu;
     char *stats_json;
@@ -110,6 +120,13 @@ extern const struct pulse_broker_ops pulse_kafka_ops;
  * mock creates nothing). Blocks up to the request timeout; sets
  * cluster_ok. Thread: any but kpoll. */
 pulse_status_t pulse_kafka_meta_refresh(struct pulse_kafka *k);
+/* The same, then the log start and high watermark of every partition (two
+ * ListOffsets calls for all, bounded by the request timeout): what
+ * topic_get and topic_list serve. kwait calls it every second. */
+pulse_status_t pulse_kafka_meta_refresh_marks(struct pulse_kafka *k);
+/* A delivery report acknowledged offset hw - 1 of (topic, partition):
+ * raises the cached high watermark to hw. Thread: kpoll. */
+void pulse_kafka_meta_note_hw(struct pulse_kafka *k, const char *topic, int32_t partition, int64_t hw);
 
 /* The partition count of topic: from the cache when it is fresh (under a
  * second), else after a refresh; PULSE_TOPIC_NOT_FOUND after a refresh
@@ -117,8 +134,8 @@ pulse_status_t pulse_kafka_meta_refresh(struct pulse_kafka *k);
  * known to be gone (at once) or does not answer. */
 pulse_status_t pulse_kafka_meta_partitions(struct pulse_kafka *k, const char *topic, uint32_t *n_out);
 
-/* Copies the cached names and counts (a refresh first when stale):
- * *out (pulse_free each name and the array). */
+/* Copies the cached names, counts and marks (a refresh of the names first
+ * when stale): *out (pulse_kafka_meta_snapshot_free). */
 pulse_status_t pulse_kafka_meta_snapshot(struct pulse_kafka *k, struct kmeta_topic **out, size_t *n_out);
 void pulse_kafka_meta_snapshot_free(struct kmeta_topic *t, size_t n);
 
@@ -127,7 +144,9 @@ void pulse_kafka_meta_snapshot_free(struct kmeta_topic *t, size_t n);
  * list->elems[i].offset gets the HW; lo (n entries, nullable) the start. */
 pulse_status_t pulse_kafka_watermarks(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list, int64_t *lo);
 
-/* topic_get / topic_list of the table. */
+/* topic_get / topic_list of the table: from the cache alone, never a call
+ * to the cluster (the seam's rule for them); PULSE_UNAVAILABLE when the
+ * cluster is gone or the cache is too old. */
 pulse_status_t pulse_kafka_topic_get(struct pulse_broker *b, const char *name, bool with_stats,
                                      struct pulse_topic_info **out);
 pulse_status_t pulse_kafka_topic_list(struct pulse_broker *b, bool with_stats, struct pulse_topic_info ***out,

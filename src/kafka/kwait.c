@@ -14,6 +14,12 @@
  * reads again and finds nothing), or whose topic is gone
  * (PULSE_TOPIC_NOT_FOUND). Callbacks run on kwait with no lock held.
  * Records published through another gateway are seen within a tick.
+ *
+ * The refresh (names, partition counts, every partition's watermarks:
+ * kmeta.c) runs every second, and sooner (at most every 100 ms) when a
+ * topic read missed a topic; each of its calls is bounded by the request
+ * timeout, so a cluster that goes away stalls this thread for at most
+ * that long per call, never an HTTP worker.
  */
 #include <string.h>
 #include <time.h>
@@ -24,6 +30,7 @@
 
 #define TICK_MS 20
 #define META_EVERY_US 1000000
+#define MISS_EVERY_US 100000 /* a missed topic asks a refresh, at most this often */
 
 /* One position a waiter watches. */
 struct kwpos {
@@ -206,8 +213,9 @@ void *pulse_kafka_wait_main(void *arg)
     struct pulse_kafka *k = arg;
     int64_t meta_at = pulse_clock_mono_us();
     while (!atomic_load(&k->stopping)) {
-        if (pulse_clock_mono_us() - meta_at >= META_EVERY_US) {
-            (void)pulse_kafka_meta_refresh(k);
+        int64_t since = pulse_clock_mono_us() - meta_at;
+        if (since >= META_EVERY_US || (since >= MISS_EVERY_US && atomic_exchange(&k->meta_wanted, false))) {
+            (void)pulse_kafka_meta_refresh_marks(k);
             meta_at = pulse_clock_mono_us();
         }
         pthread_mutex_lock(&k->wait_mu);

@@ -476,6 +476,101 @@ START_TEST(test_a_cluster_that_goes_away_is_unavailable_then_comes_back)
 }
 END_TEST
 
+/* A producer of its own on the mock: records published "through another
+ * gateway". */
+static void publish_elsewhere(struct pulse_broker *b, const char *topic, int32_t partition, int count)
+{
+    char e[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", rd_kafka_mock_cluster_bootstraps(pulse_kafka_mock(b)), e, sizeof e);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof e);
+    ck_assert_ptr_nonnull(rk);
+    for (int i = 0; i < count; i++)
+        ck_assert_int_eq(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                                           RD_KAFKA_V_VALUE("x", 1), RD_KAFKA_V_END),
+                         RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(rd_kafka_flush(rk, 5000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(rk);
+}
+
+/* The high watermark topic_get shows for partition p, or -1 (refused). */
+static int64_t shown_hw(struct pulse_broker *b, const char *topic, uint32_t p, pulse_status_t *st, int64_t *took_us)
+{
+    struct pulse_topic_info *info = NULL;
+    int64_t t0 = pulse_clock_mono_us();
+    *st = pulse_broker_topic_get(b, topic, true, &info);
+    *took_us = pulse_clock_mono_us() - t0;
+    int64_t hw = *st == PULSE_OK ? info->stats[p].high_watermark : -1;
+    pulse_topic_info_free(info);
+    return hw;
+}
+
+/* topic_get and topic_list run on HTTP workers, which must not wait: they
+ * answer from the cache kwait refreshes (with the watermarks), raised at
+ * once by this gateway's own publishes. When the cluster goes away they
+ * keep answering at once - from the cache, then PULSE_UNAVAILABLE - never
+ * after a call to the cluster (which would take the request timeout). */
+START_TEST(test_topic_reads_answer_from_the_cache_and_never_wait_for_the_cluster)
+{
+    static const char *const kv[] = {"kafka.mock-brokers",
+                                     "3",
+                                     "kafka.request-timeout",
+                                     "2s",
+                                     "kafka.property.reconnect.backoff.max.ms",
+                                     "200",
+                                     NULL};
+    struct pulse_broker *b = open_with(kv);
+    rd_kafka_mock_cluster_t *mc = pulse_kafka_mock(b);
+    create(b, "tr", 2);
+    struct pulse_publish_record recs[3] = {value_rec(NULL, "a", 0), value_rec(NULL, "b", 0), value_rec(NULL, "c", 0)};
+    struct pulse_offset_pair offs[3];
+    char err[256] = "";
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "tr", recs, 3, offs, err, sizeof err), PULSE_OK);
+    pulse_status_t st;
+    int64_t took = 0;
+    /* Our own publish: seen by the very next read. */
+    ck_assert_int_eq(shown_hw(b, "tr", 0, &st, &took), 3);
+    /* Published elsewhere: seen within a refresh or two. */
+    publish_elsewhere(b, "tr", 1, 2);
+    int64_t t0 = pulse_clock_mono_us();
+    while (shown_hw(b, "tr", 1, &st, &took) != 2 && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    ck_assert_int_eq(shown_hw(b, "tr", 1, &st, &took), 2);
+    /* The cluster goes away: every read answers at once (from the cache,
+     * then 503 once the refresh has failed), none takes the 2 s timeout. */
+    for (int id = 1; id <= 3; id++)
+        rd_kafka_mock_broker_set_down(mc, id);
+    int64_t slowest = 0;
+    bool refused = false;
+    t0 = pulse_clock_mono_us();
+    while (!refused && pulse_clock_mono_us() - t0 < 15000000) {
+        struct pulse_topic_info **list = NULL;
+        size_t n = 0;
+        (void)shown_hw(b, "tr", 0, &st, &took);
+        slowest = took > slowest ? took : slowest;
+        ck_assert_msg(st == PULSE_OK || st == PULSE_UNAVAILABLE, "%s", pulse_status_message(st));
+        refused = st == PULSE_UNAVAILABLE;
+        int64_t t1 = pulse_clock_mono_us();
+        pulse_status_t lst = pulse_broker_topic_list(b, true, &list, &n);
+        took = pulse_clock_mono_us() - t1;
+        slowest = took > slowest ? took : slowest;
+        if (lst == PULSE_OK)
+            pulse_topic_info_list_free(list, n);
+        nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+    }
+    ck_assert_msg(refused, "topic_get kept answering from a cache the cluster no longer confirms");
+    ck_assert_msg(slowest < 250000, "a topic read waited %lld us for the cluster", (long long)slowest);
+    /* Back: served again without a restart. */
+    for (int id = 1; id <= 3; id++)
+        rd_kafka_mock_broker_set_up(mc, id);
+    t0 = pulse_clock_mono_us();
+    while (shown_hw(b, "tr", 0, &st, &took) != 3 && pulse_clock_mono_us() - t0 < 15000000)
+        nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL);
+    ck_assert_int_eq(shown_hw(b, "tr", 0, &st, &took), 3);
+    close_broker(b);
+}
+END_TEST
+
 START_TEST(test_pass_through_properties_are_kept_in_order_and_replaced)
 {
     static const char *const kv[] = {"kafka.property.security.protocol",
@@ -527,6 +622,7 @@ static Suite *kafka_suite(void)
     tcase_add_test(tc, test_a_cluster_that_cannot_be_reached_answers_unavailable_in_bounded_time);
     tcase_add_test(tc, test_a_cluster_that_goes_away_is_unavailable_then_comes_back);
     tcase_add_test(tc, test_pass_through_properties_are_kept_in_order_and_replaced);
+    tcase_add_test(tc, test_topic_reads_answer_from_the_cache_and_never_wait_for_the_cluster);
     suite_add_tcase(s, tc);
     return s;
 }
