@@ -64,6 +64,8 @@ struct pulse_kafka {
     rd_kafka_t *mock_owner; /* the mock's handle (tests), or NULL */
     rd_kafka_mock_cluster_t *mock;
     int mock_brokers;
+    char **mock_deleted; /* topics the mock hides (kadmin.c; kadmin only) */
+    size_t n_mock_deleted;
     rd_kafka_t *prod;
     struct kfetcher *fetchers;
     size_t n_fetchers;
@@ -134,6 +136,10 @@ void pulse_kafka_meta_note_hw(struct pulse_kafka *k, const char *topic, int32_t 
  * known to be gone (at once) or does not answer. */
 pulse_status_t pulse_kafka_meta_partitions(struct pulse_kafka *k, const char *topic, uint32_t *n_out);
 
+/* The cache alone, whatever its age: 1 (and *n_out) when it has topic, 0
+ * when it does not, -1 when it was never filled. Never calls the cluster. */
+int pulse_kafka_meta_cached(struct pulse_kafka *k, const char *topic, uint32_t *n_out);
+
 /* Copies the cached names, counts and marks (a refresh of the names first
  * when stale): *out (pulse_kafka_meta_snapshot_free). */
 pulse_status_t pulse_kafka_meta_snapshot(struct pulse_kafka *k, struct kmeta_topic **out, size_t *n_out);
@@ -193,6 +199,14 @@ void *pulse_kafka_wait_main(void *arg);
 /* ---- kadmin.c ------------------------------------------------------------- */
 
 void *pulse_kafka_admin_main(void *arg);
+/* A job of another file for kadmin: fn(k, ctx) runs there (it may call the
+ * cluster, each call bounded by the request timeout), then done(arg, its
+ * status) with no lock held, then ctx_free(ctx) (nullable). Returns
+ * PULSE_SHUTDOWN (draining) or PULSE_NOMEM at once, after ctx_free, and
+ * done is never called. */
+typedef pulse_status_t (*pulse_kafka_job_fn)(struct pulse_kafka *k, void *ctx);
+pulse_status_t pulse_kafka_admin_submit(struct pulse_kafka *k, pulse_kafka_job_fn fn, void *ctx,
+                                        void (*ctx_free)(void *ctx), pulse_admin_done_fn done, void *arg);
 /* Waits until the admin queue is empty and idle (drain). */
 void pulse_kafka_admin_drain(struct pulse_kafka *k);
 pulse_status_t pulse_kafka_topic_create_async(struct pulse_broker *b, const struct pulse_topic_spec *spec,
@@ -211,6 +225,34 @@ pulse_status_t pulse_kafka_cursor_get_async(struct pulse_broker *b, const char *
                                             void *arg);
 pulse_status_t pulse_kafka_cursor_list_async(struct pulse_broker *b, const char *consumer, struct pulse_cursor **out,
                                              size_t *n_out, pulse_admin_done_fn done, void *arg);
+
+/* Admin options for op, both timeouts set to the request timeout. */
+rd_kafka_AdminOptions_t *pulse_kafka_admin_options(struct pulse_kafka *k, rd_kafka_admin_op_t op);
+
+/* ---- kconfig.c: retention changes ----------------------------------------- */
+
+/* One topic config as DescribeConfigs gives it. */
+struct kconfig {
+    char *name;
+    char *value;  /* NULL: sensitive, not sent back */
+    bool dynamic; /* set on the topic (source DYNAMIC_TOPIC_CONFIG), writable */
+};
+
+void pulse_kafka_configs_free(struct kconfig *c, size_t n);
+/* The full set of dynamic configs to write with the non-incremental
+ * AlterConfigs: the dynamic entries of described[0..n) with retention.ms /
+ * retention.bytes replaced or added (a negative value keeps it; Pulse's 0,
+ * no limit, is Kafka's -1). PULSE_NOT_SUPPORTED when a dynamic entry is
+ * sensitive (it could not be written back), PULSE_NOMEM. */
+pulse_status_t pulse_kafka_retention_configs(const struct kconfig *described, size_t n, int64_t retention_ms,
+                                             int64_t retention_bytes, struct kconfig **out, size_t *n_out);
+
+/* ---- kconsumers.c: consumer list and delete (consumer groups) -------- */
+
+pulse_status_t pulse_kafka_consumer_list_async(struct pulse_broker *b, char ***names_out, size_t *n_out,
+                                               pulse_admin_done_fn done, void *arg);
+pulse_status_t pulse_kafka_consumer_delete_async(struct pulse_broker *b, const char *consumer,
+                                                 pulse_admin_done_fn done, void *arg);
 
 /* Test hook: the mock cluster (NULL unless kafka.mock-brokers > 0). */
 rd_kafka_mock_cluster_t *pulse_kafka_mock(struct pulse_broker *b);

@@ -218,6 +218,11 @@ static int cached(struct pulse_kafka *k, const char *topic, int64_t max_age_us, 
     return rc;
 }
 
+int pulse_kafka_meta_cached(struct pulse_kafka *k, const char *topic, uint32_t *n_out)
+{
+    return cached(k, topic, INT64_MAX, n_out);
+}
+
 pulse_status_t pulse_kafka_meta_partitions(struct pulse_kafka *k, const char *topic, uint32_t *n_out)
 {
     int rc = cached(k, topic, STALE_US, n_out);

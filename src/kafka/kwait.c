@@ -195,6 +195,22 @@ static bool ask_marks(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *li
     return err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
 }
 
+/* Marks the entries of topics the cache no longer has (deleted through
+ * this gateway or seen gone by a refresh) UNKNOWN_TOPIC_OR_PART, whatever
+ * ListOffsets said of them; true if there was one. */
+static bool mark_deleted(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list)
+{
+    bool any = false;
+    for (int i = 0; i < list->cnt; i++) {
+        uint32_t n = 0;
+        if (pulse_kafka_meta_cached(k, list->elems[i].topic, &n) == 0) {
+            list->elems[i].err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+            any = true;
+        }
+    }
+    return any;
+}
+
 static void sleep_tick(struct pulse_kafka *k, int64_t ms)
 {
     struct timespec ts;
@@ -224,6 +240,7 @@ void *pulse_kafka_wait_main(void *arg)
         if (any) {
             rd_kafka_topic_partition_list_t *list = waited_partitions(k);
             bool ok = list->cnt > 0 && ask_marks(k, list);
+            ok = mark_deleted(k, list) || ok;
             fire_list(take_due(k, list, ok));
             rd_kafka_topic_partition_list_destroy(list);
         }

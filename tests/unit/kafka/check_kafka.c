@@ -571,6 +571,127 @@ START_TEST(test_topic_reads_answer_from_the_cache_and_never_wait_for_the_cluster
 }
 END_TEST
 
+static atomic_int gone_st = -1;
+
+static void on_gone(void *arg, pulse_status_t st)
+{
+    (void)arg;
+    atomic_store(&gone_st, (int)st);
+}
+
+/* The mock cannot delete a topic; the backend hides it there (kadmin.c),
+ * and from then on every call of the seam treats it as deleted: what a
+ * real cluster's DeleteTopics leads to. Its name cannot be used again on
+ * the mock. Retention changes and consumer list/delete are refused there
+ * with PULSE_NOT_SUPPORTED before anything is sent (no controller for
+ * Describe/AlterConfigs; librdkafka 2.0.2 leaks on an unsupported
+ * ListConsumerGroups and aborts on an unsupported DeleteGroups). */
+START_TEST(test_a_deleted_topic_is_gone_for_every_call_and_the_mock_refuses_what_it_cannot_serve)
+{
+    struct pulse_broker *b = open_mock();
+    create(b, "gone", 2);
+    create(b, "stays", 1);
+    struct pulse_publish_record r = value_rec(NULL, "x", 1);
+    struct pulse_offset_pair off;
+    char err[256] = "";
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "gone", &r, 1, &off, err, sizeof err), PULSE_OK);
+    struct pulse_cursor c[2];
+    memset(c, 0, sizeof c);
+    snprintf(c[0].topic, sizeof c[0].topic, "gone");
+    c[0].partition = 1;
+    c[0].offset = 1;
+    snprintf(c[1].topic, sizeof c[1].topic, "stays");
+    ck_assert_msg(pulse_broker_cursor_commit(b, "cg", c, 2, err, sizeof err) == PULSE_OK, "%s", err);
+    /* A waiter on the topic, then the delete. */
+    bool parked = false;
+    struct pulse_wait_pos wp = {"gone", 0, 0};
+    ck_assert_int_eq(pulse_broker_wait_any(b, &wp, 1, pulse_clock_mono_us() + 10000000, on_gone, NULL, &parked, NULL),
+                     PULSE_OK);
+    ck_assert(parked);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "gone"), PULSE_OK);
+    int64_t t0 = pulse_clock_mono_us();
+    while (atomic_load(&gone_st) == -1 && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+    ck_assert_int_eq(atomic_load(&gone_st), PULSE_TOPIC_NOT_FOUND);
+    struct pulse_topic_info *info = NULL;
+    ck_assert_int_eq(pulse_broker_topic_get(b, "gone", false, &info), PULSE_TOPIC_NOT_FOUND);
+    struct pulse_topic_info **list = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_broker_topic_list(b, true, &list, &n), PULSE_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_str_ne(list[i]->name, "gone");
+    pulse_topic_info_list_free(list, n);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "gone", &r, 1, &off, err, sizeof err), PULSE_TOPIC_NOT_FOUND);
+    struct pulse_fetch_pos pos;
+    ck_assert_int_eq(pulse_broker_fetch_probe(b, "gone", 1, 0, &pos), PULSE_TOPIC_NOT_FOUND);
+    struct pulse_cursor *cs = NULL;
+    ck_assert_int_eq(pulse_broker_cursor_list(b, "cg", &cs, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(cs[0].topic, "stays");
+    pulse_free(cs);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "gone"), PULSE_TOPIC_NOT_FOUND);
+    /* What the mock cannot serve. */
+    struct pulse_topic_spec spec = {"gone", 1, -1, -1, -1, -1};
+    err[0] = '\0';
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_NOT_SUPPORTED);
+    ck_assert_msg(strstr(err, "deleted") != NULL, "%s", err);
+    ck_assert_int_eq(pulse_broker_topic_set_retention(b, "stays", 1000, -1, NULL), PULSE_NOT_SUPPORTED);
+    ck_assert_int_eq(pulse_broker_topic_set_retention(b, "gone", 1000, -1, NULL), PULSE_TOPIC_NOT_FOUND);
+    char **names = NULL;
+    ck_assert_int_eq(pulse_broker_consumer_list(b, &names, &n), PULSE_NOT_SUPPORTED);
+    ck_assert_int_eq(pulse_broker_consumer_delete(b, "cg"), PULSE_NOT_SUPPORTED);
+    close_broker(b);
+}
+END_TEST
+
+static void add_config(struct kconfig *c, size_t i, const char *name, const char *value, bool dynamic)
+{
+    c[i].name = (char *)(uintptr_t)name;
+    c[i].value = (char *)(uintptr_t)value;
+    c[i].dynamic = dynamic;
+}
+
+static const char *config_value(const struct kconfig *c, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(c[i].name, name) == 0)
+            return c[i].value;
+    return NULL;
+}
+
+/* librdkafka 2.0.2's AlterConfigs replaces the topic's whole dynamic set:
+ * the retention change writes back every config set on the topic, with
+ * only retention.ms / retention.bytes changed, and none of the broker's
+ * defaults (which would then be pinned on the topic). */
+START_TEST(test_a_retention_change_writes_back_every_config_set_on_the_topic)
+{
+    struct kconfig got[4];
+    add_config(got, 0, "retention.ms", "1000", true);
+    add_config(got, 1, "cleanup.policy", "compact", true);
+    add_config(got, 2, "segment.bytes", "1073741824", false);
+    add_config(got, 3, "max.message.bytes", "2000", true);
+    struct kconfig *set = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_kafka_retention_configs(got, 4, 5000, -1, &set, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(config_value(set, n, "retention.ms"), "5000");
+    ck_assert_str_eq(config_value(set, n, "cleanup.policy"), "compact");
+    ck_assert_str_eq(config_value(set, n, "max.message.bytes"), "2000");
+    ck_assert_ptr_null(config_value(set, n, "segment.bytes"));
+    ck_assert_ptr_null(config_value(set, n, "retention.bytes"));
+    pulse_kafka_configs_free(set, n);
+    /* retention.bytes added; Pulse's 0 (no limit) is Kafka's -1. */
+    ck_assert_int_eq(pulse_kafka_retention_configs(got, 4, -1, 0, &set, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_str_eq(config_value(set, n, "retention.ms"), "1000");
+    ck_assert_str_eq(config_value(set, n, "retention.bytes"), "-1");
+    pulse_kafka_configs_free(set, n);
+    /* A sensitive config set on the topic could not be written back. */
+    add_config(got, 2, "some.secret", NULL, true);
+    ck_assert_int_eq(pulse_kafka_retention_configs(got, 4, 5000, -1, &set, &n), PULSE_NOT_SUPPORTED);
+}
+END_TEST
+
 START_TEST(test_pass_through_properties_are_kept_in_order_and_replaced)
 {
     static const char *const kv[] = {"kafka.property.security.protocol",
@@ -623,6 +744,8 @@ static Suite *kafka_suite(void)
     tcase_add_test(tc, test_a_cluster_that_goes_away_is_unavailable_then_comes_back);
     tcase_add_test(tc, test_pass_through_properties_are_kept_in_order_and_replaced);
     tcase_add_test(tc, test_topic_reads_answer_from_the_cache_and_never_wait_for_the_cluster);
+    tcase_add_test(tc, test_a_deleted_topic_is_gone_for_every_call_and_the_mock_refuses_what_it_cannot_serve);
+    tcase_add_test(tc, test_a_retention_change_writes_back_every_config_set_on_the_topic);
     suite_add_tcase(s, tc);
     return s;
 }
