@@ -629,6 +629,7 @@ const struct pulse_broker_ops pulse_kafka_ops = {
     .fetch_probe = pulse_kafka_fetch_probe,
     .fetch_raw = NULL,
     .note_fetched = kafka_note_fetched,
+    .offset_for_time = pulse_kafka_offset_for_time,
     .wait_any = pulse_kafka_wait_any,
     .cursor_commit_async = pulse_kafka_cursor_commit_async,
     .cursor_get_async = pulse_kafka_cursor_get_async,

@@ -176,6 +176,8 @@ void pulse_kafka_fetch_rewind(struct pulse_fetch *f);
 void pulse_kafka_fetch_destroy(struct pulse_fetch *f);
 pulse_status_t pulse_kafka_fetch_probe(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
                                        struct pulse_fetch_pos *pos);
+pulse_status_t pulse_kafka_offset_for_time(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t ts_ms,
+                                           int64_t *offset_out);
 
 /* ---- kwait.c -------------------------------------------------------------- */
 

@@ -692,6 +692,39 @@ START_TEST(test_a_retention_change_writes_back_every_config_set_on_the_topic)
 }
 END_TEST
 
+/* Positions by time are ListOffsets by timestamp, which the mock answers
+ * with "none" (-1) for every time (kfetch.c): first the mock's answer is
+ * pinned here (if a librdkafka ever gives it a time index, this fails and
+ * the refusal below can go), then the gateway's: unknown topics and
+ * partitions as always, else PULSE_NOT_SUPPORTED on the mock rather than
+ * a wrong offset. */
+START_TEST(test_offset_for_time_is_refused_on_the_mock_which_has_no_time_index)
+{
+    struct pulse_broker *b = open_mock();
+    create(b, "times", 2);
+    struct pulse_publish_record recs[3] = {value_rec(NULL, "a", 1), value_rec(NULL, "b", 1), value_rec(NULL, "c", 1)};
+    for (int i = 0; i < 3; i++) {
+        recs[i].has_timestamp = true;
+        recs[i].timestamp = 1000 * (i + 1);
+    }
+    struct pulse_offset_pair offs[3];
+    char err[256] = "";
+    ck_assert_msg(pulse_broker_publish_wait(b, "times", recs, 3, offs, err, sizeof err) == PULSE_OK, "%s", err);
+    struct pulse_kafka *k = (struct pulse_kafka *)(void *)b;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, "times", 1)->offset = 1500;
+    ck_assert_int_eq(rd_kafka_offsets_for_times(k->prod, list, 5000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(list->elems[0].offset, -1); /* the record at 2000 is offset 1 */
+    rd_kafka_topic_partition_list_destroy(list);
+    int64_t got = -7;
+    ck_assert_int_eq(pulse_broker_offset_for_time(b, "times", 1, 1500, &got), PULSE_NOT_SUPPORTED);
+    ck_assert_int_eq(pulse_broker_offset_for_time(b, "times", 2, 5, &got), PULSE_PARTITION_NOT_FOUND);
+    ck_assert_int_eq(pulse_broker_offset_for_time(b, "nope", 0, 5, &got), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(got, -7);
+    close_broker(b);
+}
+END_TEST
+
 START_TEST(test_pass_through_properties_are_kept_in_order_and_replaced)
 {
     static const char *const kv[] = {"kafka.property.security.protocol",
@@ -746,6 +779,7 @@ static Suite *kafka_suite(void)
     tcase_add_test(tc, test_topic_reads_answer_from_the_cache_and_never_wait_for_the_cluster);
     tcase_add_test(tc, test_a_deleted_topic_is_gone_for_every_call_and_the_mock_refuses_what_it_cannot_serve);
     tcase_add_test(tc, test_a_retention_change_writes_back_every_config_set_on_the_topic);
+    tcase_add_test(tc, test_offset_for_time_is_refused_on_the_mock_which_has_no_time_index);
     suite_add_tcase(s, tc);
     return s;
 }
