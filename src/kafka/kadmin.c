@@ -188,7 +188,8 @@ static pulse_status_t run_create(struct pulse_kafka *k, struct kjob *j)
      * (bounded) for it to show up, so a publish right after the answer
      * finds it. */
     for (int i = 0; i < 50; i++) {
-        if (pulse_kafka_meta_refresh_marks(k) == PULSE_OK && pulse_kafka_meta_partitions(k, j->name, &parts) == PULSE_OK)
+        if (pulse_kafka_meta_refresh_marks(k) == PULSE_OK &&
+            pulse_kafka_meta_partitions(k, j->name, &parts) == PULSE_OK)
             break;
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);

@@ -81,8 +81,8 @@ struct pulse_kafka {
     pthread_mutex_t meta_mu;
     struct kmeta_topic *topics; /* sorted by name */
     size_t n_topics;
-    int64_t meta_at_us;  /* mono time of the last refresh; 0 = never */
-    int64_t marks_at_us; /* of the last refresh that got the watermarks too */
+    int64_t meta_at_us;      /* mono time of the last refresh; 0 = never */
+    int64_t marks_at_us;     /* of the last refresh that got the watermarks too */
     atomic_bool meta_wanted; /* a reader missed a topic: refresh soon */
 
     pthread_mutex_t stats_mu;
@@ -253,8 +253,8 @@ pulse_status_t pulse_kafka_retention_configs(const struct kconfig *described, si
 
 pulse_status_t pulse_kafka_consumer_list_async(struct pulse_broker *b, char ***names_out, size_t *n_out,
                                                pulse_admin_done_fn done, void *arg);
-pulse_status_t pulse_kafka_consumer_delete_async(struct pulse_broker *b, const char *consumer,
-                                                 pulse_admin_done_fn done, void *arg);
+pulse_status_t pulse_kafka_consumer_delete_async(struct pulse_broker *b, const char *consumer, pulse_admin_done_fn done,
+                                                 void *arg);
 
 /* Test hook: the mock cluster (NULL unless kafka.mock-brokers > 0). */
 rd_kafka_mock_cluster_t *pulse_kafka_mock(struct pulse_broker *b);

@@ -184,7 +184,8 @@ static pulse_status_t run_retention(struct pulse_kafka *k, void *ctx)
         st = alter(k, r->topic, set, n_set);
     pulse_kafka_configs_free(got, n_got);
     pulse_kafka_configs_free(set, n_set);
-    if (st == PULSE_OK && r->out != NULL && (st = pulse_kafka_topic_get(&k->base, r->topic, true, r->out)) == PULSE_OK) {
+    if (st == PULSE_OK && r->out != NULL &&
+        (st = pulse_kafka_topic_get(&k->base, r->topic, true, r->out)) == PULSE_OK) {
         /* What was just written; the gateway reads no config back. */
         if (r->retention_ms >= 0)
             (*r->out)->retention_ms = r->retention_ms;

@@ -152,8 +152,8 @@ static pulse_status_t run_delete(struct pulse_kafka *k, void *ctx)
     return st;
 }
 
-pulse_status_t pulse_kafka_consumer_delete_async(struct pulse_broker *b, const char *consumer,
-                                                 pulse_admin_done_fn done, void *arg)
+pulse_status_t pulse_kafka_consumer_delete_async(struct pulse_broker *b, const char *consumer, pulse_admin_done_fn done,
+                                                 void *arg)
 {
     struct pulse_kafka *k = kafka_of(b);
     if (!pulse_broker_name_valid(consumer, strlen(consumer)))

@@ -283,8 +283,7 @@ pulse_status_t pulse_kafka_meta_snapshot(struct pulse_kafka *k, struct kmeta_top
 /* The cache as it is, with no call to the cluster: PULSE_UNAVAILABLE when
  * the cluster is known to be gone or the cache is older than
  * SERVE_MAX_AGE_US (with_marks: the watermarks too). */
-static pulse_status_t cached_snapshot(struct pulse_kafka *k, bool with_marks, struct kmeta_topic **out,
-                                      size_t *n_out)
+static pulse_status_t cached_snapshot(struct pulse_kafka *k, bool with_marks, struct kmeta_topic **out, size_t *n_out)
 {
     pulse_status_t st = PULSE_UNAVAILABLE;
     int64_t now = pulse_clock_mono_us();
