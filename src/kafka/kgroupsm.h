@@ -54,8 +54,8 @@ struct kgsm_topic {
 /* One event of the log, as read back. */
 struct kgsm_event {
     enum kgsm_kind kind;
-    int64_t offset;   /* its offset in the log */
-    int64_t time_ms;  /* its timestamp in the log */
+    int64_t offset;     /* its offset in the log */
+    int64_t time_ms;    /* its timestamp in the log */
     const char *member; /* heartbeat, leave, commit */
     /* join */
     const struct kgsm_topic *topics;
