@@ -39,6 +39,9 @@
  * refreshes it every second; older means its refreshes fail or take the
  * whole request timeout, i.e. the cluster is gone or overloaded). */
 #define SERVE_MAX_AGE_US 5000000
+/* A partition whose watermark the last round could not get (its own
+ * error: no leader, deleted meanwhile): its cached marks stay as they were. */
+#define MARK_UNKNOWN INT64_MIN
 
 void pulse_kafka_meta_snapshot_free(struct kmeta_topic *t, size_t n)
 {
@@ -100,7 +103,7 @@ static void merge_marks(struct pulse_kafka *k, struct kmeta_topic *t, size_t n, 
             struct kmeta_marks *m = &t[i].marks[p];
             if (o != NULL && o->partitions == t[i].partitions && o->marks != NULL)
                 *m = o->marks[p];
-            if (hi == NULL)
+            if (hi == NULL || lo[first + p] == MARK_UNKNOWN || hi[first + p] == MARK_UNKNOWN)
                 continue;
             m->lo = lo[first + p];
             m->hi = m->known && m->raised_us >= asked_us && m->hi > hi[first + p] ? m->hi : hi[first + p];
@@ -109,8 +112,63 @@ static void merge_marks(struct pulse_kafka *k, struct kmeta_topic *t, size_t n, 
     }
 }
 
+/* Whether err says the cluster as a whole did not answer (rather than a
+ * partition or topic refusing). */
+static bool whole_failure(rd_kafka_resp_err_t err)
+{
+    return err == RD_KAFKA_RESP_ERR__TIMED_OUT || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+           err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE ||
+           err == RD_KAFKA_RESP_ERR__DESTROY;
+}
+
+/* ListOffsets (which: -2 earliest, -1 latest) of entries [from, to) of list
+ * into out[from..to): MARK_UNKNOWN for all of them when the call failed
+ * for another reason than the cluster being gone (*gone). librdkafka 2.0.2
+ * then reports one error for the whole call and no entry at all. */
+static void ask_range(struct pulse_kafka *k, const rd_kafka_topic_partition_list_t *list, int from, int to,
+                      int64_t which, int64_t *out, bool *gone)
+{
+    rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_new(to - from);
+    for (int i = from; i < to; i++)
+        rd_kafka_topic_partition_list_add(q, list->elems[i].topic, list->elems[i].partition)->offset = which;
+    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(k->prod, q, (int)k->timeout_ms);
+    *gone = whole_failure(err);
+    for (int i = from; i < to; i++) {
+        const rd_kafka_topic_partition_t *e = &q->elems[i - from];
+        bool ok = err == RD_KAFKA_RESP_ERR_NO_ERROR && e->err == RD_KAFKA_RESP_ERR_NO_ERROR && e->offset >= 0;
+        out[i] = ok ? e->offset : MARK_UNKNOWN;
+    }
+    rd_kafka_topic_partition_list_destroy(q);
+}
+
+/* One round for every entry of list (grouped by topic, as
+ * ask_all_marks builds it) into out[]. One call for all; if it fails for
+ * a topic's or a partition's own reason, one call per topic, so a
+ * partition without a leader leaves only its topic's marks as they were,
+ * and the others (and the gateway's health) are not taken with it.
+ * PULSE_UNAVAILABLE when the cluster did not answer. */
+static pulse_status_t ask_round(struct pulse_kafka *k, const rd_kafka_topic_partition_list_t *list, int64_t which,
+                                int64_t *out)
+{
+    bool gone = false;
+    ask_range(k, list, 0, list->cnt, which, out, &gone);
+    if (gone)
+        return PULSE_UNAVAILABLE;
+    if (list->cnt == 0 || out[0] != MARK_UNKNOWN)
+        return PULSE_OK; /* the call as a whole succeeded */
+    for (int from = 0; from < list->cnt && !gone;) {
+        int to = from + 1;
+        while (to < list->cnt && strcmp(list->elems[to].topic, list->elems[from].topic) == 0)
+            to++;
+        ask_range(k, list, from, to, which, out, &gone);
+        from = to;
+    }
+    return gone ? PULSE_UNAVAILABLE : PULSE_OK;
+}
+
 /* Asks the watermarks of every partition of t[0..n): *lo_out and *hi_out
- * (pulse_free both), or PULSE_UNAVAILABLE & co. */
+ * (pulse_free both; MARK_UNKNOWN where a partition had its own error), or
+ * PULSE_UNAVAILABLE & co. */
 static pulse_status_t ask_all_marks(struct pulse_kafka *k, const struct kmeta_topic *t, size_t n, int64_t **lo_out,
                                     int64_t **hi_out)
 {
@@ -120,11 +178,11 @@ static pulse_status_t ask_all_marks(struct pulse_kafka *k, const struct kmeta_to
             rd_kafka_topic_partition_list_add(list, t[i].name, (int32_t)p);
     int64_t *lo = pulse_calloc((size_t)list->cnt + 1, sizeof *lo);
     int64_t *hi = pulse_calloc((size_t)list->cnt + 1, sizeof *hi);
-    pulse_status_t st = lo == NULL || hi == NULL ? PULSE_NOMEM
-                        : list->cnt > 0          ? pulse_kafka_watermarks(k, list, lo)
-                                                 : PULSE_OK;
-    for (int i = 0; st == PULSE_OK && i < list->cnt; i++)
-        hi[i] = list->elems[i].offset;
+    pulse_status_t st = lo == NULL || hi == NULL ? PULSE_NOMEM : PULSE_OK;
+    if (st == PULSE_OK && list->cnt > 0)
+        st = ask_round(k, list, RD_KAFKA_OFFSET_BEGINNING, lo);
+    if (st == PULSE_OK && list->cnt > 0)
+        st = ask_round(k, list, RD_KAFKA_OFFSET_END, hi);
     rd_kafka_topic_partition_list_destroy(list);
     if (st != PULSE_OK) {
         pulse_free(lo);

@@ -725,6 +725,39 @@ START_TEST(test_offset_for_time_is_refused_on_the_mock_which_has_no_time_index)
 }
 END_TEST
 
+/* One broker answers every ListOffsets with an error for its partitions:
+ * the refresh keeps the other partitions' watermarks moving and the
+ * gateway healthy (one partition without a leader must not take /readyz
+ * and every topic read down with it). */
+START_TEST(test_a_partition_whose_watermarks_fail_does_not_fail_the_refresh)
+{
+    struct pulse_broker *b = open_mock();
+    rd_kafka_mock_cluster_t *mc = pulse_kafka_mock(b);
+    create(b, "sick", 1);
+    create(b, "well", 1);
+    ck_assert_int_eq(rd_kafka_mock_partition_set_leader(mc, "sick", 0, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(rd_kafka_mock_partition_set_leader(mc, "well", 0, 2), RD_KAFKA_RESP_ERR_NO_ERROR);
+    nanosleep(&(struct timespec){0, 300 * 1000000L}, NULL);
+    /* ApiKey 2 = ListOffsets, on broker 1 only, for the rest of the test. */
+    for (int i = 0; i < 300; i++)
+        ck_assert_int_eq(rd_kafka_mock_broker_push_request_error_rtts(mc, 1, 2, 1, RD_KAFKA_RESP_ERR_INVALID_REQUEST,
+                                                                      0),
+                         RD_KAFKA_RESP_ERR_NO_ERROR);
+    publish_elsewhere(b, "well", 0, 2);
+    pulse_status_t st;
+    int64_t took = 0;
+    int64_t t0 = pulse_clock_mono_us();
+    while (shown_hw(b, "well", 0, &st, &took) != 2 && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    ck_assert_msg(shown_hw(b, "well", 0, &st, &took) == 2, "well/0 not refreshed: %s", pulse_status_message(st));
+    struct pulse_fenced_partition *fenced = NULL;
+    size_t nf = 0;
+    ck_assert_int_eq(pulse_broker_fenced_list(b, &fenced, &nf), PULSE_OK);
+    rd_kafka_mock_clear_request_errors(mc, 2);
+    close_broker(b);
+}
+END_TEST
+
 START_TEST(test_pass_through_properties_are_kept_in_order_and_replaced)
 {
     static const char *const kv[] = {"kafka.property.security.protocol",
@@ -776,6 +809,7 @@ static Suite *kafka_suite(void)
     tcase_add_test(tc, test_a_cluster_that_cannot_be_reached_answers_unavailable_in_bounded_time);
     tcase_add_test(tc, test_a_cluster_that_goes_away_is_unavailable_then_comes_back);
     tcase_add_test(tc, test_pass_through_properties_are_kept_in_order_and_replaced);
+    tcase_add_test(tc, test_a_partition_whose_watermarks_fail_does_not_fail_the_refresh);
     tcase_add_test(tc, test_topic_reads_answer_from_the_cache_and_never_wait_for_the_cluster);
     tcase_add_test(tc, test_a_deleted_topic_is_gone_for_every_call_and_the_mock_refuses_what_it_cannot_serve);
     tcase_add_test(tc, test_a_retention_change_writes_back_every_config_set_on_the_topic);
