@@ -391,9 +391,12 @@ pulse_status_t pulse_kafka_watermarks(struct pulse_kafka *k, rd_kafka_topic_part
 }
 
 /* The info of one topic; with stats, its partitions' positions from the
- * cached marks (PULSE_UNAVAILABLE in *st when one is not known yet: a
- * topic younger than the last refresh of the watermarks). */
-static struct pulse_topic_info *info_of(const struct kmeta_topic *t, bool with_stats, pulse_status_t *st)
+ * cached marks. One not known yet (a topic younger than the last refresh
+ * of the watermarks, a partition whose ListOffsets keeps failing):
+ * PULSE_UNAVAILABLE in *st, or with unknown_ok no stats at all (a listing
+ * shows an empty partition_stats for that topic rather than failing). */
+static struct pulse_topic_info *info_of(const struct kmeta_topic *t, bool with_stats, bool unknown_ok,
+                                        pulse_status_t *st)
 {
     struct pulse_topic_info *info = pulse_calloc(1, sizeof *info);
     *st = PULSE_NOMEM;
@@ -420,6 +423,11 @@ static struct pulse_topic_info *info_of(const struct kmeta_topic *t, bool with_s
     }
     if (info->stats == NULL)
         *st = PULSE_NOMEM;
+    if (*st == PULSE_UNAVAILABLE && unknown_ok) {
+        pulse_free(info->stats);
+        info->stats = NULL;
+        *st = PULSE_OK;
+    }
     if (*st != PULSE_OK) {
         pulse_topic_info_free(info);
         return NULL;
@@ -451,7 +459,7 @@ pulse_status_t pulse_kafka_topic_get(struct pulse_broker *b, const char *name, b
         atomic_store(&k->meta_wanted, true); /* maybe created elsewhere: refresh soon */
         pulse_kafka_wait_kick(k);
     } else {
-        *out = info_of(mine, with_stats, &st);
+        *out = info_of(mine, with_stats, false, &st);
     }
     pulse_kafka_meta_snapshot_free(t, n);
     return st;
@@ -469,7 +477,7 @@ pulse_status_t pulse_kafka_topic_list(struct pulse_broker *b, bool with_stats, s
     struct pulse_topic_info **infos = pulse_calloc(n + 1, sizeof *infos);
     st = infos == NULL ? PULSE_NOMEM : PULSE_OK;
     for (size_t i = 0; st == PULSE_OK && i < n; i++)
-        infos[i] = info_of(&t[i], with_stats, &st);
+        infos[i] = info_of(&t[i], with_stats, true, &st);
     pulse_kafka_meta_snapshot_free(t, n);
     if (st != PULSE_OK) {
         pulse_topic_info_list_free(infos, n);

@@ -753,6 +753,32 @@ START_TEST(test_a_partition_whose_watermarks_fail_does_not_fail_the_refresh)
     struct pulse_fenced_partition *fenced = NULL;
     size_t nf = 0;
     ck_assert_int_eq(pulse_broker_fenced_list(b, &fenced, &nf), PULSE_OK);
+    /* A topic whose positions were never learned: listed without stats,
+     * its own read with stats PULSE_UNAVAILABLE, without stats served. */
+    ck_assert_int_eq(rd_kafka_mock_topic_create(mc, "never", 1, 3), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(rd_kafka_mock_partition_set_leader(mc, "never", 0, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    struct pulse_topic_info *info = NULL;
+    t0 = pulse_clock_mono_us();
+    while (pulse_broker_topic_get(b, "never", false, &info) != PULSE_OK && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    ck_assert_ptr_nonnull(info);
+    pulse_topic_info_free(info);
+    info = NULL;
+    ck_assert_int_eq(pulse_broker_topic_get(b, "never", true, &info), PULSE_UNAVAILABLE);
+    struct pulse_topic_info **list = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_broker_topic_list(b, true, &list, &n), PULSE_OK);
+    bool seen = false;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(list[i]->name, "never") == 0) {
+            seen = true;
+            ck_assert_ptr_null(list[i]->stats);
+        } else if (strcmp(list[i]->name, "well") == 0) {
+            ck_assert_int_eq(list[i]->stats[0].high_watermark, 2);
+        }
+    }
+    ck_assert(seen);
+    pulse_topic_info_list_free(list, n);
     rd_kafka_mock_clear_request_errors(mc, 2);
     close_broker(b);
 }
