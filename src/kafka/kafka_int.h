@@ -150,6 +150,14 @@ void pulse_kafka_meta_snapshot_free(struct kmeta_topic *t, size_t n);
  * list->elems[i].offset gets the HW; lo (n entries, nullable) the start. */
 pulse_status_t pulse_kafka_watermarks(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list, int64_t *lo);
 
+/* The high watermark of each entry of list (grouped by topic) into hi[]:
+ * one ListOffsets call, or one per topic when that fails for a topic's
+ * own reason (librdkafka 2.0.2 then answers no entry at all); a negative
+ * value for an entry not answered. PULSE_UNAVAILABLE when the cluster did
+ * not answer. Blocks up to the request timeout (per call). */
+pulse_status_t pulse_kafka_latest_marks(struct pulse_kafka *k, const rd_kafka_topic_partition_list_t *list,
+                                        int64_t *hi);
+
 /* topic_get / topic_list of the table: from the cache alone, never a call
  * to the cluster (the seam's rule for them); PULSE_UNAVAILABLE when the
  * cluster is gone or the cache is too old. */

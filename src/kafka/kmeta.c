@@ -166,6 +166,11 @@ static pulse_status_t ask_round(struct pulse_kafka *k, const rd_kafka_topic_part
     return gone ? PULSE_UNAVAILABLE : PULSE_OK;
 }
 
+pulse_status_t pulse_kafka_latest_marks(struct pulse_kafka *k, const rd_kafka_topic_partition_list_t *list, int64_t *hi)
+{
+    return ask_round(k, list, RD_KAFKA_OFFSET_END, hi);
+}
+
 /* Asks the watermarks of every partition of t[0..n): *lo_out and *hi_out
  * (pulse_free both; MARK_UNKNOWN where a partition had its own error), or
  * PULSE_UNAVAILABLE & co. */

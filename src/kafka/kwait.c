@@ -185,14 +185,24 @@ static struct kwaiter *take_due(struct pulse_kafka *k, rd_kafka_topic_partition_
     return due;
 }
 
-/* Asks the high watermarks of the partitions waited on, one call for all;
- * each entry keeps its own error (a deleted topic). */
+/* Asks the high watermarks of the partitions waited on: one call for all,
+ * one per topic when that call fails for a topic's own reason (kmeta.c's
+ * pulse_kafka_latest_marks), so a partition without a leader does not keep
+ * the waiters of every other partition from waking. An entry not answered
+ * gets an error (its waiters wait for their deadline or the next tick). */
 static bool ask_marks(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list)
 {
-    for (int i = 0; i < list->cnt; i++)
-        list->elems[i].offset = RD_KAFKA_OFFSET_END;
-    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(k->prod, list, (int)k->timeout_ms);
-    return err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+    int64_t *hi = pulse_calloc((size_t)list->cnt + 1, sizeof *hi);
+    if (hi == NULL)
+        return false;
+    rd_kafka_topic_partition_list_sort(list, NULL, NULL); /* by topic: one range each */
+    bool ok = pulse_kafka_latest_marks(k, list, hi) == PULSE_OK;
+    for (int i = 0; ok && i < list->cnt; i++) {
+        list->elems[i].offset = hi[i] >= 0 ? hi[i] : RD_KAFKA_OFFSET_END;
+        list->elems[i].err = hi[i] >= 0 ? RD_KAFKA_RESP_ERR_NO_ERROR : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+    }
+    pulse_free(hi);
+    return ok;
 }
 
 /* Marks the entries of topics the cache no longer has (deleted through
