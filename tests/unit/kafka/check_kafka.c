@@ -8,9 +8,13 @@
  * reports per record), cursors as consumer-group offsets that a Kafka
  * consumer of the group sees, long-poll wake-ups, lookups that must not
  * create topics, and a cluster that cannot be reached (bounded
- * PULSE_UNAVAILABLE, never a hang). Also the kafka.property.* pass-through
- * of the settings. Threaded (librdkafka's threads and the backend's): run
- * it under TSan too.
+ * PULSE_UNAVAILABLE, never a hang); topic reads served from the cache
+ * (never waiting for the cluster, one failing partition not taking the
+ * others down), topic delete on the mock, what the mock refuses, the
+ * retention change's merge of configs, positions by time. Also the
+ * kafka.property.* pass-through of the settings. Threaded (librdkafka's
+ * threads and the backend's): .ci/extra runs it under TSan, with
+ * c11threads.c and tsan.supp (docs/Scaling.md "Tests").
  */
 #include <check.h>
 #include <librdkafka/rdkafka.h>
