@@ -15,7 +15,13 @@
  * Topics: created with CreateTopics (cleanup, retention and segment size
  * as topic configs); on the mock cluster, whose CreateTopics cannot work
  * (it names no controller), with rd_kafka_mock_topic_create. Deleted with
- * DeleteTopics (refused on the mock, which cannot delete).
+ * DeleteTopics. The mock can neither delete a topic (its DeleteTopics
+ * waits for a controller it never names) nor has a call to do it; there a
+ * delete hides the topic: rd_kafka_mock_topic_set_error makes every
+ * Metadata answer name it UNKNOWN_TOPIC_OR_PART, so the gateway's cache
+ * drops it and every call of the seam then answers 404 as on a real
+ * cluster. Its records stay in the mock's memory, so its name cannot be
+ * created again (PULSE_NOT_SUPPORTED, saying why): tests only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +31,7 @@
 #include "common/alloc.h"
 #include "kafka/kafka_int.h"
 
-enum kjob_kind { JOB_CREATE, JOB_DELETE, JOB_COMMIT, JOB_GET, JOB_LIST };
+enum kjob_kind { JOB_CREATE, JOB_DELETE, JOB_COMMIT, JOB_GET, JOB_LIST, JOB_FN };
 
 struct kjob {
     struct kjob *next;
@@ -41,6 +47,9 @@ struct kjob {
     size_t n;
     struct pulse_cursor **list_out;
     size_t *n_out;
+    pulse_kafka_job_fn fn; /* JOB_FN: the job, its context and its disposer */
+    void *ctx;
+    void (*ctx_free)(void *ctx);
 };
 
 static pulse_status_t submit(struct pulse_kafka *k, struct kjob *j)
@@ -49,6 +58,8 @@ static pulse_status_t submit(struct pulse_kafka *k, struct kjob *j)
     if (atomic_load(&k->draining)) {
         pthread_mutex_unlock(&k->admin_mu);
         pulse_free(j->kind == JOB_COMMIT ? j->cursors : NULL);
+        if (j->ctx_free != NULL)
+            j->ctx_free(j->ctx);
         pulse_free(j);
         return PULSE_SHUTDOWN;
     }
@@ -81,7 +92,7 @@ static rd_kafka_event_t *wait_event(struct pulse_kafka *k, rd_kafka_queue_t *q)
     return rd_kafka_queue_poll(q, (int)k->timeout_ms + 1000);
 }
 
-static rd_kafka_AdminOptions_t *options(struct pulse_kafka *k, rd_kafka_admin_op_t op)
+rd_kafka_AdminOptions_t *pulse_kafka_admin_options(struct pulse_kafka *k, rd_kafka_admin_op_t op)
 {
     char err[256];
     rd_kafka_AdminOptions_t *o = rd_kafka_AdminOptions_new(k->prod, op);
@@ -114,7 +125,7 @@ static pulse_status_t create_real(struct pulse_kafka *k, struct kjob *j)
         rd_kafka_NewTopic_set_config(nt, "segment.bytes", v);
     }
     rd_kafka_queue_t *q = rd_kafka_queue_new(k->prod);
-    rd_kafka_AdminOptions_t *o = options(k, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_AdminOptions_t *o = pulse_kafka_admin_options(k, RD_KAFKA_ADMIN_OP_CREATETOPICS);
     rd_kafka_CreateTopics(k->prod, &nt, 1, o, q);
     rd_kafka_event_t *ev = wait_event(k, q);
     pulse_status_t st = PULSE_UNAVAILABLE;
@@ -139,9 +150,25 @@ static pulse_status_t create_real(struct pulse_kafka *k, struct kjob *j)
     return st;
 }
 
+/* Whether the mock hid a topic of this name (kadmin only). */
+static bool mock_deleted(const struct pulse_kafka *k, const char *name)
+{
+    for (size_t i = 0; i < k->n_mock_deleted; i++)
+        if (strcmp(k->mock_deleted[i], name) == 0)
+            return true;
+    return false;
+}
+
 static pulse_status_t run_create(struct pulse_kafka *k, struct kjob *j)
 {
     uint32_t parts = 0;
+    if (k->mock != NULL && mock_deleted(k, j->name)) {
+        pulse_errbuf_set(j->errbuf, j->errlen,
+                         "the test cluster cannot create \"%s\" again: it hides deleted topics, which keep "
+                         "their records",
+                         j->name);
+        return PULSE_NOT_SUPPORTED;
+    }
     pulse_status_t st = pulse_kafka_meta_partitions(k, j->name, &parts);
     if (st == PULSE_OK) {
         pulse_errbuf_set(j->errbuf, j->errlen, "topic \"%s\" already exists", j->name);
@@ -161,7 +188,8 @@ static pulse_status_t run_create(struct pulse_kafka *k, struct kjob *j)
      * (bounded) for it to show up, so a publish right after the answer
      * finds it. */
     for (int i = 0; i < 50; i++) {
-        if (pulse_kafka_meta_refresh(k) == PULSE_OK && pulse_kafka_meta_partitions(k, j->name, &parts) == PULSE_OK)
+        if (pulse_kafka_meta_refresh_marks(k) == PULSE_OK &&
+            pulse_kafka_meta_partitions(k, j->name, &parts) == PULSE_OK)
             break;
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
@@ -197,15 +225,40 @@ pulse_status_t pulse_kafka_topic_create_async(struct pulse_broker *b, const stru
     return submit(k, j);
 }
 
+/* The mock's delete (the file's comment): hidden from Metadata answers. */
+static pulse_status_t mock_delete(struct pulse_kafka *k, struct kjob *j)
+{
+    char **names = pulse_realloc(k->mock_deleted, (k->n_mock_deleted + 1) * sizeof *names);
+    if (names == NULL)
+        return PULSE_NOMEM;
+    k->mock_deleted = names;
+    if ((names[k->n_mock_deleted] = pulse_strdup(j->name)) == NULL)
+        return PULSE_NOMEM;
+    k->n_mock_deleted++;
+    rd_kafka_mock_topic_set_error(k->mock, j->name, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
+    /* Gone from the cache before the answer, as on a real cluster once
+     * DeleteTopics answered and the metadata caught up. */
+    uint32_t parts = 0;
+    for (int i = 0; i < 50; i++) {
+        if (pulse_kafka_meta_refresh_marks(k) == PULSE_OK &&
+            pulse_kafka_meta_partitions(k, j->name, &parts) == PULSE_TOPIC_NOT_FOUND)
+            return PULSE_OK;
+        nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+    }
+    return PULSE_UNAVAILABLE;
+}
+
 static pulse_status_t run_delete(struct pulse_kafka *k, struct kjob *j)
 {
     uint32_t parts = 0;
     pulse_status_t st = pulse_kafka_meta_partitions(k, j->name, &parts);
     if (st != PULSE_OK)
         return st;
+    if (k->mock != NULL)
+        return mock_delete(k, j);
     rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(j->name);
     rd_kafka_queue_t *q = rd_kafka_queue_new(k->prod);
-    rd_kafka_AdminOptions_t *o = options(k, RD_KAFKA_ADMIN_OP_DELETETOPICS);
+    rd_kafka_AdminOptions_t *o = pulse_kafka_admin_options(k, RD_KAFKA_ADMIN_OP_DELETETOPICS);
     rd_kafka_DeleteTopics(k->prod, &dt, 1, o, q);
     rd_kafka_event_t *ev = wait_event(k, q);
     st = PULSE_UNAVAILABLE;
@@ -222,7 +275,7 @@ static pulse_status_t run_delete(struct pulse_kafka *k, struct kjob *j)
     rd_kafka_AdminOptions_destroy(o);
     rd_kafka_queue_destroy(q);
     rd_kafka_DeleteTopic_destroy(dt);
-    (void)pulse_kafka_meta_refresh(k);
+    (void)pulse_kafka_meta_refresh_marks(k);
     return st;
 }
 
@@ -234,25 +287,8 @@ pulse_status_t pulse_kafka_topic_delete_async(struct pulse_broker *b, const char
     pulse_status_t st = pulse_kafka_meta_partitions(k, name, &parts);
     if (st != PULSE_OK)
         return st; /* refused at once: unknown topic, cluster gone */
-    /* The mock cluster has no way to delete a topic (its DeleteTopics
-     * waits for a controller it never names). */
-    if (k->mock != NULL)
-        return PULSE_NOT_SUPPORTED;
     struct kjob *j = new_job(JOB_DELETE, name, done, arg);
     return j == NULL ? PULSE_NOMEM : submit(k, j);
-}
-
-/* librdkafka 2.0.2 has only the non-incremental AlterConfigs, which resets
- * every topic config it is not given: changing retention through it could
- * silently undo an operator's settings. Refused (docs/Scaling.md). */
-pulse_status_t pulse_kafka_topic_set_retention_async(struct pulse_broker *b, const char *name, int64_t retention_ms,
-                                                     int64_t retention_bytes, struct pulse_topic_info **out,
-                                                     pulse_admin_done_fn done, void *arg)
-{
-    uint32_t parts = 0;
-    (void)retention_ms, (void)retention_bytes, (void)out, (void)done, (void)arg;
-    pulse_status_t st = pulse_kafka_meta_partitions(kafka_of(b), name, &parts);
-    return st != PULSE_OK ? st : PULSE_NOT_SUPPORTED;
 }
 
 /* ---- cursors: consumer-group offsets ------------------------------------- */
@@ -291,7 +327,7 @@ static const rd_kafka_topic_partition_list_t *group_offsets(struct pulse_kafka *
 {
     rd_kafka_ListConsumerGroupOffsets_t *l = rd_kafka_ListConsumerGroupOffsets_new(group, parts);
     rd_kafka_queue_t *q = rd_kafka_queue_new(k->prod);
-    rd_kafka_AdminOptions_t *o = options(k, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS);
+    rd_kafka_AdminOptions_t *o = pulse_kafka_admin_options(k, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS);
     rd_kafka_ListConsumerGroupOffsets(k->prod, &l, 1, o, q);
     *ev_out = wait_event(k, q);
     const rd_kafka_topic_partition_list_t *res = group_parts(*ev_out, false, st);
@@ -354,7 +390,7 @@ static pulse_status_t run_commit(struct pulse_kafka *k, struct kjob *j)
         return st;
     rd_kafka_AlterConsumerGroupOffsets_t *a = rd_kafka_AlterConsumerGroupOffsets_new(j->name, list);
     rd_kafka_queue_t *q = rd_kafka_queue_new(k->prod);
-    rd_kafka_AdminOptions_t *o = options(k, RD_KAFKA_ADMIN_OP_ALTERCONSUMERGROUPOFFSETS);
+    rd_kafka_AdminOptions_t *o = pulse_kafka_admin_options(k, RD_KAFKA_ADMIN_OP_ALTERCONSUMERGROUPOFFSETS);
     rd_kafka_AlterConsumerGroupOffsets(k->prod, &a, 1, o, q);
     rd_kafka_event_t *ev = wait_event(k, q);
     const rd_kafka_topic_partition_list_t *res = group_parts(ev, true, &st);
@@ -536,6 +572,21 @@ pulse_status_t pulse_kafka_cursor_list_async(struct pulse_broker *b, const char 
     return submit(kafka_of(b), j);
 }
 
+pulse_status_t pulse_kafka_admin_submit(struct pulse_kafka *k, pulse_kafka_job_fn fn, void *ctx,
+                                        void (*ctx_free)(void *ctx), pulse_admin_done_fn done, void *arg)
+{
+    struct kjob *j = new_job(JOB_FN, "", done, arg);
+    if (j == NULL) {
+        if (ctx_free != NULL)
+            ctx_free(ctx);
+        return PULSE_NOMEM;
+    }
+    j->fn = fn;
+    j->ctx = ctx;
+    j->ctx_free = ctx_free;
+    return submit(k, j);
+}
+
 /* ---- the kadmin thread ------------------------------------------------------ */
 
 static pulse_status_t run(struct pulse_kafka *k, struct kjob *j)
@@ -551,6 +602,8 @@ static pulse_status_t run(struct pulse_kafka *k, struct kjob *j)
         return run_get(k, j);
     case JOB_LIST:
         return run_list(k, j);
+    case JOB_FN:
+        return j->fn(k, j->ctx);
     }
     return PULSE_INVALID;
 }
@@ -574,6 +627,8 @@ void *pulse_kafka_admin_main(void *arg)
         j->done(j->arg, st);
         if (j->kind == JOB_COMMIT)
             pulse_free(j->cursors);
+        if (j->ctx_free != NULL)
+            j->ctx_free(j->ctx);
         pulse_free(j);
         pthread_mutex_lock(&k->admin_mu);
         k->jobs_running--;

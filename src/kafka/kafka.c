@@ -309,7 +309,7 @@ pulse_status_t pulse_kafka_open(const struct pulse_kafka_config *cfg, struct pul
         goto out;
     /* The cluster may not be up yet: that is /readyz's to say, not a
      * reason to refuse to start. */
-    if (pulse_kafka_meta_refresh(k) == PULSE_OK) {
+    if (pulse_kafka_meta_refresh_marks(k) == PULSE_OK) {
         char *id = rd_kafka_clusterid(k->prod, (int)k->timeout_ms);
         if (id != NULL)
             snprintf(k->cluster_id, sizeof k->cluster_id, "%s", id);
@@ -380,6 +380,9 @@ static void kafka_close(struct pulse_broker *b)
     if (k->mock_owner != NULL)
         rd_kafka_destroy(k->mock_owner);
     pulse_kafka_meta_snapshot_free(k->topics, k->n_topics);
+    for (size_t i = 0; i < k->n_mock_deleted; i++)
+        pulse_free(k->mock_deleted[i]);
+    pulse_free(k->mock_deleted);
     pulse_free(k->stats_json);
     pthread_mutex_destroy(&k->meta_mu);
     pthread_mutex_destroy(&k->stats_mu);
@@ -533,20 +536,6 @@ static pulse_status_t kafka_metrics(struct pulse_broker *b, struct pulse_buf *ou
     return st;
 }
 
-static pulse_status_t kafka_consumer_list_async(struct pulse_broker *b, char ***names_out, size_t *n_out,
-                                                pulse_admin_done_fn done, void *arg)
-{
-    (void)b, (void)names_out, (void)n_out, (void)done, (void)arg;
-    return PULSE_NOT_SUPPORTED;
-}
-
-static pulse_status_t kafka_consumer_delete_async(struct pulse_broker *b, const char *consumer,
-                                                  pulse_admin_done_fn done, void *arg)
-{
-    (void)b, (void)consumer, (void)done, (void)arg;
-    return PULSE_NOT_SUPPORTED;
-}
-
 /* Consumer groups (docs/API.md "Consumer groups") are not mapped onto the
  * Kafka backend yet: every group call answers PULSE_NOT_SUPPORTED (406),
  * at once, with no callback (docs/Scaling.md "What differs"). */
@@ -640,12 +629,13 @@ const struct pulse_broker_ops pulse_kafka_ops = {
     .fetch_probe = pulse_kafka_fetch_probe,
     .fetch_raw = NULL,
     .note_fetched = kafka_note_fetched,
+    .offset_for_time = pulse_kafka_offset_for_time,
     .wait_any = pulse_kafka_wait_any,
     .cursor_commit_async = pulse_kafka_cursor_commit_async,
     .cursor_get_async = pulse_kafka_cursor_get_async,
     .cursor_list_async = pulse_kafka_cursor_list_async,
-    .consumer_list_async = kafka_consumer_list_async,
-    .consumer_delete_async = kafka_consumer_delete_async,
+    .consumer_list_async = pulse_kafka_consumer_list_async,
+    .consumer_delete_async = pulse_kafka_consumer_delete_async,
     .metrics = kafka_metrics,
     .fenced_list = kafka_fenced_list,
     .group_join = no_group_join,

@@ -33,10 +33,18 @@
 struct kwaiter;
 struct kjob;
 
+/* What the cache knows of a partition's positions (kmeta.c). */
+struct kmeta_marks {
+    int64_t lo, hi;    /* log start, high watermark */
+    int64_t raised_us; /* mono time a delivery report last raised hi; 0 never */
+    bool known;        /* asked at least once */
+};
+
 /* One topic of the metadata cache. */
 struct kmeta_topic {
     char *name;
     uint32_t partitions;
+    struct kmeta_marks *marks; /* partitions entries */
 };
 
 struct kfetcher {
@@ -56,6 +64,8 @@ struct pulse_kafka {
     rd_kafka_t *mock_owner; /* the mock's handle (tests), or NULL */
     rd_kafka_mock_cluster_t *mock;
     int mock_brokers;
+    char **mock_deleted; /* topics the mock hides (kadmin.c; kadmin only) */
+    size_t n_mock_deleted;
     rd_kafka_t *prod;
     struct kfetcher *fetchers;
     size_t n_fetchers;
@@ -71,7 +81,9 @@ struct pulse_kafka {
     pthread_mutex_t meta_mu;
     struct kmeta_topic *topics; /* sorted by name */
     size_t n_topics;
-    int64_t meta_at_us; /* mono time of the last refresh; 0 = never */
+    int64_t meta_at_us;      /* mono time of the last refresh; 0 = never */
+    int64_t marks_at_us;     /* of the last refresh that got the watermarks too */
+    atomic_bool meta_wanted; /* a reader missed a topic: refresh soon */
 
     pthread_mutex_t stats_mu;
     char *stats_json;
@@ -110,6 +122,13 @@ extern const struct pulse_broker_ops pulse_kafka_ops;
  * mock creates nothing). Blocks up to the request timeout; sets
  * cluster_ok. Thread: any but kpoll. */
 pulse_status_t pulse_kafka_meta_refresh(struct pulse_kafka *k);
+/* The same, then the log start and high watermark of every partition (two
+ * ListOffsets calls for all, bounded by the request timeout): what
+ * topic_get and topic_list serve. kwait calls it every second. */
+pulse_status_t pulse_kafka_meta_refresh_marks(struct pulse_kafka *k);
+/* A delivery report acknowledged offset hw - 1 of (topic, partition):
+ * raises the cached high watermark to hw. Thread: kpoll. */
+void pulse_kafka_meta_note_hw(struct pulse_kafka *k, const char *topic, int32_t partition, int64_t hw);
 
 /* The partition count of topic: from the cache when it is fresh (under a
  * second), else after a refresh; PULSE_TOPIC_NOT_FOUND after a refresh
@@ -117,8 +136,12 @@ pulse_status_t pulse_kafka_meta_refresh(struct pulse_kafka *k);
  * known to be gone (at once) or does not answer. */
 pulse_status_t pulse_kafka_meta_partitions(struct pulse_kafka *k, const char *topic, uint32_t *n_out);
 
-/* Copies the cached names and counts (a refresh first when stale):
- * *out (pulse_free each name and the array). */
+/* The cache alone, whatever its age: 1 (and *n_out) when it has topic, 0
+ * when it does not, -1 when it was never filled. Never calls the cluster. */
+int pulse_kafka_meta_cached(struct pulse_kafka *k, const char *topic, uint32_t *n_out);
+
+/* Copies the cached names, counts and marks (a refresh of the names first
+ * when stale): *out (pulse_kafka_meta_snapshot_free). */
 pulse_status_t pulse_kafka_meta_snapshot(struct pulse_kafka *k, struct kmeta_topic **out, size_t *n_out);
 void pulse_kafka_meta_snapshot_free(struct kmeta_topic *t, size_t n);
 
@@ -127,7 +150,17 @@ void pulse_kafka_meta_snapshot_free(struct kmeta_topic *t, size_t n);
  * list->elems[i].offset gets the HW; lo (n entries, nullable) the start. */
 pulse_status_t pulse_kafka_watermarks(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list, int64_t *lo);
 
-/* topic_get / topic_list of the table. */
+/* The high watermark of each entry of list (grouped by topic) into hi[]:
+ * one ListOffsets call, or one per topic when that fails for a topic's
+ * own reason (librdkafka 2.0.2 then answers no entry at all); a negative
+ * value for an entry not answered. PULSE_UNAVAILABLE when the cluster did
+ * not answer. Blocks up to the request timeout (per call). */
+pulse_status_t pulse_kafka_latest_marks(struct pulse_kafka *k, const rd_kafka_topic_partition_list_t *list,
+                                        int64_t *hi);
+
+/* topic_get / topic_list of the table: from the cache alone, never a call
+ * to the cluster (the seam's rule for them); PULSE_UNAVAILABLE when the
+ * cluster is gone or the cache is too old. */
 pulse_status_t pulse_kafka_topic_get(struct pulse_broker *b, const char *name, bool with_stats,
                                      struct pulse_topic_info **out);
 pulse_status_t pulse_kafka_topic_list(struct pulse_broker *b, bool with_stats, struct pulse_topic_info ***out,
@@ -151,6 +184,8 @@ void pulse_kafka_fetch_rewind(struct pulse_fetch *f);
 void pulse_kafka_fetch_destroy(struct pulse_fetch *f);
 pulse_status_t pulse_kafka_fetch_probe(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
                                        struct pulse_fetch_pos *pos);
+pulse_status_t pulse_kafka_offset_for_time(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t ts_ms,
+                                           int64_t *offset_out);
 
 /* ---- kwait.c -------------------------------------------------------------- */
 
@@ -174,6 +209,14 @@ void *pulse_kafka_wait_main(void *arg);
 /* ---- kadmin.c ------------------------------------------------------------- */
 
 void *pulse_kafka_admin_main(void *arg);
+/* A job of another file for kadmin: fn(k, ctx) runs there (it may call the
+ * cluster, each call bounded by the request timeout), then done(arg, its
+ * status) with no lock held, then ctx_free(ctx) (nullable). Returns
+ * PULSE_SHUTDOWN (draining) or PULSE_NOMEM at once, after ctx_free, and
+ * done is never called. */
+typedef pulse_status_t (*pulse_kafka_job_fn)(struct pulse_kafka *k, void *ctx);
+pulse_status_t pulse_kafka_admin_submit(struct pulse_kafka *k, pulse_kafka_job_fn fn, void *ctx,
+                                        void (*ctx_free)(void *ctx), pulse_admin_done_fn done, void *arg);
 /* Waits until the admin queue is empty and idle (drain). */
 void pulse_kafka_admin_drain(struct pulse_kafka *k);
 pulse_status_t pulse_kafka_topic_create_async(struct pulse_broker *b, const struct pulse_topic_spec *spec,
@@ -192,6 +235,34 @@ pulse_status_t pulse_kafka_cursor_get_async(struct pulse_broker *b, const char *
                                             void *arg);
 pulse_status_t pulse_kafka_cursor_list_async(struct pulse_broker *b, const char *consumer, struct pulse_cursor **out,
                                              size_t *n_out, pulse_admin_done_fn done, void *arg);
+
+/* Admin options for op, both timeouts set to the request timeout. */
+rd_kafka_AdminOptions_t *pulse_kafka_admin_options(struct pulse_kafka *k, rd_kafka_admin_op_t op);
+
+/* ---- kconfig.c: retention changes ----------------------------------------- */
+
+/* One topic config as DescribeConfigs gives it. */
+struct kconfig {
+    char *name;
+    char *value;  /* NULL: sensitive, not sent back */
+    bool dynamic; /* set on the topic (source DYNAMIC_TOPIC_CONFIG), writable */
+};
+
+void pulse_kafka_configs_free(struct kconfig *c, size_t n);
+/* The full set of dynamic configs to write with the non-incremental
+ * AlterConfigs: the dynamic entries of described[0..n) with retention.ms /
+ * retention.bytes replaced or added (a negative value keeps it; Pulse's 0,
+ * no limit, is Kafka's -1). PULSE_NOT_SUPPORTED when a dynamic entry is
+ * sensitive (it could not be written back), PULSE_NOMEM. */
+pulse_status_t pulse_kafka_retention_configs(const struct kconfig *described, size_t n, int64_t retention_ms,
+                                             int64_t retention_bytes, struct kconfig **out, size_t *n_out);
+
+/* ---- kconsumers.c: consumer list and delete (consumer groups) -------- */
+
+pulse_status_t pulse_kafka_consumer_list_async(struct pulse_broker *b, char ***names_out, size_t *n_out,
+                                               pulse_admin_done_fn done, void *arg);
+pulse_status_t pulse_kafka_consumer_delete_async(struct pulse_broker *b, const char *consumer, pulse_admin_done_fn done,
+                                                 void *arg);
 
 /* Test hook: the mock cluster (NULL unless kafka.mock-brokers > 0). */
 rd_kafka_mock_cluster_t *pulse_kafka_mock(struct pulse_broker *b);

@@ -94,6 +94,9 @@ void pulse_kafka_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaq
         p->offsets[slot->idx].partition = (uint32_t)msg->partition;
         p->offsets[slot->idx].offset = msg->offset >= 0 ? msg->offset : PULSE_OFFSET_UNKNOWN;
         atomic_fetch_add(&p->k->published, 1);
+        /* Before done: the next topic read through this gateway sees it. */
+        if (msg->offset >= 0)
+            pulse_kafka_meta_note_hw(p->k, rd_kafka_topic_name(msg->rkt), msg->partition, msg->offset + 1);
     }
     count_down(p);
 }

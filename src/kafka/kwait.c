@@ -14,6 +14,12 @@
  * reads again and finds nothing), or whose topic is gone
  * (PULSE_TOPIC_NOT_FOUND). Callbacks run on kwait with no lock held.
  * Records published through another gateway are seen within a tick.
+ *
+ * The refresh (names, partition counts, every partition's watermarks:
+ * kmeta.c) runs every second, and sooner (at most every 100 ms) when a
+ * topic read missed a topic; each of its calls is bounded by the request
+ * timeout, so a cluster that goes away stalls this thread for at most
+ * that long per call, never an HTTP worker.
  */
 #include <string.h>
 #include <time.h>
@@ -24,6 +30,7 @@
 
 #define TICK_MS 20
 #define META_EVERY_US 1000000
+#define MISS_EVERY_US 100000 /* a missed topic asks a refresh, at most this often */
 
 /* One position a waiter watches. */
 struct kwpos {
@@ -178,14 +185,40 @@ static struct kwaiter *take_due(struct pulse_kafka *k, rd_kafka_topic_partition_
     return due;
 }
 
-/* Asks the high watermarks of the partitions waited on, one call for all;
- * each entry keeps its own error (a deleted topic). */
+/* Asks the high watermarks of the partitions waited on: one call for all,
+ * one per topic when that call fails for a topic's own reason (kmeta.c's
+ * pulse_kafka_latest_marks), so a partition without a leader does not keep
+ * the waiters of every other partition from waking. An entry not answered
+ * gets an error (its waiters wait for their deadline or the next tick). */
 static bool ask_marks(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list)
 {
-    for (int i = 0; i < list->cnt; i++)
-        list->elems[i].offset = RD_KAFKA_OFFSET_END;
-    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(k->prod, list, (int)k->timeout_ms);
-    return err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+    int64_t *hi = pulse_calloc((size_t)list->cnt + 1, sizeof *hi);
+    if (hi == NULL)
+        return false;
+    rd_kafka_topic_partition_list_sort(list, NULL, NULL); /* by topic: one range each */
+    bool ok = pulse_kafka_latest_marks(k, list, hi) == PULSE_OK;
+    for (int i = 0; ok && i < list->cnt; i++) {
+        list->elems[i].offset = hi[i] >= 0 ? hi[i] : RD_KAFKA_OFFSET_END;
+        list->elems[i].err = hi[i] >= 0 ? RD_KAFKA_RESP_ERR_NO_ERROR : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+    }
+    pulse_free(hi);
+    return ok;
+}
+
+/* Marks the entries of topics the cache no longer has (deleted through
+ * this gateway or seen gone by a refresh) UNKNOWN_TOPIC_OR_PART, whatever
+ * ListOffsets said of them; true if there was one. */
+static bool mark_deleted(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list)
+{
+    bool any = false;
+    for (int i = 0; i < list->cnt; i++) {
+        uint32_t n = 0;
+        if (pulse_kafka_meta_cached(k, list->elems[i].topic, &n) == 0) {
+            list->elems[i].err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+            any = true;
+        }
+    }
+    return any;
 }
 
 static void sleep_tick(struct pulse_kafka *k, int64_t ms)
@@ -206,8 +239,9 @@ void *pulse_kafka_wait_main(void *arg)
     struct pulse_kafka *k = arg;
     int64_t meta_at = pulse_clock_mono_us();
     while (!atomic_load(&k->stopping)) {
-        if (pulse_clock_mono_us() - meta_at >= META_EVERY_US) {
-            (void)pulse_kafka_meta_refresh(k);
+        int64_t since = pulse_clock_mono_us() - meta_at;
+        if (since >= META_EVERY_US || (since >= MISS_EVERY_US && atomic_exchange(&k->meta_wanted, false))) {
+            (void)pulse_kafka_meta_refresh_marks(k);
             meta_at = pulse_clock_mono_us();
         }
         pthread_mutex_lock(&k->wait_mu);
@@ -216,6 +250,7 @@ void *pulse_kafka_wait_main(void *arg)
         if (any) {
             rd_kafka_topic_partition_list_t *list = waited_partitions(k);
             bool ok = list->cnt > 0 && ask_marks(k, list);
+            ok = mark_deleted(k, list) || ok;
             fire_list(take_due(k, list, ok));
             rd_kafka_topic_partition_list_destroy(list);
         }

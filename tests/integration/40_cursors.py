@@ -161,7 +161,7 @@ def test_batch_commit_is_all_or_none(ctx):
     eq(state(), before, "cursors unchanged after every rejected batch")
 
 
-@local_only("listing and deleting consumers needs ListGroups/DeleteGroups, which the mock cluster lacks; the Kafka backend answers 406")
+@local_only("listing and deleting consumers needs ListGroups/DeleteGroups, which the mock cluster lacks; on the mock the Kafka backend answers 406")
 def test_consumer_list_and_delete(ctx):
     srv = ctx.srv
     t = topic_with(srv, [2])
@@ -192,7 +192,7 @@ def test_unknown_consumer_has_an_empty_cursor_list(ctx):
        {"consumer": c, "cursors": []}, "empty list")
 
 
-@local_only("the mock cluster cannot delete topics")
+@local_only("recreates a deleted topic's name, which the mock cluster cannot do (it only hides deleted topics)")
 def test_deleting_a_topic_removes_its_cursors(ctx):
     srv = ctx.srv
     t = topic_with(srv, [3])

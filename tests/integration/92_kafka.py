@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """What only the Kafka backend does (broker.backend = kafka), over HTTP:
-raw fetch answers 406, lookups of unknown topics create nothing, retention
-changes and deletes on the mock cluster answer 406 (unknown topics 404),
+raw fetch answers 406, lookups of unknown topics create nothing, a topic
+deleted on the mock cluster is 404 everywhere after, retention changes and
+consumer list/delete answer 406 on the mock (unknown topics 404),
 librdkafka's statistics in /metrics, secrets of the pass-through hidden in
 /v1/broker, and a cluster that cannot be reached: /readyz 503 and every
 call 503 with Retry-After within kafka.request-timeout, never a hang.
@@ -51,17 +52,35 @@ def test_lookups_of_unknown_topics_create_nothing(ctx):
     check(t not in [x["name"] for x in srv.topics()["topics"]], "the unknown topic was created")
 
 
-def test_retention_change_and_delete_are_406_on_the_mock_and_404_when_unknown(ctx):
+def test_a_deleted_topic_answers_404_everywhere_and_the_mock_refuses_what_it_cannot_serve(ctx):
+    # The mock cannot delete a topic; the gateway hides it there (kadmin.c)
+    # and then serves it as deleted. Retention changes and consumer
+    # list/delete are 406 on the mock only (docs/Scaling.md "Tests").
     srv = ctx.srv
-    t = uniq("keep")
+    t = uniq("del")
     srv.create_topic(t, partitions=2)
-    expect_error(srv.req("PATCH", "/v1/topics/" + t, {"retention_ms": 1000}), 406, "not_acceptable", "patch")
-    expect_error(srv.req("DELETE", "/v1/topics/" + t), 406, "not_acceptable", "delete on the mock")
-    eq(srv.topic(t)["partitions"], 2, "the topic is still there")
-    expect_error(srv.req("PATCH", "/v1/topics/never-" + t, {"retention_ms": 1}), 404, "topic_not_found",
+    srv.publish(t, [{"value": "a", "partition": 0}, {"value": "b", "partition": 0}])
+    expect_json(srv.req("PUT", "/v1/consumers/dc/cursors/%s/0" % t, {"offset": 1}), 200, "cursor")
+    r = srv.req("DELETE", "/v1/topics/" + t)
+    eq(r.status, 204, "delete on the mock (%r)" % r.body[:200])
+    expect_error(srv.get("/v1/topics/" + t), 404, "topic_not_found", "GET after delete")
+    check(t not in [x["name"] for x in srv.topics()["topics"]], "deleted topic still listed")
+    expect_error(srv.req("DELETE", "/v1/topics/" + t), 404, "topic_not_found", "second delete")
+    expect_error(srv.fetch(t, 0), 404, "topic_not_found", "fetch after delete")
+    expect_error(srv.req("POST", "/v1/topics/%s/records" % t, {"records": [{"value": "x"}]}), 404,
+                 "topic_not_found", "publish after delete")
+    eq(expect_json(srv.get("/v1/consumers/dc/cursors"), 200, "cursors")["cursors"], [], "cursor of a deleted topic")
+    err = expect_error(srv.req("POST", "/v1/topics", {"name": t}), 406, "not_acceptable", "recreate on the mock")
+    check("deleted" in err["message"], "the 406 says why: %r" % err)
+    keep = uniq("keep")
+    srv.create_topic(keep, partitions=2)
+    expect_error(srv.req("PATCH", "/v1/topics/" + keep, {"retention_ms": 1000}), 406, "not_acceptable",
+                 "retention change on the mock")
+    expect_error(srv.req("PATCH", "/v1/topics/never-" + keep, {"retention_ms": 1}), 404, "topic_not_found",
                  "patch unknown")
-    expect_error(srv.req("DELETE", "/v1/topics/never-" + t), 404, "topic_not_found", "delete unknown")
-    expect_error(srv.get("/v1/consumers"), 406, "not_acceptable", "consumer list")
+    expect_error(srv.req("DELETE", "/v1/topics/never-" + keep), 404, "topic_not_found", "delete unknown")
+    expect_error(srv.get("/v1/consumers"), 406, "not_acceptable", "consumer list on the mock")
+    expect_error(srv.req("DELETE", "/v1/consumers/dc"), 406, "not_acceptable", "consumer delete on the mock")
 
 
 def test_topics_show_null_for_configs_the_gateway_does_not_read(ctx):

@@ -8,9 +8,13 @@
  * reports per record), cursors as consumer-group offsets that a Kafka
  * consumer of the group sees, long-poll wake-ups, lookups that must not
  * create topics, and a cluster that cannot be reached (bounded
- * PULSE_UNAVAILABLE, never a hang). Also the kafka.property.* pass-through
- * of the settings. Threaded (librdkafka's threads and the backend's): run
- * it under TSan too.
+ * PULSE_UNAVAILABLE, never a hang); topic reads served from the cache
+ * (never waiting for the cluster, one failing partition not taking the
+ * others down), topic delete on the mock, what the mock refuses, the
+ * retention change's merge of configs, positions by time. Also the
+ * kafka.property.* pass-through of the settings. Threaded (librdkafka's
+ * threads and the backend's): .ci/extra runs it under TSan, with
+ * c11threads.c and tsan.supp (docs/Scaling.md "Tests").
  */
 #include <check.h>
 #include <librdkafka/rdkafka.h>
@@ -476,6 +480,329 @@ START_TEST(test_a_cluster_that_goes_away_is_unavailable_then_comes_back)
 }
 END_TEST
 
+/* A producer of its own on the mock: records published "through another
+ * gateway". */
+static void publish_elsewhere(struct pulse_broker *b, const char *topic, int32_t partition, int count)
+{
+    char e[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", rd_kafka_mock_cluster_bootstraps(pulse_kafka_mock(b)), e, sizeof e);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof e);
+    ck_assert_ptr_nonnull(rk);
+    for (int i = 0; i < count; i++)
+        ck_assert_int_eq(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                                           RD_KAFKA_V_VALUE("x", 1), RD_KAFKA_V_END),
+                         RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(rd_kafka_flush(rk, 5000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(rk);
+}
+
+/* The high watermark topic_get shows for partition p, or -1 (refused). */
+static int64_t shown_hw(struct pulse_broker *b, const char *topic, uint32_t p, pulse_status_t *st, int64_t *took_us)
+{
+    struct pulse_topic_info *info = NULL;
+    int64_t t0 = pulse_clock_mono_us();
+    *st = pulse_broker_topic_get(b, topic, true, &info);
+    *took_us = pulse_clock_mono_us() - t0;
+    int64_t hw = *st == PULSE_OK ? info->stats[p].high_watermark : -1;
+    pulse_topic_info_free(info);
+    return hw;
+}
+
+/* topic_get and topic_list run on HTTP workers, which must not wait: they
+ * answer from the cache kwait refreshes (with the watermarks), raised at
+ * once by this gateway's own publishes. When the cluster goes away they
+ * keep answering at once - from the cache, then PULSE_UNAVAILABLE - never
+ * after a call to the cluster (which would take the request timeout). */
+START_TEST(test_topic_reads_answer_from_the_cache_and_never_wait_for_the_cluster)
+{
+    static const char *const kv[] = {"kafka.mock-brokers",
+                                     "3",
+                                     "kafka.request-timeout",
+                                     "2s",
+                                     "kafka.property.reconnect.backoff.max.ms",
+                                     "200",
+                                     NULL};
+    struct pulse_broker *b = open_with(kv);
+    rd_kafka_mock_cluster_t *mc = pulse_kafka_mock(b);
+    create(b, "tr", 2);
+    struct pulse_publish_record recs[3] = {value_rec(NULL, "a", 0), value_rec(NULL, "b", 0), value_rec(NULL, "c", 0)};
+    struct pulse_offset_pair offs[3];
+    char err[256] = "";
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "tr", recs, 3, offs, err, sizeof err), PULSE_OK);
+    pulse_status_t st;
+    int64_t took = 0;
+    /* Our own publish: seen by the very next read. */
+    ck_assert_int_eq(shown_hw(b, "tr", 0, &st, &took), 3);
+    /* Published elsewhere: seen within a refresh or two. */
+    publish_elsewhere(b, "tr", 1, 2);
+    int64_t t0 = pulse_clock_mono_us();
+    while (shown_hw(b, "tr", 1, &st, &took) != 2 && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    ck_assert_int_eq(shown_hw(b, "tr", 1, &st, &took), 2);
+    /* The cluster goes away: every read answers at once (from the cache,
+     * then 503 once the refresh has failed), none takes the 2 s timeout. */
+    for (int id = 1; id <= 3; id++)
+        rd_kafka_mock_broker_set_down(mc, id);
+    int64_t slowest = 0;
+    bool refused = false;
+    t0 = pulse_clock_mono_us();
+    while (!refused && pulse_clock_mono_us() - t0 < 15000000) {
+        struct pulse_topic_info **list = NULL;
+        size_t n = 0;
+        (void)shown_hw(b, "tr", 0, &st, &took);
+        slowest = took > slowest ? took : slowest;
+        ck_assert_msg(st == PULSE_OK || st == PULSE_UNAVAILABLE, "%s", pulse_status_message(st));
+        refused = st == PULSE_UNAVAILABLE;
+        int64_t t1 = pulse_clock_mono_us();
+        pulse_status_t lst = pulse_broker_topic_list(b, true, &list, &n);
+        took = pulse_clock_mono_us() - t1;
+        slowest = took > slowest ? took : slowest;
+        if (lst == PULSE_OK)
+            pulse_topic_info_list_free(list, n);
+        nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+    }
+    ck_assert_msg(refused, "topic_get kept answering from a cache the cluster no longer confirms");
+    ck_assert_msg(slowest < 250000, "a topic read waited %lld us for the cluster", (long long)slowest);
+    /* Back: served again without a restart. */
+    for (int id = 1; id <= 3; id++)
+        rd_kafka_mock_broker_set_up(mc, id);
+    t0 = pulse_clock_mono_us();
+    while (shown_hw(b, "tr", 0, &st, &took) != 3 && pulse_clock_mono_us() - t0 < 15000000)
+        nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL);
+    ck_assert_int_eq(shown_hw(b, "tr", 0, &st, &took), 3);
+    close_broker(b);
+}
+END_TEST
+
+static atomic_int gone_st = -1;
+
+static void on_gone(void *arg, pulse_status_t st)
+{
+    (void)arg;
+    atomic_store(&gone_st, (int)st);
+}
+
+/* The mock cannot delete a topic; the backend hides it there (kadmin.c),
+ * and from then on every call of the seam treats it as deleted: what a
+ * real cluster's DeleteTopics leads to. Its name cannot be used again on
+ * the mock. Retention changes and consumer list/delete are refused there
+ * with PULSE_NOT_SUPPORTED before anything is sent (no controller for
+ * Describe/AlterConfigs; librdkafka 2.0.2 leaks on an unsupported
+ * ListConsumerGroups and aborts on an unsupported DeleteGroups). */
+START_TEST(test_a_deleted_topic_is_gone_for_every_call_and_the_mock_refuses_what_it_cannot_serve)
+{
+    struct pulse_broker *b = open_mock();
+    create(b, "gone", 2);
+    create(b, "stays", 1);
+    struct pulse_publish_record r = value_rec(NULL, "x", 1);
+    struct pulse_offset_pair off;
+    char err[256] = "";
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "gone", &r, 1, &off, err, sizeof err), PULSE_OK);
+    struct pulse_cursor c[2];
+    memset(c, 0, sizeof c);
+    snprintf(c[0].topic, sizeof c[0].topic, "gone");
+    c[0].partition = 1;
+    c[0].offset = 1;
+    snprintf(c[1].topic, sizeof c[1].topic, "stays");
+    ck_assert_msg(pulse_broker_cursor_commit(b, "cg", c, 2, err, sizeof err) == PULSE_OK, "%s", err);
+    /* A waiter on the topic, then the delete. */
+    bool parked = false;
+    struct pulse_wait_pos wp = {"gone", 0, 0};
+    ck_assert_int_eq(pulse_broker_wait_any(b, &wp, 1, pulse_clock_mono_us() + 10000000, on_gone, NULL, &parked, NULL),
+                     PULSE_OK);
+    ck_assert(parked);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "gone"), PULSE_OK);
+    int64_t t0 = pulse_clock_mono_us();
+    while (atomic_load(&gone_st) == -1 && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+    ck_assert_int_eq(atomic_load(&gone_st), PULSE_TOPIC_NOT_FOUND);
+    struct pulse_topic_info *info = NULL;
+    ck_assert_int_eq(pulse_broker_topic_get(b, "gone", false, &info), PULSE_TOPIC_NOT_FOUND);
+    struct pulse_topic_info **list = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_broker_topic_list(b, true, &list, &n), PULSE_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_str_ne(list[i]->name, "gone");
+    pulse_topic_info_list_free(list, n);
+    ck_assert_int_eq(pulse_broker_publish_wait(b, "gone", &r, 1, &off, err, sizeof err), PULSE_TOPIC_NOT_FOUND);
+    struct pulse_fetch_pos pos;
+    ck_assert_int_eq(pulse_broker_fetch_probe(b, "gone", 1, 0, &pos), PULSE_TOPIC_NOT_FOUND);
+    struct pulse_cursor *cs = NULL;
+    ck_assert_int_eq(pulse_broker_cursor_list(b, "cg", &cs, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(cs[0].topic, "stays");
+    pulse_free(cs);
+    ck_assert_int_eq(pulse_broker_topic_delete(b, "gone"), PULSE_TOPIC_NOT_FOUND);
+    /* What the mock cannot serve. */
+    struct pulse_topic_spec spec = {"gone", 1, -1, -1, -1, -1};
+    err[0] = '\0';
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_NOT_SUPPORTED);
+    ck_assert_msg(strstr(err, "deleted") != NULL, "%s", err);
+    ck_assert_int_eq(pulse_broker_topic_set_retention(b, "stays", 1000, -1, NULL), PULSE_NOT_SUPPORTED);
+    ck_assert_int_eq(pulse_broker_topic_set_retention(b, "gone", 1000, -1, NULL), PULSE_TOPIC_NOT_FOUND);
+    char **names = NULL;
+    ck_assert_int_eq(pulse_broker_consumer_list(b, &names, &n), PULSE_NOT_SUPPORTED);
+    ck_assert_int_eq(pulse_broker_consumer_delete(b, "cg"), PULSE_NOT_SUPPORTED);
+    close_broker(b);
+}
+END_TEST
+
+static void add_config(struct kconfig *c, size_t i, const char *name, const char *value, bool dynamic)
+{
+    c[i].name = (char *)(uintptr_t)name;
+    c[i].value = (char *)(uintptr_t)value;
+    c[i].dynamic = dynamic;
+}
+
+static const char *config_value(const struct kconfig *c, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(c[i].name, name) == 0)
+            return c[i].value;
+    return NULL;
+}
+
+/* librdkafka 2.0.2's AlterConfigs replaces the topic's whole dynamic set:
+ * the retention change writes back every config set on the topic, with
+ * only retention.ms / retention.bytes changed, and none of the broker's
+ * defaults (which would then be pinned on the topic). */
+START_TEST(test_a_retention_change_writes_back_every_config_set_on_the_topic)
+{
+    struct kconfig got[4];
+    add_config(got, 0, "retention.ms", "1000", true);
+    add_config(got, 1, "cleanup.policy", "compact", true);
+    add_config(got, 2, "segment.bytes", "1073741824", false);
+    add_config(got, 3, "max.message.bytes", "2000", true);
+    struct kconfig *set = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_kafka_retention_configs(got, 4, 5000, -1, &set, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(config_value(set, n, "retention.ms"), "5000");
+    ck_assert_str_eq(config_value(set, n, "cleanup.policy"), "compact");
+    ck_assert_str_eq(config_value(set, n, "max.message.bytes"), "2000");
+    ck_assert_ptr_null(config_value(set, n, "segment.bytes"));
+    ck_assert_ptr_null(config_value(set, n, "retention.bytes"));
+    pulse_kafka_configs_free(set, n);
+    /* retention.bytes added; Pulse's 0 (no limit) is Kafka's -1. */
+    ck_assert_int_eq(pulse_kafka_retention_configs(got, 4, -1, 0, &set, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_str_eq(config_value(set, n, "retention.ms"), "1000");
+    ck_assert_str_eq(config_value(set, n, "retention.bytes"), "-1");
+    pulse_kafka_configs_free(set, n);
+    /* A sensitive config set on the topic could not be written back. */
+    add_config(got, 2, "some.secret", NULL, true);
+    ck_assert_int_eq(pulse_kafka_retention_configs(got, 4, 5000, -1, &set, &n), PULSE_NOT_SUPPORTED);
+}
+END_TEST
+
+/* Positions by time are ListOffsets by timestamp, which the mock answers
+ * with "none" (-1) for every time (kfetch.c): first the mock's answer is
+ * pinned here (if a librdkafka ever gives it a time index, this fails and
+ * the refusal below can go), then the gateway's: unknown topics and
+ * partitions as always, else PULSE_NOT_SUPPORTED on the mock rather than
+ * a wrong offset. */
+START_TEST(test_offset_for_time_is_refused_on_the_mock_which_has_no_time_index)
+{
+    struct pulse_broker *b = open_mock();
+    create(b, "times", 2);
+    struct pulse_publish_record recs[3] = {value_rec(NULL, "a", 1), value_rec(NULL, "b", 1), value_rec(NULL, "c", 1)};
+    for (int i = 0; i < 3; i++) {
+        recs[i].has_timestamp = true;
+        recs[i].timestamp = 1000 * (i + 1);
+    }
+    struct pulse_offset_pair offs[3];
+    char err[256] = "";
+    ck_assert_msg(pulse_broker_publish_wait(b, "times", recs, 3, offs, err, sizeof err) == PULSE_OK, "%s", err);
+    struct pulse_kafka *k = (struct pulse_kafka *)(void *)b;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, "times", 1)->offset = 1500;
+    ck_assert_int_eq(rd_kafka_offsets_for_times(k->prod, list, 5000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(list->elems[0].offset, -1); /* the record at 2000 is offset 1 */
+    rd_kafka_topic_partition_list_destroy(list);
+    int64_t got = -7;
+    ck_assert_int_eq(pulse_broker_offset_for_time(b, "times", 1, 1500, &got), PULSE_NOT_SUPPORTED);
+    ck_assert_int_eq(pulse_broker_offset_for_time(b, "times", 2, 5, &got), PULSE_PARTITION_NOT_FOUND);
+    ck_assert_int_eq(pulse_broker_offset_for_time(b, "nope", 0, 5, &got), PULSE_TOPIC_NOT_FOUND);
+    ck_assert_int_eq(got, -7);
+    close_broker(b);
+}
+END_TEST
+
+/* One broker answers every ListOffsets with an error for its partitions:
+ * the refresh keeps the other partitions' watermarks moving and the
+ * gateway healthy (one partition without a leader must not take /readyz
+ * and every topic read down with it). */
+START_TEST(test_a_partition_whose_watermarks_fail_does_not_fail_the_refresh)
+{
+    struct pulse_broker *b = open_mock();
+    rd_kafka_mock_cluster_t *mc = pulse_kafka_mock(b);
+    create(b, "sick", 1);
+    create(b, "well", 1);
+    ck_assert_int_eq(rd_kafka_mock_partition_set_leader(mc, "sick", 0, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(rd_kafka_mock_partition_set_leader(mc, "well", 0, 2), RD_KAFKA_RESP_ERR_NO_ERROR);
+    nanosleep(&(struct timespec){0, 300 * 1000000L}, NULL);
+    /* ApiKey 2 = ListOffsets, on broker 1 only, for the rest of the test. */
+    for (int i = 0; i < 300; i++)
+        ck_assert_int_eq(rd_kafka_mock_broker_push_request_error_rtts(mc, 1, 2, 1, RD_KAFKA_RESP_ERR_INVALID_REQUEST,
+                                                                      0),
+                         RD_KAFKA_RESP_ERR_NO_ERROR);
+    publish_elsewhere(b, "well", 0, 2);
+    pulse_status_t st;
+    int64_t took = 0;
+    int64_t t0 = pulse_clock_mono_us();
+    while (shown_hw(b, "well", 0, &st, &took) != 2 && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    ck_assert_msg(shown_hw(b, "well", 0, &st, &took) == 2, "well/0 not refreshed: %s", pulse_status_message(st));
+    /* Waiters: one on the sick partition, one on the well one; a publish
+     * to the well one wakes its waiter long before its deadline. */
+    bool parked = false;
+    struct pulse_wait_pos sick = {"sick", 0, 0}, well = {"well", 0, 2};
+    atomic_store(&woken, -1);
+    ck_assert_int_eq(pulse_broker_wait_any(b, &sick, 1, pulse_clock_mono_us() + 20000000, on_gone, NULL, &parked, NULL),
+                     PULSE_OK);
+    ck_assert_int_eq(pulse_broker_wait_any(b, &well, 1, pulse_clock_mono_us() + 20000000, on_wake, NULL, &parked, NULL),
+                     PULSE_OK);
+    publish_elsewhere(b, "well", 0, 1);
+    t0 = pulse_clock_mono_us();
+    while (atomic_load(&woken) == -1 && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+    ck_assert_int_eq(atomic_load(&woken), PULSE_OK);
+    struct pulse_fenced_partition *fenced = NULL;
+    size_t nf = 0;
+    ck_assert_int_eq(pulse_broker_fenced_list(b, &fenced, &nf), PULSE_OK);
+    /* A topic whose positions were never learned: listed without stats,
+     * its own read with stats PULSE_UNAVAILABLE, without stats served. */
+    ck_assert_int_eq(rd_kafka_mock_topic_create(mc, "never", 1, 3), RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(rd_kafka_mock_partition_set_leader(mc, "never", 0, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    struct pulse_topic_info *info = NULL;
+    t0 = pulse_clock_mono_us();
+    while (pulse_broker_topic_get(b, "never", false, &info) != PULSE_OK && pulse_clock_mono_us() - t0 < 5000000)
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    ck_assert_ptr_nonnull(info);
+    pulse_topic_info_free(info);
+    info = NULL;
+    ck_assert_int_eq(pulse_broker_topic_get(b, "never", true, &info), PULSE_UNAVAILABLE);
+    struct pulse_topic_info **list = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(pulse_broker_topic_list(b, true, &list, &n), PULSE_OK);
+    bool seen = false;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(list[i]->name, "never") == 0) {
+            seen = true;
+            ck_assert_ptr_null(list[i]->stats);
+        } else if (strcmp(list[i]->name, "well") == 0) {
+            ck_assert_int_eq(list[i]->stats[0].high_watermark, 3);
+        }
+    }
+    ck_assert(seen);
+    pulse_topic_info_list_free(list, n);
+    rd_kafka_mock_clear_request_errors(mc, 2);
+    pulse_broker_drain(b); /* the waiter on the sick partition */
+    close_broker(b);
+}
+END_TEST
+
 START_TEST(test_pass_through_properties_are_kept_in_order_and_replaced)
 {
     static const char *const kv[] = {"kafka.property.security.protocol",
@@ -527,6 +854,11 @@ static Suite *kafka_suite(void)
     tcase_add_test(tc, test_a_cluster_that_cannot_be_reached_answers_unavailable_in_bounded_time);
     tcase_add_test(tc, test_a_cluster_that_goes_away_is_unavailable_then_comes_back);
     tcase_add_test(tc, test_pass_through_properties_are_kept_in_order_and_replaced);
+    tcase_add_test(tc, test_a_partition_whose_watermarks_fail_does_not_fail_the_refresh);
+    tcase_add_test(tc, test_topic_reads_answer_from_the_cache_and_never_wait_for_the_cluster);
+    tcase_add_test(tc, test_a_deleted_topic_is_gone_for_every_call_and_the_mock_refuses_what_it_cannot_serve);
+    tcase_add_test(tc, test_a_retention_change_writes_back_every_config_set_on_the_topic);
+    tcase_add_test(tc, test_offset_for_time_is_refused_on_the_mock_which_has_no_time_index);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,7 +9,14 @@
 # release ones, then librdkafka and $(CHECK_LDADD)).
 check_PROGRAMS += tests/unit/check_kafka
 TESTS += tests/unit/check_kafka
-tests_unit_check_kafka_SOURCES = tests/unit/kafka/check_kafka.c
+tests_unit_check_kafka_SOURCES = tests/unit/kafka/check_kafka.c tests/unit/kafka/c11threads.c
 tests_unit_check_kafka_CFLAGS = $(TEST_CFLAGS) $(RDKAFKA_CFLAGS)
 tests_unit_check_kafka_LDADD = libpulsekafka.a libpulsebroker_hooks.a libpulsemeta.a libpulsestore_hooks.a \
+	libpulsecommon_hooks.a $(LEVELDB_LIBS) $(JANSSON_LIBS) $(RDKAFKA_LIBS) $(CHECK_LDADD)
+EXTRA_DIST += tests/unit/kafka/tsan.supp
+check_PROGRAMS += tests/unit/check_kgroupsm
+TESTS += tests/unit/check_kgroupsm
+tests_unit_check_kgroupsm_SOURCES = tests/unit/kafka/check_kgroupsm.c
+tests_unit_check_kgroupsm_CFLAGS = $(TEST_CFLAGS) $(RDKAFKA_CFLAGS)
+tests_unit_check_kgroupsm_LDADD = libpulsekafka.a libpulsebroker_hooks.a libpulsemeta.a libpulsestore_hooks.a \
 	libpulsecommon_hooks.a $(LEVELDB_LIBS) $(JANSSON_LIBS) $(RDKAFKA_LIBS) $(CHECK_LDADD)
