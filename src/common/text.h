@@ -37,6 +37,31 @@ struct pulse_buf;
  * U+10FFFF): exactly what jansson accepts in a string. NUL is valid. */
 bool pulse_text_utf8_valid(const uint8_t *s, size_t n);
 
+/*
+ * One pass that does what pulse_text_utf8_valid and
+ * pulse_text_json_escaped_len do together: true when s[0, n) is strict
+ * UTF-8, and then *escaped_len is the length of its JSON string body
+ * (untouched otherwise). ASCII that needs no escape is skipped sixteen
+ * bytes a step.
+ */
+bool pulse_text_json_measure(const uint8_t *s, size_t n, size_t *escaped_len);
+
+/*
+ * The body of a JSON string that needs no decoding: true when s[0, n)
+ * starts with strict UTF-8 free of backslashes and control bytes, up to a
+ * '"' at s[*end]; false for anything else (no closing quote, an escape, a
+ * control byte, bad UTF-8 before the quote).
+ */
+bool pulse_text_json_plain_body(const uint8_t *s, size_t n, size_t *end);
+
+/* Room for the decimal text of any int64_t or uint64_t (no NUL). */
+#define PULSE_TEXT_INT_MAX 20
+
+/* The decimal text of v into out, without a NUL; returns its length.
+ * printf's %lld / %llu, without printf. */
+size_t pulse_text_i64(int64_t v, char out[PULSE_TEXT_INT_MAX]);
+size_t pulse_text_u64(uint64_t v, char out[PULSE_TEXT_INT_MAX]);
+
 /* Characters (without NUL) that the base64 of n bytes takes. */
 size_t pulse_text_b64_len(size_t n);
 
@@ -75,5 +100,12 @@ size_t pulse_text_json_escape_some(const uint8_t *p, size_t n, size_t *at, uint8
 /* Appends p[0, n), which must be valid UTF-8, as a quoted JSON string.
  * PULSE_NOMEM / PULSE_TOO_LARGE from the buffer (which is then unchanged). */
 pulse_status_t pulse_text_json_append_string(struct pulse_buf *out, const uint8_t *p, size_t n);
+
+/*
+ * The fewest significant digits, 1 to 17, with which printf's "%.*g" prints
+ * d so that strtod reads back d exactly: the shortest text of a JSON real.
+ * One or two printf/strtod round trips (subnormals: up to 17).
+ */
+int pulse_text_real_digits(double d);
 
 #endif

@@ -82,18 +82,6 @@ static bool decode_b64(struct pulse_hreq *r, json_t *s, const char *field, size_
     return true;
 }
 
-/* Fewest significant digits (1..17) that print d so it reads back as d. */
-static int digits_for(double d)
-{
-    char text[40];
-    for (int p = 1; p < 17; p++) {
-        snprintf(text, sizeof text, "%.*g", p, d);
-        if (strtod(text, NULL) == d)
-            return p;
-    }
-    return 17;
-}
-
 /* The precision that prints every real inside v exactly and shortest
  * (0.1 as 0.1, not 0.10000000000000001); 0 when v holds no reals. */
 static int real_precision(json_t *v, int depth)
@@ -102,7 +90,7 @@ static int real_precision(json_t *v, int depth)
     if (depth > 64)
         return 17;
     if (json_is_real(v)) {
-        best = digits_for(json_real_value(v));
+        best = pulse_text_real_digits(json_real_value(v));
     } else if (json_is_array(v)) {
         for (size_t i = 0; i < json_array_size(v); i++) {
             int p = real_precision(json_array_get(v, i), depth + 1);
@@ -460,6 +448,32 @@ static void publish_failed(struct pulse_hreq *r, pulse_status_t st)
     pulse_server_reply_status_extra(r, st, ps->errmsg, extra);
 }
 
+/* One {"partition":P,"offset":O} of the answer, after a comma when
+ * comma; PULSE_OFFSET_UNKNOWN (acknowledged, offset not reported: Kafka)
+ * is null. */
+static pulse_status_t append_offset(struct pulse_buf *out, bool comma, const struct pulse_offset_pair *o)
+{
+    static const char part[] = "{\"partition\":";
+    static const char off[] = ",\"offset\":";
+    char item[2 * PULSE_TEXT_INT_MAX + 32];
+    size_t len = 0;
+    if (comma)
+        item[len++] = ',';
+    memcpy(item + len, part, sizeof part - 1);
+    len += sizeof part - 1;
+    len += pulse_text_u64(o->partition, item + len);
+    memcpy(item + len, off, sizeof off - 1);
+    len += sizeof off - 1;
+    if (o->offset == PULSE_OFFSET_UNKNOWN) {
+        memcpy(item + len, "null", 4);
+        len += 4;
+    } else {
+        len += pulse_text_i64(o->offset, item + len);
+    }
+    item[len++] = '}';
+    return pulse_buf_append(out, item, len);
+}
+
 static void publish_resume(struct pulse_hreq *r)
 {
     const struct publish_state *ps = pub(r);
@@ -477,14 +491,7 @@ static void publish_resume(struct pulse_hreq *r)
     if (bst == PULSE_OK)
         bst = pulse_buf_append(&out, "{\"offsets\":[", 12);
     for (size_t i = 0; bst == PULSE_OK && i < ps->n_recs; i++) {
-        char item[80];
-        /* PULSE_OFFSET_UNKNOWN: acknowledged, offset not reported (Kafka). */
-        int len = ps->offsets[i].offset == PULSE_OFFSET_UNKNOWN
-                      ? snprintf(item, sizeof item, "%s{\"partition\":%u,\"offset\":null}", i == 0 ? "" : ",",
-                                 (unsigned)ps->offsets[i].partition)
-                      : snprintf(item, sizeof item, "%s{\"partition\":%u,\"offset\":%lld}", i == 0 ? "" : ",",
-                                 (unsigned)ps->offsets[i].partition, (long long)ps->offsets[i].offset);
-        bst = pulse_buf_append(&out, item, (size_t)len);
+        bst = append_offset(&out, i > 0, &ps->offsets[i]);
     }
     if (bst == PULSE_OK && ps->has_idem)
         bst = ps->idem.duplicate ? pulse_buf_append(&out, "],\"duplicate\":true}\n", 20)
