@@ -278,6 +278,30 @@ static bool alloc_records(struct pulse_hreq *r, size_t n)
     return true;
 }
 
+/* Copies the fast path's records into the request (the array
+ * alloc_records made) and their headers into the pool, each record
+ * pointing at its own; answers 500 and returns false when the pool is out. */
+static bool keep_fast_records(struct pulse_hreq *r, const struct pulse_publish_record *fast, size_t n,
+                              const struct pulse_header *hdrs)
+{
+    struct publish_state *ps = pub(r);
+    size_t nh = 0;
+    for (size_t i = 0; i < n; i++)
+        nh += fast[i].header_count;
+    struct pulse_header *kept = nh > 0 ? pulse_server_palloc(r, nh * sizeof *kept) : NULL;
+    if (nh > 0 && kept == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return false;
+    }
+    if (nh > 0)
+        memcpy(kept, hdrs, nh * sizeof *kept);
+    memcpy(ps->recs, fast, n * sizeof *fast);
+    for (size_t i = 0; i < n; i++)
+        if (ps->recs[i].header_count > 0)
+            ps->recs[i].headers = kept + (fast[i].headers - hdrs);
+    return true;
+}
+
 static bool parse_json_body(struct pulse_hreq *r)
 {
     static const char *const allowed[] = {"records", NULL};
@@ -292,17 +316,20 @@ static bool parse_json_body(struct pulse_hreq *r)
     uint64_t most = r->body.len / 12 + 1;
     if (most > (uint64_t)r->srv->cfg->server.max_records_per_request)
         most = (uint64_t)r->srv->cfg->server.max_records_per_request;
-    if (!pulse_server_mem_charge(r, 3 * most * sizeof *fast + 64)) {
+    /* And its header array, bounded the same way. */
+    struct pulse_header *fast_hdrs = NULL;
+    if (!pulse_server_mem_charge(r, 3 * most * sizeof *fast + 64) ||
+        !pulse_server_mem_charge(r, 3 * PULSE_FASTPUB_MAX_HEADERS * sizeof *fast_hdrs)) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return false;
     }
     pulse_status_t fst = pulse_fastpub_parse(r->body.data, r->body.len,
-                                             (size_t)r->srv->cfg->server.max_records_per_request, &fast, &nfast);
+                                             (size_t)r->srv->cfg->server.max_records_per_request, &fast, &nfast,
+                                             &fast_hdrs);
     if (fst == PULSE_OK) {
-        bool ok = alloc_records(r, nfast);
-        if (ok)
-            memcpy(pub(r)->recs, fast, nfast * sizeof *fast);
+        bool ok = alloc_records(r, nfast) && keep_fast_records(r, fast, nfast, fast_hdrs);
         pulse_free(fast);
+        pulse_free(fast_hdrs);
         return ok;
     }
     if (fst == PULSE_NOMEM) {
