@@ -316,10 +316,14 @@ static bool parse_json_body(struct pulse_hreq *r)
     uint64_t most = r->body.len / 12 + 1;
     if (most > (uint64_t)r->srv->cfg->server.max_records_per_request)
         most = (uint64_t)r->srv->cfg->server.max_records_per_request;
-    /* And its header array, bounded the same way. */
+    /* And its header array, bounded the same way: a header takes at least
+     * 5 bytes of body ("":""), and the fast path takes a bounded number. */
     struct pulse_header *fast_hdrs = NULL;
+    uint64_t most_hdrs = r->body.len / 5 + 1;
+    if (most_hdrs > PULSE_FASTPUB_MAX_HEADERS)
+        most_hdrs = PULSE_FASTPUB_MAX_HEADERS;
     if (!pulse_server_mem_charge(r, 3 * most * sizeof *fast + 64) ||
-        !pulse_server_mem_charge(r, 3 * PULSE_FASTPUB_MAX_HEADERS * sizeof *fast_hdrs)) {
+        !pulse_server_mem_charge(r, 3 * most_hdrs * sizeof *fast_hdrs)) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return false;
     }
