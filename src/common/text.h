@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * text.h - the text encodings of Pulse, one copy each: strict UTF-8
- * validation, standard base64 (RFC 4648, padded) and JSON string escaping
- * as jansson's compact dump writes it.
+ * validation, standard base64 (RFC 4648, padded), JSON string escaping as
+ * jansson's compact dump writes it, decimal integers, and the shortest
+ * digits of a JSON real.
  *
  * Why here: the HTTP layer (request bodies, fetch answers), the record
  * JSON writer (common/record.h) and pulse-log (segment dumps) all need
@@ -11,6 +12,11 @@
  * pulse_text_b64_decode and pulse_text_json_append_string, and nothing
  * depends on jansson: the escaping is written to match its output byte for
  * byte, which tests/unit/common/check_text.c checks against jansson.
+ *
+ * Speed: the scanners (UTF-8, measure, escape, plain strings) skip text
+ * that needs no work sixteen bytes a step and look only at the bytes that
+ * do; tests/unit/common/check_textscan.c holds each to its byte-at-a-time
+ * definition on hostile input.
  *
  * The streaming helpers (*_some) write whole units only (an escape, a
  * 4-character base64 group), so a writer that fills a bounded window can
