@@ -33,7 +33,7 @@
 struct hentry {
     const uint8_t *key;
     size_t key_len;
-    size_t key_text_len; /* escaped */
+    size_t key_text_len;  /* escaped */
     const uint8_t *value; /* NULL: null */
     size_t value_len;
     size_t value_text_len; /* escaped or base64 */

@@ -82,11 +82,11 @@ struct pulse_record {
 
 struct pulse_record_json {
     struct pulse_record rec;
-    bool key_text;        /* key is UTF-8: a string; else base64 */
-    bool value_text;      /* likewise for the value */
-    size_t key_text_len;  /* the key's escaped or base64 text (0: null) */
+    bool key_text;         /* key is UTF-8: a string; else base64 */
+    bool value_text;       /* likewise for the value */
+    size_t key_text_len;   /* the key's escaped or base64 text (0: null) */
     size_t value_text_len; /* likewise for the value */
-    char open[80];        /* {"offset":N,"timestamp":T */
+    char open[80];         /* {"offset":N,"timestamp":T */
     size_t open_len;
     char *headers; /* rendered header object (inline_headers or pulse_free'd), NULL for {} */
     size_t headers_len;

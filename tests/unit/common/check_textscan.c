@@ -230,9 +230,26 @@ END_TEST
 
 START_TEST(test_integers_print_as_printf_prints_them)
 {
-    static const int64_t edges[] = {0, 1, -1, 9, 10, -10, 99, 100, 999, 1000, INT32_MAX, INT32_MIN,
-                                    (int64_t)INT32_MAX + 1, 1764400000000, INT64_MAX, INT64_MIN, INT64_MIN + 1,
-                                    INT64_MAX - 1, 999999999999999999, 1000000000000000000};
+    static const int64_t edges[] = {0,
+                                    1,
+                                    -1,
+                                    9,
+                                    10,
+                                    -10,
+                                    99,
+                                    100,
+                                    999,
+                                    1000,
+                                    INT32_MAX,
+                                    INT32_MIN,
+                                    (int64_t)INT32_MAX + 1,
+                                    1764400000000,
+                                    INT64_MAX,
+                                    INT64_MIN,
+                                    INT64_MIN + 1,
+                                    INT64_MAX - 1,
+                                    999999999999999999,
+                                    1000000000000000000};
     char got[PULSE_TEXT_INT_MAX + 1];
     char want[32];
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
@@ -290,10 +307,36 @@ static void check_digits(double d)
 
 START_TEST(test_real_digits_are_the_shortest_that_read_back)
 {
-    static const double edges[] = {0.0, -0.0, 0.1, 0.2, 0.3, 1.0 / 3, 2.0 / 3, 1e23, 9007199254740993.0, 5e-324,
-                                   DBL_MIN, DBL_MAX, -DBL_MAX, DBL_EPSILON, 1e-310, 2.2250738585072009e-308,
-                                   123456789012345678.0, 0.1 + 0.2, 100.0, 1e15, 1e16, 1e17, 1e-5, 21.5,
-                                   52.520008, 13.404954, 4.35, 2.675, 1.005, 9.999999999999999e22};
+    static const double edges[] = {0.0,
+                                   -0.0,
+                                   0.1,
+                                   0.2,
+                                   0.3,
+                                   1.0 / 3,
+                                   2.0 / 3,
+                                   1e23,
+                                   9007199254740993.0,
+                                   5e-324,
+                                   DBL_MIN,
+                                   DBL_MAX,
+                                   -DBL_MAX,
+                                   DBL_EPSILON,
+                                   1e-310,
+                                   2.2250738585072009e-308,
+                                   123456789012345678.0,
+                                   0.1 + 0.2,
+                                   100.0,
+                                   1e15,
+                                   1e16,
+                                   1e17,
+                                   1e-5,
+                                   21.5,
+                                   52.520008,
+                                   13.404954,
+                                   4.35,
+                                   2.675,
+                                   1.005,
+                                   9.999999999999999e22};
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
         check_digits(edges[i]);
     check_digits(INFINITY);

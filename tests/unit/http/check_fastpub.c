@@ -163,10 +163,10 @@ START_TEST(test_everything_outside_the_subset_falls_back)
         "{\"records\":[{\"value\":\"a\\\"b\"}]}",       /* escape */
         "{\"records\":[{\"value\":{\"sku\":\"a1\"}}]}", /* JSON value */
         "{\"records\":[{\"value\":1}]}",
-        "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\":1}}]}",         /* not a string */
-        "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\":null}}]}",      /* null header value */
+        "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\":1}}]}",                 /* not a string */
+        "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\":null}}]}",              /* null header value */
         "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\":\"x\",\"h\":\"y\"}}]}", /* repeated name */
-        "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\\n\":\"x\"}}]}", /* escaped name */
+        "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\\n\":\"x\"}}]}",          /* escaped name */
         "{\"records\":[{\"value\":\"a\",\"headers\":[\"h\"]}]}",
         "{\"records\":[{\"value\":\"a\",\"headers\":{},\"headers\":{}}]}",
         "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\":\"x\",}}]}",
