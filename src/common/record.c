@@ -20,7 +20,6 @@
  */
 #include "common/record.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -29,23 +28,27 @@
 
 /* ---- the header object ------------------------------------------------- */
 
-/* A header as it will be written: the last value of its name. */
+/* A header as it will be written: the last value of its name, and the
+ * lengths of both as text. */
 struct hentry {
     const uint8_t *key;
     size_t key_len;
+    size_t key_text_len;  /* escaped */
     const uint8_t *value; /* NULL: null */
     size_t value_len;
-    bool value_text; /* UTF-8: a string; else base64 */
+    size_t value_text_len; /* escaped or base64 */
+    bool value_text;       /* UTF-8: a string; else base64 */
 };
 
 /* Up to this many names a linear search finds repeats; past it a hash. */
 #define HEADERS_LINEAR 16
 
 struct hset {
-    struct hentry *e;
+    struct hentry *e; /* inline_e, or allocated past HEADERS_LINEAR */
     size_t n;
     uint32_t *slot; /* index + 1 into e, 0 = free; NULL while linear */
     size_t mask;
+    struct hentry inline_e[HEADERS_LINEAR];
 };
 
 static uint64_t name_hash(const uint8_t *p, size_t n)
@@ -84,42 +87,60 @@ static struct hentry *hset_find(const struct hset *s, const struct pulse_header 
 
 /* A name that is empty, holds a NUL or is not UTF-8 cannot be a member
  * name (jansson refuses it): left out. */
-static bool name_usable(const struct pulse_header *h)
+static bool name_usable(const struct pulse_header *h, size_t *text_len)
 {
-    return h->key_len > 0 && memchr(h->key, 0, h->key_len) == NULL && pulse_text_utf8_valid(h->key, h->key_len);
+    return h->key_len > 0 && memchr(h->key, 0, h->key_len) == NULL &&
+           pulse_text_json_measure(h->key, h->key_len, text_len);
 }
 
 static void hset_fini(struct hset *s)
 {
-    pulse_free(s->e);
+    if (s->e != s->inline_e)
+        pulse_free(s->e);
     pulse_free(s->slot);
 }
 
-/* Collects rec's headers, names deduplicated. PULSE_NOMEM. */
-static pulse_status_t hset_collect(const struct pulse_record *rec, struct hset *s)
+/* Room for cap entries: inline up to HEADERS_LINEAR, else allocated with
+ * a hash table. PULSE_NOMEM. */
+static pulse_status_t hset_init(struct hset *s, size_t cap)
 {
-    memset(s, 0, sizeof *s);
-    size_t cap = rec->header_count;
-    if (cap == 0 || rec->header_next == NULL)
+    s->e = s->inline_e;
+    s->n = 0;
+    s->slot = NULL;
+    s->mask = 0;
+    if (cap <= HEADERS_LINEAR)
         return PULSE_OK;
     s->e = pulse_calloc(cap, sizeof *s->e);
-    if (s->e == NULL)
+    if (s->e == NULL) {
+        s->e = s->inline_e;
         return PULSE_NOMEM;
-    if (cap > HEADERS_LINEAR) {
-        size_t slots = 32;
-        while (slots < 2 * cap)
-            slots *= 2;
-        s->slot = pulse_calloc(slots, sizeof *s->slot);
-        if (s->slot == NULL) {
-            hset_fini(s);
-            return PULSE_NOMEM;
-        }
-        s->mask = slots - 1;
     }
+    size_t slots = 32;
+    while (slots < 2 * cap)
+        slots *= 2;
+    s->slot = pulse_calloc(slots, sizeof *s->slot);
+    if (s->slot == NULL) {
+        hset_fini(s);
+        s->e = s->inline_e;
+        return PULSE_NOMEM;
+    }
+    s->mask = slots - 1;
+    return PULSE_OK;
+}
+
+/* Collects rec's headers, names deduplicated. PULSE_NOMEM (then nothing
+ * is held). */
+static pulse_status_t hset_collect(const struct pulse_record *rec, struct hset *s)
+{
+    size_t cap = rec->header_count == 0 || rec->header_next == NULL ? 0 : rec->header_count;
+    pulse_status_t st = hset_init(s, cap);
+    if (st != PULSE_OK || cap == 0)
+        return st;
     size_t pos = 0;
     struct pulse_header h;
     while (s->n < cap && rec->header_next(rec, &pos, &h)) {
-        if (!name_usable(&h))
+        size_t name_len = 0;
+        if (!name_usable(&h, &name_len))
             continue;
         size_t slot = 0;
         struct hentry *e = hset_find(s, &h, &slot);
@@ -127,23 +148,25 @@ static pulse_status_t hset_collect(const struct pulse_record *rec, struct hset *
             e = &s->e[s->n++];
             e->key = h.key;
             e->key_len = h.key_len;
+            e->key_text_len = name_len;
             if (s->slot != NULL)
                 s->slot[slot] = (uint32_t)s->n;
         }
         e->value = h.value;
         e->value_len = h.value_len;
-        e->value_text = h.value != NULL && pulse_text_utf8_valid(h.value, h.value_len);
+        e->value_text = h.value != NULL && pulse_text_json_measure(h.value, h.value_len, &e->value_text_len);
+        if (h.value != NULL && !e->value_text)
+            e->value_text_len = pulse_text_b64_len(h.value_len);
     }
     return PULSE_OK;
 }
 
 static size_t hentry_len(const struct hentry *e)
 {
-    size_t len = 2 + pulse_text_json_escaped_len(e->key, e->key_len) + 1; /* "name": */
+    size_t len = 2 + e->key_text_len + 1; /* "name": */
     if (e->value == NULL)
         return len + 4;
-    return len + 2 +
-           (e->value_text ? pulse_text_json_escaped_len(e->value, e->value_len) : pulse_text_b64_len(e->value_len));
+    return len + 2 + e->value_text_len;
 }
 
 /* {"name":value,...} as jansson's compact dump writes it. */
@@ -211,17 +234,20 @@ enum piece_kind { K_TEXT, K_ESCAPED, K_BASE64 };
 struct piece {
     enum piece_kind kind;
     const uint8_t *p;
-    size_t n;
+    size_t n;       /* input bytes */
+    size_t out_len; /* the text it becomes */
 };
 
+#define LIT(s) ((struct piece){K_TEXT, (const uint8_t *)(s), sizeof(s) - 1, sizeof(s) - 1})
+
 /* The member name piece: ,"key":null / ,"key":" / ,"key_base64":" */
-static const char *member_name(bool value, bool null, bool text)
+static struct piece member_name(bool value, bool null, bool text)
 {
     if (null)
-        return value ? ",\"value\":null" : ",\"key\":null";
+        return value ? LIT(",\"value\":null") : LIT(",\"key\":null");
     if (text)
-        return value ? ",\"value\":\"" : ",\"key\":\"";
-    return value ? ",\"value_base64\":\"" : ",\"key_base64\":\"";
+        return value ? LIT(",\"value\":\"") : LIT(",\"key\":\"");
+    return value ? LIT(",\"value_base64\":\"") : LIT(",\"key_base64\":\"");
 }
 
 static struct piece piece_of(const struct pulse_record_json *w, unsigned part)
@@ -230,73 +256,74 @@ static struct piece piece_of(const struct pulse_record_json *w, unsigned part)
     bool value = part >= P_VALUE_NAME;
     bool null = value ? rec->value == NULL : rec->key == NULL;
     bool text = value ? w->value_text : w->key_text;
-    const uint8_t *bytes = value ? rec->value : rec->key;
-    size_t len = value ? rec->value_len : rec->key_len;
-    struct piece pc = {K_TEXT, NULL, 0};
-    const char *lit = NULL;
 
     switch ((enum part)part) {
     case P_OPEN:
-        return (struct piece){K_TEXT, (const uint8_t *)w->open, w->open_len};
+        return (struct piece){K_TEXT, (const uint8_t *)w->open, w->open_len, w->open_len};
     case P_KEY_NAME:
     case P_VALUE_NAME:
-        lit = member_name(value, null, text);
-        break;
+        return member_name(value, null, text);
     case P_KEY_BODY:
     case P_VALUE_BODY:
-        if (!null)
-            pc = (struct piece){text ? K_ESCAPED : K_BASE64, bytes, len};
-        return pc;
+        if (null)
+            return LIT("");
+        return (struct piece){text ? K_ESCAPED : K_BASE64, value ? rec->value : rec->key,
+                              value ? rec->value_len : rec->key_len, value ? w->value_text_len : w->key_text_len};
     case P_KEY_CLOSE:
     case P_VALUE_CLOSE:
-        lit = null ? "" : "\"";
-        break;
+        return null ? LIT("") : LIT("\"");
     case P_HEADERS_NAME:
-        lit = ",\"headers\":";
-        break;
+        return LIT(",\"headers\":");
     case P_HEADERS:
         if (w->headers != NULL)
-            return (struct piece){K_TEXT, (const uint8_t *)w->headers, w->headers_len};
-        lit = "{}";
-        break;
+            return (struct piece){K_TEXT, (const uint8_t *)w->headers, w->headers_len, w->headers_len};
+        return LIT("{}");
     case P_CLOSE:
-        lit = "}";
-        break;
+        return LIT("}");
     case P_DONE:
-        lit = "";
         break;
     }
-    return (struct piece){K_TEXT, (const uint8_t *)lit, strlen(lit)};
+    return LIT("");
 }
 
-static size_t piece_len(const struct piece *pc)
+/* The text of a key or value: escaped when it is UTF-8, else base64
+ * (*text false); 0 for null. */
+static size_t bytes_text_len(const uint8_t *p, size_t n, bool *text)
 {
-    if (pc->kind == K_ESCAPED)
-        return pulse_text_json_escaped_len(pc->p, pc->n);
-    if (pc->kind == K_BASE64)
-        return pulse_text_b64_len(pc->n);
-    return pc->n;
+    size_t len = 0;
+    *text = p != NULL && pulse_text_json_measure(p, n, &len);
+    if (p != NULL && !*text)
+        len = pulse_text_b64_len(n);
+    return len;
 }
 
-/* Everything but the rendered headers. */
+/* Everything but the rendered headers; no memset: the inline headers
+ * need none. */
 static void writer_init(struct pulse_record_json *w, const struct pulse_record *rec)
 {
-    memset(w, 0, sizeof *w);
+    static const char off[] = "{\"offset\":";
+    static const char ts[] = ",\"timestamp\":";
     w->rec = *rec;
-    w->key_text = rec->key != NULL && pulse_text_utf8_valid(rec->key, rec->key_len);
-    w->value_text = rec->value != NULL && pulse_text_utf8_valid(rec->value, rec->value_len);
-    int n = snprintf(w->open, sizeof w->open, "{\"offset\":%lld,\"timestamp\":%lld", (long long)rec->offset,
-                     (long long)rec->timestamp);
-    w->open_len = (size_t)n;
+    w->key_text_len = bytes_text_len(rec->key, rec->key_len, &w->key_text);
+    w->value_text_len = bytes_text_len(rec->value, rec->value_len, &w->value_text);
+    size_t o = sizeof off - 1;
+    memcpy(w->open, off, o);
+    o += pulse_text_i64(rec->offset, w->open + o);
+    memcpy(w->open + o, ts, sizeof ts - 1);
+    o += sizeof ts - 1;
+    o += pulse_text_i64(rec->timestamp, w->open + o);
+    w->open_len = o;
+    w->headers = NULL;
+    w->headers_len = 0;
+    w->part = P_OPEN;
+    w->at = 0;
 }
 
 static size_t writer_total(const struct pulse_record_json *w)
 {
     size_t total = 0;
-    for (unsigned part = P_OPEN; part < P_DONE; part++) {
-        struct piece pc = piece_of(w, part);
-        total += piece_len(&pc);
-    }
+    for (unsigned part = P_OPEN; part < P_DONE; part++)
+        total += piece_of(w, part).out_len;
     return total;
 }
 
@@ -332,7 +359,7 @@ pulse_status_t pulse_record_json_begin(struct pulse_record_json *w, const struct
     if (st != PULSE_OK)
         return st;
     size_t len = hset_text_len(&s);
-    w->headers = pulse_malloc(len);
+    w->headers = len <= sizeof w->inline_headers ? w->inline_headers : pulse_malloc(len);
     if (w->headers == NULL) {
         hset_fini(&s);
         return PULSE_NOMEM;
@@ -370,7 +397,8 @@ size_t pulse_record_json_write(struct pulse_record_json *w, uint8_t *out, size_t
 
 void pulse_record_json_end(struct pulse_record_json *w)
 {
-    pulse_free(w->headers);
+    if (w->headers != w->inline_headers)
+        pulse_free(w->headers);
     w->headers = NULL;
 }
 

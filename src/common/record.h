@@ -73,18 +73,26 @@ struct pulse_record {
  * pulse_record_json_end. The record's bytes must stay alive and unchanged
  * until the end. The writer owns at most the record's rendered headers (see
  * pulse_record_json_size); everything else is written straight from the
- * record's bytes. Caller's storage; fields are private.
+ * record's bytes. Caller's storage (not to be copied while in use: headers
+ * may point into it); fields are private.
  */
+/* Rendered headers up to this many bytes stay inside the writer (no
+ * allocation for the few short headers most records carry). */
+#define PULSE_RECORD_JSON_INLINE_HEADERS 160
+
 struct pulse_record_json {
     struct pulse_record rec;
-    bool key_text;   /* key is UTF-8: a string; else base64 */
-    bool value_text; /* likewise for the value */
-    char open[80];   /* {"offset":N,"timestamp":T */
+    bool key_text;         /* key is UTF-8: a string; else base64 */
+    bool value_text;       /* likewise for the value */
+    size_t key_text_len;   /* the key's escaped or base64 text (0: null) */
+    size_t value_text_len; /* likewise for the value */
+    char open[80];         /* {"offset":N,"timestamp":T */
     size_t open_len;
-    char *headers; /* rendered header object (pulse_free), NULL for {} */
+    char *headers; /* rendered header object (inline_headers or pulse_free'd), NULL for {} */
     size_t headers_len;
     unsigned part; /* next piece to write */
     size_t at;     /* progress inside it (input bytes for escaped/base64) */
+    char inline_headers[PULSE_RECORD_JSON_INLINE_HEADERS];
 };
 
 /*

@@ -8,46 +8,151 @@
  */
 #include "common/text.h"
 
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/buf.h"
 
+/* ---- sixteen bytes at a time ------------------------------------------- */
+
+/*
+ * The scanners below skip what needs no work sixteen bytes a step: each
+ * asks how many of the next sixteen bytes lead without needing a look
+ * (plain16: ASCII that JSON copies as it is; copy16: bytes JSON copies as
+ * they are, UTF-8 included). Either may answer fewer than there are (the
+ * byte-wise path after it then takes the plain bytes too), never more.
+ * SSE2 (every x86-64) answers exactly; elsewhere two 64-bit words answer
+ * "all sixteen" or 0 (Sean Anderson's "Bit Twiddling Hacks": haszero and
+ * hasless, exact for "some byte of the word" with n <= 128).
+ */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+static inline size_t lead_of(unsigned mask)
+{
+    return mask == 0 ? 16 : (size_t)__builtin_ctz(mask);
+}
+
+static inline size_t plain16(const uint8_t *p)
+{
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    /* Signed: below 0x20 takes the bytes from 0x80 up as well. */
+    __m128i m = _mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
+                             _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+                                          _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
+    return lead_of((unsigned)_mm_movemask_epi8(m));
+}
+
+static inline size_t copy16(const uint8_t *p)
+{
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    /* Unsigned below 0x20: min(x, 0x1f) == x. */
+    __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
+    __m128i m = _mm_or_si128(ctl, _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+                                               _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
+    return lead_of((unsigned)_mm_movemask_epi8(m));
+}
+#else
+#define W_ONES 0x0101010101010101ull
+#define W_HIGHS 0x8080808080808080ull
+
+static inline uint64_t load_word(const uint8_t *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+static inline uint64_t has_zero(uint64_t w)
+{
+    return (w - W_ONES) & ~w & W_HIGHS;
+}
+
+static inline uint64_t has_below(uint64_t w, uint8_t n)
+{
+    return (w - W_ONES * n) & ~w & W_HIGHS;
+}
+
+/* Some byte of w is one JSON escapes: below 0x20, '"' or '\\'. */
+static inline uint64_t needs_escape(uint64_t w)
+{
+    return has_below(w, 0x20) | has_zero(w ^ (W_ONES * '"')) | has_zero(w ^ (W_ONES * '\\'));
+}
+
+static inline size_t plain16(const uint8_t *p)
+{
+    uint64_t a = load_word(p);
+    uint64_t b = load_word(p + 8);
+    return ((a | b) & W_HIGHS) == 0 && (needs_escape(a) | needs_escape(b)) == 0 ? 16 : 0;
+}
+
+static inline size_t copy16(const uint8_t *p)
+{
+    return (needs_escape(load_word(p)) | needs_escape(load_word(p + 8))) == 0 ? 16 : 0;
+}
+#endif
+
+/* Whether s[0, 16) is all ASCII (exactly). */
+static inline bool ascii16(const uint8_t *s)
+{
+    uint64_t a, b;
+    memcpy(&a, s, sizeof a);
+    memcpy(&b, s + 8, sizeof b);
+    return ((a | b) & 0x8080808080808080ull) == 0;
+}
+
 /* ---- UTF-8 ------------------------------------------------------------ */
+
+/* The length of the valid sequence at s[0, n) (s[0] >= 0x80), or 0. */
+static size_t utf8_seq(const uint8_t *s, size_t n)
+{
+    uint8_t b = s[0];
+    size_t need;
+    uint32_t cp;
+    if (b >= 0xC2 && b <= 0xDF) {
+        need = 1;
+        cp = b & 0x1Fu;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        need = 2;
+        cp = b & 0x0Fu;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        need = 3;
+        cp = b & 0x07u;
+    } else {
+        return 0;
+    }
+    if (n - 1 < need)
+        return 0;
+    for (size_t k = 1; k <= need; k++) {
+        if ((s[k] & 0xC0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[k] & 0x3Fu);
+    }
+    if ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return need + 1;
+}
 
 bool pulse_text_utf8_valid(const uint8_t *s, size_t n)
 {
     size_t i = 0;
     while (i < n) {
-        uint8_t b = s[i];
-        if (b < 0x80) {
+        /* ASCII runs sixteen bytes a step. */
+        while (n - i >= 16 && ascii16(s + i))
+            i += 16;
+        if (i == n)
+            break;
+        if (s[i] < 0x80) {
             i++;
             continue;
         }
-        size_t need;
-        uint32_t cp;
-        if (b >= 0xC2 && b <= 0xDF) {
-            need = 1;
-            cp = b & 0x1Fu;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            need = 2;
-            cp = b & 0x0Fu;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            need = 3;
-            cp = b & 0x07u;
-        } else {
+        size_t k = utf8_seq(s + i, n - i);
+        if (k == 0)
             return false;
-        }
-        if (n - i - 1 < need)
-            return false;
-        for (size_t k = 1; k <= need; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return false;
-            cp = cp << 6 | (s[i + k] & 0x3Fu);
-        }
-        if ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += need + 1;
+        i += k;
     }
     return true;
 }
@@ -225,13 +330,100 @@ static size_t escape_of(uint8_t c, char esc[PULSE_TEXT_UNIT_MAX])
     return 2;
 }
 
+/* Bytes an escape adds to byte c (0 when c stands for itself): the
+ * lengths escape_of gives, less one, for the scanners. */
+/* clang-format off */
+static const uint8_t escape_extra[256] = {
+    5, 5, 5, 5, 5, 5, 5, 5, 1, 1, 1, 5, 1, 1, 5, 5, /* 0x00: \b \t \n \f \r */
+    5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, /* 0x10 */
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x20: '"' */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x30 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x40 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, /* 0x50: '\\' */
+};
+/* clang-format on */
+
+/* The end of the run of bytes from i that stand for themselves. */
+static size_t plain_run_end(const uint8_t *p, size_t i, size_t n)
+{
+    while (n - i >= 16) {
+        size_t k = copy16(p + i);
+        i += k;
+        if (k < 16)
+            break;
+    }
+    while (i < n && escape_extra[p[i]] == 0)
+        i++;
+    return i;
+}
+
 size_t pulse_text_json_escaped_len(const uint8_t *p, size_t n)
 {
-    size_t len = 0;
-    char esc[PULSE_TEXT_UNIT_MAX];
-    for (size_t i = 0; i < n; i++)
-        len += escape_of(p[i], esc);
+    size_t len = n;
+    size_t i = plain_run_end(p, 0, n);
+    while (i < n) {
+        len += escape_extra[p[i]];
+        i = plain_run_end(p, i + 1, n);
+    }
     return len;
+}
+
+bool pulse_text_json_measure(const uint8_t *s, size_t n, size_t *escaped_len)
+{
+    size_t extra = 0;
+    size_t i = 0;
+    while (i < n) {
+        /* Sixteen bytes a step while nothing needs a look. */
+        while (n - i >= 16) {
+            size_t k = plain16(s + i);
+            i += k;
+            if (k < 16)
+                break;
+        }
+        if (i == n)
+            break;
+        if (s[i] < 0x80) {
+            extra += escape_extra[s[i]];
+            i++;
+            continue;
+        }
+        size_t k = utf8_seq(s + i, n - i);
+        if (k == 0)
+            return false;
+        i += k;
+    }
+    *escaped_len = n + extra;
+    return true;
+}
+
+bool pulse_text_json_plain_body(const uint8_t *s, size_t n, size_t *end)
+{
+    size_t i = 0;
+    for (;;) {
+        while (n - i >= 16) {
+            size_t k = plain16(s + i);
+            i += k;
+            if (k < 16)
+                break;
+        }
+        if (i == n)
+            return false;
+        uint8_t b = s[i];
+        if (b == '"') {
+            *end = i;
+            return true;
+        }
+        if (b < 0x20 || b == '\\')
+            return false;
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = utf8_seq(s + i, n - i);
+        if (k == 0)
+            return false;
+        i += k;
+    }
 }
 
 size_t pulse_text_json_escape_some(const uint8_t *p, size_t n, size_t *at, uint8_t *out, size_t room)
@@ -240,17 +432,16 @@ size_t pulse_text_json_escape_some(const uint8_t *p, size_t n, size_t *at, uint8
     size_t o = 0;
     char esc[PULSE_TEXT_UNIT_MAX];
     while (i < n && o < room) {
+        /* A run of bytes that stand for themselves, copied at once (and
+         * looked for no further than the room takes). */
+        size_t lim = n - i < room - o ? n : i + (room - o);
+        size_t end = plain_run_end(p, i, lim);
+        memcpy(out + o, p + i, end - i);
+        o += end - i;
+        i = end;
+        if (i == n || o == room)
+            break;
         size_t k = escape_of(p[i], esc);
-        if (k == 1) {
-            /* A run of bytes that stand for themselves, copied at once. */
-            size_t run = 1;
-            while (i + run < n && o + run < room && escape_of(p[i + run], esc) == 1)
-                run++;
-            memcpy(out + o, p + i, run);
-            o += run;
-            i += run;
-            continue;
-        }
         if (k > room - o)
             break;
         memcpy(out + o, esc, k);
@@ -259,6 +450,48 @@ size_t pulse_text_json_escape_some(const uint8_t *p, size_t n, size_t *at, uint8
     }
     *at = i;
     return o;
+}
+
+/* ---- integers ---------------------------------------------------------- */
+
+/* The digits of v into out (room for 20). */
+static size_t put_u64(uint64_t v, char *out)
+{
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324"
+                                "25262728293031323334353637383940414243444546474849"
+                                "50515253545556575859606162636465666768697071727374"
+                                "75767778798081828384858687888990919293949596979899";
+    char tmp[PULSE_TEXT_INT_MAX];
+    size_t t = sizeof tmp;
+    while (v >= 100) {
+        unsigned d = (unsigned)(v % 100) * 2;
+        v /= 100;
+        tmp[--t] = pairs[d + 1];
+        tmp[--t] = pairs[d];
+    }
+    if (v >= 10) {
+        tmp[--t] = pairs[v * 2 + 1];
+        tmp[--t] = pairs[v * 2];
+    } else {
+        tmp[--t] = (char)('0' + v);
+    }
+    memcpy(out, tmp + t, sizeof tmp - t);
+    return sizeof tmp - t;
+}
+
+size_t pulse_text_u64(uint64_t v, char out[PULSE_TEXT_INT_MAX])
+{
+    return put_u64(v, out);
+}
+
+size_t pulse_text_i64(int64_t v, char out[PULSE_TEXT_INT_MAX])
+{
+    if (v >= 0)
+        return put_u64((uint64_t)v, out);
+    out[0] = '-';
+    /* -(v + 1) + 1 cannot overflow, INT64_MIN included; at most 19
+     * digits follow the sign. */
+    return 1 + put_u64((uint64_t)(-(v + 1)) + 1, out + 1);
 }
 
 pulse_status_t pulse_text_json_append_string(struct pulse_buf *out, const uint8_t *p, size_t n)
@@ -274,4 +507,65 @@ pulse_status_t pulse_text_json_append_string(struct pulse_buf *out, const uint8_
     out->len += pulse_text_json_escape_some(p, n, &at, out->data + out->len, len);
     out->data[out->len++] = '"';
     return PULSE_OK;
+}
+
+/* ---- reals -------------------------------------------------------------- */
+
+/* The fewest significant digits (1..17) that print d so it reads back as d,
+ * by trying each in turn: the definition, for the cases the shortcut below
+ * does not cover. */
+static int real_digits_by_trial(double d)
+{
+    char text[40];
+    for (int p = 1; p < 17; p++) {
+        snprintf(text, sizeof text, "%.*g", p, d);
+        if (strtod(text, NULL) == d)
+            return p;
+    }
+    return 17;
+}
+
+/* Significant digits of printf's %g text (at least 1). */
+static int significant_digits(const char *text)
+{
+    int n = 0, zeros = 0;
+    bool leading = true;
+    for (const char *c = text; *c != '\0' && *c != 'e'; c++) {
+        if (*c < '0' || *c > '9')
+            continue;
+        if (leading && *c == '0')
+            continue;
+        leading = false;
+        if (*c == '0') {
+            zeros++;
+        } else {
+            n += zeros + 1;
+            zeros = 0;
+        }
+    }
+    return n > 0 ? n : 1;
+}
+
+/*
+ * Why one or two tries suffice for a normal d (or zero): a decimal of at
+ * most 15 significant digits survives decimal -> double -> 15 digits
+ * (DBL_DIG). So if d's 15-digit text t reads back as d, no shorter text
+ * of another value can (it would print as itself at 15 digits, not as t),
+ * and t with its trailing zeros dropped, q digits, is what %.{p}g prints
+ * for every p from q to 15 (d lies within 2^-53 of t, far closer than the
+ * next decimal of 15 digits): q is the answer. If t does not read back,
+ * no text of 15 digits or fewer does, and only 16 and 17 remain.
+ * Subnormals have fewer bits than that argument needs: tried one by one.
+ */
+int pulse_text_real_digits(double d)
+{
+    char text[40];
+    int cls = fpclassify(d);
+    if (cls != FP_NORMAL && cls != FP_ZERO)
+        return real_digits_by_trial(d);
+    snprintf(text, sizeof text, "%.15g", d);
+    if (strtod(text, NULL) == d)
+        return significant_digits(text);
+    snprintf(text, sizeof text, "%.16g", d);
+    return strtod(text, NULL) == d ? 16 : 17;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * text.h - the text encodings of Pulse, one copy each: strict UTF-8
- * validation, standard base64 (RFC 4648, padded) and JSON string escaping
- * as jansson's compact dump writes it.
+ * validation, standard base64 (RFC 4648, padded), JSON string escaping as
+ * jansson's compact dump writes it, decimal integers, and the shortest
+ * digits of a JSON real.
  *
  * Why here: the HTTP layer (request bodies, fetch answers), the record
  * JSON writer (common/record.h) and pulse-log (segment dumps) all need
@@ -11,6 +12,11 @@
  * pulse_text_b64_decode and pulse_text_json_append_string, and nothing
  * depends on jansson: the escaping is written to match its output byte for
  * byte, which tests/unit/common/check_text.c checks against jansson.
+ *
+ * Speed: the scanners (UTF-8, measure, escape, plain strings) skip text
+ * that needs no work sixteen bytes a step and look only at the bytes that
+ * do; tests/unit/common/check_textscan.c holds each to its byte-at-a-time
+ * definition on hostile input.
  *
  * The streaming helpers (*_some) write whole units only (an escape, a
  * 4-character base64 group), so a writer that fills a bounded window can
@@ -36,6 +42,31 @@ struct pulse_buf;
 /* Strict UTF-8 (no overlong forms, surrogates or code points past
  * U+10FFFF): exactly what jansson accepts in a string. NUL is valid. */
 bool pulse_text_utf8_valid(const uint8_t *s, size_t n);
+
+/*
+ * One pass that does what pulse_text_utf8_valid and
+ * pulse_text_json_escaped_len do together: true when s[0, n) is strict
+ * UTF-8, and then *escaped_len is the length of its JSON string body
+ * (untouched otherwise). ASCII that needs no escape is skipped sixteen
+ * bytes a step.
+ */
+bool pulse_text_json_measure(const uint8_t *s, size_t n, size_t *escaped_len);
+
+/*
+ * The body of a JSON string that needs no decoding: true when s[0, n)
+ * starts with strict UTF-8 free of backslashes and control bytes, up to a
+ * '"' at s[*end]; false for anything else (no closing quote, an escape, a
+ * control byte, bad UTF-8 before the quote).
+ */
+bool pulse_text_json_plain_body(const uint8_t *s, size_t n, size_t *end);
+
+/* Room for the decimal text of any int64_t or uint64_t (no NUL). */
+#define PULSE_TEXT_INT_MAX 20
+
+/* The decimal text of v into out, without a NUL; returns its length.
+ * printf's %lld / %llu, without printf. */
+size_t pulse_text_i64(int64_t v, char out[PULSE_TEXT_INT_MAX]);
+size_t pulse_text_u64(uint64_t v, char out[PULSE_TEXT_INT_MAX]);
 
 /* Characters (without NUL) that the base64 of n bytes takes. */
 size_t pulse_text_b64_len(size_t n);
@@ -75,5 +106,12 @@ size_t pulse_text_json_escape_some(const uint8_t *p, size_t n, size_t *at, uint8
 /* Appends p[0, n), which must be valid UTF-8, as a quoted JSON string.
  * PULSE_NOMEM / PULSE_TOO_LARGE from the buffer (which is then unchanged). */
 pulse_status_t pulse_text_json_append_string(struct pulse_buf *out, const uint8_t *p, size_t n);
+
+/*
+ * The fewest significant digits, 1 to 17, with which printf's "%.*g" prints
+ * d so that strtod reads back d exactly: the shortest text of a JSON real.
+ * One or two printf/strtod round trips (subnormals: up to 17).
+ */
+int pulse_text_real_digits(double d);
 
 #endif

@@ -16,6 +16,9 @@
 struct cur {
     const uint8_t *p;
     const uint8_t *end;
+    struct pulse_header *hdrs; /* every record's headers, in order */
+    size_t nh;
+    size_t hcap;
 };
 
 static void skip_ws(struct cur *c)
@@ -47,20 +50,13 @@ static bool take_null(struct cur *c)
 /* A string without escapes or control characters; *s and *n borrow it. */
 static bool take_string(struct cur *c, const uint8_t **s, size_t *n)
 {
-    if (!take(c, '"'))
+    size_t end = 0;
+    if (!take(c, '"') || !pulse_text_json_plain_body(c->p, (size_t)(c->end - c->p), &end))
         return false;
-    const uint8_t *start = c->p;
-    while (c->p < c->end && *c->p != '"') {
-        if (*c->p < 0x20 || *c->p == '\\')
-            return false;
-        c->p++;
-    }
-    if (c->p == c->end)
-        return false;
-    *s = start;
-    *n = (size_t)(c->p - start);
-    c->p++;
-    return *n < UINT32_MAX && pulse_text_utf8_valid(start, *n);
+    *s = c->p;
+    *n = end;
+    c->p += end + 1;
+    return end < UINT32_MAX;
 }
 
 /* A plain non-negative integer (no sign, fraction, exponent or leading
@@ -86,9 +82,59 @@ static bool take_uint(struct cur *c, int64_t max, int64_t *out)
     return true;
 }
 
-enum { F_KEY = 1, F_VALUE = 2, F_PARTITION = 4, F_TIMESTAMP = 8 };
+enum { F_KEY = 1, F_VALUE = 2, F_PARTITION = 4, F_TIMESTAMP = 8, F_HEADERS = 16 };
 
-static bool take_record(struct cur *c, struct pulse_publish_record *rec)
+/* One more header slot in c->hdrs; NULL when the body has more than
+ * PULSE_FASTPUB_MAX_HEADERS (then it is not ours) or on NOMEM (*nomem). */
+static struct pulse_header *new_header(struct cur *c, bool *nomem)
+{
+    if (c->nh == PULSE_FASTPUB_MAX_HEADERS)
+        return NULL;
+    if (c->nh == c->hcap) {
+        size_t ncap = c->hcap == 0 ? 16 : c->hcap * 2;
+        if (ncap > PULSE_FASTPUB_MAX_HEADERS)
+            ncap = PULSE_FASTPUB_MAX_HEADERS;
+        struct pulse_header *nh = pulse_realloc(c->hdrs, ncap * sizeof *nh);
+        if (nh == NULL) {
+            *nomem = true;
+            return NULL;
+        }
+        c->hdrs = nh;
+        c->hcap = ncap;
+    }
+    return &c->hdrs[c->nh++];
+}
+
+/* "headers": null or an object of plain string values whose names do not
+ * repeat (jansson refuses a repeated name: that answer is the slow path's).
+ * The record's headers are the last rec->header_count of c->hdrs. */
+static bool take_headers(struct cur *c, struct pulse_publish_record *rec, bool *nomem)
+{
+    if (take_null(c))
+        return true;
+    if (!take(c, '{'))
+        return false;
+    if (take(c, '}'))
+        return true;
+    size_t first = c->nh;
+    do {
+        const uint8_t *name, *value;
+        size_t nlen, vlen;
+        if (!take_string(c, &name, &nlen) || !take(c, ':') || !take_string(c, &value, &vlen))
+            return false;
+        for (size_t i = first; i < c->nh; i++)
+            if (c->hdrs[i].key_len == nlen && memcmp(c->hdrs[i].key, name, nlen) == 0)
+                return false;
+        struct pulse_header *h = new_header(c, nomem);
+        if (h == NULL)
+            return false;
+        *h = (struct pulse_header){name, nlen, value, vlen};
+    } while (take(c, ','));
+    rec->header_count = (uint32_t)(c->nh - first);
+    return take(c, '}');
+}
+
+static bool take_record(struct cur *c, struct pulse_publish_record *rec, bool *nomem)
 {
     unsigned seen = 0;
     memset(rec, 0, sizeof *rec);
@@ -109,6 +155,8 @@ static bool take_record(struct cur *c, struct pulse_publish_record *rec)
             f = F_PARTITION;
         else if (nlen == 9 && memcmp(name, "timestamp", 9) == 0)
             f = F_TIMESTAMP;
+        else if (nlen == 7 && memcmp(name, "headers", 7) == 0)
+            f = F_HEADERS;
         else
             return false;
         if (seen & f)
@@ -128,6 +176,9 @@ static bool take_record(struct cur *c, struct pulse_publish_record *rec)
                 rec->value = s;
                 rec->value_len = n;
             }
+        } else if (f == F_HEADERS) {
+            if (!take_headers(c, rec, nomem))
+                return false;
         } else if (f == F_PARTITION) {
             int64_t v;
             if (!take_uint(c, INT32_MAX, &v))
@@ -145,12 +196,14 @@ static bool take_record(struct cur *c, struct pulse_publish_record *rec)
 }
 
 pulse_status_t pulse_fastpub_parse(const uint8_t *body, size_t len, size_t max_records,
-                                   struct pulse_publish_record **recs_out, size_t *n_out)
+                                   struct pulse_publish_record **recs_out, size_t *n_out,
+                                   struct pulse_header **hdrs_out)
 {
-    struct cur c = {body, body + len};
+    struct cur c = {body, body + len, NULL, 0, 0};
     struct pulse_publish_record *recs = NULL;
     size_t n = 0, cap = 0;
     pulse_status_t st = PULSE_INVALID;
+    bool nomem = false;
     const uint8_t *name;
     size_t nlen;
 
@@ -170,8 +223,11 @@ pulse_status_t pulse_fastpub_parse(const uint8_t *body, size_t len, size_t max_r
             recs = nr;
             cap = ncap;
         }
-        if (!take_record(&c, &recs[n]))
+        if (!take_record(&c, &recs[n], &nomem)) {
+            if (nomem)
+                st = PULSE_NOMEM;
             goto out;
+        }
         n++;
     } while (take(&c, ','));
     if (!take(&c, ']') || !take(&c, '}'))
@@ -179,11 +235,20 @@ pulse_status_t pulse_fastpub_parse(const uint8_t *body, size_t len, size_t max_r
     skip_ws(&c);
     if (c.p != c.end)
         goto out;
+    /* The headers array stopped moving: point each record at its own. */
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        recs[i].headers = recs[i].header_count > 0 ? &c.hdrs[at] : NULL;
+        at += recs[i].header_count;
+    }
     *recs_out = recs;
     *n_out = n;
+    *hdrs_out = c.hdrs;
     recs = NULL;
+    c.hdrs = NULL;
     st = PULSE_OK;
 out:
     pulse_free(recs);
+    pulse_free(c.hdrs);
     return st;
 }

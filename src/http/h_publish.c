@@ -86,18 +86,6 @@ static bool decode_b64(struct pulse_hreq *r, json_t *s, const char *field, size_
     return true;
 }
 
-/* Fewest significant digits (1..17) that print d so it reads back as d. */
-static int digits_for(double d)
-{
-    char text[40];
-    for (int p = 1; p < 17; p++) {
-        snprintf(text, sizeof text, "%.*g", p, d);
-        if (strtod(text, NULL) == d)
-            return p;
-    }
-    return 17;
-}
-
 /* The precision that prints every real inside v exactly and shortest
  * (0.1 as 0.1, not 0.10000000000000001); 0 when v holds no reals. */
 static int real_precision(json_t *v, int depth)
@@ -106,7 +94,7 @@ static int real_precision(json_t *v, int depth)
     if (depth > 64)
         return 17;
     if (json_is_real(v)) {
-        best = digits_for(json_real_value(v));
+        best = pulse_text_real_digits(json_real_value(v));
     } else if (json_is_array(v)) {
         for (size_t i = 0; i < json_array_size(v); i++) {
             int p = real_precision(json_array_get(v, i), depth + 1);
@@ -294,6 +282,30 @@ static bool alloc_records(struct pulse_hreq *r, size_t n)
     return true;
 }
 
+/* Copies the fast path's records into the request (the array
+ * alloc_records made) and their headers into the pool, each record
+ * pointing at its own; answers 500 and returns false when the pool is out. */
+static bool keep_fast_records(struct pulse_hreq *r, const struct pulse_publish_record *fast, size_t n,
+                              const struct pulse_header *hdrs)
+{
+    struct publish_state *ps = pub(r);
+    size_t nh = 0;
+    for (size_t i = 0; i < n; i++)
+        nh += fast[i].header_count;
+    struct pulse_header *kept = nh > 0 ? pulse_server_palloc(r, nh * sizeof *kept) : NULL;
+    if (nh > 0 && kept == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return false;
+    }
+    if (nh > 0)
+        memcpy(kept, hdrs, nh * sizeof *kept);
+    memcpy(ps->recs, fast, n * sizeof *fast);
+    for (size_t i = 0; i < n; i++)
+        if (ps->recs[i].header_count > 0)
+            ps->recs[i].headers = kept + (fast[i].headers - hdrs);
+    return true;
+}
+
 static bool parse_json_body(struct pulse_hreq *r)
 {
     static const char *const allowed[] = {"records", NULL};
@@ -308,17 +320,24 @@ static bool parse_json_body(struct pulse_hreq *r)
     uint64_t most = r->body.len / 12 + 1;
     if (most > (uint64_t)r->srv->cfg->server.max_records_per_request)
         most = (uint64_t)r->srv->cfg->server.max_records_per_request;
-    if (!pulse_server_mem_charge(r, 3 * most * sizeof *fast + 64)) {
+    /* And its header array, bounded the same way: a header takes at least
+     * 5 bytes of body ("":""), and the fast path takes a bounded number. */
+    struct pulse_header *fast_hdrs = NULL;
+    uint64_t most_hdrs = r->body.len / 5 + 1;
+    if (most_hdrs > PULSE_FASTPUB_MAX_HEADERS)
+        most_hdrs = PULSE_FASTPUB_MAX_HEADERS;
+    if (!pulse_server_mem_charge(r, 3 * most * sizeof *fast + 64) ||
+        !pulse_server_mem_charge(r, 3 * most_hdrs * sizeof *fast_hdrs)) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return false;
     }
     pulse_status_t fst = pulse_fastpub_parse(r->body.data, r->body.len,
-                                             (size_t)r->srv->cfg->server.max_records_per_request, &fast, &nfast);
+                                             (size_t)r->srv->cfg->server.max_records_per_request, &fast, &nfast,
+                                             &fast_hdrs);
     if (fst == PULSE_OK) {
-        bool ok = alloc_records(r, nfast);
-        if (ok)
-            memcpy(pub(r)->recs, fast, nfast * sizeof *fast);
+        bool ok = alloc_records(r, nfast) && keep_fast_records(r, fast, nfast, fast_hdrs);
         pulse_free(fast);
+        pulse_free(fast_hdrs);
         return ok;
     }
     if (fst == PULSE_NOMEM) {
@@ -464,6 +483,32 @@ static void publish_failed(struct pulse_hreq *r, pulse_status_t st)
     pulse_server_reply_status_extra(r, st, ps->errmsg, extra);
 }
 
+/* One {"partition":P,"offset":O} of the answer, after a comma when
+ * comma; PULSE_OFFSET_UNKNOWN (acknowledged, offset not reported: Kafka)
+ * is null. */
+static pulse_status_t append_offset(struct pulse_buf *out, bool comma, const struct pulse_offset_pair *o)
+{
+    static const char part[] = "{\"partition\":";
+    static const char off[] = ",\"offset\":";
+    char item[2 * PULSE_TEXT_INT_MAX + 32];
+    size_t len = 0;
+    if (comma)
+        item[len++] = ',';
+    memcpy(item + len, part, sizeof part - 1);
+    len += sizeof part - 1;
+    len += pulse_text_u64(o->partition, item + len);
+    memcpy(item + len, off, sizeof off - 1);
+    len += sizeof off - 1;
+    if (o->offset == PULSE_OFFSET_UNKNOWN) {
+        memcpy(item + len, "null", 4);
+        len += 4;
+    } else {
+        len += pulse_text_i64(o->offset, item + len);
+    }
+    item[len++] = '}';
+    return pulse_buf_append(out, item, len);
+}
+
 static void publish_resume(struct pulse_hreq *r)
 {
     const struct publish_state *ps = pub(r);
@@ -481,14 +526,7 @@ static void publish_resume(struct pulse_hreq *r)
     if (bst == PULSE_OK)
         bst = pulse_buf_append(&out, "{\"offsets\":[", 12);
     for (size_t i = 0; bst == PULSE_OK && i < ps->n_recs; i++) {
-        char item[80];
-        /* PULSE_OFFSET_UNKNOWN: acknowledged, offset not reported (Kafka). */
-        int len = ps->offsets[i].offset == PULSE_OFFSET_UNKNOWN
-                      ? snprintf(item, sizeof item, "%s{\"partition\":%u,\"offset\":null}", i == 0 ? "" : ",",
-                                 (unsigned)ps->offsets[i].partition)
-                      : snprintf(item, sizeof item, "%s{\"partition\":%u,\"offset\":%lld}", i == 0 ? "" : ",",
-                                 (unsigned)ps->offsets[i].partition, (long long)ps->offsets[i].offset);
-        bst = pulse_buf_append(&out, item, (size_t)len);
+        bst = append_offset(&out, i > 0, &ps->offsets[i]);
     }
     if (bst == PULSE_OK && ps->has_idem)
         bst = ps->idem.duplicate ? pulse_buf_append(&out, "],\"duplicate\":true}\n", 20)

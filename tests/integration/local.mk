@@ -25,6 +25,7 @@ INTEGRATION_TESTS = \
 	tests/integration/59_new_user.py \
 	tests/integration/57_dashboard_files.py \
 	tests/integration/60_bad_input.py \
+	tests/integration/61_json_text.py \
 	tests/integration/62_http_smuggling.py \
 	tests/integration/63_auth.py \
 	tests/integration/64_slow_clients.py \

@@ -31,3 +31,13 @@ tests_unit_check_text_SOURCES = tests/unit/common/check_text.c
 tests_unit_check_text_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_check_text_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_text_LDADD = libpulsecommon_hooks.a $(JANSSON_LIBS) $(CHECK_LDADD)
+
+# The fast scanners of text.c (sixteen bytes a step), the integer formatter
+# and the shortest digits of reals, against the plain definitions and
+# jansson on hostile input.
+check_PROGRAMS += tests/unit/check_textscan
+TESTS += tests/unit/check_textscan
+tests_unit_check_textscan_SOURCES = tests/unit/common/check_textscan.c
+tests_unit_check_textscan_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_textscan_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_textscan_LDADD = libpulsecommon_hooks.a $(JANSSON_LIBS) -lm $(CHECK_LDADD)

@@ -82,23 +82,59 @@ static void expect_same(const uint8_t *body, size_t len, const struct pulse_publ
             ck_assert(recs[i].has_timestamp);
             ck_assert_int_eq(recs[i].timestamp, json_integer_value(t));
         }
+        json_t *h = json_object_get(o, "headers");
+        if (h == NULL || json_is_null(h)) {
+            ck_assert_uint_eq(recs[i].header_count, 0);
+        } else {
+            /* The slow path's headers: in the body's order, names and
+             * values byte for byte. */
+            ck_assert(json_is_object(h));
+            ck_assert_uint_eq(recs[i].header_count, json_object_size(h));
+            ck_assert(recs[i].header_count == 0 || recs[i].headers != NULL);
+            size_t j = 0;
+            const char *hk;
+            json_t *hv;
+            json_object_foreach(h, hk, hv)
+            {
+                const struct pulse_header *got = &recs[i].headers[j++];
+                ck_assert(json_is_string(hv));
+                ck_assert_uint_eq(got->key_len, strlen(hk));
+                ck_assert_int_eq(memcmp(got->key, hk, got->key_len), 0);
+                ck_assert_ptr_nonnull(got->value);
+                ck_assert_uint_eq(got->value_len, json_string_length(hv));
+                ck_assert_int_eq(memcmp(got->value, json_string_value(hv), got->value_len), 0);
+            }
+        }
         /* The fast path knows no other member. */
-        size_t known = 1 + (k != NULL) + (p != NULL) + (t != NULL);
+        size_t known = 1 + (k != NULL) + (p != NULL) + (t != NULL) + (h != NULL);
         ck_assert_uint_eq(json_object_size(o), known);
     }
     json_decref(doc);
 }
 
+/* Bodies the fast path took with at least one header (the generator must
+ * reach them). */
+static int fast_with_headers;
+
 /* Runs the fast path; when it accepts, checks it against the reference. */
 static int check_body(const uint8_t *body, size_t len)
 {
     struct pulse_publish_record *recs = NULL;
+    struct pulse_header *hdrs = NULL;
     size_t n = 0;
-    pulse_status_t st = pulse_fastpub_parse(body, len, 10000, &recs, &n);
+    pulse_status_t st = pulse_fastpub_parse(body, len, 10000, &recs, &n, &hdrs);
     ck_assert(st == PULSE_OK || st == PULSE_INVALID);
-    if (st == PULSE_OK)
+    if (st == PULSE_OK) {
         expect_same(body, len, recs, n);
+        for (size_t i = 0; i < n; i++) {
+            if (recs[i].header_count > 0) {
+                fast_with_headers++;
+                break;
+            }
+        }
+    }
     pulse_free(recs);
+    pulse_free(hdrs);
     return st == PULSE_OK;
 }
 
@@ -127,7 +163,13 @@ START_TEST(test_everything_outside_the_subset_falls_back)
         "{\"records\":[{\"value\":\"a\\\"b\"}]}",       /* escape */
         "{\"records\":[{\"value\":{\"sku\":\"a1\"}}]}", /* JSON value */
         "{\"records\":[{\"value\":1}]}",
-        "{\"records\":[{\"value\":\"a\",\"headers\":{}}]}",
+        "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\":1}}]}",                 /* not a string */
+        "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\":null}}]}",              /* null header value */
+        "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\":\"x\",\"h\":\"y\"}}]}", /* repeated name */
+        "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\\n\":\"x\"}}]}",          /* escaped name */
+        "{\"records\":[{\"value\":\"a\",\"headers\":[\"h\"]}]}",
+        "{\"records\":[{\"value\":\"a\",\"headers\":{},\"headers\":{}}]}",
+        "{\"records\":[{\"value\":\"a\",\"headers\":{\"h\":\"x\",}}]}",
         "{\"records\":[{\"value_base64\":\"AAEC\"}]}",
         "{\"records\":[{\"value\":\"a\",\"value\":\"b\"}]}", /* duplicate */
         "{\"records\":[{\"value\":\"a\",\"partition\":-1}]}",
@@ -154,9 +196,11 @@ START_TEST(test_more_records_than_the_limit_fall_back)
     const char *body = "{\"records\":[{\"value\":\"a\"},{\"value\":\"b\"},{\"value\":\"c\"}]}";
     struct pulse_publish_record *recs = NULL;
     size_t n = 0;
-    ck_assert_int_eq(pulse_fastpub_parse((const uint8_t *)body, strlen(body), 2, &recs, &n), PULSE_INVALID);
-    ck_assert_int_eq(pulse_fastpub_parse((const uint8_t *)body, strlen(body), 3, &recs, &n), PULSE_OK);
+    struct pulse_header *hdrs = NULL;
+    ck_assert_int_eq(pulse_fastpub_parse((const uint8_t *)body, strlen(body), 2, &recs, &n, &hdrs), PULSE_INVALID);
+    ck_assert_int_eq(pulse_fastpub_parse((const uint8_t *)body, strlen(body), 3, &recs, &n, &hdrs), PULSE_OK);
     ck_assert_uint_eq(n, 3);
+    ck_assert_ptr_null(hdrs);
     pulse_free(recs);
 }
 END_TEST
@@ -181,6 +225,36 @@ static void rand_ws(struct pulse_buf *b, unsigned *seed)
     static const char ws[] = " \t\n\r";
     while (rand_r(seed) % 4 == 0)
         pulse_buf_append_u8(b, (uint8_t)ws[rand_r(seed) % 4]);
+}
+
+/* A "headers" member's value: mostly objects of strings, with repeated
+ * names, non-string values, null and other shapes mixed in. */
+static void rand_headers(struct pulse_buf *b, unsigned *seed)
+{
+    static const char *const names[] = {"\"t\"", "\"trace-id\"", "\"\"", "\"\xc3\xa9\"", "\"a\\u0000\""};
+    static const char *const odd[] = {"null", "[]", "\"x\"", "{\"t\":1}", "{\"t\":null}"};
+    int shape = rand_r(seed) % 8;
+    if (shape == 0) {
+        const char *o = odd[rand_r(seed) % (sizeof odd / sizeof odd[0])];
+        pulse_buf_append(b, o, strlen(o));
+        return;
+    }
+    pulse_buf_append_u8(b, '{');
+    int n = rand_r(seed) % 4;
+    for (int i = 0; i < n; i++) {
+        if (i > 0)
+            pulse_buf_append_u8(b, ',');
+        rand_ws(b, seed);
+        const char *name = names[rand_r(seed) % (sizeof names / sizeof names[0])];
+        pulse_buf_append(b, name, strlen(name));
+        pulse_buf_append_u8(b, ':');
+        if (rand_r(seed) % 2 == 0)
+            pulse_buf_append(b, "\"v\"", 3);
+        else
+            rand_string(b, seed);
+        rand_ws(b, seed);
+    }
+    pulse_buf_append_u8(b, '}');
 }
 
 static void rand_body(struct pulse_buf *b, unsigned *seed)
@@ -220,7 +294,7 @@ static void rand_body(struct pulse_buf *b, unsigned *seed)
                 const char *num = numbers[rand_r(seed) % (sizeof numbers / sizeof numbers[0])];
                 pulse_buf_append(b, num, strlen(num));
             } else if (which == 4) {
-                pulse_buf_append(b, "{\"t\":\"x\"}", 9);
+                rand_headers(b, seed);
             } else {
                 pulse_buf_append(b, "\"AAEC\"", 6);
             }
@@ -244,6 +318,7 @@ START_TEST(test_generated_bodies_agree_with_jansson)
     }
     /* The generator must reach both sides, or the test proves nothing. */
     ck_assert_int_gt(fast, 500);
+    ck_assert_int_gt(fast_with_headers, 30);
     ck_assert_int_lt(fast, 19000);
     pulse_buf_fini(&b);
 }
