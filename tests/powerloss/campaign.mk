@@ -1,0 +1,23 @@
+# SPDX-License-Identifier: MIT
+# tests/powerloss/campaign.mk: the campaign of power cuts against pulsed
+# (tests/powerloss/campaign.py; docs/Storage.md "Power cuts").
+#
+# make check runs the short campaign: a self-check (a sabotaged run must
+# fail), then 24 cuts in 4 lives of 6, seed 1. It exits 77 naming the reason
+# when plfs is not built, /dev/fuse is missing or it does not run as root.
+# The long one:
+#
+#   make powerloss-campaign ROUNDS=1000 [SEED=n]
+#
+# goes on after a failing life (--keep-going) and prints every failure's
+# seed and round; each failing life's directory is kept for forensics.
+POWERLOSS_TESTS = tests/powerloss/campaign.py
+TESTS += $(POWERLOSS_TESTS)
+EXTRA_DIST += $(POWERLOSS_TESTS)
+
+powerloss-campaign: all
+	@r='$(ROUNDS)'; s='$(SEED)'; \
+	$(AM_TESTS_ENVIRONMENT) $(PY_LOG_COMPILER) $(srcdir)/tests/powerloss/campaign.py \
+	  --keep-going --rounds "$${r:-1000}" $${s:+--seed "$$s"}
+
+.PHONY: powerloss-campaign
