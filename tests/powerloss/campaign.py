@@ -121,7 +121,8 @@ def derive(seed, *parts):
 # The file system under pulsed: plfs, or a plain directory
 
 def plfs_path():
-    return os.path.join(builddir(), "tests", "powerloss", "plfs")
+    """$PULSE_PLFS (another build's plfs), else the one built here."""
+    return os.environ.get("PULSE_PLFS") or os.path.join(builddir(), "tests", "powerloss", "plfs")
 
 
 def plfs_unusable():
