@@ -218,7 +218,7 @@ class Plfs:
                     return
             elif self.proc.poll() is not None:
                 break
-        self._reap()
+        self.abort()
         raise RoundFailure("plfs did not mount (output %r; stderr in %s)" % (buf, self.log))
 
     def _finish(self, sig, what):
@@ -243,7 +243,8 @@ class Plfs:
     def stop(self):
         self._finish(signal.SIGTERM, "clean unmount")
 
-    def _reap(self):
+    def abort(self):
+        """Kills plfs and unmounts (after a failure: no cut, no clean stop)."""
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.kill()
@@ -267,11 +268,16 @@ class Ledger:
         self.records = {}    # (topic, p) -> {offset: (rid, key, value)}
         self.cursors = {}    # (consumer, topic, p) -> [acked or None, highest sent]
         self.floor = {}      # (topic, p) -> highest offset known when the round began
+        # Retention changes of topic "ret": the values sent, in order, and
+        # how many of them (a prefix) are known to hold: the stored value
+        # is the last acknowledged one or one sent after it.
+        self.patches = [BASE_TOPICS["ret"][0]["retention_bytes"]]
+        self.patches_held = 1
         self.errors = []     # failures seen by the workload threads
         self.acks = 0
         # What the rounds exercised, for the summary line.
         self.stats = {"creates": 0, "deletes": 0, "commits": 0, "retention_gone": 0,
-                      "compaction_gone": 0, "served_unacked": 0}
+                      "compaction_gone": 0, "served_unacked": 0, "retention_changes": 0}
 
     def max_offset(self, topic, p):
         offs = self.records.get((topic, p))
@@ -485,10 +491,26 @@ class Workload:
         else:
             self.unexpected("delete %s" % name, res)
 
+    def change_retention(self, rnd):
+        value = rnd.choice([4096, 6144, 8192, 12288])
+        with self.ledger.lock:
+            self.ledger.patches.append(value)
+            n = len(self.ledger.patches)
+        res = self.request("PATCH", "/v1/topics/ret", {"retention_bytes": value})
+        if res is None or res[0] != 200:
+            self.unexpected("retention change of ret", res)
+            return
+        with self.ledger.lock:
+            self.ledger.patches_held = max(self.ledger.patches_held, n)
+            self.ledger.stats["retention_changes"] += 1
+
     def churner(self, rnd, tid):
         seq = 0
         while not self.stopping.is_set():
             seq += 1
+            if rnd.random() < 0.1:
+                self.change_retention(rnd)
+                continue
             name = rnd.choice(CHURN_NAMES)
             with self.ledger.lock:
                 state = self.ledger.topics.get(name, {"state": "gone"})["state"]
@@ -604,6 +626,14 @@ def check_topics(srv, ledger):
             t["state"] = "exists" if there else "gone"
             if not there:
                 ledger.drop_topic(name)
+    if "ret" in present:
+        got = present["ret"]["retention_bytes"]
+        allowed = ledger.patches[ledger.patches_held - 1:]
+        if got not in allowed:
+            raise RoundFailure("topic ret: retention_bytes is %r; the last acknowledged change set %d "
+                               "(values sent since: %r)" % (got, allowed[0], allowed[1:]))
+        ledger.patches = [got]
+        ledger.patches_held = 1
     return present
 
 
@@ -723,13 +753,13 @@ class Campaign:
         except (RoundFailure, Failure) as e:
             srv.cleanup()
             if isinstance(fs, Plfs):
-                fs._reap()  # noqa: SLF001 - the mount must go before the tree is kept
+                fs.abort()  # the mount must go before the tree is kept
             self.fail(round_no, life_dir, e)
             return False
         except BaseException:
             srv.cleanup()
             if isinstance(fs, Plfs):
-                fs._reap()  # noqa: SLF001
+                fs.abort()
             raise
         self.acks += ledger.acks
         for k, v in ledger.stats.items():
@@ -803,7 +833,15 @@ def parse_args(argv):
     return opts
 
 
+def on_sigterm(signum, frame):
+    """SIGTERM (a test harness's timeout) unwinds like ^C, so that the
+    running life stops its pulsed and unmounts plfs on the way out."""
+    del signum, frame
+    raise KeyboardInterrupt("SIGTERM")
+
+
 def main(argv):
+    signal.signal(signal.SIGTERM, on_sigterm)
     opts = parse_args(argv)
     if not os.access(pulsetest.pulsed_path(), os.X_OK):
         print("SKIP: %s is not built" % pulsetest.pulsed_path())
