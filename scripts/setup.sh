@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES="build-essential autoconf automake libtool pkg-config man-db groff-base \
 libmicrohttpd-dev libjansson-dev libleveldb-dev check libsubunit-dev zlib1g-dev librdkafka-dev \
-python3 curl strace chromium nodejs libgnutls28-dev openssl"
+python3 curl strace chromium nodejs libgnutls28-dev openssl libfuse3-dev fuse3"
 
 missing=""
 for p in $PACKAGES; do

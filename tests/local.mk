@@ -13,6 +13,7 @@
 #   tests/integration/local.mk    pulsed over real HTTP
 #   tests/powerloss/campaign.mk   power cuts under pulsed (plfs)
 #   tests/browser/local.mk        the dashboard and the browser-facing API
+#   tests/powerloss/local.mk      power cuts: the plfs file system and its self-tests
 #
 # tests/lib is the helper library (faulty io) the unit tests link.
 include tests/lib/local.mk
@@ -27,3 +28,4 @@ include tests/fuzz/local.mk
 include tests/integration/local.mk
 include tests/powerloss/campaign.mk
 include tests/browser/local.mk
+include tests/powerloss/local.mk
