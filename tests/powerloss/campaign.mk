@@ -3,7 +3,7 @@
 # (tests/powerloss/campaign.py; docs/Storage.md "Power cuts").
 #
 # make check runs the short campaign: a self-check (a sabotaged run must
-# fail), then 24 cuts in 4 lives of 6, seed 1. It exits 77 naming the reason
+# fail), then 40 cuts in 5 lives of 8, seed 1. It exits 77 naming the reason
 # when plfs is not built, /dev/fuse is missing or it does not run as root.
 # The long one:
 #
@@ -11,9 +11,9 @@
 #
 # goes on after a failing life (--keep-going) and prints every failure's
 # seed and round; each failing life's directory is kept for forensics.
-POWERLOSS_TESTS = tests/powerloss/campaign.py
-TESTS += $(POWERLOSS_TESTS)
-EXTRA_DIST += $(POWERLOSS_TESTS)
+POWERLOSS_CAMPAIGN = tests/powerloss/campaign.py
+TESTS += $(POWERLOSS_CAMPAIGN)
+EXTRA_DIST += $(POWERLOSS_CAMPAIGN)
 
 powerloss-campaign: all
 	@r='$(ROUNDS)'; s='$(SEED)'; \

@@ -277,7 +277,8 @@ class Ledger:
         self.acks = 0
         # What the rounds exercised, for the summary line.
         self.stats = {"creates": 0, "deletes": 0, "commits": 0, "retention_gone": 0,
-                      "compaction_gone": 0, "served_unacked": 0, "retention_changes": 0}
+                      "compaction_gone": 0, "served_unacked": 0, "retention_changes": 0,
+                      "cuts_in_start": 0}
 
     def max_offset(self, topic, p):
         offs = self.records.get((topic, p))
@@ -705,10 +706,32 @@ class Campaign:
                 raise RoundFailure("create %s answered %d: %r" % (name, r.status, r.body[:300]))
             ledger.topics[name] = {"state": "exists", "partitions": body["partitions"], "kind": kind}
 
+    def cut_during_start(self, srv, fs, rnd, rs, round_no):
+        """A cut while pulsed starts: recovery (torn tails cut, indexes
+        rebuilt, merges finished, interrupted creates and deletes settled)
+        is killed part way, and must leave a directory the next start
+        recovers just the same. Then the power comes back."""
+        delay = rnd.uniform(0.0, 0.25)
+        srv.data_dir = os.path.join(fs.root, "data")
+        if srv.port is None:
+            srv.port = pulsetest.free_port()
+        with open(os.path.join(srv.tmp, "pulsed.cut-in-start.stderr"), "ab") as err:
+            proc = subprocess.Popen(srv.command(), stdout=subprocess.DEVNULL, stderr=err,
+                                    stdin=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.kill()
+        proc.wait()
+        fs.cut()
+        fs.mount(derive(rs, 4))
+        self.log("round %d: cut %.3f s into a start" % (round_no, delay))
+
     def one_round(self, srv, fs, ledger, round_no, first):
         rs = derive(self.opts.seed, round_no)
         rnd = random.Random(rs)
         fs.mount(derive(rs, 1))
+        if not first and rnd.random() < self.opts.start_cuts:
+            self.cut_during_start(srv, fs, rnd, rs, round_no)
+            ledger.stats["cuts_in_start"] += 1
         self.start_server(srv, fs, round_no)
         if first:
             self.create_base_topics(srv, ledger)
@@ -809,16 +832,18 @@ class Campaign:
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description="Power cuts against pulsed (see the module docstring).")
-    ap.add_argument("--rounds", type=int, default=int(os.environ.get("PULSE_POWERLOSS_ROUNDS", "24")))
+    ap.add_argument("--rounds", type=int, default=int(os.environ.get("PULSE_POWERLOSS_ROUNDS", "40")))
     ap.add_argument("--seed", type=int, default=None,
                     help="default: $PULSE_TEST_SEED, else 1 (make check is deterministic)")
     ap.add_argument("--round", type=int, default=None,
                     help="run only the life holding this round, up to it (reproduces a failure)")
-    ap.add_argument("--rounds-per-life", type=int, default=6)
+    ap.add_argument("--rounds-per-life", type=int, default=8)
     ap.add_argument("--fs", choices=("plfs", "plain"), default="plfs")
     ap.add_argument("--no-torn", action="store_true", help="cuts keep no torn unsynced pages")
     ap.add_argument("--min-run", type=float, default=0.15, help="shortest workload before a cut (s)")
     ap.add_argument("--max-run", type=float, default=0.9, help="longest workload before a cut (s)")
+    ap.add_argument("--start-cuts", type=float, default=0.2,
+                    help="share of rounds that first cut the power while pulsed starts")
     ap.add_argument("--keep-going", action="store_true", help="after a failing life, go on with the next")
     ap.add_argument("--time-limit", type=int, default=0, help="stop after the life that passes N s")
     ap.add_argument("--no-self-check", action="store_true",
@@ -837,6 +862,7 @@ def on_sigterm(signum, frame):
     """SIGTERM (a test harness's timeout) unwinds like ^C, so that the
     running life stops its pulsed and unmounts plfs on the way out."""
     del signum, frame
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: let the cleanup finish
     raise KeyboardInterrupt("SIGTERM")
 
 
