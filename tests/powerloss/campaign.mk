@@ -11,7 +11,9 @@
 #
 # goes on after a failing life (--keep-going) and prints every failure's
 # seed and round; each failing life's directory is kept for forensics.
-POWERLOSS_CAMPAIGN = tests/powerloss/campaign.py
+# 40_meta_new_log.py: the regression test of a cut right after LevelDB
+# started a new log file (src/meta/meta.c, sync_new_log).
+POWERLOSS_CAMPAIGN = tests/powerloss/campaign.py tests/powerloss/40_meta_new_log.py
 TESTS += $(POWERLOSS_CAMPAIGN)
 EXTRA_DIST += $(POWERLOSS_CAMPAIGN)
 
