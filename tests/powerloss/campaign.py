@@ -7,7 +7,9 @@ mount, checks everything the earlier rounds were promised, runs a concurrent
 workload for a random short time, then SIGKILLs pulsed and cuts the power
 (SIGUSR1 to plfs: every write and directory change not made durable is
 dropped, with a torn prefix of unsynced pages kept, chosen from the round's
-seed).  The next round remounts and restarts on what the cut left.
+seed).  The next round remounts and restarts on what the cut left; a share
+of rounds (--start-cuts) first cuts the power while pulsed starts, so that
+recovery itself is interrupted.
 
 The workload, all of it over HTTP:
   - publishers on a plain 3-partition topic, a compacted topic (a small set
