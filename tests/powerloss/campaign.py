@@ -829,7 +829,10 @@ class Campaign:
             lives = [(s, min(s + per, o.rounds)) for s in range(0, o.rounds, per)]
         t0 = time.monotonic()
         for first, last in lives:
-            self.life(first, last)
+            ok = self.life(first, last)
+            if not o.verbose and len(lives) > 1:
+                print("rounds %d-%d: %s (%.0f s so far)" % (first, last - 1, "ok" if ok else "FAILED",
+                                                            time.monotonic() - t0), flush=True)
             if self.failures and not o.keep_going:
                 break
             if o.time_limit and time.monotonic() - t0 > o.time_limit:
