@@ -28,7 +28,6 @@ import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import campaign  # noqa: E402
 from campaign import Plfs, RoundFailure, plfs_unusable  # noqa: E402
 from pulsetest import SKIP, Failure, Server, pulsed_path  # noqa: E402
 
@@ -63,9 +62,7 @@ def commit_until_new_log(srv, meta_dir):
 
 
 def run(tmp):
-    fs = Plfs(os.path.join(tmp, "backing"), os.path.join(tmp, "mnt"), torn=False)
-    os.makedirs(fs.backing)
-    os.makedirs(fs.mountpoint)
+    fs = Plfs(tmp, torn=False)
     srv = Server(tmp)
     srv.data_dir = os.path.join(fs.root, "data")
     try:
@@ -89,7 +86,7 @@ def run(tmp):
         fs.stop()
     finally:
         srv.cleanup()
-        if fs.proc is not None:
+        if fs.mounted:
             fs.abort()
 
 

@@ -63,7 +63,6 @@ import io
 import json
 import os
 import random
-import select
 import shutil
 import signal
 import subprocess
@@ -74,9 +73,11 @@ import time
 import traceback
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import plfstest  # noqa: E402
 import pulsetest  # noqa: E402
-from pulsetest import (SKIP, Failure, Server, b64, builddir, json_key_bytes,  # noqa: E402
+from pulsetest import (SKIP, Failure, Server, b64, json_key_bytes,  # noqa: E402
                        json_value_bytes, quote_path, raw_request)
 
 REQ_TIMEOUT = 20
@@ -122,20 +123,9 @@ def derive(seed, *parts):
 # --------------------------------------------------------------------------
 # The file system under pulsed: plfs, or a plain directory
 
-def plfs_path():
-    """$PULSE_PLFS (another build's plfs), else the one built here."""
-    return os.environ.get("PULSE_PLFS") or os.path.join(builddir(), "tests", "powerloss", "plfs")
-
-
 def plfs_unusable():
     """Why plfs cannot be used here, or None."""
-    if not os.access(plfs_path(), os.X_OK):
-        return "%s is not built (configure did not find fuse3)" % plfs_path()
-    if not os.path.exists("/dev/fuse"):
-        return "/dev/fuse is missing"
-    if os.geteuid() != 0:
-        return "not root (mounting plfs needs root)"
-    return None
+    return plfstest.skip_reason()
 
 
 class PlainFs:
@@ -144,9 +134,8 @@ class PlainFs:
 
     name = "plain"
 
-    def __init__(self, backing, mountpoint, sabotage=False):
+    def __init__(self, backing, sabotage=False):
         self.backing = backing
-        self.mountpoint = mountpoint
         self.sabotage = sabotage
 
     @property
@@ -161,6 +150,9 @@ class PlainFs:
             self.lose_acknowledged()
 
     def stop(self):
+        pass
+
+    def abort(self):
         pass
 
     def lose_acknowledged(self):
@@ -181,92 +173,56 @@ class PlainFs:
 
 
 class Plfs:
-    """tests/powerloss/plfs over BACKING at MOUNTPOINT (see its README for
-    the interface: "plfs: ready" on stdout, SIGUSR1 cuts, SIGTERM stops)."""
+    """tests/powerloss/plfs over <life>/backing at <life>/mnt, driven by the
+    self-tests' plfstest.Case (which also checks plfs's exit status and
+    sanitizer reports at each cut and stop). What plfs says at each cut
+    and stop is appended to <life>/plfs.stderr."""
 
     name = "plfs"
 
-    def __init__(self, backing, mountpoint, torn=True):
-        self.backing = backing
-        self.mountpoint = mountpoint
+    def __init__(self, life_dir, torn=True):
+        self.case = plfstest.Case(life_dir)
+        self.backing = self.case.backing
         self.torn = torn
-        self.proc = None
-        self.log = os.path.join(os.path.dirname(backing), "plfs.stderr")
+        self.log = os.path.join(life_dir, "plfs.stderr")
 
     @property
     def root(self):
-        return self.mountpoint
+        return self.case.mnt
 
-    @staticmethod
-    def env():
-        """plfs's environment: in a sanitizer build, leak checking is off
-        for it. A cut ends plfs while the killed pulsed's directory handles
-        are still open in libfuse, which LeakSanitizer reports at exit
-        (plfs's own tests check its leaks); what the campaign tests is
-        pulsed."""
-        env = dict(os.environ)
-        opts = env.get("ASAN_OPTIONS", "")
-        env["ASAN_OPTIONS"] = (opts + ":" if opts else "") + "detect_leaks=0"
-        return env
+    @property
+    def mounted(self):
+        return self.case.proc is not None
 
     def mount(self, seed):
-        cmd = [plfs_path(), "--seed", str(seed)]
-        if self.torn:
-            cmd.append("--torn")
-        cmd += [self.backing, self.mountpoint]
-        with open(self.log, "ab") as err:
-            err.write(("--- %s\n" % " ".join(cmd)).encode())
-            err.flush()
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err,
-                                         stdin=subprocess.DEVNULL, env=self.env())
-        deadline = time.monotonic() + 20
-        buf = b""
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if r:
-                chunk = os.read(self.proc.stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                buf += chunk
-                if b"plfs: ready" in buf:
-                    return
-            elif self.proc.poll() is not None:
-                break
-        self.abort()
-        raise RoundFailure("plfs did not mount (output %r; stderr in %s)" % (buf, self.log))
-
-    def _finish(self, sig, what):
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        proc.send_signal(sig)
         try:
-            rc = proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise RoundFailure("plfs did not finish the %s within 60 s" % what)
-        finally:
-            proc.stdout.close()
-        if rc != 0:
-            raise RoundFailure("plfs exited %d after the %s (stderr in %s)" % (rc, what, self.log))
+            self.case.mount(seed=seed, torn=self.torn)
+        except (AssertionError, plfstest.Skip) as e:
+            self.abort()
+            raise RoundFailure("plfs did not mount: %s" % e)
+
+    def _finish(self, fn, what):
+        try:
+            text = fn()
+        except AssertionError as e:
+            self.abort()
+            raise RoundFailure("plfs after the %s: %s" % (what, e))
+        with open(self.log, "a") as f:
+            f.write(text)
 
     def cut(self):
-        self._finish(signal.SIGUSR1, "power cut")
+        self._finish(self.case.cut, "power cut")
 
     def stop(self):
-        self._finish(signal.SIGTERM, "clean unmount")
+        self._finish(self.case.stop, "clean stop")
 
     def abort(self):
         """Kills plfs and unmounts (after a failure: no cut, no clean stop)."""
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self.proc.stdout.close()
-            self.proc = None
-        subprocess.call(["fusermount3", "-u", "-q", self.mountpoint],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if self.case.err:
+            with open(self.log, "ab") as f:
+                f.write(self.case.err)
+        self.case.cleanup()
+        self.case.proc = None
 
 
 # --------------------------------------------------------------------------
@@ -696,13 +652,11 @@ class Campaign:
             print(msg, flush=True)
 
     def new_fs(self, life_dir):
-        backing = os.path.join(life_dir, "backing")
-        mnt = os.path.join(life_dir, "mnt")
-        os.makedirs(backing)
-        os.makedirs(mnt)
         if self.opts.fs == "plfs":
-            return Plfs(backing, mnt, torn=not self.opts.no_torn)
-        return PlainFs(backing, mnt, sabotage=self.opts.sabotage)
+            return Plfs(life_dir, torn=not self.opts.no_torn)
+        backing = os.path.join(life_dir, "backing")
+        os.makedirs(backing)
+        return PlainFs(backing, sabotage=self.opts.sabotage)
 
     def start_server(self, srv, fs, round_no):
         srv.data_dir = os.path.join(fs.root, "data")
@@ -789,14 +743,12 @@ class Campaign:
             self.final_check(srv, fs, ledger, round_no)
         except (RoundFailure, Failure) as e:
             srv.cleanup()
-            if isinstance(fs, Plfs):
-                fs.abort()  # the mount must go before the tree is kept
+            fs.abort()  # the mount must go before the tree is kept
             self.fail(round_no, life_dir, e)
             return False
         except BaseException:
             srv.cleanup()
-            if isinstance(fs, Plfs):
-                fs.abort()
+            fs.abort()
             raise
         self.acks += ledger.acks
         for k, v in ledger.stats.items():
