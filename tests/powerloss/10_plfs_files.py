@@ -4,12 +4,13 @@ puts every file back to the bytes and size of its last fsync or fdatasync;
 with --torn a page-granular prefix of the unsynced pages survives; a clean
 stop keeps everything; BACKING at mount time counts as durable."""
 
+import mmap
 import os
 import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plfstest import PAGE, check, eq, fsync_path, main, read_file, write_file  # noqa: E402
+from plfstest import PAGE, check, eq, main, read_file, write_file  # noqa: E402
 
 OLD = b"old bytes, durable before the mount\n" * 300  # 10,800 bytes: 3 pages, the last one partial
 
@@ -36,6 +37,16 @@ def test_fdatasync_makes_data_survive(t):
     os.close(fd)
     t.cut()
     eq(read_file(t.b("f")), OLD + b"first", "fdatasync'ed bytes survive; the later append does not")
+
+
+def test_o_dsync_write_survives(t):
+    write_file(t.b("f"), OLD)
+    t.mount()
+    fd = os.open(t.m("f"), os.O_WRONLY | os.O_APPEND | os.O_DSYNC)
+    os.write(fd, b"synced by O_DSYNC")  # the kernel syncs after the write
+    os.close(fd)
+    t.cut()
+    eq(read_file(t.b("f")), OLD + b"synced by O_DSYNC", "an O_DSYNC write is durable when it returns")
 
 
 def test_fsync_makes_data_survive(t):
@@ -74,6 +85,22 @@ def test_ftruncate_with_fsync_survives(t):
     os.close(fd)
     t.cut()
     eq(read_file(t.b("f")), OLD[:100], "the fsync'ed truncation is durable, the later one is not")
+
+
+def test_fallocate_follows_fsync(t):
+    write_file(t.b("f"), OLD)
+    write_file(t.b("g"), OLD)
+    t.mount()
+    for name, sync in (("f", False), ("g", True)):
+        fd = os.open(t.m(name), os.O_RDWR)
+        os.posix_fallocate(fd, 0, 5 * PAGE)  # extends the size
+        if sync:
+            os.fsync(fd)
+        os.close(fd)
+        eq(os.path.getsize(t.m(name)), 5 * PAGE, "fallocate extended %s" % name)
+    t.cut()
+    eq(read_file(t.b("f")), OLD, "an extension by fallocate, not synced, is undone")
+    eq(read_file(t.b("g")), OLD + bytes(5 * PAGE - len(OLD)), "a synced fallocate keeps its size")
 
 
 def test_o_trunc_without_fsync_is_undone(t):
@@ -132,6 +159,23 @@ def test_torn_cut_keeps_a_page_prefix(t):
     check(len(kept_counts) >= 2, "six seeds kept the same number of pages (%s): nothing random" % kept_counts)
 
 
+def test_shared_mmap_writes_follow_msync(t):
+    write_file(t.b("f"), OLD)
+    write_file(t.b("g"), OLD)
+    t.mount()
+    for name, sync in (("f", False), ("g", True)):
+        fd = os.open(t.m(name), os.O_RDWR)
+        m = mmap.mmap(fd, 2 * PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        m[PAGE : PAGE + 4] = b"MMAP"
+        if sync:
+            m.flush()  # msync(MS_SYNC): written back, then fsync
+        m.close()
+        os.close(fd)
+    t.cut()
+    eq(read_file(t.b("f")), OLD, "a store through a shared mapping, never synced, is undone")
+    eq(read_file(t.b("g")), OLD[:PAGE] + b"MMAP" + OLD[PAGE + 4 :], "msync made the store durable")
+
+
 def test_clean_stop_keeps_everything(t):
     write_file(t.b("f"), OLD)
     t.mount()
@@ -142,6 +186,13 @@ def test_clean_stop_keeps_everything(t):
     os.rename(t.m("f"), t.m("d/f"))
     t.stop()
     eq(t.listing(), {"d": None, "d/new": b"never synced", "d/f": OLD + b"more"}, "a clean stop keeps every change")
+
+
+def test_fusermount_unmount_keeps_everything(t):
+    t.mount()
+    write_file(t.m("new"), b"never synced")
+    t.unmount()
+    eq(t.listing(), {"new": b"never synced"}, "an unmount keeps every change")
 
 
 def test_remount_counts_backing_as_durable(t):

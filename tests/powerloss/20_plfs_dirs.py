@@ -32,6 +32,16 @@ def test_new_file_with_dir_fsync_survives(t):
     eq(t.listing(), {"synced": b"data", "unsynced": b""}, "the directory's fsync made both names durable")
 
 
+def test_fdatasync_of_a_directory_syncs_its_entries(t):
+    t.mount()
+    write_file(t.m("f"), b"data", sync=True)
+    fd = os.open(t.mnt, os.O_RDONLY | os.O_DIRECTORY)
+    os.fdatasync(fd)  # what LevelDB 1.23 calls on its directory after a new MANIFEST
+    os.close(fd)
+    t.cut()
+    eq(t.listing(), {"f": b"data"}, "fdatasync of the directory made the name durable")
+
+
 def test_rename_without_dir_fsync_is_undone(t):
     write_file(t.b("target"), b"old target")
     t.mount()

@@ -14,6 +14,7 @@ endif
 
 POWERLOSS_TESTS = \
 	tests/powerloss/10_plfs_files.py \
-	tests/powerloss/20_plfs_dirs.py
+	tests/powerloss/20_plfs_dirs.py \
+	tests/powerloss/30_plfs_model.py
 TESTS += $(POWERLOSS_TESTS)
 EXTRA_DIST += $(POWERLOSS_TESTS) tests/powerloss/plfstest.py tests/powerloss/README.md

@@ -9,8 +9,9 @@
  * Every operation goes through to BACKING at once; before one changes a
  * file's bytes or size, or a directory's entries, plfs_state.c saves what
  * the change destroys (plfs.h, "Model"). SIGUSR1 is the power cut
- * (plfs_cut.c), SIGTERM (or fusermount3 -u) the clean stop. Both unmount
- * first, so nothing changes BACKING while it is rewritten.
+ * (plfs_cut.c), SIGTERM, SIGINT, SIGHUP (or fusermount3 -u) the clean
+ * stop. Both unmount first, so nothing changes BACKING while it is
+ * rewritten.
  *
  * Operations served: the file and directory ones pulsed and LevelDB use
  * (open/create with O_TRUNC and O_APPEND, read, write, truncate, fallocate
@@ -28,6 +29,8 @@
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +44,7 @@
 
 struct plfs plfs = {.backing_fd = -1, .stash_fd = -1};
 
-static volatile sig_atomic_t cut_requested;
-static struct fuse_session *session;
+static volatile sig_atomic_t cut_requested, stop_requested;
 
 /* An open file (its BACKING descriptor and inode) or directory (dir). */
 struct handle {
@@ -621,12 +623,11 @@ static const struct fuse_operations ops = {
     .fallocate = op_fallocate,
 };
 
-static void on_cut(int sig)
+static void on_signal(int sig)
 {
-    (void)sig;
-    cut_requested = 1;
-    if (session != NULL)
-        fuse_session_exit(session);
+    if (sig == SIGUSR1)
+        cut_requested = 1;
+    stop_requested = 1;
 }
 
 struct options {
@@ -691,23 +692,63 @@ static int open_backing(const char *backing)
     return 0;
 }
 
-/* SIGUSR1 ends the loop like SIGTERM does (libfuse's handlers), without
- * SA_RESTART so the blocked read of /dev/fuse returns at once. */
-static int set_cut_handler(struct fuse *fuse)
+/* SIGUSR1 (the cut) and SIGTERM, SIGINT, SIGHUP (a clean stop) are blocked
+ * except inside the loop's ppoll, so a signal can neither land between the
+ * check of stop_requested and the wait nor interrupt a request half read. */
+static int set_signals(sigset_t *wait_mask)
 {
-    session = fuse_get_session(fuse);
-    if (fuse_set_signal_handlers(session) != 0)
-        return -1;
+    static const int sigs[] = {SIGUSR1, SIGTERM, SIGINT, SIGHUP};
     struct sigaction sa;
+    sigset_t block;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_cut;
+    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    return sigaction(SIGUSR1, &sa, NULL);
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        sigaddset(&block, sigs[i]);
+        if (sigaction(sigs[i], &sa, NULL) < 0)
+            return -1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    return pthread_sigmask(SIG_BLOCK, &block, wait_mask) != 0 ? -1 : 0;
+}
+
+/* libfuse's loop ends on fuse_session_exit, and a session exited while a
+ * request was being read drops that request: at a cut that was often the
+ * release of a file the killed process held, leaking its handle. This loop
+ * reads only when ppoll says a request waits and signals can only arrive in
+ * ppoll. Returns 0 when stopped by a signal or an unmount, -1 on an error. */
+static int serve_loop(struct fuse_session *se, const sigset_t *wait_mask)
+{
+    struct fuse_buf buf;
+    memset(&buf, 0, sizeof(buf));
+    int rc = 0;
+    while (!stop_requested && !fuse_session_exited(se)) {
+        struct pollfd pfd = {.fd = fuse_session_fd(se), .events = POLLIN};
+        if (ppoll(&pfd, 1, NULL, wait_mask) < 0) {
+            if (errno == EINTR)
+                continue;
+            fprintf(stderr, "plfs: ppoll /dev/fuse: %s\n", strerror(errno));
+            rc = -1;
+            break;
+        }
+        int res = fuse_session_receive_buf(se, &buf);
+        if (res == -EINTR || res == -EAGAIN)
+            continue;
+        if (res <= 0) {
+            rc = res < 0 ? -1 : 0; /* 0: unmounted (ENODEV) */
+            break;
+        }
+        fuse_session_process_buf(se, &buf);
+    }
+    free(buf.mem); /* libfuse's malloc */
+    return rc;
 }
 
 /* Serves the requests already queued when a signal ended the loop: the
  * releases of files the killed process held, so their handles (ours and
- * libfuse's) are freed. New requests are not waited for. */
+ * libfuse's) are freed. New requests are not waited for. (Signals stay
+ * blocked: none can interrupt this.) */
 static void drain(struct fuse_session *se)
 {
     struct fuse_buf buf;
@@ -716,7 +757,7 @@ static void drain(struct fuse_session *se)
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
         return;
-    while (fuse_session_receive_buf(se, &buf) > 0)
+    while (!fuse_session_exited(se) && fuse_session_receive_buf(se, &buf) > 0)
         fuse_session_process_buf(se, &buf);
     free(buf.mem); /* libfuse's malloc */
 }
@@ -738,20 +779,18 @@ static int serve(const struct options *o)
         fprintf(stderr, "plfs: cannot mount on %s\n", o->mountpoint);
         goto out;
     }
-    if (set_cut_handler(fuse) < 0) {
+    sigset_t wait_mask;
+    if (set_signals(&wait_mask) < 0) {
         fprintf(stderr, "plfs: signal handlers: %s\n", strerror(errno));
         fuse_unmount(fuse);
         goto out;
     }
-    rc = fuse_loop(fuse) < 0 ? -1 : 0;
-    drain(session);
-    fuse_remove_signal_handlers(session);
-    signal(SIGUSR1, SIG_IGN);
+    rc = serve_loop(fuse_get_session(fuse), &wait_mask);
+    drain(fuse_get_session(fuse));
     fuse_unmount(fuse);
 out:
     fuse_destroy(fuse);
     fuse_opt_free_args(&args);
-    session = NULL;
     return rc;
 }
 

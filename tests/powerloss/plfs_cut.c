@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,10 +50,18 @@ struct dirfd_ent {
     int fd;
 };
 
+/* found.v[idx] has inode ino: the index by inode, built after the walk. */
+struct ino_idx {
+    uint64_t ino;
+    size_t idx;
+};
+
 struct walk {
     struct ents found;
-    struct dirfd_ent *dirs;
+    struct dirfd_ent *dirs; /* sorted by inode once the walk is done */
     size_t ndirs, cap_dirs;
+    struct ino_idx *byino; /* found, sorted by inode */
+    char *seen;            /* per found entry: already in the durable tree */
     uint64_t stash_ino;
 };
 
@@ -91,12 +100,26 @@ static void ents_free(struct ents *e)
     e->n = e->cap = 0;
 }
 
+static int cmp_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? -1 : a > b;
+}
+
+static int cmp_dirfd(const void *a, const void *b)
+{
+    return cmp_u64(((const struct dirfd_ent *)a)->ino, ((const struct dirfd_ent *)b)->ino);
+}
+
+static int cmp_ino_idx(const void *a, const void *b)
+{
+    return cmp_u64(((const struct ino_idx *)a)->ino, ((const struct ino_idx *)b)->ino);
+}
+
 static int walk_dirfd(const struct walk *w, uint64_t ino)
 {
-    for (size_t i = 0; i < w->ndirs; i++)
-        if (w->dirs[i].ino == ino)
-            return w->dirs[i].fd;
-    return -1;
+    struct dirfd_ent key = {.ino = ino, .fd = -1};
+    const struct dirfd_ent *d = bsearch(&key, w->dirs, w->ndirs, sizeof(*w->dirs), cmp_dirfd);
+    return d != NULL ? d->fd : -1;
 }
 
 static int walk_add_dir(struct walk *w, uint64_t ino, int fd)
@@ -119,29 +142,46 @@ static void walk_free(struct walk *w)
     for (size_t i = 0; i < w->ndirs; i++)
         close(w->dirs[i].fd);
     pulse_free(w->dirs);
+    pulse_free(w->byino);
+    pulse_free(w->seen);
 }
 
-/* The entry of ino found by the walk, or NULL. */
-static const struct ent *walk_find(const struct walk *w, uint64_t ino)
+/* The index in found of the entry of ino, or -1. */
+static long walk_find(const struct walk *w, uint64_t ino)
 {
+    struct ino_idx key = {.ino = ino, .idx = 0};
+    const struct ino_idx *x = bsearch(&key, w->byino, w->found.n, sizeof(*w->byino), cmp_ino_idx);
+    return x != NULL ? (long)x->idx : -1;
+}
+
+/* Sorts what the walk found for lookups by inode. A second name for an
+ * inode is a hard link: refused. */
+static int walk_index(struct walk *w)
+{
+    qsort(w->dirs, w->ndirs, sizeof(*w->dirs), cmp_dirfd);
+    w->byino = pulse_calloc(w->found.n + 1, sizeof(*w->byino));
+    w->seen = pulse_calloc(w->found.n + 1, 1);
+    if (w->byino == NULL || w->seen == NULL)
+        return -1;
     for (size_t i = 0; i < w->found.n; i++)
-        if (w->found.v[i].ino == ino)
-            return &w->found.v[i];
-    return NULL;
+        w->byino[i] = (struct ino_idx){.ino = w->found.v[i].ino, .idx = i};
+    qsort(w->byino, w->found.n, sizeof(*w->byino), cmp_ino_idx);
+    for (size_t i = 1; i < w->found.n; i++)
+        if (w->byino[i].ino == w->byino[i - 1].ino) {
+            fprintf(stderr, "plfs: cut: %s and %s are one inode (%" PRIu64 "): hard links are not supported\n",
+                    w->found.v[w->byino[i - 1].idx].name, w->found.v[w->byino[i].idx].name, w->byino[i].ino);
+            return -1;
+        }
+    return 0;
 }
 
 /* Records one entry of directory dir (open as dir_fd); opens it if it is a
- * directory. A second name for an inode is a hard link: refused. */
+ * directory. */
 static int walk_entry(struct walk *w, uint64_t dir, int dir_fd, const char *name)
 {
     struct stat st;
     if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
         fprintf(stderr, "plfs: cut: stat %s: %s\n", name, strerror(errno));
-        return -1;
-    }
-    if (walk_find(w, (uint64_t)st.st_ino) != NULL) {
-        fprintf(stderr, "plfs: cut: %s: inode %" PRIu64 " has two names (hard links are not supported)\n", name,
-                (uint64_t)st.st_ino);
         return -1;
     }
     if (ents_add(&w->found, dir, name, (uint64_t)st.st_ino, S_ISDIR(st.st_mode)) < 0)
@@ -199,7 +239,7 @@ static int walk_all(struct walk *w)
     for (size_t i = 0; i < w->ndirs; i++)
         if (walk_dir(w, i) < 0)
             return -1;
-    return 0;
+    return walk_index(w);
 }
 
 /* Step 2 for one file (open as fd): its synced bytes and size back, but
@@ -235,9 +275,10 @@ static int restore_files(const struct walk *w)
         if (!node->file_dirty)
             continue;
         size_t keep = plfs.torn ? (size_t)(plfs_random(&rng) % (node->npages + 1)) : 0;
-        const struct ent *e = walk_find(w, node->ino);
-        if (e == NULL || e->is_dir)
+        long at = walk_find(w, node->ino);
+        if (at < 0 || w->found.v[at].is_dir)
             continue; /* deleted for good: it cannot come back */
+        const struct ent *e = &w->found.v[at];
         int fd = openat(walk_dirfd(w, e->parent), e->name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 || restore_file(fd, node, keep) < 0) {
             fprintf(stderr, "plfs: cut: restore %s: %s\n", e->name, strerror(errno));
@@ -273,22 +314,22 @@ static int durable_dir(const struct walk *w, uint64_t dir, struct ents *out)
 
 /* Step 3: the durable tree, breadth first from the root. Every inode in it
  * must still exist (the stash keeps what a durable entry names). */
-static int durable_tree(const struct walk *w, struct ents *out)
+static int durable_tree(struct walk *w, struct ents *out)
 {
     if (durable_dir(w, plfs.root_ino, out) < 0)
         return -1;
     for (size_t i = 0; i < out->n; i++) {
         const struct ent *e = &out->v[i];
-        if (walk_find(w, e->ino) == NULL) {
+        long at = walk_find(w, e->ino);
+        if (at < 0) {
             fprintf(stderr, "plfs: cut: durable entry %s (inode %" PRIu64 ") has no inode left\n", e->name, e->ino);
             return -1;
         }
-        for (size_t j = 0; j < i; j++)
-            if (out->v[j].ino == e->ino) {
-                fprintf(stderr, "plfs: cut: inode %" PRIu64 " durable twice (%s, %s)\n", e->ino, out->v[j].name,
-                        e->name);
-                return -1;
-            }
+        if (w->seen[at]) {
+            fprintf(stderr, "plfs: cut: inode %" PRIu64 " has two durable names (one is %s)\n", e->ino, e->name);
+            return -1;
+        }
+        w->seen[at] = 1;
         if (e->is_dir && durable_dir(w, e->ino, out) < 0)
             return -1;
     }

@@ -129,7 +129,10 @@ class Case:
         return out[0] if out else b""
 
     def _finish(self, sig, what):
-        self.proc.send_signal(sig)
+        if sig is None:
+            subprocess.run(["fusermount3", "-u", self.mnt], check=True)
+        else:
+            self.proc.send_signal(sig)
         try:
             rc = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -153,6 +156,10 @@ class Case:
 
     def stop(self):
         return self._finish(signal.SIGTERM, "the clean stop")
+
+    def unmount(self):
+        """fusermount3 -u: a clean stop too."""
+        return self._finish(None, "fusermount3 -u")
 
     def cleanup(self):
         if self.proc is not None:
