@@ -11,6 +11,7 @@
 #   tests/unit/tools/local.mk     src/tools (pulse-log)
 #   tests/fuzz/local.mk           the fuzz drivers' corpus replays
 #   tests/integration/local.mk    pulsed over real HTTP
+#   tests/powerloss/campaign.mk   power cuts under pulsed (plfs)
 #   tests/browser/local.mk        the dashboard and the browser-facing API
 #   tests/powerloss/local.mk      power cuts: the plfs file system and its self-tests
 #
@@ -25,5 +26,6 @@ include tests/unit/http/local.mk
 include tests/unit/tools/local.mk
 include tests/fuzz/local.mk
 include tests/integration/local.mk
+include tests/powerloss/campaign.mk
 include tests/browser/local.mk
 include tests/powerloss/local.mk

@@ -104,13 +104,18 @@ static pulse_status_t dir_error(const char *path, int e, char *errbuf, size_t er
 }
 
 /* Makes path if missing and checks that it is a directory this process may
- * write. As root the permission check always passes, as it should. */
+ * write. As root the permission check always passes, as it should. A new
+ * directory's name is made durable (its parent fsynced) before anything is
+ * put in it: the data directory and topics/ are made at a first start, and
+ * nothing later syncs the directory holding them, so a power cut would
+ * otherwise take them away with every topic (found by the power-cut
+ * campaign, tests/powerloss). */
 static pulse_status_t usable_dir(const struct pulse_local *b, const char *path, char *errbuf, size_t errlen)
 {
     const struct pulse_io *io = pulse_broker_io(b);
     struct stat sb;
 
-    if (io->mkdir(io, path, 0755) != 0) {
+    if (pulse_io_mkdir_sync(io, path, 0755) != 0) {
         int e = errno;
         if (e != EEXIST)
             return dir_error(path, e, errbuf, errlen);

@@ -29,6 +29,7 @@
 #include "broker/broker_int.h"
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/failpoint.h"
 #include "storage/batch.h"
 #include "storage/plog.h"
 
@@ -137,6 +138,10 @@ pulse_status_t pulse_local_fetch_read(struct pulse_broker *base, struct pulse_fe
     memset(pos, 0, sizeof *pos);
     memset(&s, 0, sizeof s);
     s.fd = -1;
+    /* A test slows the reads after a fetch's first (an answer read in
+     * several parts), so that retention can overtake the answer. */
+    if (f->head != NULL)
+        pulse_failpoint_delay("fetch_read_more");
     pulse_status_t st = find_log(b, f->topic, f->partition, &t, &plog);
     if (st != PULSE_OK)
         goto out;

@@ -378,6 +378,30 @@ int pulse_io_rename_sync(const struct pulse_io *io, const char *from, const char
     return io->fsync_dir(io, dir);
 }
 
+int pulse_io_mkdir_sync(const struct pulse_io *io, const char *path, mode_t mode)
+{
+    char parent[4096];
+    size_t len = strlen(path);
+
+    if (len >= sizeof parent) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(parent, path, len + 1);
+    while (len > 1 && parent[len - 1] == '/')
+        parent[--len] = '\0';
+    char *slash = strrchr(parent, '/');
+    if (slash == NULL)
+        snprintf(parent, sizeof parent, ".");
+    else if (slash == parent)
+        parent[1] = '\0'; /* "/name": the root holds it */
+    else
+        *slash = '\0';
+    if (io->mkdir(io, path, mode) < 0)
+        return -1;
+    return io->fsync_dir(io, parent);
+}
+
 int pulse_io_mkdir_p(const struct pulse_io *io, const char *path, mode_t mode)
 {
     char tmp[4096];

@@ -107,6 +107,14 @@ int pulse_io_remove_file(const struct pulse_io *io, const char *dir, const char 
  * failed fsync the rename may or may not survive a crash. */
 int pulse_io_rename_sync(const struct pulse_io *io, const char *from, const char *to, const char *dir);
 
+/* Makes the directory path durably: mkdir, then fsync the directory that
+ * holds it (a new name is durable only once its directory is; without
+ * this a power cut can take the new directory, and everything later made
+ * durable inside it, away). Returns 0, or -1 with errno: EEXIST when path
+ * exists already (nothing is synced then), the mkdir's error, or the
+ * fsync's (the directory exists, but may not survive a power cut). */
+int pulse_io_mkdir_sync(const struct pulse_io *io, const char *path, mode_t mode);
+
 /* mkdir -p: makes every missing directory of path (mode for each); one that
  * exists already is fine. Nothing is fsynced: the caller syncs the parents
  * whose new entries must be durable. Returns 0 or -1 with errno. */

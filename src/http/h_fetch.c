@@ -402,6 +402,14 @@ static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson
          * with what is planned. */
         if (read_at(r, fr, *read_end, budget < chunk ? budget : chunk, budget, &more) != PULSE_OK || fr->held == before)
             return PULSE_OK;
+        /* Retention trimmed the log past read_end since the first read (the
+         * read started at the new log start): the answer ends at read_end,
+         * unplanned, so that the next fetch learns the new log start. Run
+         * on, it would step over the trimmed offsets as if they had never
+         * been, under the old log start (found by the power-cut campaign,
+         * where retention trims while a restart's checks read). */
+        if (more.start_offset > *read_end)
+            return PULSE_OK;
         /* Left unplanned (the stream writes only planned records): the
          * next fetch reads it again. */
         if (!skips_fit(skipped, &more))

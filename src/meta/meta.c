@@ -39,6 +39,15 @@
  *     META_REOPEN_MIN_FREE bytes free (writes answer PULSE_NOSPACE until
  *     then). The handle is guarded by a rwlock: every use holds it for
  *     reading, a reopen for writing.
+ *   - LevelDB 1.23 makes a new file's name durable only by syncing its
+ *     directory when a MANIFEST is synced. When its memtable fills, it
+ *     starts a new log file and writes the next batches there, fdatasynced,
+ *     while the directory is synced only once the background flush of the
+ *     old memtable writes the MANIFEST: a power cut in between drops the
+ *     new log's name, and with it every write acknowledged into that log.
+ *     So after each sync write, a log file newer than the newest one whose
+ *     name we made durable gets its directory fsynced before the write is
+ *     acknowledged (sync_new_log).
  *   - Consequence for callers: a write that returned an error may still
  *     take effect. When its record reached the log but the fdatasync
  *     failed, LevelDB did not apply it (reads of the stale handle do not
@@ -100,6 +109,10 @@ struct pulse_meta {
     char cluster_id[PULSE_META_ID_LEN + 1];
     char broker_id[PULSE_META_ID_LEN + 1];
     atomic_uint_fast64_t sync_writes; /* write_batch calls that succeeded */
+    /* sync_new_log: the newest LevelDB log file whose name is durable
+     * (0: none made durable by us yet). */
+    pthread_mutex_t logsync_mu;
+    uint64_t synced_log; /* logsync_mu */
     /* pulse_meta_fail_writes (tests): writes still to fail, how, and the
      * failed batches that are "in the log" (hook_mu). */
     atomic_uint hook_left;
@@ -282,6 +295,64 @@ void pulse_meta_fail_writes(struct pulse_meta *meta, unsigned n, enum pulse_meta
     pthread_mutex_unlock(&meta->hook_mu);
 }
 
+/* The number of the newest "NNNNNN.log" file in dir (LevelDB's log),
+ * 0 when there is none; -1 with errno when dir cannot be read. */
+static int newest_log(const char *dir, uint64_t *out)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    uint64_t best = 0;
+
+    if (d == NULL)
+        return -1;
+    while ((de = readdir(d)) != NULL) {
+        char *end = NULL;
+        const char *dot = strrchr(de->d_name, '.');
+        if (dot == NULL || strcmp(dot, ".log") != 0 || dot == de->d_name)
+            continue;
+        unsigned long long n = strtoull(de->d_name, &end, 10);
+        if (end == dot && n > best)
+            best = n;
+    }
+    closedir(d);
+    *out = best;
+    return 0;
+}
+
+/* After a sync write: makes the name of the log file it went to durable
+ * when LevelDB started that file since the last time (file comment), by
+ * fsyncing the store's directory. A failure means the write may not
+ * survive a power cut, so it is reported as the write's failure. */
+static pulse_status_t sync_new_log(struct pulse_meta *meta)
+{
+    pulse_status_t st = PULSE_OK;
+    uint64_t newest = 0;
+    int fd;
+
+    pthread_mutex_lock(&meta->logsync_mu);
+    if (newest_log(meta->dir, &newest) < 0) {
+        int err = errno;
+        PULSE_ERROR("meta: listing %s failed: %s", meta->dir, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    if (newest <= meta->synced_log)
+        goto out;
+    fd = open(meta->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) < 0) {
+        int err = errno;
+        PULSE_ERROR("meta: fsync directory %s failed: %s", meta->dir, strerror(err));
+        st = pulse_status_from_errno(err);
+    } else {
+        meta->synced_log = newest;
+    }
+    if (fd >= 0)
+        close(fd);
+out:
+    pthread_mutex_unlock(&meta->logsync_mu);
+    return st;
+}
+
 static pulse_status_t write_batch(struct pulse_meta *meta, leveldb_writebatch_t *wb, const char *what)
 {
     char *err = NULL;
@@ -301,6 +372,9 @@ static pulse_status_t write_batch(struct pulse_meta *meta, leveldb_writebatch_t 
     db_leave(meta);
     if (err != NULL)
         return level_fail(what, &err);
+    st = sync_new_log(meta);
+    if (st != PULSE_OK)
+        return st;
     atomic_fetch_add(&meta->sync_writes, 1);
     return PULSE_OK;
 }
@@ -781,6 +855,7 @@ static pulse_status_t meta_alloc(const char *dir, struct pulse_meta **out)
         return PULSE_NOMEM;
     pthread_rwlock_init(&meta->lock, NULL);
     pthread_mutex_init(&meta->hook_mu, NULL);
+    pthread_mutex_init(&meta->logsync_mu, NULL);
     atomic_init(&meta->stale, false);
     atomic_init(&meta->hook_left, 0);
     meta->dir = pulse_strdup(dir);
@@ -999,6 +1074,7 @@ void pulse_meta_close(struct pulse_meta *meta)
         leveldb_options_destroy(meta->opts);
     pthread_rwlock_destroy(&meta->lock);
     pthread_mutex_destroy(&meta->hook_mu);
+    pthread_mutex_destroy(&meta->logsync_mu);
     pulse_free(meta->dir);
     pulse_free(meta);
 }
