@@ -748,25 +748,47 @@ pulse_status_t pulse_broker_group_heartbeat(struct pulse_broker *b, const char *
 pulse_status_t pulse_broker_group_leave(struct pulse_broker *b, const char *group, const char *member);
 
 /*
- * The start of a group fetch: a heartbeat whose view also says, per owned
- * partition, where to read (parts[i].offset): where the member's previous
- * fetch in this generation left off, else the group's committed cursor,
- * else the partition's log start (or its end, for a member that joined
- * with start_latest). done(arg, st) once; PULSE_REJOIN is returned at
- * once (done never called), as are PULSE_SHUTDOWN and PULSE_NOMEM.
- * Local backend: completes on the caller's thread before it returns (one
- * cursor read per partition without a position; see the cursor reads).
+ * Where a member's previous group fetch answer left off, as the member
+ * gives it back (docs/API.md "Group fetch": the answer's "resume"): the
+ * generation that answer was made in and, per partition, the next offset
+ * to read (pos sorted by topic then partition, each at most once).
  */
-pulse_status_t pulse_broker_group_poll_async(struct pulse_broker *b, const char *group, const char *member,
-                                             struct pulse_group_view *view, pulse_admin_done_fn done, void *arg);
+struct pulse_group_resume {
+    uint64_t generation;
+    const struct pulse_group_partition *pos; /* borrowed for the call */
+    size_t n;
+};
 
 /*
- * The end of a group fetch: records where it left off per partition (n
- * entries; the next offset to read), for the member's next fetch in the
- * same generation. PULSE_GROUP_FENCED when the member's generation is no
- * longer `generation` or it lost one of the partitions meanwhile (the
- * records read must not be handed out: answer with a fresh heartbeat
- * instead); PULSE_REJOIN. Does not wait.
+ * The start of a group fetch: a heartbeat whose view also says, per owned
+ * partition, where to read (parts[i].offset). The broker keeps no read
+ * position of its own, so that an answer lost on the wire is never
+ * skipped: a partition resumes from `from` (the member's last answer it
+ * did receive; NULL: none) when the member has owned that partition
+ * without a break since from->generation; else from the group's committed
+ * cursor; else, with no cursor, from the partition's log start, or (a
+ * member that joined with start_latest) from its high watermark, which is
+ * then committed as the group's cursor (durably, before done runs) so that
+ * the group's start is pinned for every later owner. Entries of `from` for
+ * partitions the member does not own are ignored. done(arg, st) once;
+ * PULSE_REJOIN is returned at once (done never called), as are
+ * PULSE_RANGE (an offset of `from` above its partition's high watermark;
+ * errbuf names it), PULSE_SHUTDOWN and PULSE_NOMEM. Through done: the
+ * errors of the pinning cursor commit. Local backend: completes on the
+ * caller's thread before it returns (one cursor read per partition without
+ * a position) unless a start is pinned (then on the committer's).
+ */
+pulse_status_t pulse_broker_group_poll_async(struct pulse_broker *b, const char *group, const char *member,
+                                             const struct pulse_group_resume *from, struct pulse_group_view *view,
+                                             pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);
+
+/*
+ * The end of a group fetch: checks that the member still owns the
+ * partitions it read (n entries) in `generation`, and renews its lease.
+ * PULSE_GROUP_FENCED when the member's generation is no longer
+ * `generation` or it lost one of the partitions meanwhile (the records
+ * read must not be handed out: answer with a fresh heartbeat instead);
+ * PULSE_REJOIN. Stores no position. Does not wait.
  */
 pulse_status_t pulse_broker_group_fetched(struct pulse_broker *b, const char *group, const char *member,
                                           uint64_t generation, const struct pulse_group_partition *pos, size_t n);

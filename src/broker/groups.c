@@ -11,9 +11,18 @@
  *   member  - id, topics, lease, expiry (monotonic), the generation it was
  *             last told, commits in flight, start_latest.
  *   part    - one partition of a consumed topic: its owner (the member that
- *             was told it owns it, or none) and its target (the member the
- *             assignment gives it to), and where the owner's last fetch in
- *             its generation left off.
+ *             was told it owns it, or none), its target (the member the
+ *             assignment gives it to), and the generation since which the
+ *             owner has held it without a break.
+ *
+ * Read positions. The broker keeps none: a group fetch reads from where
+ * the member says its last answer received left off (its "resume"; taken
+ * only for partitions it has owned without a break since that answer's
+ * generation), else from the group's committed cursor. An answer lost on
+ * the wire is therefore read again rather than skipped. A partition
+ * without a cursor starts at its log start, or for start=latest at its
+ * end, which is committed as the group's cursor before the first answer
+ * from it (pinned: a later owner starts there too, not at a later end).
  *
  * Assignment (assign()). Targets are sticky: a partition keeps its target
  * while that member lives and consumes its topic. Partitions without a
@@ -86,8 +95,10 @@ struct gpart {
     uint64_t topic_uid; /* the topic object's uid: a topic made again has another */
     struct gmember *owner;
     struct gmember *target;
-    int64_t fetch_pos;  /* where the owner's last fetch left off, -1 none */
-    uint64_t fetch_gen; /* the generation it was in */
+    /* The generation from which owner has owned it without a break: a
+     * resume position the member gives back from an answer of this or a
+     * later generation was read by that owner, while it owned it. */
+    uint64_t owned_gen;
 };
 
 /* A member's group fetch waiting (pulse_local_group_wait): woken by the
@@ -342,7 +353,7 @@ static int name_cmp(const void *a, const void *b)
 
 /* The partitions of the topics the members consume, as they are now (a
  * missing topic has none), in *out (sorted; carries over owner, target and
- * fetch position of partitions gr already has). Locks: map_lock, briefly,
+ * owned_gen of partitions gr already has). Locks: map_lock, briefly,
  * per topic. PULSE_NOMEM. */
 static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struct gpart **out, size_t *n_out)
 {
@@ -394,16 +405,14 @@ static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struc
             memcpy(parts[k].topic, names[i], sizeof parts[k].topic);
             parts[k].partition = p;
             parts[k].topic_uid = uids[i];
-            parts[k].fetch_pos = -1;
             if (old != NULL) {
                 parts[k].owner = old->owner;
                 parts[k].target = old->target;
                 /* Where a fetch of a deleted topic got to means nothing
-                 * in the topic made again under its name. */
-                if (old->topic_uid == uids[i]) {
-                    parts[k].fetch_pos = old->fetch_pos;
-                    parts[k].fetch_gen = old->fetch_gen;
-                }
+                 * in the topic made again under its name: its ownership
+                 * counts from the generation this change starts (a
+                 * changed uid always starts one, rebalance()). */
+                parts[k].owned_gen = old->topic_uid == uids[i] ? old->owned_gen : gr->generation + 1;
             }
         }
     }
@@ -505,10 +514,8 @@ static pulse_status_t rebalance(struct pulse_local *b, struct group *gr, bool me
 static void member_remove(struct group *gr, struct gmember *m)
 {
     for (size_t i = 0; i < gr->nparts; i++) {
-        if (gr->parts[i].owner == m) {
+        if (gr->parts[i].owner == m)
             gr->parts[i].owner = NULL;
-            gr->parts[i].fetch_pos = -1;
-        }
         if (gr->parts[i].target == m)
             gr->parts[i].target = NULL;
     }
@@ -560,20 +567,19 @@ static void touch(struct pulse_broker_groups *g, struct group *gr, struct gmembe
         struct gpart *p = &gr->parts[i];
         if (p->owner == m && p->target != m && m->commits == 0) {
             p->owner = NULL;
-            p->fetch_pos = -1;
             wake_group(g, gr); /* its next owner may be waiting */
         }
         if (p->target == m && p->owner == NULL) {
             p->owner = m;
-            p->fetch_pos = -1;
+            p->owned_gen = gr->generation;
         }
     }
     m->generation = gr->generation;
 }
 
-/* Fills v from m's state (after touch). with_pos: each part's offset is
- * the member's fetch position in this generation, else -1. PULSE_NOMEM. */
-static pulse_status_t view_fill(struct group *gr, struct gmember *m, bool with_pos, struct pulse_group_view *v)
+/* Fills v from m's state (after touch); every part's offset is -1.
+ * PULSE_NOMEM. */
+static pulse_status_t view_fill(struct group *gr, struct gmember *m, struct pulse_group_view *v)
 {
     size_t n = 0, pending = 0;
     memset(v, 0, sizeof *v);
@@ -592,7 +598,7 @@ static pulse_status_t view_fill(struct group *gr, struct gmember *m, bool with_p
             continue;
         memcpy(v->parts[k].topic, p->topic, sizeof v->parts[k].topic);
         v->parts[k].partition = p->partition;
-        v->parts[k].offset = with_pos && p->fetch_gen == m->generation ? p->fetch_pos : -1;
+        v->parts[k].offset = -1;
         k++;
     }
     memcpy(v->member_id, m->id, sizeof v->member_id);
@@ -779,7 +785,7 @@ pulse_status_t pulse_local_group_join(struct pulse_broker *base, const char *gro
     st = rebalance(b, gr, true);
     if (st == PULSE_OK) {
         touch(b->groups, gr, m, now);
-        st = view_fill(gr, m, false, view);
+        st = view_fill(gr, m, view);
     }
     if (st != PULSE_OK) {
         member_remove(gr, m);
@@ -810,7 +816,7 @@ pulse_status_t pulse_local_group_heartbeat(struct pulse_broker *base, const char
     pulse_status_t st = find_member(b, group, member, now, &gr, &m);
     if (st == PULSE_OK) {
         touch(b->groups, gr, m, now);
-        st = view_fill(gr, m, false, view);
+        st = view_fill(gr, m, view);
     }
     unlock_and_fire(b->groups);
     return st;
@@ -845,12 +851,69 @@ pulse_status_t pulse_local_group_leave(struct pulse_broker *base, const char *gr
 
 /* ---- group fetch ---------------------------------------------------------- */
 
+/* Orders group partitions as gr->parts and views are (topic, partition). */
+static int gpos_cmp(const struct pulse_group_partition *a, const struct pulse_group_partition *b)
+{
+    return part_cmp(a->topic, a->partition, b->topic, b->partition);
+}
+
+/* Takes the member's resume positions (broker.h pulse_broker_group_resume)
+ * into v for the partitions it has owned without a break since the answer
+ * they come from; the others keep -1. Both lists are sorted: one merge.
+ * Locks: the group lock, held. */
+static void view_resume(struct group *gr, const struct gmember *m, const struct pulse_group_resume *from,
+                        struct pulse_group_view *v)
+{
+    if (from == NULL || from->generation > m->generation)
+        return; /* not an answer this member was given */
+    size_t j = 0;
+    for (size_t i = 0; i < v->nparts; i++) {
+        struct pulse_group_partition *vp = &v->parts[i];
+        while (j < from->n && gpos_cmp(&from->pos[j], vp) < 0)
+            j++;
+        if (j == from->n)
+            break;
+        if (gpos_cmp(&from->pos[j], vp) != 0)
+            continue;
+        const struct gpart *p = part_find(gr, vp->topic, vp->partition);
+        if (p != NULL && p->owner == m && p->owned_gen <= from->generation)
+            vp->offset = from->pos[j].offset;
+    }
+}
+
+/* Checks the resumed positions against the partitions' ends: an offset
+ * above the high watermark was never answered. Locks: none held. */
+static pulse_status_t resume_check(struct pulse_local *b, const struct pulse_group_view *v, char *errbuf, size_t errlen)
+{
+    for (size_t i = 0; i < v->nparts; i++) {
+        const struct pulse_group_partition *p = &v->parts[i];
+        if (p->offset < 0)
+            continue;
+        int64_t hw = -1;
+        struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, p->topic);
+        if (t != NULL && p->partition < t->nparts)
+            hw = pulse_plog_high_watermark(t->plogs[p->partition]);
+        pulse_broker_topic_release(b, t);
+        if (hw >= 0 && p->offset > hw) {
+            pulse_errbuf_set(errbuf, errlen,
+                             "resume: offset %" PRId64 " of %s/%" PRIu32 " is beyond the high watermark %" PRId64,
+                             p->offset, p->topic, p->partition, hw);
+            return PULSE_RANGE;
+        }
+    }
+    return PULSE_OK;
+}
+
 /* Fills the positions the view has not: the group's cursor, else the log
- * start (or end, for start_latest). Drops partitions whose topic went away
- * meanwhile. Locks: none held (a cursor read, a topic lookup). */
-static pulse_status_t view_positions(struct pulse_local *b, const char *group, bool latest, struct pulse_group_view *v)
+ * start, or for start_latest the end, which is then a start to pin (added
+ * to pins, *npins; pins has room for every part). Drops partitions whose
+ * topic went away meanwhile. Locks: none held (a cursor read, a topic
+ * lookup). */
+static pulse_status_t view_positions(struct pulse_local *b, const char *group, bool latest, struct pulse_group_view *v,
+                                     struct pulse_group_partition *pins, size_t *npins)
 {
     size_t k = 0;
+    *npins = 0;
     for (size_t i = 0; i < v->nparts; i++) {
         struct pulse_group_partition *p = &v->parts[i];
         if (p->offset < 0) {
@@ -864,6 +927,8 @@ static pulse_status_t view_positions(struct pulse_local *b, const char *group, b
                     p->offset = latest ? pulse_plog_high_watermark(t->plogs[p->partition])
                                        : pulse_plog_log_start(t->plogs[p->partition]);
                 pulse_broker_topic_release(b, t);
+                if (latest && p->offset >= 0)
+                    pins[(*npins)++] = *p;
             } else if (st != PULSE_TOPIC_NOT_FOUND && st != PULSE_PARTITION_NOT_FOUND) {
                 return st;
             }
@@ -875,31 +940,130 @@ static pulse_status_t view_positions(struct pulse_local *b, const char *group, b
     return PULSE_OK;
 }
 
+/* A pinned start being committed: what its completion needs. */
+struct gpin {
+    struct pulse_local *b;
+    char group[PULSE_NAME_MAX + 1];
+    char member[PULSE_GROUP_MEMBER_ID_MAX + 1];
+    pulse_admin_done_fn done;
+    void *arg;
+};
+
+static pulse_status_t commit_fence(struct pulse_local *b, const char *group, const char *member, uint64_t generation,
+                                   const struct pulse_group_partition *pos, size_t n, char *errbuf, size_t errlen);
+static void commit_abandon(struct pulse_local *b, const char *group, const char *member);
+
+/* The pin's cursor commit ended (the committer, no lock held): the member's
+ * commit is no longer in flight; the poll completes. */
+static void pin_done(void *arg, pulse_status_t st)
+{
+    struct gpin *pin = arg;
+    struct pulse_broker_groups *g = pin->b->groups;
+    int64_t now = pulse_clock_mono_us();
+
+    pthread_mutex_lock(&g->mu);
+    struct group *gr = group_find(g, pin->group);
+    struct gmember *m = gr != NULL ? member_find(gr, pin->member) : NULL;
+    if (m != NULL) {
+        bool gone = false;
+        m->commits--;
+        if (m->expires_us <= now)
+            sweep(pin->b, gr, now, &gone); /* its lease ran out meanwhile */
+    }
+    unlock_and_fire(g);
+    pin->done(pin->arg, st);
+    pulse_free(pin);
+}
+
+/*
+ * start=latest: the end where the group begins on a partition without a
+ * cursor is committed as its cursor before the first answer from it, so a
+ * rebalance (or a restart) starts the next owner there rather than at a
+ * later end, which would skip what was published in between. Fenced as a
+ * commit of the member (it must still own them in this generation; while
+ * it is written no hand-over happens). A fence that fails pins nothing:
+ * the fetch is then refused by pulse_local_group_fetched anyway. PULSE_OK
+ * when done will be called.
+ */
+static pulse_status_t pin_starts(struct pulse_local *b, const char *group, const char *member, uint64_t generation,
+                                 const struct pulse_group_partition *pins, size_t n, pulse_admin_done_fn done,
+                                 void *arg, bool *called, char *errbuf, size_t errlen)
+{
+    struct pulse_cursor *cursors = pulse_calloc(n, sizeof *cursors);
+    struct gpin *pin = pulse_calloc(1, sizeof *pin);
+    pulse_status_t st = PULSE_OK;
+
+    *called = false;
+    if (cursors == NULL || pin == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        memcpy(cursors[i].topic, pins[i].topic, sizeof cursors[i].topic);
+        cursors[i].partition = pins[i].partition;
+        cursors[i].offset = pins[i].offset;
+    }
+    *pin = (struct gpin){.b = b, .done = done, .arg = arg};
+    snprintf(pin->group, sizeof pin->group, "%s", group);
+    snprintf(pin->member, sizeof pin->member, "%s", member);
+    pthread_mutex_lock(&b->groups->mu);
+    pulse_status_t fst = commit_fence(b, group, member, generation, pins, n, NULL, 0);
+    unlock_and_fire(b->groups);
+    if (fst != PULSE_OK)
+        goto out; /* nothing pinned; done is the caller's to call */
+    st = pulse_local_cursor_commit_async(&b->base, group, cursors, n, pin_done, pin, errbuf, errlen);
+    if (st != PULSE_OK) {
+        commit_abandon(b, group, member);
+        goto out;
+    }
+    pin = NULL; /* pin_done frees it */
+    *called = true;
+out:
+    pulse_free(cursors);
+    pulse_free(pin);
+    return st;
+}
+
 pulse_status_t pulse_local_group_poll_async(struct pulse_broker *base, const char *group, const char *member,
-                                            struct pulse_group_view *view, pulse_admin_done_fn done, void *arg)
+                                            const struct pulse_group_resume *from, struct pulse_group_view *view,
+                                            pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen)
 {
     struct pulse_local *b = pulse_local_of(base);
+    struct pulse_group_partition *pins = NULL;
     struct group *gr = NULL;
     struct gmember *m = NULL;
     int64_t now = pulse_clock_mono_us();
-    bool latest = false;
+    bool latest = false, called = false;
+    size_t npins = 0;
 
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
     pthread_mutex_lock(&b->groups->mu);
     pulse_status_t st = find_member(b, group, member, now, &gr, &m);
     if (st == PULSE_OK) {
         touch(b->groups, gr, m, now);
         latest = m->start_latest;
-        st = view_fill(gr, m, true, view);
+        st = view_fill(gr, m, view);
     }
+    if (st == PULSE_OK)
+        view_resume(gr, m, from, view);
     unlock_and_fire(b->groups);
     if (st != PULSE_OK)
         return st;
-    st = view_positions(b, group, latest, view);
+    st = resume_check(b, view, errbuf, errlen);
+    if (st == PULSE_OK) {
+        pins = pulse_calloc(view->nparts > 0 ? view->nparts : 1, sizeof *pins);
+        st = pins == NULL ? PULSE_NOMEM : view_positions(b, group, latest, view, pins, &npins);
+    }
+    if (st == PULSE_OK && npins > 0)
+        st = pin_starts(b, group, member, view->generation, pins, npins, done, arg, &called, errbuf, errlen);
+    pulse_free(pins);
     if (st != PULSE_OK) {
         pulse_group_view_fini(view);
         return st;
     }
-    done(arg, PULSE_OK);
+    if (!called)
+        done(arg, PULSE_OK);
     return PULSE_OK;
 }
 
@@ -921,14 +1085,10 @@ pulse_status_t pulse_local_group_fetched(struct pulse_broker *base, const char *
             st = PULSE_GROUP_FENCED;
     }
     /* Only the lease: the hand-over waits for the member's next call, so
-     * the records about to be answered are of partitions it still owns. */
+     * the records about to be answered are of partitions it still owns.
+     * No position is kept: the member says where it is (its resume). */
     if (st == PULSE_OK)
         m->expires_us = now + m->lease_ms * 1000;
-    for (size_t i = 0; st == PULSE_OK && i < n; i++) {
-        struct gpart *p = part_find(gr, pos[i].topic, pos[i].partition);
-        p->fetch_pos = pos[i].offset;
-        p->fetch_gen = generation;
-    }
     unlock_and_fire(b->groups);
     return st;
 }
@@ -1154,7 +1314,7 @@ static void commit_done(void *arg, pulse_status_t st)
         m->commits--;
         if (m->expires_us > now) {
             touch(g, gr, m, now);
-            if (view_fill(gr, m, false, c->view) != PULSE_OK)
+            if (view_fill(gr, m, c->view) != PULSE_OK)
                 memset(c->view, 0, sizeof *c->view);
         } else {
             sweep(c->b, gr, now, &gone); /* its lease ran out meanwhile */
