@@ -103,11 +103,16 @@ struct gpart {
 
 /* A member's group fetch waiting (pulse_local_group_wait): woken by the
  * first of the broker's data waiter over its positions, a change of the
- * group that concerns its member, or its deadline. Two references: the
- * group's list (until woken or detached) and the data waiter (until its
- * callback ran; none when there are no positions). */
+ * group that concerns its member, or its deadline. References: the
+ * group's list (until woken or detached), the data waiter (until its
+ * callback ran; none when there are no positions) and, while parking,
+ * the parking caller's. When something else than data wakes it, its data
+ * waiter is cancelled (pulse_local_wait_cancel, with gw as its argument):
+ * it never stays parked, holding its topics, until its deadline. */
 struct gwait {
     struct gwait *next; /* the group's list (group lock) */
+    struct pulse_local *b;
+    bool with_data; /* a data waiter was (or is being) parked for it */
     char group[PULSE_NAME_MAX + 1];
     atomic_int refs;
     atomic_bool fired; /* fn was called, or the caller answered itself */
@@ -263,8 +268,11 @@ static void wake_group(struct pulse_broker_groups *g, struct group *gr)
     }
 }
 
+static void gwait_data_fn(void *arg, pulse_status_t st);
+
 /* Lets the group lock go, then calls the waiters woken meanwhile (never
- * under the lock: their functions resume HTTP connections). */
+ * under the lock: their functions resume HTTP connections) and ends their
+ * data waiters, which have nothing left to wake. */
 static void unlock_and_fire(struct pulse_broker_groups *g)
 {
     struct gwait *list = g->firing;
@@ -275,6 +283,8 @@ static void unlock_and_fire(struct pulse_broker_groups *g)
         struct gwait *gw = list;
         list = gw->next;
         gwait_fire(gw, st);
+        if (gw->with_data)
+            (void)pulse_local_wait_cancel(gw->b, gwait_data_fn, gw);
         gwait_release(gw); /* the list's reference */
     }
 }
@@ -1121,20 +1131,14 @@ static void gwait_detach(struct pulse_broker_groups *g, struct gwait *gw)
         gwait_release(gw);
 }
 
-/* What the broker's data waiter calls back with. */
-struct gwait_ctx {
-    struct pulse_broker_groups *g;
-    struct gwait *gw;
-};
-
-/* The data waiter fired (the syncer, no lock held). */
+/* The data waiter fired or was cancelled (the syncer, or whoever
+ * cancelled it; no lock held). */
 static void gwait_data_fn(void *arg, pulse_status_t st)
 {
-    struct gwait_ctx *c = arg;
-    gwait_fire(c->gw, st);
-    gwait_detach(c->g, c->gw);
-    gwait_release(c->gw);
-    pulse_free(c);
+    struct gwait *gw = arg;
+    gwait_fire(gw, st);
+    gwait_detach(gw->b->groups, gw);
+    gwait_release(gw); /* the data waiter's reference */
 }
 
 /* Registers gw on the member's group (its references set), or says why
@@ -1155,7 +1159,9 @@ static pulse_status_t gwait_register(struct pulse_local *b, const char *member, 
     if (st == PULSE_OK && (m->generation != generation || member_has_news(gr, m)))
         st = PULSE_EOF;
     if (st == PULSE_OK) {
-        atomic_store(&gw->refs, with_data ? 2 : 1);
+        /* the list's; with data, the data waiter's and the parker's */
+        gw->with_data = with_data;
+        atomic_store(&gw->refs, with_data ? 3 : 1);
         gw->next = gr->waiters;
         gr->waiters = gw;
         m->expires_us = now + m->lease_ms * 1000; /* a call of the member */
@@ -1177,24 +1183,27 @@ static pulse_status_t gwait_register(struct pulse_local *b, const char *member, 
 /* After registering gw with a data reference: parks the broker's data
  * waiter over the positions. Whoever fires gw first answers; when nothing
  * is parked and a change fired gw meanwhile, fn already ran, which counts
- * as parked. */
+ * as parked. Drops the parker's reference. */
 static pulse_status_t gwait_park(struct pulse_local *b, struct gwait *gw, const struct pulse_group_partition *pos,
-                                 size_t n, struct pulse_wait_pos *wp, struct gwait_ctx *ctx, bool *parked_out)
+                                 size_t n, struct pulse_wait_pos *wp, bool *parked_out)
 {
     bool parked = false;
     for (size_t i = 0; i < n; i++)
         wp[i] = (struct pulse_wait_pos){pos[i].topic, pos[i].partition, pos[i].offset};
-    ctx->g = b->groups;
-    ctx->gw = gw;
-    pulse_status_t st = pulse_local_wait_any(&b->base, wp, n, gw->deadline_us, gwait_data_fn, ctx, &parked, NULL);
+    pulse_status_t st = pulse_local_wait_any(&b->base, wp, n, gw->deadline_us, gwait_data_fn, gw, &parked, NULL);
     if (st == PULSE_OK && parked) {
+        /* A change that fired gw before its data waiter was parked found
+         * nothing to cancel: end it here. */
+        if (atomic_load(&gw->fired))
+            (void)pulse_local_wait_cancel(b, gwait_data_fn, gw);
+        gwait_release(gw); /* the parker's */
         *parked_out = true;
         return PULSE_OK;
     }
-    pulse_free(ctx); /* no data callback will come */
     bool won = !atomic_exchange(&gw->fired, true);
     gwait_detach(b->groups, gw);
-    gwait_release(gw); /* the data waiter's reference */
+    gwait_release(gw); /* the data waiter's reference: no callback will come */
+    gwait_release(gw); /* the parker's */
     *parked_out = !won;
     return won ? st : PULSE_OK;
 }
@@ -1205,7 +1214,6 @@ pulse_status_t pulse_local_group_wait(struct pulse_broker *base, const char *gro
 {
     struct pulse_local *b = pulse_local_of(base);
     struct pulse_wait_pos *wp = NULL;
-    struct gwait_ctx *ctx = NULL;
     struct gwait *gw = NULL;
     pulse_status_t st = PULSE_OK;
 
@@ -1213,15 +1221,14 @@ pulse_status_t pulse_local_group_wait(struct pulse_broker *base, const char *gro
     if (n > PULSE_WAIT_MAX_POSITIONS || fn == NULL)
         return PULSE_INVALID;
     gw = pulse_calloc(1, sizeof *gw);
-    if (n > 0) {
-        ctx = pulse_calloc(1, sizeof *ctx);
+    if (n > 0)
         wp = pulse_calloc(n, sizeof *wp);
-    }
-    if (gw == NULL || (n > 0 && (ctx == NULL || wp == NULL))) {
+    if (gw == NULL || (n > 0 && wp == NULL)) {
         st = PULSE_NOMEM;
         goto out;
     }
     snprintf(gw->group, sizeof gw->group, "%s", group);
+    gw->b = b;
     gw->deadline_us = deadline_mono_us;
     gw->fn = fn;
     gw->arg = arg;
@@ -1235,12 +1242,10 @@ pulse_status_t pulse_local_group_wait(struct pulse_broker *base, const char *gro
         gw = NULL;
         goto out;
     }
-    st = gwait_park(b, gw, pos, n, wp, ctx, parked_out);
-    gw = NULL;  /* its references are the group's and the waiter's */
-    ctx = NULL; /* the waiter's, or freed */
+    st = gwait_park(b, gw, pos, n, wp, parked_out);
+    gw = NULL; /* its references are the group's and the waiter's */
 out:
     pulse_free(wp);
-    pulse_free(ctx);
     pulse_free(gw);
     return st;
 }
