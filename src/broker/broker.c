@@ -674,6 +674,9 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         st = open_metadata(b, &defs, &ndefs, &rep, errbuf, errlen);
     if (st == PULSE_OK)
         st = open_topics(b, defs, ndefs, &rep, errbuf, errlen);
+    /* Members of the previous run may hold leases still: groups.h. */
+    if (st == PULSE_OK && b->ntopics > 0)
+        pulse_broker_groups_hold(b->groups);
     if (st == PULSE_OK)
         st = pulse_broker_cursor_raise_ends(b, errbuf, errlen);
     if (st == PULSE_OK)

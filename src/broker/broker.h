@@ -647,7 +647,10 @@ pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fen
  *
  * Membership lives in the backend's memory: after a restart every member
  * id is unknown and its calls answer PULSE_REJOIN (join again; the group
- * resumes from its committed cursors).
+ * resumes from its committed cursors). Members of the previous run may
+ * still be working inside leases granted before the restart, so a backend
+ * that starts with topics hands out no partition for its longest lease
+ * (the view's hold_ms says how long is left).
  */
 
 /* Longest member id (text), and most topics one member consumes. */
@@ -677,7 +680,11 @@ struct pulse_group_view {
     int64_t lease_ms;
     struct pulse_group_partition *parts; /* owned now; nparts entries, pulse_free (pulse_group_view_fini) */
     size_t nparts;
-    size_t npending; /* partitions assigned to it still held by their previous owner */
+    size_t npending; /* partitions assigned to it still held by their previous owner, or by the start hold */
+    /* > 0: the backend started less than groups.lease-max ago and hands
+     * out no partition for this many more ms (members of its previous run
+     * may still be inside their leases); the npending partitions come then. */
+    int64_t hold_ms;
 };
 
 /* Frees what a view holds (not the view). */

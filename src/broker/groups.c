@@ -149,6 +149,9 @@ struct pulse_broker_groups {
     _Atomic int64_t next_deadline_us;
     atomic_uint_fast64_t expired_total;
     atomic_uint_fast64_t joins_total;
+    /* After a start with topics: no partition is handed out before this
+     * (monotonic us; 0: no hold). pulse_broker_groups_hold. */
+    int64_t hold_until_us;
 };
 
 /* ---- table ------------------------------------------------------------ */
@@ -181,6 +184,18 @@ pulse_status_t pulse_broker_groups_create(const struct pulse_broker_config *cfg,
     atomic_init(&g->next_deadline_us, INT64_MAX);
     *out = g;
     return PULSE_OK;
+}
+
+void pulse_broker_groups_hold(struct pulse_broker_groups *g)
+{
+    g->hold_until_us = pulse_clock_mono_us() + g->lease_max_ms * 1000;
+    atomic_store(&g->next_deadline_us, g->hold_until_us); /* the tick ends it */
+}
+
+/* Whether partitions are held back still. Locks: the group lock, held. */
+static bool holding(const struct pulse_broker_groups *g, int64_t now_us)
+{
+    return g->hold_until_us != 0 && now_us < g->hold_until_us;
 }
 
 static void member_free(struct gmember *m)
@@ -579,7 +594,7 @@ static void touch(struct pulse_broker_groups *g, struct group *gr, struct gmembe
             p->owner = NULL;
             wake_group(g, gr); /* its next owner may be waiting */
         }
-        if (p->target == m && p->owner == NULL) {
+        if (p->target == m && p->owner == NULL && !holding(g, now_us)) {
             p->owner = m;
             p->owned_gen = gr->generation;
         }
@@ -588,11 +603,15 @@ static void touch(struct pulse_broker_groups *g, struct group *gr, struct gmembe
 }
 
 /* Fills v from m's state (after touch); every part's offset is -1.
- * PULSE_NOMEM. */
-static pulse_status_t view_fill(struct group *gr, struct gmember *m, struct pulse_group_view *v)
+ * PULSE_NOMEM. Locks: the group lock, held. */
+static pulse_status_t view_fill(const struct pulse_broker_groups *g, struct group *gr, struct gmember *m,
+                                struct pulse_group_view *v)
 {
     size_t n = 0, pending = 0;
+    int64_t now = pulse_clock_mono_us();
     memset(v, 0, sizeof *v);
+    if (holding(g, now))
+        v->hold_ms = (g->hold_until_us - now + 999) / 1000;
     for (size_t i = 0; i < gr->nparts; i++) {
         if (gr->parts[i].owner == m)
             n++;
@@ -795,7 +814,7 @@ pulse_status_t pulse_local_group_join(struct pulse_broker *base, const char *gro
     st = rebalance(b, gr, true);
     if (st == PULSE_OK) {
         touch(b->groups, gr, m, now);
-        st = view_fill(gr, m, view);
+        st = view_fill(g, gr, m, view);
     }
     if (st != PULSE_OK) {
         member_remove(gr, m);
@@ -826,7 +845,7 @@ pulse_status_t pulse_local_group_heartbeat(struct pulse_broker *base, const char
     pulse_status_t st = find_member(b, group, member, now, &gr, &m);
     if (st == PULSE_OK) {
         touch(b->groups, gr, m, now);
-        st = view_fill(gr, m, view);
+        st = view_fill(b->groups, gr, m, view);
     }
     unlock_and_fire(b->groups);
     return st;
@@ -1053,7 +1072,7 @@ pulse_status_t pulse_local_group_poll_async(struct pulse_broker *base, const cha
     if (st == PULSE_OK) {
         touch(b->groups, gr, m, now);
         latest = m->start_latest;
-        st = view_fill(gr, m, view);
+        st = view_fill(b->groups, gr, m, view);
     }
     if (st == PULSE_OK)
         view_resume(gr, m, from, view);
@@ -1107,13 +1126,15 @@ pulse_status_t pulse_local_group_fetched(struct pulse_broker *base, const char *
 
 /* Whether m's next call would change what it was told: a partition to
  * release or one to take up. Locks: the group lock, held. */
-static bool member_has_news(const struct group *gr, const struct gmember *m)
+static bool member_has_news(const struct pulse_broker_groups *g, const struct group *gr, const struct gmember *m,
+                            int64_t now_us)
 {
     if (m->generation != gr->generation)
         return true;
+    bool held = holding(g, now_us);
     for (size_t i = 0; i < gr->nparts; i++) {
         const struct gpart *p = &gr->parts[i];
-        if ((p->owner == m && p->target != m && m->commits == 0) || (p->target == m && p->owner == NULL))
+        if ((p->owner == m && p->target != m && m->commits == 0) || (p->target == m && p->owner == NULL && !held))
             return true;
     }
     return false;
@@ -1156,7 +1177,7 @@ static pulse_status_t gwait_register(struct pulse_local *b, const char *member, 
 
     pthread_mutex_lock(&g->mu);
     pulse_status_t st = g->draining ? PULSE_SHUTDOWN : find_member(b, gw->group, member, now, &gr, &m);
-    if (st == PULSE_OK && (m->generation != generation || member_has_news(gr, m)))
+    if (st == PULSE_OK && (m->generation != generation || member_has_news(g, gr, m, now)))
         st = PULSE_EOF;
     if (st == PULSE_OK) {
         /* the list's; with data, the data waiter's and the parker's */
@@ -1319,7 +1340,7 @@ static void commit_done(void *arg, pulse_status_t st)
         m->commits--;
         if (m->expires_us > now) {
             touch(g, gr, m, now);
-            if (view_fill(gr, m, c->view) != PULSE_OK)
+            if (view_fill(g, gr, m, c->view) != PULSE_OK)
                 memset(c->view, 0, sizeof *c->view);
         } else {
             sweep(c->b, gr, now, &gone); /* its lease ran out meanwhile */
@@ -1583,7 +1604,17 @@ void pulse_broker_groups_tick(struct pulse_local *b)
         return;
     atomic_store(&g->next_tick_us, now + TICK_US);
     pthread_mutex_lock(&g->mu);
-    atomic_store(&g->next_deadline_us, expire_waiters(g, now));
+    int64_t next = expire_waiters(g, now);
+    if (g->hold_until_us != 0 && now >= g->hold_until_us) {
+        /* The hold after the start is over: every member waiting for its
+         * partitions learns it now. */
+        g->hold_until_us = 0;
+        for (size_t i = 0; i < g->ngroups; i++)
+            wake_group(g, g->groups[i]);
+    }
+    if (g->hold_until_us != 0 && g->hold_until_us < next)
+        next = g->hold_until_us;
+    atomic_store(&g->next_deadline_us, next);
     for (size_t i = 0; i < g->ngroups;) {
         struct group *gr = g->groups[i];
         bool gone = false;

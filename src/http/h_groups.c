@@ -40,9 +40,15 @@ json_t *pulse_h_groups_view(const char *group, const struct pulse_group_view *v)
     }
     if (parts == NULL)
         return NULL;
-    return json_pack("{s:s,s:s,s:I,s:I,s:o,s:I}", "group", group, "member_id", v->member_id, "generation",
-                     (json_int_t)v->generation, "lease_ms", (json_int_t)v->lease_ms, "partitions", parts,
-                     "pending_partitions", (json_int_t)v->npending);
+    json_t *doc = json_pack("{s:s,s:s,s:I,s:I,s:o,s:I}", "group", group, "member_id", v->member_id, "generation",
+                            (json_int_t)v->generation, "lease_ms", (json_int_t)v->lease_ms, "partitions", parts,
+                            "pending_partitions", (json_int_t)v->npending);
+    /* Only after a restart (docs/API.md "After a broker restart"). */
+    if (doc != NULL && v->hold_ms > 0 && json_object_set_new(doc, "hold_ms", json_integer(v->hold_ms)) != 0) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
 }
 
 bool pulse_h_groups_path(struct pulse_hreq *r, char *member)

@@ -179,5 +179,55 @@ def test_start_latest_pin_survives_a_rebalance_between_members(ctx):
     eq(offsets(d), [(p, 3)], "the record published after A began, not skipped")
 
 
+# ---- 3. the hold after a restart -------------------------------------------
+
+HOLD_ARGS = ["-o", "groups.lease-min=100ms", "-o", "groups.lease-max=1500ms"]
+
+
+def test_after_a_restart_partitions_are_held_for_the_longest_lease(ctx):
+    srv = ctx.new_server(args=HOLD_ARGS)
+    srv.start()
+    t = topic_with(srv, 2, per_partition=2)
+    g = uniq("g")
+    a = join(srv, g, [t], lease_ms=1500)
+    eq(len(a["partitions"]), 2, "a fresh broker hands partitions out at once")
+    check("hold_ms" not in a, "no hold on a fresh start: %r" % a)
+    # A is inside its lease when the broker restarts; it is busy and will
+    # not call before its lease ends, so only time tells the broker it is
+    # safe to give A's partitions to someone else.
+    srv.stop()
+    srv.start()
+    t0 = time.monotonic()
+    b = join(srv, g, [t], lease_ms=1500)
+    eq(b["partitions"], [], "nothing handed out while leases of the last run may be running")
+    eq(b["pending_partitions"], 2, "B is assigned both, pending")
+    check(0 < b["hold_ms"] <= 1500, "the answer says how long: %r" % b)
+    expect_error(commit(srv, g, b["member_id"], b["generation"], [{"topic": t, "partition": 0, "offset": 1}]),
+                 409, "commit_fenced", "B owns nothing to commit yet")
+    # B's long-poll is woken when the hold ends, with its partitions.
+    d = expect_json(fetch(srv, g, b["member_id"], max_wait_ms=10000), 200, "B's long-poll over the hold")
+    waited = time.monotonic() - t0
+    check(waited >= 1.2, "not before the longest lease ran out (%.2fs)" % waited)
+    check(waited < 8, "woken when the hold ended, not at the poll's deadline (%.2fs)" % waited)
+    if not d["partitions"]:
+        d = expect_json(fetch(srv, g, b["member_id"], max_wait_ms=0), 200, "B's next fetch")
+    eq(len(d["partitions"]), 2, "B owns both partitions now")
+    check("hold_ms" not in d, "the hold is over: %r" % d)
+    d = expect_json(fetch(srv, g, b["member_id"], max_records=100), 200, "B reads")
+    eq(len(d["records"]), 4, "from the committed cursors (none: the log start)")
+    srv.stop()
+
+
+def test_a_restart_without_topics_holds_nothing(ctx):
+    srv = ctx.new_server(args=HOLD_ARGS)
+    srv.start()
+    srv.stop()
+    srv.start()
+    t = topic_with(srv, 1)
+    a = join(srv, uniq("g"), [t], lease_ms=1000)
+    eq(len(a["partitions"]), 1, "no group can have had members: no hold")
+    srv.stop()
+
+
 if __name__ == "__main__":
     sys.exit(main(globals()))
