@@ -694,15 +694,21 @@ void pulse_group_view_fini(struct pulse_group_view *v);
 struct pulse_group_part_info {
     char topic[PULSE_NAME_MAX + 1];
     uint32_t partition;
-    char owner[PULSE_GROUP_MEMBER_ID_MAX + 1];    /* "" when free */
-    char assigned[PULSE_GROUP_MEMBER_ID_MAX + 1]; /* who it goes to; differs from owner during a hand-over */
-    int64_t committed;                            /* the group's cursor, -1 if none */
+    char owner[PULSE_GROUP_MEMBER_ID_MAX + 1];          /* "" when free */
+    char assigned[PULSE_GROUP_MEMBER_ID_MAX + 1];       /* who it goes to; differs from owner during a hand-over */
+    char owner_label[PULSE_GROUP_MEMBER_ID_MAX + 1];    /* owner, masked (member_info.label) */
+    char assigned_label[PULSE_GROUP_MEMBER_ID_MAX + 1]; /* assigned, masked */
+    int64_t committed;                                  /* the group's cursor, -1 if none */
     int64_t high_watermark;
     int64_t lag; /* high_watermark - committed (from the log start without a cursor) */
 };
 
 struct pulse_group_member_info {
     char member_id[PULSE_GROUP_MEMBER_ID_MAX + 1];
+    /* The id with its secret part masked: unique in the group, names the
+     * member to people, and authorises nothing (a member id is what lets
+     * a caller act as the member, so only administrators see it). */
+    char label[PULSE_GROUP_MEMBER_ID_MAX + 1];
     int64_t lease_ms;
     int64_t lease_expires_in_ms; /* from now; may be <= 0 just before removal */
     uint64_t generation;         /* the last generation this member was told */

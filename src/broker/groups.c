@@ -1485,6 +1485,16 @@ pulse_status_t pulse_local_group_list(struct pulse_broker *base, char ***names_o
     return PULSE_OK;
 }
 
+/* The label of a member id "m-<16 hex, random>-<n>": the random digits,
+ * which are what makes the id impossible to guess, become '*'; the rest
+ * (the sequence number, unique per broker run) stays. */
+static void member_label(const char *id, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", id);
+    for (size_t i = 2; out[i] != '\0' && out[i] != '-'; i++)
+        out[i] = '*';
+}
+
 /* Copies gr's members and partitions into info (no cursors yet). Locks:
  * the group lock, held. */
 static pulse_status_t describe_copy(struct group *gr, int64_t now_us, struct pulse_group_info *info)
@@ -1501,6 +1511,7 @@ static pulse_status_t describe_copy(struct group *gr, int64_t now_us, struct pul
         struct pulse_group_member_info *mi = &info->members[i];
         info->nmembers = i + 1;
         memcpy(mi->member_id, m->id, sizeof mi->member_id);
+        member_label(m->id, mi->label, sizeof mi->label);
         mi->lease_ms = m->lease_ms;
         mi->lease_expires_in_ms = (m->expires_us - now_us) / 1000;
         mi->generation = m->generation;
@@ -1525,6 +1536,8 @@ static pulse_status_t describe_copy(struct group *gr, int64_t now_us, struct pul
         pi->partition = p->partition;
         snprintf(pi->owner, sizeof pi->owner, "%s", p->owner != NULL ? p->owner->id : "");
         snprintf(pi->assigned, sizeof pi->assigned, "%s", p->target != NULL ? p->target->id : "");
+        member_label(pi->owner, pi->owner_label, sizeof pi->owner_label);
+        member_label(pi->assigned, pi->assigned_label, sizeof pi->assigned_label);
         pi->committed = -1;
     }
     info->nparts = gr->nparts;

@@ -14,20 +14,21 @@ reproduced against pulsed over HTTP.
   groups.lease-max, since members of the previous run may still be inside
   leases granted before it stopped.
 - Member ids authorise a member's calls: GET /v1/groups/{group} shows them
-  only to tokens with admin:* (others see them masked)."""
+  only to tokens with admin:* (others see them masked).
+
+(The fourth gap, a wait's data waiter left parked, is inside the broker:
+tests/unit/broker/check_group_gaps.c.)"""
 
 import os
+import subprocess
 import sys
-import threading
 import time
 
+sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from grouptest import commit, describe, fetch, group_path, heartbeat, join, owned  # noqa: E402
-from pulsetest import (check, eq, expect_error, expect_json, expect_status, main, pulsed_path,  # noqa: E402
-                       uniq)
-
-import subprocess  # noqa: E402
+from grouptest import commit, fetch, group_path, heartbeat, join  # noqa: E402
+from pulsetest import check, eq, expect_error, expect_json, expect_status, main, pulsed_path, uniq  # noqa: E402
 
 
 def topic_with(srv, partitions, per_partition=0):
@@ -226,6 +227,48 @@ def test_a_restart_without_topics_holds_nothing(ctx):
     t = topic_with(srv, 1)
     a = join(srv, uniq("g"), [t], lease_ms=1000)
     eq(len(a["partitions"]), 1, "no group can have had members: no hold")
+    srv.stop()
+
+
+# ---- 5. who sees member ids ----------------------------------------------
+
+
+def token_line(name, token, grants):
+    p = subprocess.run([pulsed_path(), "--hash-token", name] + grants, input=(token + "\n").encode(),
+                       capture_output=True, timeout=30)
+    eq(p.returncode, 0, "--hash-token (stderr %r)" % p.stderr)
+    return p.stdout.decode()
+
+
+def test_member_ids_are_shown_only_to_administrators(ctx):
+    path = os.path.join(ctx.tmp, "group-tokens")
+    with open(path, "w") as f:
+        f.write(token_line("ops", "ops-token-0123456789", ["admin:*", "read:*", "commit:*"]))
+        f.write(token_line("worker", "worker-token-0123456789", ["read:*", "write:*", "commit:*"]))
+        f.write(token_line("peer", "peer-token-0123456789", ["admin:gg*", "read:*", "commit:*"]))
+    srv = ctx.new_server(args=["-o", "auth.token-file=" + path])
+    srv.start()
+    ops = {"Authorization": "Bearer ops-token-0123456789"}
+    worker = {"Authorization": "Bearer worker-token-0123456789"}
+    peer = {"Authorization": "Bearer peer-token-0123456789"}
+    t, g = uniq("gg"), uniq("g")
+    expect_json(srv.req("POST", "/v1/topics", {"name": t, "partitions": 2}, headers=ops), 201, "create")
+    j = expect_json(srv.req("POST", group_path(g, "members"), {"topics": [t]}, headers=worker), 201, "join")
+    m = j["member_id"]
+    for who, hdr in (("worker", worker), ("admin of topics only", peer)):
+        d = expect_json(srv.req("GET", group_path(g), headers=hdr), 200, "describe as %s" % who)
+        shown = d["members"][0]["member_id"]
+        check(shown != m and "*" in shown, "%s sees a masked id: %r" % (who, shown))
+        eq(len(shown), len(m), "same shape")
+        eq(shown.rsplit("-", 1)[1], m.rsplit("-", 1)[1], "the public sequence part stays")
+        eq({p["owner"] for p in d["partitions"]}, {shown}, "owners are masked the same way")
+        eq({p["assigned_to"] for p in d["partitions"]}, {shown}, "and so are the assignees")
+        check(m not in srv.req("GET", group_path(g), headers=hdr).body.decode(), "the id appears nowhere")
+        r = srv.req("POST", group_path(g, "members", shown, "heartbeat"), headers=hdr)
+        check(r.status in (400, 409), "a masked id authorises nothing: %d" % r.status)
+    d = expect_json(srv.req("GET", group_path(g), headers=ops), 200, "describe as admin:*")
+    eq(d["members"][0]["member_id"], m, "admin:* sees the id")
+    eq({p["owner"] for p in d["partitions"]}, {m}, "and the owners' ids")
     srv.stop()
 
 
