@@ -1491,6 +1491,8 @@ pulse_status_t pulse_local_group_list(struct pulse_broker *base, char ***names_o
 static void member_label(const char *id, char *out, size_t cap)
 {
     snprintf(out, cap, "%s", id);
+    if (strncmp(out, "m-", 2) != 0)
+        return; /* "" (no member) */
     for (size_t i = 2; out[i] != '\0' && out[i] != '-'; i++)
         out[i] = '*';
 }

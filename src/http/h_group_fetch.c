@@ -477,14 +477,15 @@ static bool parse_resume(struct pulse_hreq *r, struct gfetch_state *q)
     size_t n = 0;
     if (s == NULL)
         return true;
-    for (const char *c = s; *c != '\0'; c++)
+    for (const char *c = s; *c != '\0' && n <= GFETCH_MAX_RESUME; c++)
         n += *c == ',';
-    struct pulse_group_partition *pos = pulse_server_palloc(r, (n > 0 ? n : 1) * sizeof *pos);
-    if (pos == NULL) {
+    bool ok = n <= GFETCH_MAX_RESUME;
+    struct pulse_group_partition *pos = ok ? pulse_server_palloc(r, (n > 0 ? n : 1) * sizeof *pos) : NULL;
+    if (ok && pos == NULL) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return false;
     }
-    bool ok = n <= GFETCH_MAX_RESUME && read_number(&s, ",", UINT64_MAX, &gen);
+    ok = ok && read_number(&s, ",", UINT64_MAX, &gen);
     for (size_t i = 0; ok && i < n; i++) {
         s++; /* the comma */
         ok = read_resume_entry(&s, &pos[i]);
