@@ -130,6 +130,27 @@ def test_resume_of_a_partition_owned_since_by_someone_else_is_ignored(ctx):
     eq([o for p, o in offsets(d) if p == kept], [], "the partition A kept: resumed after what it read")
 
 
+def test_a_resume_from_a_deleted_topic_means_nothing_in_its_successor(ctx):
+    srv = ctx.srv
+    t, g = uniq("gr"), uniq("g")
+    srv.create_topic(t, partitions=1)
+    srv.publish(t, [{"value": "old-%d" % i} for i in range(50)])
+    m = join(srv, g, [t], lease_ms=30000)["member_id"]
+    old = expect_json(fetch(srv, g, m, max_records=1000), 200, "fetch the old topic")
+    eq(len(old["records"]), 50, "records of the old topic")
+    expect_status(srv.req("DELETE", "/v1/topics/" + t), 204, "delete")
+    srv.create_topic(t, partitions=1)
+    srv.publish(t, [{"value": "new-%d" % i} for i in range(5)])
+    got = []
+    for _ in range(5):
+        d = expect_json(fetch(srv, g, m, max_records=1000, max_wait_ms=200, resume=old["resume"]), 200,
+                        "fetch the new topic with the old topic's resume")
+        got += [r["value"] for r in d["records"]]
+        if len(got) >= 5:
+            break
+    eq(got, ["new-%d" % i for i in range(5)], "the new topic's records, from its start")
+
+
 def test_a_bad_resume_is_refused(ctx):
     srv = ctx.srv
     t = topic_with(srv, 1, per_partition=2)
