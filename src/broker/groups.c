@@ -888,13 +888,18 @@ static int gpos_cmp(const struct pulse_group_partition *a, const struct pulse_gr
 
 /* Takes the member's resume positions (broker.h pulse_broker_group_resume)
  * into v for the partitions it has owned without a break since the answer
- * they come from; the others keep -1. Both lists are sorted: one merge.
- * Locks: the group lock, held. */
-static void view_resume(struct group *gr, const struct gmember *m, const struct pulse_group_resume *from,
-                        struct pulse_group_view *v)
+ * they come from; the others keep -1. A partition whose topic was deleted
+ * and made again since (its uid differs; the tick or the next rebalance
+ * will see it) keeps -1 too: the resume was of the old topic. An offset
+ * above a partition's high watermark was never answered: PULSE_RANGE
+ * (errbuf names it). Both lists are sorted: one merge. Locks: the group
+ * lock, held; map_lock, briefly, per partition resumed. */
+static pulse_status_t view_resume(struct pulse_local *b, struct group *gr, const struct gmember *m,
+                                  const struct pulse_group_resume *from, struct pulse_group_view *v, char *errbuf,
+                                  size_t errlen)
 {
     if (from == NULL || from->generation > m->generation)
-        return; /* not an answer this member was given */
+        return PULSE_OK; /* not an answer this member was given */
     size_t j = 0;
     for (size_t i = 0; i < v->nparts; i++) {
         struct pulse_group_partition *vp = &v->parts[i];
@@ -902,33 +907,23 @@ static void view_resume(struct group *gr, const struct gmember *m, const struct 
             j++;
         if (j == from->n)
             break;
-        if (gpos_cmp(&from->pos[j], vp) != 0)
-            continue;
         const struct gpart *p = part_find(gr, vp->topic, vp->partition);
-        if (p != NULL && p->owner == m && p->owned_gen <= from->generation)
-            vp->offset = from->pos[j].offset;
-    }
-}
-
-/* Checks the resumed positions against the partitions' ends: an offset
- * above the high watermark was never answered. Locks: none held. */
-static pulse_status_t resume_check(struct pulse_local *b, const struct pulse_group_view *v, char *errbuf, size_t errlen)
-{
-    for (size_t i = 0; i < v->nparts; i++) {
-        const struct pulse_group_partition *p = &v->parts[i];
-        if (p->offset < 0)
+        if (gpos_cmp(&from->pos[j], vp) != 0 || p == NULL || p->owner != m || p->owned_gen > from->generation)
             continue;
         int64_t hw = -1;
         struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, p->topic);
-        if (t != NULL && p->partition < t->nparts)
+        if (t != NULL && t->uid == p->topic_uid && p->partition < t->nparts)
             hw = pulse_plog_high_watermark(t->plogs[p->partition]);
         pulse_broker_topic_release(b, t);
-        if (hw >= 0 && p->offset > hw) {
+        if (hw < 0)
+            continue;
+        if (from->pos[j].offset > hw) {
             pulse_errbuf_set(errbuf, errlen,
                              "resume: offset %" PRId64 " of %s/%" PRIu32 " is beyond the high watermark %" PRId64,
-                             p->offset, p->topic, p->partition, hw);
+                             from->pos[j].offset, p->topic, p->partition, hw);
             return PULSE_RANGE;
         }
+        vp->offset = from->pos[j].offset;
     }
     return PULSE_OK;
 }
@@ -1074,16 +1069,16 @@ pulse_status_t pulse_local_group_poll_async(struct pulse_broker *base, const cha
         latest = m->start_latest;
         st = view_fill(b->groups, gr, m, view);
     }
-    if (st == PULSE_OK)
-        view_resume(gr, m, from, view);
+    if (st == PULSE_OK) {
+        st = view_resume(b, gr, m, from, view, errbuf, errlen);
+        if (st != PULSE_OK)
+            pulse_group_view_fini(view);
+    }
     unlock_and_fire(b->groups);
     if (st != PULSE_OK)
         return st;
-    st = resume_check(b, view, errbuf, errlen);
-    if (st == PULSE_OK) {
-        pins = pulse_calloc(view->nparts > 0 ? view->nparts : 1, sizeof *pins);
-        st = pins == NULL ? PULSE_NOMEM : view_positions(b, group, latest, view, pins, &npins);
-    }
+    pins = pulse_calloc(view->nparts > 0 ? view->nparts : 1, sizeof *pins);
+    st = pins == NULL ? PULSE_NOMEM : view_positions(b, group, latest, view, pins, &npins);
     if (st == PULSE_OK && npins > 0)
         st = pin_starts(b, group, member, view->generation, pins, npins, done, arg, &called, errbuf, errlen);
     pulse_free(pins);

@@ -128,6 +128,57 @@ START_TEST(test_many_waits_ended_by_rebalances_leave_nothing_parked)
 }
 END_TEST
 
+/* A wait's callback, with the time it came. */
+static atomic_llong woken_at_us;
+
+static void on_wake_at(void *arg, pulse_status_t st)
+{
+    (void)arg;
+    (void)st;
+    atomic_store(&woken_at_us, (long long)pulse_clock_mono_us());
+}
+
+START_TEST(test_a_start_with_topics_holds_partitions_for_the_longest_lease)
+{
+    struct pulse_broker *b = open_broker(300);
+    struct pulse_group_view v;
+    create_topic(b, "t", 4);
+    join(b, "g", "t", 300, &v);
+    ck_assert_uint_eq(v.nparts, 4); /* a fresh data directory: no hold */
+    ck_assert_int_eq(v.hold_ms, 0);
+    pulse_group_view_fini(&v);
+    pulse_broker_close(b);
+
+    int64_t t0 = pulse_clock_mono_us();
+    b = open_broker(300);
+    join(b, "g", "t", 300, &v);
+    ck_assert_uint_eq(v.nparts, 0);
+    ck_assert_uint_eq(v.npending, 4);
+    ck_assert(v.hold_ms > 0 && v.hold_ms <= 300);
+    /* A wait without partitions parks (the hold is no news) and is woken
+     * by the tick when the hold ends, long before its own deadline. */
+    bool parked = false;
+    ck_assert_int_eq(pulse_broker_group_wait(b, "g", v.member_id, v.generation, NULL, 0, t0 + 5 * 1000 * 1000,
+                                             on_wake_at, NULL, &parked),
+                     PULSE_OK);
+    ck_assert(parked);
+    while (atomic_load(&woken_at_us) == 0 && pulse_clock_mono_us() < t0 + 4 * 1000 * 1000)
+        usleep(5 * 1000);
+    long long at = atomic_load(&woken_at_us);
+    ck_assert_msg(at != 0, "the wait was not woken when the hold ended");
+    ck_assert_int_ge(at - t0, 300 * 1000);
+    /* The hold is over: a member joining now is handed partitions at once
+     * (v's lease, as long as the hold, may have run out meanwhile). */
+    struct pulse_group_view h;
+    join(b, "g", "t", 300, &h);
+    ck_assert_uint_ge(h.nparts, 1);
+    ck_assert_int_eq(h.hold_ms, 0);
+    pulse_group_view_fini(&h);
+    pulse_group_view_fini(&v);
+    pulse_broker_close(b);
+}
+END_TEST
+
 static Suite *group_gaps_suite(void)
 {
     Suite *s = suite_create("group_gaps");
@@ -136,6 +187,7 @@ static Suite *group_gaps_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_a_wait_ended_by_a_rebalance_leaves_no_data_waiter_parked);
     tcase_add_test(tc, test_many_waits_ended_by_rebalances_leave_nothing_parked);
+    tcase_add_test(tc, test_a_start_with_topics_holds_partitions_for_the_longest_lease);
     suite_add_tcase(s, tc);
     return s;
 }
