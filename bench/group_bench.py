@@ -163,11 +163,16 @@ def group_fetch(c, topic, max_records, commit):
     st, doc = c.req("POST", "/v1/groups/%s/members" % group, {"topics": [topic], "lease_ms": 60000})
     m = doc["member_id"]
     n = 0
+    resume = ""
     t0 = time.monotonic()
     while True:
-        st, doc = c.req("GET", "/v1/groups/%s/members/%s/records?max_records=%d" % (group, m, max_records))
+        # Without a commit after each batch, the member reads on by giving
+        # back the last answer's resume (the broker keeps no read position).
+        st, doc = c.req("GET", "/v1/groups/%s/members/%s/records?max_records=%d%s"
+                        % (group, m, max_records, "" if commit else resume))
         if not doc["records"]:
             break
+        resume = "&resume=" + urllib.parse.quote(doc["resume"])
         n += len(doc["records"])
         if commit:
             st, _ = c.req("POST", "/v1/groups/%s/members/%s/commit" % (group, m),

@@ -15,7 +15,11 @@ broker restart.  A commit answered 409 "commit_fenced" means the batch's
 partitions moved meanwhile: its records will be delivered again from the
 committed cursor, so the handler must be idempotent (see `handle`).  A 409
 "rejoin" means the group no longer knows this member: it joins again and
-resumes from the committed cursors.
+resumes from the committed cursors.  It commits after every batch, so each
+fetch starts at the committed cursors; a member that fetches again before
+committing passes the last answer's "resume" instead.  Right after a broker
+restart the partitions come only after groups.lease-max (the answers say
+"pending_partitions" and "hold_ms"), while leases of the last run may run.
 
     python3 examples/consumer.py --topic orders --group billing
     python3 examples/consumer.py --topic orders --group billing --limit 10 --exit-when-idle

@@ -12,7 +12,9 @@
 // commit {generation, offsets: positions} } -> leave on Ctrl-C.
 // Delivery is at least once: handle() must be idempotent (key the work by
 // topic/partition/offset). 409 "commit_fenced": the batch's partitions
-// moved, it will be delivered again. 409 "rejoin": join again.
+// moved, it will be delivered again. 409 "rejoin": join again. Each fetch
+// starts at the committed cursors (it commits every batch); to fetch again
+// before committing, pass the last answer's "resume" as ?resume=.
 
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((acc, a, i, all) => {

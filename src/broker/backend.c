@@ -419,9 +419,10 @@ pulse_status_t pulse_broker_group_leave(struct pulse_broker *b, const char *grou
 }
 
 pulse_status_t pulse_broker_group_poll_async(struct pulse_broker *b, const char *group, const char *member,
-                                             struct pulse_group_view *view, pulse_admin_done_fn done, void *arg)
+                                             const struct pulse_group_resume *from, struct pulse_group_view *view,
+                                             pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen)
 {
-    return b->ops->group_poll_async(b, group, member, view, done, arg);
+    return b->ops->group_poll_async(b, group, member, from, view, done, arg, errbuf, errlen);
 }
 
 pulse_status_t pulse_broker_group_fetched(struct pulse_broker *b, const char *group, const char *member,

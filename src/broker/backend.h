@@ -119,7 +119,8 @@ struct pulse_broker_ops {
                                       struct pulse_group_view *view);
     pulse_status_t (*group_leave)(struct pulse_broker *b, const char *group, const char *member);
     pulse_status_t (*group_poll_async)(struct pulse_broker *b, const char *group, const char *member,
-                                       struct pulse_group_view *view, pulse_admin_done_fn done, void *arg);
+                                       const struct pulse_group_resume *from, struct pulse_group_view *view,
+                                       pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);
     pulse_status_t (*group_fetched)(struct pulse_broker *b, const char *group, const char *member, uint64_t generation,
                                     const struct pulse_group_partition *pos, size_t n);
     pulse_status_t (*group_wait)(struct pulse_broker *b, const char *group, const char *member, uint64_t generation,

@@ -816,6 +816,9 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         st = open_metadata(b, &defs, &ndefs, &rep, errbuf, errlen);
     if (st == PULSE_OK)
         st = open_topics(b, defs, ndefs, &rep, errbuf, errlen);
+    /* Members of the previous run may hold leases still: groups.h. */
+    if (st == PULSE_OK && b->ntopics > 0)
+        pulse_broker_groups_hold(b->groups);
     if (st == PULSE_OK)
         st = pulse_broker_cursor_raise_ends(b, errbuf, errlen);
     if (st == PULSE_OK)
@@ -1105,6 +1108,30 @@ pulse_status_t pulse_local_wait_any(struct pulse_broker *base, const struct puls
             *ready_out = ready;
     }
     return st;
+}
+
+bool pulse_local_wait_cancel(struct pulse_local *b, pulse_wait_fn fn, void *arg)
+{
+    struct pulse_broker_waiter *w = NULL;
+
+    pthread_mutex_lock(&b->mu);
+    for (struct pulse_broker_waiter **wp = &b->waiters; *wp != NULL; wp = &(*wp)->next) {
+        if ((*wp)->fn == fn && (*wp)->arg == arg) {
+            w = *wp;
+            *wp = w->next;
+            w->next = NULL;
+            /* Counted until its callback returned, as the syncer does, so
+             * a drain waits for it. */
+            b->completing++;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (w == NULL)
+        return false;
+    waiter_list_complete(b, w, PULSE_OK);
+    completing_done(b, 1);
+    return true;
 }
 
 /* ---- metrics --------------------------------------------------------- */

@@ -647,7 +647,10 @@ pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fen
  *
  * Membership lives in the backend's memory: after a restart every member
  * id is unknown and its calls answer PULSE_REJOIN (join again; the group
- * resumes from its committed cursors).
+ * resumes from its committed cursors). Members of the previous run may
+ * still be working inside leases granted before the restart, so a backend
+ * that starts with topics hands out no partition for its longest lease
+ * (the view's hold_ms says how long is left).
  */
 
 /* Longest member id (text), and most topics one member consumes. */
@@ -677,7 +680,11 @@ struct pulse_group_view {
     int64_t lease_ms;
     struct pulse_group_partition *parts; /* owned now; nparts entries, pulse_free (pulse_group_view_fini) */
     size_t nparts;
-    size_t npending; /* partitions assigned to it still held by their previous owner */
+    size_t npending; /* partitions assigned to it still held by their previous owner, or by the start hold */
+    /* > 0: the backend started less than groups.lease-max ago and hands
+     * out no partition for this many more ms (members of its previous run
+     * may still be inside their leases); the npending partitions come then. */
+    int64_t hold_ms;
 };
 
 /* Frees what a view holds (not the view). */
@@ -687,15 +694,21 @@ void pulse_group_view_fini(struct pulse_group_view *v);
 struct pulse_group_part_info {
     char topic[PULSE_NAME_MAX + 1];
     uint32_t partition;
-    char owner[PULSE_GROUP_MEMBER_ID_MAX + 1];    /* "" when free */
-    char assigned[PULSE_GROUP_MEMBER_ID_MAX + 1]; /* who it goes to; differs from owner during a hand-over */
-    int64_t committed;                            /* the group's cursor, -1 if none */
+    char owner[PULSE_GROUP_MEMBER_ID_MAX + 1];          /* "" when free */
+    char assigned[PULSE_GROUP_MEMBER_ID_MAX + 1];       /* who it goes to; differs from owner during a hand-over */
+    char owner_label[PULSE_GROUP_MEMBER_ID_MAX + 1];    /* owner, masked (member_info.label) */
+    char assigned_label[PULSE_GROUP_MEMBER_ID_MAX + 1]; /* assigned, masked */
+    int64_t committed;                                  /* the group's cursor, -1 if none */
     int64_t high_watermark;
     int64_t lag; /* high_watermark - committed (from the log start without a cursor) */
 };
 
 struct pulse_group_member_info {
     char member_id[PULSE_GROUP_MEMBER_ID_MAX + 1];
+    /* The id with its secret part masked: unique in the group, names the
+     * member to people, and authorises nothing (a member id is what lets
+     * a caller act as the member, so only administrators see it). */
+    char label[PULSE_GROUP_MEMBER_ID_MAX + 1];
     int64_t lease_ms;
     int64_t lease_expires_in_ms; /* from now; may be <= 0 just before removal */
     uint64_t generation;         /* the last generation this member was told */
@@ -748,25 +761,47 @@ pulse_status_t pulse_broker_group_heartbeat(struct pulse_broker *b, const char *
 pulse_status_t pulse_broker_group_leave(struct pulse_broker *b, const char *group, const char *member);
 
 /*
- * The start of a group fetch: a heartbeat whose view also says, per owned
- * partition, where to read (parts[i].offset): where the member's previous
- * fetch in this generation left off, else the group's committed cursor,
- * else the partition's log start (or its end, for a member that joined
- * with start_latest). done(arg, st) once; PULSE_REJOIN is returned at
- * once (done never called), as are PULSE_SHUTDOWN and PULSE_NOMEM.
- * Local backend: completes on the caller's thread before it returns (one
- * cursor read per partition without a position; see the cursor reads).
+ * Where a member's previous group fetch answer left off, as the member
+ * gives it back (docs/API.md "Group fetch": the answer's "resume"): the
+ * generation that answer was made in and, per partition, the next offset
+ * to read (pos sorted by topic then partition, each at most once).
  */
-pulse_status_t pulse_broker_group_poll_async(struct pulse_broker *b, const char *group, const char *member,
-                                             struct pulse_group_view *view, pulse_admin_done_fn done, void *arg);
+struct pulse_group_resume {
+    uint64_t generation;
+    const struct pulse_group_partition *pos; /* borrowed for the call */
+    size_t n;
+};
 
 /*
- * The end of a group fetch: records where it left off per partition (n
- * entries; the next offset to read), for the member's next fetch in the
- * same generation. PULSE_GROUP_FENCED when the member's generation is no
- * longer `generation` or it lost one of the partitions meanwhile (the
- * records read must not be handed out: answer with a fresh heartbeat
- * instead); PULSE_REJOIN. Does not wait.
+ * The start of a group fetch: a heartbeat whose view also says, per owned
+ * partition, where to read (parts[i].offset). The broker keeps no read
+ * position of its own, so that an answer lost on the wire is never
+ * skipped: a partition resumes from `from` (the member's last answer it
+ * did receive; NULL: none) when the member has owned that partition
+ * without a break since from->generation; else from the group's committed
+ * cursor; else, with no cursor, from the partition's log start, or (a
+ * member that joined with start_latest) from its high watermark, which is
+ * then committed as the group's cursor (durably, before done runs) so that
+ * the group's start is pinned for every later owner. Entries of `from` for
+ * partitions the member does not own are ignored. done(arg, st) once;
+ * PULSE_REJOIN is returned at once (done never called), as are
+ * PULSE_RANGE (an offset of `from` above its partition's high watermark;
+ * errbuf names it), PULSE_SHUTDOWN and PULSE_NOMEM. Through done: the
+ * errors of the pinning cursor commit. Local backend: completes on the
+ * caller's thread before it returns (one cursor read per partition without
+ * a position) unless a start is pinned (then on the committer's).
+ */
+pulse_status_t pulse_broker_group_poll_async(struct pulse_broker *b, const char *group, const char *member,
+                                             const struct pulse_group_resume *from, struct pulse_group_view *view,
+                                             pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);
+
+/*
+ * The end of a group fetch: checks that the member still owns the
+ * partitions it read (n entries) in `generation`, and renews its lease.
+ * PULSE_GROUP_FENCED when the member's generation is no longer
+ * `generation` or it lost one of the partitions meanwhile (the records
+ * read must not be handed out: answer with a fresh heartbeat instead);
+ * PULSE_REJOIN. Stores no position. Does not wait.
  */
 pulse_status_t pulse_broker_group_fetched(struct pulse_broker *b, const char *group, const char *member,
                                           uint64_t generation, const struct pulse_group_partition *pos, size_t n);

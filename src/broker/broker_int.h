@@ -373,6 +373,17 @@ void pulse_local_note_fetched(struct pulse_broker *base, const char *topic, uint
 pulse_status_t pulse_local_wait_any(struct pulse_broker *base, const struct pulse_wait_pos *pos, size_t n,
                                     int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
                                     size_t *ready_out);
+/*
+ * Ends the parked waiter that pulse_local_wait_any parked with (fn, arg)
+ * now: it is taken off the syncer's list and fn(arg, PULSE_OK) runs on the
+ * caller's thread before this returns (it must not hold a lock fn takes).
+ * false when no such waiter is parked (it fired, is firing, or never
+ * parked). The caller guarantees (fn, arg) names one waiter: arg stays
+ * allocated while it may be parked. Not in the seam: the local backend's
+ * own waits (groups.c) use it when their wait ends another way. Locks: mu,
+ * briefly.
+ */
+bool pulse_local_wait_cancel(struct pulse_local *b, pulse_wait_fn fn, void *arg);
 pulse_status_t pulse_local_cursor_commit_async(struct pulse_broker *base, const char *consumer,
                                                const struct pulse_cursor *cursors, size_t n, pulse_admin_done_fn done,
                                                void *arg, char *errbuf, size_t errlen);
@@ -396,7 +407,8 @@ pulse_status_t pulse_local_group_heartbeat(struct pulse_broker *base, const char
                                            struct pulse_group_view *view);
 pulse_status_t pulse_local_group_leave(struct pulse_broker *base, const char *group, const char *member);
 pulse_status_t pulse_local_group_poll_async(struct pulse_broker *base, const char *group, const char *member,
-                                            struct pulse_group_view *view, pulse_admin_done_fn done, void *arg);
+                                            const struct pulse_group_resume *from, struct pulse_group_view *view,
+                                            pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);
 pulse_status_t pulse_local_group_fetched(struct pulse_broker *base, const char *group, const char *member,
                                          uint64_t generation, const struct pulse_group_partition *pos, size_t n);
 pulse_status_t pulse_local_group_wait(struct pulse_broker *base, const char *group, const char *member,

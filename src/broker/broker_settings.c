@@ -58,7 +58,7 @@ static const struct pulse_setting keys[] = {
     {"groups.lease-min", PULSE_SETTING_DURATION, F(group_lease_min_ms), "1s", NULL, 10, DAY_MS, NULL,
      "shortest lease a group member may ask for"},
     {"groups.lease-max", PULSE_SETTING_DURATION, F(group_lease_max_ms), "5m", NULL, 10, DAY_MS, NULL,
-     "longest lease a group member may ask for"},
+     "longest lease a group member may ask for; also how long groups hold partitions back after a start with topics"},
     {"groups.lease-default", PULSE_SETTING_DURATION, F(group_lease_default_ms), "30s", NULL, 10, DAY_MS, NULL,
      "lease of a member that joins without asking for one (kept within lease-min .. lease-max)"},
     {"groups.max-members", PULSE_SETTING_INT, F(group_max_members), "1000", NULL, 1, 100000, NULL,

@@ -11,9 +11,18 @@
  *   member  - id, topics, lease, expiry (monotonic), the generation it was
  *             last told, commits in flight, start_latest.
  *   part    - one partition of a consumed topic: its owner (the member that
- *             was told it owns it, or none) and its target (the member the
- *             assignment gives it to), and where the owner's last fetch in
- *             its generation left off.
+ *             was told it owns it, or none), its target (the member the
+ *             assignment gives it to), and the generation since which the
+ *             owner has held it without a break.
+ *
+ * Read positions. The broker keeps none: a group fetch reads from where
+ * the member says its last answer received left off (its "resume"; taken
+ * only for partitions it has owned without a break since that answer's
+ * generation), else from the group's committed cursor. An answer lost on
+ * the wire is therefore read again rather than skipped. A partition
+ * without a cursor starts at its log start, or for start=latest at its
+ * end, which is committed as the group's cursor before the first answer
+ * from it (pinned: a later owner starts there too, not at a later end).
  *
  * Assignment (assign()). Targets are sticky: a partition keeps its target
  * while that member lives and consumes its topic. Partitions without a
@@ -86,17 +95,24 @@ struct gpart {
     uint64_t topic_uid; /* the topic object's uid: a topic made again has another */
     struct gmember *owner;
     struct gmember *target;
-    int64_t fetch_pos;  /* where the owner's last fetch left off, -1 none */
-    uint64_t fetch_gen; /* the generation it was in */
+    /* The generation from which owner has owned it without a break: a
+     * resume position the member gives back from an answer of this or a
+     * later generation was read by that owner, while it owned it. */
+    uint64_t owned_gen;
 };
 
 /* A member's group fetch waiting (pulse_local_group_wait): woken by the
  * first of the broker's data waiter over its positions, a change of the
- * group that concerns its member, or its deadline. Two references: the
- * group's list (until woken or detached) and the data waiter (until its
- * callback ran; none when there are no positions). */
+ * group that concerns its member, or its deadline. References: the
+ * group's list (until woken or detached), the data waiter (until its
+ * callback ran; none when there are no positions) and, while parking,
+ * the parking caller's. When something else than data wakes it, its data
+ * waiter is cancelled (pulse_local_wait_cancel, with gw as its argument):
+ * it never stays parked, holding its topics, until its deadline. */
 struct gwait {
     struct gwait *next; /* the group's list (group lock) */
+    struct pulse_local *b;
+    bool with_data; /* a data waiter was (or is being) parked for it */
     char group[PULSE_NAME_MAX + 1];
     atomic_int refs;
     atomic_bool fired; /* fn was called, or the caller answered itself */
@@ -133,6 +149,9 @@ struct pulse_broker_groups {
     _Atomic int64_t next_deadline_us;
     atomic_uint_fast64_t expired_total;
     atomic_uint_fast64_t joins_total;
+    /* After a start with topics: no partition is handed out before this
+     * (monotonic us; 0: no hold). pulse_broker_groups_hold. */
+    int64_t hold_until_us;
 };
 
 /* ---- table ------------------------------------------------------------ */
@@ -165,6 +184,18 @@ pulse_status_t pulse_broker_groups_create(const struct pulse_broker_config *cfg,
     atomic_init(&g->next_deadline_us, INT64_MAX);
     *out = g;
     return PULSE_OK;
+}
+
+void pulse_broker_groups_hold(struct pulse_broker_groups *g)
+{
+    g->hold_until_us = pulse_clock_mono_us() + g->lease_max_ms * 1000;
+    atomic_store(&g->next_deadline_us, g->hold_until_us); /* the tick ends it */
+}
+
+/* Whether partitions are held back still. Locks: the group lock, held. */
+static bool holding(const struct pulse_broker_groups *g, int64_t now_us)
+{
+    return g->hold_until_us != 0 && now_us < g->hold_until_us;
 }
 
 static void member_free(struct gmember *m)
@@ -252,8 +283,11 @@ static void wake_group(struct pulse_broker_groups *g, struct group *gr)
     }
 }
 
+static void gwait_data_fn(void *arg, pulse_status_t st);
+
 /* Lets the group lock go, then calls the waiters woken meanwhile (never
- * under the lock: their functions resume HTTP connections). */
+ * under the lock: their functions resume HTTP connections) and ends their
+ * data waiters, which have nothing left to wake. */
 static void unlock_and_fire(struct pulse_broker_groups *g)
 {
     struct gwait *list = g->firing;
@@ -264,6 +298,8 @@ static void unlock_and_fire(struct pulse_broker_groups *g)
         struct gwait *gw = list;
         list = gw->next;
         gwait_fire(gw, st);
+        if (gw->with_data)
+            (void)pulse_local_wait_cancel(gw->b, gwait_data_fn, gw);
         gwait_release(gw); /* the list's reference */
     }
 }
@@ -342,7 +378,7 @@ static int name_cmp(const void *a, const void *b)
 
 /* The partitions of the topics the members consume, as they are now (a
  * missing topic has none), in *out (sorted; carries over owner, target and
- * fetch position of partitions gr already has). Locks: map_lock, briefly,
+ * owned_gen of partitions gr already has). Locks: map_lock, briefly,
  * per topic. PULSE_NOMEM. */
 static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struct gpart **out, size_t *n_out)
 {
@@ -394,16 +430,14 @@ static pulse_status_t parts_build(struct pulse_local *b, struct group *gr, struc
             memcpy(parts[k].topic, names[i], sizeof parts[k].topic);
             parts[k].partition = p;
             parts[k].topic_uid = uids[i];
-            parts[k].fetch_pos = -1;
             if (old != NULL) {
                 parts[k].owner = old->owner;
                 parts[k].target = old->target;
                 /* Where a fetch of a deleted topic got to means nothing
-                 * in the topic made again under its name. */
-                if (old->topic_uid == uids[i]) {
-                    parts[k].fetch_pos = old->fetch_pos;
-                    parts[k].fetch_gen = old->fetch_gen;
-                }
+                 * in the topic made again under its name: its ownership
+                 * counts from the generation this change starts (a
+                 * changed uid always starts one, rebalance()). */
+                parts[k].owned_gen = old->topic_uid == uids[i] ? old->owned_gen : gr->generation + 1;
             }
         }
     }
@@ -505,10 +539,8 @@ static pulse_status_t rebalance(struct pulse_local *b, struct group *gr, bool me
 static void member_remove(struct group *gr, struct gmember *m)
 {
     for (size_t i = 0; i < gr->nparts; i++) {
-        if (gr->parts[i].owner == m) {
+        if (gr->parts[i].owner == m)
             gr->parts[i].owner = NULL;
-            gr->parts[i].fetch_pos = -1;
-        }
         if (gr->parts[i].target == m)
             gr->parts[i].target = NULL;
     }
@@ -560,23 +592,26 @@ static void touch(struct pulse_broker_groups *g, struct group *gr, struct gmembe
         struct gpart *p = &gr->parts[i];
         if (p->owner == m && p->target != m && m->commits == 0) {
             p->owner = NULL;
-            p->fetch_pos = -1;
             wake_group(g, gr); /* its next owner may be waiting */
         }
-        if (p->target == m && p->owner == NULL) {
+        if (p->target == m && p->owner == NULL && !holding(g, now_us)) {
             p->owner = m;
-            p->fetch_pos = -1;
+            p->owned_gen = gr->generation;
         }
     }
     m->generation = gr->generation;
 }
 
-/* Fills v from m's state (after touch). with_pos: each part's offset is
- * the member's fetch position in this generation, else -1. PULSE_NOMEM. */
-static pulse_status_t view_fill(struct group *gr, struct gmember *m, bool with_pos, struct pulse_group_view *v)
+/* Fills v from m's state (after touch); every part's offset is -1.
+ * PULSE_NOMEM. Locks: the group lock, held. */
+static pulse_status_t view_fill(const struct pulse_broker_groups *g, struct group *gr, struct gmember *m,
+                                struct pulse_group_view *v)
 {
     size_t n = 0, pending = 0;
+    int64_t now = pulse_clock_mono_us();
     memset(v, 0, sizeof *v);
+    if (holding(g, now))
+        v->hold_ms = (g->hold_until_us - now + 999) / 1000;
     for (size_t i = 0; i < gr->nparts; i++) {
         if (gr->parts[i].owner == m)
             n++;
@@ -592,7 +627,7 @@ static pulse_status_t view_fill(struct group *gr, struct gmember *m, bool with_p
             continue;
         memcpy(v->parts[k].topic, p->topic, sizeof v->parts[k].topic);
         v->parts[k].partition = p->partition;
-        v->parts[k].offset = with_pos && p->fetch_gen == m->generation ? p->fetch_pos : -1;
+        v->parts[k].offset = -1;
         k++;
     }
     memcpy(v->member_id, m->id, sizeof v->member_id);
@@ -779,7 +814,7 @@ pulse_status_t pulse_local_group_join(struct pulse_broker *base, const char *gro
     st = rebalance(b, gr, true);
     if (st == PULSE_OK) {
         touch(b->groups, gr, m, now);
-        st = view_fill(gr, m, false, view);
+        st = view_fill(g, gr, m, view);
     }
     if (st != PULSE_OK) {
         member_remove(gr, m);
@@ -810,7 +845,7 @@ pulse_status_t pulse_local_group_heartbeat(struct pulse_broker *base, const char
     pulse_status_t st = find_member(b, group, member, now, &gr, &m);
     if (st == PULSE_OK) {
         touch(b->groups, gr, m, now);
-        st = view_fill(gr, m, false, view);
+        st = view_fill(b->groups, gr, m, view);
     }
     unlock_and_fire(b->groups);
     return st;
@@ -845,12 +880,64 @@ pulse_status_t pulse_local_group_leave(struct pulse_broker *base, const char *gr
 
 /* ---- group fetch ---------------------------------------------------------- */
 
+/* Orders group partitions as gr->parts and views are (topic, partition). */
+static int gpos_cmp(const struct pulse_group_partition *a, const struct pulse_group_partition *b)
+{
+    return part_cmp(a->topic, a->partition, b->topic, b->partition);
+}
+
+/* Takes the member's resume positions (broker.h pulse_broker_group_resume)
+ * into v for the partitions it has owned without a break since the answer
+ * they come from; the others keep -1. A partition whose topic was deleted
+ * and made again since (its uid differs; the tick or the next rebalance
+ * will see it) keeps -1 too: the resume was of the old topic. An offset
+ * above a partition's high watermark was never answered: PULSE_RANGE
+ * (errbuf names it). Both lists are sorted: one merge. Locks: the group
+ * lock, held; map_lock, briefly, per partition resumed. */
+static pulse_status_t view_resume(struct pulse_local *b, struct group *gr, const struct gmember *m,
+                                  const struct pulse_group_resume *from, struct pulse_group_view *v, char *errbuf,
+                                  size_t errlen)
+{
+    if (from == NULL || from->generation > m->generation)
+        return PULSE_OK; /* not an answer this member was given */
+    size_t j = 0;
+    for (size_t i = 0; i < v->nparts; i++) {
+        struct pulse_group_partition *vp = &v->parts[i];
+        while (j < from->n && gpos_cmp(&from->pos[j], vp) < 0)
+            j++;
+        if (j == from->n)
+            break;
+        const struct gpart *p = part_find(gr, vp->topic, vp->partition);
+        if (gpos_cmp(&from->pos[j], vp) != 0 || p == NULL || p->owner != m || p->owned_gen > from->generation)
+            continue;
+        int64_t hw = -1;
+        struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, p->topic);
+        if (t != NULL && t->uid == p->topic_uid && p->partition < t->nparts)
+            hw = pulse_plog_high_watermark(t->plogs[p->partition]);
+        pulse_broker_topic_release(b, t);
+        if (hw < 0)
+            continue;
+        if (from->pos[j].offset > hw) {
+            pulse_errbuf_set(errbuf, errlen,
+                             "resume: offset %" PRId64 " of %s/%" PRIu32 " is beyond the high watermark %" PRId64,
+                             from->pos[j].offset, p->topic, p->partition, hw);
+            return PULSE_RANGE;
+        }
+        vp->offset = from->pos[j].offset;
+    }
+    return PULSE_OK;
+}
+
 /* Fills the positions the view has not: the group's cursor, else the log
- * start (or end, for start_latest). Drops partitions whose topic went away
- * meanwhile. Locks: none held (a cursor read, a topic lookup). */
-static pulse_status_t view_positions(struct pulse_local *b, const char *group, bool latest, struct pulse_group_view *v)
+ * start, or for start_latest the end, which is then a start to pin (added
+ * to pins, *npins; pins has room for every part). Drops partitions whose
+ * topic went away meanwhile. Locks: none held (a cursor read, a topic
+ * lookup). */
+static pulse_status_t view_positions(struct pulse_local *b, const char *group, bool latest, struct pulse_group_view *v,
+                                     struct pulse_group_partition *pins, size_t *npins)
 {
     size_t k = 0;
+    *npins = 0;
     for (size_t i = 0; i < v->nparts; i++) {
         struct pulse_group_partition *p = &v->parts[i];
         if (p->offset < 0) {
@@ -864,6 +951,8 @@ static pulse_status_t view_positions(struct pulse_local *b, const char *group, b
                     p->offset = latest ? pulse_plog_high_watermark(t->plogs[p->partition])
                                        : pulse_plog_log_start(t->plogs[p->partition]);
                 pulse_broker_topic_release(b, t);
+                if (latest && p->offset >= 0)
+                    pins[(*npins)++] = *p;
             } else if (st != PULSE_TOPIC_NOT_FOUND && st != PULSE_PARTITION_NOT_FOUND) {
                 return st;
             }
@@ -875,31 +964,130 @@ static pulse_status_t view_positions(struct pulse_local *b, const char *group, b
     return PULSE_OK;
 }
 
+/* A pinned start being committed: what its completion needs. */
+struct gpin {
+    struct pulse_local *b;
+    char group[PULSE_NAME_MAX + 1];
+    char member[PULSE_GROUP_MEMBER_ID_MAX + 1];
+    pulse_admin_done_fn done;
+    void *arg;
+};
+
+static pulse_status_t commit_fence(struct pulse_local *b, const char *group, const char *member, uint64_t generation,
+                                   const struct pulse_group_partition *pos, size_t n, char *errbuf, size_t errlen);
+static void commit_abandon(struct pulse_local *b, const char *group, const char *member);
+
+/* The pin's cursor commit ended (the committer, no lock held): the member's
+ * commit is no longer in flight; the poll completes. */
+static void pin_done(void *arg, pulse_status_t st)
+{
+    struct gpin *pin = arg;
+    struct pulse_broker_groups *g = pin->b->groups;
+    int64_t now = pulse_clock_mono_us();
+
+    pthread_mutex_lock(&g->mu);
+    struct group *gr = group_find(g, pin->group);
+    struct gmember *m = gr != NULL ? member_find(gr, pin->member) : NULL;
+    if (m != NULL) {
+        bool gone = false;
+        m->commits--;
+        if (m->expires_us <= now)
+            sweep(pin->b, gr, now, &gone); /* its lease ran out meanwhile */
+    }
+    unlock_and_fire(g);
+    pin->done(pin->arg, st);
+    pulse_free(pin);
+}
+
+/*
+ * start=latest: the end where the group begins on a partition without a
+ * cursor is committed as its cursor before the first answer from it, so a
+ * rebalance (or a restart) starts the next owner there rather than at a
+ * later end, which would skip what was published in between. Fenced as a
+ * commit of the member (it must still own them in this generation; while
+ * it is written no hand-over happens). A fence that fails pins nothing:
+ * the fetch is then refused by pulse_local_group_fetched anyway. PULSE_OK
+ * when done will be called.
+ */
+static pulse_status_t pin_starts(struct pulse_local *b, const char *group, const char *member, uint64_t generation,
+                                 const struct pulse_group_partition *pins, size_t n, pulse_admin_done_fn done,
+                                 void *arg, bool *called, char *errbuf, size_t errlen)
+{
+    struct pulse_cursor *cursors = pulse_calloc(n, sizeof *cursors);
+    struct gpin *pin = pulse_calloc(1, sizeof *pin);
+    pulse_status_t st = PULSE_OK;
+
+    *called = false;
+    if (cursors == NULL || pin == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        memcpy(cursors[i].topic, pins[i].topic, sizeof cursors[i].topic);
+        cursors[i].partition = pins[i].partition;
+        cursors[i].offset = pins[i].offset;
+    }
+    *pin = (struct gpin){.b = b, .done = done, .arg = arg};
+    snprintf(pin->group, sizeof pin->group, "%s", group);
+    snprintf(pin->member, sizeof pin->member, "%s", member);
+    pthread_mutex_lock(&b->groups->mu);
+    pulse_status_t fst = commit_fence(b, group, member, generation, pins, n, NULL, 0);
+    unlock_and_fire(b->groups);
+    if (fst != PULSE_OK)
+        goto out; /* nothing pinned; done is the caller's to call */
+    st = pulse_local_cursor_commit_async(&b->base, group, cursors, n, pin_done, pin, errbuf, errlen);
+    if (st != PULSE_OK) {
+        commit_abandon(b, group, member);
+        goto out;
+    }
+    pin = NULL; /* pin_done frees it */
+    *called = true;
+out:
+    pulse_free(cursors);
+    pulse_free(pin);
+    return st;
+}
+
 pulse_status_t pulse_local_group_poll_async(struct pulse_broker *base, const char *group, const char *member,
-                                            struct pulse_group_view *view, pulse_admin_done_fn done, void *arg)
+                                            const struct pulse_group_resume *from, struct pulse_group_view *view,
+                                            pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen)
 {
     struct pulse_local *b = pulse_local_of(base);
+    struct pulse_group_partition *pins = NULL;
     struct group *gr = NULL;
     struct gmember *m = NULL;
     int64_t now = pulse_clock_mono_us();
-    bool latest = false;
+    bool latest = false, called = false;
+    size_t npins = 0;
 
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
     pthread_mutex_lock(&b->groups->mu);
     pulse_status_t st = find_member(b, group, member, now, &gr, &m);
     if (st == PULSE_OK) {
         touch(b->groups, gr, m, now);
         latest = m->start_latest;
-        st = view_fill(gr, m, true, view);
+        st = view_fill(b->groups, gr, m, view);
+    }
+    if (st == PULSE_OK) {
+        st = view_resume(b, gr, m, from, view, errbuf, errlen);
+        if (st != PULSE_OK)
+            pulse_group_view_fini(view);
     }
     unlock_and_fire(b->groups);
     if (st != PULSE_OK)
         return st;
-    st = view_positions(b, group, latest, view);
+    pins = pulse_calloc(view->nparts > 0 ? view->nparts : 1, sizeof *pins);
+    st = pins == NULL ? PULSE_NOMEM : view_positions(b, group, latest, view, pins, &npins);
+    if (st == PULSE_OK && npins > 0)
+        st = pin_starts(b, group, member, view->generation, pins, npins, done, arg, &called, errbuf, errlen);
+    pulse_free(pins);
     if (st != PULSE_OK) {
         pulse_group_view_fini(view);
         return st;
     }
-    done(arg, PULSE_OK);
+    if (!called)
+        done(arg, PULSE_OK);
     return PULSE_OK;
 }
 
@@ -921,14 +1109,10 @@ pulse_status_t pulse_local_group_fetched(struct pulse_broker *base, const char *
             st = PULSE_GROUP_FENCED;
     }
     /* Only the lease: the hand-over waits for the member's next call, so
-     * the records about to be answered are of partitions it still owns. */
+     * the records about to be answered are of partitions it still owns.
+     * No position is kept: the member says where it is (its resume). */
     if (st == PULSE_OK)
         m->expires_us = now + m->lease_ms * 1000;
-    for (size_t i = 0; st == PULSE_OK && i < n; i++) {
-        struct gpart *p = part_find(gr, pos[i].topic, pos[i].partition);
-        p->fetch_pos = pos[i].offset;
-        p->fetch_gen = generation;
-    }
     unlock_and_fire(b->groups);
     return st;
 }
@@ -937,13 +1121,15 @@ pulse_status_t pulse_local_group_fetched(struct pulse_broker *base, const char *
 
 /* Whether m's next call would change what it was told: a partition to
  * release or one to take up. Locks: the group lock, held. */
-static bool member_has_news(const struct group *gr, const struct gmember *m)
+static bool member_has_news(const struct pulse_broker_groups *g, const struct group *gr, const struct gmember *m,
+                            int64_t now_us)
 {
     if (m->generation != gr->generation)
         return true;
+    bool held = holding(g, now_us);
     for (size_t i = 0; i < gr->nparts; i++) {
         const struct gpart *p = &gr->parts[i];
-        if ((p->owner == m && p->target != m && m->commits == 0) || (p->target == m && p->owner == NULL))
+        if ((p->owner == m && p->target != m && m->commits == 0) || (p->target == m && p->owner == NULL && !held))
             return true;
     }
     return false;
@@ -961,20 +1147,14 @@ static void gwait_detach(struct pulse_broker_groups *g, struct gwait *gw)
         gwait_release(gw);
 }
 
-/* What the broker's data waiter calls back with. */
-struct gwait_ctx {
-    struct pulse_broker_groups *g;
-    struct gwait *gw;
-};
-
-/* The data waiter fired (the syncer, no lock held). */
+/* The data waiter fired or was cancelled (the syncer, or whoever
+ * cancelled it; no lock held). */
 static void gwait_data_fn(void *arg, pulse_status_t st)
 {
-    struct gwait_ctx *c = arg;
-    gwait_fire(c->gw, st);
-    gwait_detach(c->g, c->gw);
-    gwait_release(c->gw);
-    pulse_free(c);
+    struct gwait *gw = arg;
+    gwait_fire(gw, st);
+    gwait_detach(gw->b->groups, gw);
+    gwait_release(gw); /* the data waiter's reference */
 }
 
 /* Registers gw on the member's group (its references set), or says why
@@ -992,10 +1172,12 @@ static pulse_status_t gwait_register(struct pulse_local *b, const char *member, 
 
     pthread_mutex_lock(&g->mu);
     pulse_status_t st = g->draining ? PULSE_SHUTDOWN : find_member(b, gw->group, member, now, &gr, &m);
-    if (st == PULSE_OK && (m->generation != generation || member_has_news(gr, m)))
+    if (st == PULSE_OK && (m->generation != generation || member_has_news(g, gr, m, now)))
         st = PULSE_EOF;
     if (st == PULSE_OK) {
-        atomic_store(&gw->refs, with_data ? 2 : 1);
+        /* the list's; with data, the data waiter's and the parker's */
+        gw->with_data = with_data;
+        atomic_store(&gw->refs, with_data ? 3 : 1);
         gw->next = gr->waiters;
         gr->waiters = gw;
         m->expires_us = now + m->lease_ms * 1000; /* a call of the member */
@@ -1017,24 +1199,27 @@ static pulse_status_t gwait_register(struct pulse_local *b, const char *member, 
 /* After registering gw with a data reference: parks the broker's data
  * waiter over the positions. Whoever fires gw first answers; when nothing
  * is parked and a change fired gw meanwhile, fn already ran, which counts
- * as parked. */
+ * as parked. Drops the parker's reference. */
 static pulse_status_t gwait_park(struct pulse_local *b, struct gwait *gw, const struct pulse_group_partition *pos,
-                                 size_t n, struct pulse_wait_pos *wp, struct gwait_ctx *ctx, bool *parked_out)
+                                 size_t n, struct pulse_wait_pos *wp, bool *parked_out)
 {
     bool parked = false;
     for (size_t i = 0; i < n; i++)
         wp[i] = (struct pulse_wait_pos){pos[i].topic, pos[i].partition, pos[i].offset};
-    ctx->g = b->groups;
-    ctx->gw = gw;
-    pulse_status_t st = pulse_local_wait_any(&b->base, wp, n, gw->deadline_us, gwait_data_fn, ctx, &parked, NULL);
+    pulse_status_t st = pulse_local_wait_any(&b->base, wp, n, gw->deadline_us, gwait_data_fn, gw, &parked, NULL);
     if (st == PULSE_OK && parked) {
+        /* A change that fired gw before its data waiter was parked found
+         * nothing to cancel: end it here. */
+        if (atomic_load(&gw->fired))
+            (void)pulse_local_wait_cancel(b, gwait_data_fn, gw);
+        gwait_release(gw); /* the parker's */
         *parked_out = true;
         return PULSE_OK;
     }
-    pulse_free(ctx); /* no data callback will come */
     bool won = !atomic_exchange(&gw->fired, true);
     gwait_detach(b->groups, gw);
-    gwait_release(gw); /* the data waiter's reference */
+    gwait_release(gw); /* the data waiter's reference: no callback will come */
+    gwait_release(gw); /* the parker's */
     *parked_out = !won;
     return won ? st : PULSE_OK;
 }
@@ -1045,7 +1230,6 @@ pulse_status_t pulse_local_group_wait(struct pulse_broker *base, const char *gro
 {
     struct pulse_local *b = pulse_local_of(base);
     struct pulse_wait_pos *wp = NULL;
-    struct gwait_ctx *ctx = NULL;
     struct gwait *gw = NULL;
     pulse_status_t st = PULSE_OK;
 
@@ -1053,15 +1237,14 @@ pulse_status_t pulse_local_group_wait(struct pulse_broker *base, const char *gro
     if (n > PULSE_WAIT_MAX_POSITIONS || fn == NULL)
         return PULSE_INVALID;
     gw = pulse_calloc(1, sizeof *gw);
-    if (n > 0) {
-        ctx = pulse_calloc(1, sizeof *ctx);
+    if (n > 0)
         wp = pulse_calloc(n, sizeof *wp);
-    }
-    if (gw == NULL || (n > 0 && (ctx == NULL || wp == NULL))) {
+    if (gw == NULL || (n > 0 && wp == NULL)) {
         st = PULSE_NOMEM;
         goto out;
     }
     snprintf(gw->group, sizeof gw->group, "%s", group);
+    gw->b = b;
     gw->deadline_us = deadline_mono_us;
     gw->fn = fn;
     gw->arg = arg;
@@ -1075,12 +1258,10 @@ pulse_status_t pulse_local_group_wait(struct pulse_broker *base, const char *gro
         gw = NULL;
         goto out;
     }
-    st = gwait_park(b, gw, pos, n, wp, ctx, parked_out);
-    gw = NULL;  /* its references are the group's and the waiter's */
-    ctx = NULL; /* the waiter's, or freed */
+    st = gwait_park(b, gw, pos, n, wp, parked_out);
+    gw = NULL; /* its references are the group's and the waiter's */
 out:
     pulse_free(wp);
-    pulse_free(ctx);
     pulse_free(gw);
     return st;
 }
@@ -1154,7 +1335,7 @@ static void commit_done(void *arg, pulse_status_t st)
         m->commits--;
         if (m->expires_us > now) {
             touch(g, gr, m, now);
-            if (view_fill(gr, m, false, c->view) != PULSE_OK)
+            if (view_fill(g, gr, m, c->view) != PULSE_OK)
                 memset(c->view, 0, sizeof *c->view);
         } else {
             sweep(c->b, gr, now, &gone); /* its lease ran out meanwhile */
@@ -1299,6 +1480,18 @@ pulse_status_t pulse_local_group_list(struct pulse_broker *base, char ***names_o
     return PULSE_OK;
 }
 
+/* The label of a member id "m-<16 hex, random>-<n>": the random digits,
+ * which are what makes the id impossible to guess, become '*'; the rest
+ * (the sequence number, unique per broker run) stays. */
+static void member_label(const char *id, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", id);
+    if (strncmp(out, "m-", 2) != 0)
+        return; /* "" (no member) */
+    for (size_t i = 2; out[i] != '\0' && out[i] != '-'; i++)
+        out[i] = '*';
+}
+
 /* Copies gr's members and partitions into info (no cursors yet). Locks:
  * the group lock, held. */
 static pulse_status_t describe_copy(struct group *gr, int64_t now_us, struct pulse_group_info *info)
@@ -1315,6 +1508,7 @@ static pulse_status_t describe_copy(struct group *gr, int64_t now_us, struct pul
         struct pulse_group_member_info *mi = &info->members[i];
         info->nmembers = i + 1;
         memcpy(mi->member_id, m->id, sizeof mi->member_id);
+        member_label(m->id, mi->label, sizeof mi->label);
         mi->lease_ms = m->lease_ms;
         mi->lease_expires_in_ms = (m->expires_us - now_us) / 1000;
         mi->generation = m->generation;
@@ -1339,6 +1533,8 @@ static pulse_status_t describe_copy(struct group *gr, int64_t now_us, struct pul
         pi->partition = p->partition;
         snprintf(pi->owner, sizeof pi->owner, "%s", p->owner != NULL ? p->owner->id : "");
         snprintf(pi->assigned, sizeof pi->assigned, "%s", p->target != NULL ? p->target->id : "");
+        member_label(pi->owner, pi->owner_label, sizeof pi->owner_label);
+        member_label(pi->assigned, pi->assigned_label, sizeof pi->assigned_label);
         pi->committed = -1;
     }
     info->nparts = gr->nparts;
@@ -1418,7 +1614,17 @@ void pulse_broker_groups_tick(struct pulse_local *b)
         return;
     atomic_store(&g->next_tick_us, now + TICK_US);
     pthread_mutex_lock(&g->mu);
-    atomic_store(&g->next_deadline_us, expire_waiters(g, now));
+    int64_t next = expire_waiters(g, now);
+    if (g->hold_until_us != 0 && now >= g->hold_until_us) {
+        /* The hold after the start is over: every member waiting for its
+         * partitions learns it now. */
+        g->hold_until_us = 0;
+        for (size_t i = 0; i < g->ngroups; i++)
+            wake_group(g, g->groups[i]);
+    }
+    if (g->hold_until_us != 0 && g->hold_until_us < next)
+        next = g->hold_until_us;
+    atomic_store(&g->next_deadline_us, next);
     for (size_t i = 0; i < g->ngroups;) {
         struct group *gr = g->groups[i];
         bool gone = false;

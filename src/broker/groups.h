@@ -33,6 +33,16 @@ struct pulse_buf;
 pulse_status_t pulse_broker_groups_create(const struct pulse_broker_config *cfg, struct pulse_broker_groups **out,
                                           char *errbuf, size_t errlen);
 
+/*
+ * Holds every partition back for the longest lease (groups.lease-max) from
+ * now: members may join, and are assigned partitions, but none is handed
+ * out until then. The broker calls it when it starts with topics: members
+ * of its previous run may still be processing inside leases granted
+ * before it stopped, and their ids are gone, so nothing else keeps a new
+ * member off their partitions. Thread: the opener, before any group call.
+ */
+void pulse_broker_groups_hold(struct pulse_broker_groups *g);
+
 /* Frees the table and every group. NULL is a no-op. No call may run. */
 void pulse_broker_groups_destroy(struct pulse_broker_groups *g);
 

@@ -5,8 +5,11 @@
  *
  * 1. The broker's group poll (pulse_broker_group_poll_async) renews the
  *    member's lease, completes its hand-over and says where to read each
- *    partition it owns: where its previous fetch in this generation left
- *    off, else the group's committed cursor, else the log start (or end).
+ *    partition it owns: where the answer the member gives back in
+ *    ?resume= left off (only for partitions it has owned since), else the
+ *    group's committed cursor, else the log start (or end, pinned as the
+ *    group's cursor). The broker keeps no read position: an answer lost on
+ *    the wire is read again by the next fetch, never skipped.
  * 2. When nothing is at hand at any of them and max_wait_ms > 0, the
  *    connection is suspended on the member's group wait
  *    (pulse_broker_group_wait: ONE broker waiter over every position, that
@@ -18,16 +21,20 @@
  * 3. The answer reads the partitions in turn, starting at a different one
  *    each time so that a busy partition cannot starve the others, until
  *    max_records or max_bytes (of record text, after the first record).
- *    Each record carries its topic and partition. The broker is told where
- *    the answer left off (pulse_broker_group_fetched); if the member lost a
- *    partition or its generation changed meanwhile, the records are not
- *    handed out: the answer is the member's new view with no records.
+ *    Each record carries its topic and partition. The broker checks that
+ *    the member still owns what was read (pulse_broker_group_fetched); if
+ *    it lost a partition or its generation changed meanwhile, the records
+ *    are not handed out: the answer is the member's new view with no
+ *    records.
  *
  * Answer: the member's view (group, member_id, generation, lease_ms,
  * partitions, pending_partitions), "records" and "positions": per
  * partition read, the offset after the last record answered, which is what
  * the member commits once it has processed them (the commit body is
- * {"generation": G, "offsets": positions}).
+ * {"generation": G, "offsets": positions}), and "resume": where the answer
+ * leaves off on every partition, as text to send back in ?resume= (the
+ * generation, then topic:partition:offset for each partition:
+ * "7,orders:0:120,orders:1:98").
  *
  * Memory: the records read (reserved from the memory budget before each
  * read, at most max_bytes together but the first unit) and the answer's
@@ -46,6 +53,8 @@
 #define GFETCH_MAX_WAIT_MS 30000
 /* First read of a partition; later reads of it grow fourfold. */
 #define GFETCH_FIRST_CHUNK (64u * 1024)
+/* Most partitions a ?resume= may name (as many as one wait may watch). */
+#define GFETCH_MAX_RESUME PULSE_WAIT_MAX_POSITIONS
 
 /* r->hstate of a group fetch. */
 struct gfetch_state {
@@ -58,8 +67,11 @@ struct gfetch_state {
     struct pulse_buf tmp;               /* one record's text */
     struct pulse_group_partition *next; /* per partition of the view: where the answer left off */
     uint64_t nrecords;
-    int64_t read_bytes; /* of stored records, for max_bytes */
-    uint64_t reserved;  /* taken from the memory budget for reads */
+    int64_t read_bytes;             /* of stored records, for max_bytes */
+    uint64_t reserved;              /* taken from the memory budget for reads */
+    struct pulse_group_resume from; /* ?resume=, pos in the request's pool */
+    bool has_from;
+    char errbuf[256];
 };
 
 static void dispose(void *hstate)
@@ -186,8 +198,21 @@ static pulse_status_t positions_text(const struct gfetch_state *q, struct pulse_
         k++;
     }
     if (st == PULSE_OK)
-        st = pulse_buf_printf(out, "]}");
+        st = pulse_buf_printf(out, "]");
     *nmoved = k;
+    return st;
+}
+
+/* ,"resume":"G,topic:P:OFF,..."} for n partitions at pos (names are of
+ * [A-Za-z0-9._-]: nothing to escape), closing the answer's object. */
+static pulse_status_t resume_text(uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                  struct pulse_buf *out)
+{
+    pulse_status_t st = pulse_buf_printf(out, ",\"resume\":\"%llu", (unsigned long long)generation);
+    for (size_t i = 0; st == PULSE_OK && i < n; i++)
+        st = pulse_buf_printf(out, ",%s:%u:%lld", pos[i].topic, pos[i].partition, (long long)pos[i].offset);
+    if (st == PULSE_OK)
+        st = pulse_buf_printf(out, "\"}");
     return st;
 }
 
@@ -237,9 +262,11 @@ static void reply_records(struct pulse_hreq *r, struct gfetch_state *q, const st
     pulse_server_reply(r, 200, resp, PULSE_MEDIA_JSON);
 }
 
-/* The member's generation changed or it lost a partition while the answer
- * was read: no records; its new view instead. */
-static void reply_fresh_view(struct pulse_hreq *r, struct gfetch_state *q)
+/* No records to hand out (none read, or the member's generation changed or
+ * it lost a partition while the answer was read): its new view instead,
+ * with resume at `at` (where the answer started, when what was read is not
+ * handed out; else where the reads left off). */
+static void reply_fresh_view(struct pulse_hreq *r, struct gfetch_state *q, const struct pulse_group_partition *at)
 {
     struct pulse_group_view v;
     pulse_status_t st = pulse_broker_group_heartbeat(r->srv->broker, r->consumer, q->member, &v);
@@ -247,12 +274,15 @@ static void reply_fresh_view(struct pulse_hreq *r, struct gfetch_state *q)
         pulse_h_groups_reply_error(r, st, NULL);
         return;
     }
+    struct pulse_buf none;
+    pulse_buf_init(&none, SIZE_MAX);
+    st = pulse_buf_printf(&none, ",\"positions\":[]");
+    if (st == PULSE_OK)
+        st = resume_text(q->view.generation, at, q->view.nparts, &none);
     pulse_group_view_fini(&q->view);
     q->view = v;
     pulse_buf_reset(&q->recs);
-    struct pulse_buf none;
-    pulse_buf_init(&none, 64);
-    if (pulse_buf_printf(&none, ",\"positions\":[]}") != PULSE_OK) {
+    if (st != PULSE_OK) {
         pulse_buf_fini(&none);
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return;
@@ -270,11 +300,9 @@ static void answer(struct pulse_hreq *r)
     for (size_t k = 0; k < n; k++)
         if (!read_partition(r, q, (first + k) % n))
             break;
-    /* Tell the broker where the answer leaves off, for the next fetch:
-     * every partition, so a start at the end ("latest") is pinned by the
-     * first fetch even when it found nothing. Not for HEAD: it hands out
-     * no record, so the next fetch must start where this one did (the
-     * call still renews the lease and checks the generation). */
+    /* The broker checks the member still owns what was read. Not for
+     * HEAD: it hands out no record (the call still renews the lease and
+     * checks the generation). */
     bool head = r->method == PULSE_METHOD_HEAD;
     pulse_status_t st = pulse_broker_group_fetched(r->srv->broker, r->consumer, q->member, q->view.generation, q->next,
                                                    head ? 0 : n);
@@ -282,7 +310,7 @@ static void answer(struct pulse_hreq *r)
      * changed): the view of a fresh call, so that the member learns a
      * rebalance now rather than at its next call. */
     if (st == PULSE_GROUP_FENCED || (st == PULSE_OK && q->nrecords == 0)) {
-        reply_fresh_view(r, q);
+        reply_fresh_view(r, q, st == PULSE_OK ? q->next : q->view.parts);
         return;
     }
     if (st != PULSE_OK) {
@@ -292,7 +320,8 @@ static void answer(struct pulse_hreq *r)
     struct pulse_buf positions;
     pulse_buf_init(&positions, SIZE_MAX);
     size_t nmoved = 0;
-    if (positions_text(q, &positions, &nmoved) != PULSE_OK)
+    if (positions_text(q, &positions, &nmoved) != PULSE_OK ||
+        resume_text(q->view.generation, q->next, n, &positions) != PULSE_OK)
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
     else
         reply_records(r, q, &positions);
@@ -382,12 +411,100 @@ static void start(struct pulse_hreq *r)
 
 static void poll_resume(struct pulse_hreq *r)
 {
+    struct gfetch_state *q = r->hstate;
     pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st != PULSE_OK) {
-        pulse_h_groups_reply_error(r, st, NULL);
+        pulse_h_groups_reply_error(r, st, q->errbuf);
         return;
     }
     start(r);
+}
+
+static int resume_cmp(const void *a, const void *b)
+{
+    const struct pulse_group_partition *x = a, *y = b;
+    int c = strcmp(x->topic, y->topic);
+    return c != 0 ? c : x->partition < y->partition ? -1 : x->partition > y->partition ? 1 : 0;
+}
+
+/* Reads a decimal number of s up to a byte in stops (or the end) into
+ * *out, moving *s past it; false for anything else or above max. */
+static bool read_number(const char **s, const char *stops, uint64_t max, uint64_t *out)
+{
+    const char *p = *s;
+    uint64_t v = 0;
+    if (*p < '0' || *p > '9')
+        return false;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (max - (uint64_t)(*p - '0')) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p != '\0' && strchr(stops, *p) == NULL)
+        return false;
+    *out = v;
+    *s = p;
+    return true;
+}
+
+/* One "topic:P:OFF" of a resume at *s into e, moving *s past it. */
+static bool read_resume_entry(const char **s, struct pulse_group_partition *e)
+{
+    const char *colon = strchr(*s, ':');
+    uint64_t part = 0, off = 0;
+    if (colon == NULL || colon == *s || (size_t)(colon - *s) > PULSE_NAME_MAX || memchr(*s, ',', colon - *s))
+        return false;
+    memcpy(e->topic, *s, (size_t)(colon - *s));
+    e->topic[colon - *s] = '\0';
+    const char *p = colon + 1;
+    if (!read_number(&p, ":", UINT32_MAX, &part) || *p != ':')
+        return false;
+    p++;
+    if (!read_number(&p, ",", INT64_MAX, &off))
+        return false;
+    e->partition = (uint32_t)part;
+    e->offset = (int64_t)off;
+    *s = p;
+    return true;
+}
+
+/* ?resume= (the "resume" of an earlier answer) into q->from; answers 400
+ * and returns false when it is not that. */
+static bool parse_resume(struct pulse_hreq *r, struct gfetch_state *q)
+{
+    const char *s = pulse_server_query(r, "resume");
+    uint64_t gen = 0;
+    size_t n = 0;
+    if (s == NULL)
+        return true;
+    for (const char *c = s; *c != '\0' && n <= GFETCH_MAX_RESUME; c++)
+        n += *c == ',';
+    bool ok = n <= GFETCH_MAX_RESUME;
+    struct pulse_group_partition *pos = ok ? pulse_server_palloc(r, (n > 0 ? n : 1) * sizeof *pos) : NULL;
+    if (ok && pos == NULL) {
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+        return false;
+    }
+    ok = ok && read_number(&s, ",", UINT64_MAX, &gen);
+    for (size_t i = 0; ok && i < n; i++) {
+        s++; /* the comma */
+        ok = read_resume_entry(&s, &pos[i]);
+    }
+    if (ok) {
+        qsort(pos, n, sizeof *pos, resume_cmp);
+        for (size_t i = 1; ok && i < n; i++)
+            ok = resume_cmp(&pos[i - 1], &pos[i]) != 0;
+    }
+    if (!ok) {
+        pulse_server_reply_error(r, 400, "invalid_request",
+                                 "resume must be the \"resume\" of an earlier answer: GENERATION followed by at most "
+                                 "%d entries ,TOPIC:PARTITION:OFFSET, each partition once",
+                                 GFETCH_MAX_RESUME);
+        return false;
+    }
+    q->from = (struct pulse_group_resume){.generation = gen, .pos = pos, .n = n};
+    q->has_from = true;
+    return true;
 }
 
 void pulse_h_group_fetch(struct pulse_hreq *r)
@@ -405,10 +522,11 @@ void pulse_h_group_fetch(struct pulse_hreq *r)
     q->max_bytes = 1024 * 1024;
     if (!pulse_server_query_int(r, "max_records", 1, GFETCH_MAX_RECORDS, &q->max_records) ||
         !pulse_server_query_int(r, "max_bytes", 1, GFETCH_MAX_BYTES, &q->max_bytes) ||
-        !pulse_server_query_int(r, "max_wait_ms", 0, GFETCH_MAX_WAIT_MS, &q->wait_ms))
+        !pulse_server_query_int(r, "max_wait_ms", 0, GFETCH_MAX_WAIT_MS, &q->wait_ms) || !parse_resume(r, q))
         return;
     pulse_server_call_begin(r, poll_resume);
-    pulse_status_t st = pulse_broker_group_poll_async(r->srv->broker, r->consumer, q->member, &q->view,
-                                                      pulse_server_call_done, r);
+    pulse_status_t st = pulse_broker_group_poll_async(r->srv->broker, r->consumer, q->member,
+                                                      q->has_from ? &q->from : NULL, &q->view, pulse_server_call_done,
+                                                      r, q->errbuf, sizeof q->errbuf);
     pulse_server_call_end(r, st, st == PULSE_OK);
 }

@@ -40,9 +40,15 @@ json_t *pulse_h_groups_view(const char *group, const struct pulse_group_view *v)
     }
     if (parts == NULL)
         return NULL;
-    return json_pack("{s:s,s:s,s:I,s:I,s:o,s:I}", "group", group, "member_id", v->member_id, "generation",
-                     (json_int_t)v->generation, "lease_ms", (json_int_t)v->lease_ms, "partitions", parts,
-                     "pending_partitions", (json_int_t)v->npending);
+    json_t *doc = json_pack("{s:s,s:s,s:I,s:I,s:o,s:I}", "group", group, "member_id", v->member_id, "generation",
+                            (json_int_t)v->generation, "lease_ms", (json_int_t)v->lease_ms, "partitions", parts,
+                            "pending_partitions", (json_int_t)v->npending);
+    /* Only after a restart (docs/API.md "After a broker restart"). */
+    if (doc != NULL && v->hold_ms > 0 && json_object_set_new(doc, "hold_ms", json_integer(v->hold_ms)) != 0) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
 }
 
 bool pulse_h_groups_path(struct pulse_hreq *r, char *member)
@@ -352,7 +358,9 @@ static void dispose_describe(void *hstate)
     ds->info = NULL;
 }
 
-static json_t *member_object(const struct pulse_group_member_info *m)
+/* A member id authorises the member's calls: only tokens with admin:* see
+ * ids, the others their labels (docs/API.md "Group details"). */
+static json_t *member_object(const struct pulse_group_member_info *m, bool ids)
 {
     json_t *topics = json_array();
     for (size_t i = 0; topics != NULL && i < m->ntopics; i++) {
@@ -363,20 +371,22 @@ static json_t *member_object(const struct pulse_group_member_info *m)
     }
     if (topics == NULL)
         return NULL;
-    return json_pack("{s:s,s:o,s:I,s:I,s:I,s:I,s:I}", "member_id", m->member_id, "topics", topics, "lease_ms",
-                     (json_int_t)m->lease_ms, "lease_expires_in_ms", (json_int_t)m->lease_expires_in_ms, "generation",
-                     (json_int_t)m->generation, "partitions", (json_int_t)m->nparts, "joined_at_ms",
+    return json_pack("{s:s,s:o,s:I,s:I,s:I,s:I,s:I}", "member_id", ids ? m->member_id : m->label, "topics", topics,
+                     "lease_ms", (json_int_t)m->lease_ms, "lease_expires_in_ms", (json_int_t)m->lease_expires_in_ms,
+                     "generation", (json_int_t)m->generation, "partitions", (json_int_t)m->nparts, "joined_at_ms",
                      (json_int_t)m->joined_at_ms);
 }
 
-static json_t *part_object(const struct pulse_group_part_info *p)
+static json_t *part_object(const struct pulse_group_part_info *p, bool ids)
 {
+    const char *owner = ids ? p->owner : p->owner_label;
+    const char *assigned = ids ? p->assigned : p->assigned_label;
     json_t *o = json_pack("{s:s,s:I,s:I,s:I}", "topic", p->topic, "partition", (json_int_t)p->partition,
                           "high_watermark", (json_int_t)p->high_watermark, "lag", (json_int_t)p->lag);
     if (o == NULL)
         return NULL;
-    int rc = json_object_set_new(o, "owner", p->owner[0] != '\0' ? json_string(p->owner) : json_null());
-    rc |= json_object_set_new(o, "assigned_to", p->assigned[0] != '\0' ? json_string(p->assigned) : json_null());
+    int rc = json_object_set_new(o, "owner", owner[0] != '\0' ? json_string(owner) : json_null());
+    rc |= json_object_set_new(o, "assigned_to", assigned[0] != '\0' ? json_string(assigned) : json_null());
     rc |= json_object_set_new(o, "committed", p->committed >= 0 ? json_integer(p->committed) : json_null());
     if (rc != 0) {
         json_decref(o);
@@ -398,13 +408,14 @@ static void describe_resume(struct pulse_hreq *r)
         return;
     }
     const struct pulse_group_info *info = ds->info;
+    bool ids = pulse_server_may(r, PULSE_GRANT_BROKER, NULL);
     json_t *members = json_array();
     json_t *parts = json_array();
     for (size_t i = 0; members != NULL && i < info->nmembers; i++)
-        if (json_array_append_new(members, member_object(&info->members[i])) != 0)
+        if (json_array_append_new(members, member_object(&info->members[i], ids)) != 0)
             goto oom;
     for (size_t i = 0; parts != NULL && i < info->nparts; i++)
-        if (json_array_append_new(parts, part_object(&info->parts[i])) != 0)
+        if (json_array_append_new(parts, part_object(&info->parts[i], ids)) != 0)
             goto oom;
     if (members == NULL || parts == NULL)
         goto oom;

@@ -26,7 +26,7 @@ struct route_def {
 static const char *const fetch_query[] = {"offset", "consumer",  "max_records", "max_bytes",     "wait_ms",
                                           "format", "timestamp", "from",        "last_event_id", NULL};
 static const char *const publish_query[] = {"key", "partition", NULL};
-static const char *const group_fetch_query[] = {"max_records", "max_bytes", "max_wait_ms", NULL};
+static const char *const group_fetch_query[] = {"max_records", "max_bytes", "max_wait_ms", "resume", NULL};
 /* Event streams (h_stream.c) and topic-wide reads (h_topicread.c). The
  * fetch route takes the stream's parameters too: Accept picks the form. */
 static const char *const events_query[] = {"from", "offset", "timestamp", "positions", "last_event_id", NULL};

@@ -561,9 +561,10 @@ static pulse_status_t no_group_leave(struct pulse_broker *b, const char *group, 
 }
 
 static pulse_status_t no_group_poll_async(struct pulse_broker *b, const char *group, const char *member,
-                                          struct pulse_group_view *view, pulse_admin_done_fn done, void *arg)
+                                          const struct pulse_group_resume *from, struct pulse_group_view *view,
+                                          pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen)
 {
-    (void)b, (void)group, (void)member, (void)view, (void)done, (void)arg;
+    (void)b, (void)group, (void)member, (void)from, (void)view, (void)done, (void)arg, (void)errbuf, (void)errlen;
     return PULSE_NOT_SUPPORTED;
 }
 

@@ -181,7 +181,7 @@ def test_group_fetch_long_polls_across_all_partitions(ctx):
     eq(doc["positions"], [{"topic": t, "partition": 5, "offset": 1}], "positions to commit")
     # An empty wait returns at its deadline with no records.
     t0 = time.monotonic()
-    doc = expect_json(fetch(srv, g, a["member_id"], max_wait_ms=300), 200, "idle fetch")
+    doc = expect_json(fetch(srv, g, a["member_id"], max_wait_ms=300, resume=doc["resume"]), 200, "idle fetch")
     check(0.25 <= time.monotonic() - t0 < 5, "waited about max_wait_ms")
     eq((doc["records"], doc["positions"]), ([], []), "nothing new")
 
@@ -242,12 +242,16 @@ def test_group_fetch_starts_at_the_cursor_then_continues_in_its_generation(ctx):
     a = join(srv, g, [t], lease_ms=5000)
     d1 = expect_json(fetch(srv, g, a["member_id"], max_records=3), 200, "fetch 1")
     eq([r["offset"] for r in d1["records"]], [4, 5, 6], "starts at the committed cursor")
-    d2 = expect_json(fetch(srv, g, a["member_id"], max_records=3), 200, "fetch 2")
-    eq([r["offset"] for r in d2["records"]], [7, 8, 9], "continues where the previous fetch left off")
-    # A new member starts a new generation: positions go back to the cursor.
+    d2 = expect_json(fetch(srv, g, a["member_id"], max_records=3, resume=d1["resume"]), 200, "fetch 2")
+    eq([r["offset"] for r in d2["records"]], [7, 8, 9], "continues where the answer given back left off")
+    # A new member starts a new generation; A keeps its partition (it is
+    # A's since before d2's generation), so d2's resume still holds...
     b = join(srv, g, [t], lease_ms=5000)
-    d3 = expect_json(fetch(srv, g, a["member_id"], max_records=3), 200, "fetch 3")
+    d3 = expect_json(fetch(srv, g, a["member_id"], max_records=3, resume=d1["resume"]), 200, "fetch 3")
     check(d3["generation"] > d2["generation"], "a new generation")
+    eq([r["offset"] for r in d3["records"]], [7, 8, 9], "d2 lost on the wire: read again from d1's resume")
+    # ... and without a resume the fetch starts at the committed cursor.
+    d3 = expect_json(fetch(srv, g, a["member_id"], max_records=3), 200, "fetch 3 without resume")
     eq([r["offset"] for r in d3["records"]], [4, 5, 6], "uncommitted records come again (at least once)")
     expect_error(commit(srv, g, a["member_id"], d2["generation"], d2["positions"]), 409, "commit_fenced",
                  "commit of a batch of the old generation")
@@ -266,8 +270,10 @@ def test_group_fetch_bounds_records_and_bytes_but_always_progresses(ctx):
     g = uniq("g")
     a = join(srv, g, [t], lease_ms=5000)
     got = []
+    resume = None
     for _ in range(100):
-        doc = expect_json(fetch(srv, g, a["member_id"], max_bytes=200, max_records=7), 200, "fetch")
+        doc = expect_json(fetch(srv, g, a["member_id"], max_bytes=200, max_records=7, resume=resume), 200, "fetch")
+        resume = doc["resume"]
         check(len(doc["records"]) <= 7, "max_records holds")
         if not doc["records"]:
             break

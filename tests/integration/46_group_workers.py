@@ -268,7 +268,9 @@ def test_joins_and_leaves_during_steady_publishing_keep_order_and_lose_nothing(c
 
 
 def test_broker_restart_members_rejoin_and_finish(ctx):
-    srv = ctx.new_server(args=SERVER_ARGS)
+    # After the restart no partition is handed out for groups.lease-max
+    # (leases of the first run may still be running): keep it short.
+    srv = ctx.new_server(args=SERVER_ARGS + ["-o", "groups.lease-max=3s"])
     srv.start()
     t, g = uniq("restart"), uniq("g")
     srv.create_topic(t, partitions=4)

@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 import time
+import urllib.parse
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -118,12 +119,13 @@ def test_group_fetch_answers_like_every_json_answer(ctx):
     r = srv.req("GET", path + "?max_records=1")
     expect_status(r, 200, "group fetch")
     check(r.body.endswith(b"}\n") and not r.body.endswith(b"\n\n"), "ends with one newline: %r" % r.body[-40:])
-    r = srv.req("GET", path + "?max_records=100", headers={"Accept-Encoding": "gzip"})
+    resume = urllib.parse.quote(json.loads(r.body)["resume"])
+    r = srv.req("GET", path + "?max_records=100&resume=" + resume, headers={"Accept-Encoding": "gzip"})
     expect_status(r, 200, "group fetch, gzip accepted")
     eq(r.header("Content-Encoding"), "gzip", "a 4 KiB answer is gzip'ed")
     doc = json.loads(gzip.decompress(r.body))
     eq(len(doc["records"]), 39, "the records after the first")
-    r = srv.req("GET", path + "?max_wait_ms=0")
+    r = srv.req("GET", path + "?max_wait_ms=0&resume=" + urllib.parse.quote(doc["resume"]))
     check(r.body.endswith(b"}\n"), "an answer without records ends with a newline too: %r" % r.body[-40:])
 
 

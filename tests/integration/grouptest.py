@@ -7,6 +7,7 @@ only; HTTP through pulsetest.raw_request."""
 
 import threading
 import time
+import urllib.parse
 
 from pulsetest import eq, expect_json, quote_path
 
@@ -29,7 +30,9 @@ def heartbeat(srv, group, member):
 
 
 def fetch(srv, group, member, timeout=None, **params):
-    q = "&".join("%s=%s" % (k, v) for k, v in params.items())
+    """A group fetch; resume=<an earlier answer's "resume"> reads on from
+    where that answer left off (without it: from the committed cursors)."""
+    q = "&".join("%s=%s" % (k, urllib.parse.quote(str(v), safe=":,")) for k, v in params.items() if v is not None)
     return srv.req("GET", group_path(group, "members", member, "records") + ("?" + q if q else ""), timeout=timeout)
 
 

@@ -18,6 +18,7 @@ INTEGRATION_TESTS = \
 	tests/integration/46_group_workers.py \
 	tests/integration/47_group_examples.py \
 	tests/integration/48_group_review.py \
+	tests/integration/49_group_gaps.py \
 	tests/integration/50_ops.py \
 	tests/integration/55_start_errors.py \
 	tests/integration/57_cors.py \

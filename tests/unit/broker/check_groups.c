@@ -344,7 +344,8 @@ static void *stress_member(void *arg)
     join(s->b, "busy", "t", 2000, &v);
     for (int r = 0; r < STRESS_ROUNDS; r++) {
         struct pulse_group_view pv;
-        pulse_status_t st = pulse_broker_group_poll_async(s->b, "busy", v.member_id, &pv, on_done_ignore, NULL);
+        pulse_status_t st = pulse_broker_group_poll_async(s->b, "busy", v.member_id, NULL, &pv, on_done_ignore, NULL,
+                                                          NULL, 0);
         if (st != PULSE_OK) {
             s->errors += st != PULSE_REJOIN;
             continue;

@@ -56,6 +56,13 @@ tests_unit_check_groups_SOURCES = tests/unit/broker/check_groups.c tests/unit/br
 tests_unit_check_groups_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_groups_LDADD = $(BROKER_TEST_LDADD)
 
+# Consumer groups: waits, the hold after a start (src/broker/groups.c).
+check_PROGRAMS += tests/unit/check_group_gaps
+TESTS += tests/unit/check_group_gaps
+tests_unit_check_group_gaps_SOURCES = tests/unit/broker/check_group_gaps.c tests/unit/broker/brokertest.c
+tests_unit_check_group_gaps_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_group_gaps_LDADD = $(BROKER_TEST_LDADD)
+
 # Idempotency keys of publishes (src/broker/idem.c).
 check_PROGRAMS += tests/unit/check_idem
 TESTS += tests/unit/check_idem
