@@ -762,6 +762,7 @@ static void local_close(struct pulse_local *b)
         pulse_free(p);
         p = next;
     }
+    pulse_broker_topic_close_all(b->topics, b->ntopics);
     for (size_t i = 0; i < b->ntopics; i++)
         pulse_broker_topic_destroy(b->topics[i]);
     pulse_free(b->topics);
