@@ -366,6 +366,7 @@ pulse_status_t pulse_local_consumer_list_async(struct pulse_broker *base, char *
 pulse_status_t pulse_local_consumer_delete_async(struct pulse_broker *base, const char *consumer,
                                                  pulse_admin_done_fn done, void *arg);
 pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *out);
+pulse_status_t pulse_local_metrics_per_topic(struct pulse_broker *base, struct pulse_buf *out);
 pulse_status_t pulse_local_fenced_list(struct pulse_broker *base, struct pulse_fenced_partition **out, size_t *n_out);
 
 /* Consumer groups (groups.c). */
