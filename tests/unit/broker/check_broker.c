@@ -29,6 +29,7 @@ static Suite *broker_suite(void)
     suite_add_tcase(s, broker_fetch_tcase());
     suite_add_tcase(s, broker_cursors_tcase());
     suite_add_tcase(s, broker_health_tcase());
+    suite_add_tcase(s, broker_scale_tcase());
     return s;
 }
 
