@@ -1158,8 +1158,8 @@ out:
 /*
  * Whether step 7 has nothing to do: the snapshot names the active segment
  * (fast path) and its durable size is exactly the file's size, no file was
- * created for this recovery (n_listed segment files, the active one's index
- * among the listed ones) and this is an open, not a reopen. The snapshot
+ * created for this recovery (n_listed segment files, each with its index
+ * among the listed ones; ibases sorted) and this is an open, not a reopen. The snapshot
  * only ever records a size that a successful fdatasync covered, and a
  * segment's bytes below it are never rewritten in place, so the page cache
  * holds nothing of the data file that the disk lacks; the snapshot's own
@@ -1175,10 +1175,10 @@ static bool proven_synced(const struct recovery *rc, bool fast, uint64_t asize, 
 {
     if (rc->proof != NULL || !fast || n != n_listed || asize != (uint64_t)rc->snap.active_size)
         return false;
-    for (size_t i = 0; i < ni; i++) /* unsorted */
-        if (ibases[i] == bases[n - 1])
-            return true;
-    return false;
+    for (size_t i = 0; i < n; i++)
+        if (!has_base(ibases, ni, bases[i]))
+            return false;
+    return true;
 }
 
 pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
@@ -1219,6 +1219,8 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
         if (st != PULSE_OK)
             goto out;
         fast = (uint64_t)rc.snap.active_size <= asize;
+        if (ni > 1)
+            qsort(ibases, ni, sizeof *ibases, cmp_i64); /* read_orphans is done with them */
         rc.synced = proven_synced(&rc, fast, asize, bases, n, n_listed, ibases, ni);
     }
     rec->sync_skipped = rc.synced;

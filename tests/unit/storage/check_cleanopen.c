@@ -13,7 +13,8 @@
  *     syncs the data file and the directory as before, and a power loss
  *     after that open keeps every record it counted;
  *   - a snapshot that is stale (older than the file) or an index file that
- *     recovery has to create takes the syncing path too.
+ *     recovery has to create (of the active or of a sealed segment) takes
+ *     the syncing path too.
  */
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,12 +25,14 @@
 
 #define VLEN 64
 
+static uint64_t seg_bytes = 1 << 20; /* 1024: a segment every few batches */
+
 static struct pulse_plog *open_log(const char *dir, const struct pulse_io *io, enum pulse_sync_mode mode,
                                    struct pulse_plog_recovery *rec)
 {
     struct pulse_plog_config cfg;
     struct pulse_plog *plog = NULL;
-    pt_cfg(&cfg, 1 << 20, 256, io);
+    pt_cfg(&cfg, seg_bytes, 256, io);
     cfg.sync_mode = mode;
     cfg.sync_interval_ms = 3600 * 1000; /* interval mode: never by itself */
     ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, rec), PULSE_OK);
@@ -196,6 +199,35 @@ START_TEST(test_a_missing_index_file_is_created_and_its_directory_synced)
 }
 END_TEST
 
+START_TEST(test_a_missing_index_of_a_sealed_segment_is_created_and_its_directory_synced)
+{
+    char *dir = pt_tmpdir();
+    struct faultio *fio = faultio_create();
+    struct pulse_plog_recovery rec;
+    char path[4096];
+
+    seg_bytes = 1024;
+    make_clean_log(dir);
+    pt_path(path, sizeof path, dir, 0, "index");
+    ck_assert_int_eq(unlink(path), 0);
+    struct pulse_plog *plog = open_log(dir, faultio_io(fio), PULSE_SYNC_EVERY_WRITE, &rec);
+    ck_assert_uint_gt(rec.segments, 1);
+    ck_assert(!rec.sync_skipped);
+    ck_assert_uint_ge(faultio_count(fio, FAULTIO_FSYNC_DIR), 1);
+    ck_assert_int_eq(hw_of(plog), 20);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    /* Everything whole again: the next open syncs nothing. */
+    struct faultio *fio2 = faultio_create();
+    plog = open_log(dir, faultio_io(fio2), PULSE_SYNC_EVERY_WRITE, &rec);
+    ck_assert(rec.sync_skipped);
+    ck_assert_uint_eq(syncs(fio2), 0);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    faultio_destroy(fio2);
+    faultio_destroy(fio);
+    pt_cleanup(dir);
+}
+END_TEST
+
 START_TEST(test_a_stale_snapshot_from_before_the_last_appends_is_not_trusted)
 {
     char *dir = pt_tmpdir();
@@ -233,6 +265,7 @@ static Suite *cleanopen_suite(void)
     tcase_add_test(tc, test_close_after_appends_writes_the_snapshot_the_next_open_trusts);
     tcase_add_test(tc, test_open_after_a_crash_past_the_checkpoint_syncs_and_survives_a_power_loss);
     tcase_add_test(tc, test_a_missing_index_file_is_created_and_its_directory_synced);
+    tcase_add_test(tc, test_a_missing_index_of_a_sealed_segment_is_created_and_its_directory_synced);
     tcase_add_test(tc, test_a_stale_snapshot_from_before_the_last_appends_is_not_trusted);
     suite_add_tcase(s, tc);
     return s;
