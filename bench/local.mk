@@ -9,6 +9,8 @@
 #   make bench-compact              compaction and a retention pass
 #   make bench-streams              event streams: delivery latency, idle
 #                                   streams with RSS (BENCH_STREAM_ARGS)
+#   make bench-scale                many partitions: start, stop, idle cost,
+#                                   /metrics and /v1/topics (BENCH_SCALE_ARGS)
 #
 # BENCH_DIR is where the scratch data goes (a mkdtemp() directory below it,
 # removed at the end). Keep it off the source tree.
@@ -17,7 +19,7 @@ bench_bench_storage_SOURCES = bench/bench_storage.c
 bench_bench_storage_LDADD = libpulsestore.a libpulsecommon.a -lm
 
 EXTRA_DIST += bench/http_bench.sh bench/wrk_bench.lua bench/publish_ab.sh bench/group_bench.py bench/kafka_bench.sh bench/tls_bench.py bench/stream_bench.py \
-	bench/request_mix.py
+	bench/request_mix.py bench/scale_bench.py
 EXTRA_DIST += bench/json_mix.py
 
 # Compaction throughput and memory, and one retention pass over 10,000
@@ -30,6 +32,7 @@ BENCH_DIR = /tmp
 BENCH_ARGS =
 BENCH_HTTP_ARGS =
 BENCH_STREAM_ARGS =
+BENCH_SCALE_ARGS =
 
 bench: bench/bench_storage$(EXEEXT)
 	./bench/bench_storage --dir "$(BENCH_DIR)" $(BENCH_ARGS)
@@ -47,4 +50,10 @@ bench-streams: $(bin_PROGRAMS)
 	PULSE_BUILDDIR="$(abs_top_builddir)" python3 $(srcdir)/bench/stream_bench.py --dir "$(BENCH_DIR)" \
 	  $(BENCH_STREAM_ARGS)
 
-.PHONY: bench bench-http bench-compact bench-streams
+# 4,000 and 10,000 partitions by default (a few minutes; docs/Performance.md
+# "Many partitions").
+bench-scale: $(bin_PROGRAMS)
+	PULSE_BUILDDIR="$(abs_top_builddir)" python3 $(srcdir)/bench/scale_bench.py --dir "$(BENCH_DIR)" \
+	  $(BENCH_SCALE_ARGS)
+
+.PHONY: bench bench-http bench-compact bench-streams bench-scale

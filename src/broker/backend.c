@@ -373,6 +373,13 @@ pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *ou
     return b->ops->metrics(b, out);
 }
 
+pulse_status_t pulse_broker_metrics_per_topic(struct pulse_broker *b, struct pulse_buf *out)
+{
+    if (b->ops->metrics_per_topic == NULL)
+        return b->ops->metrics(b, out);
+    return b->ops->metrics_per_topic(b, out);
+}
+
 pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fenced_partition **out, size_t *n_out)
 {
     return b->ops->fenced_list(b, out, n_out);

@@ -139,6 +139,10 @@ struct pulse_broker_ops {
                                    size_t n, struct pulse_publish_idem *idem, struct pulse_offset_pair *offsets_out,
                                    pulse_publish_done_fn done, void *arg, bool *pending_out, char *errbuf,
                                    size_t errlen);
+
+    /* metrics with per-partition families summed by topic; NULL: the
+     * backend has no per-partition families, metrics answers instead */
+    pulse_status_t (*metrics_per_topic)(struct pulse_broker *b, struct pulse_buf *out);
 };
 
 #endif

@@ -909,6 +909,7 @@ static void local_close(struct pulse_local *b)
         pulse_free(p);
         p = next;
     }
+    pulse_broker_topic_close_all(b->topics, b->ntopics);
     for (size_t i = 0; i < b->ntopics; i++)
         pulse_broker_topic_destroy(b->topics[i]);
     pulse_free(b->topics);
@@ -1160,14 +1161,35 @@ static pulse_status_t metrics_damage(struct pulse_broker_topic **list, size_t n,
                             ranges, bytes);
 }
 
-static pulse_status_t metrics_lag(struct pulse_local *b, struct pulse_buf *out)
+/* One consumer's lag by topic: the cursors come sorted by topic (the
+ * metadata store's key order), so each topic's run is summed. */
+static pulse_status_t lag_by_topic(const char *consumer, const struct pulse_cursor *cs, size_t nc,
+                                   struct pulse_buf *out)
+{
+    pulse_status_t st = PULSE_OK;
+
+    for (size_t j = 0; j < nc && st == PULSE_OK;) {
+        int64_t sum = 0;
+        size_t k = j;
+        for (; k < nc && strcmp(cs[k].topic, cs[j].topic) == 0; k++)
+            sum += cs[k].lag;
+        st = pulse_buf_printf(out, "pulse_consumer_lag{consumer=\"%s\",topic=\"%s\"} %" PRId64 "\n", consumer,
+                              cs[j].topic, sum);
+        j = k;
+    }
+    return st;
+}
+
+static pulse_status_t metrics_lag(struct pulse_local *b, bool per_topic, struct pulse_buf *out)
 {
     pulse_status_t st;
     char **names = NULL;
     size_t nnames = 0;
 
-    st = pulse_buf_printf(out, "# HELP pulse_consumer_lag High watermark minus the committed cursor.\n"
-                               "# TYPE pulse_consumer_lag gauge\n");
+    st = pulse_buf_printf(out,
+                          "# HELP pulse_consumer_lag High watermark minus the committed cursor%s.\n"
+                          "# TYPE pulse_consumer_lag gauge\n",
+                          per_topic ? ", summed over the topic's partitions" : "");
     if (st != PULSE_OK)
         return st;
     st = pulse_local_consumer_list(b, &names, &nnames);
@@ -1177,7 +1199,9 @@ static pulse_status_t metrics_lag(struct pulse_local *b, struct pulse_buf *out)
         struct pulse_cursor *cs = NULL;
         size_t nc = 0;
         st = pulse_local_cursor_list(b, names[i], &cs, &nc);
-        for (size_t j = 0; j < nc && st == PULSE_OK; j++)
+        if (st == PULSE_OK && per_topic)
+            st = lag_by_topic(names[i], cs, nc, out);
+        for (size_t j = 0; j < nc && st == PULSE_OK && !per_topic; j++)
             st = pulse_buf_printf(out,
                                   "pulse_consumer_lag{consumer=\"%s\",topic=\"%s\",partition=\"%" PRIu32 "\"} %" PRId64
                                   "\n",
@@ -1252,8 +1276,42 @@ static pulse_status_t metrics_fsync(struct pulse_local *b, struct pulse_buf *out
     return st;
 }
 
-/* Per-partition gauges, then per-topic counters. */
-static pulse_status_t metrics_topics(struct pulse_broker_topic **list, size_t n, struct pulse_buf *out)
+/* The per-partition gauges summed by topic (GET /metrics?per=topic). */
+static pulse_status_t metrics_partitions_by_topic(struct pulse_broker_topic **list, size_t n, struct pulse_buf *out)
+{
+    static const struct {
+        const char *name;
+        const char *help;
+    } sums[] = {
+        {"pulse_topic_partitions", "Partitions of the topic."},
+        {"pulse_topic_size_bytes", "Bytes of all segment files of the topic's partitions."},
+        {"pulse_topic_high_watermark_sum", "Sum of the topic's partition high watermarks."},
+        {"pulse_topic_log_start_offset_sum", "Sum of the topic's partition log start offsets."},
+    };
+    int64_t(*v)[4] = pulse_calloc(n > 0 ? n : 1, sizeof *v);
+    pulse_status_t st = v == NULL ? PULSE_NOMEM : PULSE_OK;
+
+    for (size_t i = 0; i < n && st == PULSE_OK; i++) {
+        v[i][0] = list[i]->nparts;
+        for (uint32_t p = 0; p < list[i]->nparts; p++) {
+            struct pulse_plog_stats ps;
+            pulse_plog_get_stats(list[i]->plogs[p], &ps);
+            v[i][1] += (int64_t)ps.size_bytes;
+            v[i][2] += ps.high_watermark;
+            v[i][3] += ps.log_start;
+        }
+    }
+    for (size_t m = 0; m < 4 && st == PULSE_OK; m++) {
+        st = pulse_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", sums[m].name, sums[m].help, sums[m].name);
+        for (size_t i = 0; i < n && st == PULSE_OK; i++)
+            st = pulse_buf_printf(out, "%s{topic=\"%s\"} %" PRId64 "\n", sums[m].name, list[i]->name, v[i][m]);
+    }
+    pulse_free(v);
+    return st;
+}
+
+/* Per-partition gauges (or their sums by topic), then per-topic counters. */
+static pulse_status_t metrics_topics(struct pulse_broker_topic **list, size_t n, bool per_topic, struct pulse_buf *out)
 {
     pulse_status_t st = PULSE_OK;
     static const struct {
@@ -1274,7 +1332,9 @@ static pulse_status_t metrics_topics(struct pulse_broker_topic **list, size_t n,
         {"pulse_fetched_bytes_total", "Bytes served by fetches."},
     };
 
-    for (size_t m = 0; m < 3 && st == PULSE_OK; m++) {
+    if (per_topic)
+        st = metrics_partitions_by_topic(list, n, out);
+    for (size_t m = 0; m < 3 && st == PULSE_OK && !per_topic; m++) {
         st = pulse_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", part_metrics[m].name, part_metrics[m].help,
                               part_metrics[m].name);
         for (size_t i = 0; i < n && st == PULSE_OK; i++) {
@@ -1302,7 +1362,7 @@ static pulse_status_t metrics_topics(struct pulse_broker_topic **list, size_t n,
     return st;
 }
 
-pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *out)
+static pulse_status_t local_metrics(struct pulse_broker *base, bool per_topic, struct pulse_buf *out)
 {
     struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st = PULSE_OK;
@@ -1314,11 +1374,11 @@ pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *
         return st;
     st = metrics_fsync(b, out);
     if (st == PULSE_OK)
-        st = metrics_topics(list, n, out);
+        st = metrics_topics(list, n, per_topic, out);
     if (st == PULSE_OK)
         st = metrics_damage(list, n, out);
     if (st == PULSE_OK)
-        st = metrics_lag(b, out);
+        st = metrics_lag(b, per_topic, out);
     if (st == PULSE_OK)
         st = pulse_buf_printf(out,
                               "# HELP pulse_recovery_truncated_bytes_total Torn tail bytes cut by recovery at start.\n"
@@ -1331,7 +1391,7 @@ pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *
     if (st == PULSE_OK)
         st = pulse_broker_maint_metrics(b->maint, out);
     if (st == PULSE_OK)
-        st = pulse_broker_heal_metrics(b->heal, list, n, out);
+        st = pulse_broker_heal_metrics(b->heal, list, n, per_topic, out);
     if (st == PULSE_OK)
         st = metrics_fdcache(b, out);
     if (st == PULSE_OK)
@@ -1343,4 +1403,14 @@ pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *
         pulse_broker_topic_release(b, list[i]);
     pulse_free(list);
     return st;
+}
+
+pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *out)
+{
+    return local_metrics(base, false, out);
+}
+
+pulse_status_t pulse_local_metrics_per_topic(struct pulse_broker *base, struct pulse_buf *out)
+{
+    return local_metrics(base, true, out);
 }

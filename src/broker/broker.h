@@ -611,6 +611,17 @@ pulse_status_t pulse_broker_consumer_delete(struct pulse_broker *b, const char *
  */
 pulse_status_t pulse_broker_metrics(struct pulse_broker *b, struct pulse_buf *out);
 
+/*
+ * The same, with every family labelled by partition summed by topic, so a
+ * scrape of many partitions stays small (GET /metrics?per=topic): the
+ * local backend renders pulse_topic_partitions, pulse_topic_size_bytes,
+ * pulse_topic_high_watermark_sum and pulse_topic_log_start_offset_sum
+ * instead of the three pulse_partition_* gauges, and pulse_consumer_lag
+ * by consumer and topic. A backend without per-partition families answers
+ * as pulse_broker_metrics. Does not wait.
+ */
+pulse_status_t pulse_broker_metrics_per_topic(struct pulse_broker *b, struct pulse_buf *out);
+
 /* A partition the backend cannot serve writes for right now (local: its
  * log is fenced, waiting to be reopened in process). */
 struct pulse_fenced_partition {

@@ -280,6 +280,22 @@ pulse_status_t pulse_broker_cursor_raise_ends(struct pulse_local *b, char *errbu
 /* Closes a topic's logs and frees it (refs must be down to the caller's). */
 void pulse_broker_topic_destroy(struct pulse_broker_topic *t);
 
+/* At most this many extra threads close partition logs at shutdown, one
+ * per PULSE_BROKER_CLOSE_SHARE partitions: the syncs and snapshot writes of
+ * a stop of many written partitions overlap instead of queueing behind one
+ * another (the file system commits concurrent syncs together). */
+#define PULSE_BROKER_CLOSERS 8
+#define PULSE_BROKER_CLOSE_SHARE 64
+
+/* Closes every partition log of topics[0..n) (pulse_plog_close: sync, and
+ * the snapshot when the durable state moved) on up to PULSE_BROKER_CLOSERS
+ * threads besides the caller, and leaves the topics with their logs closed
+ * for pulse_broker_topic_destroy. Logs a failed close, like a destroy.
+ * Thread: the closer of the broker, once nothing else uses the logs (the
+ * broker's threads are joined); waits for every close. Out of memory or
+ * threads, it closes fewer at a time (or none, leaving it to the destroy). */
+void pulse_broker_topic_close_all(struct pulse_broker_topic **topics, size_t n);
+
 /* Opens the partition logs of t under <topics>/<name>/<p>, adding what
  * recovery did to the totals (nullable). */
 pulse_status_t pulse_broker_topic_open_logs(struct pulse_local *b, struct pulse_broker_topic *t,
@@ -397,6 +413,7 @@ pulse_status_t pulse_local_consumer_list_async(struct pulse_broker *base, char *
 pulse_status_t pulse_local_consumer_delete_async(struct pulse_broker *base, const char *consumer,
                                                  pulse_admin_done_fn done, void *arg);
 pulse_status_t pulse_local_metrics(struct pulse_broker *base, struct pulse_buf *out);
+pulse_status_t pulse_local_metrics_per_topic(struct pulse_broker *base, struct pulse_buf *out);
 pulse_status_t pulse_local_fenced_list(struct pulse_broker *base, struct pulse_fenced_partition **out, size_t *n_out);
 
 /* Consumer groups (groups.c). */

@@ -344,13 +344,34 @@ pulse_status_t pulse_broker_heal_list(struct pulse_broker_heal *h, struct pulse_
     return PULSE_OK;
 }
 
-pulse_status_t pulse_broker_heal_metrics(struct pulse_broker_heal *h, struct pulse_broker_topic *const *topics,
-                                         size_t ntopics, struct pulse_buf *out)
+/* pulse_partition_fenced summed by topic. */
+static pulse_status_t fenced_by_topic(struct pulse_broker_topic *const *topics, size_t ntopics, struct pulse_buf *out)
 {
-    pulse_status_t st = pulse_buf_printf(out, "# HELP pulse_partition_fenced 1 while the partition's log is fenced "
-                                              "(publishes answer 503 until it is reopened in process).\n"
-                                              "# TYPE pulse_partition_fenced gauge\n");
-    for (size_t i = 0; i < ntopics && st == PULSE_OK; i++)
+    pulse_status_t st = pulse_buf_printf(out, "# HELP pulse_topic_fenced_partitions Partitions of the topic whose "
+                                              "log is fenced (publishes to them answer 503 until it is reopened "
+                                              "in process).\n"
+                                              "# TYPE pulse_topic_fenced_partitions gauge\n");
+    for (size_t i = 0; i < ntopics && st == PULSE_OK; i++) {
+        uint32_t fenced = 0;
+        for (uint32_t p = 0; p < topics[i]->nparts; p++)
+            fenced += pulse_plog_fenced(topics[i]->plogs[p]) ? 1 : 0;
+        st = pulse_buf_printf(out, "pulse_topic_fenced_partitions{topic=\"%s\"} %" PRIu32 "\n", topics[i]->name,
+                              fenced);
+    }
+    return st;
+}
+
+pulse_status_t pulse_broker_heal_metrics(struct pulse_broker_heal *h, struct pulse_broker_topic *const *topics,
+                                         size_t ntopics, bool per_topic, struct pulse_buf *out)
+{
+    pulse_status_t st = PULSE_OK;
+    if (per_topic)
+        st = fenced_by_topic(topics, ntopics, out);
+    else
+        st = pulse_buf_printf(out, "# HELP pulse_partition_fenced 1 while the partition's log is fenced "
+                                   "(publishes answer 503 until it is reopened in process).\n"
+                                   "# TYPE pulse_partition_fenced gauge\n");
+    for (size_t i = 0; i < ntopics && st == PULSE_OK && !per_topic; i++)
         for (uint32_t p = 0; p < topics[i]->nparts && st == PULSE_OK; p++)
             st = pulse_buf_printf(out, "pulse_partition_fenced{topic=\"%s\",partition=\"%" PRIu32 "\"} %d\n",
                                   topics[i]->name, p, pulse_plog_fenced(topics[i]->plogs[p]) ? 1 : 0);

@@ -34,6 +34,7 @@
 #ifndef PULSE_BROKER_HEAL_H
 #define PULSE_BROKER_HEAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,10 +65,11 @@ pulse_status_t pulse_broker_heal_list(struct pulse_broker_heal *h, struct pulse_
                                       size_t ntopics, struct pulse_fenced_partition **out, size_t *n_out);
 
 /* Appends pulse_partition_fenced{topic,partition} for every partition of the
- * given topics, then the fence and reopen counters (Prometheus text). The
+ * given topics (per_topic: pulse_topic_fenced_partitions{topic}, their count
+ * by topic), then the fence and reopen counters (Prometheus text). The
  * caller holds a reference on each topic. Thread: any. Locks: none (the
  * fence flags and counters are atomic). */
 pulse_status_t pulse_broker_heal_metrics(struct pulse_broker_heal *h, struct pulse_broker_topic *const *topics,
-                                         size_t ntopics, struct pulse_buf *out);
+                                         size_t ntopics, bool per_topic, struct pulse_buf *out);
 
 #endif

@@ -38,6 +38,7 @@ const struct pulse_broker_ops pulse_local_ops = {
     .consumer_list_async = pulse_local_consumer_list_async,
     .consumer_delete_async = pulse_local_consumer_delete_async,
     .metrics = pulse_local_metrics,
+    .metrics_per_topic = pulse_local_metrics_per_topic,
     .fenced_list = pulse_local_fenced_list,
     .group_join = pulse_local_group_join,
     .group_heartbeat = pulse_local_group_heartbeat,

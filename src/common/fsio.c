@@ -411,6 +411,12 @@ int pulse_io_mkdir_p(const struct pulse_io *io, const char *path, mode_t mode)
         errno = len == 0 ? ENOENT : ENAMETOOLONG;
         return -1;
     }
+    /* The whole path first: it usually exists (a partition log opening at
+     * start), and one call is all that takes. */
+    if (io->mkdir(io, path, mode) == 0 || errno == EEXIST)
+        return 0;
+    if (errno != ENOENT)
+        return -1;
     memcpy(tmp, path, len + 1);
     /* Each prefix that ends at a '/' (the leading one aside), then the
      * whole path: an existing one is fine, whatever it is, as with

@@ -80,10 +80,19 @@ void pulse_h_ops_readyz(struct pulse_hreq *r)
 void pulse_h_ops_metrics(struct pulse_hreq *r)
 {
     struct pulse_buf out;
+    /* per=partition (the default) or per=topic: the broker's families
+     * labelled by partition summed by topic (docs/API.md "Metrics"). */
+    const char *per = pulse_server_query(r, "per");
+    bool per_topic = per != NULL && strcmp(per, "topic") == 0;
+    if (per != NULL && !per_topic && strcmp(per, "partition") != 0) {
+        pulse_server_reply_error(r, 400, "invalid_request", "per must be partition or topic, not \"%s\"", per);
+        return;
+    }
     pulse_buf_init(&out, METRICS_MAX_BYTES);
     pulse_status_t st = pulse_server_metrics(r->srv, &out);
     if (st == PULSE_OK)
-        st = pulse_broker_metrics(r->srv->broker, &out);
+        st = per_topic ? pulse_broker_metrics_per_topic(r->srv->broker, &out)
+                       : pulse_broker_metrics(r->srv->broker, &out);
     if (st != PULSE_OK) {
         pulse_buf_fini(&out);
         pulse_server_reply_status(r, st, "cannot render metrics");

@@ -88,7 +88,15 @@ void pulse_h_topics_list(struct pulse_hreq *r)
 {
     struct pulse_topic_info **list = NULL;
     size_t n = 0;
-    pulse_status_t st = pulse_broker_topic_list(r->srv->broker, true, &list, &n);
+    /* partition_stats=false leaves each topic's partition_stats out: with
+     * thousands of partitions they are most of the answer (docs/API.md). */
+    const char *ps = pulse_server_query(r, "partition_stats");
+    bool with_stats = ps == NULL || strcmp(ps, "true") == 0;
+    if (ps != NULL && with_stats == false && strcmp(ps, "false") != 0) {
+        pulse_server_reply_error(r, 400, "invalid_request", "partition_stats must be true or false, not \"%s\"", ps);
+        return;
+    }
+    pulse_status_t st = pulse_broker_topic_list(r->srv->broker, with_stats, &list, &n);
     if (st != PULSE_OK) {
         pulse_server_reply_status(r, st, NULL);
         return;
@@ -100,7 +108,10 @@ void pulse_h_topics_list(struct pulse_hreq *r)
         if (!pulse_server_may(r, PULSE_GRANT_READ, nm) && !pulse_server_may(r, PULSE_GRANT_WRITE, nm) &&
             !pulse_server_may(r, PULSE_GRANT_ADMIN, nm))
             continue;
-        if (json_array_append_new(arr, pulse_h_topics_object(list[i])) != 0) {
+        json_t *obj = pulse_h_topics_object(list[i]);
+        if (obj != NULL && !with_stats)
+            json_object_del(obj, "partition_stats");
+        if (json_array_append_new(arr, obj) != 0) {
             json_decref(arr);
             arr = NULL;
         }

@@ -2099,6 +2099,22 @@ out:
     return st;
 }
 
+/* The snapshot of a clean close: written only when the durable state
+ * differs from what the file says (an idle log keeps its file, so a stop of
+ * many idle partitions writes nothing). Caller holds wlock; the log is
+ * synced. */
+static pulse_status_t close_snapshot_locked(struct pulse_plog *plog)
+{
+    struct pulse_snapshot snap;
+    pulse_status_t st = PULSE_FENCED;
+
+    pthread_mutex_lock(&plog->snap_lock);
+    if (durable_state(plog, &snap))
+        st = snap_equal(&snap, &plog->last_snap) ? PULSE_OK : put_snapshot(plog, &snap);
+    pthread_mutex_unlock(&plog->snap_lock);
+    return st;
+}
+
 pulse_status_t pulse_plog_close(struct pulse_plog *plog)
 {
     pulse_status_t st = PULSE_OK;
@@ -2122,7 +2138,7 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog)
                 PULSE_WARN("plog: index %s not synced at close (the next open rebuilds it)", seg->index_path);
             }
         }
-        st = pulse_plog_snapshot_locked(plog);
+        st = close_snapshot_locked(plog);
         pthread_mutex_unlock(&plog->wlock);
     }
     if (st == PULSE_OK && atomic_load(&plog->fenced))

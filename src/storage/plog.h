@@ -135,6 +135,9 @@ struct pulse_plog_recovery {
     uint32_t forensic_copies;    /* segment files copied to forensics/ */
     int64_t leo_raised;          /* offsets the log end was raised past the last valid batch */
     uint32_t temp_files_removed; /* .tmp-* leftovers deleted */
+    /* Nothing needed syncing: the snapshot proved the active segment
+     * durable as it is and no file was made (recover.c proven_synced). */
+    bool sync_skipped;
     int64_t elapsed_us;
 };
 
@@ -149,9 +152,10 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
                                struct pulse_plog_recovery *rec_out);
 
 /*
- * Syncs what is written, writes the snapshot (unless fenced) and frees the
- * log. No other call may be running or follow. Slices handed out earlier stay
- * valid (their descriptors are the caller's). NULL is a no-op.
+ * Syncs what is written, writes the snapshot (unless fenced, or the file
+ * already says the durable state) and frees the log. No other call may be
+ * running or follow. Slices handed out earlier stay valid (their
+ * descriptors are the caller's). NULL is a no-op.
  * Returns the status of the final sync/snapshot; the log is freed anyway.
  */
 pulse_status_t pulse_plog_close(struct pulse_plog *plog);

@@ -54,7 +54,10 @@
  *      rewritten, and only then is a torn tail cut or an index rewritten.
  *   7. Everything kept is fdatasynced before the log opens with HW = LEO,
  *      since after a process crash the page cache may hold bytes the disk
- *      does not.
+ *      does not; and the directory, for the files recovery created. Skipped
+ *      when the snapshot proves there is nothing to sync (proven_synced),
+ *      as after every clean close: a start of many partitions then makes no
+ *      fdatasync at all.
  *   Segment files are opened through the descriptor cache and pinned only
  *   while one step reads or writes them; a sealed segment's are closed once
  *   it is recovered (the active one's stay cached), so a log of any number
@@ -119,6 +122,9 @@ struct recovery {
     bool have_snap;
     const struct pulse_snapshot *proof; /* the running log's checkpoint (reopen), or NULL */
     bool contiguous;                    /* the log's offsets have no gaps (plog.h) */
+    /* Step 7 has nothing to do (proven_synced): the files recovery keeps
+     * as they are were made durable by the run that wrote them. */
+    bool synced;
     /* Index files whose .log is gone (segment.h pulse_segment_orphan_claim):
      * the lowest base among them (INT64_MAX: none) and the highest offset
      * they prove was handed out (-1: none). */
@@ -707,7 +713,7 @@ static pulse_status_t apply_segment(struct recovery *rc, struct pulse_segment *s
         rc->rec->truncated_bytes += w->fsize - keep;
         w->index_dirty = true;
     }
-    if (active) {
+    if (active && !(rc->synced && !w->cut)) {
         /* Whatever survived must be on disk before HW = LEO is declared. */
         st = sync_file(seg, &seg->data);
         if (st != PULSE_OK)
@@ -719,7 +725,7 @@ static pulse_status_t apply_segment(struct recovery *rc, struct pulse_segment *s
             return st;
         rc->rec->indexes_rebuilt++;
         PULSE_INFO("recover: rebuilt index %s (%zu entries)", seg->index_path, seg->index.n);
-    } else if (active) {
+    } else if (active && !rc->synced) {
         st = sync_file(seg, &seg->idx);
         if (st != PULSE_OK)
             return st;
@@ -778,7 +784,7 @@ static pulse_status_t settle_and_apply(struct recovery *rc, struct pulse_segment
     for (size_t i = 0; i < n && st == PULSE_OK; i++)
         st = apply_segment(rc, segs[i], i == n - 1, &works[i]);
     /* Files may have been created (fresh log, or a missing index). */
-    if (st == PULSE_OK && rc->io->fsync_dir(rc->io, rc->dir) < 0) {
+    if (st == PULSE_OK && !rc->synced && rc->io->fsync_dir(rc->io, rc->dir) < 0) {
         int err = errno;
         PULSE_ERROR("recover: fsync directory %s failed: %s", rc->dir, strerror(err));
         st = pulse_status_from_errno(err);
@@ -1149,6 +1155,32 @@ out:
     return st;
 }
 
+/*
+ * Whether step 7 has nothing to do: the snapshot names the active segment
+ * (fast path) and its durable size is exactly the file's size, no file was
+ * created for this recovery (n_listed segment files, each with its index
+ * among the listed ones; ibases sorted) and this is an open, not a reopen. The snapshot
+ * only ever records a size that a successful fdatasync covered, and a
+ * segment's bytes below it are never rewritten in place, so the page cache
+ * holds nothing of the data file that the disk lacks; the snapshot's own
+ * rename was followed by a directory fsync, which made the entries of the
+ * segment files created before it durable too. A clean close leaves every
+ * partition so; after a crash only the partitions written since their last
+ * checkpoint differ, and those are synced as before. The active index may
+ * still hold entries a crash left unsynced: it is derived data that every
+ * recovery checks entry by entry against the batches it points at.
+ */
+static bool proven_synced(const struct recovery *rc, bool fast, uint64_t asize, const int64_t *bases, size_t n,
+                          size_t n_listed, const int64_t *ibases, size_t ni)
+{
+    if (rc->proof != NULL || !fast || n != n_listed || asize != (uint64_t)rc->snap.active_size)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!has_base(ibases, ni, bases[i]))
+            return false;
+    return true;
+}
+
 pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache *cache, const char *dir,
                                  uint32_t index_interval, bool contiguous, const struct pulse_snapshot *proof,
                                  struct pulse_recover_result *res, struct pulse_plog_recovery *rec)
@@ -1157,7 +1189,7 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
         .io = io, .dir = dir, .interval = index_interval, .rec = rec, .proof = proof, .contiguous = contiguous};
     int64_t t0 = pulse_clock_mono_us();
     int64_t *bases = NULL, *ibases = NULL;
-    size_t n = 0, ni = 0;
+    size_t n = 0, ni = 0, n_listed = 0;
     struct pulse_segment **segs = NULL;
     struct seg_work *works = NULL;
     bool fast = false;
@@ -1175,6 +1207,7 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
         st = read_orphans(&rc, bases, n, ibases, ni);
     if (st == PULSE_OK)
         st = read_checkpoints(&rc);
+    n_listed = n;
     if (st == PULSE_OK)
         st = open_segments(&rc, cache, &bases, &n, &segs);
     if (st != PULSE_OK)
@@ -1186,7 +1219,11 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
         if (st != PULSE_OK)
             goto out;
         fast = (uint64_t)rc.snap.active_size <= asize;
+        if (ni > 1)
+            qsort(ibases, ni, sizeof *ibases, cmp_i64); /* read_orphans is done with them */
+        rc.synced = proven_synced(&rc, fast, asize, bases, n, n_listed, ibases, ni);
     }
+    rec->sync_skipped = rc.synced;
     if (rc.have_snap && !fast)
         PULSE_INFO("recover: %s: snapshot does not match the segment files; running the full scan", dir);
     rec->used_snapshot = fast;

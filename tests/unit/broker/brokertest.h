@@ -69,5 +69,6 @@ TCase *broker_fetch_tcase(void);
 TCase *broker_cursors_tcase(void);
 TCase *broker_health_tcase(void);
 TCase *broker_synclead_tcase(void);
+TCase *broker_scale_tcase(void);
 
 #endif

@@ -32,6 +32,7 @@ static Suite *broker_suite(void)
     suite_add_tcase(s, broker_cursors_tcase());
     suite_add_tcase(s, broker_health_tcase());
     suite_add_tcase(s, broker_synclead_tcase());
+    suite_add_tcase(s, broker_scale_tcase());
     return s;
 }
 

@@ -21,7 +21,8 @@ TESTS += tests/unit/check_broker
 tests_unit_check_broker_SOURCES = tests/unit/broker/check_broker.c tests/unit/broker/brokertest.c \
 	tests/unit/broker/brokertest.h tests/unit/broker/broker_topics.c tests/unit/broker/broker_publish.c \
 	tests/unit/broker/broker_fetch.c tests/unit/broker/broker_cursors.c tests/unit/broker/broker_health.c \
-	tests/unit/broker/broker_synclead.c
+	tests/unit/broker/broker_synclead.c \
+	tests/unit/broker/broker_scale.c
 tests_unit_check_broker_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_broker_LDADD = $(BROKER_TEST_LDADD)
 
