@@ -138,6 +138,11 @@ struct pulse_broker_ops {
                                    size_t n, struct pulse_publish_idem *idem, struct pulse_offset_pair *offsets_out,
                                    pulse_publish_done_fn done, void *arg, bool *pending_out, char *errbuf,
                                    size_t errlen);
+
+    /* a change of topic settings beyond retention; NULL: only retention
+     * (pulse_broker_topic_change_async) */
+    pulse_status_t (*topic_change_async)(struct pulse_broker *b, const char *name, const struct pulse_topic_change *chg,
+                                         struct pulse_topic_info **out, pulse_admin_done_fn done, void *arg);
 };
 
 #endif

@@ -44,6 +44,7 @@ INTEGRATION_TESTS = \
 	tests/integration/92_kafka.py \
 	tests/integration/91_streams.py \
 	tests/integration/92_topic_reads.py \
+	tests/integration/93_compression.py \
 	tests/integration/95_sendfile.py \
 	tests/integration/96_examples.py \
 	tests/integration/99_openapi_routes.py
