@@ -26,8 +26,9 @@ the requested offset; pass --from OFFSET to skip those records.
 Compression: flags bits 0-2 are the codec of the records section.  0 is
 none; 1 (zlib, a topic created or changed with "compression": "zlib") stores
 the records as a u32 with their uncompressed length followed by one zlib
-stream (RFC 1950) of exactly that many bytes; after the CRC check, inflate
-it (Python: zlib.decompressobj) and read the records from the result as
+raw deflate stream (RFC 1951, no zlib header or Adler-32) of exactly that
+many bytes; after the CRC check, inflate it (Python:
+zlib.decompressobj(wbits=-15)) and read the records from the result as
 above.  Other codecs are refused.  The raw answer carries batches as they
 are stored, so one answer may mix compressed and plain batches.
 """
@@ -103,7 +104,7 @@ def inflate(section, count):
     (plain_len,) = struct.unpack_from(">I", section, 0)
     if plain_len > INFLATED_MAX or plain_len < 25 * count:
         raise Corrupt("compressed records declare %d bytes for %d records" % (plain_len, count))
-    d = zlib.decompressobj()
+    d = zlib.decompressobj(wbits=-15)
     try:
         # max_length bounds the output: a stream that would inflate past the
         # declared length (an inflate bomb) is stopped there.
@@ -111,7 +112,7 @@ def inflate(section, count):
         if len(plain) <= plain_len and not d.eof:
             plain += d.flush()
     except zlib.error as e:
-        raise Corrupt("compressed records are not a valid zlib stream: %s" % e)
+        raise Corrupt("compressed records are not a valid deflate stream: %s" % e)
     if len(plain) > plain_len:
         raise Corrupt("compressed records inflate past their declared %d bytes" % plain_len)
     if not d.eof:

@@ -20,7 +20,8 @@
  * Compression (docs/Format.md 1.8): flags bits 0-2 name the codec of the
  * records section. 0 is none; 1 (PULSE_BATCH_CODEC_ZLIB) stores the
  * records as a 4-byte big-endian length of the plain records section
- * followed by one zlib stream (RFC 1950) of exactly those bytes. The CRC
+ * followed by one raw deflate stream (RFC 1951, zlib's deflate without
+ * its header and Adler-32) of exactly those bytes. The CRC
  * covers the stored (compressed) bytes. Reading such a batch inflates its
  * records into a buffer the caller owns (pulse_batch_iter_open), never
  * past the declared length, itself capped by PULSE_BATCH_INFLATED_MAX: a

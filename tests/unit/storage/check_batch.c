@@ -348,7 +348,7 @@ START_TEST(test_bad_magic_version_and_flags_are_corrupt)
     b[1] = 0x02;
     ck_assert_int_eq(pulse_batch_parse_header(b, sizeof b, &hdr), PULSE_CORRUPT);
     /* every compression codec nobody writes (2-7); 1 (zlib) on plain
-     * records parses but is no zlib stream */
+     * records parses but is no deflate stream */
     for (uint16_t codec = 2; codec <= 7; codec++) {
         memcpy(b, golden, sizeof b);
         pulse_put_be16(b + 2, codec);
