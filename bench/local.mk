@@ -9,6 +9,8 @@
 #   make bench-compact              compaction and a retention pass
 #   make bench-streams              event streams: delivery latency, idle
 #                                   streams with RSS (BENCH_STREAM_ARGS)
+#   make bench-compress             stored compression (zlib) against none
+#                                   on JSON events (BENCH_COMPRESS_ARGS)
 #
 # BENCH_DIR is where the scratch data goes (a mkdtemp() directory below it,
 # removed at the end). Keep it off the source tree.
@@ -17,7 +19,7 @@ bench_bench_storage_SOURCES = bench/bench_storage.c
 bench_bench_storage_LDADD = libpulsestore.a libpulsecommon.a -lm
 
 EXTRA_DIST += bench/http_bench.sh bench/wrk_bench.lua bench/group_bench.py bench/kafka_bench.sh bench/tls_bench.py bench/stream_bench.py \
-	bench/request_mix.py
+	bench/request_mix.py bench/compress_bench.py
 
 # Compaction throughput and memory, and one retention pass over 10,000
 # segments (JSON lines; see docs/Performance.md).
@@ -47,3 +49,11 @@ bench-streams: $(bin_PROGRAMS)
 	  $(BENCH_STREAM_ARGS)
 
 .PHONY: bench bench-http bench-compact bench-streams
+
+# Stored compression: bytes on disk, publish and fetch CPU per request with
+# and without it (docs/Performance.md "Stored compression").
+BENCH_COMPRESS_ARGS =
+.PHONY: bench-compress
+bench-compress: $(bin_PROGRAMS)
+	python3 $(srcdir)/bench/compress_bench.py --builddir "$(abs_top_builddir)" --dir "$(BENCH_DIR)" \
+	  $(BENCH_COMPRESS_ARGS)
