@@ -11,6 +11,8 @@
 #                                   streams with RSS (BENCH_STREAM_ARGS)
 #   make bench-scale                many partitions: start, stop, idle cost,
 #                                   /metrics and /v1/topics (BENCH_SCALE_ARGS)
+#   make bench-compress             stored compression (zlib) against none
+#                                   on JSON events (BENCH_COMPRESS_ARGS)
 #
 # BENCH_DIR is where the scratch data goes (a mkdtemp() directory below it,
 # removed at the end). Keep it off the source tree.
@@ -19,7 +21,7 @@ bench_bench_storage_SOURCES = bench/bench_storage.c
 bench_bench_storage_LDADD = libpulsestore.a libpulsecommon.a -lm
 
 EXTRA_DIST += bench/http_bench.sh bench/wrk_bench.lua bench/publish_ab.sh bench/group_bench.py bench/kafka_bench.sh bench/tls_bench.py bench/stream_bench.py \
-	bench/request_mix.py bench/scale_bench.py
+	bench/request_mix.py bench/scale_bench.py bench/compress_bench.py
 EXTRA_DIST += bench/json_mix.py
 
 # Compaction throughput and memory, and one retention pass over 10,000
@@ -57,3 +59,11 @@ bench-scale: $(bin_PROGRAMS)
 	  $(BENCH_SCALE_ARGS)
 
 .PHONY: bench bench-http bench-compact bench-streams bench-scale
+
+# Stored compression: bytes on disk, publish and fetch CPU per request with
+# and without it (docs/Performance.md "Stored compression").
+BENCH_COMPRESS_ARGS =
+.PHONY: bench-compress
+bench-compress: $(bin_PROGRAMS)
+	python3 $(srcdir)/bench/compress_bench.py --builddir "$(abs_top_builddir)" --dir "$(BENCH_DIR)" \
+	  $(BENCH_COMPRESS_ARGS)

@@ -20,17 +20,32 @@ then batchLen bytes holding recordCount records, each
     keyLength u32 + key, valueLength u32 + value (0xFFFFFFFF = null),
     headerCount u32, then headerCount x (keyLen u32, key, valueLen u32, value).
 The CRC32C (Castagnoli) covers the bytes from baseOffset to the end of the
-records.  A raw answer may start with a batch that begins before the
-requested offset; pass --from OFFSET to skip those records.
+records, as stored.  A raw answer may start with a batch that begins before
+the requested offset; pass --from OFFSET to skip those records.
+
+Compression: flags bits 0-2 are the codec of the records section.  0 is
+none; 1 (zlib, a topic created or changed with "compression": "zlib") stores
+the records as a u32 with their uncompressed length followed by one zlib
+raw deflate stream (RFC 1951, no zlib header or Adler-32) of exactly that
+many bytes; after the CRC check, inflate it (Python:
+zlib.decompressobj(wbits=-15)) and read the records from the result as
+above.  Other codecs are refused.  The raw answer carries batches as they
+are stored, so one answer may mix compressed and plain batches.
 """
 
 import argparse
 import struct
 import sys
+import zlib
 
 HEADER = 52
 NULL = 0xFFFFFFFF
 SPARSE_OFFSETS = 0x0008
+CODEC_MASK = 0x0007
+CODEC_NONE = 0
+CODEC_ZLIB = 1
+# The most a batch may inflate to (the broker refuses to read more).
+INFLATED_MAX = 64 * 1024 * 1024
 
 
 def make_table():
@@ -82,6 +97,33 @@ def render(b):
     return "0x" + b.hex()
 
 
+def inflate(section, count):
+    """The records of a zlib batch: its declared length, then one stream."""
+    if len(section) < 4:
+        raise Corrupt("compressed records section of %d bytes has no length" % len(section))
+    (plain_len,) = struct.unpack_from(">I", section, 0)
+    if plain_len > INFLATED_MAX or plain_len < 25 * count:
+        raise Corrupt("compressed records declare %d bytes for %d records" % (plain_len, count))
+    d = zlib.decompressobj(wbits=-15)
+    try:
+        # max_length bounds the output: a stream that would inflate past the
+        # declared length (an inflate bomb) is stopped there.
+        plain = d.decompress(section[4:], plain_len + 1)
+        if len(plain) <= plain_len and not d.eof:
+            plain += d.flush()
+    except zlib.error as e:
+        raise Corrupt("compressed records are not a valid deflate stream: %s" % e)
+    if len(plain) > plain_len:
+        raise Corrupt("compressed records inflate past their declared %d bytes" % plain_len)
+    if not d.eof:
+        raise Corrupt("compressed stream is truncated")
+    if d.unused_data:
+        raise Corrupt("%d bytes follow the compressed stream" % len(d.unused_data))
+    if len(plain) != plain_len:
+        raise Corrupt("compressed records inflate to %d bytes, not the declared %d" % (len(plain), plain_len))
+    return plain
+
+
 def decode(buf, start_offset, out):
     pos = 0
     batches = records = 0
@@ -99,46 +141,60 @@ def decode(buf, start_offset, out):
         if actual != crc:
             raise Corrupt("CRC32C mismatch in batch at position %d (stored %08x, computed %08x)"
                           % (pos, crc, actual))
-        out.write("batch base=%d records=%d bytes=%d first_ts=%d last_ts=%d crc=%08x ok\n"
-                  % (base, count, HEADER + blen, first_ts, last_ts, crc))
-        p = pos + HEADER
-        for _ in range(count):
-            if end - p < 4:
-                raise Corrupt("record length runs past the batch")
-            (rlen,) = struct.unpack_from(">I", buf, p)
-            p += 4
-            rend = p + rlen
-            if rend > end or rlen < 9:
-                raise Corrupt("record of %d bytes does not fit its batch" % rlen)
-            ts_delta, off_delta = struct.unpack_from(">iI", buf, p + 1)
-            limit = (1 << 31) if flags & SPARSE_OFFSETS else count
-            if off_delta >= limit:
-                raise Corrupt("offset delta %d outside the batch" % off_delta)
-            q = p + 9
-            key, q = field(buf, q, rend)
-            value, q = field(buf, q, rend)
-            if rend - q < 4:
-                raise Corrupt("header count runs past the record")
-            (nh,) = struct.unpack_from(">I", buf, q)
-            q += 4
-            headers = []
-            for _ in range(nh):
-                hk, q = field(buf, q, rend)
-                hv, q = field(buf, q, rend)
-                headers.append("%s=%s" % (render(hk), render(hv)))
-            if q != rend:
-                raise Corrupt("record has %d unexplained bytes" % (rend - q))
-            offset = base + off_delta
-            if offset >= start_offset:
-                out.write("  offset=%d timestamp=%d key=%s value=%s headers={%s}\n"
-                          % (offset, first_ts + ts_delta, render(key), render(value), ", ".join(headers)))
-                records += 1
-            p = rend
-        if p != end:
-            raise Corrupt("batch at position %d has %d bytes after its records" % (pos, end - p))
+        codec = flags & CODEC_MASK
+        if codec == CODEC_NONE:
+            recs, p, rec_end = buf, pos + HEADER, end
+        elif codec == CODEC_ZLIB:
+            recs = inflate(buf[pos + HEADER:end], count)
+            p, rec_end = 0, len(recs)
+        else:
+            raise Corrupt("unknown compression codec %d in batch at position %d" % (codec, pos))
+        out.write("batch base=%d records=%d bytes=%d first_ts=%d last_ts=%d crc=%08x%s ok\n"
+                  % (base, count, HEADER + blen, first_ts, last_ts, crc,
+                     " zlib(%d bytes)" % len(recs) if codec == CODEC_ZLIB else ""))
+        p, records = decode_records(recs, p, rec_end, base, first_ts, count, flags, start_offset, out, records)
         batches += 1
         pos = end
     return batches, records
+
+
+def decode_records(buf, p, end, base, first_ts, count, flags, start_offset, out, records):
+    """The records in buf[p:end]; returns (end, records printed so far)."""
+    for _ in range(count):
+        if end - p < 4:
+            raise Corrupt("record length runs past the batch")
+        (rlen,) = struct.unpack_from(">I", buf, p)
+        p += 4
+        rend = p + rlen
+        if rend > end or rlen < 9:
+            raise Corrupt("record of %d bytes does not fit its batch" % rlen)
+        ts_delta, off_delta = struct.unpack_from(">iI", buf, p + 1)
+        limit = (1 << 31) if flags & SPARSE_OFFSETS else count
+        if off_delta >= limit:
+            raise Corrupt("offset delta %d outside the batch" % off_delta)
+        q = p + 9
+        key, q = field(buf, q, rend)
+        value, q = field(buf, q, rend)
+        if rend - q < 4:
+            raise Corrupt("header count runs past the record")
+        (nh,) = struct.unpack_from(">I", buf, q)
+        q += 4
+        headers = []
+        for _ in range(nh):
+            hk, q = field(buf, q, rend)
+            hv, q = field(buf, q, rend)
+            headers.append("%s=%s" % (render(hk), render(hv)))
+        if q != rend:
+            raise Corrupt("record has %d unexplained bytes" % (rend - q))
+        offset = base + off_delta
+        if offset >= start_offset:
+            out.write("  offset=%d timestamp=%d key=%s value=%s headers={%s}\n"
+                      % (offset, first_ts + ts_delta, render(key), render(value), ", ".join(headers)))
+            records += 1
+        p = rend
+    if p != end:
+        raise Corrupt("batch with base offset %d has %d bytes after its records" % (base, end - p))
+    return p, records
 
 
 def main():

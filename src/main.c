@@ -307,7 +307,7 @@ static int run_repair(const struct pulse_broker_config *bcfg)
 /* --adopt-topic: 0 or 1. */
 static int run_adopt(const struct pulse_broker_config *bcfg, const struct mode *mode)
 {
-    struct pulse_topic_spec spec = {mode->adopt, (int32_t)mode->partitions, mode->cleanup, -1, -1, -1};
+    struct pulse_topic_spec spec = {mode->adopt, (int32_t)mode->partitions, mode->cleanup, -1, -1, -1, -1};
     struct pulse_topic_info info;
     char err[1024] = "";
     pulse_status_t st = pulse_broker_adopt_topic(bcfg, &spec, &info, err, sizeof err);

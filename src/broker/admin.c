@@ -166,7 +166,8 @@ static void run_committer_job(struct pulse_broker_admin *a, struct pulse_admin_j
         job->st = pulse_meta_consumer_delete(b->meta, job->name);
         break;
     case PULSE_ADMIN_RETENTION:
-        job->st = pulse_broker_topic_retention_run(b, job->name, job->retention_ms, job->retention_bytes, job->out);
+        job->st = pulse_broker_topic_retention_run(b, job->name, job->retention_ms, job->retention_bytes,
+                                                   job->compression, job->out);
         break;
     case PULSE_ADMIN_DELETE:
         job->st = pulse_broker_topic_delete_unmap(b, job->name, &job->topic);

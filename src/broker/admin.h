@@ -82,9 +82,10 @@ struct pulse_admin_job {
     struct pulse_meta_topic def;
     /* create, retention: the submitter's out-parameter, nullable */
     struct pulse_topic_info **out;
-    /* retention */
+    /* retention (a change of settings) */
     int64_t retention_ms;
     int64_t retention_bytes;
+    int compression; /* -1: unchanged */
     /* delete: the topic on the dying list, between its two steps */
     struct pulse_broker_topic *topic;
     /* read: what it runs, on what, and the submitter's out-parameters */

@@ -151,6 +151,17 @@ pulse_status_t pulse_broker_topic_set_retention_async(struct pulse_broker *b, co
     return b->ops->topic_set_retention_async(b, name, retention_ms, retention_bytes, out, done, arg);
 }
 
+pulse_status_t pulse_broker_topic_change_async(struct pulse_broker *b, const char *name,
+                                               const struct pulse_topic_change *chg, struct pulse_topic_info **out,
+                                               pulse_admin_done_fn done, void *arg)
+{
+    if (b->ops->topic_change_async != NULL)
+        return b->ops->topic_change_async(b, name, chg, out, done, arg);
+    if (chg->compression >= 0)
+        return PULSE_NOT_SUPPORTED;
+    return b->ops->topic_set_retention_async(b, name, chg->retention_ms, chg->retention_bytes, out, done, arg);
+}
+
 pulse_status_t pulse_broker_topic_set_retention(struct pulse_broker *b, const char *name, int64_t retention_ms,
                                                 int64_t retention_bytes, struct pulse_topic_info **out)
 {

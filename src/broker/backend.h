@@ -143,6 +143,10 @@ struct pulse_broker_ops {
     /* metrics with per-partition families summed by topic; NULL: the
      * backend has no per-partition families, metrics answers instead */
     pulse_status_t (*metrics_per_topic)(struct pulse_broker *b, struct pulse_buf *out);
+    /* a change of topic settings beyond retention; NULL: only retention
+     * (pulse_broker_topic_change_async) */
+    pulse_status_t (*topic_change_async)(struct pulse_broker *b, const char *name, const struct pulse_topic_change *chg,
+                                         struct pulse_topic_info **out, pulse_admin_done_fn done, void *arg);
 };
 
 #endif

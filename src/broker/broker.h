@@ -55,6 +55,8 @@ struct pulse_buf;
 #define PULSE_NAME_MAX 249
 
 enum pulse_cleanup { PULSE_CLEANUP_DELETE = 0, PULSE_CLEANUP_COMPACT = 1 };
+/* How a topic's batches are stored (docs/Format.md 1.8). */
+enum pulse_compression { PULSE_COMPRESSION_NONE = 0, PULSE_COMPRESSION_ZLIB = 1 };
 
 /* ---- the broker ------------------------------------------------------- */
 
@@ -118,6 +120,7 @@ struct pulse_topic_spec {
     int64_t retention_ms;    /* >= 0; 0 = off */
     int64_t retention_bytes; /* >= 0; 0 = off */
     int64_t segment_bytes;   /* 1024 .. just under 2 GiB (the local backend's segment limits) */
+    int compression;         /* enum pulse_compression, or -1 (or 0): none */
 };
 
 struct pulse_partition_stats {
@@ -137,6 +140,7 @@ struct pulse_topic_info {
     int64_t segment_bytes;
     int64_t created_at_ms;               /* wall clock */
     struct pulse_partition_stats *stats; /* `partitions` entries; NULL unless asked for */
+    enum pulse_compression compression;
 };
 
 /* Frees one info (and its stats). NULL is a no-op. */
@@ -192,6 +196,24 @@ pulse_status_t pulse_broker_topic_list(struct pulse_broker *b, bool with_stats, 
 pulse_status_t pulse_broker_topic_set_retention_async(struct pulse_broker *b, const char *name, int64_t retention_ms,
                                                       int64_t retention_bytes, struct pulse_topic_info **out,
                                                       pulse_admin_done_fn done, void *arg);
+
+/* A change of a topic's settings; a negative member keeps that value. */
+struct pulse_topic_change {
+    int64_t retention_ms;
+    int64_t retention_bytes;
+    int compression; /* enum pulse_compression, or -1 */
+};
+
+/*
+ * pulse_broker_topic_set_retention_async for every setting that may change
+ * after a create: retention, and the compression of the batches written
+ * from then on (batches already stored keep theirs; a reader takes each
+ * batch's own). Same completion, threads and statuses; a backend without
+ * compression answers a change of it with PULSE_NOT_SUPPORTED at once.
+ */
+pulse_status_t pulse_broker_topic_change_async(struct pulse_broker *b, const char *name,
+                                               const struct pulse_topic_change *chg, struct pulse_topic_info **out,
+                                               pulse_admin_done_fn done, void *arg);
 
 /* Blocking form of pulse_broker_topic_set_retention_async. */
 pulse_status_t pulse_broker_topic_set_retention(struct pulse_broker *b, const char *name, int64_t retention_ms,
@@ -388,8 +410,10 @@ pulse_status_t pulse_broker_fetch_read(struct pulse_broker *b, struct pulse_fetc
 /*
  * The next record of f, in offset order over everything read so far:
  * PULSE_OK with *rec filled (its bytes borrowed from f until it is
- * destroyed), PULSE_EOF after the last one (a later read adds more, and the
- * walk goes on from there).
+ * destroyed; local backend, a record of a compressed batch: only until the
+ * next call of pulse_broker_fetch_next or _rewind, since one inflated batch
+ * is kept at a time), PULSE_EOF after the last one (a later read adds more,
+ * and the walk goes on from there).
  */
 pulse_status_t pulse_broker_fetch_next(struct pulse_fetch *f, struct pulse_record *rec);
 

@@ -67,6 +67,9 @@ struct pulse_broker_topic {
     uint64_t uid;
     uint32_t nparts;
     enum pulse_cleanup cleanup;
+    /* enum pulse_compression of the batches publish writes and compaction
+     * rewrites; changed by the committer (a PATCH), read by any thread. */
+    atomic_int compression;
     _Atomic int64_t retention_ms;
     _Atomic int64_t retention_bytes;
     int64_t segment_bytes;
@@ -250,10 +253,12 @@ pulse_status_t pulse_broker_topic_delete_finish(struct pulse_local *b, struct pu
 pulse_status_t pulse_broker_topic_create_run(struct pulse_local *b, const struct pulse_meta_topic *def,
                                              struct pulse_topic_info **out, char *errbuf, size_t errlen);
 
-/* A retention change. Thread: the committer only (ordered with deletes).
- * Blocks on the metadata sync write. */
+/* A retention (and compression: -1 keeps it) change. Thread: the
+ * committer only (ordered with deletes). Blocks on the metadata sync
+ * write. */
 pulse_status_t pulse_broker_topic_retention_run(struct pulse_local *b, const char *name, int64_t retention_ms,
-                                                int64_t retention_bytes, struct pulse_topic_info **out);
+                                                int64_t retention_bytes, int compression,
+                                                struct pulse_topic_info **out);
 
 /* Validates and writes a group of queued cursor commits in one sync batch,
  * setting each job's status (and errbuf). Thread: the committer only. */
@@ -361,6 +366,9 @@ pulse_status_t pulse_local_topic_list(struct pulse_broker *base, bool with_stats
 pulse_status_t pulse_local_topic_set_retention_async(struct pulse_broker *base, const char *name, int64_t retention_ms,
                                                      int64_t retention_bytes, struct pulse_topic_info **out,
                                                      pulse_admin_done_fn done, void *arg);
+pulse_status_t pulse_local_topic_change_async(struct pulse_broker *base, const char *name,
+                                              const struct pulse_topic_change *chg, struct pulse_topic_info **out,
+                                              pulse_admin_done_fn done, void *arg);
 pulse_status_t pulse_local_topic_delete_async(struct pulse_broker *base, const char *name, pulse_admin_done_fn done,
                                               void *arg);
 pulse_status_t pulse_local_publish(struct pulse_broker *base, const char *topic,

@@ -841,13 +841,15 @@ static pulse_status_t refuse_lost(struct pulse_local *b, const struct reconcile 
 static bool same_def(const struct pulse_meta_topic *a, const struct pulse_meta_topic *b)
 {
     return strcmp(a->name, b->name) == 0 && a->partitions == b->partitions && a->cleanup == b->cleanup &&
-           a->retention_ms == b->retention_ms && a->retention_bytes == b->retention_bytes &&
-           a->segment_bytes == b->segment_bytes && a->created_at_ms == b->created_at_ms;
+           a->compression == b->compression && a->retention_ms == b->retention_ms &&
+           a->retention_bytes == b->retention_bytes && a->segment_bytes == b->segment_bytes &&
+           a->created_at_ms == b->created_at_ms;
 }
 
 /*
  * A topic with metadata: its definition from the two copies. Only retention
- * changes after a create, and a change writes topic.json before the store
+ * and compression change after a create, and a change writes topic.json
+ * before the store
  * (pulse_broker_topic_set_retention), so where both are readable the file's
  * retention is never older than the store's: it is the newer of the two
  * (a crash between the writes leaves an unanswered change applied; a store
@@ -868,14 +870,18 @@ static pulse_status_t keep_topic(struct pulse_local *b, struct dir_entry *e, str
             return st;
     }
     remove_temps(b, e->name);
-    if (e->sc.file_st == PULSE_OK &&
-        (f->retention_ms != def.retention_ms || f->retention_bytes != def.retention_bytes)) {
+    /* Compression changes like retention (the same write order): the
+     * file's is the newer too. */
+    if (e->sc.file_st == PULSE_OK && (f->retention_ms != def.retention_ms ||
+                                      f->retention_bytes != def.retention_bytes || f->compression != def.compression)) {
         PULSE_WARN("topic %s: the metadata store had retention_ms=%" PRId64 " retention_bytes=%" PRId64
-                   ", %s the newer retention_ms=%" PRId64 " retention_bytes=%" PRId64 "; the store is updated",
-                   e->name, def.retention_ms, def.retention_bytes, PULSE_BROKER_TOPIC_FILE, f->retention_ms,
-                   f->retention_bytes);
+                   " compression=%s, %s the newer retention_ms=%" PRId64 " retention_bytes=%" PRId64
+                   " compression=%s; the store is updated",
+                   e->name, def.retention_ms, def.retention_bytes, def.compression == 1 ? "zlib" : "none",
+                   PULSE_BROKER_TOPIC_FILE, f->retention_ms, f->retention_bytes, f->compression == 1 ? "zlib" : "none");
         def.retention_ms = f->retention_ms;
         def.retention_bytes = f->retention_bytes;
+        def.compression = f->compression;
         st = pulse_meta_topic_put(b->meta, &def);
         if (st != PULSE_OK)
             return st;
@@ -1383,6 +1389,7 @@ pulse_status_t pulse_broker_adopt_topic(const struct pulse_broker_config *cfg, c
         out->retention_bytes = def.retention_bytes;
         out->segment_bytes = def.segment_bytes;
         out->created_at_ms = def.created_at_ms;
+        out->compression = def.compression == 1 ? PULSE_COMPRESSION_ZLIB : PULSE_COMPRESSION_NONE;
     }
     shell_close(&shell);
     return st;

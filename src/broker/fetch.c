@@ -51,6 +51,7 @@ struct local_fetch {
     size_t bpos;      /* the next batch in it */
     struct pulse_batch_iter it;
     bool in_batch;
+    struct pulse_buf inflated; /* the records of the compressed batch walked (it borrows them) */
 };
 
 static struct local_fetch *fetch_of(struct pulse_fetch *f)
@@ -101,6 +102,7 @@ pulse_status_t pulse_local_fetch_create(struct pulse_broker *base, const char *t
     memcpy(f->topic, topic, strlen(topic) + 1);
     f->partition = partition;
     f->tail = &f->head;
+    pulse_buf_init(&f->inflated, PULSE_BATCH_INFLATED_MAX);
     *out = &f->base;
     return PULSE_OK;
 }
@@ -116,6 +118,7 @@ void pulse_local_fetch_destroy(struct pulse_fetch *fp)
         pulse_free(c);
         c = next;
     }
+    pulse_buf_fini(&f->inflated);
     pulse_free(f);
 }
 
@@ -187,13 +190,14 @@ out:
 /* Opens the batch at *pos in raw[0, len) and moves *pos past it; false at
  * the end of the batches. (They were verified when read, so a batch that
  * does not parse cannot happen; it would end the walk.) */
-static bool batch_at(const uint8_t *raw, size_t len, size_t *pos, struct pulse_batch_iter *it)
+static bool batch_at(const uint8_t *raw, size_t len, size_t *pos, struct pulse_batch_iter *it,
+                     struct pulse_buf *inflated)
 {
     struct pulse_batch_header hdr;
     if (*pos >= len || pulse_batch_parse_header(raw + *pos, len - *pos, &hdr) != PULSE_OK)
         return false;
     size_t total = pulse_batch_total_size(&hdr);
-    if (total > len - *pos || pulse_batch_iter_init(it, raw + *pos, total) != PULSE_OK)
+    if (total > len - *pos || pulse_batch_iter_open(it, raw + *pos, total, inflated) != PULSE_OK)
         return false;
     *pos += total;
     return true;
@@ -220,7 +224,7 @@ pulse_status_t pulse_local_fetch_next(struct pulse_fetch *fp, struct pulse_recor
             f->at = f->head;
             f->bpos = 0;
         }
-        if (batch_at(f->at->buf.data, f->at->buf.len, &f->bpos, &f->it)) {
+        if (batch_at(f->at->buf.data, f->at->buf.len, &f->bpos, &f->it, &f->inflated)) {
             f->in_batch = true;
             continue;
         }

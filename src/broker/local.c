@@ -50,4 +50,5 @@ const struct pulse_broker_ops pulse_local_ops = {
     .group_list = pulse_local_group_list,
     .group_describe_async = pulse_local_group_describe_async,
     .publish_idem = pulse_local_publish_idem,
+    .topic_change_async = pulse_local_topic_change_async,
 };

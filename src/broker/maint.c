@@ -31,6 +31,7 @@
 #include "common/clock.h"
 #include "common/failpoint.h"
 #include "common/log.h"
+#include "storage/batch.h"
 #include "storage/compact.h"
 #include "storage/retention.h"
 
@@ -165,8 +166,12 @@ void pulse_broker_maint_compaction_pass(struct pulse_broker_maint *m)
     ccfg.max_pass_ms = cfg->compaction_max_pass_ms;
     int64_t now_ms = pulse_clock_wall_ms();
     while ((t = next_topic(m, after)) != NULL) {
-        if (t->cleanup == PULSE_CLEANUP_COMPACT)
+        if (t->cleanup == PULSE_CLEANUP_COMPACT) {
+            /* Rewritten batches take the topic's compression of now. */
+            ccfg.codec = atomic_load(&t->compression) == PULSE_COMPRESSION_ZLIB ? PULSE_BATCH_CODEC_ZLIB
+                                                                                : PULSE_BATCH_CODEC_NONE;
             compaction_topic(m, t, &ccfg, now_ms);
+        }
         pulse_broker_topic_release(m->b, t);
     }
     atomic_fetch_add(&m->compaction_passes, 1);

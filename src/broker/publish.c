@@ -319,11 +319,15 @@ static pulse_status_t encode(struct publish_ctx *c)
     if (c->bufs == NULL)
         return PULSE_NOMEM;
     c->nbufs = c->t->nparts;
+    /* The topic's compression as it is now: a PATCH applies from the next
+     * publish on (batches stored keep their own codec). */
+    uint16_t flags = atomic_load(&c->t->compression) == PULSE_COMPRESSION_ZLIB ? PULSE_BATCH_CODEC_ZLIB : 0;
     for (uint32_t p = 0; p < c->t->nparts; p++) {
         pulse_buf_init(&c->bufs[p], PULSE_BROKER_MAX_BATCH_BYTES);
         for (size_t r = c->run_first[p]; r < c->run_end[p]; r++) {
             size_t at = c->bufs[p].len;
-            pulse_status_t st = pulse_batch_encode(&c->bufs[p], 0, 0, &c->grouped[c->runs[r].first], c->runs[r].count);
+            pulse_status_t st = pulse_batch_encode(&c->bufs[p], 0, flags, &c->grouped[c->runs[r].first],
+                                                   c->runs[r].count);
             if (st == PULSE_OK && c->idem != NULL)
                 pulse_batch_set_producer(c->bufs[p].data + at, c->bufs[p].len - at, (uint32_t)(c->idem->khash >> 32),
                                          (uint32_t)c->idem->khash, (int32_t)c->idem->body_fp);

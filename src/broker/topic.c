@@ -378,6 +378,7 @@ static pulse_status_t topic_new(struct pulse_local *b, const struct pulse_meta_t
     t->cleanup = def->cleanup == 1 ? PULSE_CLEANUP_COMPACT : PULSE_CLEANUP_DELETE;
     atomic_init(&t->retention_ms, def->retention_ms);
     atomic_init(&t->retention_bytes, def->retention_bytes);
+    atomic_init(&t->compression, def->compression == 1 ? PULSE_COMPRESSION_ZLIB : PULSE_COMPRESSION_NONE);
     t->segment_bytes = def->segment_bytes;
     t->created_at_ms = def->created_at_ms;
     atomic_init(&t->refs, 1);
@@ -463,6 +464,7 @@ static pulse_status_t make_info(struct pulse_broker_topic *t, bool with_stats, s
     info->cleanup = t->cleanup;
     info->retention_ms = atomic_load(&t->retention_ms);
     info->retention_bytes = atomic_load(&t->retention_bytes);
+    info->compression = (enum pulse_compression)atomic_load(&t->compression);
     info->segment_bytes = t->segment_bytes;
     info->created_at_ms = t->created_at_ms;
     if (with_stats) {
@@ -561,6 +563,11 @@ static pulse_status_t resolve_spec(struct pulse_local *b, const struct pulse_top
         pulse_errbuf_set(errbuf, errlen, "cleanup must be \"delete\" or \"compact\"");
         return PULSE_INVALID;
     }
+    if (spec->compression > PULSE_COMPRESSION_ZLIB) {
+        pulse_errbuf_set(errbuf, errlen, "compression must be \"none\" or \"zlib\"");
+        return PULSE_INVALID;
+    }
+    def->compression = spec->compression == PULSE_COMPRESSION_ZLIB ? 1 : 0;
     def->retention_ms = spec->retention_ms < 0 ? b->cfg.default_retention_ms : spec->retention_ms;
     def->retention_bytes = spec->retention_bytes < 0 ? b->cfg.default_retention_bytes : spec->retention_bytes;
     if (def->retention_ms < 0 || def->retention_bytes < 0) {
@@ -821,18 +828,29 @@ pulse_status_t pulse_local_topic_set_retention_async(struct pulse_broker *base, 
                                                      int64_t retention_bytes, struct pulse_topic_info **out,
                                                      pulse_admin_done_fn done, void *arg)
 {
+    struct pulse_topic_change chg = {retention_ms, retention_bytes, -1};
+    return pulse_local_topic_change_async(base, name, &chg, out, done, arg);
+}
+
+pulse_status_t pulse_local_topic_change_async(struct pulse_broker *base, const char *name,
+                                              const struct pulse_topic_change *chg, struct pulse_topic_info **out,
+                                              pulse_admin_done_fn done, void *arg)
+{
     struct pulse_local *b = pulse_local_of(base);
     pulse_status_t st;
     struct pulse_admin_job *job;
 
     if (!pulse_broker_cname_valid(name))
         return PULSE_TOPIC_NOT_FOUND;
+    if (chg->compression > PULSE_COMPRESSION_ZLIB)
+        return PULSE_INVALID;
     job = pulse_broker_admin_job_create(PULSE_ADMIN_RETENTION, done, arg);
     if (job == NULL)
         return PULSE_NOMEM;
     memcpy(job->name, name, strlen(name) + 1);
-    job->retention_ms = retention_ms;
-    job->retention_bytes = retention_bytes;
+    job->retention_ms = chg->retention_ms;
+    job->retention_bytes = chg->retention_bytes;
+    job->compression = chg->compression < 0 ? -1 : chg->compression;
     job->out = out;
     st = pulse_broker_admin_submit(b->admin, job);
     if (st != PULSE_OK)
@@ -844,7 +862,7 @@ pulse_status_t pulse_local_topic_set_retention_async(struct pulse_broker *base, 
  * found in the map here is not being deleted, so this put can never
  * rewrite the record of a topic whose delete has committed. */
 pulse_status_t pulse_broker_topic_retention_run(struct pulse_local *b, const char *name, int64_t retention_ms,
-                                                int64_t retention_bytes, struct pulse_topic_info **out)
+                                                int64_t retention_bytes, int compression, struct pulse_topic_info **out)
 {
     pulse_status_t st;
     struct pulse_broker_topic *t;
@@ -862,6 +880,7 @@ pulse_status_t pulse_broker_topic_retention_run(struct pulse_local *b, const cha
     def.cleanup = t->cleanup;
     def.retention_ms = retention_ms >= 0 ? retention_ms : atomic_load(&t->retention_ms);
     def.retention_bytes = retention_bytes >= 0 ? retention_bytes : atomic_load(&t->retention_bytes);
+    def.compression = compression >= 0 ? compression : atomic_load(&t->compression);
     def.segment_bytes = t->segment_bytes;
     def.created_at_ms = t->created_at_ms;
     /*
@@ -879,6 +898,7 @@ pulse_status_t pulse_broker_topic_retention_run(struct pulse_local *b, const cha
     old = def;
     old.retention_ms = atomic_load(&t->retention_ms);
     old.retention_bytes = atomic_load(&t->retention_bytes);
+    old.compression = atomic_load(&t->compression);
     st = pulse_broker_topic_file_write(b, &def);
     if (st != PULSE_OK)
         goto out;
@@ -894,6 +914,7 @@ pulse_status_t pulse_broker_topic_retention_run(struct pulse_local *b, const cha
     }
     atomic_store(&t->retention_ms, def.retention_ms);
     atomic_store(&t->retention_bytes, def.retention_bytes);
+    atomic_store(&t->compression, def.compression);
     if (out != NULL)
         st = make_info(t, true, out);
 out:

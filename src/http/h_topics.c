@@ -65,12 +65,32 @@ json_t *pulse_h_topics_object(const struct pulse_topic_info *info)
     }
     /* A negative value is one the backend does not know (Kafka: topic
      * configs and creation time are not read): null (docs/API.md). */
-    return json_pack("{s:s,s:I,s:s,s:o,s:o,s:o,s:o,s:o}", "name", info->name, "partitions",
+    return json_pack("{s:s,s:I,s:s,s:o,s:o,s:o,s:o,s:o,s:s}", "name", info->name, "partitions",
                      (json_int_t)info->partitions, "cleanup",
                      info->cleanup == PULSE_CLEANUP_COMPACT ? "compact" : "delete", "retention_ms",
                      known(info->retention_ms), "retention_bytes", known(info->retention_bytes), "segment_bytes",
                      known(info->segment_bytes), "created_at",
-                     info->created_at_ms < 0 ? json_null() : json_string(created), "partition_stats", stats);
+                     info->created_at_ms < 0 ? json_null() : json_string(created), "partition_stats", stats,
+                     "compression", info->compression == PULSE_COMPRESSION_ZLIB ? "zlib" : "none");
+}
+
+/* The optional "compression" member ("none" or "zlib") into *out (left
+ * alone when absent); false after answering 400. */
+static bool compression_field(struct pulse_hreq *r, json_t *body, int *out)
+{
+    json_t *v = json_object_get(body, "compression");
+    if (v == NULL)
+        return true;
+    const char *c = json_string_value(v);
+    if (c != NULL && strlen(c) == json_string_length(v) && strcmp(c, "none") == 0) {
+        *out = PULSE_COMPRESSION_NONE;
+    } else if (c != NULL && strlen(c) == json_string_length(v) && strcmp(c, "zlib") == 0) {
+        *out = PULSE_COMPRESSION_ZLIB;
+    } else {
+        pulse_server_reply_error(r, 400, "invalid_request", "\"compression\" must be \"none\" or \"zlib\"");
+        return false;
+    }
+    return true;
 }
 
 static void reply_topic(struct pulse_hreq *r, unsigned status, struct pulse_topic_info *info)
@@ -164,8 +184,8 @@ static void create_resume(struct pulse_hreq *r)
 
 void pulse_h_topics_create(struct pulse_hreq *r)
 {
-    static const char *const allowed[] = {"name",          "partitions", "cleanup", "retention_ms", "retention_bytes",
-                                          "segment_bytes", NULL};
+    static const char *const allowed[] = {"name",          "partitions",  "cleanup", "retention_ms", "retention_bytes",
+                                          "segment_bytes", "compression", NULL};
     json_t *body = pulse_server_body_object(r);
     if (body == NULL)
         return;
@@ -187,7 +207,7 @@ void pulse_h_topics_create(struct pulse_hreq *r)
     /* The route's grant names the topic in the body: admin on it. */
     if (!pulse_server_authorize(r, PULSE_GRANT_ADMIN, nm))
         return;
-    struct pulse_topic_spec spec = {nm, -1, -1, -1, -1, -1};
+    struct pulse_topic_spec spec = {nm, -1, -1, -1, -1, -1, -1};
     int64_t v = 0;
     bool present = false;
     if (!pulse_server_int_field(r, body, "partitions", 1, 256, &v, &present))
@@ -206,6 +226,8 @@ void pulse_h_topics_create(struct pulse_hreq *r)
             return;
         }
     }
+    if (!compression_field(r, body, &spec.compression))
+        return;
     if (!pulse_server_int_field(r, body, "retention_ms", 0, INT64_MAX, &spec.retention_ms, NULL))
         return;
     if (!pulse_server_int_field(r, body, "retention_bytes", 0, INT64_MAX, &spec.retention_bytes, NULL))
@@ -260,30 +282,33 @@ static void patch_resume(struct pulse_hreq *r)
 
 void pulse_h_topics_patch(struct pulse_hreq *r)
 {
-    static const char *const allowed[] = {"retention_ms", "retention_bytes", NULL};
+    static const char *const allowed[] = {"retention_ms", "retention_bytes", "compression", NULL};
     if (!pulse_server_path_topic(r))
         return;
     json_t *body = pulse_server_body_object(r);
     if (body == NULL)
         return;
-    if (!pulse_server_only_fields(r, body, allowed, "a topic change (only retention_ms and retention_bytes)"))
+    if (!pulse_server_only_fields(r, body, allowed,
+                                  "a topic change (only retention_ms, retention_bytes and compression)"))
         return;
     if (json_object_size(body) == 0) {
-        pulse_server_reply_error(r, 400, "invalid_request", "nothing to change: give retention_ms or retention_bytes");
+        pulse_server_reply_error(r, 400, "invalid_request",
+                                 "nothing to change: give retention_ms, retention_bytes or compression");
         return;
     }
-    int64_t rms = -1;
-    int64_t rbytes = -1;
-    if (!pulse_server_int_field(r, body, "retention_ms", 0, INT64_MAX, &rms, NULL))
+    struct pulse_topic_change chg = {-1, -1, -1};
+    if (!pulse_server_int_field(r, body, "retention_ms", 0, INT64_MAX, &chg.retention_ms, NULL))
         return;
-    if (!pulse_server_int_field(r, body, "retention_bytes", 0, INT64_MAX, &rbytes, NULL))
+    if (!pulse_server_int_field(r, body, "retention_bytes", 0, INT64_MAX, &chg.retention_bytes, NULL))
+        return;
+    if (!compression_field(r, body, &chg.compression))
         return;
     struct change_state *cs = change_state_new(r);
     if (cs == NULL)
         return;
     pulse_server_suspend(r, patch_resume);
-    pulse_status_t st = pulse_broker_topic_set_retention_async(r->srv->broker, r->topic, rms, rbytes, &cs->info,
-                                                               pulse_server_on_done, r);
+    pulse_status_t st = pulse_broker_topic_change_async(r->srv->broker, r->topic, &chg, &cs->info, pulse_server_on_done,
+                                                        r);
     if (st != PULSE_OK)
         pulse_server_wake(r, st);
 }

@@ -213,6 +213,12 @@ pulse_status_t pulse_kafka_topic_create_async(struct pulse_broker *b, const stru
         pulse_errbuf_set(errbuf, errlen, "partitions must be 1..256");
         return PULSE_INVALID;
     }
+    /* Pulse's zlib batches are the local engine's format; Kafka compresses
+     * on its producers' terms. */
+    if (spec->compression > 0) {
+        pulse_errbuf_set(errbuf, errlen, "compression is a setting of the local backend only");
+        return PULSE_NOT_SUPPORTED;
+    }
     struct kjob *j = new_job(JOB_CREATE, spec->name, done, arg);
     if (j == NULL)
         return PULSE_NOMEM;

@@ -466,10 +466,17 @@ static json_t *load_json(const char *val, size_t vlen)
 
 json_t *pulse_meta_topic_to_doc(const struct pulse_meta_topic *t)
 {
-    return json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I}", "name", t->name, "partitions", (json_int_t)t->partitions,
-                     "cleanup", t->cleanup == 1 ? "compact" : "delete", "retention_ms", (json_int_t)t->retention_ms,
-                     "retention_bytes", (json_int_t)t->retention_bytes, "segment_bytes", (json_int_t)t->segment_bytes,
-                     "created_at_ms", (json_int_t)t->created_at_ms);
+    json_t *doc = json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I}", "name", t->name, "partitions",
+                            (json_int_t)t->partitions, "cleanup", t->cleanup == 1 ? "compact" : "delete",
+                            "retention_ms", (json_int_t)t->retention_ms, "retention_bytes",
+                            (json_int_t)t->retention_bytes, "segment_bytes", (json_int_t)t->segment_bytes,
+                            "created_at_ms", (json_int_t)t->created_at_ms);
+    /* Only when on: see struct pulse_meta_topic. */
+    if (doc != NULL && t->compression == 1 && json_object_set_new(doc, "compression", json_string("zlib")) != 0) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    return doc;
 }
 
 pulse_status_t pulse_meta_topic_from_doc(json_t *doc, struct pulse_meta_topic *out)
@@ -494,6 +501,15 @@ pulse_status_t pulse_meta_topic_from_doc(json_t *doc, struct pulse_meta_topic *o
         out->cleanup = 1;
     else
         goto out;
+    /* Optional: absent means none (a record of an earlier version). */
+    json_t *comp = json_object_get(doc, "compression");
+    if (comp != NULL) {
+        const char *c = json_string_value(comp);
+        if (c != NULL && strcmp(c, "zlib") == 0)
+            out->compression = 1;
+        else if (c == NULL || strcmp(c, "none") != 0)
+            goto out;
+    }
     memcpy(out->name, name, strlen(name) + 1);
     out->partitions = (uint32_t)parts;
     out->retention_ms = rms;

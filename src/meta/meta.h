@@ -61,11 +61,15 @@ struct pulse_meta;
 #define PULSE_META_MAX_OPEN_FILES 64
 #define PULSE_META_ID_LEN 16
 
-/* A topic definition as stored. cleanup: 0 = delete, 1 = compact. */
+/* A topic definition as stored. cleanup: 0 = delete, 1 = compact.
+ * compression: 0 = none, 1 = zlib (stored as "compression":"zlib"; the
+ * member is left out for none, so a topic without compression keeps the
+ * record and topic.json of earlier versions byte for byte). */
 struct pulse_meta_topic {
     char name[PULSE_META_NAME_MAX + 1];
     uint32_t partitions;
     int cleanup;
+    int compression;
     int64_t retention_ms;
     int64_t retention_bytes;
     int64_t segment_bytes;

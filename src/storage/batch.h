@@ -17,6 +17,18 @@
  * strictly increase. No input makes the decoder read outside the buffer it
  * was given.
  *
+ * Compression (docs/Format.md 1.8): flags bits 0-2 name the codec of the
+ * records section. 0 is none; 1 (PULSE_BATCH_CODEC_ZLIB) stores the
+ * records as a 4-byte big-endian length of the plain records section
+ * followed by one raw deflate stream (RFC 1951, zlib's deflate without
+ * its header and Adler-32) of exactly those bytes. The CRC
+ * covers the stored (compressed) bytes. Reading such a batch inflates its
+ * records into a buffer the caller owns (pulse_batch_iter_open), never
+ * past the declared length, itself capped by PULSE_BATCH_INFLATED_MAX: a
+ * stream that inflates to more, to less, that is truncated, or that is
+ * followed by other bytes is a CRC-valid but invalid batch (CORRUPT).
+ * Codecs 2-7 are refused like any unknown flag.
+ *
  * Thread: any; no function keeps state between calls. Locks: none.
  *
  * Lengths of 0xFFFFFFFF (PULSE_BATCH_NULL) mean "null" for keys and values;
@@ -40,6 +52,13 @@ struct pulse_record;
 #define PULSE_BATCH_VERSION 0x01u
 #define PULSE_BATCH_FLAG_SPARSE 0x0008u
 #define PULSE_BATCH_FLAG_CODEC_MASK 0x0007u
+/* Codec values of flags bits 0-2. */
+#define PULSE_BATCH_CODEC_NONE 0u
+#define PULSE_BATCH_CODEC_ZLIB 1u
+/* The largest plain records section a compressed batch may declare (and
+ * the most a reader ever inflates for one batch): the broker's largest
+ * publish. A larger batch is written uncompressed. */
+#define PULSE_BATCH_INFLATED_MAX (64u * 1024 * 1024)
 #define PULSE_BATCH_NULL 0xFFFFFFFFu
 /* Smallest possible record: length(4) attributes(1) tsDelta(4) offDelta(4)
  * keyLen(4) valueLen(4) headerCount(4). */
@@ -106,25 +125,32 @@ struct pulse_header_view {
 
 /* Iterates the records of one verified batch. */
 struct pulse_batch_iter {
-    const uint8_t *buf; /* the whole batch */
+    const uint8_t *buf; /* the whole batch, as stored */
     size_t len;
     struct pulse_batch_header hdr;
-    size_t pos;         /* next record position within buf */
-    uint32_t index;     /* records returned so far */
-    int64_t last_delta; /* offsetDelta of the previous record, -1 at start */
+    const uint8_t *recs; /* the plain records section: in buf, or inflated into the caller's scratch */
+    size_t recs_len;
+    size_t pos;          /* next record position within recs */
+    uint32_t index;      /* records returned so far */
+    int64_t last_delta;  /* offsetDelta of the previous record, -1 at start */
+    const char *problem; /* static text: why open or next said CORRUPT, else NULL */
 };
 
 /*
  * Encodes one batch and appends it to out. base_offset goes into the header
- * (the log overwrites it at append time). flags: 0 or PULSE_BATCH_FLAG_SPARSE;
+ * (the log overwrites it at append time). flags: 0 or PULSE_BATCH_FLAG_SPARSE,
+ * optionally with a codec in bits 0-2 (PULSE_BATCH_CODEC_ZLIB: the records
+ * are deflated; when that would not make the batch smaller, or the records
+ * pass PULSE_BATCH_INFLATED_MAX, the batch is written uncompressed instead,
+ * so a reader must look at each batch's own flags);
  * without SPARSE, record i gets offsetDelta i and recs[i].offset_delta is
  * ignored; with SPARSE, offset deltas must be strictly increasing and < 2^31.
  * firstTimestamp is recs[0].timestamp and lastTimestamp recs[n-1].timestamp.
  * Returns PULSE_RANGE (and appends nothing) if any timestamp is more than an
  * int32 of milliseconds away from the first: the caller must split the batch
  * rather than let a delta wrap. PULSE_INVALID for n == 0 or bad deltas;
- * PULSE_TOO_LARGE if the buffer cap or the 32-bit lengths would be passed.
- * On failure out is as it was.
+ * PULSE_TOO_LARGE if the buffer cap or the 32-bit lengths would be passed;
+ * PULSE_NOMEM. On failure out is as it was.
  */
 pulse_status_t pulse_batch_encode(struct pulse_buf *out, int64_t base_offset, uint16_t flags,
                                   const struct pulse_record_in *recs, size_t n);
@@ -135,8 +161,9 @@ size_t pulse_batch_encoded_size(const struct pulse_record_in *recs, size_t n);
 
 /*
  * Parses and sanity-checks the 52-byte header at buf (len bytes available,
- * which may be more or less than one batch). Checks magic, version, and
- * that recordCount records could fit batchLen. Does not verify the CRC.
+ * which may be more or less than one batch). Checks magic, version, flags
+ * (codec 0 or 1), and that recordCount records could fit batchLen (for a
+ * compressed batch: PULSE_BATCH_INFLATED_MAX). Does not verify the CRC.
  * PULSE_EOF if len < 52 or len < 52 + batchLen (torn / incomplete; in the
  * second case the header itself is sane and *hdr is filled all the same),
  * PULSE_CORRUPT for a bad header (*hdr untouched).
@@ -150,17 +177,44 @@ static inline size_t pulse_batch_total_size(const struct pulse_batch_header *hdr
 }
 
 /*
- * Full validation of the batch at the start of buf: header, CRC, then every
- * record's framing and offset bound. On success *hdr is filled and
- * *last_offset_out (nullable) gets the offset of its last record.
- * PULSE_EOF when the buffer holds less than a whole batch, PULSE_CORRUPT for
- * anything that fails validation.
+ * Full validation of the batch at the start of buf: header, CRC, then (for
+ * a compressed batch) the inflation of its records, then every record's
+ * framing and offset bound. On success *hdr is filled and *last_offset_out
+ * (nullable) gets the offset of its last record. PULSE_EOF when the buffer
+ * holds less than a whole batch, PULSE_CORRUPT for anything that fails
+ * validation, PULSE_NOMEM when a compressed batch cannot be inflated for
+ * want of memory (not a verdict on the batch). A compressed batch is
+ * inflated into a buffer allocated and freed inside the call;
+ * pulse_batch_verify_in uses the caller's scratch (pulse_buf_init'ed with a
+ * max of at least PULSE_BATCH_INFLATED_MAX; its contents are replaced)
+ * instead, so that a loop reuses one allocation.
  */
 pulse_status_t pulse_batch_verify(const uint8_t *buf, size_t len, struct pulse_batch_header *hdr,
                                   int64_t *last_offset_out);
+pulse_status_t pulse_batch_verify_in(const uint8_t *buf, size_t len, struct pulse_buf *scratch,
+                                     struct pulse_batch_header *hdr, int64_t *last_offset_out);
 
-/* Starts iterating a batch that pulse_batch_verify accepted. */
+/*
+ * Starts iterating a batch (pulse_batch_verify accepted it, or the caller
+ * wants to know why not: it->problem). An uncompressed batch is read where
+ * it is; a compressed one is inflated into scratch (the caller's,
+ * pulse_buf_init'ed with a max of at least PULSE_BATCH_INFLATED_MAX; its
+ * contents are replaced, and the records borrow from it until it changes).
+ * PULSE_EOF / PULSE_CORRUPT as pulse_batch_parse_header, PULSE_CORRUPT for
+ * compressed records that do not inflate to exactly the declared length
+ * (it->problem says how), PULSE_NOMEM. pulse_batch_iter_init is
+ * pulse_batch_iter_open without scratch: it refuses a compressed batch
+ * (PULSE_INVALID), so only code that knows its batches are plain uses it.
+ */
+pulse_status_t pulse_batch_iter_open(struct pulse_batch_iter *it, const uint8_t *buf, size_t len,
+                                     struct pulse_buf *scratch);
 pulse_status_t pulse_batch_iter_init(struct pulse_batch_iter *it, const uint8_t *buf, size_t len);
+
+/* The codec of a parsed header (flags bits 0-2). */
+static inline unsigned pulse_batch_codec(const struct pulse_batch_header *hdr)
+{
+    return hdr->flags & PULSE_BATCH_FLAG_CODEC_MASK;
+}
 
 /* Next record: PULSE_OK with *rec filled, PULSE_EOF after the last one,
  * PULSE_CORRUPT on bad framing (possible only if the batch was not verified). */

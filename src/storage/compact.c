@@ -279,6 +279,8 @@ struct pass {
     bool unsynced_deletions; /* drop_dead removed a segment since the last directory fsync */
     int64_t t0_us;           /* when the pass started, against max_pass_ms */
     struct pulse_compact_result res;
+    struct pulse_buf inflated; /* the records of the compressed batch being walked */
+    bool batch_compressed;     /* the batch being walked was stored compressed */
 };
 
 static bool in_slice(const struct pass *p, uint64_t h)
@@ -313,7 +315,8 @@ static pulse_status_t walk_records(struct pass *p, const struct pulse_plog_segre
         struct pulse_record_view rec;
 
         p->bytes_read += it.end - it.pos;
-        st = pulse_batch_iter_init(&bi, it.batch, (size_t)(it.end - it.pos));
+        p->batch_compressed = pulse_batch_codec(&it.hdr) != PULSE_BATCH_CODEC_NONE;
+        st = pulse_batch_iter_open(&bi, it.batch, (size_t)(it.end - it.pos), &p->inflated);
         while (st == PULSE_OK && (st = pulse_batch_iter_next(&bi, &rec)) == PULSE_OK)
             st = fn(p, &rec, arg);
         if (st == PULSE_EOF)
@@ -562,7 +565,8 @@ static pulse_status_t writer_flush(struct writer *w)
         }
     }
     pulse_buf_reset(&w->out);
-    st = pulse_batch_encode(&w->out, w->recs[0].offset, PULSE_BATCH_FLAG_SPARSE, w->ins, w->n);
+    st = pulse_batch_encode(&w->out, w->recs[0].offset, (uint16_t)(PULSE_BATCH_FLAG_SPARSE | w->cfg->codec), w->ins,
+                            w->n);
     if (st != PULSE_OK) {
         PULSE_ERROR("compact: re-encoding %zu records at offset %" PRId64 " failed: %s", w->n, w->recs[0].offset,
                     pulse_status_name(st));
@@ -709,6 +713,8 @@ static bool keep_record(const struct pass *p, const struct pulse_record_view *re
 struct seg_eval {
     uint64_t dropped, expired, kept;
     bool unusable;       /* a bad batch, or bytes past its valid end: leave it alone */
+    bool compressed;     /* it holds compressed batches */
+    struct sizer all;    /* every record's size, plain, as if all survived */
     struct sizer alone;  /* the survivors' size as a group of their own */
     struct sizer joined; /* the open group's size with this segment added */
 };
@@ -720,8 +726,10 @@ struct group {
     const struct pulse_plog_segref **mem;
     size_t n;
     struct sizer size;
+    struct sizer all; /* a group of one: the plain size of all its records */
     uint64_t dropped, expired, kept;
     bool unusable;
+    bool compressed;
 };
 
 /* The record step of evaluate: the survival rule, counted and sized. */
@@ -735,6 +743,8 @@ static pulse_status_t eval_record(struct pass *p, const struct pulse_record_view
     struct eval_walk *ew = arg;
     bool expired;
 
+    sizer_add(&ew->ev->all, p->cfg, rec);
+    ew->ev->compressed = ew->ev->compressed || p->batch_compressed;
     if (!keep_record(p, rec, &expired)) {
         ew->ev->dropped++;
         ew->ev->expired += expired;
@@ -983,6 +993,9 @@ static pulse_status_t finish_single(struct pass *p, const struct group *g)
     const struct pulse_plog_segref *cap = g->mem[0];
     uint64_t predicted = sizer_total(&g->size), size = cap->size;
     uint64_t after = size;
+    /* What the prediction (plain) is compared with: the segment's size, or,
+     * when compression is on either side, its plain size. */
+    uint64_t base = p->cfg->codec != PULSE_BATCH_CODEC_NONE || g->compressed ? sizer_total(&g->all) : size;
     bool committed = false;
     pulse_status_t st = PULSE_OK;
 
@@ -991,7 +1004,7 @@ static pulse_status_t finish_single(struct pass *p, const struct group *g)
     /* Gain gate: a rewrite costs I/O; skip it unless it pays, or it removes
      * an expired tombstone (which only a rewrite can ever remove). The
      * size is known before anything is written. */
-    if (g->expired == 0 && (predicted >= size || (double)(size - predicted) < p->cfg->min_gain_ratio * (double)size)) {
+    if (g->expired == 0 && (predicted >= base || (double)(base - predicted) < p->cfg->min_gain_ratio * (double)base)) {
         p->res.skipped_by_gain_gate++;
         goto out;
     }
@@ -1048,6 +1061,8 @@ static void group_start(struct group *g, const struct pulse_plog_segref *cap, co
     g->mem[0] = cap;
     g->n = 1;
     g->size = ev->alone;
+    g->all = ev->all;
+    g->compressed = ev->compressed;
     g->dropped = ev->dropped;
     g->expired = ev->expired;
     g->kept = ev->kept;
@@ -1241,7 +1256,7 @@ static bool config_valid(const struct pulse_compact_config *cfg)
 {
     return cfg->max_keys > 0 && cfg->max_bytes_per_pass > 0 && cfg->max_pass_ms >= 0 && cfg->batch_max_records > 0 &&
            cfg->batch_max_bytes > PULSE_BATCH_HEADER_SIZE && cfg->tombstone_retention_ms >= 0 &&
-           cfg->min_gain_ratio >= 0.0;
+           cfg->min_gain_ratio >= 0.0 && (cfg->codec == PULSE_BATCH_CODEC_NONE || cfg->codec == PULSE_BATCH_CODEC_ZLIB);
 }
 
 /* Steps 2 to 5 over a captured list caps[0..n), the last one active. */
@@ -1285,6 +1300,7 @@ pulse_status_t pulse_compact_run(struct pulse_compact *comp, struct pulse_plog *
     p.cfg = cfg;
     p.now_ms = now_ms;
     p.t0_us = pulse_clock_mono_us();
+    pulse_buf_init(&p.inflated, PULSE_BATCH_INFLATED_MAX);
     if (comp == NULL || plog == NULL || cfg == NULL || !config_valid(cfg))
         st = PULSE_INVALID;
     else if (pulse_plog_fenced(plog))
@@ -1308,6 +1324,7 @@ pulse_status_t pulse_compact_run(struct pulse_compact *comp, struct pulse_plog *
                         p.res.segments_scanned, p.res.segments_rewritten, p.res.segments_deleted,
                         p.res.skipped_by_gain_gate);
     kmap_fini(&p.map);
+    pulse_buf_fini(&p.inflated);
     pulse_plog_capture_free(caps, n);
     p.res.duration_us = pulse_clock_mono_us() - p.t0_us;
     if (out != NULL)

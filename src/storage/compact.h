@@ -53,7 +53,8 @@ struct pulse_compact_config {
     uint64_t max_bytes_per_pass;    /* sealed bytes evaluated per pass (>= 1); at least one segment */
     int64_t max_pass_ms;            /* no segment is started after this long; 0 = no time bound */
     uint32_t batch_max_records;     /* records per rewritten batch (>= 1) */
-    uint32_t batch_max_bytes;       /* bytes per rewritten batch, header included */
+    uint32_t batch_max_bytes;       /* bytes per rewritten batch, header included (before compression) */
+    unsigned codec;                 /* PULSE_BATCH_CODEC_* of rewritten batches (the topic's compression) */
 };
 
 /* What one pass did. reclaimed bytes = bytes_before - bytes_after. */
@@ -71,7 +72,10 @@ struct pulse_compact_result {
 };
 
 /* Fills cfg with the defaults above (24 h tombstone retention, gain 0.1,
- * 1<<18 keys, 1 GiB / 5 s per pass, 1000 records / 1 MiB per batch). */
+ * 1<<18 keys, 1 GiB / 5 s per pass, 1000 records / 1 MiB per batch, no
+ * compression). With a codec, or a segment that holds compressed batches,
+ * the gain gate compares the plain size of what survives with the plain
+ * size of the whole segment, since the stored sizes do not compare. */
 void pulse_compact_config_init(struct pulse_compact_config *cfg);
 
 /*

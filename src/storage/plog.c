@@ -427,7 +427,9 @@ static pulse_status_t verify_unit(const uint8_t *buf, size_t len, uint64_t *reco
     if (buf == NULL || len == 0)
         return PULSE_INVALID;
     pulse_segscan_init_mem(&sc, buf, len, PULSE_SEGSCAN_STOP | PULSE_SEGSCAN_ANY_ORDER);
-    while (pulse_segscan_next(&sc, &it) == PULSE_OK && it.kind == PULSE_SEGSCAN_BATCH) {
+    /* (NOMEM, inflating a compressed batch to verify it, is no verdict on
+     * the unit: it is passed on as such.) */
+    while ((st = pulse_segscan_next(&sc, &it)) == PULSE_OK && it.kind == PULSE_SEGSCAN_BATCH) {
         if ((it.hdr.flags & PULSE_BATCH_FLAG_SPARSE) != 0)
             break;
         records += it.hdr.record_count;
@@ -436,7 +438,7 @@ static pulse_status_t verify_unit(const uint8_t *buf, size_t len, uint64_t *reco
         if (it.hdr.last_timestamp > max_ts)
             max_ts = it.hdr.last_timestamp;
     }
-    if (it.kind != PULSE_SEGSCAN_END)
+    if (st == PULSE_OK && it.kind != PULSE_SEGSCAN_END)
         st = PULSE_INVALID; /* damage, or a sparse batch: only compaction writes those */
     pulse_segscan_fini(&sc);
     if (st == PULSE_OK) {

@@ -49,13 +49,15 @@ static pulse_status_t first_record_reaching(struct pulse_plog *plog, int64_t bas
 {
     struct pulse_buf buf;
     struct pulse_slice info;
+    struct pulse_buf inflated;
     struct pulse_batch_iter it;
     struct pulse_record_view rv;
 
     /* One batch: never more than a segment. */
     pulse_buf_init(&buf, (size_t)PULSE_PLOG_MAX_SEGMENT_BYTES);
+    pulse_buf_init(&inflated, PULSE_BATCH_INFLATED_MAX);
     pulse_status_t st = pulse_plog_read(plog, base, 1, &buf, &info);
-    if (st != PULSE_OK || info.len == 0 || pulse_batch_iter_init(&it, buf.data, buf.len) != PULSE_OK)
+    if (st != PULSE_OK || info.len == 0 || pulse_batch_iter_open(&it, buf.data, buf.len, &inflated) != PULSE_OK)
         goto out;
     /* The batch reaches ts, so one of its records does; if compaction left
      * none at or after the start, the batch's end is the answer. */
@@ -67,6 +69,7 @@ static pulse_status_t first_record_reaching(struct pulse_plog *plog, int64_t bas
         }
     }
 out:
+    pulse_buf_fini(&inflated);
     pulse_buf_fini(&buf);
     return st == PULSE_RANGE ? PULSE_OK : st;
 }

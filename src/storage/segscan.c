@@ -58,6 +58,7 @@ void pulse_segscan_init(struct pulse_segscan *sc, const struct pulse_io *io, int
     sc->pos = pos;
     sc->expect = expect;
     sc->limit = limit;
+    pulse_buf_init(&sc->inflated, PULSE_BATCH_INFLATED_MAX);
 }
 
 void pulse_segscan_init_mem(struct pulse_segscan *sc, const uint8_t *buf, size_t len, unsigned mode)
@@ -86,6 +87,7 @@ void pulse_segscan_fini(struct pulse_segscan *sc)
     sc->buf = NULL;
     sc->cap = 0;
     sc->buf_len = 0;
+    pulse_buf_fini(&sc->inflated);
 }
 
 /* Makes [pos, pos + need) readable and points *p at it; need must not pass
@@ -169,7 +171,7 @@ static pulse_status_t header_at(struct pulse_segscan *sc, uint64_t q, uint8_t hr
 
 /* Says why a batch whose header parsed fails pulse_batch_verify; returns
  * whether its CRC matched. */
-static bool explain_verify(const uint8_t *b, size_t total, char *problem)
+static bool explain_verify(struct pulse_segscan *sc, const uint8_t *b, size_t total, char *problem)
 {
     uint32_t crc = pulse_crc32c(0, b + 8, total - 8);
     struct pulse_batch_iter it;
@@ -182,7 +184,14 @@ static bool explain_verify(const uint8_t *b, size_t total, char *problem)
                  (int64_t)pulse_get_be64(b + 8), pulse_get_be32(b + 4), crc);
         return false;
     }
-    if (pulse_batch_iter_init(&it, b, total) != PULSE_OK) {
+    pulse_status_t st = pulse_batch_iter_open(&it, b, total, &sc->inflated);
+    if (st == PULSE_CORRUPT && it.problem != NULL) {
+        /* Compressed records that do not inflate as declared. */
+        snprintf(problem, PULSE_SEGSCAN_PROBLEM_MAX,
+                 "invalid compressed batch with base offset %" PRId64 " (CRC ok): %s", it.hdr.base_offset, it.problem);
+        return true;
+    }
+    if (st != PULSE_OK) {
         snprintf(problem, PULSE_SEGSCAN_PROBLEM_MAX, "bad batch header");
         return true;
     }
@@ -190,10 +199,10 @@ static bool explain_verify(const uint8_t *b, size_t total, char *problem)
         ;
     if (it.index < it.hdr.record_count)
         snprintf(problem, PULSE_SEGSCAN_PROBLEM_MAX,
-                 "record %" PRIu32 " of %" PRIu32 " (at byte +%zu of the batch) has bad framing or offset", it.index,
-                 it.hdr.record_count, it.pos);
+                 "record %" PRIu32 " of %" PRIu32 " (at byte +%zu of the %srecords) has bad framing or offset",
+                 it.index, it.hdr.record_count, it.pos, pulse_batch_codec(&it.hdr) != 0 ? "inflated " : "");
     else
-        snprintf(problem, PULSE_SEGSCAN_PROBLEM_MAX, "batch has %zu bytes after its last record", it.len - it.pos);
+        snprintf(problem, PULSE_SEGSCAN_PROBLEM_MAX, "batch has %zu bytes after its last record", it.recs_len - it.pos);
     return true;
 }
 
@@ -307,9 +316,13 @@ static pulse_status_t check_at(struct pulse_segscan *sc, uint64_t q, char *probl
         st = window(sc, q, (size_t)total, &p);
         if (st != PULSE_OK)
             return st;
-        if (pulse_batch_verify(p, (size_t)total, &hdr, &last) != PULSE_OK) {
+        st = pulse_batch_verify_in(p, (size_t)total, &sc->inflated, &hdr, &last);
+        /* Memory to inflate into is no verdict on the batch. */
+        if (st == PULSE_NOMEM)
+            return st;
+        if (st != PULSE_OK) {
             if (problem != NULL)
-                it->crc_ok = explain_verify(p, (size_t)total, problem);
+                it->crc_ok = explain_verify(sc, p, (size_t)total, problem);
             return PULSE_OK;
         }
     }
@@ -566,6 +579,11 @@ pulse_status_t pulse_segscan_verify(struct pulse_segscan *sc, const struct pulse
     const uint8_t *p;
     pulse_status_t st = window(sc, it->pos, (size_t)(it->end - it->pos), &p);
 
-    *ok_out = st == PULSE_OK && pulse_batch_verify(p, (size_t)(it->end - it->pos), NULL, NULL) == PULSE_OK;
-    return st;
+    if (st != PULSE_OK) {
+        *ok_out = false;
+        return st;
+    }
+    st = pulse_batch_verify_in(p, (size_t)(it->end - it->pos), &sc->inflated, NULL, NULL);
+    *ok_out = st == PULSE_OK;
+    return st == PULSE_NOMEM ? st : PULSE_OK;
 }

@@ -83,6 +83,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "common/status.h"
 #include "storage/batch.h"
 
@@ -115,6 +116,7 @@ struct pulse_segscan {
     size_t cap;
     uint64_t buf_pos;
     size_t buf_len;
+    struct pulse_buf inflated; /* the records of the last compressed batch verified (batch.h) */
 };
 
 enum pulse_segscan_kind {

@@ -211,11 +211,11 @@ static void print_batch_line(const struct pulse_segscan_item *item, bool crc_ok)
                h->producer_id, h->producer_epoch, h->base_sequence);
 }
 
-static void print_records_text(const struct pulse_segscan_item *item)
+static void print_records_text(const struct pulse_segscan_item *item, struct pulse_buf *inflated)
 {
     struct pulse_batch_iter it;
     struct pulse_record_view rec;
-    if (pulse_batch_iter_init(&it, item->batch, (size_t)(item->end - item->pos)) != PULSE_OK)
+    if (pulse_batch_iter_open(&it, item->batch, (size_t)(item->end - item->pos), inflated) != PULSE_OK)
         return;
     while (pulse_batch_iter_next(&it, &rec) == PULSE_OK) {
         printf("  offset=%" PRId64 " timestamp=%" PRId64 " key=", rec.offset, rec.timestamp);
@@ -241,13 +241,13 @@ static void print_records_text(const struct pulse_segscan_item *item)
 /* ---- JSON output ---- */
 
 /* One line per record: the fetch API's record object (common/record.h). */
-static int print_records_json(const char *path, const struct pulse_segscan_item *item)
+static int print_records_json(const char *path, const struct pulse_segscan_item *item, struct pulse_buf *inflated)
 {
     struct pulse_batch_iter it;
     struct pulse_record_view rv;
     struct pulse_buf line;
     int rc = 0;
-    if (pulse_batch_iter_init(&it, item->batch, (size_t)(item->end - item->pos)) != PULSE_OK)
+    if (pulse_batch_iter_open(&it, item->batch, (size_t)(item->end - item->pos), inflated) != PULSE_OK)
         return -1;
     pulse_buf_init(&line, SIZE_MAX);
     while (rc == 0 && pulse_batch_iter_next(&it, &rv) == PULSE_OK) {
@@ -280,12 +280,14 @@ static int cmd_dump(const char *path, bool json)
     struct seg_reader rd;
     struct pulse_segscan sc;
     struct pulse_segscan_item it;
+    struct pulse_buf inflated; /* a compressed batch's records */
     int rc = 0;
 
     if (reader_open(&rd, path) != 0) {
         reader_close(&rd);
         return EXIT_PROBLEM;
     }
+    pulse_buf_init(&inflated, PULSE_BATCH_INFLATED_MAX);
     pulse_segscan_init(&sc, pulse_io_posix(), rd.fd, path, -1, rd.size, 0, 0, INT64_MAX, PULSE_SEGSCAN_ANY_ORDER);
     for (;;) {
         if (pulse_segscan_next(&sc, &it) != PULSE_OK) {
@@ -297,13 +299,13 @@ static int cmd_dump(const char *path, bool json)
             break;
         if (it.kind == PULSE_SEGSCAN_BATCH) {
             if (json) {
-                if (print_records_json(path, &it) != 0) {
+                if (print_records_json(path, &it, &inflated) != 0) {
                     rc = EXIT_PROBLEM;
                     break;
                 }
             } else {
                 print_batch_line(&it, true);
-                print_records_text(&it);
+                print_records_text(&it, &inflated);
             }
             continue;
         }
@@ -321,6 +323,7 @@ static int cmd_dump(const char *path, bool json)
     if (fflush(stdout) != 0)
         rc = EXIT_PROBLEM;
     pulse_segscan_fini(&sc);
+    pulse_buf_fini(&inflated);
     reader_close(&rd);
     return rc;
 }

@@ -7,7 +7,8 @@
  * record and header iterators, and every byte of every slice the decoder
  * hands back is read, so a pointer or length outside the input shows up under
  * ASan. The iterator also runs on batches that failed verification: it must
- * be safe on unverified bytes too.
+ * be safe on unverified bytes too, compressed ones (inflated into a scratch
+ * buffer) included.
  *
  * Built two ways from this one file:
  *   - with --enable-fuzzing (clang, -fsanitize=fuzzer): the libFuzzer target
@@ -20,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "storage/batch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -39,8 +41,12 @@ static void walk_records(const uint8_t *data, size_t size)
 {
     struct pulse_batch_iter it;
     struct pulse_record_view rec;
-    if (pulse_batch_iter_init(&it, data, size) != PULSE_OK)
+    struct pulse_buf inflated; /* a compressed batch's records */
+    pulse_buf_init(&inflated, PULSE_BATCH_INFLATED_MAX);
+    if (pulse_batch_iter_open(&it, data, size, &inflated) != PULSE_OK) {
+        pulse_buf_fini(&inflated);
         return;
+    }
     while (pulse_batch_iter_next(&it, &rec) == PULSE_OK) {
         if (rec.key != NULL)
             touch(rec.key, rec.key_len);
@@ -54,6 +60,7 @@ static void walk_records(const uint8_t *data, size_t size)
                 touch(hv.value, hv.value_len);
         }
     }
+    pulse_buf_fini(&inflated);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -15,7 +15,10 @@ FUZZ_BATCH_CORPUS = \
 	tests/fuzz/corpus/batch/bad-crc \
 	tests/fuzz/corpus/batch/bad-record-length \
 	tests/fuzz/corpus/batch/damaged-then-valid \
-	tests/fuzz/corpus/batch/garbage-between
+	tests/fuzz/corpus/batch/garbage-between \
+	tests/fuzz/corpus/batch/valid-zlib \
+	tests/fuzz/corpus/batch/zlib-trailing-bytes \
+	tests/fuzz/corpus/batch/zlib-truncated
 EXTRA_DIST += $(FUZZ_BATCH_CORPUS)
 
 check_PROGRAMS += tests/fuzz/fuzz_batch_replay tests/fuzz/fuzz_segscan_replay

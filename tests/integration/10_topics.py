@@ -13,7 +13,7 @@ from pulsetest import (eq, check, expect_json, expect_error, expect_keys, expect
                        is_int, main, quote_path, uniq, BACKEND, local_only)
 
 TOPIC_KEYS = ["name", "partitions", "cleanup", "retention_ms", "retention_bytes",
-              "segment_bytes", "created_at", "partition_stats"]
+              "segment_bytes", "created_at", "partition_stats", "compression"]
 STAT_KEYS = ["partition", "log_start_offset", "high_watermark", "size_bytes", "segments"]
 RFC3339_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 

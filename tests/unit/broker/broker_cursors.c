@@ -365,7 +365,7 @@ START_TEST(test_drain_completes_queued_admin_work_then_refuses_more)
 {
     struct pulse_broker *b;
     struct pulse_cursor c = cur("t", 0, 0);
-    struct pulse_topic_spec spec = {"fresh", 2, -1, -1, -1, -1};
+    struct pulse_topic_spec spec = {"fresh", 2, -1, -1, -1, -1, -1};
     struct pulse_topic_info *info = NULL;
     struct admin_done commit[4], create, del, late;
     char err[4][256];

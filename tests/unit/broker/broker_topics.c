@@ -109,7 +109,7 @@ START_TEST(test_topic_create_validates_every_field)
     struct pulse_broker *b = open_default(NULL);
     struct pulse_topic_info *info = NULL;
     char err[256];
-    struct pulse_topic_spec spec = {"t", 0, -1, -1, -1, -1};
+    struct pulse_topic_spec spec = {"t", 0, -1, -1, -1, -1, -1};
 
     ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_INVALID);
     spec.partitions = 257;
@@ -151,7 +151,7 @@ END_TEST
 START_TEST(test_topics_persist_across_reopen_and_list_sorted)
 {
     struct pulse_broker *b = open_default(NULL);
-    struct pulse_topic_spec spec = {"zeta", 3, PULSE_CLEANUP_COMPACT, 1000, 2048, 4096};
+    struct pulse_topic_spec spec = {"zeta", 3, PULSE_CLEANUP_COMPACT, 1000, 2048, 4096, -1};
     struct pulse_topic_info **list = NULL;
     struct pulse_topic_info *info = NULL;
     struct pulse_broker_open_report rep;
@@ -203,7 +203,7 @@ struct create_race {
 static void *create_race_main(void *arg)
 {
     struct create_race *cr = arg;
-    struct pulse_topic_spec spec = {"race", 4, -1, -1, -1, -1};
+    struct pulse_topic_spec spec = {"race", 4, -1, -1, -1, -1, -1};
     char err[128];
 
     cr->st = pulse_broker_topic_create(cr->b, &spec, NULL, err, sizeof err);
@@ -298,7 +298,7 @@ static void run_to_failpoint(const char *fp, void (*fn)(void))
 static void child_create(void)
 {
     struct pulse_broker *b = open_default(NULL);
-    struct pulse_topic_spec spec = {"crashy", 3, -1, -1, -1, -1};
+    struct pulse_topic_spec spec = {"crashy", 3, -1, -1, -1, -1, -1};
     char err[128];
 
     pulse_broker_topic_create(b, &spec, NULL, err, sizeof err);

@@ -63,7 +63,7 @@ struct pulse_broker *open_default(struct pulse_broker_open_report *rep)
 
 void create_topic(struct pulse_broker *b, const char *name, int32_t parts)
 {
-    struct pulse_topic_spec spec = {name, parts, -1, -1, -1, -1};
+    struct pulse_topic_spec spec = {name, parts, -1, -1, -1, -1, -1};
     char err[256] = "";
     pulse_status_t st = pulse_broker_topic_create(b, &spec, NULL, err, sizeof err);
 

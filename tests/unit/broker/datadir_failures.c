@@ -142,7 +142,7 @@ START_TEST(test_failed_metadata_writes_that_take_effect_later_keep_store_and_dir
 {
     struct pulse_broker_open_report rep;
     struct pulse_topic_info *info = NULL;
-    struct pulse_topic_spec spec = {"beta", 2, -1, -1, -1, 2048};
+    struct pulse_topic_spec spec = {"beta", 2, -1, -1, -1, 2048, -1};
     struct pulse_broker *b = open_ok(NULL);
     char err[1024] = "";
 
@@ -195,7 +195,7 @@ END_TEST
  * be written: answered at once with the store's error, never parked. */
 START_TEST(test_create_of_a_stalled_delete_name_fails_at_once_while_the_store_fails)
 {
-    struct pulse_topic_spec spec = {"alpha", 1, -1, -1, -1, 2048};
+    struct pulse_topic_spec spec = {"alpha", 1, -1, -1, -1, 2048, -1};
     struct pulse_broker *b = open_ok(NULL);
     char err[1024] = "";
 
@@ -236,7 +236,7 @@ static int topics_entries(const char *prefix)
 static void create_fails_cleanly(struct pulse_broker *b, struct faultio *fio, enum faultio_op op, unsigned long nth,
                                  unsigned long opens)
 {
-    struct pulse_topic_spec spec = {"alpha", 2, -1, -1, -1, 2048};
+    struct pulse_topic_spec spec = {"alpha", 2, -1, -1, -1, 2048, -1};
     struct pulse_topic_info *info = NULL;
     unsigned long before = faultio_count(fio, FAULTIO_OPEN);
     char err[1024] = "";
@@ -259,7 +259,7 @@ START_TEST(test_failed_directory_steps_of_a_create_leave_no_half_made_topic)
     struct faultio *fio = faultio_create();
     struct pulse_broker_config cfg;
     struct pulse_broker_open_report rep;
-    struct pulse_topic_spec spec = {"alpha", 2, -1, -1, -1, 2048};
+    struct pulse_topic_spec spec = {"alpha", 2, -1, -1, -1, 2048, -1};
     struct pulse_broker *b = NULL;
     char err[1024] = "";
 

@@ -143,7 +143,7 @@ START_TEST(test_damaged_topic_file_without_metadata_refuses_to_start)
 
     /* The named command resolves it, and everything comes back. */
     struct pulse_broker_config cfg;
-    struct pulse_topic_spec spec = {"beta", 1, PULSE_CLEANUP_COMPACT, 3600000, -1, 2048};
+    struct pulse_topic_spec spec = {"beta", 1, PULSE_CLEANUP_COMPACT, 3600000, -1, 2048, -1};
     struct pulse_topic_info info;
     test_config(&cfg);
     ck_assert_int_eq(pulse_broker_adopt_topic(&cfg, &spec, &info, err, sizeof err), PULSE_OK);
@@ -302,8 +302,8 @@ START_TEST(test_adopt_topic_takes_partitions_from_directories_and_refuses_what_i
     struct pulse_topic_info info;
     struct pulse_broker *b = open_ok(NULL);
     struct pulse_buf before, after;
-    struct pulse_topic_spec spec = {"alpha", -1, -1, -1, -1, -1};
-    struct pulse_topic_spec wrong = {"alpha", 2, -1, -1, -1, -1};
+    struct pulse_topic_spec spec = {"alpha", -1, -1, -1, -1, -1, -1};
+    struct pulse_topic_spec wrong = {"alpha", 2, -1, -1, -1, -1, -1};
     char err[1024] = "";
     const char *one[] = {"alpha"};
 
@@ -349,7 +349,7 @@ END_TEST
 START_TEST(test_adopt_topic_refuses_an_unfinished_create)
 {
     struct pulse_broker_config cfg;
-    struct pulse_topic_spec spec = {"alpha", -1, -1, -1, -1, -1};
+    struct pulse_topic_spec spec = {"alpha", -1, -1, -1, -1, -1, -1};
     struct pulse_broker *b = open_ok(NULL);
     char err[1024] = "";
 
@@ -425,7 +425,7 @@ START_TEST(test_failed_marker_and_file_writes_leave_nothing_half_done)
     struct pulse_broker_config cfg;
     struct pulse_broker *b = NULL;
     struct pulse_broker_open_report rep;
-    struct pulse_topic_spec spec = {"alpha", 2, -1, -1, -1, 2048};
+    struct pulse_topic_spec spec = {"alpha", 2, -1, -1, -1, 2048, -1};
     struct pulse_topic_info *info = NULL;
     char err[1024] = "";
 

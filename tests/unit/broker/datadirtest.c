@@ -107,7 +107,7 @@ bool path_exists(const char *rel)
 
 void create(struct pulse_broker *b, const char *name, int32_t parts, int cleanup, int64_t retention_ms)
 {
-    struct pulse_topic_spec spec = {name, parts, cleanup, retention_ms, -1, 2048};
+    struct pulse_topic_spec spec = {name, parts, cleanup, retention_ms, -1, 2048, -1};
     char err[256] = "";
     pulse_status_t st = pulse_broker_topic_create(b, &spec, NULL, err, sizeof err);
 

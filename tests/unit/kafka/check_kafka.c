@@ -79,7 +79,7 @@ static void close_broker(struct pulse_broker *b)
 static void create(struct pulse_broker *b, const char *name, int32_t partitions)
 {
     char err[256] = "";
-    struct pulse_topic_spec spec = {name, partitions, -1, -1, -1, -1};
+    struct pulse_topic_spec spec = {name, partitions, -1, -1, -1, -1, -1};
     ck_assert_msg(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err) == PULSE_OK, "%s", err);
 }
 
@@ -421,7 +421,7 @@ START_TEST(test_a_cluster_that_cannot_be_reached_answers_unavailable_in_bounded_
     struct pulse_offset_pair off;
     char err[256] = "";
     ck_assert_int_eq(pulse_broker_publish_wait(b, "t", &r, 1, &off, err, sizeof err), PULSE_UNAVAILABLE);
-    struct pulse_topic_spec spec = {"t", 1, -1, -1, -1, -1};
+    struct pulse_topic_spec spec = {"t", 1, -1, -1, -1, -1, -1};
     ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_UNAVAILABLE);
     struct pulse_cursor c;
     ck_assert_int_eq(pulse_broker_cursor_get(b, "c", "t", 0, &c), PULSE_UNAVAILABLE);

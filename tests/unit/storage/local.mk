@@ -113,3 +113,18 @@ tests_unit_check_cleanopen_SOURCES = tests/unit/storage/check_cleanopen.c tests/
 tests_unit_check_cleanopen_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_cleanopen_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_cleanopen_LDADD = $(STORE_TEST_LDADD)
+
+# Compressed batches (codec 1, zlib): round trips and hostile streams.
+check_PROGRAMS += tests/unit/check_batch_zlib
+TESTS += tests/unit/check_batch_zlib
+tests_unit_check_batch_zlib_SOURCES = tests/unit/storage/check_batch_zlib.c
+tests_unit_check_batch_zlib_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_batch_zlib_LDADD = libpulsestore_hooks.a libpulsecommon_hooks.a $(CHECK_LDADD)
+
+# The partition log with compressed batches: append, read, recovery, damage.
+check_PROGRAMS += tests/unit/check_plog_zlib
+TESTS += tests/unit/check_plog_zlib
+tests_unit_check_plog_zlib_SOURCES = tests/unit/storage/check_plog_zlib.c tests/unit/storage/plogtest.h
+tests_unit_check_plog_zlib_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_plog_zlib_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_plog_zlib_LDADD = $(STORE_TEST_LDADD)
