@@ -160,17 +160,12 @@ pulse_status_t pulse_damage_write(const struct pulse_io *io, const char *dir, co
         goto out;
     }
     if (n == 0) {
-        if (io->unlink(io, path) < 0) {
+        /* A record already gone may be gone only in the page cache (an
+         * earlier removal whose directory fsync never ran): the directory
+         * is synced all the same, or a power cut brings the record back. */
+        if (pulse_io_remove_file(io, dir, PULSE_DAMAGE_NAME) < 0) {
             int err = errno;
-            if (err == ENOENT)
-                goto out;
-            PULSE_ERROR("damage: unlink %s failed: %s", path, strerror(err));
-            st = pulse_status_from_errno(err);
-            goto out;
-        }
-        if (io->fsync_dir(io, dir) < 0) {
-            int err = errno;
-            PULSE_ERROR("damage: fsync directory %s failed: %s", dir, strerror(err));
+            PULSE_ERROR("damage: removing %s durably failed: %s", path, strerror(err));
             st = pulse_status_from_errno(err);
         }
         goto out;

@@ -635,7 +635,7 @@ START_TEST(test_a_deleted_topic_is_gone_for_every_call_and_the_mock_refuses_what
     pulse_free(cs);
     ck_assert_int_eq(pulse_broker_topic_delete(b, "gone"), PULSE_TOPIC_NOT_FOUND);
     /* What the mock cannot serve. */
-    struct pulse_topic_spec spec = {"gone", 1, -1, -1, -1, -1};
+    struct pulse_topic_spec spec = {"gone", 1, -1, -1, -1, -1, -1};
     err[0] = '\0';
     ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_NOT_SUPPORTED);
     ck_assert_msg(strstr(err, "deleted") != NULL, "%s", err);

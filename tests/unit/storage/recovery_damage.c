@@ -325,6 +325,21 @@ START_TEST(test_unreadable_damage_record_sends_recovery_to_the_full_scan)
 }
 END_TEST
 
+/* Clearing the record when the file is already gone still fsyncs the
+ * directory: the removal that made it go may not be durable yet (a crash
+ * between an unlink and its directory fsync), and a power cut would bring
+ * the stale record back. */
+START_TEST(test_clearing_an_absent_damage_record_still_syncs_the_directory)
+{
+    char *dir = pt_tmpdir();
+    const struct pulse_io *io = faultio_io(g_fio);
+    unsigned long before = faultio_count(g_fio, FAULTIO_FSYNC_DIR);
+    ck_assert_int_eq(pulse_damage_write(io, dir, NULL, 0), PULSE_OK);
+    ck_assert_uint_eq(faultio_count(g_fio, FAULTIO_FSYNC_DIR), before + 1);
+    pt_cleanup(dir);
+}
+END_TEST
+
 START_TEST(test_leftover_temp_files_are_removed_at_open)
 {
     char *dir = pt_tmpdir();
@@ -468,6 +483,7 @@ TCase *recovery_damage_tcase(void)
     tcase_add_test(tc, test_missing_short_or_wrong_index_is_rebuilt_and_reads_stay_correct);
     tcase_add_test(tc, test_corrupt_sealed_segment_keeps_every_valid_batch_and_later_segments_readable);
     tcase_add_test(tc, test_leftover_temp_files_are_removed_at_open);
+    tcase_add_test(tc, test_clearing_an_absent_damage_record_still_syncs_the_directory);
     tcase_add_test(tc, test_torn_write_after_a_kept_damaged_tail_is_cut_at_the_recorded_end);
     tcase_add_test(tc, test_rot_a_read_finds_at_the_end_keeps_its_offsets_across_a_restart);
     tcase_add_test(tc, test_damage_record_round_trips_and_refuses_anything_else);
