@@ -999,6 +999,21 @@ static void pin_done(void *arg, pulse_status_t st)
     pulse_free(pin);
 }
 
+/* The cursors a commit of these positions writes (pulse_free them); NULL
+ * when out of memory. */
+static struct pulse_cursor *cursors_of(const struct pulse_group_partition *pos, size_t n)
+{
+    struct pulse_cursor *cursors = pulse_calloc(n, sizeof *cursors);
+    if (cursors == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(cursors[i].topic, pos[i].topic, sizeof cursors[i].topic);
+        cursors[i].partition = pos[i].partition;
+        cursors[i].offset = pos[i].offset;
+    }
+    return cursors;
+}
+
 /*
  * start=latest: the end where the group begins on a partition without a
  * cursor is committed as its cursor before the first answer from it, so a
@@ -1013,7 +1028,7 @@ static pulse_status_t pin_starts(struct pulse_local *b, const char *group, const
                                  const struct pulse_group_partition *pins, size_t n, pulse_admin_done_fn done,
                                  void *arg, bool *called, char *errbuf, size_t errlen)
 {
-    struct pulse_cursor *cursors = pulse_calloc(n, sizeof *cursors);
+    struct pulse_cursor *cursors = cursors_of(pins, n);
     struct gpin *pin = pulse_calloc(1, sizeof *pin);
     pulse_status_t st = PULSE_OK;
 
@@ -1021,11 +1036,6 @@ static pulse_status_t pin_starts(struct pulse_local *b, const char *group, const
     if (cursors == NULL || pin == NULL) {
         st = PULSE_NOMEM;
         goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        memcpy(cursors[i].topic, pins[i].topic, sizeof cursors[i].topic);
-        cursors[i].partition = pins[i].partition;
-        cursors[i].offset = pins[i].offset;
     }
     *pin = (struct gpin){.b = b, .done = done, .arg = arg};
     snprintf(pin->group, sizeof pin->group, "%s", group);
@@ -1410,16 +1420,11 @@ pulse_status_t pulse_local_group_commit_async(struct pulse_broker *base, const c
         pulse_errbuf_set(errbuf, errlen, n == 0 ? "no offsets to commit" : "bad member id");
         return PULSE_INVALID;
     }
-    cursors = pulse_calloc(n, sizeof *cursors);
+    cursors = cursors_of(pos, n);
     c = pulse_calloc(1, sizeof *c);
     if (cursors == NULL || c == NULL) {
         st = PULSE_NOMEM;
         goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        memcpy(cursors[i].topic, pos[i].topic, sizeof cursors[i].topic);
-        cursors[i].partition = pos[i].partition;
-        cursors[i].offset = pos[i].offset;
     }
     *c = (struct gcommit){.b = b, .view = view, .done = done, .arg = arg};
     snprintf(c->group, sizeof c->group, "%s", group);

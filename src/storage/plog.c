@@ -705,35 +705,15 @@ static pulse_status_t lead_sync(struct pulse_plog *plog, bool gather)
     return st;
 }
 
-pulse_status_t pulse_plog_wait_durable(struct pulse_plog *plog, int64_t end_offset)
-{
-    pulse_status_t st = PULSE_OK;
-
-    if (end_offset > atomic_load_explicit(&plog->leo, memory_order_acquire))
-        return PULSE_INVALID;
-    pthread_mutex_lock(&plog->sync_lock);
-    for (;;) {
-        if (atomic_load_explicit(&plog->hw, memory_order_acquire) >= end_offset) {
-            st = PULSE_OK;
-            break;
-        }
-        if (atomic_load(&plog->fenced)) {
-            st = PULSE_FENCED;
-            break;
-        }
-        if (!plog->syncing) {
-            st = lead_sync(plog, true);
-            if (st != PULSE_OK)
-                break;
-            continue;
-        }
-        pthread_cond_wait(&plog->sync_cond, &plog->sync_lock);
-    }
-    pthread_mutex_unlock(&plog->sync_lock);
-    return st;
-}
-
-pulse_status_t pulse_plog_try_sync(struct pulse_plog *plog, int64_t end_offset)
+/*
+ * Makes [.., end_offset) durable, leading a sync when none runs. wait: a
+ * sync already running is waited for (and the loop goes on until the
+ * target is covered); without it the caller gets PULSE_BUSY at once, since
+ * that sync's leader, or the next one, covers its bytes. A waiter that was
+ * woken gathers before it leads; a caller that did not wait appended just
+ * now and has nothing to gather.
+ */
+static pulse_status_t sync_to(struct pulse_plog *plog, int64_t end_offset, bool wait)
 {
     pulse_status_t st = PULSE_OK;
 
@@ -750,17 +730,32 @@ pulse_status_t pulse_plog_try_sync(struct pulse_plog *plog, int64_t end_offset)
             break;
         }
         if (plog->syncing) {
-            st = PULSE_BUSY; /* its leader, or the next one, covers us */
-            break;
+            if (!wait) {
+                st = PULSE_BUSY;
+                break;
+            }
+            pthread_cond_wait(&plog->sync_cond, &plog->sync_lock);
+            continue;
         }
-        /* Our bytes were written before we took sync_lock, so the target
-         * the leader captures covers them: one pass ends the loop. */
-        st = lead_sync(plog, false);
+        /* Without wait our bytes were written before we took sync_lock,
+         * so the target the leader captures covers them: one pass ends
+         * the loop. */
+        st = lead_sync(plog, wait);
         if (st != PULSE_OK)
             break;
     }
     pthread_mutex_unlock(&plog->sync_lock);
     return st;
+}
+
+pulse_status_t pulse_plog_wait_durable(struct pulse_plog *plog, int64_t end_offset)
+{
+    return sync_to(plog, end_offset, true);
+}
+
+pulse_status_t pulse_plog_try_sync(struct pulse_plog *plog, int64_t end_offset)
+{
+    return sync_to(plog, end_offset, false);
 }
 
 pulse_status_t pulse_plog_sync(struct pulse_plog *plog)
