@@ -84,6 +84,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/endian.h"
+#include "common/fsio.h"
 #include "common/log.h"
 #include "meta/meta_int.h"
 
@@ -327,7 +328,7 @@ static pulse_status_t sync_new_log(struct pulse_meta *meta)
 {
     pulse_status_t st = PULSE_OK;
     uint64_t newest = 0;
-    int fd;
+    const struct pulse_io *io = pulse_io_posix();
 
     pthread_mutex_lock(&meta->logsync_mu);
     if (newest_log(meta->dir, &newest) < 0) {
@@ -338,16 +339,13 @@ static pulse_status_t sync_new_log(struct pulse_meta *meta)
     }
     if (newest <= meta->synced_log)
         goto out;
-    fd = open(meta->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) < 0) {
+    if (io->fsync_dir(io, meta->dir) < 0) {
         int err = errno;
         PULSE_ERROR("meta: fsync directory %s failed: %s", meta->dir, strerror(err));
         st = pulse_status_from_errno(err);
     } else {
         meta->synced_log = newest;
     }
-    if (fd >= 0)
-        close(fd);
 out:
     pthread_mutex_unlock(&meta->logsync_mu);
     return st;
