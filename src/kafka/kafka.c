@@ -337,6 +337,7 @@ static void kafka_drain(struct pulse_broker *b)
     if (atomic_exchange(&k->draining, true))
         return;
     pulse_kafka_wait_fire_all(k, PULSE_SHUTDOWN);
+    pulse_kafka_meta_lookups_fire_all(k, PULSE_SHUTDOWN);
     if (k->prod != NULL && rd_kafka_flush(k->prod, (int)k->timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
         rd_kafka_purge(k->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
         (void)rd_kafka_flush(k->prod, 1000);
@@ -648,4 +649,5 @@ const struct pulse_broker_ops pulse_kafka_ops = {
     .group_commit_async = no_group_commit_async,
     .group_list = no_group_list,
     .group_describe_async = no_group_describe_async,
+    .topic_lookup_async = pulse_kafka_topic_lookup_async,
 };

@@ -838,6 +838,132 @@ START_TEST(test_pass_through_properties_are_kept_in_order_and_replaced)
 }
 END_TEST
 
+/* Topic lookups (the seam's topic_lookup_async, which the HTTP handlers
+ * call before a publish or fetch). */
+struct lookup {
+    atomic_int st; /* -1 until answered */
+    atomic_int calls;
+    char err[128]; /* valid until answered (the seam's rule) */
+};
+
+static void on_lookup(void *arg, pulse_status_t st)
+{
+    struct lookup *l = arg;
+    atomic_store(&l->st, (int)st);
+    atomic_fetch_add(&l->calls, 1);
+}
+
+/* Starts a lookup into l; returns how long the call took (us). */
+static int64_t start_lookup(struct pulse_broker *b, const char *topic, struct lookup *l)
+{
+    bool pending = false;
+    l->err[0] = '\0';
+    atomic_init(&l->st, -1);
+    atomic_init(&l->calls, 0);
+    int64_t t0 = pulse_clock_mono_us();
+    pulse_status_t st = pulse_broker_topic_lookup_async(b, topic, on_lookup, l, &pending, l->err, sizeof l->err);
+    int64_t took = pulse_clock_mono_us() - t0;
+    if (st != PULSE_OK || !pending) {
+        atomic_store(&l->st, (int)st);
+        atomic_fetch_add(&l->calls, 1);
+    }
+    return took;
+}
+
+static pulse_status_t lookup_result(struct lookup *l, int64_t bound_us)
+{
+    int64_t t0 = pulse_clock_mono_us();
+    while (atomic_load(&l->st) < 0 && pulse_clock_mono_us() - t0 < bound_us)
+        nanosleep(&(struct timespec){0, 2 * 1000000L}, NULL);
+    ck_assert_int_eq(atomic_load(&l->calls), 1);
+    return (pulse_status_t)atomic_load(&l->st);
+}
+
+static uint64_t refreshes_begun(struct pulse_broker *b)
+{
+    struct pulse_kafka *k = (struct pulse_kafka *)(void *)b;
+    pthread_mutex_lock(&k->meta_mu);
+    uint64_t n = k->meta_started;
+    pthread_mutex_unlock(&k->meta_mu);
+    return n;
+}
+
+/* A topic created behind the gateway's back (on the mock directly) is
+ * found by a lookup, which never waits on the caller's thread; 40 lookups
+ * waiting at once share the refresh kwait runs for them. */
+START_TEST(test_lookups_wait_for_one_shared_refresh_off_the_callers_thread)
+{
+    struct pulse_broker *b = open_mock();
+    create(b, "seen", 1);
+    ck_assert_int_eq(pulse_kafka_meta_refresh((struct pulse_kafka *)(void *)b), PULSE_OK);
+    rd_kafka_mock_topic_create(pulse_kafka_mock(b), "behind", 2, 1);
+    /* Past the 100 ms in which a miss trusts the last refresh. */
+    nanosleep(&(struct timespec){0, 150 * 1000000L}, NULL);
+    struct lookup behind[20], never[20], seen;
+    uint64_t before = refreshes_begun(b);
+    int64_t slowest = start_lookup(b, "seen", &seen);
+    for (int i = 0; i < 20; i++) {
+        int64_t a = start_lookup(b, "behind", &behind[i]);
+        int64_t c = start_lookup(b, "never-made", &never[i]);
+        slowest = a > slowest ? a : slowest;
+        slowest = c > slowest ? c : slowest;
+    }
+    ck_assert_msg(slowest < 50000, "a lookup call took %lld us", (long long)slowest);
+    ck_assert_int_eq(lookup_result(&seen, 0), PULSE_OK); /* cached: at once */
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_eq(lookup_result(&behind[i], 5000000), PULSE_OK);
+        ck_assert_int_eq(lookup_result(&never[i], 5000000), PULSE_TOPIC_NOT_FOUND);
+    }
+    /* One refresh for all of them (kwait's once-a-second one may fall in
+     * between and answer some). */
+    uint64_t used = refreshes_begun(b) - before;
+    ck_assert_msg(used >= 1 && used <= 3, "%llu refreshes for 40 lookups", (unsigned long long)used);
+    /* The publish that follows finds the topic. */
+    struct pulse_publish_record r = value_rec(NULL, "x", 1);
+    struct pulse_offset_pair off;
+    char err[256] = "";
+    ck_assert_msg(pulse_broker_publish_wait(b, "behind", &r, 1, &off, err, sizeof err) == PULSE_OK, "%s", err);
+    ck_assert_int_eq(off.offset, 0);
+    close_broker(b);
+}
+END_TEST
+
+/* With every broker down and the cache not yet known stale, lookups park
+ * (the caller goes on at once) and the failed refresh answers all of them
+ * PULSE_UNAVAILABLE, naming the cluster, within two request timeouts; a
+ * lookup still waiting at close is answered then, once. */
+START_TEST(test_lookups_with_the_cluster_gone_are_answered_unavailable_in_bounded_time)
+{
+    static const char *const kv[] = {"kafka.mock-brokers", "3", "kafka.request-timeout", "1s", NULL};
+    struct pulse_broker *b = open_with(kv);
+    ck_assert_int_eq(pulse_kafka_meta_refresh((struct pulse_kafka *)(void *)b), PULSE_OK);
+    for (int id = 1; id <= 3; id++)
+        rd_kafka_mock_broker_set_down(pulse_kafka_mock(b), id);
+    nanosleep(&(struct timespec){0, 150 * 1000000L}, NULL);
+    struct lookup l[30];
+    int64_t slowest = 0, t0 = pulse_clock_mono_us();
+    for (int i = 0; i < 30; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "gone-%d", i);
+        int64_t took = start_lookup(b, name, &l[i]);
+        slowest = took > slowest ? took : slowest;
+    }
+    ck_assert_msg(slowest < 50000, "a lookup call took %lld us", (long long)slowest);
+    for (int i = 0; i < 30; i++) {
+        ck_assert_int_eq(lookup_result(&l[i], 5000000), PULSE_UNAVAILABLE);
+        ck_assert_msg(strstr(l[i].err, "cluster cannot be reached") != NULL, "%s", l[i].err);
+    }
+    ck_assert_msg(pulse_clock_mono_us() - t0 < 2 * 1000000 + 500000, "lookups answered after %lld us",
+                  (long long)(pulse_clock_mono_us() - t0));
+    /* Parked at close (or refused at once): answered exactly once. */
+    struct lookup last;
+    (void)start_lookup(b, "gone-last", &last);
+    close_broker(b);
+    pulse_status_t st = lookup_result(&last, 0);
+    ck_assert_msg(st == PULSE_SHUTDOWN || st == PULSE_UNAVAILABLE, "%s", pulse_status_message(st));
+}
+END_TEST
+
 static Suite *kafka_suite(void)
 {
     Suite *s = suite_create("kafka");
@@ -859,6 +985,8 @@ static Suite *kafka_suite(void)
     tcase_add_test(tc, test_a_deleted_topic_is_gone_for_every_call_and_the_mock_refuses_what_it_cannot_serve);
     tcase_add_test(tc, test_a_retention_change_writes_back_every_config_set_on_the_topic);
     tcase_add_test(tc, test_offset_for_time_is_refused_on_the_mock_which_has_no_time_index);
+    tcase_add_test(tc, test_lookups_wait_for_one_shared_refresh_off_the_callers_thread);
+    tcase_add_test(tc, test_lookups_with_the_cluster_gone_are_answered_unavailable_in_bounded_time);
     suite_add_tcase(s, tc);
     return s;
 }
