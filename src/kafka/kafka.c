@@ -76,6 +76,24 @@ pulse_status_t pulse_kafka_status(rd_kafka_resp_err_t err)
     }
 }
 
+bool pulse_kafka_retriable(rd_kafka_resp_err_t err)
+{
+    switch (err) {
+    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
+    case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_REPLICA_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR:
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* A configuration: bootstrap.servers, then defaults (name, value, ...,
  * NULL), then the kafka.property.* pass-through, which wins. NULL with
  * errbuf naming the property librdkafka refused. */

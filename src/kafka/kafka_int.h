@@ -119,6 +119,11 @@ static inline struct pulse_kafka *kafka_of(struct pulse_broker *b)
 /* Maps a librdkafka error to a status (UNAVAILABLE for a cluster that
  * cannot be reached or answered too late). */
 pulse_status_t pulse_kafka_status(rd_kafka_resp_err_t err);
+/* Whether a broker's error passes by itself (a leader that moved or is
+ * not elected yet, a replica behind, a request timed out in the broker):
+ * the calls librdkafka does not retry on its own (ListOffsets) ask again,
+ * and a read skips it while its consumer goes on fetching. */
+bool pulse_kafka_retriable(rd_kafka_resp_err_t err);
 
 extern const struct pulse_broker_ops pulse_kafka_ops;
 

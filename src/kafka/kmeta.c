@@ -41,6 +41,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
@@ -499,25 +500,45 @@ static pulse_status_t cached_snapshot(struct pulse_kafka *k, bool with_marks, st
     return st;
 }
 
-/* One ListOffsets round for every entry (offset -2: earliest, -1: latest),
- * results written back into a copy; each entry's own error is kept. */
-static pulse_status_t list_offsets(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list, int64_t which,
-                                   int64_t *out)
+/* One ListOffsets call for every entry (offset -2: earliest, -1: latest)
+ * of a copy of list: *errp the call's error or the first entry's, out[]
+ * the offsets. */
+static rd_kafka_resp_err_t list_offsets_once(struct pulse_kafka *k, const rd_kafka_topic_partition_list_t *list,
+                                             int64_t which, int timeout_ms, int64_t *out)
 {
     rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_copy(list);
     for (int i = 0; i < q->cnt; i++)
         q->elems[i].offset = which;
-    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(k->prod, q, (int)k->timeout_ms);
-    pulse_status_t st = pulse_kafka_status(err);
-    for (int i = 0; st == PULSE_OK && i < q->cnt; i++) {
-        if (q->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-            st = pulse_kafka_status(q->elems[i].err);
+    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(k->prod, q, timeout_ms);
+    for (int i = 0; err == RD_KAFKA_RESP_ERR_NO_ERROR && i < q->cnt; i++) {
+        err = q->elems[i].err;
         out[i] = q->elems[i].offset;
     }
     rd_kafka_topic_partition_list_destroy(q);
-    if (st == PULSE_IO)
-        st = PULSE_UNAVAILABLE;
-    return st;
+    return err;
+}
+
+/* One ListOffsets round for every entry, asked again after a short pause
+ * while an entry's error is retriable and the request timeout lasts (the
+ * last error decides): librdkafka's offsets_for_times hands a leader that
+ * moved or is not elected yet to its caller as it is. */
+static pulse_status_t list_offsets(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list, int64_t which,
+                                   int64_t *out)
+{
+    int64_t deadline = pulse_clock_mono_us() + k->timeout_ms * 1000;
+    int64_t pause_us = 10000;
+    rd_kafka_resp_err_t err;
+    for (;;) {
+        int64_t left_ms = (deadline - pulse_clock_mono_us()) / 1000;
+        err = list_offsets_once(k, list, which, (int)(left_ms > 1 ? left_ms : 1), out);
+        if (!pulse_kafka_retriable(err) || pulse_clock_mono_us() + pause_us >= deadline)
+            break;
+        struct timespec ts = {0, (long)pause_us * 1000};
+        nanosleep(&ts, NULL);
+        pause_us = pause_us * 2 > 200000 ? 200000 : pause_us * 2;
+    }
+    pulse_status_t st = pulse_kafka_status(err);
+    return st == PULSE_IO ? PULSE_UNAVAILABLE : st;
 }
 
 pulse_status_t pulse_kafka_watermarks(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list, int64_t *lo)

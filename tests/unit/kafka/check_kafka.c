@@ -5,7 +5,10 @@
  * publish and fetch round trips, the murmur2 routing of keyed records,
  * errors injected into the mock's Produce answers (retriable ones are
  * invisible; a non-retriable one fails only its records, which a publish
- * reports per record), cursors as consumer-group offsets that a Kafka
+ * reports per record) and into the Fetch, ListOffsets and Metadata answers
+ * a read needs (retriable ones invisible, a non-retriable one refused at
+ * once), topic lookups off the caller's thread (one shared refresh, a
+ * cluster gone answered in bounded time), cursors as consumer-group offsets that a Kafka
  * consumer of the group sees, long-poll wake-ups, lookups that must not
  * create topics, and a cluster that cannot be reached (bounded
  * PULSE_UNAVAILABLE, never a hang); topic reads served from the cache
@@ -964,6 +967,88 @@ START_TEST(test_lookups_with_the_cluster_gone_are_answered_unavailable_in_bounde
 }
 END_TEST
 
+/* Publishes n one-byte records to partition 0 of topic. */
+static void publish_n(struct pulse_broker *b, const char *topic, int n)
+{
+    struct pulse_publish_record recs[16];
+    struct pulse_offset_pair offs[16];
+    char err[256] = "";
+    ck_assert_int_le(n, 16);
+    for (int i = 0; i < n; i++)
+        recs[i] = value_rec(NULL, "r", 0);
+    ck_assert_msg(pulse_broker_publish_wait(b, topic, recs, (size_t)n, offs, err, sizeof err) == PULSE_OK, "%s", err);
+}
+
+/* Reads partition 0 of topic from 0: the status, and the records at hand
+ * in *n. */
+static pulse_status_t read_count(struct pulse_broker *b, const char *topic, size_t *n)
+{
+    struct pulse_fetch *f = NULL;
+    struct pulse_fetch_pos pos;
+    struct pulse_record rec;
+    uint64_t need = 0;
+    *n = 0;
+    ck_assert_int_eq(pulse_broker_fetch_create(b, topic, 0, &f), PULSE_OK);
+    pulse_status_t st = pulse_broker_fetch_read(b, f, 0, 1 << 20, &pos, &need);
+    while (st == PULSE_OK && pulse_broker_fetch_next(f, &rec) == PULSE_OK)
+        (*n)++;
+    pulse_broker_fetch_destroy(f);
+    return st;
+}
+
+/* Retriable errors injected into the answers a fetch and a publish need
+ * besides Produce - Fetch (API key 1), ListOffsets (2), Metadata (3) -
+ * are retried inside the request timeout and never reach the caller. */
+START_TEST(test_retriable_errors_on_fetch_list_offsets_and_metadata_are_invisible)
+{
+    struct pulse_broker *b = open_mock();
+    rd_kafka_mock_cluster_t *mc = pulse_kafka_mock(b);
+    create(b, "rfetch", 1);
+    publish_n(b, "rfetch", 5);
+    size_t n = 0;
+    rd_kafka_mock_push_request_errors(mc, 1, 2, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                                      RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
+    ck_assert_int_eq(read_count(b, "rfetch", &n), PULSE_OK);
+    ck_assert_uint_eq(n, 5);
+    rd_kafka_mock_push_request_errors(mc, 2, 2, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                                      RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE);
+    ck_assert_int_eq(read_count(b, "rfetch", &n), PULSE_OK);
+    ck_assert_uint_eq(n, 5);
+    rd_kafka_mock_push_request_errors(mc, 3, 2, RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
+                                      RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
+    publish_n(b, "rfetch", 2);
+    ck_assert_int_eq(read_count(b, "rfetch", &n), PULSE_OK);
+    ck_assert_uint_eq(n, 7);
+    close_broker(b);
+}
+END_TEST
+
+/* A non-retriable error on the fetch path (the cluster refusing the
+ * gateway's principal) is a refusal at once - not an empty answer, not a
+ * wait for the timeout - whether it comes in the Fetch or the ListOffsets
+ * answer; the next read, the error used up, serves the records. */
+START_TEST(test_a_non_retriable_fetch_error_is_refused_at_once)
+{
+    struct pulse_broker *b = open_mock(); /* request timeout 5 s */
+    rd_kafka_mock_cluster_t *mc = pulse_kafka_mock(b);
+    create(b, "nfetch", 1);
+    publish_n(b, "nfetch", 3);
+    size_t n = 0;
+    for (int16_t api = 1; api <= 2; api++) { /* Fetch, ListOffsets */
+        rd_kafka_mock_push_request_errors(mc, api, 1, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        int64_t t0 = pulse_clock_mono_us();
+        pulse_status_t st = read_count(b, "nfetch", &n);
+        int64_t took = pulse_clock_mono_us() - t0;
+        ck_assert_msg(st == PULSE_IO || st == PULSE_UNAVAILABLE, "API %d: %s", api, pulse_status_name(st));
+        ck_assert_uint_eq(n, 0);
+        ck_assert_msg(took < 2000000, "API %d: refused after %lld us", api, (long long)took);
+        ck_assert_int_eq(read_count(b, "nfetch", &n), PULSE_OK);
+        ck_assert_uint_eq(n, 3);
+    }
+    close_broker(b);
+}
+END_TEST
+
 static Suite *kafka_suite(void)
 {
     Suite *s = suite_create("kafka");
@@ -987,6 +1072,8 @@ static Suite *kafka_suite(void)
     tcase_add_test(tc, test_offset_for_time_is_refused_on_the_mock_which_has_no_time_index);
     tcase_add_test(tc, test_lookups_wait_for_one_shared_refresh_off_the_callers_thread);
     tcase_add_test(tc, test_lookups_with_the_cluster_gone_are_answered_unavailable_in_bounded_time);
+    tcase_add_test(tc, test_retriable_errors_on_fetch_list_offsets_and_metadata_are_invisible);
+    tcase_add_test(tc, test_a_non_retriable_fetch_error_is_refused_at_once);
     suite_add_tcase(s, tc);
     return s;
 }
