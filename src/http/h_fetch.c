@@ -669,6 +669,12 @@ static void fetch_start(struct pulse_hreq *r)
         struct pulse_fetch_pos none;
         memset(&none, 0, sizeof none);
         pulse_status_t st = pulse_pos_resolve(r->srv->broker, r->topic, r->partition, &q->at, &q->offset);
+        if (st == PULSE_NOT_SUPPORTED) {
+            /* Not the raw form's 406: this backend cannot find a time. */
+            pulse_server_reply_error(r, 406, "not_acceptable",
+                                     "this broker's backend cannot find positions by time; give an offset");
+            return;
+        }
         if (st != PULSE_OK) {
             reply_fetch_error(r, st, &none);
             return;

@@ -39,6 +39,17 @@ def test_raw_fetch_is_406_naming_json(ctx):
     eq([x["value"] for x in srv.fetch_json(t, 0)["records"]], ["a"], "the JSON form serves the record")
 
 
+def test_a_fetch_by_time_on_the_mock_is_406_naming_time_not_raw_batches(ctx):
+    # The mock cluster has no time index (kfetch.c); the 406 must say what
+    # cannot be served, not send the client to the JSON form it asked for.
+    srv = ctx.srv
+    t = uniq("bytime")
+    srv.create_topic(t)
+    srv.publish(t, [{"value": "a", "timestamp": 1700000000000}])
+    err = expect_error(srv.fetch(t, 0, timestamp=1700000000000), 406, "not_acceptable", "fetch by time")
+    check("time" in err["message"] and "raw" not in err["message"], "the 406 names time: %r" % err)
+
+
 def test_lookups_of_unknown_topics_create_nothing(ctx):
     # On the mock (and on clusters with auto.create.topics.enable) a
     # metadata request naming a topic creates it: the gateway never names one
