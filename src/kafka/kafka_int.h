@@ -87,9 +87,8 @@ struct pulse_kafka {
     atomic_bool meta_wanted; /* a reader missed a topic: refresh soon */
     /* Topic lookups waiting for a refresh (kmeta.c, under meta_mu). */
     struct kmwait *meta_waiters;
-    uint64_t meta_started;        /* refreshes begun (under meta_mu) */
-    atomic_long meta_waiting;     /* entries of meta_waiters */
-    atomic_ullong meta_refreshes; /* refreshes finished (tests, metrics) */
+    uint64_t meta_started;    /* refreshes begun (under meta_mu) */
+    atomic_long meta_waiting; /* entries of meta_waiters */
 
     pthread_mutex_t stats_mu;
     char *stats_json;

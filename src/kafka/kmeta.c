@@ -316,7 +316,6 @@ static pulse_status_t refresh(struct pulse_kafka *k, bool with_marks)
     /* The names are known now, whatever the watermarks gave. */
     struct kmwait *due = take_lookups_locked(k, round, PULSE_OK);
     pthread_mutex_unlock(&k->meta_mu);
-    atomic_fetch_add(&k->meta_refreshes, 1);
     fire_lookups(due);
     pulse_kafka_meta_snapshot_free(old, n_old);
     pulse_free(lo);
@@ -372,7 +371,8 @@ int pulse_kafka_meta_cached(struct pulse_kafka *k, const char *topic, uint32_t *
 
 /* What the cache says of topic without a refresh: PULSE_OK (*n_out),
  * PULSE_TOPIC_NOT_FOUND, PULSE_UNAVAILABLE (the cluster is known to be gone
- * and the cache is stale), or PULSE_BUSY: only a refresh can tell (an internal answer, never returned). */
+ * and the cache is stale), or PULSE_BUSY: only a refresh can tell (an
+ * answer inside this file, never returned by its functions). */
 static pulse_status_t decide(struct pulse_kafka *k, const char *topic, uint32_t *n_out)
 {
     int rc = cached(k, topic, STALE_US, n_out);
@@ -501,8 +501,8 @@ static pulse_status_t cached_snapshot(struct pulse_kafka *k, bool with_marks, st
 }
 
 /* One ListOffsets call for every entry (offset -2: earliest, -1: latest)
- * of a copy of list: *errp the call's error or the first entry's, out[]
- * the offsets. */
+ * of a copy of list, the offsets into out[]; returns the call's error, or
+ * else the first entry's own. */
 static rd_kafka_resp_err_t list_offsets_once(struct pulse_kafka *k, const rd_kafka_topic_partition_list_t *list,
                                              int64_t which, int timeout_ms, int64_t *out)
 {
