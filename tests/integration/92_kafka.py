@@ -6,7 +6,11 @@ deleted on the mock cluster is 404 everywhere after, retention changes and
 consumer list/delete answer 406 on the mock (unknown topics 404),
 librdkafka's statistics in /metrics, secrets of the pass-through hidden in
 /v1/broker, and a cluster that cannot be reached: /readyz 503 and every
-call 503 with Retry-After within kafka.request-timeout, never a hang.
+call 503 with Retry-After within kafka.request-timeout, never a hang;
+publishes and fetches of topics the gateway's cache does not know wait
+for a refresh without holding an HTTP worker (a second gateway in front
+of another pulsed's mock cluster, which SIGSTOP silences); a fetch by time
+on the mock is a 406 that says so.
 
 Every server here runs the Kafka backend over librdkafka's mock cluster
 (kafka.mock-brokers=3), whatever PULSE_TEST_BACKEND says."""
