@@ -97,10 +97,16 @@ pulse_status_t pulse_kafka_wait_any(struct pulse_broker *b, const struct pulse_w
     int64_t *offs = pulse_calloc(n, sizeof *offs);
     if (topics == NULL || parts == NULL || offs == NULL)
         st = PULSE_NOMEM;
-    /* Unknown topics and partitions are refused at once, from the cache. */
+    /* Unknown topics and partitions are refused at once, from the cache.
+     * While the last refresh reached the cluster, a topic the cache has,
+     * however old, is enough to park on (kwait finds out if it is gone):
+     * no refresh on the caller's thread, which is an HTTP worker (a
+     * long-poll, a stream, a topic-wide read). */
+    bool ok = atomic_load(&k->cluster_ok);
     for (size_t i = 0; st == PULSE_OK && i < n; i++) {
         uint32_t count = 0;
-        st = pulse_kafka_meta_partitions(k, pos[i].topic, &count);
+        if (!ok || pulse_kafka_meta_cached(k, pos[i].topic, &count) != 1)
+            st = pulse_kafka_meta_partitions(k, pos[i].topic, &count);
         if (st == PULSE_OK && pos[i].partition >= count)
             st = PULSE_PARTITION_NOT_FOUND;
         topics[i] = pos[i].topic;

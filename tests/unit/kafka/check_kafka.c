@@ -1049,6 +1049,41 @@ START_TEST(test_a_non_retriable_fetch_error_is_refused_at_once)
 }
 END_TEST
 
+static atomic_int parked_st = -1;
+
+static void on_parked(void *arg, pulse_status_t st)
+{
+    (void)arg;
+    atomic_store(&parked_st, (int)st);
+}
+
+/* A long-poll, stream or topic-wide read parks a waiter from an HTTP
+ * worker: on a topic the cache has it never refreshes the cache there,
+ * even when the cache has gone stale because the cluster stopped answering
+ * (kwait's refresh is still waiting for its timeout). */
+START_TEST(test_a_waiter_on_a_known_topic_parks_at_once_with_the_cluster_silent)
+{
+    static const char *const kv[] = {"kafka.mock-brokers", "3", "kafka.request-timeout", "3s", NULL};
+    struct pulse_broker *b = open_with(kv);
+    create(b, "silent", 1);
+    ck_assert_int_eq(pulse_kafka_meta_refresh((struct pulse_kafka *)(void *)b), PULSE_OK);
+    for (int id = 1; id <= 3; id++)
+        rd_kafka_mock_broker_set_down(pulse_kafka_mock(b), id);
+    /* Past the second after which the cache counts as stale. */
+    nanosleep(&(struct timespec){1, 300 * 1000000L}, NULL);
+    bool parked = false;
+    int64_t t0 = pulse_clock_mono_us();
+    pulse_status_t st = pulse_broker_wait_data(b, "silent", 0, 0, pulse_clock_mono_us() + 200000, on_parked, NULL,
+                                               &parked);
+    int64_t took = pulse_clock_mono_us() - t0;
+    ck_assert_int_eq(st, PULSE_OK);
+    ck_assert(parked);
+    ck_assert_msg(took < 250000, "parking a waiter took %lld us", (long long)took);
+    close_broker(b); /* fires it */
+    ck_assert_int_ge(atomic_load(&parked_st), 0);
+}
+END_TEST
+
 static Suite *kafka_suite(void)
 {
     Suite *s = suite_create("kafka");
@@ -1074,6 +1109,7 @@ static Suite *kafka_suite(void)
     tcase_add_test(tc, test_lookups_with_the_cluster_gone_are_answered_unavailable_in_bounded_time);
     tcase_add_test(tc, test_retriable_errors_on_fetch_list_offsets_and_metadata_are_invisible);
     tcase_add_test(tc, test_a_non_retriable_fetch_error_is_refused_at_once);
+    tcase_add_test(tc, test_a_waiter_on_a_known_topic_parks_at_once_with_the_cluster_silent);
     suite_add_tcase(s, tc);
     return s;
 }
