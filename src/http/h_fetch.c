@@ -65,6 +65,8 @@ struct fetch_state {
     int64_t wait_ms;
     bool raw;
     struct pulse_cursor cursor; /* the consumer's, when it gives the offset */
+    bool by_cursor;             /* a consumer and no offset: the cursor is the offset */
+    char errmsg[160];           /* why the topic lookup failed */
 };
 
 static void add_position_headers(struct MHD_Response *resp, int64_t next, int64_t hw, int64_t log_start)
@@ -584,6 +586,12 @@ static void fetch_start(struct pulse_hreq *r)
         struct pulse_fetch_pos none;
         memset(&none, 0, sizeof none);
         pulse_status_t st = pulse_pos_resolve(r->srv->broker, r->topic, r->partition, &q->at, &q->offset);
+        if (st == PULSE_NOT_SUPPORTED) {
+            /* Not the raw form's 406: this backend cannot find a time. */
+            pulse_server_reply_error(r, 406, "not_acceptable",
+                                     "this broker's backend cannot find positions by time; give an offset");
+            return;
+        }
         if (st != PULSE_OK) {
             reply_fetch_error(r, st, &none);
             return;
@@ -631,6 +639,29 @@ static void cursor_resume(struct pulse_hreq *r)
     fetch_start(r);
 }
 
+/* The topic is known (or the lookup failed): the consumer's cursor when
+ * it gives the offset, then the fetch; or the answer why not. */
+static void lookup_resume(struct pulse_hreq *r)
+{
+    struct fetch_state *q = r->hstate;
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
+    if (st != PULSE_OK) {
+        if (st == PULSE_TOPIC_NOT_FOUND)
+            pulse_server_reply_error(r, 404, "topic_not_found", "topic \"%s\" does not exist", r->topic);
+        else
+            pulse_server_reply_status(r, st, q->errmsg[0] != '\0' ? q->errmsg : NULL);
+        return;
+    }
+    if (q->by_cursor) {
+        pulse_server_call_begin(r, cursor_resume);
+        st = pulse_broker_cursor_get_async(r->srv->broker, r->consumer, r->topic, r->partition, &q->cursor,
+                                           pulse_server_call_done, r);
+        pulse_server_call_end(r, st, st == PULSE_OK);
+        return;
+    }
+    fetch_start(r);
+}
+
 void pulse_h_fetch_get(struct pulse_hreq *r)
 {
     if (!pulse_server_path_topic(r) || !pulse_server_path_partition(r))
@@ -657,13 +688,14 @@ void pulse_h_fetch_get(struct pulse_hreq *r)
         if (!pulse_server_authorize(r, PULSE_GRANT_COMMIT, consumer))
             return;
         memcpy(r->consumer, consumer, clen + 1);
-        if (pulse_server_query(r, "offset") == NULL && pulse_server_query(r, "timestamp") == NULL) {
-            pulse_server_call_begin(r, cursor_resume);
-            pulse_status_t st = pulse_broker_cursor_get_async(r->srv->broker, r->consumer, r->topic, r->partition,
-                                                              &q->cursor, pulse_server_call_done, r);
-            pulse_server_call_end(r, st, st == PULSE_OK);
-            return;
-        }
+        q->by_cursor = pulse_server_query(r, "offset") == NULL && pulse_server_query(r, "timestamp") == NULL;
     }
-    fetch_start(r);
+    /* The topic first, off this thread when the backend must ask (Kafka:
+     * a topic its cache does not know); the fetch goes on in
+     * lookup_resume, here or on re-entry. */
+    pulse_server_call_begin(r, lookup_resume);
+    bool pending = false;
+    pulse_status_t st = pulse_broker_topic_lookup_async(r->srv->broker, r->topic, pulse_server_call_done, r, &pending,
+                                                        q->errmsg, sizeof q->errmsg);
+    pulse_server_call_end(r, st, st == PULSE_OK && pending);
 }
