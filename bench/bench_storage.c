@@ -647,9 +647,12 @@ static pulse_status_t run_round(const struct opts *o, struct disk_rounds *dr, si
             st = PULSE_IO;
         if (m == 1 && selected(o, "seqwrite") && bench_seqwrite(o, &dr->seq[r]) != PULSE_OK)
             st = PULSE_IO;
-        if (!selected(o, "append"))
+        /* append1: only the one-record every-write appends (t1 and t8),
+         * the group-commit pair, for interleaved runs of two builds. */
+        bool one = m == 0 && selected(o, "append1");
+        if (!selected(o, "append") && !one)
             continue;
-        for (size_t s = 0; s < 3; s++)
+        for (size_t s = 0; s < (selected(o, "append") ? 3u : 1u); s++)
             for (size_t t = 0; t < 2; t++)
                 if (bench_append_one(o, app_sizes[s], app_modes[m], app_threads[t], &dr->app[app_index(m, s, t)][r]) !=
                     PULSE_OK)
@@ -1133,7 +1136,8 @@ static void usage(FILE *f)
                "  --seconds S   length of each time-bounded loop (default 2, quick 1)\n"
                "  --rounds N    rounds of the disk-bound workloads, medians reported\n"
                "                (default 3, quick 1)\n"
-               "  --only LIST   comma-separated: fdatasync,seqwrite,append,read,recovery\n"
+               "  --only LIST   comma-separated: fdatasync,seqwrite,append,append1,read,recovery\n"
+               "                (append1: only the 1-record every-write appends, t1 and t8)\n"
                "Prints one JSON object per measurement on stdout.\n");
 }
 
@@ -1302,7 +1306,7 @@ int main(int argc, char **argv)
         }
     }
     if (o.only != NULL) {
-        static const char *const known[] = {"fdatasync", "seqwrite", "append", "read", "recovery"};
+        static const char *const known[] = {"fdatasync", "seqwrite", "append", "append1", "read", "recovery"};
         const char *p = o.only;
         while (*p != '\0') {
             size_t len = strcspn(p, ",");
@@ -1361,7 +1365,8 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    if (selected(&o, "fdatasync") || selected(&o, "seqwrite") || selected(&o, "append")) {
+    if (selected(&o, "fdatasync") || selected(&o, "seqwrite") || selected(&o, "append") ||
+        selected(&o, "append1")) {
         dr = pulse_calloc(1, sizeof(*dr));
         if (dr == NULL) {
             rc = 1;
