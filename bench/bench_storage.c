@@ -928,8 +928,7 @@ static pulse_status_t bench_read(const struct opts *o)
     for (int r = 0; r < READ_PASSES; r++) {
         for (int k = 0; k < 4; k++) {
             int64_t c0 = thread_cpu_us();
-            st = k < 2 ? bare_read_pass(dir, k == 1, &bytes, &us)
-                       : read_pass(plog, k == 3, &bytes, &batches, &us);
+            st = k < 2 ? bare_read_pass(dir, k == 1, &bytes, &us) : read_pass(plog, k == 3, &bytes, &batches, &us);
             if (st != PULSE_OK)
                 goto out;
             cpu[k][r] = (double)(thread_cpu_us() - c0);
@@ -1387,8 +1386,7 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    if (selected(&o, "fdatasync") || selected(&o, "seqwrite") || selected(&o, "append") ||
-        selected(&o, "append1")) {
+    if (selected(&o, "fdatasync") || selected(&o, "seqwrite") || selected(&o, "append") || selected(&o, "append1")) {
         dr = pulse_calloc(1, sizeof(*dr));
         if (dr == NULL) {
             rc = 1;

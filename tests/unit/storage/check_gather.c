@@ -81,7 +81,7 @@ static struct pulse_plog_stats stats(struct env *e)
 
 struct two {
     struct env *e;
-    atomic_bool in_flight;  /* the first fdatasync has started */
+    atomic_bool in_flight;   /* the first fdatasync has started */
     unsigned second_appends; /* appends of the first thread after its first */
     pulse_status_t st1[2], st2;
     int64_t base1[2], base2;
