@@ -107,7 +107,7 @@ static void *first_thread(void *arg)
     if (t->second_appends > 0) {
         /* Released by the first sync, it comes back late: a leader that
          * did not wait for it would sync without it. */
-        sleep_ms(20);
+        sleep_ms(100);
         t->st1[1] = append1(t->e, 3, &t->base1[1]);
     }
     return NULL;
@@ -143,7 +143,7 @@ START_TEST(test_a_woken_leader_waits_for_the_appender_the_last_sync_released)
     struct env e;
     struct two t;
 
-    /* A bound far above the 20 ms the released appender takes to return. */
+    /* A bound far above the 100 ms the released appender takes to return. */
     env_open(&e, 5 * 1000 * 1000);
     memset(&t, 0, sizeof t);
     t.second_appends = 1;
