@@ -76,7 +76,6 @@ void pulse_plog_config_init(struct pulse_plog_config *cfg)
     cfg->sync_observer_arg = NULL;
     cfg->checkpoint_interval_ms = 1000;
     cfg->contiguous = false;
-    cfg->gather_us = PULSE_PLOG_GATHER_US;
 }
 
 static void store_max_u64(_Atomic uint64_t *a, uint64_t v)
@@ -557,7 +556,6 @@ static void publish_unit(struct pulse_plog *plog, struct pulse_segment *seg, siz
     atomic_store_explicit(&seg->size, pos + len, memory_order_release);
     atomic_store_explicit(&seg->next_offset, end, memory_order_release);
     atomic_store_explicit(&plog->leo, end, memory_order_release);
-    atomic_fetch_add_explicit(&plog->appends, 1, memory_order_relaxed);
 }
 
 pulse_status_t pulse_plog_append_async(struct pulse_plog *plog, uint8_t *batch, size_t len, int64_t *base_out,
@@ -618,53 +616,17 @@ out:
     return st;
 }
 
-/* How a caller of sync_to treats a sync that is running, and what a
- * leader does before it picks its target. */
-enum sync_how {
-    SYNC_TRY,   /* never wait for another sync; lead at once */
-    SYNC_WAIT,  /* wait; a leader yields once before it picks its target */
-    SYNC_GATHER /* wait; a leader gathers (bounded) before it picks it */
-};
-
-/*
- * The bounded gather (plog.h "Durability"): waits until want appends
- * landed since the last sync's target, or cfg.gather_us passed.
- * The appenders the last sync woke are runnable but, with fewer cores
- * than appenders, not running yet; yielding lets them write. Holds no
- * lock; the caller leads the sync (syncing is set), so the appenders
- * that come meanwhile wait for its fdatasync.
- */
-static void gather(struct pulse_plog *plog, uint64_t since, uint64_t want)
-{
-    int64_t deadline = 0;
-
-    while (atomic_load_explicit(&plog->appends, memory_order_relaxed) - since < want) {
-        int64_t now = pulse_clock_mono_us();
-        if (deadline == 0) {
-            deadline = now + (int64_t)plog->cfg.gather_us;
-            atomic_fetch_add(&plog->gathers_waited, 1);
-        } else if (now >= deadline) {
-            atomic_fetch_add(&plog->gathers_timed_out, 1);
-            break;
-        }
-        sched_yield();
-    }
-}
-
 /*
  * Runs one fdatasync as the group-commit leader. Called and returns with
- * sync_lock held; drops it while syncing. how: a waiting caller first
- * lets the appenders the previous sync released write again (SYNC_WAIT:
- * one yield; SYNC_GATHER: the bounded gather); a caller that appended
- * itself just now and will not wait (SYNC_TRY) gathers nothing.
+ * sync_lock held; drops it while syncing. gather: first let appenders that
+ * the previous sync released write again (a waiter that was woken); a
+ * leader that appended itself just now has nothing to gather.
  */
-static pulse_status_t lead_sync(struct pulse_plog *plog, enum sync_how how)
+static pulse_status_t lead_sync(struct pulse_plog *plog, bool gather)
 {
     struct pulse_segment *seg;
     uint64_t target_size;
     uint64_t ticket;
-    uint64_t target_appends;
-    uint64_t since = plog->cap_appends, want = plog->gather_want;
     int64_t target_leo;
     int64_t t0;
     int rc;
@@ -680,16 +642,13 @@ static pulse_status_t lead_sync(struct pulse_plog *plog, enum sync_how how)
      * batches before we pick our target: on a machine with fewer cores than
      * appenders they are runnable but not running yet, and a leader that
      * starts at once covers only itself. */
-    if (how == SYNC_GATHER)
-        gather(plog, since, want);
-    else if (how == SYNC_WAIT)
+    if (gather)
         sched_yield();
     pthread_mutex_lock(&plog->wlock);
     seg = active_seg(plog);
     pulse_segment_acquire(seg);
     target_size = atomic_load_explicit(&seg->size, memory_order_relaxed);
     target_leo = atomic_load_explicit(&plog->leo, memory_order_relaxed);
-    target_appends = atomic_load_explicit(&plog->appends, memory_order_relaxed);
     ticket = seg->dirty_ticket;
     pthread_mutex_unlock(&plog->wlock);
 
@@ -740,13 +699,6 @@ static pulse_status_t lead_sync(struct pulse_plog *plog, enum sync_how how)
         atomic_store(&plog->last_sync_us, pulse_clock_mono_us());
         /* Unless written again meanwhile, its descriptor may be closed. */
         pulse_fdc_clean(&seg->data, ticket);
-        /* The next gather waits for the appenders this sync releases plus
-         * those that appended while it ran (one append unit each). */
-        if (target_appends >= plog->cap_appends) {
-            plog->gather_want = (target_appends - plog->cap_appends) +
-                                (atomic_load_explicit(&plog->appends, memory_order_relaxed) - target_appends);
-            plog->cap_appends = target_appends;
-        }
     }
     pthread_cond_broadcast(&plog->sync_cond);
     pulse_segment_release(seg);
@@ -754,17 +706,15 @@ static pulse_status_t lead_sync(struct pulse_plog *plog, enum sync_how how)
 }
 
 /*
- * Makes [.., end_offset) durable, leading a sync when none runs. With
- * SYNC_WAIT or SYNC_GATHER a sync already running is waited for (and the
- * loop goes on until the target is covered); with SYNC_TRY the caller gets
- * PULSE_BUSY at once, since that sync's leader, or the next one, covers its
- * bytes. A waiter that was woken gathers before it leads (how says how); a
- * caller that did not wait appended just now and has nothing to gather.
+ * Makes [.., end_offset) durable, leading a sync when none runs. wait: a
+ * sync already running is waited for (and the loop goes on until the
+ * target is covered); without it the caller gets PULSE_BUSY at once, since
+ * that sync's leader, or the next one, covers its bytes. A waiter that was
+ * woken gathers before it leads; a caller that did not wait appended just
+ * now and has nothing to gather.
  */
-static pulse_status_t sync_to(struct pulse_plog *plog, int64_t end_offset, enum sync_how how)
+static pulse_status_t sync_to(struct pulse_plog *plog, int64_t end_offset, bool wait)
 {
-    bool wait = how != SYNC_TRY;
-
     pulse_status_t st = PULSE_OK;
 
     if (end_offset > atomic_load_explicit(&plog->leo, memory_order_acquire))
@@ -790,7 +740,7 @@ static pulse_status_t sync_to(struct pulse_plog *plog, int64_t end_offset, enum 
         /* Without wait our bytes were written before we took sync_lock,
          * so the target the leader captures covers them: one pass ends
          * the loop. */
-        st = lead_sync(plog, how);
+        st = lead_sync(plog, wait);
         if (st != PULSE_OK)
             break;
     }
@@ -800,12 +750,12 @@ static pulse_status_t sync_to(struct pulse_plog *plog, int64_t end_offset, enum 
 
 pulse_status_t pulse_plog_wait_durable(struct pulse_plog *plog, int64_t end_offset)
 {
-    return sync_to(plog, end_offset, SYNC_WAIT);
+    return sync_to(plog, end_offset, true);
 }
 
 pulse_status_t pulse_plog_try_sync(struct pulse_plog *plog, int64_t end_offset)
 {
-    return sync_to(plog, end_offset, SYNC_TRY);
+    return sync_to(plog, end_offset, false);
 }
 
 pulse_status_t pulse_plog_sync(struct pulse_plog *plog)
@@ -824,7 +774,7 @@ pulse_status_t pulse_plog_append(struct pulse_plog *plog, uint8_t *batch, size_t
     if (st != PULSE_OK)
         return st;
     if (plog->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE) {
-        st = sync_to(plog, end, SYNC_GATHER);
+        st = pulse_plog_wait_durable(plog, end);
     } else {
         /* Interval mode acknowledges after the write; whoever appends once
          * the interval has passed pays for the sync. */
@@ -1838,8 +1788,6 @@ void pulse_plog_get_stats(struct pulse_plog *plog, struct pulse_plog_stats *out)
     out->log_end = pulse_plog_log_end(plog);
     out->log_start = pulse_plog_log_start(plog);
     out->syncs = atomic_load(&plog->syncs);
-    out->gathers_waited = atomic_load(&plog->gathers_waited);
-    out->gathers_timed_out = atomic_load(&plog->gathers_timed_out);
     out->fenced = pulse_plog_fenced(plog);
     pthread_mutex_lock(&plog->list_lock);
     out->segments = (uint32_t)plog->nsegs;

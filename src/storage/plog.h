@@ -31,15 +31,6 @@
  *   pulse_plog_append is append_async + the wait that the sync mode asks for:
  *   every-write waits for durability; interval returns at once and syncs
  *   inline only when the interval has elapsed.
- *   Bounded gather: before an every-write pulse_plog_append leads a sync,
- *   it waits until as many appends have landed since the last sync's
- *   target as that sync released and found waiting (the appenders it woke
- *   write their next batches), at most gather_us (default
- *   PULSE_PLOG_GATHER_US), so one fdatasync covers the whole group even on
- *   a disk that syncs faster than the woken threads get to run. A lone
- *   appender finds its one append there already and never waits. The
- *   gather only delays the moment the target is captured: nothing is
- *   acknowledged before the fdatasync that covers it.
  *   A write that fails for lack of space (ENOSPC, EDQUOT) is cut back and
  *   refused with PULSE_NOSPACE; nothing else changes, and appends succeed
  *   again once there is room. Any other failed write, and every failed
@@ -95,8 +86,6 @@ enum pulse_sync_mode {
 /* Index positions are 32-bit: a segment must stay below 2 GiB. */
 #define PULSE_PLOG_MAX_SEGMENT_BYTES (2ull * 1024 * 1024 * 1024 - 1)
 #define PULSE_PLOG_DEFAULT_INDEX_INTERVAL 4096u
-/* The default of pulse_plog_config.gather_us. */
-#define PULSE_PLOG_GATHER_US 50
 
 /* Called after every fdatasync of the log with its duration; for metrics.
  * Thread: whichever thread ran the sync. Must not call back into the plog. */
@@ -126,15 +115,11 @@ struct pulse_plog_config {
      * docs/Storage.md "The log end never goes back"), and readers take a
      * batch that does not follow on for suspect (its CRC is checked). */
     bool contiguous;
-    /* The longest the bounded gather of an every-write pulse_plog_append
-     * waits for appenders before its sync (see "Durability"), in
-     * microseconds. Default PULSE_PLOG_GATHER_US; tests raise it. */
-    uint32_t gather_us;
 };
 
 /* Fills cfg with the defaults: 512 MiB segments, 4096-byte index interval,
  * every-write, 1000 ms interval, posix io, no observer, 1000 ms between
- * checkpoints, not contiguous, PULSE_PLOG_GATHER_US. */
+ * checkpoints, not contiguous. */
 void pulse_plog_config_init(struct pulse_plog_config *cfg);
 
 /* What recovery did when the log was opened (docs/Storage.md "Recovery"). */
@@ -401,11 +386,6 @@ struct pulse_plog_stats {
     uint64_t size_bytes; /* all segment data files */
     uint32_t segments;
     uint64_t syncs; /* fdatasyncs done since open */
-    /* pulse_plog_append's bounded gather (see "Durability"): leaders that
-     * waited for appenders before their sync, and of those the ones that
-     * stopped at the bound (gather_us). */
-    uint64_t gathers_waited;
-    uint64_t gathers_timed_out;
     bool fenced;
     uint32_t damaged_ranges; /* damaged or missing ranges still in the log */
     uint64_t damaged_bytes;  /* bytes inside them */

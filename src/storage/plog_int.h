@@ -101,18 +101,6 @@ struct pulse_plog {
     _Atomic uint64_t syncs;
     _Atomic int64_t last_sync_us; /* monotonic time of the last good sync */
 
-    /* The bounded gather of pulse_plog_append's group commit (plog.c
-     * gather): appends counts append units (bumped under wlock); a good
-     * sync sets cap_appends to the count its target covered and
-     * gather_want to how many appenders it released or found waiting,
-     * which is how many appends the next gathering leader waits for, at
-     * most cfg.gather_us. Both under sync_lock. */
-    _Atomic uint64_t appends;
-    uint64_t cap_appends;
-    uint64_t gather_want;
-    _Atomic uint64_t gathers_waited;    /* gathers that had to wait */
-    _Atomic uint64_t gathers_timed_out; /* of those, ended by the bound */
-
     /* Serializes the writers of the snapshot file and a reopen's recovery
      * (which reads it and removes .tmp-* files); held across that I/O.
      * last_snap is what the file says (all zero when there is none: the
