@@ -545,15 +545,25 @@ static void inflight_done(struct pulse_local *b)
 }
 
 /* Phase 5 (every-write mode): the publish goes on the pending list, which
- * owns pend and the topic reference from then on; kick wakes the syncer to
- * sync it (a caller that leads the sync itself does not). Whoever syncs
- * completes it (complete_ready), possibly before this returns.
- * PULSE_TOPIC_NOT_FOUND when the topic was deleted while appending (its
- * data is going away). leave: on success the publish also leaves
- * b->inflight here, under the same lock (drain then waits for it as a
- * pending publish), which spares the caller taking mu again for
- * inflight_done; the caller must not touch b afterwards. */
-static pulse_status_t hand_to_syncer(struct publish_ctx *c, struct pulse_broker_pending *pend, bool kick, bool leave)
+ * owns pend and the topic reference from then on. Whoever syncs completes
+ * it (complete_ready), possibly before this returns. PULSE_TOPIC_NOT_FOUND
+ * when the topic was deleted while appending (its data is going away).
+ *
+ * lead (NULL for the idempotent publish, which never leads): set to the
+ * topic, with a reference of the caller's own, when this publish is to
+ * sync its partition on the caller's thread (pulse_broker_sync_inline):
+ * only a one-partition publish (may_lead) that gets the inline slot, and
+ * only when pulse_broker_inline_allowed says so: a lone publisher (one
+ * client connection, no other publish waiting on the list), or any while
+ * fdatasyncs are fast. Otherwise the syncer's next sync covers this
+ * publish with the others (a bigger group) while this thread goes on
+ * serving its other connections instead of blocking in an fdatasync that
+ * covers one publish, their requests waiting behind it. Who does not lead
+ * kicks the syncer and, on success, leaves b->inflight here under the same
+ * lock (drain then waits for it as a pending publish): the caller must
+ * not count it out again, nor touch b afterwards. */
+static pulse_status_t hand_to_syncer(struct publish_ctx *c, struct pulse_broker_pending *pend, bool may_lead,
+                                     struct pulse_broker_topic **lead)
 {
     struct pulse_local *b = c->b;
 
@@ -564,14 +574,19 @@ static pulse_status_t hand_to_syncer(struct publish_ctx *c, struct pulse_broker_
         pulse_errbuf_set(c->errbuf, c->errlen, "topic \"%s\" was deleted", c->t->name);
         return PULSE_TOPIC_NOT_FOUND;
     }
+    if (lead != NULL && may_lead && pulse_broker_inline_allowed(b, b->pending_head == NULL) &&
+        pulse_broker_sync_inline_claim(b)) {
+        atomic_fetch_add(&c->t->refs, 1);
+        *lead = c->t;
+    }
     *b->pending_tail = pend;
     b->pending_tail = &pend->next;
-    if (leave)
-        b->inflight--; /* pending_head is not NULL: no one to wake */
-    if (kick) {
+    if (lead == NULL || *lead == NULL) {
         b->kick = true;
         pthread_cond_signal(&b->cv);
     }
+    if (lead != NULL && *lead == NULL)
+        b->inflight--; /* pending_head is not NULL: no one to wake */
     pthread_mutex_unlock(&b->mu);
     c->t = NULL;
     return PULSE_OK;
@@ -658,27 +673,19 @@ pulse_status_t pulse_local_publish(struct pulse_broker *base, const char *topic,
         pend->arg = arg;
         pend->errbuf = errbuf;
         pend->errlen = errlen;
-        /* One partition and nobody else leading inline: this thread syncs
-         * it (pulse_broker_sync_inline), which spares the publish two
-         * thread hand-offs. pend is not ours once handed over: keep what
-         * the sync needs, and our own topic reference. */
-        lead = pend->n == 1 && pulse_broker_sync_inline_claim(b) ? c.t : NULL;
-        uint32_t lead_part = lead != NULL ? pend->parts[0] : 0;
-        int64_t lead_end = lead != NULL ? pend->ends[0] : 0;
-        if (lead != NULL)
-            atomic_fetch_add(&lead->refs, 1);
-        /* One who does not lead leaves inflight as it registers. */
-        counted = lead != NULL;
-        st = hand_to_syncer(&c, pend, lead == NULL, !counted);
-        if (st != PULSE_OK)
-            counted = true;
+        /* A lone one-partition publish syncs on this thread
+         * (pulse_broker_sync_inline), which spares it two thread
+         * hand-offs. pend is not ours once handed over: keep what the sync
+         * needs. */
+        uint32_t lead_part = pend->parts[0];
+        int64_t lead_end = pend->ends[0];
+        st = hand_to_syncer(&c, pend, pend->n == 1, &lead);
         if (st == PULSE_OK) {
             pend = NULL;
             pending = true;
+            counted = lead != NULL;
             if (lead != NULL)
                 pulse_broker_sync_inline(b, lead, lead_part, lead_end);
-        } else if (lead != NULL) {
-            atomic_store(&b->inline_leaders, 0u);
         }
     }
 out:
@@ -887,7 +894,7 @@ static pulse_status_t idem_run(struct publish_ctx *c, struct pulse_idem_entry *e
         pend->arg = k;
         pend->errbuf = c->errbuf;
         pend->errlen = c->errlen;
-        st = hand_to_syncer(c, pend, true, false);
+        st = hand_to_syncer(c, pend, false, NULL);
         if (st == PULSE_OK) {
             *pending = true;
             return PULSE_OK; /* the syncer owns pend, k and sh */

@@ -70,6 +70,7 @@ struct pulse_server {
     atomic_long suspended; /* connections suspended right now */
     atomic_long streams;   /* event streams open right now (h_stream.c) */
     atomic_long receiving; /* in flight whose body has not fully arrived */
+    atomic_uint clients;   /* open connections (pulse_server_note_clients) */
     /* in-flight request and answer memory (server.memory-budget); every
      * request gives back what it took in pulse_server_on_completed */
     struct pulse_budget budget;
