@@ -175,6 +175,9 @@ struct pulse_hreq {
  * memory budget first; NULL on NOMEM or when the budget refuses (answer
  * with pulse_server_reply_status(r, PULSE_NOMEM, ...) either way). */
 void *pulse_server_palloc(struct pulse_hreq *r, size_t n);
+/* As pulse_server_palloc, but the bytes are not zeroed: for arrays the
+ * caller fills whole before reading them (a large publish's records). */
+void *pulse_server_palloc_uninit(struct pulse_hreq *r, size_t n);
 
 /* The handler's own state: n zeroed bytes from r's pool, kept in
  * r->hstate for its resume function. dispose (nullable) is called with
