@@ -574,8 +574,7 @@ static void sync_observer(void *arg, int64_t duration_us, bool ok)
      * of each new sync; concurrent syncs may drop one another's update,
      * which only makes it a little less fresh. */
     int64_t avg = atomic_load_explicit(&b->sync_avg_us, memory_order_relaxed);
-    atomic_store_explicit(&b->sync_avg_us, avg + ((duration_us > 0 ? duration_us : 0) - avg) / 8,
-                          memory_order_relaxed);
+    atomic_store_explicit(&b->sync_avg_us, avg + ((duration_us > 0 ? duration_us : 0) - avg) / 8, memory_order_relaxed);
     for (int i = 0; i < PULSE_BROKER_FSYNC_BUCKETS; i++) {
         if (secs <= fsync_bounds[i]) {
             atomic_fetch_add(&b->fsync_buckets[i], 1);

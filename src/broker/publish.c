@@ -361,8 +361,9 @@ static pulse_status_t encode(struct publish_ctx *c)
             pulse_status_t st = pulse_batch_encode(&c->part[p].buf, 0, flags, &c->grouped[c->runs[r].first],
                                                    c->runs[r].count);
             if (st == PULSE_OK && c->idem != NULL)
-                pulse_batch_set_producer(c->part[p].buf.data + at, c->part[p].buf.len - at, (uint32_t)(c->idem->khash >> 32),
-                                         (uint32_t)c->idem->khash, (int32_t)c->idem->body_fp);
+                pulse_batch_set_producer(c->part[p].buf.data + at, c->part[p].buf.len - at,
+                                         (uint32_t)(c->idem->khash >> 32), (uint32_t)c->idem->khash,
+                                         (int32_t)c->idem->body_fp);
             if (st == PULSE_TOO_LARGE) {
                 pulse_errbuf_set(c->errbuf, c->errlen,
                                  "the records for partition %" PRIu32 " encode to more than %u bytes", p,
@@ -483,8 +484,8 @@ static pulse_status_t append_all(struct publish_ctx *c, struct pulse_broker_pend
         uint64_t epoch = 0;
         /* All runs of the partition go in as one append unit: consecutive
          * offsets, one write. */
-        pulse_status_t st = pulse_plog_append_async(c->t->plogs[p], c->part[p].buf.data, c->part[p].buf.len, &base, &end,
-                                                    &epoch);
+        pulse_status_t st = pulse_plog_append_async(c->t->plogs[p], c->part[p].buf.data, c->part[p].buf.len, &base,
+                                                    &end, &epoch);
         if (st != PULSE_OK) {
             append_error(c, p, st);
             return st;
