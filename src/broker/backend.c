@@ -291,6 +291,12 @@ void pulse_broker_note_fetched(struct pulse_broker *b, const char *topic, uint64
     b->ops->note_fetched(b, topic, records, bytes);
 }
 
+void pulse_broker_note_clients(struct pulse_broker *b, uint32_t open)
+{
+    if (b->ops->note_clients != NULL)
+        b->ops->note_clients(b, open);
+}
+
 pulse_status_t pulse_broker_wait_data(struct pulse_broker *b, const char *topic, uint32_t partition, int64_t offset,
                                       int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out)
 {

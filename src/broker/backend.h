@@ -151,6 +151,9 @@ struct pulse_broker_ops {
      * backend always knows at once (pulse_broker_topic_lookup_async) */
     pulse_status_t (*topic_lookup_async)(struct pulse_broker *b, const char *topic, pulse_admin_done_fn done, void *arg,
                                          bool *pending_out, char *errbuf, size_t errlen);
+    /* the open client connections (pulse_broker_note_clients); NULL: the
+     * backend has no use for them */
+    void (*note_clients)(struct pulse_broker *b, uint32_t open);
 };
 
 #endif

@@ -7,8 +7,11 @@
  * In every-write mode publishers append to the page cache and register a
  * pending publish. Then one of two threads makes it durable:
  *   - the publisher itself, when its publish went to one partition, no
- *     sync of that partition is running and no other publisher is leading
- *     one on its own thread (pulse_broker_sync_inline): it runs the
+ *     other publish is waiting for a sync (a lone publisher: with others
+ *     waiting, the syncer's next sync covers them all in one group while
+ *     the HTTP workers keep appending), no sync of that partition is
+ *     running and no other publisher is leading one on its own thread
+ *     (pulse_broker_sync_inline): it runs the
  *     fdatasync (pulse_plog_try_sync), then completes every pending
  *     publish that sync covered, its own included, from its own thread.
  *     A lone publisher thus pays its fdatasync and no thread hand-off
@@ -413,6 +416,18 @@ static bool inline_kick_due(struct pulse_local *b)
     return atomic_compare_exchange_strong(&b->inline_kick_at, &at, next);
 }
 
+bool pulse_broker_inline_allowed(struct pulse_local *b, bool lonely)
+{
+    if (lonely && atomic_load_explicit(&b->clients, memory_order_relaxed) <= 1)
+        return true;
+    return atomic_load_explicit(&b->sync_avg_us, memory_order_relaxed) < PULSE_BROKER_FAST_SYNC_US;
+}
+
+void pulse_local_note_clients(struct pulse_broker *base, uint32_t open)
+{
+    atomic_store_explicit(&pulse_local_of(base)->clients, open, memory_order_relaxed);
+}
+
 bool pulse_broker_sync_inline_claim(struct pulse_local *b)
 {
     unsigned expect = 0;
@@ -555,6 +570,11 @@ static void sync_observer(void *arg, int64_t duration_us, bool ok)
     if (!ok)
         atomic_fetch_add(&b->fsync_failed, 1);
     atomic_fetch_add(&b->fsync_sum_us, (uint64_t)(duration_us > 0 ? duration_us : 0));
+    /* The running average pulse_broker_inline_allowed reads, an eighth
+     * of each new sync; concurrent syncs may drop one another's update,
+     * which only makes it a little less fresh. */
+    int64_t avg = atomic_load_explicit(&b->sync_avg_us, memory_order_relaxed);
+    atomic_store_explicit(&b->sync_avg_us, avg + ((duration_us > 0 ? duration_us : 0) - avg) / 8, memory_order_relaxed);
     for (int i = 0; i < PULSE_BROKER_FSYNC_BUCKETS; i++) {
         if (secs <= fsync_bounds[i]) {
             atomic_fetch_add(&b->fsync_buckets[i], 1);
@@ -677,6 +697,8 @@ static pulse_status_t broker_alloc(const struct pulse_broker_config *cfg, struct
     pthread_condattr_destroy(&cattr);
     b->pending_tail = &b->pending_head;
     atomic_init(&b->inline_leaders, 0u);
+    atomic_init(&b->clients, 0u);
+    atomic_init(&b->sync_avg_us, 0);
     atomic_init(&b->inline_kick_at, pulse_clock_mono_us() + (int64_t)b->cfg.checkpoint_interval_ms * 1000);
     *out = b;
     return pulse_fdcache_create(b->cfg.segment_fd_cache, &b->fdcache);

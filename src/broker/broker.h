@@ -493,6 +493,20 @@ pulse_status_t pulse_broker_offset_for_time(struct pulse_broker *b, const char *
  * blocks. */
 void pulse_broker_note_fetched(struct pulse_broker *b, const char *topic, uint64_t records, uint64_t bytes);
 
+/*
+ * A hint from the front end: how many client connections are open right
+ * now (the HTTP server calls it as they open and close). The local backend
+ * lets a publisher sync its partition on its own thread, which spares it
+ * two thread hand-offs, only while it serves the one connection open, or
+ * while the device's fdatasyncs are fast: with more connections, an HTTP
+ * worker blocked in a slow fdatasync holds back the requests of the other
+ * connections it serves, each of which would then pay an fdatasync of its
+ * own (docs/Performance.md "Durable publish: CPU per request"). Until the
+ * first call the broker assumes one. Backends without such a choice
+ * ignore it. Never blocks.
+ */
+void pulse_broker_note_clients(struct pulse_broker *b, uint32_t open);
+
 /* Long-poll wake-up: PULSE_OK when data may be there (HW > offset) or the
  * deadline passed; PULSE_SHUTDOWN; PULSE_TOPIC_NOT_FOUND if deleted. */
 typedef void (*pulse_wait_fn)(void *arg, pulse_status_t st);

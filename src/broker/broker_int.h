@@ -181,6 +181,13 @@ struct pulse_local {
      * once per checkpoint interval: not before this monotonic time, at
      * which the syncer looks at the checkpoints again by itself. */
     _Atomic int64_t inline_kick_at;
+    /* Whether a publisher may lead inline with other publishes around
+     * (pulse_broker_inline_allowed): the open client connections the front
+     * end reported (pulse_broker_note_clients; 0 until it does), and a
+     * running average of the fdatasync durations (sync_observer), in
+     * microseconds. */
+    atomic_uint clients;
+    _Atomic int64_t sync_avg_us;
     bool checkpoint_kick;                  /* mu: such a wake-up; the next pass checkpoints */
     struct pulse_broker_maint *maint;      /* retention and compaction thread */
     struct pulse_broker_heal *heal;        /* reopens fenced partitions */
@@ -312,8 +319,9 @@ void pulse_broker_fail_topic(struct pulse_local *b, struct pulse_broker_topic *t
 
 /*
  * The publisher leads its own partition's sync (every-write mode; broker.c).
- * A one-partition publish whose append is registered as pending (on
- * b->pending_head) claims the broker's one inline slot
+ * A one-partition publish that finds no other publish pending when it
+ * registers its own (on b->pending_head; publish.c hand_to_syncer, under
+ * b->mu) claims the broker's one inline slot
  * (pulse_broker_sync_inline_claim: false when another publisher holds it;
  * the publish then goes to the syncer as before) and calls
  * pulse_broker_sync_inline with the end of its append: when no sync of
@@ -331,6 +339,15 @@ void pulse_broker_fail_topic(struct pulse_local *b, struct pulse_broker_topic *t
  * fdatasync.
  */
 bool pulse_broker_sync_inline_claim(struct pulse_local *b);
+/* Whether a publisher may lead its sync inline at all: true while at most
+ * one client connection is open (a lone publisher; lonely: no other
+ * publish waits for a sync either), or while fdatasyncs take less than
+ * PULSE_BROKER_FAST_SYNC_US on average, when blocking a worker in one costs
+ * less than handing the publish to the syncer and back. Otherwise the
+ * syncer's group commit serves it, and no worker blocks. Thread: any.
+ * Locks: none (atomics). */
+#define PULSE_BROKER_FAST_SYNC_US 50
+bool pulse_broker_inline_allowed(struct pulse_local *b, bool lonely);
 void pulse_broker_sync_inline(struct pulse_local *b, struct pulse_broker_topic *t, uint32_t p, int64_t end);
 
 /* ---- the local backend's functions of the seam (local.c's table) ---- */
@@ -394,6 +411,7 @@ pulse_status_t pulse_local_fetch_raw(struct pulse_broker *base, const char *topi
 pulse_status_t pulse_local_offset_for_time(struct pulse_broker *base, const char *topic, uint32_t partition,
                                            int64_t ts_ms, int64_t *offset_out);
 void pulse_local_note_fetched(struct pulse_broker *base, const char *topic, uint64_t records, uint64_t bytes);
+void pulse_local_note_clients(struct pulse_broker *base, uint32_t open);
 pulse_status_t pulse_local_wait_any(struct pulse_broker *base, const struct pulse_wait_pos *pos, size_t n,
                                     int64_t deadline_mono_us, pulse_wait_fn fn, void *arg, bool *parked_out,
                                     size_t *ready_out);

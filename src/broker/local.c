@@ -50,5 +50,6 @@ const struct pulse_broker_ops pulse_local_ops = {
     .group_list = pulse_local_group_list,
     .group_describe_async = pulse_local_group_describe_async,
     .publish_idem = pulse_local_publish_idem,
+    .note_clients = pulse_local_note_clients,
     .topic_change_async = pulse_local_topic_change_async,
 };

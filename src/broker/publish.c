@@ -43,6 +43,7 @@
 #include "broker/broker.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -165,7 +166,32 @@ struct run {
     int64_t base; /* offset the log gave its first record */
 };
 
-/* One publish between its phases (pulse_broker_publish). */
+/* What one publish knows of one partition of its topic. */
+struct publish_part {
+    uint32_t count;   /* records routed here */
+    uint32_t first;   /* the partition's first index in grouped */
+    size_t run_first; /* its runs: runs[run_first, run_end) */
+    size_t run_end;
+    struct pulse_buf buf; /* its encoded append unit */
+    bool appended;        /* the unit is in the log */
+    /* An idempotent publish only. skip: the partition's share is stored
+     * already (an earlier try of the same request); its runs' bases are
+     * set. await: skipped, but an earlier try's append there is not
+     * durable yet: this try waits for it (await_end/await_epoch) as for
+     * its own. */
+    bool skip;
+    bool await;
+    int64_t await_end;
+    uint64_t await_epoch;
+    int64_t end;    /* appended: where its unit ends */
+    uint64_t epoch; /* appended: the epoch it was written in */
+};
+
+/* One publish between its phases (pulse_broker_publish). It lives on the
+ * publisher's stack and is set up by publish_ctx_init, which clears only
+ * the header and, once the topic is known, the entries of part[] its
+ * partitions use (publish_ctx_parts): a publish costs no clearing of the
+ * whole table. */
 struct publish_ctx {
     struct pulse_local *b;
     struct pulse_broker_topic *t; /* one reference, while routing to appending */
@@ -173,36 +199,44 @@ struct publish_ctx {
     size_t n;
     char *errbuf;
     size_t errlen;
-    uint32_t *part_of;                           /* partition of record i */
-    uint32_t *slot;                              /* record i's index within its partition's batch */
-    struct pulse_record_in *grouped;             /* records in partition order */
-    struct pulse_header_in *hdrs;                /* their headers, in the codec's form */
-    size_t nhdrs;                                /* headers of the whole publish */
-    uint32_t count[PULSE_BROKER_MAX_PARTITIONS]; /* records per partition */
-    uint32_t first[PULSE_BROKER_MAX_PARTITIONS]; /* a partition's first index in grouped */
-    size_t run_first[PULSE_BROKER_MAX_PARTITIONS];
-    size_t run_end[PULSE_BROKER_MAX_PARTITIONS];
+    /* Per record, carved from one block (recs_mem): */
+    uint32_t *part_of;               /* partition of record i */
+    uint32_t *slot;                  /* record i's index within its partition's batch */
+    struct pulse_record_in *grouped; /* records in partition order */
     struct run *runs;
     uint32_t *run_of; /* run of each grouped record */
+    void *recs_mem;
+    struct pulse_header_in *hdrs; /* their headers, in the codec's form */
+    size_t nhdrs;                 /* headers of the whole publish */
     size_t nruns;
-    struct pulse_buf *bufs; /* one encoded append unit per partition */
-    uint32_t nbufs;
-    bool appended[PULSE_BROKER_MAX_PARTITIONS]; /* its append unit is in the log */
-    uint64_t bytes;                             /* of the appended units */
+    uint32_t nparts; /* part[0, nparts) is set up (publish_ctx_parts) */
+    uint64_t bytes;  /* of the appended units */
     /* An idempotent publish (NULL otherwise): its identity goes into the
      * producer fields of every batch, and its keyless records are routed
-     * from its key. skip: the partition's share is stored already (an
-     * earlier try of the same request); its runs' bases are set. */
+     * from its key. */
     const struct pulse_idem_id *idem;
-    bool skip[PULSE_BROKER_MAX_PARTITIONS];
-    /* skipped, but an earlier try's append there is not durable yet: this
-     * try waits for it (await_end/await_epoch) as for its own. */
-    bool await[PULSE_BROKER_MAX_PARTITIONS];
-    int64_t await_end[PULSE_BROKER_MAX_PARTITIONS];
-    uint64_t await_epoch[PULSE_BROKER_MAX_PARTITIONS];
-    int64_t end[PULSE_BROKER_MAX_PARTITIONS];    /* appended: where its unit ends */
-    uint64_t epoch[PULSE_BROKER_MAX_PARTITIONS]; /* appended: the epoch it was written in */
+    struct publish_part part[PULSE_BROKER_MAX_PARTITIONS];
 };
+
+static void publish_ctx_init(struct publish_ctx *c, struct pulse_local *b, const struct pulse_publish_record *recs,
+                             size_t n, char *errbuf, size_t errlen)
+{
+    memset(c, 0, offsetof(struct publish_ctx, part));
+    c->b = b;
+    c->recs = recs;
+    c->n = n;
+    c->errbuf = errbuf;
+    c->errlen = errlen;
+}
+
+/* Clears the entries of the topic's partitions (c->t acquired). */
+static void publish_ctx_parts(struct publish_ctx *c)
+{
+    memset(c->part, 0, c->t->nparts * sizeof c->part[0]);
+    for (uint32_t p = 0; p < c->t->nparts; p++)
+        pulse_buf_init(&c->part[p].buf, PULSE_BROKER_MAX_BATCH_BYTES);
+    c->nparts = c->t->nparts;
+}
 
 /* Phase 1: every record validated and routed before anything is written. */
 static pulse_status_t route(struct publish_ctx *c)
@@ -210,11 +244,18 @@ static pulse_status_t route(struct publish_ctx *c)
     struct pulse_broker_topic *t = c->t;
     uint32_t rr_part = UINT32_MAX;
 
-    c->part_of = pulse_malloc(c->n * sizeof *c->part_of);
-    c->slot = pulse_malloc(c->n * sizeof *c->slot);
-    c->grouped = pulse_malloc(c->n * sizeof *c->grouped);
-    if (c->part_of == NULL || c->slot == NULL || c->grouped == NULL)
+    publish_ctx_parts(c);
+    /* The per-record arrays of every phase in one block, the widest
+     * first so each stays aligned (n is at most
+     * max_records_per_publish: no overflow). */
+    c->recs_mem = pulse_malloc(c->n * (sizeof *c->grouped + sizeof *c->runs + 3 * sizeof(uint32_t)));
+    if (c->recs_mem == NULL)
         return PULSE_NOMEM;
+    c->grouped = c->recs_mem;
+    c->runs = (struct run *)(c->grouped + c->n);
+    c->part_of = (uint32_t *)(c->runs + c->n);
+    c->slot = c->part_of + c->n;
+    c->run_of = c->slot + c->n;
     for (size_t i = 0; i < c->n; i++) {
         const struct pulse_publish_record *r = &c->recs[i];
         pulse_status_t st = check_record(&c->b->cfg, r, i, t->name, t->nparts, c->errbuf, c->errlen);
@@ -235,7 +276,7 @@ static pulse_status_t route(struct publish_ctx *c)
             p = rr_part;
         }
         c->part_of[i] = p;
-        c->slot[i] = c->count[p]++;
+        c->slot[i] = c->part[p].count++;
         c->nhdrs += r->header_count;
     }
     if (c->nhdrs > 0) {
@@ -277,26 +318,22 @@ static pulse_status_t group(struct publish_ctx *c)
     uint32_t pos = 0;
 
     for (uint32_t p = 0; p < c->t->nparts; p++) {
-        c->first[p] = pos;
-        pos += c->count[p];
+        c->part[p].first = pos;
+        pos += c->part[p].count;
     }
     size_t h = 0;
     for (size_t i = 0; i < c->n; i++) {
-        struct pulse_record_in *g = &c->grouped[c->first[c->part_of[i]] + c->slot[i]];
+        struct pulse_record_in *g = &c->grouped[c->part[c->part_of[i]].first + c->slot[i]];
         to_codec(&c->recs[i], c->hdrs != NULL ? c->hdrs + h : NULL, g);
         h += c->recs[i].header_count;
         if (!c->recs[i].has_timestamp)
             g->timestamp = now;
     }
-    c->runs = pulse_malloc(c->n * sizeof *c->runs);
-    c->run_of = pulse_malloc(c->n * sizeof *c->run_of);
-    if (c->runs == NULL || c->run_of == NULL)
-        return PULSE_NOMEM;
     for (uint32_t p = 0; p < c->t->nparts; p++) {
-        c->run_first[p] = c->nruns;
-        for (uint32_t j = c->first[p]; j < c->first[p] + c->count[p]; j++) {
+        c->part[p].run_first = c->nruns;
+        for (uint32_t j = c->part[p].first; j < c->part[p].first + c->part[p].count; j++) {
             int64_t delta = 0;
-            if (c->nruns == c->run_first[p] ||
+            if (c->nruns == c->part[p].run_first ||
                 __builtin_sub_overflow(c->grouped[j].timestamp, c->grouped[c->runs[c->nruns - 1].first].timestamp,
                                        &delta) ||
                 delta < INT32_MIN || delta > INT32_MAX) {
@@ -307,7 +344,7 @@ static pulse_status_t group(struct publish_ctx *c)
             c->runs[c->nruns - 1].count++;
             c->run_of[j] = (uint32_t)(c->nruns - 1);
         }
-        c->run_end[p] = c->nruns;
+        c->part[p].run_end = c->nruns;
     }
     return PULSE_OK;
 }
@@ -315,22 +352,18 @@ static pulse_status_t group(struct publish_ctx *c)
 /* Phase 3: each partition's runs encoded back to back into its buffer. */
 static pulse_status_t encode(struct publish_ctx *c)
 {
-    c->bufs = pulse_calloc(c->t->nparts, sizeof *c->bufs);
-    if (c->bufs == NULL)
-        return PULSE_NOMEM;
-    c->nbufs = c->t->nparts;
     /* The topic's compression as it is now: a PATCH applies from the next
      * publish on (batches stored keep their own codec). */
     uint16_t flags = atomic_load(&c->t->compression) == PULSE_COMPRESSION_ZLIB ? PULSE_BATCH_CODEC_ZLIB : 0;
     for (uint32_t p = 0; p < c->t->nparts; p++) {
-        pulse_buf_init(&c->bufs[p], PULSE_BROKER_MAX_BATCH_BYTES);
-        for (size_t r = c->run_first[p]; r < c->run_end[p]; r++) {
-            size_t at = c->bufs[p].len;
-            pulse_status_t st = pulse_batch_encode(&c->bufs[p], 0, flags, &c->grouped[c->runs[r].first],
+        for (size_t r = c->part[p].run_first; r < c->part[p].run_end; r++) {
+            size_t at = c->part[p].buf.len;
+            pulse_status_t st = pulse_batch_encode(&c->part[p].buf, 0, flags, &c->grouped[c->runs[r].first],
                                                    c->runs[r].count);
             if (st == PULSE_OK && c->idem != NULL)
-                pulse_batch_set_producer(c->bufs[p].data + at, c->bufs[p].len - at, (uint32_t)(c->idem->khash >> 32),
-                                         (uint32_t)c->idem->khash, (int32_t)c->idem->body_fp);
+                pulse_batch_set_producer(c->part[p].buf.data + at, c->part[p].buf.len - at,
+                                         (uint32_t)(c->idem->khash >> 32), (uint32_t)c->idem->khash,
+                                         (int32_t)c->idem->body_fp);
             if (st == PULSE_TOO_LARGE) {
                 pulse_errbuf_set(c->errbuf, c->errlen,
                                  "the records for partition %" PRIu32 " encode to more than %u bytes", p,
@@ -355,12 +388,12 @@ static void describe_appended(const struct publish_ctx *c, char *out, size_t len
 
     out[0] = '\0';
     for (uint32_t p = 0; p < c->t->nparts; p++) {
-        if (!c->appended[p])
+        if (!c->part[p].appended)
             continue;
         total++;
         if (shown < 3 && used < len) {
-            int64_t lo = c->runs[c->run_first[p]].base;
-            int64_t hi = lo + (int64_t)c->count[p] - 1;
+            int64_t lo = c->runs[c->part[p].run_first].base;
+            int64_t hi = lo + (int64_t)c->part[p].count - 1;
             int k = lo == hi ? snprintf(out + used, len - used, "%s%" PRIu32 " (offset %" PRId64 ")", shown ? ", " : "",
                                         p, lo)
                              : snprintf(out + used, len - used, "%s%" PRIu32 " (offsets %" PRId64 "-%" PRId64 ")",
@@ -410,12 +443,32 @@ static void append_error(const struct publish_ctx *c, uint32_t p, pulse_status_t
 static pulse_status_t refuse_fenced(struct publish_ctx *c)
 {
     for (uint32_t p = 0; p < c->t->nparts; p++) {
-        if (c->count[p] > 0 && !c->skip[p] && pulse_plog_fenced(c->t->plogs[p])) {
+        if (c->part[p].count > 0 && !c->part[p].skip && pulse_plog_fenced(c->t->plogs[p])) {
             append_error(c, p, PULSE_FENCED);
             return PULSE_FENCED;
         }
     }
     return PULSE_OK;
+}
+
+/* A pending publish with an empty list of partitions. Not zeroed: its
+ * arrays are written entry by entry as append_all fills them (n counts
+ * them), and clearing them would cost more than the rest of a small
+ * publish's bookkeeping. */
+static struct pulse_broker_pending *pending_new(void)
+{
+    struct pulse_broker_pending *pend = pulse_malloc(sizeof *pend);
+
+    if (pend == NULL)
+        return NULL;
+    pend->next = NULL;
+    pend->topic = NULL;
+    pend->n = 0;
+    pend->done = NULL;
+    pend->arg = NULL;
+    pend->errbuf = NULL;
+    pend->errlen = 0;
+    return pend;
 }
 
 /* Phase 4: the append units go to the page cache, partition after
@@ -425,25 +478,25 @@ static pulse_status_t append_all(struct publish_ctx *c, struct pulse_broker_pend
 {
     for (uint32_t p = 0; p < c->t->nparts; p++) {
         int64_t base = 0, end = 0;
-        if (c->count[p] == 0 || c->skip[p])
+        if (c->part[p].count == 0 || c->part[p].skip)
             continue;
         /* The epoch the bytes were written in (see pulse_plog_fate). */
         uint64_t epoch = 0;
         /* All runs of the partition go in as one append unit: consecutive
          * offsets, one write. */
-        pulse_status_t st = pulse_plog_append_async(c->t->plogs[p], c->bufs[p].data, c->bufs[p].len, &base, &end,
-                                                    &epoch);
+        pulse_status_t st = pulse_plog_append_async(c->t->plogs[p], c->part[p].buf.data, c->part[p].buf.len, &base,
+                                                    &end, &epoch);
         if (st != PULSE_OK) {
             append_error(c, p, st);
             return st;
         }
-        c->appended[p] = true;
-        c->end[p] = end;
-        c->epoch[p] = epoch;
-        c->bytes += c->bufs[p].len;
+        c->part[p].appended = true;
+        c->part[p].end = end;
+        c->part[p].epoch = epoch;
+        c->bytes += c->part[p].buf.len;
         if (c->idem != NULL)
             pulse_failpoint("publish_idem_after_partition");
-        for (size_t r = c->run_first[p]; r < c->run_end[p]; r++) {
+        for (size_t r = c->part[p].run_first; r < c->part[p].run_end; r++) {
             c->runs[r].base = base;
             base += c->runs[r].count;
         }
@@ -464,27 +517,22 @@ static size_t fill_offsets(const struct publish_ctx *c, struct pulse_offset_pair
     size_t stored = 0;
 
     for (size_t i = 0; i < c->n; i++) {
-        uint32_t j = c->first[c->part_of[i]] + c->slot[i];
+        uint32_t j = c->part[c->part_of[i]].first + c->slot[i];
         const struct run *r = &c->runs[c->run_of[j]];
         offsets_out[i].partition = c->part_of[i];
-        bool there = c->appended[c->part_of[i]] || c->skip[c->part_of[i]];
+        bool there = c->part[c->part_of[i]].appended || c->part[c->part_of[i]].skip;
         offsets_out[i].offset = there ? r->base + (int64_t)(j - r->first) : -1;
-        stored += c->appended[c->part_of[i]] ? 1 : 0;
+        stored += c->part[c->part_of[i]].appended ? 1 : 0;
     }
     return stored;
 }
 
 static void publish_ctx_fini(struct publish_ctx *c)
 {
-    for (uint32_t p = 0; p < c->nbufs; p++)
-        pulse_buf_fini(&c->bufs[p]);
-    pulse_free(c->bufs);
-    pulse_free(c->run_of);
-    pulse_free(c->runs);
-    pulse_free(c->grouped);
+    for (uint32_t p = 0; p < c->nparts; p++)
+        pulse_buf_fini(&c->part[p].buf);
     pulse_free(c->hdrs);
-    pulse_free(c->slot);
-    pulse_free(c->part_of);
+    pulse_free(c->recs_mem);
 }
 
 /* Counts the publish out of b->inflight (drain waits for it). */
@@ -498,12 +546,25 @@ static void inflight_done(struct pulse_local *b)
 }
 
 /* Phase 5 (every-write mode): the publish goes on the pending list, which
- * owns pend and the topic reference from then on; kick wakes the syncer to
- * sync it (a caller that leads the sync itself does not). Whoever syncs
- * completes it (complete_ready), possibly before this returns.
- * PULSE_TOPIC_NOT_FOUND when the topic was deleted while appending (its
- * data is going away). */
-static pulse_status_t hand_to_syncer(struct publish_ctx *c, struct pulse_broker_pending *pend, bool kick)
+ * owns pend and the topic reference from then on. Whoever syncs completes
+ * it (complete_ready), possibly before this returns. PULSE_TOPIC_NOT_FOUND
+ * when the topic was deleted while appending (its data is going away).
+ *
+ * lead (NULL for the idempotent publish, which never leads): set to the
+ * topic, with a reference of the caller's own, when this publish is to
+ * sync its partition on the caller's thread (pulse_broker_sync_inline):
+ * only a one-partition publish (may_lead) that gets the inline slot, and
+ * only when pulse_broker_inline_allowed says so: a lone publisher (one
+ * client connection, no other publish waiting on the list), or any while
+ * fdatasyncs are fast. Otherwise the syncer's next sync covers this
+ * publish with the others (a bigger group) while this thread goes on
+ * serving its other connections instead of blocking in an fdatasync that
+ * covers one publish, their requests waiting behind it. Who does not lead
+ * kicks the syncer and, on success, leaves b->inflight here under the same
+ * lock (drain then waits for it as a pending publish): the caller must
+ * not count it out again, nor touch b afterwards. */
+static pulse_status_t hand_to_syncer(struct publish_ctx *c, struct pulse_broker_pending *pend, bool may_lead,
+                                     struct pulse_broker_topic **lead)
 {
     struct pulse_local *b = c->b;
 
@@ -514,12 +575,19 @@ static pulse_status_t hand_to_syncer(struct publish_ctx *c, struct pulse_broker_
         pulse_errbuf_set(c->errbuf, c->errlen, "topic \"%s\" was deleted", c->t->name);
         return PULSE_TOPIC_NOT_FOUND;
     }
+    if (lead != NULL && may_lead && pulse_broker_inline_allowed(b, b->pending_head == NULL) &&
+        pulse_broker_sync_inline_claim(b)) {
+        atomic_fetch_add(&c->t->refs, 1);
+        *lead = c->t;
+    }
     *b->pending_tail = pend;
     b->pending_tail = &pend->next;
-    if (kick) {
+    if (lead == NULL || *lead == NULL) {
         b->kick = true;
         pthread_cond_signal(&b->cv);
     }
+    if (lead != NULL && *lead == NULL)
+        b->inflight--; /* pending_head is not NULL: no one to wake */
     pthread_mutex_unlock(&b->mu);
     c->t = NULL;
     return PULSE_OK;
@@ -546,6 +614,7 @@ pulse_status_t pulse_local_publish(struct pulse_broker *base, const char *topic,
     struct pulse_broker_pending *pend = NULL;
     struct pulse_broker_topic *lead = NULL; /* the topic this thread syncs, one reference */
     bool pending = false;
+    bool counted = true; /* still in b->inflight */
 
     if (errbuf != NULL && errlen > 0)
         errbuf[0] = '\0';
@@ -570,12 +639,7 @@ pulse_status_t pulse_local_publish(struct pulse_broker *base, const char *topic,
     b->inflight++;
     pthread_mutex_unlock(&b->mu);
 
-    memset(&c, 0, sizeof c);
-    c.b = b;
-    c.recs = recs;
-    c.n = n;
-    c.errbuf = errbuf;
-    c.errlen = errlen;
+    publish_ctx_init(&c, b, recs, n, errbuf, errlen);
     c.t = pulse_broker_topic_acquire(b, topic);
     if (c.t == NULL) {
         pulse_errbuf_set(errbuf, errlen, "topic \"%s\" does not exist", topic != NULL ? topic : "");
@@ -588,7 +652,7 @@ pulse_status_t pulse_local_publish(struct pulse_broker *base, const char *topic,
     if (st == PULSE_OK)
         st = encode(&c);
     if (st == PULSE_OK && b->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE) {
-        pend = pulse_calloc(1, sizeof *pend);
+        pend = pending_new();
         if (pend == NULL)
             st = PULSE_NOMEM;
     }
@@ -610,27 +674,24 @@ pulse_status_t pulse_local_publish(struct pulse_broker *base, const char *topic,
         pend->arg = arg;
         pend->errbuf = errbuf;
         pend->errlen = errlen;
-        /* One partition and nobody else leading inline: this thread syncs
-         * it (pulse_broker_sync_inline), which spares the publish two
-         * thread hand-offs. pend is not ours once handed over: keep what
-         * the sync needs, and our own topic reference. */
-        lead = pend->n == 1 && pulse_broker_sync_inline_claim(b) ? c.t : NULL;
+        /* A lone one-partition publish syncs on this thread
+         * (pulse_broker_sync_inline), which spares it two thread
+         * hand-offs. pend is not ours once handed over: keep what the sync
+         * needs. */
         uint32_t lead_part = pend->parts[0];
         int64_t lead_end = pend->ends[0];
-        if (lead != NULL)
-            atomic_fetch_add(&lead->refs, 1);
-        st = hand_to_syncer(&c, pend, lead == NULL);
+        st = hand_to_syncer(&c, pend, pend->n == 1, &lead);
         if (st == PULSE_OK) {
             pend = NULL;
             pending = true;
+            counted = lead != NULL;
             if (lead != NULL)
                 pulse_broker_sync_inline(b, lead, lead_part, lead_end);
-        } else if (lead != NULL) {
-            atomic_store(&b->inline_leaders, 0u);
         }
     }
 out:
-    inflight_done(b);
+    if (counted)
+        inflight_done(b);
     publish_ctx_fini(&c);
     pulse_free(pend);
     pulse_broker_topic_release(b, c.t);
@@ -685,20 +746,20 @@ static pulse_status_t judge_shares(struct publish_ctx *c, struct pulse_idem_shar
         }
         if (s->state == PULSE_IDEM_SHARE_NONE)
             continue;
-        if (s->count != c->count[p]) {
+        if (s->count != c->part[p].count) {
             pulse_errbuf_set(c->errbuf, c->errlen,
                              "partition %" PRIu32 " holds %" PRIu32 " records of an earlier try with this idempotency "
                              "key (offsets %" PRId64 "-%" PRId64 "), but this request routes %" PRIu32 " there; "
                              "nothing more was stored",
-                             p, s->count, s->base, s->base + (int64_t)s->count - 1, c->count[p]);
+                             p, s->count, s->base, s->base + (int64_t)s->count - 1, c->part[p].count);
             return PULSE_KEY_REUSED;
         }
-        c->skip[p] = true;
-        c->await[p] = s->state == PULSE_IDEM_SHARE_APPENDED;
-        c->await_end[p] = s->end;
-        c->await_epoch[p] = s->epoch;
+        c->part[p].skip = true;
+        c->part[p].await = s->state == PULSE_IDEM_SHARE_APPENDED;
+        c->part[p].await_end = s->end;
+        c->part[p].await_epoch = s->epoch;
         int64_t base = s->base;
-        for (size_t r = c->run_first[p]; r < c->run_end[p]; r++) {
+        for (size_t r = c->part[p].run_first; r < c->part[p].run_end; r++) {
             c->runs[r].base = base;
             base += c->runs[r].count;
         }
@@ -711,13 +772,13 @@ static pulse_status_t judge_shares(struct publish_ctx *c, struct pulse_idem_shar
 static void note_shares(const struct publish_ctx *c, struct pulse_idem_share *sh)
 {
     for (uint32_t p = 0; p < c->t->nparts; p++) {
-        if (!c->appended[p])
+        if (!c->part[p].appended)
             continue;
         sh[p].state = PULSE_IDEM_SHARE_APPENDED;
-        sh[p].base = c->runs[c->run_first[p]].base;
-        sh[p].count = c->count[p];
-        sh[p].end = c->end[p];
-        sh[p].epoch = c->epoch[p];
+        sh[p].base = c->runs[c->part[p].run_first].base;
+        sh[p].count = c->part[p].count;
+        sh[p].end = c->part[p].end;
+        sh[p].epoch = c->part[p].epoch;
     }
 }
 
@@ -773,7 +834,7 @@ static pulse_status_t idem_prepare(struct publish_ctx *c, const char *topic, str
     if (st == PULSE_OK)
         st = encode(c);
     for (uint32_t p = 0; p < c->t->nparts; p++)
-        id->touched += c->count[p] > 0 ? 1 : 0;
+        id->touched += c->part[p].count > 0 ? 1 : 0;
     return st;
 }
 
@@ -795,11 +856,11 @@ static pulse_status_t idem_run(struct publish_ctx *c, struct pulse_idem_entry *e
     pulse_failpoint_delay("publish_idem_run");
     pulse_status_t st = judge_shares(c, sh);
     for (uint32_t p = 0; st == PULSE_OK && p < nparts; p++) {
-        appends = appends || (c->count[p] > 0 && !c->skip[p]);
-        waits = waits || c->await[p];
+        appends = appends || (c->part[p].count > 0 && !c->part[p].skip);
+        waits = waits || c->part[p].await;
     }
     if (st == PULSE_OK && (appends || waits) && b->cfg.sync_mode == PULSE_SYNC_EVERY_WRITE) {
-        pend = pulse_calloc(1, sizeof *pend);
+        pend = pending_new();
         k = pulse_calloc(1, sizeof *k);
         if (pend == NULL || k == NULL)
             st = PULSE_NOMEM;
@@ -811,7 +872,7 @@ static pulse_status_t idem_run(struct publish_ctx *c, struct pulse_idem_entry *e
         uint64_t added = 0;
         fill_offsets(c, offsets_out);
         for (uint32_t p = 0; p < nparts; p++)
-            added += c->appended[p] ? c->count[p] : 0;
+            added += c->part[p].appended ? c->part[p].count : 0;
         atomic_fetch_add(&c->t->published_records, added);
         atomic_fetch_add(&c->t->published_bytes, c->bytes);
         note_shares(c, sh);
@@ -819,11 +880,11 @@ static pulse_status_t idem_run(struct publish_ctx *c, struct pulse_idem_entry *e
             kick_syncer(b);
     }
     for (uint32_t p = 0; st == PULSE_OK && pend != NULL && p < nparts; p++) {
-        if (!c->await[p])
+        if (!c->part[p].await)
             continue;
         pend->parts[pend->n] = p;
-        pend->ends[pend->n] = c->await_end[p];
-        pend->epochs[pend->n] = c->await_epoch[p];
+        pend->ends[pend->n] = c->part[p].await_end;
+        pend->epochs[pend->n] = c->part[p].await_epoch;
         pend->n++;
     }
     if (st == PULSE_OK)
@@ -834,7 +895,7 @@ static pulse_status_t idem_run(struct publish_ctx *c, struct pulse_idem_entry *e
         pend->arg = k;
         pend->errbuf = c->errbuf;
         pend->errlen = c->errlen;
-        st = hand_to_syncer(c, pend, true);
+        st = hand_to_syncer(c, pend, false, NULL);
         if (st == PULSE_OK) {
             *pending = true;
             return PULSE_OK; /* the syncer owns pend, k and sh */
@@ -872,13 +933,8 @@ pulse_status_t pulse_local_publish_idem(struct pulse_broker *base, const char *t
     pulse_status_t st = publish_enter(b, recs, n, errbuf, errlen);
     if (st != PULSE_OK)
         return st;
-    memset(&c, 0, sizeof c);
+    publish_ctx_init(&c, b, recs, n, errbuf, errlen);
     memset(&id, 0, sizeof id);
-    c.b = b;
-    c.recs = recs;
-    c.n = n;
-    c.errbuf = errbuf;
-    c.errlen = errlen;
     st = idem_prepare(&c, topic, &id, idem);
     if (st == PULSE_OK) {
         waiter = pulse_calloc(1, sizeof *waiter);

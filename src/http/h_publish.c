@@ -266,8 +266,11 @@ static bool alloc_records(struct pulse_hreq *r, size_t n)
         return false;
     }
     struct publish_state *ps = pub(r);
-    ps->recs = pulse_server_palloc(r, n * sizeof *ps->recs);
-    ps->offsets = pulse_server_palloc(r, n * sizeof *ps->offsets);
+    /* Not zeroed: every parser fills each record whole (parse_record and
+     * parse_octets_body clear theirs; keep_fast_records copies the fast
+     * parser's over them), and the loop below sets every offset. */
+    ps->recs = pulse_server_palloc_uninit(r, n * sizeof *ps->recs);
+    ps->offsets = pulse_server_palloc_uninit(r, n * sizeof *ps->offsets);
     if (ps->recs == NULL || ps->offsets == NULL) {
         pulse_server_reply_status(r, PULSE_NOMEM, NULL);
         return false;

@@ -70,6 +70,7 @@ struct pulse_server {
     atomic_long suspended; /* connections suspended right now */
     atomic_long streams;   /* event streams open right now (h_stream.c) */
     atomic_long receiving; /* in flight whose body has not fully arrived */
+    atomic_uint clients;   /* open connections (pulse_server_note_clients) */
     /* in-flight request and answer memory (server.memory-budget); every
      * request gives back what it took in pulse_server_on_completed */
     struct pulse_budget budget;
@@ -174,6 +175,9 @@ struct pulse_hreq {
  * memory budget first; NULL on NOMEM or when the budget refuses (answer
  * with pulse_server_reply_status(r, PULSE_NOMEM, ...) either way). */
 void *pulse_server_palloc(struct pulse_hreq *r, size_t n);
+/* As pulse_server_palloc, but the bytes are not zeroed: for arrays the
+ * caller fills whole before reading them (a large publish's records). */
+void *pulse_server_palloc_uninit(struct pulse_hreq *r, size_t n);
 
 /* The handler's own state: n zeroed bytes from r's pool, kept in
  * r->hstate for its resume function. dispose (nullable) is called with

@@ -283,6 +283,8 @@ uint16_t pulse_server_port(const struct pulse_server *srv)
 void pulse_server_attach(struct pulse_server *srv, struct pulse_broker *broker)
 {
     srv->broker = broker;
+    /* The connections opened before it. */
+    pulse_server_note_clients(srv);
 }
 
 void pulse_server_set_ready(struct pulse_server *srv, bool ready)

@@ -26,6 +26,20 @@
 #include "http/mhdfix.h"
 #include "http/server_int.h"
 
+void pulse_server_note_clients(struct pulse_server *srv)
+{
+    struct pulse_broker *broker = atomic_load(&srv->broker);
+    if (broker == NULL)
+        return;
+    /* Two workers may count and tell in the other order: tell again until
+     * what was told is what is counted. */
+    unsigned told;
+    do {
+        told = atomic_load(&srv->clients);
+        pulse_broker_note_clients(broker, told);
+    } while (atomic_load(&srv->clients) != told);
+}
+
 void pulse_server_on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                                 enum MHD_ConnectionNotificationCode toe)
 {
@@ -35,8 +49,12 @@ void pulse_server_on_connection(void *cls, struct MHD_Connection *conn, void **s
         /* Called before MHD closes the socket (see conns.h). */
         pulse_conns_closed(srv->conns, *socket_context);
         *socket_context = NULL;
+        atomic_fetch_sub(&srv->clients, 1u);
+        pulse_server_note_clients(srv);
         return;
     }
+    atomic_fetch_add(&srv->clients, 1u);
+    pulse_server_note_clients(srv);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     int fd = ci != NULL ? (int)ci->connect_fd : -1;
     *socket_context = fd >= 0 ? pulse_conns_opened(srv->conns, fd) : NULL;

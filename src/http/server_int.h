@@ -77,9 +77,13 @@ void pulse_server_auth_done(struct pulse_hreq *r);
 /* ---- server_hooks.c: MHD's connection-level callbacks ------------------ */
 
 /* MHD_OPTION_NOTIFY_CONNECTION: registers and unregisters connections
- * with the deadline registry (conns.h). */
+ * with the deadline registry (conns.h), and counts them (srv->clients). */
 void pulse_server_on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                                 enum MHD_ConnectionNotificationCode toe);
+/* Tells the broker how many connections are open (srv->clients;
+ * pulse_broker_note_clients), when one is attached. Thread: any. Locks:
+ * none. */
+void pulse_server_note_clients(struct pulse_server *srv);
 /* MHD_OPTION_URI_LOG_CALLBACK: notes the raw request target. */
 void *pulse_server_on_uri(void *cls, const char *uri, struct MHD_Connection *conn);
 /* MHD_OPTION_UNESCAPE_CALLBACK: MHD's decoding plus a control-character

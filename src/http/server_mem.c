@@ -10,8 +10,8 @@
  * request-completed callback (pulse_server_on_completed), after
  * pulse_server_pool_free has freed its pool.
  *
- * The pool (after h2o's h2o_mem_pool_t): zeroed blocks that live until the
- * request completes, each charged to the budget before it exists; nothing
+ * The pool (after h2o's h2o_mem_pool_t): blocks (zeroed unless asked
+ * otherwise) that live until the request completes, each charged to the budget before it exists; nothing
  * in it is freed earlier. A handler keeps its own state there
  * (pulse_server_hstate) instead of in struct pulse_hreq.
  */
@@ -120,18 +120,28 @@ void pulse_server_json_end(struct pulse_hreq *prev)
 
 /* ---- the request pool ------------------------------------------------- */
 
-void *pulse_server_palloc(struct pulse_hreq *r, size_t n)
+static void *pool_alloc(struct pulse_hreq *r, size_t n, bool zero)
 {
     if (n > SIZE_MAX - sizeof(struct pulse_hreq_chunk))
         return NULL;
     if (!pulse_server_mem_charge(r, malloc_cost(sizeof(struct pulse_hreq_chunk) + n)))
         return NULL;
-    struct pulse_hreq_chunk *c = pulse_calloc(1, sizeof *c + n);
+    struct pulse_hreq_chunk *c = zero ? pulse_calloc(1, sizeof *c + n) : pulse_malloc(sizeof *c + n);
     if (c == NULL)
         return NULL;
     c->next = r->pool;
     r->pool = c;
     return c->data;
+}
+
+void *pulse_server_palloc(struct pulse_hreq *r, size_t n)
+{
+    return pool_alloc(r, n, true);
+}
+
+void *pulse_server_palloc_uninit(struct pulse_hreq *r, size_t n)
+{
+    return pool_alloc(r, n, false);
 }
 
 void *pulse_server_hstate(struct pulse_hreq *r, size_t n, void (*dispose)(void *hstate))

@@ -11,6 +11,7 @@ INTEGRATION_TESTS = \
 	tests/integration/01_no_test_hooks.sh \
 	tests/integration/10_topics.py \
 	tests/integration/20_publish.py \
+	tests/integration/21_publish_after.py \
 	tests/integration/30_fetch.py \
 	tests/integration/40_cursors.py \
 	tests/integration/42_admin_async.py \

@@ -3,7 +3,9 @@
  * broker_synclead.c - who makes a publish durable (broker.c): a lone
  * one-partition publish is synced and completed on the publishing thread
  * before pulse_broker_publish returns; a failed fdatasync of such an
- * inline sync fails every publish that waited on it; a sync pass that
+ * inline sync fails every publish that waited on it; with many client
+ * connections and slow syncs the syncer's group commit serves them
+ * instead (pulse_broker_note_clients), unless syncs are fast; a sync pass that
  * finds many partitions unsynced runs their fdatasyncs side by side on
  * the sync pool (storage.sync-threads).
  *
@@ -26,6 +28,7 @@ static atomic_int inflight, max_inflight, calls;
 static atomic_bool hold, fail_held;
 static atomic_int held;
 static atomic_uint sleep_us;
+static atomic_bool instant; /* report success at once (a device whose flushes cost nothing) */
 
 static int wrapped_fdatasync(const struct pulse_io *io, int fd)
 {
@@ -50,7 +53,7 @@ static int wrapped_fdatasync(const struct pulse_io *io, int fd)
     }
     if (atomic_load(&sleep_us) > 0)
         usleep(atomic_load(&sleep_us));
-    int rc = pulse_io_posix()->fdatasync(pulse_io_posix(), fd);
+    int rc = atomic_load(&instant) ? 0 : pulse_io_posix()->fdatasync(pulse_io_posix(), fd);
     atomic_fetch_sub(&inflight, 1);
     return rc;
 }
@@ -66,6 +69,7 @@ static void wrap_io(struct pulse_broker_config *cfg)
     atomic_init(&fail_held, false);
     atomic_init(&held, 0);
     atomic_init(&sleep_us, 0);
+    atomic_init(&instant, false);
     cfg->io = &wrapped;
 }
 
@@ -135,6 +139,79 @@ START_TEST(test_lone_publish_is_synced_and_completed_on_the_publishing_thread)
         ck_assert_int_ge(hw_of(b, "t", 0), i + 1);
     }
     ck_assert_int_ge(atomic_load(&calls), 3);
+    pulse_broker_close(b);
+}
+END_TEST
+
+/* One publish of one record to "t"; true when it was completed on this
+ * thread before pulse_broker_publish returned (the publisher led its
+ * sync), false when another thread completed it (the syncer's group). */
+static bool publish_led_inline(struct pulse_broker *b, int64_t want_offset)
+{
+    struct pulse_offset_pair off;
+    char err[256] = "";
+    struct seen s;
+    bool pending = false;
+    seen_init(&s);
+    struct pulse_publish_record rec = rec_kv(NULL, "v", 0);
+    ck_assert_int_eq(pulse_broker_publish(b, "t", &rec, 1, &off, seen_cb, &s, &pending, err, sizeof err), PULSE_OK);
+    atomic_store(&s.returned, true);
+    ck_assert(pending);
+    seen_wait(&s);
+    ck_assert_int_eq(atomic_load(&s.st), PULSE_OK);
+    ck_assert_int_eq(off.offset, want_offset);
+    ck_assert_int_ge(hw_of(b, "t", 0), want_offset + 1);
+    bool inline_here = !atomic_load(&s.returned_first) && pthread_equal(s.thread, pthread_self());
+    /* Either way completed once: never both here and elsewhere. */
+    ck_assert(inline_here || !pthread_equal(s.thread, pthread_self()));
+    return inline_here;
+}
+
+/* An HTTP worker that blocks in a slow fdatasync holds back the requests of
+ * its other connections, which then each pay an fdatasync of their own: with
+ * more than one client connection open and slow syncs, a publish goes to
+ * the syncer's group commit; with one open again, the publisher leads. */
+START_TEST(test_with_many_clients_and_slow_syncs_the_syncer_commits_the_group)
+{
+    struct pulse_broker_config cfg;
+    test_config(&cfg);
+    wrap_io(&cfg);
+    cfg.checkpoint_interval_ms = 600000;
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
+    create_topic(b, "t", 1);
+    atomic_store(&sleep_us, 2000); /* 2 ms: a disk, not a cache */
+    int64_t at = 0;
+    /* No front end has said anything yet: a lone publisher leads, and its
+     * syncs teach the broker that they are slow. */
+    for (; at < 3; at++)
+        ck_assert_msg(publish_led_inline(b, at), "publish %d was not led inline", (int)at);
+    pulse_broker_note_clients(b, 8);
+    for (int i = 0; i < 3; i++, at++)
+        ck_assert_msg(!publish_led_inline(b, at), "publish %d blocked its thread in a slow sync with 8 clients",
+                      (int)at);
+    pulse_broker_note_clients(b, 1);
+    ck_assert(publish_led_inline(b, at));
+    atomic_store(&sleep_us, 0);
+    pulse_broker_close(b);
+}
+END_TEST
+
+/* Where a flush costs next to nothing (tmpfs, a write cache with power-loss
+ * protection) the hand-offs cost more than blocking: the publisher leads
+ * whatever the number of clients. */
+START_TEST(test_with_fast_syncs_the_publisher_leads_whatever_the_clients)
+{
+    struct pulse_broker_config cfg;
+    test_config(&cfg);
+    wrap_io(&cfg);
+    cfg.checkpoint_interval_ms = 600000;
+    atomic_store(&instant, true);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
+    create_topic(b, "t", 1);
+    pulse_broker_note_clients(b, 32);
+    for (int64_t at = 0; at < 3; at++)
+        ck_assert_msg(publish_led_inline(b, at), "publish %d was not led inline", (int)at);
+    atomic_store(&instant, false);
     pulse_broker_close(b);
 }
 END_TEST
@@ -266,5 +343,7 @@ TCase *broker_synclead_tcase(void)
     tcase_add_test(tc, test_lone_publish_is_synced_and_completed_on_the_publishing_thread);
     tcase_add_test(tc, test_a_failed_inline_fdatasync_fails_every_publish_that_waited_on_it);
     tcase_add_test(tc, test_a_sync_pass_runs_many_partitions_fdatasyncs_side_by_side);
+    tcase_add_test(tc, test_with_many_clients_and_slow_syncs_the_syncer_commits_the_group);
+    tcase_add_test(tc, test_with_fast_syncs_the_publisher_leads_whatever_the_clients);
     return tc;
 }

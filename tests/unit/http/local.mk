@@ -68,6 +68,15 @@ tests_unit_check_publish_results_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSS
 tests_unit_check_publish_results_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_publish_results_LDADD = $(PULSE_HTTP_HOOKS_LIBS) $(CHECK_LDADD)
 
+# The open connections the server tells its broker (broker.h
+# pulse_broker_note_clients), over a fake backend.
+check_PROGRAMS += tests/unit/check_note_clients
+TESTS += tests/unit/check_note_clients
+tests_unit_check_note_clients_SOURCES = tests/unit/http/check_note_clients.c
+tests_unit_check_note_clients_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_check_note_clients_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_note_clients_LDADD = $(PULSE_HTTP_HOOKS_LIBS) $(CHECK_LDADD)
+
 # The slow-client registry's wake-ups (conns.h).
 check_PROGRAMS += tests/unit/check_conns
 TESTS += tests/unit/check_conns
