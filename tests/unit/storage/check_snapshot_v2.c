@@ -30,6 +30,7 @@ static struct pulse_plog *open_log(const char *dir, uint32_t interval, struct pu
     struct pulse_plog *plog = NULL;
 
     pt_cfg(&cfg, SEG, interval, NULL);
+    cfg.contiguous = true; /* as the broker opens a topic that is not compacted */
     ck_assert_int_eq(pulse_plog_open(dir, &cfg, &plog, rec), PULSE_OK);
     return plog;
 }
