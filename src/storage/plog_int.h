@@ -21,7 +21,9 @@
  *   innermost lock of all: the cache is used under any of these, and never
  *   calls back.
  * - I/O may happen under wlock (writes, the rotation's and the reopen's
- *   syncs) and under snap_lock (the snapshot file), never under the others.
+ *   syncs) and under snap_lock (the snapshot file, and the stat and fstat
+ *   of a sealed segment described for the first time: put_snapshot),
+ *   never under the others.
  */
 #ifndef PULSE_STORAGE_PLOG_INT_H
 #define PULSE_STORAGE_PLOG_INT_H

@@ -15,10 +15,15 @@
  *      lost offsets start (lost_start).
  *   3. Scan, changing nothing yet. Fast path when the snapshot decodes,
  *      names the last segment as the active one with a size the file still
- *      reaches, and the damage record reads back: each segment's index is
- *      checked entry by entry against the batch headers it points at and the
- *      bytes from the last good entry on are decoded and CRC-verified. A
- *      segment the record names as holding damaged bytes is scanned whole.
+ *      reaches, and the damage record reads back: a sealed segment whose
+ *      files match its record in a version 2 snapshot is restored from its
+ *      index file (restore_by_record: no header inside it read, nothing
+ *      decoded); every other segment's index is checked entry by entry
+ *      against the batch headers it points at (for the active segment, the
+ *      prefix the snapshot's CRC vouches for only at its ends:
+ *      active_trust) and the bytes from the last good entry on are decoded
+ *      and CRC-verified. A segment the record names as holding damaged
+ *      bytes is scanned whole.
  *      Otherwise the full scan decodes every batch of every segment. Both
  *      walk the file with the one iterator of segscan.h: bytes that fail
  *      validation but are followed by a valid batch form a damaged range;
