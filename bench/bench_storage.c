@@ -1109,8 +1109,8 @@ static pulse_status_t bench_recovery_size(const struct opts *o, struct anchors *
     snprintf(extra, sizeof(extra),
              ",\"log_bytes\":%llu,\"segments\":%u,\"ms\":%.3f,\"ms_min\":%.3f,\"ms_max\":%.3f,\"used_snapshot\":%s,"
              "\"engine_elapsed_us\":%lld,\"target_ms\":20,\"cache\":\"cold\"",
-             (unsigned long long)stats.size_bytes, stats.segments, ms[1], ms[0], ms[2], rec.used_snapshot ? "true" : "false",
-             (long long)rec.elapsed_us);
+             (unsigned long long)stats.size_bytes, stats.segments, ms[1], ms[0], ms[2],
+             rec.used_snapshot ? "true" : "false", (long long)rec.elapsed_us);
     emit(large ? "recovery_snapshot_cold_large" : "recovery_snapshot_cold_small", NAN, NAN, NULL, 0, -1, extra);
 out:
     if (st != PULSE_OK)

@@ -125,7 +125,7 @@ struct recovery {
     struct pulse_plog_recovery *rec;
     struct pulse_snapshot snap;
     bool have_snap;
-    struct pulse_snapshot_ext ext; /* its version 2 part (seals owned) */
+    struct pulse_snapshot_ext ext;      /* its version 2 part (seals owned) */
     const struct pulse_snapshot *proof; /* the running log's checkpoint (reopen), or NULL */
     bool contiguous;                    /* the log's offsets have no gaps (plog.h) */
     /* Step 7 has nothing to do (proven_synced): the files recovery keeps

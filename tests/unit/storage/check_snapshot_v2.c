@@ -125,9 +125,8 @@ struct image_v2 {
 static struct image_v2 save_snapshot(const char *dir)
 {
     struct image_v2 im = {NULL, 0};
-    ck_assert_int_eq(pulse_io_read_file(pulse_io_posix(), dir, PULSE_SNAPSHOT_NAME, PULSE_SNAPSHOT_MAX_FILE, &im.data,
-                                        &im.len),
-                     0);
+    ck_assert_int_eq(
+        pulse_io_read_file(pulse_io_posix(), dir, PULSE_SNAPSHOT_NAME, PULSE_SNAPSHOT_MAX_FILE, &im.data, &im.len), 0);
     return im;
 }
 
