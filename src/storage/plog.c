@@ -309,10 +309,14 @@ static pulse_status_t snapshot_parts(struct pulse_plog *plog, const struct pulse
             continue;
         if (!seg->have_seal && m < PULSE_SNAPSHOT_MAX_SEALS)
             seg->have_seal = pulse_segment_describe(seg, &seg->seal) == PULSE_OK;
-        if (seg->have_seal && m < PULSE_SNAPSHOT_MAX_SEALS)
+        if (seg->have_seal && m < PULSE_SNAPSHOT_MAX_SEALS) {
+            /* Its offsets end where the next listed segment begins (a
+             * compaction may have removed the one after it). */
+            seg->seal.next = segs[i + 1]->base;
             seals[m++] = seg->seal;
-        else
+        } else {
             *complete_out = false;
+        }
     }
     for (size_t i = 0; i < n; i++)
         pulse_segment_release(segs[i]);

@@ -339,9 +339,10 @@ static const struct pulse_damage *known_match(const struct recovery *rc, const s
  * index table is the one the record describes (a table the writer built,
  * or an earlier recovery checked, against this very data file), so no
  * batch header inside it is read and nothing is decoded: the segment ends
- * at its file's end, its offsets at the next segment's base (a gap there
- * was recorded in the damage record when it was first found, and is
- * carried over), its newest timestamp is the record's. *done is false, and
+ * at its file's end, its offsets at the next segment's base, which must be
+ * where they ended when the record was written (a gap there was recorded
+ * in the damage record when it was first found, and is carried over), its
+ * newest timestamp is the record's. *done is false, and
  * nothing is changed, when the record does not match: the caller checks
  * the segment entry by entry as before.
  */
@@ -351,7 +352,9 @@ static pulse_status_t restore_by_record(struct recovery *rc, struct pulse_segmen
     pulse_status_t st;
 
     *done = false;
-    if (seal == NULL || seal->log_size != w->fsize)
+    /* A segment lost after this one moves its limit (the next base): only
+     * a scan of its data finds where its offsets really end. */
+    if (seal == NULL || seal->log_size != w->fsize || seal->next != w->limit)
         return PULSE_OK;
     st = pulse_segment_restore_sealed(seg, seal, done);
     if (st != PULSE_OK || !*done) {

@@ -652,6 +652,7 @@ pulse_status_t pulse_segment_describe(struct pulse_segment *seg, struct pulse_sn
         return PULSE_NOMEM;
     *out = (struct pulse_snapshot_seal){
         .base = seg->base,
+        .next = atomic_load(&seg->next_offset),
         .log_size = (uint64_t)sb.st_size,
         .log_ino = id.ino,
         .log_mtime_ns = mtime_ns(&sb),

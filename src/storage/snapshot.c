@@ -57,12 +57,13 @@ uint8_t *pulse_snapshot_encode_v2(const struct pulse_snapshot *snap, const struc
     for (size_t i = 0; i < n; i++) {
         uint8_t *r = out + PULSE_SNAPSHOT_V2_HEAD + i * PULSE_SNAPSHOT_SEAL_SIZE;
         pulse_put_be64(r, (uint64_t)seals[i].base);
-        pulse_put_be64(r + 8, seals[i].log_size);
-        pulse_put_be64(r + 16, seals[i].log_ino);
-        pulse_put_be64(r + 24, (uint64_t)seals[i].log_mtime_ns);
-        pulse_put_be64(r + 32, (uint64_t)seals[i].max_ts);
-        pulse_put_be32(r + 40, seals[i].index_size);
-        pulse_put_be32(r + 44, seals[i].index_crc);
+        pulse_put_be64(r + 8, (uint64_t)seals[i].next);
+        pulse_put_be64(r + 16, seals[i].log_size);
+        pulse_put_be64(r + 24, seals[i].log_ino);
+        pulse_put_be64(r + 32, (uint64_t)seals[i].log_mtime_ns);
+        pulse_put_be64(r + 40, (uint64_t)seals[i].max_ts);
+        pulse_put_be32(r + 48, seals[i].index_size);
+        pulse_put_be32(r + 52, seals[i].index_crc);
     }
     pulse_put_be32(out + 4, pulse_crc32c(0, out + 8, len - 8));
     *len_out = len;
@@ -92,13 +93,15 @@ static pulse_status_t decode_records(const uint8_t *buf, size_t n, const struct 
     for (size_t i = 0; i < n; i++) {
         const uint8_t *r = buf + PULSE_SNAPSHOT_V2_HEAD + i * PULSE_SNAPSHOT_SEAL_SIZE;
         v[i].base = (int64_t)pulse_get_be64(r);
-        v[i].log_size = pulse_get_be64(r + 8);
-        v[i].log_ino = pulse_get_be64(r + 16);
-        v[i].log_mtime_ns = (int64_t)pulse_get_be64(r + 24);
-        v[i].max_ts = (int64_t)pulse_get_be64(r + 32);
-        v[i].index_size = pulse_get_be32(r + 40);
-        v[i].index_crc = pulse_get_be32(r + 44);
-        if (v[i].base < 0 || v[i].base >= s->active_base || (i > 0 && v[i].base <= v[i - 1].base) ||
+        v[i].next = (int64_t)pulse_get_be64(r + 8);
+        v[i].log_size = pulse_get_be64(r + 16);
+        v[i].log_ino = pulse_get_be64(r + 24);
+        v[i].log_mtime_ns = (int64_t)pulse_get_be64(r + 32);
+        v[i].max_ts = (int64_t)pulse_get_be64(r + 40);
+        v[i].index_size = pulse_get_be32(r + 48);
+        v[i].index_crc = pulse_get_be32(r + 52);
+        if (v[i].base < 0 || v[i].base >= s->active_base || (i > 0 && v[i].base < v[i - 1].next) ||
+            v[i].next <= v[i].base || v[i].next > s->active_base ||
             v[i].index_size % 8 != 0 || v[i].log_size > (uint64_t)INT64_MAX) {
             pulse_free(v);
             return PULSE_CORRUPT;

@@ -37,7 +37,7 @@ struct pulse_io;
 #define PULSE_SNAPSHOT_VERSION 0x01u
 #define PULSE_SNAPSHOT_VERSION_2 0x02u
 #define PULSE_SNAPSHOT_V2_HEAD 64u   /* version 2: bytes before the first seal record */
-#define PULSE_SNAPSHOT_SEAL_SIZE 48u /* version 2: bytes per seal record */
+#define PULSE_SNAPSHOT_SEAL_SIZE 56u /* version 2: bytes per seal record */
 /* Version 2 records at most this many sealed segments (older ones get no
  * record and are checked entry by entry), so the file stays under 3 MiB. */
 #define PULSE_SNAPSHOT_MAX_SEALS 65536u
@@ -56,12 +56,15 @@ struct pulse_snapshot {
  * What proves a sealed segment unchanged since its index was known to
  * match its data: the data file's size, inode and modification time (a
  * rewrite by compaction is a new file, so a new inode; nothing rewrites a
- * sealed file in place), and the index file's size and CRC32C. max_ts is
- * the segment's newest record timestamp, which recovery would otherwise
- * learn only by reading its batches.
+ * sealed file in place), and the index file's size and CRC32C. next is
+ * where its offsets ended then (the next segment's base): a segment lost
+ * after it changes that, and the gap must be found. max_ts is the
+ * segment's newest record timestamp, which recovery would otherwise learn
+ * only by reading its batches.
  */
 struct pulse_snapshot_seal {
     int64_t base;
+    int64_t next;
     uint64_t log_size;
     uint64_t log_ino;
     int64_t log_mtime_ns;
@@ -92,8 +95,8 @@ uint8_t *pulse_snapshot_encode_v2(const struct pulse_snapshot *snap, const struc
 /* Parses hostile bytes of either version. PULSE_CORRUPT unless magic,
  * version, reserved bytes, length and CRC are right and the fields are
  * coherent (0 <= activeBase <= activeNext == leo, activeSize >= 0; for
- * version 2, records in strictly ascending base order below activeBase,
- * index sizes a multiple of 8); PULSE_NOMEM. ext (nullable) gets the
+ * version 2, records whose ranges [base, next) are in order and do not
+ * overlap, below activeBase, index sizes a multiple of 8); PULSE_NOMEM. ext (nullable) gets the
  * version and the version 2 fields; its seals are the caller's to
  * pulse_free (NULL for a version 1 file). */
 pulse_status_t pulse_snapshot_decode(const uint8_t *buf, size_t len, struct pulse_snapshot *snap);

@@ -336,6 +336,40 @@ START_TEST(test_a_cut_sealed_log_is_not_trusted)
 }
 END_TEST
 
+/* A whole sealed segment lost (both files) after the snapshot: the one
+ * before it still matches its record, but its offsets no longer end where
+ * the next segment begins, so it is scanned and the lost offsets are a
+ * recorded missing range. */
+START_TEST(test_a_segment_lost_after_a_trusted_one_is_found)
+{
+    char *dir = pt_tmpdir();
+    char p[600];
+    uint64_t n = build(dir, 256);
+    int64_t bases[64];
+    size_t nb = list_bases(dir, bases, 64);
+    struct pulse_plog_recovery rec;
+
+    ck_assert_uint_ge(nb, 4);
+    pt_path(p, sizeof p, dir, bases[2], "index");
+    ck_assert_int_eq(unlink(p), 0);
+    pt_path(p, sizeof p, dir, bases[2], "log");
+    ck_assert_int_eq(unlink(p), 0);
+    struct pulse_plog *plog = open_log(dir, 256, &rec);
+    ck_assert_uint_eq(rec.new_damaged_ranges, 1);
+    expect_records(plog, n, (uint64_t)bases[2], (uint64_t)bases[3]);
+    ck_assert(rec.used_snapshot);
+    ck_assert_uint_eq(rec.seals_trusted, rec.segments - 2);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    /* The restart after it says the same, from the damage record. */
+    plog = open_log(dir, 256, &rec);
+    ck_assert_uint_eq(rec.damaged_ranges, 1);
+    ck_assert_uint_eq(rec.seals_trusted, rec.segments - 1);
+    expect_records(plog, n, (uint64_t)bases[2], (uint64_t)bases[3]);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
 /* A batch header rotted under the last index entry of a sealed segment,
  * the file's times put back: size, inode, times and index all match the
  * record; the header check at the last entry does not. */
@@ -562,8 +596,8 @@ END_TEST
 /* The codec: a round trip, and every way a version 2 file can be wrong. */
 START_TEST(test_version_2_round_trips_and_rejects_bad_bytes)
 {
-    struct pulse_snapshot_seal seals[2] = {{0, 4096, 77, 123456789, 1000, 48, 0xdeadbeef},
-                                           {100, 2048, 78, 123456790, 2000, 16, 0x01020304}};
+    struct pulse_snapshot_seal seals[2] = {{0, 100, 4096, 77, 123456789, 1000, 48, 0xdeadbeef},
+                                           {100, 200, 2048, 78, 123456790, 2000, 16, 0x01020304}};
     struct pulse_snapshot s = {300, 200, 512, 300}, back;
     struct pulse_snapshot_ext x = {2, 79, 3, 0xcafe, seals, 2}, bx;
     size_t len = 0;
@@ -590,16 +624,22 @@ START_TEST(test_version_2_round_trips_and_rejects_bad_bytes)
     ck_assert_int_eq(pulse_snapshot_decode(raw, len - 1, &back), PULSE_CORRUPT);
     ck_assert_int_eq(pulse_snapshot_decode(raw, PULSE_SNAPSHOT_SIZE, &back), PULSE_CORRUPT);
     pulse_free(raw);
-    /* Records out of order, or not below the active segment. */
-    seals[1].base = 0;
-    raw = pulse_snapshot_encode_v2(&s, &x, &len);
-    ck_assert_int_eq(pulse_snapshot_decode(raw, len, &back), PULSE_CORRUPT);
-    pulse_free(raw);
-    seals[1].base = 200;
+    /* Records out of order or overlapping, empty, or not below the active
+     * segment. */
+    seals[1].base = 50;
     raw = pulse_snapshot_encode_v2(&s, &x, &len);
     ck_assert_int_eq(pulse_snapshot_decode(raw, len, &back), PULSE_CORRUPT);
     pulse_free(raw);
     seals[1].base = 100;
+    seals[1].next = 100;
+    raw = pulse_snapshot_encode_v2(&s, &x, &len);
+    ck_assert_int_eq(pulse_snapshot_decode(raw, len, &back), PULSE_CORRUPT);
+    pulse_free(raw);
+    seals[1].next = 201;
+    raw = pulse_snapshot_encode_v2(&s, &x, &len);
+    ck_assert_int_eq(pulse_snapshot_decode(raw, len, &back), PULSE_CORRUPT);
+    pulse_free(raw);
+    seals[1].next = 200;
     seals[1].index_size = 17;
     raw = pulse_snapshot_encode_v2(&s, &x, &len);
     ck_assert_int_eq(pulse_snapshot_decode(raw, len, &back), PULSE_CORRUPT);
@@ -625,6 +665,7 @@ int main(void)
     tcase_add_test(tc, test_a_cut_or_extended_sealed_index_is_not_trusted);
     tcase_add_test(tc, test_an_extended_sealed_log_is_not_trusted);
     tcase_add_test(tc, test_a_cut_sealed_log_is_not_trusted);
+    tcase_add_test(tc, test_a_segment_lost_after_a_trusted_one_is_found);
     tcase_add_test(tc, test_a_rotten_header_at_the_last_entry_is_found_at_the_open);
     tcase_add_test(tc, test_rot_in_a_trusted_segment_is_never_served);
     tcase_add_test(tc, test_a_stale_snapshot_put_back_is_safe);
