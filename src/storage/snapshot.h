@@ -39,7 +39,7 @@ struct pulse_io;
 #define PULSE_SNAPSHOT_V2_HEAD 64u   /* version 2: bytes before the first seal record */
 #define PULSE_SNAPSHOT_SEAL_SIZE 56u /* version 2: bytes per seal record */
 /* Version 2 records at most this many sealed segments (older ones get no
- * record and are checked entry by entry), so the file stays under 3 MiB. */
+ * record and are checked entry by entry), so the file stays under 4 MiB. */
 #define PULSE_SNAPSHOT_MAX_SEALS 65536u
 #define PULSE_SNAPSHOT_MAX_FILE (PULSE_SNAPSHOT_V2_HEAD + PULSE_SNAPSHOT_MAX_SEALS * PULSE_SNAPSHOT_SEAL_SIZE)
 #define PULSE_SNAPSHOT_NAME "snapshot"
