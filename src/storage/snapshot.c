@@ -101,8 +101,8 @@ static pulse_status_t decode_records(const uint8_t *buf, size_t n, const struct 
         v[i].index_size = pulse_get_be32(r + 48);
         v[i].index_crc = pulse_get_be32(r + 52);
         if (v[i].base < 0 || v[i].base >= s->active_base || (i > 0 && v[i].base < v[i - 1].next) ||
-            v[i].next <= v[i].base || v[i].next > s->active_base ||
-            v[i].index_size % 8 != 0 || v[i].log_size > (uint64_t)INT64_MAX) {
+            v[i].next <= v[i].base || v[i].next > s->active_base || v[i].index_size % 8 != 0 ||
+            v[i].log_size > (uint64_t)INT64_MAX) {
             pulse_free(v);
             return PULSE_CORRUPT;
         }
