@@ -1024,8 +1024,10 @@ pulse_status_t pulse_plog_checkpoint(struct pulse_plog *plog, int64_t *due_out)
     if (!moved || now < due)
         goto out;
     due = INT64_MAX;
-    /* Not needed for the proof (recovery checks every entry anyway), but
-     * this is the one place that releases the active index descriptor. */
+    /* Not needed for the proof (recovery checks the index against the
+     * snapshot's CRC of its prefix, or entry by entry), but it lets that
+     * CRC match after a crash, and this is the one place that releases
+     * the active index descriptor. */
     (void)sync_active_index(plog);
     pthread_mutex_lock(&plog->snap_lock);
     if (durable_state(plog, &snap) && !snap_equal(&snap, &plog->last_snap))
