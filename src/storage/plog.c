@@ -1238,6 +1238,10 @@ struct slicer {
     uint64_t len;
     uint64_t bad_pos; /* a batch that cannot be right (CORRUPT) */
     bool done;        /* nothing more may join the slice */
+    /* A read (pulse_plog_read) gives the buffer its bytes go to: the walk
+     * fills it from the first batch taken on (fill_ahead), filled bytes. */
+    struct pulse_buf *fill;
+    uint64_t filled;
 };
 
 /* The high watermark now, read under sync_lock: a sync publishes a
@@ -1292,6 +1296,32 @@ static pulse_status_t walk_bad(struct slicer *sl, struct pulse_segment *seg, uin
     sl->bad_pos = pos;
     sl->done = true;
     return sl->len > 0 ? PULSE_OK : PULSE_CORRUPT;
+}
+
+/*
+ * For a read: once the walk took the first batch of the slice (it), reads
+ * the bytes the slice may span from there (max_bytes, or that one batch
+ * when it is larger, within the durable bound and the room sl->fill has)
+ * into sl->fill, past its length, and lets the scan find the remaining
+ * headers in them instead of reading each one. Bytes read past the slice
+ * are not kept (the caller only takes the slice's length). When the
+ * buffer cannot take them nothing is filled and the read copies the slice
+ * itself afterwards. PULSE_IO when the read fails.
+ */
+static pulse_status_t fill_ahead(struct slicer *sl, struct pulse_segscan *sc, const struct pulse_segscan_item *it,
+                                 uint64_t bound)
+{
+    struct pulse_buf *out = sl->fill;
+    uint64_t n = sl->max_bytes > it->end - it->pos ? sl->max_bytes : it->end - it->pos;
+
+    if (n > bound - it->pos)
+        n = bound - it->pos;
+    if (n > SIZE_MAX || pulse_buf_reserve(out, (size_t)n) != PULSE_OK)
+        return PULSE_OK;
+    pulse_status_t st = pulse_segscan_fill(sc, it->pos, out->data + out->len, (size_t)n);
+    if (st == PULSE_OK)
+        sl->filled = n;
+    return st;
 }
 
 /*
@@ -1351,6 +1381,8 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg,
         if (sl->len == 0) {
             sl->first_pos = it.pos;
             sl->first_base = it.hdr.base_offset;
+            if (sl->fill != NULL && (st = fill_ahead(sl, &sc, &it, bound)) != PULSE_OK)
+                break;
         }
         sl->len += it.end - it.pos;
         sl->next = it.last_offset + 1;
@@ -1380,12 +1412,16 @@ static void slice_finish(const struct slicer *sl, pulse_status_t st, struct puls
  * caller in *seg_out, its data file pinned (*fd_out until the caller's
  * pulse_segment_unpin): when len > 0, or with PULSE_CORRUPT when an invalid
  * batch header at *bad_pos of that segment came first (else NULL).
+ * fill (nullable, a read's buffer): *filled gets how many bytes from the
+ * slice's first batch on the walk put past fill's length (fill_ahead);
+ * the slice's bytes are there when that is at least its length.
  */
 static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_slice *out,
-                               struct pulse_segment **seg_out, int *fd_out, uint64_t *bad_pos)
+                               struct pulse_segment **seg_out, int *fd_out, uint64_t *bad_pos, struct pulse_buf *fill,
+                               uint64_t *filled)
 {
     struct pulse_segment *seg = NULL;
-    struct slicer sl = {.plog = plog, .max_bytes = max_bytes, .bad_pos = UINT64_MAX};
+    struct slicer sl = {.plog = plog, .max_bytes = max_bytes, .bad_pos = UINT64_MAX, .fill = fill};
     int fd = -1;
     int64_t ls;
     pulse_status_t st = PULSE_OK;
@@ -1428,6 +1464,8 @@ static pulse_status_t do_slice(struct pulse_plog *plog, int64_t offset, uint64_t
 out:
     slice_finish(&sl, st, out);
     *bad_pos = sl.bad_pos;
+    if (filled != NULL)
+        *filled = sl.filled;
     *seg_out = NULL;
     if ((st == PULSE_OK && sl.len > 0) || (st == PULSE_CORRUPT && sl.bad_pos != UINT64_MAX)) {
         *seg_out = seg; /* with its pin */
@@ -1610,13 +1648,13 @@ static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_
     struct pulse_segscan sc;
     struct pulse_segscan_item it;
     size_t old_len = out->len;
-    uint64_t good = 0;
+    uint64_t good = 0, filled = 0;
     int64_t next;
     int fd = -1;
     pulse_status_t st;
 
     *bad_seg = NULL;
-    st = do_slice(plog, offset, max_bytes, sl, &seg, &fd, bad_pos);
+    st = do_slice(plog, offset, max_bytes, sl, &seg, &fd, bad_pos, out, &filled);
     if (st == PULSE_CORRUPT) {
         *bad_seg = seg;
         *bad_fd = fd;
@@ -1632,7 +1670,7 @@ static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_
     st = pulse_buf_reserve(out, (size_t)sl->len);
     if (st != PULSE_OK)
         goto out;
-    {
+    if (filled < sl->len) {
         ssize_t got = pulse_io_pread_all(seg->io, fd, out->data + out->len, (size_t)sl->len, (off_t)sl->pos);
         if (got < 0 || (uint64_t)got != sl->len) {
             int err = got < 0 ? errno : EIO;
@@ -1699,7 +1737,7 @@ pulse_status_t pulse_plog_slice(struct pulse_plog *plog, int64_t offset, uint64_
      * raw or not, ever stalls in front of it. Each retry follows a newly
      * learned range; the bound is a guard. */
     for (int attempt = 0;; attempt++) {
-        st = do_slice(plog, offset, max_bytes, out, &seg, &sfd, &bad_pos);
+        st = do_slice(plog, offset, max_bytes, out, &seg, &sfd, &bad_pos, NULL, NULL);
         if (st != PULSE_CORRUPT || seg == NULL)
             break;
         bool learned = learn_and_record(plog, seg, sfd, bad_pos);

@@ -83,7 +83,9 @@ void pulse_segscan_set_hints(struct pulse_segscan *sc, const struct pulse_damage
 
 void pulse_segscan_fini(struct pulse_segscan *sc)
 {
-    pulse_free(sc->buf);
+    if (!sc->borrowed)
+        pulse_free(sc->buf);
+    sc->borrowed = false;
     sc->buf = NULL;
     sc->cap = 0;
     sc->buf_len = 0;
@@ -110,6 +112,13 @@ static pulse_status_t window(struct pulse_segscan *sc, uint64_t pos, size_t need
     }
     if (want > sc->size - pos)
         want = (size_t)(sc->size - pos);
+    if (sc->borrowed) {
+        /* The caller's window does not hold it: read into our own. */
+        sc->buf = NULL;
+        sc->cap = 0;
+        sc->buf_len = 0;
+        sc->borrowed = false;
+    }
     if (want > sc->cap) {
         uint8_t *nb = pulse_realloc(sc->buf, want);
         if (nb == NULL)
@@ -135,6 +144,32 @@ static pulse_status_t window(struct pulse_segscan *sc, uint64_t pos, size_t need
         return PULSE_IO;
     }
     *p = sc->buf;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_segscan_fill(struct pulse_segscan *sc, uint64_t pos, uint8_t *dst, size_t len)
+{
+    ssize_t got;
+
+    if (sc->mem != NULL || pos > sc->size || len > sc->size - pos)
+        return PULSE_INVALID;
+    got = pulse_io_pread_all(sc->io, sc->fd, dst, len, (off_t)pos);
+    if (got < 0) {
+        int err = errno;
+        PULSE_ERROR("segscan: pread %s at %" PRIu64 " failed: %s", sc->path, pos, strerror(err));
+        return pulse_status_from_errno(err);
+    }
+    if ((size_t)got < len) {
+        PULSE_ERROR("segscan: %s shrank below %" PRIu64 " bytes while it was read", sc->path, sc->size);
+        return PULSE_IO;
+    }
+    if (!sc->borrowed)
+        pulse_free(sc->buf);
+    sc->buf = dst;
+    sc->cap = len;
+    sc->buf_pos = pos;
+    sc->buf_len = len;
+    sc->borrowed = true;
     return PULSE_OK;
 }
 

@@ -114,6 +114,7 @@ struct pulse_segscan {
     size_t nhints;
     uint8_t *buf; /* read window: bytes [buf_pos, buf_pos + buf_len) */
     size_t cap;
+    bool borrowed; /* buf is the caller's (pulse_segscan_fill), not freed here */
     uint64_t buf_pos;
     size_t buf_len;
     struct pulse_buf inflated; /* the records of the last compressed batch verified (batch.h) */
@@ -182,6 +183,20 @@ void pulse_segscan_init_mem(struct pulse_segscan *sc, const uint8_t *buf, size_t
 /* hints (nullable, sorted by pos) are damaged ranges found before (used by
  * the resync, step 1). */
 void pulse_segscan_set_hints(struct pulse_segscan *sc, const struct pulse_damage *hints, size_t n);
+
+/*
+ * Reads bytes [pos, pos + len) of the file (len <= size - pos) into dst,
+ * the caller's memory, and makes them the scan's window: headers and
+ * batches inside it are taken from there and never read again. For a
+ * walk whose caller wants the bytes too (the log's read: its TRUST walk
+ * finds where the slice starts, fills the caller's buffer from there, and
+ * finds the remaining batch headers in what it read rather than with a
+ * pread each). dst must stay until pulse_segscan_fini or the next fill;
+ * a later need outside it reads into a window of the scan's own.
+ * PULSE_IO (logged) when the read fails or comes up short; the window is
+ * then unchanged. Not for a buffer scan (PULSE_INVALID).
+ */
+pulse_status_t pulse_segscan_fill(struct pulse_segscan *sc, uint64_t pos, uint8_t *dst, size_t len);
 
 /* Frees the read window. The iterator may be started again with _init. */
 void pulse_segscan_fini(struct pulse_segscan *sc);

@@ -26,10 +26,10 @@ tests_unit_check_batch_LDADD = libpulsestore_hooks.a libpulsecommon_hooks.a $(CH
 # model test, the descriptor cache, the appender-led sync.
 check_PROGRAMS += tests/unit/check_index tests/unit/check_snapshot tests/unit/check_plog \
 	tests/unit/check_recovery tests/unit/check_fault tests/unit/check_model tests/unit/check_fdcache \
-	tests/unit/check_synclead
+	tests/unit/check_synclead tests/unit/check_readcrc
 TESTS += tests/unit/check_index tests/unit/check_snapshot tests/unit/check_plog \
 	tests/unit/check_recovery tests/unit/check_fault tests/unit/check_model tests/unit/check_fdcache \
-	tests/unit/check_synclead
+	tests/unit/check_synclead tests/unit/check_readcrc
 tests_unit_check_index_SOURCES = tests/unit/storage/check_index.c
 tests_unit_check_index_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_index_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
@@ -57,6 +57,10 @@ tests_unit_check_synclead_SOURCES = tests/unit/storage/check_synclead.c tests/un
 tests_unit_check_synclead_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_synclead_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_synclead_LDADD = $(STORE_TEST_LDADD)
+tests_unit_check_readcrc_SOURCES = tests/unit/storage/check_readcrc.c tests/unit/storage/plogtest.h
+tests_unit_check_readcrc_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_readcrc_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_readcrc_LDADD = $(STORE_TEST_LDADD)
 tests_unit_check_model_SOURCES = tests/unit/storage/check_model.c tests/unit/storage/plogtest.h
 tests_unit_check_model_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_model_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
