@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/crc32c.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/debug.h"
@@ -223,14 +224,123 @@ static bool snap_equal(const struct pulse_snapshot *a, const struct pulse_snapsh
            a->active_next == b->active_next;
 }
 
-/* Writes snap and remembers it. Caller holds snap_lock. */
+/*
+ * Fills snap's version 2 fields for its active segment seg: the data
+ * file's inode and the CRC32C of the index entries below activeSize (in
+ * memory they are the ones the index file holds; recovery checks the file
+ * against the CRC). Continues the CRC of the previous snapshot of the same
+ * segment. Left zero (nothing vouched for) when the file cannot be pinned.
+ * Caller holds snap_lock.
+ */
+static void active_part(struct pulse_plog *plog, struct pulse_segment *seg, const struct pulse_snapshot *snap,
+                        struct pulse_snapshot_ext *ext)
+{
+    struct pulse_file_id id;
+    size_t n = 0;
+    uint32_t crc = 0;
+    int fd;
+
+    if (pulse_segment_pin(seg, &fd) != PULSE_OK)
+        return;
+    bool ok = plog->io->file_id(plog->io, fd, &id) == 0;
+    pulse_segment_unpin(seg);
+    if (!ok)
+        return;
+    if (plog->act_seg == seg && plog->act_base == seg->base) {
+        n = plog->act_n;
+        crc = plog->act_crc;
+    }
+    pthread_mutex_lock(&seg->index_lock);
+    while (n < seg->index.n && n < UINT32_MAX && seg->index.entries[n].rel_pos < (uint64_t)snap->active_size) {
+        uint8_t raw[PULSE_INDEX_ENTRY_SIZE];
+        pulse_index_encode_entry(&seg->index.entries[n], raw);
+        crc = pulse_crc32c(crc, raw, sizeof raw);
+        n++;
+    }
+    pthread_mutex_unlock(&seg->index_lock);
+    plog->act_seg = seg;
+    plog->act_base = seg->base;
+    plog->act_n = n;
+    plog->act_crc = crc;
+    ext->active_ino = id.ino;
+    ext->active_index_n = (uint32_t)n;
+    ext->active_index_crc = crc;
+}
+
+/*
+ * The version 2 parts of the snapshot of state snap: the records of the
+ * segments below its active one (pulse_segment_describe, once per
+ * segment), oldest first, in ext->seals (pulse_free), and the active
+ * segment's part. *complete_out is false when a sealed segment
+ * got no record (it is then checked entry by entry at the next open).
+ * Caller holds snap_lock; I/O (a stat and an fstat per segment described
+ * for the first time) happens under it.
+ */
+static pulse_status_t snapshot_parts(struct pulse_plog *plog, const struct pulse_snapshot *snap,
+                                     struct pulse_snapshot_ext *ext, bool *complete_out)
+{
+    struct pulse_segment **segs;
+    struct pulse_snapshot_seal *seals;
+    size_t n, m = 0;
+
+    *complete_out = true;
+    pthread_mutex_lock(&plog->list_lock);
+    n = plog->nsegs;
+    segs = pulse_malloc(n * sizeof *segs);
+    for (size_t i = 0; segs != NULL && i < n; i++) {
+        segs[i] = plog->segs[i];
+        pulse_segment_acquire(segs[i]);
+    }
+    pthread_mutex_unlock(&plog->list_lock);
+    seals = pulse_calloc(n, sizeof *seals);
+    if (segs == NULL || seals == NULL) {
+        if (segs != NULL)
+            for (size_t i = 0; i < n; i++)
+                pulse_segment_release(segs[i]);
+        pulse_free(segs);
+        pulse_free(seals);
+        return PULSE_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct pulse_segment *seg = segs[i];
+        if (seg->base == snap->active_base)
+            active_part(plog, seg, snap, ext);
+        if (seg->base >= snap->active_base)
+            continue;
+        if (!seg->have_seal && m < PULSE_SNAPSHOT_MAX_SEALS)
+            seg->have_seal = pulse_segment_describe(seg, &seg->seal) == PULSE_OK;
+        if (seg->have_seal && m < PULSE_SNAPSHOT_MAX_SEALS) {
+            /* Its offsets end where the next listed segment begins (a
+             * compaction may have removed the one after it). */
+            seg->seal.next = segs[i + 1]->base;
+            seals[m++] = seg->seal;
+        } else {
+            *complete_out = false;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        pulse_segment_release(segs[i]);
+    pulse_free(segs);
+    ext->seals = seals;
+    ext->nseals = m;
+    return PULSE_OK;
+}
+
+/* Writes snap (version 2, with its sealed records) and remembers it.
+ * Caller holds snap_lock. */
 static pulse_status_t put_snapshot(struct pulse_plog *plog, const struct pulse_snapshot *snap)
 {
-    pulse_status_t st = pulse_snapshot_write(plog->io, plog->dir, snap);
+    struct pulse_snapshot_ext ext = {.version = PULSE_SNAPSHOT_VERSION_2};
+    bool complete = false;
+    pulse_status_t st = snapshot_parts(plog, snap, &ext, &complete);
 
+    if (st == PULSE_OK)
+        st = pulse_snapshot_write_ext(plog->io, plog->dir, snap, &ext);
+    pulse_free(ext.seals);
     if (st == PULSE_OK) {
         plog->last_snap = *snap;
         plog->last_snap_us = pulse_clock_mono_us();
+        plog->snap_owed = !complete;
         atomic_store(&plog->snap_hw, snap->leo);
     }
     return st;
@@ -914,8 +1024,10 @@ pulse_status_t pulse_plog_checkpoint(struct pulse_plog *plog, int64_t *due_out)
     if (!moved || now < due)
         goto out;
     due = INT64_MAX;
-    /* Not needed for the proof (recovery checks every entry anyway), but
-     * this is the one place that releases the active index descriptor. */
+    /* Not needed for the proof (recovery checks the index against the
+     * snapshot's CRC of its prefix, or entry by entry), but it lets that
+     * CRC match after a crash, and this is the one place that releases
+     * the active index descriptor. */
     (void)sync_active_index(plog);
     pthread_mutex_lock(&plog->snap_lock);
     if (durable_state(plog, &snap) && !snap_equal(&snap, &plog->last_snap))
@@ -1854,6 +1966,19 @@ static void plog_free(struct pulse_plog *plog)
     pulse_free(plog);
 }
 
+/* Whether the snapshot file recovery read lacks what the next write would
+ * record (see snap_owed): the next clean close then writes it, even for a
+ * log whose durable state did not move. */
+static bool snapshot_owed(const struct pulse_recover_result *res, const struct pulse_plog_recovery *rec)
+{
+    if (!res->have_snap)
+        return false; /* the durable state differs from none, unless the log is empty */
+    if (res->snap_version != PULSE_SNAPSHOT_VERSION_2)
+        return true;
+    return rec->seals_trusted + 1 < res->n || rec->indexes_rebuilt > 0 ||
+           (res->snap_active_index_n > 1 && !rec->active_index_trusted);
+}
+
 pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *cfg, struct pulse_plog **plog_out,
                                struct pulse_plog_recovery *rec_out)
 {
@@ -1915,6 +2040,7 @@ pulse_status_t pulse_plog_open(const char *dir, const struct pulse_plog_config *
      * state differs. Without one, only an empty log needs no proof. */
     if (res.have_snap)
         plog->last_snap = res.snap;
+    plog->snap_owed = snapshot_owed(&res, &rec);
     atomic_init(&plog->snap_hw, plog->last_snap.leo);
     plog->damage = dset_from(&res);
     if (plog->damage == NULL) {
@@ -2108,6 +2234,9 @@ pulse_status_t pulse_plog_reopen(struct pulse_plog *plog, struct pulse_plog_reco
         goto out;
     }
     install_recovered_locked(plog, &res, damage, &old, &nold);
+    /* New segment structs: the next snapshot computes their parts anew. */
+    plog->act_seg = NULL;
+    plog->snap_owed = true;
     PULSE_WARN("plog %s: reopened after a fence; log end %" PRId64 ", %" PRIu64 " bytes truncated by recovery",
                plog->dir, res.leo, rec.truncated_bytes);
     if (rec_out != NULL)
@@ -2145,7 +2274,7 @@ static pulse_status_t close_snapshot_locked(struct pulse_plog *plog)
 
     pthread_mutex_lock(&plog->snap_lock);
     if (durable_state(plog, &snap))
-        st = snap_equal(&snap, &plog->last_snap) ? PULSE_OK : put_snapshot(plog, &snap);
+        st = snap_equal(&snap, &plog->last_snap) && !plog->snap_owed ? PULSE_OK : put_snapshot(plog, &snap);
     pthread_mutex_unlock(&plog->snap_lock);
     return st;
 }

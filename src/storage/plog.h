@@ -139,6 +139,12 @@ struct pulse_plog_recovery {
      * durable as it is and no file was made (recover.c proven_synced). */
     bool sync_skipped;
     int64_t elapsed_us;
+    /* Snapshot version 2 (recover.c): sealed segments restored from their
+     * snapshot record (no batch header inside them read), and whether the
+     * active segment's index prefix below the checkpoint was taken on the
+     * snapshot's CRC of it. */
+    uint32_t seals_trusted;
+    bool active_index_trusted;
 };
 
 /*

@@ -626,6 +626,13 @@ pulse_status_t pulse_plog_apply(struct pulse_plog *plog, const struct pulse_plog
     } else {
         st = apply_replace(plog, edit, &r);
     }
+    /* A removed or rewritten segment changes the snapshot's sealed records
+     * (snapshot.h): rewrite it so the next start trusts the new files
+     * without checking them entry by entry. Best effort, as after a trim:
+     * a stale record only fails to match (recover.c). */
+    if (st == PULSE_OK && edit->kind != PULSE_PLOG_EDIT_TRIM &&
+        (r.removed > 0 || edit->kind == PULSE_PLOG_EDIT_REPLACE))
+        (void)pulse_plog_snapshot_locked(plog);
     pthread_mutex_unlock(&plog->wlock);
     for (size_t i = 0; gone != NULL && i < r.removed; i++)
         pulse_segment_release(gone[i]);

@@ -21,7 +21,9 @@
  *   innermost lock of all: the cache is used under any of these, and never
  *   calls back.
  * - I/O may happen under wlock (writes, the rotation's and the reopen's
- *   syncs) and under snap_lock (the snapshot file), never under the others.
+ *   syncs) and under snap_lock (the snapshot file, and the stat and fstat
+ *   of a sealed segment described for the first time: put_snapshot),
+ *   never under the others.
  */
 #ifndef PULSE_STORAGE_PLOG_INT_H
 #define PULSE_STORAGE_PLOG_INT_H
@@ -112,6 +114,18 @@ struct pulse_plog {
     /* last_snap.leo, for a lock-free look whether HW moved since (a
      * checkpoint pass calls every partition, most of them idle). */
     _Atomic int64_t snap_hw;
+    /* snap_lock: the file lacks a sealed record the next write would have
+     * (a version 1 file, a segment recovery checked entry by entry, an
+     * index it rebuilt), so a clean close writes it even when the durable
+     * state did not move. */
+    bool snap_owed;
+    /* snap_lock: the CRC32C of the first act_n entries of the active
+     * segment act_seg (base act_base), carried from one snapshot to the
+     * next so a checkpoint only adds the entries appended since. */
+    const struct pulse_segment *act_seg;
+    int64_t act_base;
+    size_t act_n;
+    uint32_t act_crc;
 };
 
 /*

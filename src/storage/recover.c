@@ -15,10 +15,15 @@
  *      lost offsets start (lost_start).
  *   3. Scan, changing nothing yet. Fast path when the snapshot decodes,
  *      names the last segment as the active one with a size the file still
- *      reaches, and the damage record reads back: each segment's index is
- *      checked entry by entry against the batch headers it points at and the
- *      bytes from the last good entry on are decoded and CRC-verified. A
- *      segment the record names as holding damaged bytes is scanned whole.
+ *      reaches, and the damage record reads back: a sealed segment whose
+ *      files match its record in a version 2 snapshot is restored from its
+ *      index file (restore_by_record: no header inside it read, nothing
+ *      decoded); every other segment's index is checked entry by entry
+ *      against the batch headers it points at (for the active segment, the
+ *      prefix the snapshot's CRC vouches for only at its ends:
+ *      active_trust) and the bytes from the last good entry on are decoded
+ *      and CRC-verified. A segment the record names as holding damaged
+ *      bytes is scanned whole.
  *      Otherwise the full scan decodes every batch of every segment. Both
  *      walk the file with the one iterator of segscan.h: bytes that fail
  *      validation but are followed by a valid batch form a damaged range;
@@ -120,6 +125,7 @@ struct recovery {
     struct pulse_plog_recovery *rec;
     struct pulse_snapshot snap;
     bool have_snap;
+    struct pulse_snapshot_ext ext;      /* its version 2 part (seals owned) */
     const struct pulse_snapshot *proof; /* the running log's checkpoint (reopen), or NULL */
     bool contiguous;                    /* the log's offsets have no gaps (plog.h) */
     /* Step 7 has nothing to do (proven_synced): the files recovery keeps
@@ -328,6 +334,71 @@ static const struct pulse_damage *known_match(const struct recovery *rc, const s
 }
 
 /*
+ * The fast path for a sealed segment the snapshot has a record of (version
+ * 2): when pulse_segment_restore_sealed finds its files as recorded, its
+ * index table is the one the record describes (a table the writer built,
+ * or an earlier recovery checked, against this very data file), so no
+ * batch header inside it is read and nothing is decoded: the segment ends
+ * at its file's end, its offsets at the next segment's base, which must be
+ * where they ended when the record was written (a gap there was recorded
+ * in the damage record when it was first found, and is carried over), its
+ * newest timestamp is the record's. *done is false, and
+ * nothing is changed, when the record does not match: the caller checks
+ * the segment entry by entry as before.
+ */
+static pulse_status_t restore_by_record(struct recovery *rc, struct pulse_segment *seg, struct seg_work *w, bool *done)
+{
+    const struct pulse_snapshot_seal *seal = pulse_snapshot_find_seal(rc->ext.seals, rc->ext.nseals, seg->base);
+    pulse_status_t st;
+
+    *done = false;
+    /* A segment lost after this one moves its limit (the next base): only
+     * a scan of its data finds where its offsets really end. */
+    if (seal == NULL || seal->log_size != w->fsize || seal->next != w->limit)
+        return PULSE_OK;
+    st = pulse_segment_restore_sealed(seg, seal, done);
+    if (st != PULSE_OK || !*done) {
+        if (st == PULSE_OK)
+            PULSE_INFO("recover: %s: does not match its snapshot record; checking its index entry by entry",
+                       seg->log_path);
+        return st;
+    }
+    w->scan = (struct pulse_segment_scan){
+        .end_pos = w->fsize,
+        .next_offset = w->limit,
+        .max_ts = seal->max_ts,
+    };
+    w->index_dirty = false;
+    seg->seal = *seal;
+    seg->have_seal = true;
+    rc->rec->seals_trusted++;
+    return PULSE_OK;
+}
+
+/* What the snapshot vouches for of the active segment's index (version 2):
+ * the prefix below activeSize, when the data file is the one it names.
+ * trust->n stays 0 otherwise. */
+static pulse_status_t active_trust(const struct recovery *rc, struct pulse_segment *seg,
+                                   struct pulse_segment_trust *trust)
+{
+    struct pulse_file_id id;
+    int fd;
+    pulse_status_t st;
+
+    if (rc->ext.version != PULSE_SNAPSHOT_VERSION_2 || rc->ext.active_index_n == 0 || rc->ext.active_ino == 0)
+        return PULSE_OK;
+    st = pulse_segment_pin(seg, &fd);
+    if (st != PULSE_OK)
+        return st;
+    if (seg->io->file_id(seg->io, fd, &id) == 0 && id.ino == rc->ext.active_ino) {
+        trust->n = rc->ext.active_index_n;
+        trust->crc = rc->ext.active_index_crc;
+    }
+    pulse_segment_unpin(seg);
+    return PULSE_OK;
+}
+
+/*
  * Scans one segment (step 3), changing nothing on disk. fast: trust the
  * index entries that check out and decode only from the last of them;
  * trusted_size: for the fast-path active segment, the snapshot's activeSize
@@ -342,6 +413,7 @@ static pulse_status_t scan_segment(struct recovery *rc, struct pulse_segment *se
     int64_t max_ts = INT64_MIN;
     size_t hfirst, nhints;
     bool clean = false;
+    struct pulse_segment_trust trust = {0, 0, false};
     pulse_status_t st;
 
     pulse_index_init(&disk);
@@ -354,13 +426,25 @@ static pulse_status_t scan_segment(struct recovery *rc, struct pulse_segment *se
     known_bytes(rc, seg->base, &hfirst, &nhints);
     if (nhints > 0)
         fast = false; /* a segment with recorded damage is always scanned whole */
+    if (fast && !active) {
+        bool done = false;
+        st = restore_by_record(rc, seg, w, &done);
+        if (st != PULSE_OK || done)
+            goto out;
+    }
+    if (fast && active) {
+        st = active_trust(rc, seg, &trust);
+        if (st != PULSE_OK)
+            goto out;
+    }
     /* For the fast-path active segment only entries inside the checkpointed
      * size count (the checkpoint always ends on a batch boundary), so a torn
      * batch past it can contribute neither an entry nor a timestamp. */
     st = pulse_segment_load_index(seg, active && fast && trusted_size < w->fsize ? trusted_size : w->fsize, &clean,
-                                  &max_ts);
+                                  &max_ts, trust.n > 0 ? &trust : NULL);
     if (st != PULSE_OK)
         goto out;
+    rc->rec->active_index_trusted = rc->rec->active_index_trusted || trust.used;
     if (active && fast) {
         size_t keep = 0;
         while (keep < seg->index.n && seg->index.entries[keep].rel_pos < trusted_size)
@@ -812,7 +896,7 @@ static void count_damage(struct recovery *rc, struct pulse_segment **segs, size_
 /* Step 2: the snapshot and the damage record. */
 static pulse_status_t read_checkpoints(struct recovery *rc)
 {
-    pulse_status_t st = pulse_snapshot_read(rc->io, rc->dir, &rc->snap);
+    pulse_status_t st = pulse_snapshot_read_ext(rc->io, rc->dir, &rc->snap, &rc->ext);
 
     if (st == PULSE_OK) {
         rc->have_snap = true;
@@ -1250,6 +1334,8 @@ pulse_status_t pulse_recover_run(const struct pulse_io *io, struct pulse_fdcache
     res->ndamage = rc.nfound;
     res->have_snap = rc.have_snap;
     res->snap = rc.snap;
+    res->snap_version = rc.ext.version;
+    res->snap_active_index_n = rc.ext.active_index_n;
     segs = NULL;
     rc.found = NULL;
     rec->elapsed_us = pulse_clock_mono_us() - t0;
@@ -1275,6 +1361,7 @@ out:
     }
     pulse_free(rc.known);
     pulse_free(rc.found);
+    pulse_free(rc.ext.seals);
     pulse_free(bases);
     pulse_free(ibases);
     return st;

@@ -32,6 +32,8 @@ struct pulse_recover_result {
     size_t ndamage;              /*   damaged and missing ranges of these segments */
     bool have_snap;              /* the snapshot file decoded, and said snap */
     struct pulse_snapshot snap;
+    uint8_t snap_version;         /* its version (snapshot.h), 0 without one */
+    uint32_t snap_active_index_n; /* version 2: active index entries it vouched for */
 };
 
 /*

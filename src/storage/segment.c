@@ -24,8 +24,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/alloc.h"
+#include "common/crc32c.h"
 #include "common/debug.h"
 #include "common/log.h"
 #include "storage/batch.h"
@@ -488,8 +490,30 @@ out:
     return st;
 }
 
+/* Whether the header at pos (below file_size) names offset want; *hdr
+ * gets it. A failed read is an error status. */
+static pulse_status_t header_names(struct pulse_segment *seg, int fd, uint64_t pos, uint64_t file_size, int64_t want,
+                                   struct pulse_batch_header *hdr, bool *ok_out)
+{
+    uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
+    ssize_t got;
+
+    *ok_out = false;
+    if (pos + PULSE_BATCH_HEADER_SIZE > file_size)
+        return PULSE_OK;
+    got = pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)pos);
+    if (got < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: pread %s failed: %s", seg->log_path, strerror(err));
+        return pulse_status_from_errno(err);
+    }
+    *ok_out = (size_t)got == sizeof hraw && pulse_batch_parse_header(hraw, file_size - pos, hdr) == PULSE_OK &&
+              hdr->base_offset == want;
+    return PULSE_OK;
+}
+
 pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file_size, bool *clean_out,
-                                        int64_t *max_ts_io)
+                                        int64_t *max_ts_io, struct pulse_segment_trust *trust)
 {
     uint8_t *raw = NULL;
     uint64_t isize = 0;
@@ -543,28 +567,37 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
         pulse_index_truncate(&seg->index, 0);
         clean = false;
     }
+    /* A prefix the snapshot vouches for (the bytes the checkpoint's table
+     * encoded, of the same data file) needs no header read inside it: the
+     * first and last of it are still checked, and the scan resumes at the
+     * last one. */
+    size_t skip_to = 0;
+    if (trust != NULL && trust->n > 1 && seg->index.n >= trust->n &&
+        pulse_crc32c(0, raw, (size_t)trust->n * PULSE_INDEX_ENTRY_SIZE) == trust->crc) {
+        skip_to = trust->n - 1;
+        trust->used = true;
+    }
     /* Every entry must point at a batch header carrying its offset: this is
      * what catches an index left over from before a compaction or pointing
      * into the middle of a batch. */
     for (size_t i = 0; i < seg->index.n; i++) {
         const struct pulse_index_entry *e = &seg->index.entries[i];
-        uint8_t hraw[PULSE_BATCH_HEADER_SIZE];
         struct pulse_batch_header hdr;
+        bool ok = false;
 
-        if ((uint64_t)e->rel_pos + PULSE_BATCH_HEADER_SIZE > file_size) {
-            pulse_index_truncate(&seg->index, i);
-            clean = false;
-            break;
-        }
-        got = pulse_io_pread_all(seg->io, fd, hraw, sizeof hraw, (off_t)e->rel_pos);
-        if (got < 0) {
-            int err = errno;
-            PULSE_ERROR("segment: pread %s failed: %s", seg->log_path, strerror(err));
-            st = pulse_status_from_errno(err);
+        if (i > 0 && i < skip_to)
+            continue;
+        st = header_names(seg, fd, e->rel_pos, file_size, seg->base + (int64_t)e->rel_offset, &hdr, &ok);
+        if (st != PULSE_OK)
             goto out;
+        if (!ok && i > 0 && i <= skip_to) {
+            /* The vouched prefix does not hold here: check all of it. */
+            skip_to = 0;
+            trust->used = false;
+            i = 0; /* entry 0 passed; resume at 1 */
+            continue;
         }
-        if ((size_t)got < sizeof hraw || pulse_batch_parse_header(hraw, file_size - e->rel_pos, &hdr) != PULSE_OK ||
-            hdr.base_offset != seg->base + (int64_t)e->rel_offset) {
+        if (!ok) {
             pulse_index_truncate(&seg->index, i);
             clean = false;
             break;
@@ -578,6 +611,144 @@ out:
     if (fd >= 0)
         pulse_segment_unpin(seg);
     pulse_fdc_unpin(&seg->idx);
+    pulse_free(raw);
+    return st;
+}
+
+/* ---- the snapshot's record of a sealed segment -------------------------- */
+
+static int64_t mtime_ns(const struct stat *st)
+{
+    return (int64_t)st->st_mtim.tv_sec * 1000000000 + (int64_t)st->st_mtim.tv_nsec;
+}
+
+pulse_status_t pulse_segment_describe(struct pulse_segment *seg, struct pulse_snapshot_seal *out)
+{
+    struct pulse_file_id id;
+    struct stat sb;
+    uint8_t *raw;
+    size_t len = 0;
+    int fd;
+    pulse_status_t st = pulse_segment_pin(seg, &fd);
+
+    if (st != PULSE_OK)
+        return st;
+    if (seg->io->file_id(seg->io, fd, &id) < 0 || seg->io->stat(seg->io, seg->log_path, false, &sb) < 0) {
+        int err = errno;
+        pulse_segment_unpin(seg);
+        PULSE_WARN("segment: cannot describe %s for the snapshot: %s", seg->log_path, strerror(err));
+        return err == ENOENT ? PULSE_BUSY : pulse_status_from_errno(err);
+    }
+    pulse_segment_unpin(seg);
+    /* Another file under the path (a swap in progress), or not the bytes
+     * this segment holds: no record. */
+    if ((uint64_t)sb.st_ino != id.ino || (uint64_t)sb.st_dev != id.dev ||
+        (uint64_t)sb.st_size != atomic_load(&seg->size))
+        return PULSE_BUSY;
+    pthread_mutex_lock(&seg->index_lock);
+    raw = pulse_index_encode(&seg->index, &len);
+    pthread_mutex_unlock(&seg->index_lock);
+    if (raw == NULL)
+        return PULSE_NOMEM;
+    *out = (struct pulse_snapshot_seal){
+        .base = seg->base,
+        .next = atomic_load(&seg->next_offset),
+        .log_size = (uint64_t)sb.st_size,
+        .log_ino = id.ino,
+        .log_mtime_ns = mtime_ns(&sb),
+        .max_ts = atomic_load(&seg->max_ts),
+        .index_size = (uint32_t)len,
+        .index_crc = pulse_crc32c(0, raw, len),
+    };
+    pulse_free(raw);
+    return len > UINT32_MAX ? PULSE_BUSY : PULSE_OK;
+}
+
+/* Reads the whole index file of seg when it is want bytes long: *raw_out
+ * (pulse_free) or NULL when its size differs. */
+static pulse_status_t read_index_file(struct pulse_segment *seg, uint32_t want, uint8_t **raw_out)
+{
+    uint64_t isize = 0;
+    uint8_t *raw = NULL;
+    int ifd;
+    pulse_status_t st = pulse_fdc_pin(&seg->idx, &ifd);
+
+    *raw_out = NULL;
+    if (st != PULSE_OK)
+        return st;
+    if (seg->io->fsize(seg->io, ifd, &isize) < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    if (isize != want)
+        goto out;
+    raw = pulse_malloc(want > 0 ? want : 1);
+    if (raw == NULL) {
+        st = PULSE_NOMEM;
+        goto out;
+    }
+    ssize_t got = pulse_io_pread_all(seg->io, ifd, raw, want, 0);
+    if (got < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: pread %s failed: %s", seg->index_path, strerror(err));
+        st = pulse_status_from_errno(err);
+        goto out;
+    }
+    if ((size_t)got == want) {
+        *raw_out = raw;
+        raw = NULL;
+    }
+out:
+    pulse_fdc_unpin(&seg->idx);
+    pulse_free(raw);
+    return st;
+}
+
+/* The headers at the first and last entries of seg's table name their
+ * offsets inside a file of size bytes. */
+static pulse_status_t ends_check_out(struct pulse_segment *seg, uint64_t size, bool *ok_out)
+{
+    const struct pulse_index_entry *e[2] = {&seg->index.entries[0], &seg->index.entries[seg->index.n - 1]};
+    struct pulse_batch_header hdr;
+    int fd;
+    pulse_status_t st = pulse_segment_pin(seg, &fd);
+
+    *ok_out = false;
+    if (st != PULSE_OK)
+        return st;
+    for (int k = 0; k < 2; k++) {
+        st = header_names(seg, fd, e[k]->rel_pos, size, seg->base + (int64_t)e[k]->rel_offset, &hdr, ok_out);
+        if (st != PULSE_OK || !*ok_out)
+            break;
+    }
+    pulse_segment_unpin(seg);
+    return st;
+}
+
+pulse_status_t pulse_segment_restore_sealed(struct pulse_segment *seg, const struct pulse_snapshot_seal *seal,
+                                            bool *ok_out)
+{
+    struct stat sb;
+    uint8_t *raw = NULL;
+    bool clean = false;
+    pulse_status_t st;
+
+    *ok_out = false;
+    if (seg->io->stat(seg->io, seg->log_path, false, &sb) < 0 || (uint64_t)sb.st_size != seal->log_size ||
+        (uint64_t)sb.st_ino != seal->log_ino || mtime_ns(&sb) != seal->log_mtime_ns || seal->index_size == 0)
+        return PULSE_OK;
+    st = read_index_file(seg, seal->index_size, &raw);
+    if (st != PULSE_OK || raw == NULL || pulse_crc32c(0, raw, seal->index_size) != seal->index_crc)
+        goto out;
+    st = pulse_index_decode(&seg->index, raw, seal->index_size, &clean);
+    if (st != PULSE_OK || !clean || seg->index.entries[0].rel_pos != 0)
+        goto out;
+    st = ends_check_out(seg, seal->log_size, ok_out);
+out:
+    if (!*ok_out)
+        pulse_index_truncate(&seg->index, 0);
     pulse_free(raw);
     return st;
 }

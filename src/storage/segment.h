@@ -41,6 +41,7 @@
 #include "storage/fdcache.h"
 #include "storage/index.h"
 #include "storage/segscan.h"
+#include "storage/snapshot.h"
 
 struct pulse_damage;
 struct pulse_io;
@@ -67,6 +68,12 @@ struct pulse_segment {
     size_t index_written;      /* W: entries written to the index file */
     uint64_t dirty_ticket;     /* W: pulse_fdc_dirty ticket of the last append */
     uint64_t idx_dirty_ticket; /* W: the same for the last index entry written */
+
+    /* The snapshot record of this segment once it is sealed (snapshot.h),
+     * computed once (pulse_segment_describe) or restored from the record
+     * recovery trusted: the owning log's snap_lock. */
+    struct pulse_snapshot_seal seal;
+    bool have_seal;
 };
 
 /*
@@ -218,12 +225,53 @@ pulse_status_t pulse_segment_rewrite_index(struct pulse_segment *seg);
  * lookups (only the active segment still appends entries). */
 void pulse_segment_close_index(struct pulse_segment *seg);
 
+/* A prefix of an index file that a snapshot vouches for (the active
+ * segment's entries below activeSize: snapshot.h active_index_n/_crc). */
+struct pulse_segment_trust {
+    uint32_t n;   /* entries */
+    uint32_t crc; /* CRC32C of their 8*n bytes */
+    bool used;    /* out: the file's prefix matched, its inner entries were not read */
+};
+
 /* Loads the index file into seg->index (which must be empty), keeping only
  * the prefix of entries that are sorted, lie below file_size and point at a
  * batch header whose base offset is base + relativeOffset. *clean_out tells
- * whether the whole file was accepted. PULSE_IO/PULSE_NOMEM. */
+ * whether the whole file was accepted. With trust (nullable) whose n
+ * entries' bytes match its CRC, only the first and the last of those n
+ * entries have their headers read (and every entry after them, as
+ * without). *max_ts_io is raised to the newest timestamp of the headers
+ * read. PULSE_IO/PULSE_NOMEM. */
 pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file_size, bool *clean_out,
-                                        int64_t *max_ts_io);
+                                        int64_t *max_ts_io, struct pulse_segment_trust *trust);
+
+/*
+ * Describes sealed segment seg for the snapshot (struct
+ * pulse_snapshot_seal): its data file's size, inode and modification time,
+ * the size and CRC32C of the image of its in-memory index table (which is
+ * what its index file holds: a sealed segment's file was written, rebuilt
+ * or renamed into place from that table) and its newest timestamp. The
+ * inode comes from the pinned descriptor and must match a stat of the
+ * path, so a path a compaction has just renamed over is never described
+ * with the old table: PULSE_BUSY then (the swap writes a snapshot of its
+ * own). PULSE_IO, PULSE_NOFILE, PULSE_NOMEM. Locks: index_lock briefly;
+ * pins the data file.
+ */
+pulse_status_t pulse_segment_describe(struct pulse_segment *seg, struct pulse_snapshot_seal *out);
+
+/*
+ * Recovery of sealed segment seg from its snapshot record, without reading
+ * the batch headers its index names: *ok_out is true, and seg->index (which
+ * must be empty) holds the index file's table, only when the data file's
+ * size, inode and modification time and the index file's size and CRC32C
+ * are the recorded ones, the table decodes whole with its first entry at
+ * position 0, and the batch headers at its first and last entries carry
+ * their offsets and fit in the file. Otherwise *ok_out is false, seg->index
+ * is empty and the caller checks the segment entry by entry. Two small
+ * preads of the data file and one read of the index file, whatever the
+ * segment's size. PULSE_IO, PULSE_NOFILE, PULSE_NOMEM.
+ */
+pulse_status_t pulse_segment_restore_sealed(struct pulse_segment *seg, const struct pulse_snapshot_seal *seal,
+                                            bool *ok_out);
 
 /* A damaged range a scan found, with what was wrong at its start. */
 struct pulse_segment_flaw {

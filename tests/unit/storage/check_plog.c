@@ -129,8 +129,16 @@ START_TEST(test_files_are_named_by_20_digit_base_with_index_and_snapshot)
     ck_assert_int_gt(pt_file_size(p), 0);
     snprintf(p, sizeof p, "%s/00000000000000000004.log", dir);
     ck_assert_int_gt(pt_file_size(p), 0);
+    /* Version 2: the head and one record per sealed segment. */
+    struct pulse_snapshot snap;
+    struct pulse_snapshot_ext ext;
+    ck_assert_int_eq(pulse_snapshot_read_ext(pulse_io_posix(), dir, &snap, &ext), PULSE_OK);
+    ck_assert_int_eq(ext.version, PULSE_SNAPSHOT_VERSION_2);
+    ck_assert_uint_ge(ext.nseals, 2);
+    ck_assert_int_lt(ext.seals[ext.nseals - 1].base, snap.active_base);
     snprintf(p, sizeof p, "%s/snapshot", dir);
-    ck_assert_int_eq(pt_file_size(p), 40);
+    ck_assert_int_eq(pt_file_size(p), PULSE_SNAPSHOT_V2_HEAD + ext.nseals * PULSE_SNAPSHOT_SEAL_SIZE);
+    pulse_free(ext.seals);
     pt_cleanup(dir);
 }
 END_TEST

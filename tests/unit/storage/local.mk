@@ -69,6 +69,14 @@ tests_unit_check_fdcache_SOURCES = tests/unit/storage/check_fdcache.c
 tests_unit_check_fdcache_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_fdcache_LDADD = $(STORE_TEST_LDADD)
 
+# The snapshot's version 2 records and the recovery that trusts them.
+check_PROGRAMS += tests/unit/check_snapshot_v2
+TESTS += tests/unit/check_snapshot_v2
+tests_unit_check_snapshot_v2_SOURCES = tests/unit/storage/check_snapshot_v2.c tests/unit/storage/compacttest.h \
+	tests/unit/storage/plogtest.h
+tests_unit_check_snapshot_v2_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_snapshot_v2_LDADD = libpulsestore_hooks.a libpulsecommon_hooks.a $(CHECK_LDADD)
+
 # Log compaction (storage contract section 8, "Compaction"): one file per
 # concern (survivors, segments, readers, merge, edits; main in
 # check_compact.c), and crashes at each failpoint of a commit.

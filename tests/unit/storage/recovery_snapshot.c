@@ -72,40 +72,44 @@ START_TEST(test_bad_snapshot_is_discarded_for_the_full_scan)
     uint64_t n = build_multi(dir);
     struct image good;
     struct pulse_snapshot snap;
-    uint8_t raw[PULSE_SNAPSHOT_SIZE + 1];
     snprintf(snapp, sizeof snapp, "%s/snapshot", dir);
     img_load(&good, snapp);
-    ck_assert_uint_eq(good.len, PULSE_SNAPSHOT_SIZE);
+    /* Version 2 (snapshot.h): the 64-byte head and a record per sealed segment. */
+    ck_assert_uint_gt(good.len, PULSE_SNAPSHOT_V2_HEAD);
     ck_assert_int_eq(pulse_snapshot_decode(good.data, good.len, &snap), PULSE_OK);
+    uint8_t *raw = pulse_malloc(good.len + 1);
+    ck_assert_ptr_nonnull(raw);
     for (int variant = 0; variant < 6; variant++) {
-        struct image bad = {raw, PULSE_SNAPSHOT_SIZE, true};
-        memcpy(raw, good.data, PULSE_SNAPSHOT_SIZE);
+        struct image bad = {raw, good.len, true};
+        memcpy(raw, good.data, good.len);
         switch (variant) {
         case 0: /* garbage */
-            for (size_t i = 0; i < PULSE_SNAPSHOT_SIZE; i++)
+            for (size_t i = 0; i < good.len; i++)
                 raw[i] = (uint8_t)(i * 37 + 11);
             break;
         case 1: /* wrong crc */
             raw[20] ^= 0x01;
             break;
         case 2: /* short file */
-            bad.len = PULSE_SNAPSHOT_SIZE - 1;
+            bad.len = good.len - 1;
             break;
-        case 3: { /* valid CRC, but names another active segment */
+        case 3: { /* valid CRC, but names another active segment (version 1) */
             struct pulse_snapshot s = snap;
             s.active_base = 0;
             pulse_snapshot_encode(&s, raw);
+            bad.len = PULSE_SNAPSHOT_SIZE;
             break;
         }
-        case 4: { /* claims more bytes than the active file has */
+        case 4: { /* claims more bytes than the active file has (version 1) */
             struct pulse_snapshot s = snap;
             s.active_size += 1000;
             pulse_snapshot_encode(&s, raw);
+            bad.len = PULSE_SNAPSHOT_SIZE;
             break;
         }
-        default: /* longer than 40 bytes */
-            raw[PULSE_SNAPSHOT_SIZE] = 0;
-            bad.len = PULSE_SNAPSHOT_SIZE + 1;
+        default: /* one byte longer than its records */
+            raw[good.len] = 0;
+            bad.len = good.len + 1;
             break;
         }
         img_store(&bad, snapp);
@@ -123,6 +127,7 @@ START_TEST(test_bad_snapshot_is_discarded_for_the_full_scan)
     ck_assert(rec.used_snapshot);
     ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
     img_free(&good);
+    pulse_free(raw);
     pt_cleanup(dir);
 }
 END_TEST
