@@ -147,6 +147,21 @@ struct pulse_broker_ops {
      * (pulse_broker_topic_change_async) */
     pulse_status_t (*topic_change_async)(struct pulse_broker *b, const char *name, const struct pulse_topic_change *chg,
                                          struct pulse_topic_info **out, pulse_admin_done_fn done, void *arg);
+
+    /* asynchronous forms of the group calls above, for a backend whose
+     * group calls wait for the cluster (kafka); NULL: the synchronous one
+     * answers (backend.c). A backend with the asynchronous form may leave
+     * the synchronous one NULL (backend.c blocks on the asynchronous). */
+    pulse_status_t (*group_join_async)(struct pulse_broker *b, const char *group,
+                                       const struct pulse_group_join_spec *spec, struct pulse_group_view *view,
+                                       pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);
+    pulse_status_t (*group_heartbeat_async)(struct pulse_broker *b, const char *group, const char *member,
+                                            struct pulse_group_view *view, pulse_admin_done_fn done, void *arg);
+    pulse_status_t (*group_leave_async)(struct pulse_broker *b, const char *group, const char *member,
+                                        pulse_admin_done_fn done, void *arg);
+    pulse_status_t (*group_fetched_async)(struct pulse_broker *b, const char *group, const char *member,
+                                          uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                          pulse_admin_done_fn done, void *arg);
 };
 
 #endif

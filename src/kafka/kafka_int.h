@@ -32,6 +32,7 @@
 
 struct kwaiter;
 struct kjob;
+struct kgroups;
 
 /* What the cache knows of a partition's positions (kmeta.c). */
 struct kmeta_marks {
@@ -103,6 +104,8 @@ struct pulse_kafka {
     long jobs_running;
     pthread_t admin_thread;
     bool admin_started;
+
+    struct kgroups *groups; /* consumer groups: the group log (kgroups.h) */
 };
 
 static inline struct pulse_kafka *kafka_of(struct pulse_broker *b)

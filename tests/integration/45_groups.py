@@ -18,7 +18,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pulsetest  # noqa: E402
 
-pulsetest.exit_unless_local("consumer groups are not mapped onto the Kafka backend yet (its group calls answer 406)")
+#EXITLOCALpulsetest.exit_unless_local("consumer groups are not mapped onto the Kafka backend yet (its group calls answer 406)")
 
 from grouptest import (commit, describe, fetch, group_path, heartbeat, join, owned, settle)  # noqa: E402
 from pulsetest import (check, eq, expect_error, expect_json, expect_keys, expect_status, main,  # noqa: E402
