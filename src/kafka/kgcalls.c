@@ -199,9 +199,11 @@ pulse_status_t pulse_kafka_group_fetched_async(struct pulse_broker *b, const cha
 
 /* ---- poll: the start of a group fetch ------------------------------------------- */
 
-/* Under kg->mu, right after the poll's heartbeat: the positions the state
- * gives (committed), then the member's resume text where it has owned the
- * partition without a break since that answer's generation. */
+/* Under kg->mu, right after the poll's heartbeat: the member's resume
+ * text where it has owned the partition without a break since that
+ * answer's generation; the other partitions are read from the group's
+ * cursors on kadmin (poll_marks), with the state's committed positions
+ * kept as their fallback. */
 static pulse_status_t poll_at(struct kgcall *c, const struct kgsm *sm, pulse_status_t st)
 {
     struct pulse_group_view *v = c->view;
@@ -209,10 +211,13 @@ static pulse_status_t poll_at(struct kgcall *c, const struct kgsm *sm, pulse_sta
         return st;
     c->start_latest = pulse_kgsm_start_latest(sm, v->member_id);
     c->pos = pulse_calloc(v->nparts + 1, sizeof *c->pos);
-    if (c->pos == NULL)
+    c->committed = pulse_calloc(v->nparts + 1, sizeof *c->committed);
+    if (c->pos == NULL || c->committed == NULL)
         return PULSE_NOMEM;
     for (size_t i = 0; i < v->nparts; i++) {
         struct pulse_group_partition *vp = &v->parts[i];
+        c->committed[i] = vp->offset;
+        vp->offset = -1;
         for (size_t j = 0; j < c->nfrom; j++) {
             const struct pulse_group_partition *f = &c->from[j];
             if (f->partition != vp->partition || strcmp(f->topic, vp->topic) != 0 ||
@@ -221,45 +226,80 @@ static pulse_status_t poll_at(struct kgcall *c, const struct kgsm *sm, pulse_sta
             vp->offset = f->offset;
             c->pos[c->npos++] = *f; /* checked against the high watermark */
         }
-        c->need_marks = c->need_marks || vp->offset < 0;
     }
-    c->need_marks = c->need_marks || c->npos > 0;
+    c->need_marks = v->nparts > 0;
     return PULSE_OK;
 }
 
-/* kadmin: the log start and high watermark of the member's partitions,
- * for those without a position and to check the resumed ones. */
+/* A resumed offset above its partition's high watermark is PULSE_RANGE. */
+static pulse_status_t poll_check_resume(struct kgcall *c, const rd_kafka_topic_partition_list_t *list)
+{
+    const struct pulse_group_view *v = c->view;
+    for (size_t i = 0; i < v->nparts; i++) {
+        int64_t hi = list->elems[i].offset;
+        for (size_t j = 0; j < c->npos; j++) {
+            if (c->pos[j].partition != v->parts[i].partition || strcmp(c->pos[j].topic, v->parts[i].topic) != 0 ||
+                hi < 0 || c->pos[j].offset <= hi)
+                continue;
+            pulse_errbuf_set(c->errbuf, c->errlen,
+                             "resume: offset %" PRId64 " of %s/%" PRIu32 " is beyond the high watermark %" PRId64,
+                             c->pos[j].offset, v->parts[i].topic, v->parts[i].partition, hi);
+            return PULSE_RANGE;
+        }
+    }
+    return PULSE_OK;
+}
+
+/* The partitions without a position start at the group's cursor (its
+ * consumer-group offset, which the cursor routes also set), else the
+ * state's committed position, else the log start; or, for a member that
+ * joined with start latest, the high watermark, then pinned as the
+ * group's cursor before the answer (pin: the offsets to write). */
+static pulse_status_t poll_starts(struct pulse_kafka *k, struct kgcall *c, const rd_kafka_topic_partition_list_t *list,
+                                  const int64_t *lo, rd_kafka_topic_partition_list_t *pin)
+{
+    struct pulse_group_view *v = c->view;
+    int64_t *cur = pulse_calloc(v->nparts + 1, sizeof *cur);
+    if (cur == NULL)
+        return PULSE_NOMEM;
+    pulse_status_t st = pulse_kafka_group_offsets_read(k, c->group, list, cur);
+    for (size_t i = 0; st == PULSE_OK && i < v->nparts; i++) {
+        if (v->parts[i].offset >= 0)
+            continue;
+        int64_t hi = list->elems[i].offset, at = cur[i] >= 0 ? cur[i] : c->committed[i];
+        if (at < 0 && c->start_latest) {
+            at = hi;
+            rd_kafka_topic_partition_list_add(pin, v->parts[i].topic, (int32_t)v->parts[i].partition)->offset = hi;
+        }
+        v->parts[i].offset = at >= 0 ? at : lo[i];
+    }
+    pulse_free(cur);
+    return st;
+}
+
+/* kadmin: the watermarks of the member's partitions, then the starts. */
 static pulse_status_t poll_marks(struct pulse_kafka *k, void *ctx)
 {
     struct kgcall *c = ctx;
     struct pulse_group_view *v = c->view;
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)v->nparts + 1);
+    rd_kafka_topic_partition_list_t *pin = rd_kafka_topic_partition_list_new((int)v->nparts + 1);
     int64_t *lo = pulse_calloc(v->nparts + 1, sizeof *lo);
     pulse_status_t st = PULSE_NOMEM;
-    if (list == NULL || lo == NULL)
+    if (list == NULL || pin == NULL || lo == NULL)
         goto out;
     for (size_t i = 0; i < v->nparts; i++)
         rd_kafka_topic_partition_list_add(list, v->parts[i].topic, (int32_t)v->parts[i].partition);
-    if ((st = pulse_kafka_watermarks(k, list, lo)) != PULSE_OK)
+    if ((st = pulse_kafka_watermarks(k, list, lo)) != PULSE_OK || (st = poll_check_resume(c, list)) != PULSE_OK)
         goto out;
-    for (size_t i = 0; i < v->nparts; i++) {
-        int64_t hi = list->elems[i].offset;
-        for (size_t j = 0; j < c->npos; j++) {
-            if (c->pos[j].partition == v->parts[i].partition && strcmp(c->pos[j].topic, v->parts[i].topic) == 0 &&
-                hi >= 0 && c->pos[j].offset > hi) {
-                pulse_errbuf_set(c->errbuf, c->errlen,
-                                 "resume: offset %" PRId64 " of %s/%" PRIu32 " is beyond the high watermark %" PRId64,
-                                 c->pos[j].offset, v->parts[i].topic, v->parts[i].partition, hi);
-                st = PULSE_RANGE;
-                goto out;
-            }
-        }
-        if (v->parts[i].offset < 0)
-            v->parts[i].offset = c->start_latest ? hi : lo[i];
-    }
+    st = poll_starts(k, c, list, lo, pin);
+    if (st == PULSE_OK && pin->cnt > 0)
+        st = pulse_kafka_group_offsets_write(k, c->group, pin);
 out:
     if (list != NULL)
         rd_kafka_topic_partition_list_destroy(list);
+    if (pin != NULL)
+        rd_kafka_topic_partition_list_destroy(pin);
     pulse_free(lo);
     return st;
 }

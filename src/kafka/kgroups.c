@@ -292,6 +292,7 @@ void pulse_kgroups_call_free(struct kgcall *c)
         return;
     pulse_free(c->from);
     pulse_free(c->pos);
+    pulse_free(c->committed);
     pulse_free(c);
 }
 

@@ -56,6 +56,7 @@ struct kgcall {
     size_t nfrom;
     uint64_t from_gen;
     bool has_from, start_latest, need_marks;
+    int64_t *committed; /* poll: per view partition, the state's committed position (-1 none) */
     /* commit: the positions, for the consumer-group offsets */
     struct pulse_group_partition *pos;
     size_t npos;

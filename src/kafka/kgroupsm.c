@@ -494,17 +494,22 @@ pulse_status_t pulse_kgsm_describe(const struct kgsm *g, int64_t now_ms, struct 
     if (info->members == NULL || info->parts == NULL)
         return PULSE_NOMEM;
     for (size_t i = 0; i < g->nm; i++) {
-        pulse_status_t st = describe_member(g, &g->m[i], now_ms, &info->members[i]);
+        if (g->m[i].lease_end <= now_ms)
+            continue; /* removed by the group's next event */
+        pulse_status_t st = describe_member(g, &g->m[i], now_ms, &info->members[info->nmembers]);
         info->nmembers++;
         if (st != PULSE_OK)
             return st;
     }
     for (size_t i = 0; i < g->np; i++) {
         struct pulse_group_part_info *pi = &info->parts[i];
+        const struct kgsm_member *owner = member_of(g, g->p[i].owner), *to = member_of(g, g->p[i].assigned);
         snprintf(pi->topic, sizeof pi->topic, "%s", g->p[i].topic);
         pi->partition = g->p[i].partition;
-        snprintf(pi->owner, sizeof pi->owner, "%s", g->p[i].owner);
-        snprintf(pi->assigned, sizeof pi->assigned, "%s", g->p[i].assigned);
+        if (owner != NULL && owner->lease_end > now_ms)
+            snprintf(pi->owner, sizeof pi->owner, "%s", owner->id);
+        if (to != NULL && to->lease_end > now_ms)
+            snprintf(pi->assigned, sizeof pi->assigned, "%s", to->id);
         label_of(pi->owner, pi->owner_label, sizeof pi->owner_label);
         label_of(pi->assigned, pi->assigned_label, sizeof pi->assigned_label);
         pi->committed = g->p[i].committed;

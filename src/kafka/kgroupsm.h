@@ -107,8 +107,9 @@ bool pulse_kgsm_start_latest(const struct kgsm *g, const char *member);
 void pulse_kgsm_counts(const struct kgsm *g, const char *member, size_t *owned, size_t *pending);
 bool pulse_kgsm_news_for(const struct kgsm *g, const char *member, uint64_t generation, size_t owned,
                          size_t pending);
-/* Members whose lease ends before now_ms (the log's time as a reader sees
- * it) are shown as still there until the next event removes them. Fills
+/* The group as a description shows it at now_ms (a reader's clock):
+ * members whose lease ended by then are left out (the group's next event
+ * removes them), and so are they as owners. Does not change g. Fills
  * info's members, parts (committed; high_watermark and lag left 0),
  * generation and rebalances; info->name is the caller's. PULSE_NOMEM. */
 pulse_status_t pulse_kgsm_describe(const struct kgsm *g, int64_t now_ms, struct pulse_group_info *info);
