@@ -504,7 +504,8 @@ static pulse_status_t run_list(struct pulse_kafka *k, struct kjob *j)
     }
     if (ev != NULL)
         rd_kafka_event_destroy(ev);
-    qsort(cs, n, sizeof *cs, by_cursor);
+    if (n > 0) /* cs may be NULL then: qsort wants an array */
+        qsort(cs, n, sizeof *cs, by_cursor);
     for (size_t i = 0; st == PULSE_OK && i < n; i++)
         rd_kafka_topic_partition_list_add(list, cs[i].topic, (int32_t)cs[i].partition);
     if (st == PULSE_OK && n > 0 && (st = pulse_kafka_watermarks(k, list, NULL)) == PULSE_OK)

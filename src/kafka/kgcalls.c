@@ -132,6 +132,8 @@ static pulse_status_t member_call(struct pulse_kafka *k, char kind, struct kgcal
 {
     struct pulse_buf t;
     pulse_buf_init(&t, SIZE_MAX);
+    if (kind == 'H')
+        pulse_kgroups_note_gone(k, c->group);
     pulse_status_t st = pulse_kgroups_head(&t, kind, k, c);
     if (st == PULSE_OK)
         st = pulse_buf_printf(&t, " %s", member);

@@ -33,6 +33,7 @@
  *   J <gw> <seq> <lease_ms> <latest 0|1> <secret> <ntopics> (<topic> <partitions>)*
  *   H <gw> <seq> <member>                      heartbeat, and a group fetch's start
  *   L <gw> <seq> <member>
+ *   D <gw> 0 <topic>                          the topic is gone (before an H of its group)
  *   F <gw> <seq> <member> <generation> <n> (<topic> <partition>)*
  *   C <gw> <seq> <member> <generation> <n> (<topic> <partition> <offset>)*
  * Bytes read from the log are hostile: an event that does not parse is
@@ -366,6 +367,36 @@ static pulse_status_t produce(struct pulse_kafka *k, struct kgcall *c, const str
     return st == PULSE_OK ? PULSE_IO : st;
 }
 
+/* Before a member's call: a "D" event for each topic of the group that
+ * the metadata cache no longer has (deleted), so that every gateway drops
+ * its partitions at the same point of the log. The cache alone: no call
+ * to the cluster. */
+void pulse_kgroups_note_gone(struct pulse_kafka *k, const char *group)
+{
+    struct kgroups *kg = k->groups;
+    const char *names[64];
+    char(*copy)[PULSE_NAME_MAX + 1] = pulse_calloc(64, sizeof *copy);
+    if (copy == NULL)
+        return;
+    pthread_mutex_lock(&kg->mu);
+    struct kggroup *gr = group_find(kg, group, NULL);
+    size_t n = gr != NULL ? pulse_kgsm_topics(gr->sm, names, 64) : 0;
+    for (size_t i = 0; i < n; i++)
+        snprintf(copy[i], sizeof copy[i], "%s", names[i]);
+    pthread_mutex_unlock(&kg->mu);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t parts = 0;
+        char text[PULSE_NAME_MAX + 64];
+        if (pulse_kafka_meta_cached(k, copy[i], &parts) != 0)
+            continue; /* there, or the cache was never filled */
+        int len = snprintf(text, sizeof text, "D %s 0 %s", kg->gw, copy[i]);
+        (void)rd_kafka_producev(k->prod, RD_KAFKA_V_TOPIC(PULSE_KAFKA_GROUP_LOG), RD_KAFKA_V_PARTITION(0),
+                                RD_KAFKA_V_KEY(group, strlen(group)), RD_KAFKA_V_VALUE(text, (size_t)len),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    }
+    pulse_free(copy);
+}
+
 pulse_status_t pulse_kgroups_submit(struct pulse_kafka *k, struct kgcall *c, struct pulse_buf *b, pulse_status_t st)
 {
     if (st == PULSE_OK && atomic_load(&k->draining))
@@ -516,6 +547,12 @@ static bool parse(const rd_kafka_message_t *msg, struct kgev *e)
     e->kind = kind[0];
     if (e->kind == 'J')
         return parse_join(&p, e) && *p == '\0';
+    if (e->kind == 'D') {
+        e->ev.kind = KGSM_TOPIC_GONE;
+        e->ev.topics = e->topics;
+        e->ev.ntopics = 1;
+        return name_token(&p, &e->topics[0].name) && *p == '\0';
+    }
     e->ev.member = token(&p);
     if (!pulse_kgroups_member_valid(e->ev.member))
         return false;
@@ -789,6 +826,34 @@ void pulse_kgroups_close(struct pulse_kafka *k)
     k->groups = NULL;
 }
 
+/* pulse_group_members, _generation and _rebalances_total per group with members,
+ * as the local backend names them. kg->mu held (memory only). */
+static pulse_status_t group_gauges(struct kgroups *kg, struct pulse_buf *out)
+{
+    pulse_status_t st = pulse_buf_printf(out, "# HELP pulse_group_members Members of a consumer group.\n"
+                                              "# TYPE pulse_group_members gauge\n");
+    for (size_t i = 0; st == PULSE_OK && i < kg->ngroups; i++)
+        if (pulse_kgsm_members(kg->groups[i]->sm) > 0)
+            st = pulse_buf_printf(out, "pulse_group_members{group=\"%s\"} %zu\n", kg->groups[i]->name,
+                                  pulse_kgsm_members(kg->groups[i]->sm));
+    if (st == PULSE_OK)
+        st = pulse_buf_printf(out, "# HELP pulse_group_generation The group's generation (one more per rebalance).\n"
+                                   "# TYPE pulse_group_generation gauge\n");
+    for (size_t i = 0; st == PULSE_OK && i < kg->ngroups; i++)
+        if (pulse_kgsm_members(kg->groups[i]->sm) > 0)
+            st = pulse_buf_printf(out, "pulse_group_generation{group=\"%s\"} %" PRIu64 "\n", kg->groups[i]->name,
+                                  pulse_kgsm_generation(kg->groups[i]->sm));
+    if (st == PULSE_OK) /* one rebalance per generation: the state machine counts them alike */
+        st = pulse_buf_printf(out,
+                              "# HELP pulse_group_rebalances_total Rebalances of the group since it got its first "
+                              "member.\n# TYPE pulse_group_rebalances_total counter\n");
+    for (size_t i = 0; st == PULSE_OK && i < kg->ngroups; i++)
+        if (pulse_kgsm_members(kg->groups[i]->sm) > 0)
+            st = pulse_buf_printf(out, "pulse_group_rebalances_total{group=\"%s\"} %" PRIu64 "\n",
+                                  kg->groups[i]->name, pulse_kgsm_generation(kg->groups[i]->sm));
+    return st;
+}
+
 pulse_status_t pulse_kgroups_metrics(struct pulse_kafka *k, struct pulse_buf *out)
 {
     struct kgroups *kg = k->groups;
@@ -797,7 +862,10 @@ pulse_status_t pulse_kgroups_metrics(struct pulse_kafka *k, struct pulse_buf *ou
     size_t ngroups = 0;
     for (size_t i = 0; i < kg->ngroups; i++)
         ngroups += pulse_kgsm_members(kg->groups[i]->sm) > 0;
+    pulse_status_t st = group_gauges(kg, out);
     pthread_mutex_unlock(&kg->mu);
+    if (st != PULSE_OK)
+        return st;
     return pulse_buf_printf(
         out,
         "# HELP pulse_kafka_group_log_events_total Events of the group log this gateway applied.\n"

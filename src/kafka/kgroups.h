@@ -100,6 +100,10 @@ pulse_status_t pulse_kgroups_head(struct pulse_buf *b, char kind, const struct p
  * and never completes: PULSE_SHUTDOWN, PULSE_TOO_LARGE, the producer's
  * refusal, or st. */
 pulse_status_t pulse_kgroups_submit(struct pulse_kafka *k, struct kgcall *c, struct pulse_buf *b, pulse_status_t st);
+/* Appends a "topic gone" event for each topic of group the metadata
+ * cache no longer has (best effort: a failure is retried by the next
+ * call). Locks: kg->mu, then meta_mu, never both at once. */
+void pulse_kgroups_note_gone(struct pulse_kafka *k, const char *group);
 /* Whether m is a member id's text: 1..40 of [A-Za-z0-9-]. */
 bool pulse_kgroups_member_valid(const char *m);
 /* The group called name, or NULL (kg->mu held). */

@@ -381,6 +381,31 @@ static pulse_status_t view_of(const struct kgsm *g, const struct kgsm_member *m,
     return PULSE_OK;
 }
 
+/* A deleted topic: its count goes, so do its partitions (a new
+ * generation only when it had any). */
+static pulse_status_t topic_gone(struct kgsm *g, const char *name)
+{
+    for (size_t i = 0; i < g->ncounts; i++) {
+        if (strcmp(g->counts[i].name, name) != 0)
+            continue;
+        memmove(&g->counts[i], &g->counts[i + 1], (g->ncounts - i - 1) * sizeof *g->counts);
+        g->ncounts--;
+        bool had = false;
+        for (size_t j = 0; j < g->np && !had; j++)
+            had = strcmp(g->p[j].topic, name) == 0;
+        return had ? rebalance(g) : PULSE_OK;
+    }
+    return PULSE_OK;
+}
+
+size_t pulse_kgsm_topics(const struct kgsm *g, const char **names, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->ncounts && n < max; i++)
+        names[n++] = g->counts[i].name;
+    return n;
+}
+
 pulse_status_t pulse_kgsm_apply(struct kgsm *g, const struct kgsm_event *ev, struct pulse_group_view *view)
 {
     if (ev->offset <= g->last_offset)
@@ -390,6 +415,8 @@ pulse_status_t pulse_kgsm_apply(struct kgsm *g, const struct kgsm_event *ev, str
         g->now_ms = ev->time_ms; /* never back: another gateway's clock may be behind */
     pulse_status_t st = expire(g);
     struct kgsm_member *m = NULL;
+    if (st == PULSE_OK && ev->kind == KGSM_TOPIC_GONE)
+        return ev->ntopics == 1 ? topic_gone(g, ev->topics[0].name) : PULSE_INVALID;
     if (st == PULSE_OK && ev->kind == KGSM_JOIN)
         st = join(g, ev, &m);
     else if (st == PULSE_OK && (m = member_of(g, ev->member)) == NULL)

@@ -40,7 +40,9 @@
 
 /* KGSM_FETCHED: a heartbeat that also checks the member still owns pos
  * (npos entries) in generation (the end of a group fetch). */
-enum kgsm_kind { KGSM_JOIN, KGSM_HEARTBEAT, KGSM_LEAVE, KGSM_COMMIT, KGSM_FETCHED };
+/* KGSM_TOPIC_GONE: a gateway saw topics[0] deleted: its partitions leave
+ * the group (a later join naming it brings them back). */
+enum kgsm_kind { KGSM_JOIN, KGSM_HEARTBEAT, KGSM_LEAVE, KGSM_COMMIT, KGSM_FETCHED, KGSM_TOPIC_GONE };
 
 /* One topic a join names, with its partition count as the joining
  * gateway saw it. */
@@ -103,6 +105,9 @@ bool pulse_kgsm_start_latest(const struct kgsm *g, const char *member);
 /* What a waiting member would learn from a call: its generation is not
  * `generation`, or it owns not `owned` partitions or awaits not `pending`
  * (owned and pending of its view now), or it is gone (true). */
+/* The names of the topics the group has partitions of (borrowed from g,
+ * valid until its next event): up to max into names; returns the count. */
+size_t pulse_kgsm_topics(const struct kgsm *g, const char **names, size_t max);
 /* Partitions assigned to member that it owns, and that it awaits. */
 void pulse_kgsm_counts(const struct kgsm *g, const char *member, size_t *owned, size_t *pending);
 bool pulse_kgsm_news_for(const struct kgsm *g, const char *member, uint64_t generation, size_t owned,
