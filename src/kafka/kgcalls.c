@@ -445,6 +445,8 @@ pulse_status_t pulse_kafka_group_list(struct pulse_broker *b, char ***names_out,
     struct kgroups *kg = kafka_of(b)->groups;
     pulse_status_t st = PULSE_OK;
     size_t n = 0;
+    if (!atomic_load(&kg->caught_up))
+        return PULSE_UNAVAILABLE; /* still reading the group log (kgroups.h) */
     pthread_mutex_lock(&kg->mu);
     char **names = pulse_calloc(kg->ngroups + 1, sizeof *names);
     for (size_t i = 0; names != NULL && i < kg->ngroups && st == PULSE_OK; i++) {
@@ -513,6 +515,8 @@ pulse_status_t pulse_kafka_group_describe_async(struct pulse_broker *b, const ch
     struct kgroups *kg = k->groups;
     if (!cname_valid(group))
         return PULSE_INVALID_NAME;
+    if (!atomic_load(&kg->caught_up))
+        return PULSE_UNAVAILABLE; /* still reading the group log (kgroups.h) */
     struct kgdesc *d = pulse_calloc(1, sizeof *d);
     struct pulse_group_info *info = pulse_calloc(1, sizeof *info);
     if (d == NULL || info == NULL) {

@@ -671,14 +671,36 @@ static void expire(struct pulse_kafka *k, bool all, pulse_status_t st)
     }
 }
 
+/* Until caught up: the log's end at start (asked once a second until the
+ * cluster answers), then whether kgread applied everything before it. */
+static void catch_up(struct pulse_kafka *k, int64_t last, int64_t *next_ask_us)
+{
+    struct kgroups *kg = k->groups;
+    if (kg->start_end < 0 && pulse_clock_mono_us() >= *next_ask_us) {
+        rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(list, PULSE_KAFKA_GROUP_LOG, 0);
+        if (pulse_kafka_watermarks(k, list, NULL) == PULSE_OK && list->elems[0].offset >= 0)
+            kg->start_end = list->elems[0].offset;
+        rd_kafka_topic_partition_list_destroy(list);
+        *next_ask_us = pulse_clock_mono_us() + 1000000;
+    }
+    if (kg->start_end >= 0 && last >= kg->start_end - 1)
+        atomic_store(&kg->caught_up, true);
+}
+
 /* kgread: applies the log from its start, in order, until the backend stops. */
 static void *reader_main(void *arg)
 {
     struct pulse_kafka *k = arg;
     struct kgroups *kg = k->groups;
+    int64_t last = -1, next_ask_us = 0;
     while (!atomic_load(&k->stopping)) {
+        if (!atomic_load(&kg->caught_up))
+            catch_up(k, last, &next_ask_us);
         rd_kafka_message_t *msg = rd_kafka_consume(kg->rkt, 0, KG_POLL_MS);
         if (msg != NULL) {
+            if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+                last = msg->offset;
             if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
                 apply_msg(k, msg);
             else if (msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
@@ -769,6 +791,7 @@ pulse_status_t pulse_kgroups_open(struct pulse_kafka *k, const struct pulse_kafk
     pthread_mutex_init(&kg->mu, NULL);
     random_hex(kg->gw);
     kg->applied = -1;
+    kg->start_end = -1;
     kg->lease_min_ms = cfg->group_lease_min_ms > 0 ? cfg->group_lease_min_ms : 1000;
     kg->lease_max_ms = cfg->group_lease_max_ms > 0 ? cfg->group_lease_max_ms : 300000;
     kg->lease_default_ms = cfg->group_lease_default_ms > 0 ? cfg->group_lease_default_ms : 30000;

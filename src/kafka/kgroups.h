@@ -85,6 +85,13 @@ struct kgroups {
     pthread_t thread;
     bool started;
     int64_t applied; /* offset of the last event applied, -1 none (mu) */
+    /* The log's end when kgread started (-1 until asked); caught_up once
+     * kgread applied everything before it: until then the group list and
+     * descriptions answer PULSE_UNAVAILABLE (a gateway that just started
+     * would show groups part-built). Member calls need no wait: their
+     * events come after everything before them. */
+    int64_t start_end; /* kgread only */
+    atomic_bool caught_up;
     atomic_ullong events, bad_events, calls, timeouts, fenced, joins, commits;
 };
 

@@ -49,6 +49,7 @@ INTEGRATION_TESTS = \
 	tests/integration/93_fetch_vs_retention.py \
 	tests/integration/93_scale_views.py \
 	tests/integration/93_compression.py \
+	tests/integration/94_kafka_groups.py \
 	tests/integration/95_sendfile.py \
 	tests/integration/96_examples.py \
 	tests/integration/99_openapi_routes.py
