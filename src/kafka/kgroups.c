@@ -401,6 +401,10 @@ pulse_status_t pulse_kgroups_submit(struct pulse_kafka *k, struct kgcall *c, str
 {
     if (st == PULSE_OK && atomic_load(&k->draining))
         st = PULSE_SHUTDOWN;
+    if (st == PULSE_OK && !atomic_load(&k->groups->ready)) {
+        pulse_errbuf_set(c->errbuf, c->errlen, "the group log %s cannot be read yet", PULSE_KAFKA_GROUP_LOG);
+        st = PULSE_UNAVAILABLE;
+    }
     if (st == PULSE_OK && b->len > KG_EVENT_MAX) {
         pulse_errbuf_set(c->errbuf, c->errlen, "the call is too large for one event of the group log");
         st = PULSE_TOO_LARGE;
@@ -671,6 +675,8 @@ static void expire(struct pulse_kafka *k, bool all, pulse_status_t st)
     }
 }
 
+static bool start_reading(struct pulse_kafka *k);
+
 /* Until caught up: the log's end at start (asked once a second until the
  * cluster answers), then whether kgread applied everything before it. */
 static void catch_up(struct pulse_kafka *k, int64_t last, int64_t *next_ask_us)
@@ -693,8 +699,17 @@ static void *reader_main(void *arg)
 {
     struct pulse_kafka *k = arg;
     struct kgroups *kg = k->groups;
-    int64_t last = -1, next_ask_us = 0;
+    int64_t last = -1, next_ask_us = 0, next_start_us = 0;
     while (!atomic_load(&k->stopping)) {
+        if (!kg->consuming) {
+            struct timespec ts = {0, KG_POLL_MS * 1000000L};
+            if (pulse_clock_mono_us() >= next_start_us && !start_reading(k))
+                next_start_us = pulse_clock_mono_us() + 1000000;
+            if (!kg->consuming)
+                nanosleep(&ts, NULL);
+            expire(k, false, PULSE_OK);
+            continue;
+        }
         if (!atomic_load(&kg->caught_up))
             catch_up(k, last, &next_ask_us);
         rd_kafka_message_t *msg = rd_kafka_consume(kg->rkt, 0, KG_POLL_MS);
@@ -761,21 +776,39 @@ static pulse_status_t create_log(struct pulse_kafka *k)
     return st;
 }
 
-/* The log exists before anything reads or writes it. */
-static void ensure_log(struct pulse_kafka *k)
+/* The log exists before anything reads or writes it (a produce to a
+ * missing topic could make it with several partitions). */
+static pulse_status_t ensure_log(struct pulse_kafka *k)
 {
-    pulse_status_t st = PULSE_OK;
     if (k->mock != NULL) {
         rd_kafka_resp_err_t err =
             rd_kafka_mock_topic_create(k->mock, PULSE_KAFKA_GROUP_LOG, 1, k->mock_brokers < 3 ? k->mock_brokers : 3);
-        st = err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS ? PULSE_OK : pulse_kafka_status(err);
-    } else {
-        int have = log_exists(k);
-        st = have == 1 ? PULSE_OK : have == 0 ? create_log(k) : PULSE_UNAVAILABLE;
+        return err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS ? PULSE_OK : pulse_kafka_status(err);
     }
-    if (st != PULSE_OK)
-        PULSE_WARN("kafka: cannot make sure the group log %s exists (%s); consumer groups answer 503 until it does",
-                   PULSE_KAFKA_GROUP_LOG, pulse_status_name(st));
+    int have = log_exists(k);
+    return have == 1 ? PULSE_OK : have == 0 ? create_log(k) : PULSE_UNAVAILABLE;
+}
+
+/* Once the log exists: the reader starts at its beginning and group calls
+ * are taken (kg->ready). Not before: librdkafka 2.0.2 leaks the topic
+ * handle of a consumer started on a cluster it never reached. At open,
+ * then once a second on kgread until it works. */
+static bool start_reading(struct pulse_kafka *k)
+{
+    struct kgroups *kg = k->groups;
+    pulse_status_t st = ensure_log(k);
+    if (st == PULSE_OK && kg->rkt == NULL && (kg->rkt = rd_kafka_topic_new(kg->reader, PULSE_KAFKA_GROUP_LOG, NULL)) == NULL)
+        st = PULSE_NOMEM;
+    if (st == PULSE_OK && rd_kafka_consume_start(kg->rkt, 0, RD_KAFKA_OFFSET_BEGINNING) != 0)
+        st = pulse_kafka_status(rd_kafka_last_error());
+    if (st != PULSE_OK) {
+        PULSE_WARN_RL("kafka: the group log %s cannot be read yet (%s); group calls answer 503 until it can",
+                      PULSE_KAFKA_GROUP_LOG, pulse_status_name(st));
+        return false;
+    }
+    kg->consuming = true;
+    atomic_store(&kg->ready, true);
+    return true;
 }
 
 pulse_status_t pulse_kgroups_open(struct pulse_kafka *k, const struct pulse_kafka_config *cfg, rd_kafka_conf_t *conf,
@@ -803,14 +836,7 @@ pulse_status_t pulse_kgroups_open(struct pulse_kafka *k, const struct pulse_kafk
         pulse_errbuf_set(errbuf, errlen, "cannot make the group log's reader: %s", err);
         return PULSE_INVALID;
     }
-    ensure_log(k);
-    kg->rkt = rd_kafka_topic_new(kg->reader, PULSE_KAFKA_GROUP_LOG, NULL);
-    if (kg->rkt == NULL || rd_kafka_consume_start(kg->rkt, 0, RD_KAFKA_OFFSET_BEGINNING) != 0) {
-        pulse_errbuf_set(errbuf, errlen, "cannot read the group log %s: %s", PULSE_KAFKA_GROUP_LOG,
-                         rd_kafka_err2str(rd_kafka_last_error()));
-        return PULSE_IO;
-    }
-    kg->consuming = true;
+    (void)start_reading(k); /* else kgread tries again */
     if (pthread_create(&kg->thread, NULL, reader_main, k) != 0) {
         pulse_errbuf_set(errbuf, errlen, "cannot start the group log's reader");
         return PULSE_NOMEM;

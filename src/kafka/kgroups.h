@@ -81,7 +81,8 @@ struct kgroups {
     uint32_t max_members, max_groups;
     rd_kafka_t *reader;
     rd_kafka_topic_t *rkt;
-    bool consuming;
+    bool consuming;   /* kgread (open before it starts) */
+    atomic_bool ready; /* the log exists and is read: calls are taken */
     pthread_t thread;
     bool started;
     int64_t applied; /* offset of the last event applied, -1 none (mu) */

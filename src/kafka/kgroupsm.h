@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * kgroupsm.h - consumer groups for the Kafka backend: the state machine of
- * the group log (docs/Scaling.md "Consumer groups on Kafka: the design").
+ * the group log (docs/Scaling.md "Consumer groups on Kafka").
  *
  * The design: every group call (join, heartbeat, leave, commit) is an
  * event appended to one log in the cluster (a single-partition topic,
