@@ -922,7 +922,7 @@ pulse_status_t pulse_broker_group_heartbeat_async(struct pulse_broker *b, const 
 pulse_status_t pulse_broker_group_leave_async(struct pulse_broker *b, const char *group, const char *member,
                                               pulse_admin_done_fn done, void *arg);
 pulse_status_t pulse_broker_group_fetched_async(struct pulse_broker *b, const char *group, const char *member,
-                                                uint64_t generation, const struct pulse_group_partition *pos,
-                                                size_t n, pulse_admin_done_fn done, void *arg);
+                                                uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                                pulse_admin_done_fn done, void *arg);
 
 #endif

@@ -72,7 +72,7 @@ struct gfetch_state {
     struct pulse_group_resume from; /* ?resume=, pos in the request's pool */
     bool has_from;
     char errbuf[256];
-    struct pulse_group_view fresh;             /* the heartbeat of reply_fresh_view */
+    struct pulse_group_view fresh;                /* the heartbeat of reply_fresh_view */
     const struct pulse_group_partition *fresh_at; /* its resume positions */
 };
 

@@ -62,7 +62,6 @@
 #include "kafka/kafka_int.h"
 #include "kafka/kgroups.h"
 
-
 struct kgwait {
     struct kgwait *next; /* in its group's list, or in a list to fire */
     struct kggroup *gr;
@@ -350,10 +349,10 @@ static pulse_status_t produce(struct pulse_kafka *k, struct kgcall *c, const str
     pthread_mutex_unlock(&kg->mu);
     /* No opaque: kpublish's delivery reports skip the event; a failure
      * shows as the call's deadline. */
-    rd_kafka_resp_err_t err = rd_kafka_producev(
-        k->prod, RD_KAFKA_V_TOPIC(PULSE_KAFKA_GROUP_LOG), RD_KAFKA_V_PARTITION(0),
-        RD_KAFKA_V_KEY(c->group, strlen(c->group)), RD_KAFKA_V_VALUE(text->data, text->len),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    rd_kafka_resp_err_t err = rd_kafka_producev(k->prod, RD_KAFKA_V_TOPIC(PULSE_KAFKA_GROUP_LOG),
+                                                RD_KAFKA_V_PARTITION(0), RD_KAFKA_V_KEY(c->group, strlen(c->group)),
+                                                RD_KAFKA_V_VALUE(text->data, text->len),
+                                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         atomic_fetch_add(&kg->calls, 1);
         return PULSE_OK;
@@ -605,8 +604,8 @@ static void apply_msg(struct pulse_kafka *k, const rd_kafka_message_t *msg)
     struct kgev e;
     if (!parse(msg, &e)) {
         atomic_fetch_add(&kg->bad_events, 1);
-        PULSE_WARN_RL("kafka: skipped event %lld of %s: it does not parse",
-                          (long long)msg->offset, PULSE_KAFKA_GROUP_LOG);
+        PULSE_WARN_RL("kafka: skipped event %lld of %s: it does not parse", (long long)msg->offset,
+                      PULSE_KAFKA_GROUP_LOG);
         kgev_fini(&e);
         return;
     }
@@ -719,8 +718,7 @@ static void *reader_main(void *arg)
             if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
                 apply_msg(k, msg);
             else if (msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
-                PULSE_WARN_RL("kafka: reading %s: %s", PULSE_KAFKA_GROUP_LOG,
-                                  rd_kafka_err2str(msg->err));
+                PULSE_WARN_RL("kafka: reading %s: %s", PULSE_KAFKA_GROUP_LOG, rd_kafka_err2str(msg->err));
             rd_kafka_message_destroy(msg);
         }
         expire(k, false, PULSE_OK);
@@ -781,8 +779,8 @@ static pulse_status_t create_log(struct pulse_kafka *k)
 static pulse_status_t ensure_log(struct pulse_kafka *k)
 {
     if (k->mock != NULL) {
-        rd_kafka_resp_err_t err =
-            rd_kafka_mock_topic_create(k->mock, PULSE_KAFKA_GROUP_LOG, 1, k->mock_brokers < 3 ? k->mock_brokers : 3);
+        rd_kafka_resp_err_t err = rd_kafka_mock_topic_create(k->mock, PULSE_KAFKA_GROUP_LOG, 1,
+                                                             k->mock_brokers < 3 ? k->mock_brokers : 3);
         return err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS ? PULSE_OK : pulse_kafka_status(err);
     }
     int have = log_exists(k);
@@ -797,7 +795,8 @@ static bool start_reading(struct pulse_kafka *k)
 {
     struct kgroups *kg = k->groups;
     pulse_status_t st = ensure_log(k);
-    if (st == PULSE_OK && kg->rkt == NULL && (kg->rkt = rd_kafka_topic_new(kg->reader, PULSE_KAFKA_GROUP_LOG, NULL)) == NULL)
+    if (st == PULSE_OK && kg->rkt == NULL &&
+        (kg->rkt = rd_kafka_topic_new(kg->reader, PULSE_KAFKA_GROUP_LOG, NULL)) == NULL)
         st = PULSE_NOMEM;
     if (st == PULSE_OK && rd_kafka_consume_start(kg->rkt, 0, RD_KAFKA_OFFSET_BEGINNING) != 0)
         st = pulse_kafka_status(rd_kafka_last_error());
@@ -893,13 +892,12 @@ static pulse_status_t group_gauges(struct kgroups *kg, struct pulse_buf *out)
             st = pulse_buf_printf(out, "pulse_group_generation{group=\"%s\"} %" PRIu64 "\n", kg->groups[i]->name,
                                   pulse_kgsm_generation(kg->groups[i]->sm));
     if (st == PULSE_OK) /* one rebalance per generation: the state machine counts them alike */
-        st = pulse_buf_printf(out,
-                              "# HELP pulse_group_rebalances_total Rebalances of the group since it got its first "
-                              "member.\n# TYPE pulse_group_rebalances_total counter\n");
+        st = pulse_buf_printf(out, "# HELP pulse_group_rebalances_total Rebalances of the group since it got its first "
+                                   "member.\n# TYPE pulse_group_rebalances_total counter\n");
     for (size_t i = 0; st == PULSE_OK && i < kg->ngroups; i++)
         if (pulse_kgsm_members(kg->groups[i]->sm) > 0)
-            st = pulse_buf_printf(out, "pulse_group_rebalances_total{group=\"%s\"} %" PRIu64 "\n",
-                                  kg->groups[i]->name, pulse_kgsm_generation(kg->groups[i]->sm));
+            st = pulse_buf_printf(out, "pulse_group_rebalances_total{group=\"%s\"} %" PRIu64 "\n", kg->groups[i]->name,
+                                  pulse_kgsm_generation(kg->groups[i]->sm));
     return st;
 }
 

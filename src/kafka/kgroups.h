@@ -49,8 +49,8 @@ struct kgcall {
     void *arg;
     char *errbuf;
     size_t errlen;
-    kgcall_at_fn at_event;  /* nullable */
-    kgcall_after_fn after;  /* nullable */
+    kgcall_at_fn at_event; /* nullable */
+    kgcall_after_fn after; /* nullable */
     /* poll: where the member's last answer left off */
     struct pulse_group_partition *from;
     size_t nfrom;
@@ -81,7 +81,7 @@ struct kgroups {
     uint32_t max_members, max_groups;
     rd_kafka_t *reader;
     rd_kafka_topic_t *rkt;
-    bool consuming;   /* kgread (open before it starts) */
+    bool consuming;    /* kgread (open before it starts) */
     atomic_bool ready; /* the log exists and is read: calls are taken */
     pthread_t thread;
     bool started;

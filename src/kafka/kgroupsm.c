@@ -28,8 +28,8 @@ struct kgsm_member {
     char (*topics)[PULSE_NAME_MAX + 1];
     size_t ntopics;
     int64_t lease_ms, lease_end;
-    int64_t joined_ms;  /* the log's time at its join */
-    uint64_t told;      /* the generation its last call was answered with */
+    int64_t joined_ms; /* the log's time at its join */
+    uint64_t told;     /* the generation its last call was answered with */
     bool start_latest;
 };
 
@@ -469,8 +469,7 @@ void pulse_kgsm_counts(const struct kgsm *g, const char *member, size_t *owned, 
     *pending = q;
 }
 
-bool pulse_kgsm_news_for(const struct kgsm *g, const char *member, uint64_t generation, size_t owned,
-                         size_t pending)
+bool pulse_kgsm_news_for(const struct kgsm *g, const char *member, uint64_t generation, size_t owned, size_t pending)
 {
     size_t o = 0, q = 0;
     if (member_of(g, member) == NULL || generation != g->generation)
@@ -486,7 +485,8 @@ static void label_of(const char *id, char *out, size_t cap)
     snprintf(out, cap, "%s", id);
     const char *dash = strchr(id + (id[0] != '\0' ? 1 : 0), '-');
     const char *last = strrchr(id, '-');
-    for (size_t i = dash != NULL ? (size_t)(dash - id) + 1 : 0; last != NULL && last != dash && i < (size_t)(last - id); i++)
+    for (size_t i = dash != NULL ? (size_t)(dash - id) + 1 : 0; last != NULL && last != dash && i < (size_t)(last - id);
+         i++)
         out[i] = '*';
 }
 

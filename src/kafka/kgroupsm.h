@@ -110,8 +110,7 @@ bool pulse_kgsm_start_latest(const struct kgsm *g, const char *member);
 size_t pulse_kgsm_topics(const struct kgsm *g, const char **names, size_t max);
 /* Partitions assigned to member that it owns, and that it awaits. */
 void pulse_kgsm_counts(const struct kgsm *g, const char *member, size_t *owned, size_t *pending);
-bool pulse_kgsm_news_for(const struct kgsm *g, const char *member, uint64_t generation, size_t owned,
-                         size_t pending);
+bool pulse_kgsm_news_for(const struct kgsm *g, const char *member, uint64_t generation, size_t owned, size_t pending);
 /* The group as a description shows it at now_ms (a reader's clock):
  * members whose lease ended by then are left out (the group's next event
  * removes them), and so are they as owners. Does not change g. Fills

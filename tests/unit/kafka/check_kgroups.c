@@ -33,8 +33,8 @@ static struct kgsm_event join2(int64_t offset, int64_t time_ms, const struct kgs
     return e;
 }
 
-static struct kgsm_event call2(enum kgsm_kind kind, int64_t offset, int64_t time_ms, const char *member,
-                               uint64_t gen, const struct pulse_group_partition *pos, size_t n)
+static struct kgsm_event call2(enum kgsm_kind kind, int64_t offset, int64_t time_ms, const char *member, uint64_t gen,
+                               const struct pulse_group_partition *pos, size_t n)
 {
     struct kgsm_event e = {kind, offset, time_ms, member, NULL, 0, 0, gen, pos, n, NULL, false};
     return e;
@@ -175,9 +175,10 @@ static void produce_raw(struct pulse_kafka *k, const char *key, const char *valu
     size_t klen = key != NULL ? strlen(key) : 0, vlen = strlen(value);
     ck_assert_uint_lt(vlen, sizeof text);
     memcpy(text, value, vlen + 1);
-    rd_kafka_resp_err_t err = rd_kafka_producev(
-        k->prod, RD_KAFKA_V_TOPIC(PULSE_KAFKA_GROUP_LOG), RD_KAFKA_V_PARTITION(0), RD_KAFKA_V_KEY(key, klen),
-        RD_KAFKA_V_VALUE(text, vlen), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    rd_kafka_resp_err_t err = rd_kafka_producev(k->prod, RD_KAFKA_V_TOPIC(PULSE_KAFKA_GROUP_LOG),
+                                                RD_KAFKA_V_PARTITION(0), RD_KAFKA_V_KEY(key, klen),
+                                                RD_KAFKA_V_VALUE(text, vlen), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                                RD_KAFKA_V_END);
     ck_assert_int_eq(err, RD_KAFKA_RESP_ERR_NO_ERROR);
 }
 
@@ -205,18 +206,18 @@ START_TEST(test_hostile_records_in_the_group_log_are_skipped_and_groups_keep_wor
     ck_assert_msg(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err) == PULSE_OK, "%s", err);
     static const char *const bad[][2] = {
         {"g", "J 0000000000000000 1 30000 0 0123456789abcdef 1 hg 4294967296"}, /* too many partitions */
-        {"g", "J 0000000000000000 2 0 0 0123456789abcdef 1 hg 2"},            /* no lease */
-        {"g", "J 0000000000000000 3 30000 0 XYZ 1 hg 2"},                     /* not a secret */
-        {"g", "J 0000000000000000 4 30000 0 0123456789abcdef 17 hg 2"},       /* too many topics */
-        {"g", "J 0000000000000000 5 30000 0 0123456789abcdef 1 __x 2"},       /* not a name */
-        {"g", "H 0000000000000000 6 m-\"; 1"},                                /* not a member id */
-        {"g", "C 0000000000000000 7 m-1 1 99999999 hg 0 1"},                  /* count past the entries */
-        {"g", "C 0000000000000000 8 m-1 1 1 hg 0 -1"},                        /* negative offset */
-        {"g", "F 0000000000000000 9 m-1 18446744073709551616 0"},             /* generation overflows */
-        {"g", "Q 0000000000000000 10 m-1"},                                   /* no such kind */
-        {"g", "H 0000000000000000 11 m-1 trailing"},                          /* trailing bytes */
-        {"", "H 0000000000000000 12 m-1"},                                    /* no group */
-        {"../x", "H 0000000000000000 13 m-1"},                                /* not a group name */
+        {"g", "J 0000000000000000 2 0 0 0123456789abcdef 1 hg 2"},              /* no lease */
+        {"g", "J 0000000000000000 3 30000 0 XYZ 1 hg 2"},                       /* not a secret */
+        {"g", "J 0000000000000000 4 30000 0 0123456789abcdef 17 hg 2"},         /* too many topics */
+        {"g", "J 0000000000000000 5 30000 0 0123456789abcdef 1 __x 2"},         /* not a name */
+        {"g", "H 0000000000000000 6 m-\"; 1"},                                  /* not a member id */
+        {"g", "C 0000000000000000 7 m-1 1 99999999 hg 0 1"},                    /* count past the entries */
+        {"g", "C 0000000000000000 8 m-1 1 1 hg 0 -1"},                          /* negative offset */
+        {"g", "F 0000000000000000 9 m-1 18446744073709551616 0"},               /* generation overflows */
+        {"g", "Q 0000000000000000 10 m-1"},                                     /* no such kind */
+        {"g", "H 0000000000000000 11 m-1 trailing"},                            /* trailing bytes */
+        {"", "H 0000000000000000 12 m-1"},                                      /* no group */
+        {"../x", "H 0000000000000000 13 m-1"},                                  /* not a group name */
         {"g", ""},
     };
     size_t nbad = sizeof bad / sizeof bad[0];
