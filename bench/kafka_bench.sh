@@ -11,6 +11,10 @@
 # The local backend runs with storage.sync-mode=every-write (an fdatasync
 # per acknowledged publish) as in bench/http_bench.sh.
 #
+# Both pulsed processes run side by side; each workload runs against the
+# local one, then the Kafka one (so both rows of a pair see the same machine
+# load), and each row has pulsed's own CPU per request (utime + stime from
+# /proc). The load average is printed before and after.
 # What runs, for each backend (everything on 127.0.0.1, stopped by the EXIT
 # trap, every load bounded by wrk -d):
 #   publish 1 x 256 B per request at 1 and 8 connections
@@ -26,7 +30,7 @@ dur=5
 while [ $# -gt 0 ]; do
     case "$1" in
     --seconds) shift; dur=${1:?--seconds needs a value} ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "kafka_bench: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -37,9 +41,11 @@ pulsed=${PULSE_BUILDDIR:-.}/pulsed
 command -v wrk >/dev/null || { echo "kafka_bench: wrk is needed" >&2; exit 2; }
 [ -x "$pulsed" ] || { echo "kafka_bench: $pulsed is not built" >&2; exit 2; }
 work=$(mktemp -d "${BENCH_DIR:-/tmp}/kafka-bench.XXXXXX")
-pid=
+pids=
 cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    for p in $pids; do
+        kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+    done
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -57,49 +63,69 @@ run() {
 print("%.0f %d %d %d" % (d["requests"] / (d["duration_us"] / 1e6), d["p50_us"], d["p99_us"], e))' "$line"
 }
 
+# start NAME ARGS...: starts pulsed, sets its port and pid into port_NAME, pid_NAME
 start() {
+    local name=$1 port p
+    shift
     port=$(free_port)
-    "$pulsed" --data-dir "$work/data-$1" --listen "127.0.0.1:$port" -o log.level=error "${@:2}" 2>"$work/$1.stderr" &
-    pid=$!
+    "$pulsed" --data-dir "$work/data-$name" --listen "127.0.0.1:$port" -o log.level=error "$@" \
+        2>"$work/$name.stderr" &
+    p=$!
+    pids="$pids $p"
+    eval "port_$name=$port pid_$name=$p"
     for _ in $(seq 1 100); do
         curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && return 0
         sleep 0.1
     done
-    echo "kafka_bench: pulsed ($1) did not become ready" >&2; cat "$work/$1.stderr" >&2; exit 1
+    echo "kafka_bench: pulsed ($name) did not become ready" >&2; cat "$work/$name.stderr" >&2; exit 1
 }
 
-echo "| backend | workload | requests/s | records/s | p50 ms | p99 ms | errors |"
-echo "|---|---|---:|---:|---:|---:|---:|"
-for backend in local kafka-mock; do
-    if [ "$backend" = local ]; then
-        start local -o storage.sync-mode=every-write
-    else
-        start kafka -o broker.backend=kafka -o kafka.mock-brokers=3
-    fi
-    base="http://127.0.0.1:$port"
+# CPU seconds (user + system) pulsed PID used so far, in clock ticks.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# Both servers run side by side and every workload runs on one, then on the
+# other, so both see the same machine load; CPU us/req is pulsed's own
+# (utime + stime over the requests wrk counted).
+start local -o storage.sync-mode=every-write
+start kafka -o broker.backend=kafka -o kafka.mock-brokers=3
+hz=$(getconf CLK_TCK)
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| workload | backend | requests/s | records/s | p50 ms | p99 ms | server CPU us/req | errors |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
+python3 -c 'print("{\"records\":[" + ",".join(["{\"value\":\"" + "abcdefghijklmnop" * 16 + "\"}"] * 1000) + "]}")' \
+    > "$work/body.json"
+for name in local kafka; do
+    eval "base=http://127.0.0.1:\$port_$name"
     for t in bench fetch; do
         curl -sf -X POST "$base/v1/topics" -H 'Content-Type: application/json' -d "{\"name\":\"$t\"}" >/dev/null
     done
-    row() { # WORKLOAD RECORDS_PER_REQUEST CONNS VAR=VALUE...
-        local w=$1 n=$2 c=$3 r
-        shift 3
-        r=$(run "$w" "$c" "$base" "$@")
-        set -- $r
-        printf '| %s | %s | %s | %s | %.2f | %.2f | %s |\n' "$backend" "$w" "$1" "$(( $1 * n ))" \
-            "$(echo "$2 / 1000" | bc -l)" "$(echo "$3 / 1000" | bc -l)" "$4"
-    }
-    row publish_1x256_c1 1 1 BENCH_MODE=post BENCH_PATH=/v1/topics/bench/records BENCH_RECORDS=1
-    row publish_1x256_c8 1 8 BENCH_MODE=post BENCH_PATH=/v1/topics/bench/records BENCH_RECORDS=1
-    row publish_100x256_c8 100 8 BENCH_MODE=post BENCH_PATH=/v1/topics/bench/records BENCH_RECORDS=100
-    python3 -c 'print("{\"records\":[" + ",".join(["{\"value\":\"" + "abcdefghijklmnop" * 16 + "\"}"] * 1000) + "]}")' \
-        > "$work/body.json"
     for _ in $(seq 1 10); do
         curl -sf -X POST "$base/v1/topics/fetch/records" -H 'Content-Type: application/json' \
             --data-binary @"$work/body.json" >/dev/null || { echo "kafka_bench: prefill failed" >&2; exit 1; }
     done
-    row fetch_json_100_c1 100 1 BENCH_MODE=fetch BENCH_OFFSETS=9900 \
-        "BENCH_PATH=/v1/topics/fetch/partitions/0/records?max_records=100&offset="
-    row fetch_json_100_c8 100 8 BENCH_MODE=fetch BENCH_OFFSETS=9900 \
-        "BENCH_PATH=/v1/topics/fetch/partitions/0/records?max_records=100&offset="
-    kill "$pid"; wait "$pid" 2>/dev/null; pid=
 done
+row() { # WORKLOAD RECORDS_PER_REQUEST CONNS VAR=VALUE...
+    local w=$1 n=$2 c=$3 name label base p t0 t1 r
+    shift 3
+    for name in local kafka; do
+        label=$name
+        [ "$name" = kafka ] && label=kafka-mock
+        eval "base=http://127.0.0.1:\$port_$name p=\$pid_$name"
+        t0=$(ticks "$p")
+        r=$(run "$w" "$c" "$base" "$@")
+        t1=$(ticks "$p")
+        printf '| %s | %s | %s | %s | %.2f | %.2f | %.0f | %s |\n' "$w" "$label" \
+            $(echo "$r" | awk -v n="$n" -v t0="$t0" -v t1="$t1" -v hz="$hz" -v d="$dur" \
+                '{printf "%s %d %f %f %f %s", $1, $1 * n, $2 / 1000, $3 / 1000, ($1 > 0 ? (t1 - t0) / hz * 1e6 / ($1 * d) : 0), $4}')
+    done
+}
+row publish_1x256_c1 1 1 BENCH_MODE=post BENCH_PATH=/v1/topics/bench/records BENCH_RECORDS=1
+row publish_1x256_c8 1 8 BENCH_MODE=post BENCH_PATH=/v1/topics/bench/records BENCH_RECORDS=1
+row publish_100x256_c8 100 8 BENCH_MODE=post BENCH_PATH=/v1/topics/bench/records BENCH_RECORDS=100
+row fetch_json_100_c1 100 1 BENCH_MODE=fetch BENCH_OFFSETS=9900 \
+    "BENCH_PATH=/v1/topics/fetch/partitions/0/records?max_records=100&offset="
+row fetch_json_100_c8 100 8 BENCH_MODE=fetch BENCH_OFFSETS=9900 \
+    "BENCH_PATH=/v1/topics/fetch/partitions/0/records?max_records=100&offset="
+echo
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

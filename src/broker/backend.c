@@ -162,6 +162,15 @@ pulse_status_t pulse_broker_topic_change_async(struct pulse_broker *b, const cha
     return b->ops->topic_set_retention_async(b, name, chg->retention_ms, chg->retention_bytes, out, done, arg);
 }
 
+pulse_status_t pulse_broker_topic_lookup_async(struct pulse_broker *b, const char *topic, pulse_admin_done_fn done,
+                                               void *arg, bool *pending_out, char *errbuf, size_t errlen)
+{
+    *pending_out = false;
+    if (b->ops->topic_lookup_async == NULL)
+        return PULSE_OK;
+    return b->ops->topic_lookup_async(b, topic, done, arg, pending_out, errbuf, errlen);
+}
+
 pulse_status_t pulse_broker_topic_set_retention(struct pulse_broker *b, const char *name, int64_t retention_ms,
                                                 int64_t retention_bytes, struct pulse_topic_info **out)
 {

@@ -147,6 +147,10 @@ struct pulse_broker_ops {
      * (pulse_broker_topic_change_async) */
     pulse_status_t (*topic_change_async)(struct pulse_broker *b, const char *name, const struct pulse_topic_change *chg,
                                          struct pulse_topic_info **out, pulse_admin_done_fn done, void *arg);
+    /* whether a topic exists, found out off the caller's thread; NULL: the
+     * backend always knows at once (pulse_broker_topic_lookup_async) */
+    pulse_status_t (*topic_lookup_async)(struct pulse_broker *b, const char *topic, pulse_admin_done_fn done, void *arg,
+                                         bool *pending_out, char *errbuf, size_t errlen);
 
     /* asynchronous forms of the group calls above, for a backend whose
      * group calls wait for the cluster (kafka); NULL: the synchronous one

@@ -215,6 +215,26 @@ pulse_status_t pulse_broker_topic_change_async(struct pulse_broker *b, const cha
                                                const struct pulse_topic_change *chg, struct pulse_topic_info **out,
                                                pulse_admin_done_fn done, void *arg);
 
+/*
+ * Makes sure the backend can tell whether topic exists without waiting on
+ * the caller's thread. A backend that serves a remote cluster (Kafka) keeps
+ * a cache of its topics; a publish or fetch naming a topic the cache cannot
+ * answer for would have to ask the cluster on the caller's thread. The
+ * HTTP handlers call this first instead:
+ *   PULSE_OK, *pending_out false: known now (the topic exists, or the
+ *     backend always knows at once: local); the call that follows does not
+ *     wait for a lookup;
+ *   PULSE_OK, *pending_out true: done(arg, st) comes exactly once from a
+ *     backend thread (possibly before this returns), with PULSE_OK,
+ *     PULSE_TOPIC_NOT_FOUND, PULSE_UNAVAILABLE (errbuf names the cluster,
+ *     so it must stay valid until then) or PULSE_SHUTDOWN;
+ *   any other status at once (TOPIC_NOT_FOUND, UNAVAILABLE, SHUTDOWN,
+ *     NOMEM), with no callback.
+ * Thread: any; never blocks.
+ */
+pulse_status_t pulse_broker_topic_lookup_async(struct pulse_broker *b, const char *topic, pulse_admin_done_fn done,
+                                               void *arg, bool *pending_out, char *errbuf, size_t errlen);
+
 /* Blocking form of pulse_broker_topic_set_retention_async. */
 pulse_status_t pulse_broker_topic_set_retention(struct pulse_broker *b, const char *name, int64_t retention_ms,
                                                 int64_t retention_bytes, struct pulse_topic_info **out);

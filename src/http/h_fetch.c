@@ -42,6 +42,7 @@
 #include "http/fetch_json.h"
 #include "http/http_int.h"
 #include "http/positions.h"
+#include "http/skips.h"
 
 #define FETCH_MAX_RECORDS 10000
 #define FETCH_MAX_BYTES (64ll * 1024 * 1024)
@@ -64,6 +65,8 @@ struct fetch_state {
     int64_t wait_ms;
     bool raw;
     struct pulse_cursor cursor; /* the consumer's, when it gives the offset */
+    bool by_cursor;             /* a consumer and no offset: the cursor is the offset */
+    char errmsg[160];           /* why the topic lookup failed */
 };
 
 static void add_position_headers(struct MHD_Response *resp, int64_t next, int64_t hw, int64_t log_start)
@@ -75,90 +78,6 @@ static void add_position_headers(struct MHD_Response *resp, int64_t next, int64_
     MHD_add_response_header(resp, "Pulse-High-Watermark", v);
     snprintf(v, sizeof v, "%lld", (long long)log_start);
     MHD_add_response_header(resp, "Pulse-Log-Start-Offset", v);
-}
-
-/* ---- skipped offsets (docs/API.md "Damaged data") ---- */
-
-/* Offsets an answer stepped over because the stored data there is damaged
- * or missing: the broker reports them per read (pulse_fetch_pos.skip_*), at
- * most one range before the read's first record, and a read never steps
- * over damage after it, so every damaged range between records costs the
- * answer one more read. An answer lists at most FETCH_MAX_SKIPS
- * separate ranges: a read that would add one more is dropped unplanned and
- * the answer ends before it (next_offset points at that range), so the
- * next fetch reports it; nothing is ever stepped over unreported
- * (docs/API.md "Damaged data"). */
-#define FETCH_MAX_SKIPS 8
-
-struct skips {
-    size_t n;
-    struct {
-        int64_t from, to;
-        bool damaged;
-    } r[FETCH_MAX_SKIPS];
-};
-
-/* Whether s's skipped range, if any, still fits in k (a new range needs a
- * free slot; one that continues the last range merges into it). */
-static bool skips_fit(const struct skips *k, const struct pulse_fetch_pos *s)
-{
-    if (s->skip_to <= s->skip_from || k->n < FETCH_MAX_SKIPS)
-        return true;
-    return k->r[k->n - 1].to == s->skip_from;
-}
-
-static void skips_add(struct skips *k, const struct pulse_fetch_pos *s)
-{
-    if (s->skip_to <= s->skip_from)
-        return;
-    if (k->n > 0 && k->r[k->n - 1].to == s->skip_from) {
-        k->r[k->n - 1].to = s->skip_to;
-        k->r[k->n - 1].damaged = k->r[k->n - 1].damaged || s->skip_reason == PULSE_SKIP_CORRUPT;
-        return;
-    }
-    if (k->n == FETCH_MAX_SKIPS)
-        return; /* (never: callers check skips_fit first) */
-    k->r[k->n].from = s->skip_from;
-    k->r[k->n].to = s->skip_to;
-    k->r[k->n].damaged = s->skip_reason == PULSE_SKIP_CORRUPT;
-    k->n++;
-}
-
-/* Keeps what lies below next (what the answer really stepped over). */
-static void skips_clip(struct skips *k, int64_t next)
-{
-    size_t keep = 0;
-    while (keep < k->n && k->r[keep].from < next) {
-        if (k->r[keep].to > next)
-            k->r[keep].to = next;
-        keep++;
-    }
-    k->n = keep;
-}
-
-/* ,"skipped":[{"from":F,"to":T,"reason":"corrupt"|"missing"},...] into v
- * (at most PULSE_FETCHJSON_AFTER_MAX bytes: 8 ranges take at most 640). */
-static void skips_json(const struct skips *k, char *v, size_t cap)
-{
-    size_t used = 0;
-    v[0] = '\0';
-    for (size_t i = 0; i < k->n && used < cap; i++)
-        used += (size_t)snprintf(v + used, cap - used, "%s{\"from\":%lld,\"to\":%lld,\"reason\":\"%s\"}%s",
-                                 i == 0 ? ",\"skipped\":[" : ",", (long long)k->r[i].from, (long long)k->r[i].to,
-                                 k->r[i].damaged ? "corrupt" : "missing", i + 1 == k->n ? "]" : "");
-}
-
-/* Pulse-Skipped: F-T;reason=corrupt, ... */
-static void skips_header(struct MHD_Response *resp, const struct skips *k)
-{
-    char v[FETCH_MAX_SKIPS * 64];
-    size_t used = 0;
-    for (size_t i = 0; i < k->n && used < sizeof v; i++)
-        used += (size_t)snprintf(v + used, sizeof v - used, "%s%lld-%lld;reason=%s", i > 0 ? ", " : "",
-                                 (long long)k->r[i].from, (long long)k->r[i].to,
-                                 k->r[i].damaged ? "corrupt" : "missing");
-    if (k->n > 0)
-        MHD_add_response_header(resp, "Pulse-Skipped", v);
 }
 
 static void reply_fetch_error(struct pulse_hreq *r, pulse_status_t st, const struct pulse_fetch_pos *s)
@@ -294,13 +213,13 @@ static struct pulse_fetchjson_source source_of(struct pulse_fetch *f)
  * the answer exists (fr->f is then NULL; on failure the caller still
  * destroys fr->f). */
 static void stream_json(struct pulse_hreq *r, struct pulse_fetchjson *fj, struct fetch_read *fr,
-                        const struct pulse_fetch_pos *info, int64_t next, const struct skips *skipped)
+                        const struct pulse_fetch_pos *info, int64_t next, const struct pulse_skips *skipped)
 {
     struct pulse_fetchjson_envelope env = {r->topic, r->partition, info->log_start, info->high_watermark, next};
     struct pulse_fetchjson_source src = source_of(fr->f);
     char after[PULSE_FETCHJSON_AFTER_MAX];
     uint64_t body_len = 0;
-    skips_json(skipped, after, sizeof after);
+    pulse_skips_json(skipped, after, sizeof after);
     if (pulse_fetchjson_after_records(fj, after) != PULSE_OK ||
         pulse_fetchjson_finish(fj, &src, &env, &body_len) != PULSE_OK) {
         pulse_fetchjson_destroy(fj);
@@ -314,7 +233,7 @@ static void stream_json(struct pulse_hreq *r, struct pulse_fetchjson *fj, struct
         return;
     }
     add_position_headers(resp, next, info->high_watermark, info->log_start);
-    skips_header(resp, skipped);
+    pulse_skips_header(resp, skipped);
     pulse_server_reply(r, 200, resp, PULSE_MEDIA_JSON);
 }
 
@@ -371,7 +290,7 @@ static pulse_status_t read_at(struct pulse_hreq *r, struct fetch_read *fr, int64
  * the offset after the last record read.
  */
 static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson **fj_out, struct fetch_read *fr,
-                                    struct pulse_fetch_pos *info, int64_t *read_end, struct skips *skipped)
+                                    struct pulse_fetch_pos *info, int64_t *read_end, struct pulse_skips *skipped)
 {
     struct fetch_state *q = r->hstate;
     struct pulse_fetchjson_source src = source_of(fr->f);
@@ -386,7 +305,7 @@ static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson
         return st;
     struct pulse_fetchjson *fj = *fj_out;
     *read_end = info->next_offset;
-    skips_add(skipped, info);
+    pulse_skips_add(skipped, info);
     budget = fr->held >= budget ? 0 : budget - fr->held;
     for (;;) {
         st = pulse_fetchjson_plan(fj, &src);
@@ -412,11 +331,11 @@ static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson
             return PULSE_OK;
         /* Left unplanned (the stream writes only planned records): the
          * next fetch reads it again. */
-        if (!skips_fit(skipped, &more))
+        if (!pulse_skips_fit(skipped, &more))
             return PULSE_OK;
         budget -= fr->held - before;
         *read_end = more.next_offset;
-        skips_add(skipped, &more);
+        pulse_skips_add(skipped, &more);
     }
 }
 
@@ -427,7 +346,7 @@ static void answer_json(struct pulse_hreq *r)
     struct pulse_fetchjson *fj = NULL;
     memset(&info, 0, sizeof info);
     int64_t read_end = 0;
-    struct skips skipped = {0};
+    struct pulse_skips skipped = {0};
     pulse_status_t st = pulse_broker_fetch_create(r->srv->broker, r->topic, r->partition, &fr.f);
     if (st == PULSE_OK)
         st = read_and_plan(r, &fj, &fr, &info, &read_end, &skipped);
@@ -450,7 +369,7 @@ static void answer_json(struct pulse_hreq *r)
      * ending below it, or skipped offsets only): go on after it. */
     if (pulse_fetchjson_records(fj) == 0 && read_end > next)
         next = read_end;
-    skips_clip(&skipped, next);
+    pulse_skips_clip(&skipped, next);
     if (pulse_fetchjson_records(fj) > 0)
         pulse_broker_note_fetched(r->srv->broker, r->topic, pulse_fetchjson_records(fj),
                                   pulse_fetchjson_payload_bytes(fj));
@@ -551,9 +470,9 @@ static void answer_raw(struct pulse_hreq *r)
         return;
     }
     add_position_headers(resp, s.at.next_offset, s.at.high_watermark, s.at.log_start);
-    struct skips skipped = {0};
-    skips_add(&skipped, &s.at);
-    skips_header(resp, &skipped);
+    struct pulse_skips skipped = {0};
+    pulse_skips_add(&skipped, &s.at);
+    pulse_skips_header(resp, &skipped);
     pulse_server_reply(r, 200, resp, PULSE_MEDIA_BATCHES);
 }
 
@@ -667,6 +586,12 @@ static void fetch_start(struct pulse_hreq *r)
         struct pulse_fetch_pos none;
         memset(&none, 0, sizeof none);
         pulse_status_t st = pulse_pos_resolve(r->srv->broker, r->topic, r->partition, &q->at, &q->offset);
+        if (st == PULSE_NOT_SUPPORTED) {
+            /* Not the raw form's 406: this backend cannot find a time. */
+            pulse_server_reply_error(r, 406, "not_acceptable",
+                                     "this broker's backend cannot find positions by time; give an offset");
+            return;
+        }
         if (st != PULSE_OK) {
             reply_fetch_error(r, st, &none);
             return;
@@ -714,6 +639,29 @@ static void cursor_resume(struct pulse_hreq *r)
     fetch_start(r);
 }
 
+/* The topic is known (or the lookup failed): the consumer's cursor when
+ * it gives the offset, then the fetch; or the answer why not. */
+static void lookup_resume(struct pulse_hreq *r)
+{
+    struct fetch_state *q = r->hstate;
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
+    if (st != PULSE_OK) {
+        if (st == PULSE_TOPIC_NOT_FOUND)
+            pulse_server_reply_error(r, 404, "topic_not_found", "topic \"%s\" does not exist", r->topic);
+        else
+            pulse_server_reply_status(r, st, q->errmsg[0] != '\0' ? q->errmsg : NULL);
+        return;
+    }
+    if (q->by_cursor) {
+        pulse_server_call_begin(r, cursor_resume);
+        st = pulse_broker_cursor_get_async(r->srv->broker, r->consumer, r->topic, r->partition, &q->cursor,
+                                           pulse_server_call_done, r);
+        pulse_server_call_end(r, st, st == PULSE_OK);
+        return;
+    }
+    fetch_start(r);
+}
+
 void pulse_h_fetch_get(struct pulse_hreq *r)
 {
     if (!pulse_server_path_topic(r) || !pulse_server_path_partition(r))
@@ -740,13 +688,14 @@ void pulse_h_fetch_get(struct pulse_hreq *r)
         if (!pulse_server_authorize(r, PULSE_GRANT_COMMIT, consumer))
             return;
         memcpy(r->consumer, consumer, clen + 1);
-        if (pulse_server_query(r, "offset") == NULL && pulse_server_query(r, "timestamp") == NULL) {
-            pulse_server_call_begin(r, cursor_resume);
-            pulse_status_t st = pulse_broker_cursor_get_async(r->srv->broker, r->consumer, r->topic, r->partition,
-                                                              &q->cursor, pulse_server_call_done, r);
-            pulse_server_call_end(r, st, st == PULSE_OK);
-            return;
-        }
+        q->by_cursor = pulse_server_query(r, "offset") == NULL && pulse_server_query(r, "timestamp") == NULL;
     }
-    fetch_start(r);
+    /* The topic first, off this thread when the backend must ask (Kafka:
+     * a topic its cache does not know); the fetch goes on in
+     * lookup_resume, here or on re-entry. */
+    pulse_server_call_begin(r, lookup_resume);
+    bool pending = false;
+    pulse_status_t st = pulse_broker_topic_lookup_async(r->srv->broker, r->topic, pulse_server_call_done, r, &pending,
+                                                        q->errmsg, sizeof q->errmsg);
+    pulse_server_call_end(r, st, st == PULSE_OK && pending);
 }

@@ -25,7 +25,10 @@
  *    the member still owns what was read (pulse_broker_group_fetched_async); if
  *    it lost a partition or its generation changed meanwhile, the records
  *    are not handed out: the answer is the member's new view with no
- *    records.
+ *    records. Offsets a read stepped over (damaged or missing data, or
+ *    records retention removed at the position) are listed in "skipped";
+ *    a trim that overtakes the answer between two reads of a partition
+ *    ends that partition's part of the answer in front of it.
  *
  * Answer: the member's view (group, member_id, generation, lease_ms,
  * partitions, pending_partitions), "records" and "positions": per
@@ -47,6 +50,7 @@
 #include "common/clock.h"
 #include "http/http_int.h"
 #include "http/json.h"
+#include "http/skips.h"
 
 #define GFETCH_MAX_RECORDS 10000
 #define GFETCH_MAX_BYTES (64ll * 1024 * 1024)
@@ -55,6 +59,9 @@
 #define GFETCH_FIRST_CHUNK (64u * 1024)
 /* Most partitions a ?resume= may name (as many as one wait may watch). */
 #define GFETCH_MAX_RESUME PULSE_WAIT_MAX_POSITIONS
+/* Most skipped ranges one answer lists; a read that would add one more
+ * ends the answer in front of it, and the next answer lists it. */
+#define GFETCH_MAX_SKIPPED 64
 
 /* r->hstate of a group fetch. */
 struct gfetch_state {
@@ -62,9 +69,11 @@ struct gfetch_state {
     int64_t max_records;
     int64_t max_bytes;
     int64_t wait_ms;
-    struct pulse_group_view view;       /* from the poll, with positions */
-    struct pulse_buf recs;              /* the records' text */
-    struct pulse_buf tmp;               /* one record's text */
+    struct pulse_group_view view; /* from the poll, with positions */
+    struct pulse_buf recs;        /* the records' text */
+    struct pulse_buf tmp;         /* one record's text */
+    struct pulse_buf skipped;     /* the "skipped" entries' text */
+    size_t nskipped;
     struct pulse_group_partition *next; /* per partition of the view: where the answer left off */
     uint64_t nrecords;
     int64_t read_bytes;             /* of stored records, for max_bytes */
@@ -83,6 +92,7 @@ static void dispose(void *hstate)
     pulse_group_view_fini(&q->fresh);
     pulse_buf_fini(&q->recs);
     pulse_buf_fini(&q->tmp);
+    pulse_buf_fini(&q->skipped);
     pulse_free(q->next);
     q->next = NULL;
 }
@@ -139,6 +149,41 @@ static pulse_status_t read_chunk(struct pulse_hreq *r, struct gfetch_state *q, s
     return st;
 }
 
+/* Lists the offsets of partition `at` a read stepped over before its first
+ * record: below the log start when the position was (retention removed
+ * them), then a damaged or missing range. false when the list is full or
+ * out of memory: the read is then not used, and the answer ends in front
+ * of it. */
+static bool note_skips(struct gfetch_state *q, const struct pulse_group_partition *at,
+                       const struct pulse_fetch_pos *pos)
+{
+    struct pulse_skips k = {0};
+    pulse_skips_add(&k, pos);
+    pulse_skips_clip(&k, pos->next_offset);
+    bool trimmed = pos->start_offset > at->offset;
+    size_t add = k.n + (trimmed ? 1 : 0);
+    if (add == 0)
+        return true;
+    if (q->nskipped + add > GFETCH_MAX_SKIPPED)
+        return false;
+    size_t mark = q->skipped.len;
+    pulse_status_t st = PULSE_OK;
+    for (size_t j = 0; st == PULSE_OK && j < add; j++) {
+        bool ret = trimmed && j == 0;
+        size_t r = j - (trimmed ? 1 : 0);
+        st = pulse_buf_printf(
+            &q->skipped, "%s{\"topic\":\"%s\",\"partition\":%u,\"from\":%lld,\"to\":%lld,\"reason\":\"%s\"}",
+            q->nskipped + j > 0 ? "," : "", at->topic, at->partition, (long long)(ret ? at->offset : k.r[r].from),
+            (long long)(ret ? pos->start_offset : k.r[r].to), ret ? "retention" : pulse_skips_reason(&k, r));
+    }
+    if (st != PULSE_OK) {
+        q->skipped.len = mark;
+        return false;
+    }
+    q->nskipped += add;
+    return true;
+}
+
 /* Reads partition i of the view into the answer from its position, in
  * growing chunks (an answer usually stops at max_records long before
  * max_bytes of stored records, and every byte read is CRC-checked).
@@ -162,6 +207,13 @@ static bool read_partition(struct pulse_hreq *r, struct gfetch_state *q, size_t 
             break;
         memset(&pos, 0, sizeof pos);
         if (read_chunk(r, q, f, at->offset, left == 0 ? 1 : (chunk < left ? chunk : left), &pos) != PULSE_OK)
+            break;
+        /* Retention trimmed the log past this partition's position since
+         * the answer's last read of it: the answer ends in front of the
+         * trim (the next one lists it), rather than stepping over it. */
+        if (pos.start_offset > at->offset && bytes > 0)
+            break;
+        if (!note_skips(q, at, &pos))
             break;
         bytes += pos.bytes;
         int64_t next = pos.start_offset;
@@ -243,6 +295,9 @@ static void reply_records(struct pulse_hreq *r, struct gfetch_state *q, const st
         st = pulse_buf_append(&body, q->recs.data, q->recs.len);
     if (st == PULSE_OK)
         st = pulse_buf_append(&body, "]", 1);
+    if (st == PULSE_OK && q->nskipped > 0 && (st = pulse_buf_printf(&body, ",\"skipped\":[")) == PULSE_OK &&
+        (st = pulse_buf_append(&body, q->skipped.data, q->skipped.len)) == PULSE_OK)
+        st = pulse_buf_append(&body, "]", 1);
     if (st == PULSE_OK)
         st = pulse_buf_append(&body, positions->data, positions->len);
     if (st == PULSE_OK)
@@ -313,6 +368,10 @@ static void fetched_resume(struct pulse_hreq *r)
      * changed): the view of a fresh call, so that the member learns a
      * rebalance now rather than at its next call. */
     if (st == PULSE_GROUP_FENCED || (st == PULSE_OK && q->nrecords == 0)) {
+        if (st != PULSE_OK) { /* nothing read is handed out: nothing was stepped over */
+            pulse_buf_reset(&q->skipped);
+            q->nskipped = 0;
+        }
         reply_fresh_view(r, q, st == PULSE_OK ? q->next : q->view.parts);
         return;
     }
@@ -538,6 +597,7 @@ void pulse_h_group_fetch(struct pulse_hreq *r)
     }
     pulse_buf_init(&q->recs, SIZE_MAX);
     pulse_buf_init(&q->tmp, SIZE_MAX);
+    pulse_buf_init(&q->skipped, SIZE_MAX);
     if (!pulse_h_groups_path(r, q->member))
         return;
     q->max_records = 500;

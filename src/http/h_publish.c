@@ -437,6 +437,14 @@ static bool parse_octets_body(struct pulse_hreq *r)
     return true;
 }
 
+static void reply_no_topic(struct pulse_hreq *r)
+{
+    pulse_server_reply_error(r, 404, "topic_not_found",
+                             "topic \"%s\" does not exist; create it first: POST /v1/topics with "
+                             "{\"name\": \"%s\"}",
+                             r->topic, r->topic);
+}
+
 /* A publish that failed. When some of its records were stored all the
  * same (a publish is not atomic across partitions; a Kafka cluster may
  * refuse some records of a batch), the error carries the per-record
@@ -451,10 +459,7 @@ static void publish_failed(struct pulse_hreq *r, pulse_status_t st)
     for (size_t i = 0; i < ps->n_recs; i++)
         stored += ps->offsets[i].offset != PULSE_OFFSET_NONE;
     if (st == PULSE_TOPIC_NOT_FOUND && stored == 0) {
-        pulse_server_reply_error(r, 404, "topic_not_found",
-                                 "topic \"%s\" does not exist; create it first: POST /v1/topics with "
-                                 "{\"name\": \"%s\"}",
-                                 r->topic, r->topic);
+        reply_no_topic(r);
         return;
     }
     if (stored == 0) {
@@ -570,6 +575,8 @@ static bool read_idem_key(struct pulse_hreq *r, struct publish_state *ps)
     return true;
 }
 
+static void lookup_resume(struct pulse_hreq *r);
+
 void pulse_h_publish_post(struct pulse_hreq *r)
 {
     if (!pulse_server_path_topic(r))
@@ -606,15 +613,36 @@ void pulse_h_publish_post(struct pulse_hreq *r)
     pulse_server_json_end(prev);
     if (!ok || !read_idem_key(r, ps))
         return;
+    /* The topic first, off this thread when the backend must ask (Kafka:
+     * a topic its cache does not know); the publish follows in
+     * lookup_resume, here or on re-entry. */
+    pulse_server_call_begin(r, lookup_resume);
+    bool pending = false;
+    pulse_status_t st = pulse_broker_topic_lookup_async(r->srv->broker, r->topic, pulse_server_call_done, r, &pending,
+                                                        ps->errmsg, sizeof ps->errmsg);
+    pulse_server_call_end(r, st, st == PULSE_OK && pending);
+}
 
+/* The topic is known (or the lookup failed): publish, or answer why not. */
+static void lookup_resume(struct pulse_hreq *r)
+{
+    struct publish_state *ps = pub(r);
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
+    if (st == PULSE_TOPIC_NOT_FOUND) {
+        reply_no_topic(r);
+        return;
+    }
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, ps->errmsg[0] != '\0' ? ps->errmsg : NULL);
+        return;
+    }
     pulse_server_call_begin(r, publish_resume);
     bool pending = false;
-    pulse_status_t st = ps->has_idem
-                            ? pulse_broker_publish_idem(r->srv->broker, r->topic, ps->recs, ps->n_recs, &ps->idem,
-                                                        ps->offsets, pulse_server_call_done, r, &pending, ps->errmsg,
-                                                        sizeof ps->errmsg)
-                            : pulse_broker_publish(r->srv->broker, r->topic, ps->recs, ps->n_recs, ps->offsets,
-                                                   pulse_server_call_done, r, &pending, ps->errmsg, sizeof ps->errmsg);
+    st = ps->has_idem
+             ? pulse_broker_publish_idem(r->srv->broker, r->topic, ps->recs, ps->n_recs, &ps->idem, ps->offsets,
+                                         pulse_server_call_done, r, &pending, ps->errmsg, sizeof ps->errmsg)
+             : pulse_broker_publish(r->srv->broker, r->topic, ps->recs, ps->n_recs, ps->offsets, pulse_server_call_done,
+                                    r, &pending, ps->errmsg, sizeof ps->errmsg);
     /* No callback comes when it failed or did not wait (interval mode):
      * publish_resume answers st from here. */
     pulse_server_call_end(r, st, st == PULSE_OK && pending);

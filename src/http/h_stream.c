@@ -19,6 +19,10 @@
  * parked waiter, and a stream reads no faster than its client takes the
  * events (MHD calls the reader only when the socket took the last ones).
  *
+ * Offsets a read stepped over (damaged or missing data, or records
+ * retention removed at the stream's position) are an event named
+ * "skipped" before the records after them (render_skips).
+ *
  * Each event's id is where to resume: "P:NEXT" for a partition stream, the
  * whole vector "P:NEXT,P:NEXT,..." for a topic-wide one (positions.h). A
  * client that reconnects with Last-Event-ID (or ?last_event_id=) starts
@@ -50,6 +54,7 @@
 #include "common/log.h"
 #include "http/http_int.h"
 #include "http/positions.h"
+#include "http/skips.h"
 
 /* retry: at the start of every stream (ms a client waits to reconnect). */
 #define STREAM_RETRY_MS 2000
@@ -127,6 +132,44 @@ nomem:
     return PULSE_NOMEM;
 }
 
+/* A "skipped" event: partition i's offsets [from, to) were stepped over
+ * (reason "corrupt" or "missing": damaged or lost data, docs/API.md
+ * "Damaged data"; "retention": removed before the stream read them); its
+ * id resumes after them. */
+static pulse_status_t render_skip(struct stream *s, size_t i, int64_t from, int64_t to, const char *reason)
+{
+    char data[160];
+    size_t mark = s->out.len;
+    if (to > s->next[i])
+        s->next[i] = to;
+    id_update(s);
+    int dl = snprintf(data, sizeof data,
+                      "event: skipped\ndata: {\"partition\":%u,\"from\":%lld,\"to\":%lld,\"reason\":\"%s\"}\n\n",
+                      s->parts[i], (long long)from, (long long)to, reason);
+    if (!out_add(s, "id: ", 4) || !out_add(s, s->id, strlen(s->id)) || !out_add(s, "\n", 1) ||
+        !out_add(s, data, (size_t)dl)) {
+        s->out.len = mark;
+        return PULSE_NOMEM;
+    }
+    return PULSE_OK;
+}
+
+/* The offsets a read of partition i stepped over before its first record:
+ * below the log start (retention removed them after the stream's position
+ * was set), then a damaged or missing range. One event each. */
+static pulse_status_t render_skips(struct stream *s, size_t i, const struct pulse_fetch_pos *pos)
+{
+    pulse_status_t st = PULSE_OK;
+    if (pos->start_offset > s->next[i])
+        st = render_skip(s, i, s->next[i], pos->start_offset, "retention");
+    struct pulse_skips k = {0};
+    pulse_skips_add(&k, pos);
+    pulse_skips_clip(&k, pos->next_offset);
+    for (size_t j = 0; st == PULSE_OK && j < k.n; j++)
+        st = render_skip(s, i, k.r[j].from, k.r[j].to, pulse_skips_reason(&k, j));
+    return st;
+}
+
 /* The final event: why the stream ends and where to resume. */
 static void end_event(struct stream *s, const char *reason, const char *message)
 {
@@ -171,6 +214,8 @@ static pulse_status_t read_partition(struct stream *s, size_t i, uint64_t room, 
         st = pulse_broker_fetch_read(b, f, s->next[i], room, &pos, &need);
     if (st == PULSE_TOO_LARGE && need <= STREAM_UNIT_MAX)
         st = pulse_broker_fetch_read(b, f, s->next[i], need, &pos, &need);
+    if (st == PULSE_OK)
+        st = render_skips(s, i, &pos);
     if (st != PULSE_OK)
         goto out;
     uint64_t records = 0, bytes = 0;

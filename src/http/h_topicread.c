@@ -10,7 +10,8 @@
  * or else every partition from offset=/timestamp= (earliest by default).
  * The answer lists every partition asked for, in order, with its records
  * (the record objects of a fetch, written by common/record.h's writer), its
- * next offset and bounds, and "positions": the list to send next time.
+ * next offset and bounds, the damaged or missing offsets its read stepped
+ * over ("skipped", skips.h), and "positions": the list to send next time.
  *
  * Fairness: max_records and max_bytes bound the whole answer; each
  * partition may take an equal share of both, so one busy partition cannot
@@ -34,6 +35,7 @@
 #include "common/clock.h"
 #include "http/http_int.h"
 #include "http/positions.h"
+#include "http/skips.h"
 
 #define TREAD_MAX_RECORDS 10000
 #define TREAD_MAX_BYTES (64ll * 1024 * 1024)
@@ -93,7 +95,7 @@ static pulse_status_t read_one(struct pulse_hreq *r, struct tread_state *q, size
     struct pulse_record rec;
     uint64_t need = 0, bytes = 0;
     int64_t records = 0;
-    char head[160];
+    char head[PULSE_SKIPS_JSON_MAX + 160];
     memset(&pos, 0, sizeof pos);
     pulse_status_t st = pulse_broker_fetch_create(b, r->topic, q->parts[i], &f);
     if (st == PULSE_OK)
@@ -140,7 +142,14 @@ static pulse_status_t read_one(struct pulse_hreq *r, struct tread_state *q, size
     /* Offsets stepped over (damage, compaction) move the position too. */
     if (st == PULSE_OK && all && pos.next_offset > q->next[i])
         q->next[i] = pos.next_offset;
-    hl = snprintf(head, sizeof head, "],\"next_offset\":%lld}", (long long)q->next[i]);
+    /* Damaged or missing offsets the read stepped over, before its first
+     * record: listed as in a fetch (docs/API.md "Damaged data"). */
+    struct pulse_skips skipped = {0};
+    char skiptext[PULSE_SKIPS_JSON_MAX];
+    pulse_skips_add(&skipped, &pos);
+    pulse_skips_clip(&skipped, q->next[i]);
+    pulse_skips_json(&skipped, skiptext, sizeof skiptext);
+    hl = snprintf(head, sizeof head, "]%s,\"next_offset\":%lld}", skiptext, (long long)q->next[i]);
     if (st == PULSE_OK)
         st = pulse_buf_append(&q->body, head, (size_t)hl);
     if (records > 0)

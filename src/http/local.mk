@@ -16,6 +16,7 @@ libpulsehttp_a_SOURCES = \
 	src/http/encode.c src/http/encode.h \
 	src/http/errmap.c src/http/errmap.h \
 	src/http/fetch_json.c src/http/fetch_json.h \
+	src/http/skips.c src/http/skips.h \
 	src/http/json.c src/http/json.h \
 	src/http/mhdfix.c src/http/mhdfix.h \
 	src/http/request.c src/http/request.h \

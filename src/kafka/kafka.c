@@ -77,6 +77,24 @@ pulse_status_t pulse_kafka_status(rd_kafka_resp_err_t err)
     }
 }
 
+bool pulse_kafka_retriable(rd_kafka_resp_err_t err)
+{
+    switch (err) {
+    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
+    case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_REPLICA_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR:
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* A configuration: bootstrap.servers, then defaults (name, value, ...,
  * NULL), then the kafka.property.* pass-through, which wins. NULL with
  * errbuf naming the property librdkafka refused. */
@@ -364,6 +382,7 @@ static void kafka_drain(struct pulse_broker *b)
         return;
     pulse_kafka_wait_fire_all(k, PULSE_SHUTDOWN);
     pulse_kgroups_drain(k);
+    pulse_kafka_meta_lookups_fire_all(k, PULSE_SHUTDOWN);
     if (k->prod != NULL && rd_kafka_flush(k->prod, (int)k->timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
         rd_kafka_purge(k->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
         (void)rd_kafka_flush(k->prod, 1000);
@@ -611,4 +630,5 @@ const struct pulse_broker_ops pulse_kafka_ops = {
     .group_heartbeat_async = pulse_kafka_group_heartbeat_async,
     .group_leave_async = pulse_kafka_group_leave_async,
     .group_fetched_async = pulse_kafka_group_fetched_async,
+    .topic_lookup_async = pulse_kafka_topic_lookup_async,
 };

@@ -32,6 +32,7 @@
 
 struct kwaiter;
 struct kjob;
+struct kmwait;
 struct kgroups;
 
 /* What the cache knows of a partition's positions (kmeta.c). */
@@ -85,6 +86,10 @@ struct pulse_kafka {
     int64_t meta_at_us;      /* mono time of the last refresh; 0 = never */
     int64_t marks_at_us;     /* of the last refresh that got the watermarks too */
     atomic_bool meta_wanted; /* a reader missed a topic: refresh soon */
+    /* Topic lookups waiting for a refresh (kmeta.c, under meta_mu). */
+    struct kmwait *meta_waiters;
+    uint64_t meta_started;    /* refreshes begun (under meta_mu) */
+    atomic_long meta_waiting; /* entries of meta_waiters */
 
     pthread_mutex_t stats_mu;
     char *stats_json;
@@ -116,6 +121,11 @@ static inline struct pulse_kafka *kafka_of(struct pulse_broker *b)
 /* Maps a librdkafka error to a status (UNAVAILABLE for a cluster that
  * cannot be reached or answered too late). */
 pulse_status_t pulse_kafka_status(rd_kafka_resp_err_t err);
+/* Whether a broker's error passes by itself (a leader that moved or is
+ * not elected yet, a replica behind, a request timed out in the broker):
+ * the calls librdkafka does not retry on its own (ListOffsets) ask again,
+ * and a read skips it while its consumer goes on fetching. */
+bool pulse_kafka_retriable(rd_kafka_resp_err_t err);
 
 extern const struct pulse_broker_ops pulse_kafka_ops;
 
@@ -138,6 +148,20 @@ void pulse_kafka_meta_note_hw(struct pulse_kafka *k, const char *topic, int32_t 
  * that does not know it either; PULSE_UNAVAILABLE when the cluster is
  * known to be gone (at once) or does not answer. */
 pulse_status_t pulse_kafka_meta_partitions(struct pulse_kafka *k, const char *topic, uint32_t *n_out);
+
+/* topic_lookup_async of the table: answers from the cache when it can
+ * (the decision pulse_kafka_meta_partitions makes), else parks the caller's
+ * done until a refresh that began after it parked finishes (kwait runs one
+ * for all waiters; a refresh that fails answers every waiter). done gets
+ * PULSE_OK, PULSE_TOPIC_NOT_FOUND, PULSE_UNAVAILABLE (errbuf says the
+ * cluster cannot be reached) or PULSE_SHUTDOWN. Never calls the cluster.
+ * Thread: any. */
+pulse_status_t pulse_kafka_topic_lookup_async(struct pulse_broker *b, const char *topic, pulse_admin_done_fn done,
+                                              void *arg, bool *pending_out, char *errbuf, size_t errlen);
+/* Whether a lookup waits for a refresh (kwait then runs one at once). */
+bool pulse_kafka_meta_lookups_waiting(struct pulse_kafka *k);
+/* Answers every waiting lookup with st (drain). */
+void pulse_kafka_meta_lookups_fire_all(struct pulse_kafka *k, pulse_status_t st);
 
 /* The cache alone, whatever its age: 1 (and *n_out) when it has topic, 0
  * when it does not, -1 when it was never filled. Never calls the cluster. */

@@ -294,7 +294,10 @@ static pulse_status_t collect(struct kfetch *f, rd_kafka_topic_t *rkt, struct pu
             if (st != PULSE_OK || full || m->offset < pos->next_offset || m->offset >= pos->high_watermark) {
                 /* already past, or a stale message of the previous start */
             } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-                st = pulse_kafka_status(m->err);
+                /* A retriable one is librdkafka's report of a fetch it
+                 * retries (after a metadata refresh): keep reading. */
+                if (!pulse_kafka_retriable(m->err))
+                    st = pulse_kafka_status(m->err);
             } else if (pos->bytes + msg_bytes(m) > max_bytes) {
                 full = true;
                 if (pos->bytes == 0) {

@@ -15,6 +15,19 @@
  * seen within a second, and one deleted elsewhere is served for at most a
  * second more (its requests then fail at the cluster).
  *
+ * Lookups never wait on the caller's thread: a publish or fetch whose topic
+ * the cache cannot answer for (a miss in a cache older than 100 ms, or a
+ * cache over a second old) parks a lookup (pulse_kafka_topic_lookup_async,
+ * the seam's topic_lookup_async, which the HTTP handlers call first) and
+ * its request is suspended. kwait runs one refresh for every lookup
+ * waiting, at once; each refresh answers the lookups parked before it
+ * began (one that parked during a refresh may have been created after that
+ * refresh asked, so it waits for the next), and a refresh that fails
+ * answers all of them (PULSE_UNAVAILABLE: a request arriving now would be
+ * told the same). So a lookup is answered within about two request
+ * timeouts at most, and however many requests miss at once, one refresh
+ * serves them and no HTTP worker waits for it.
+ *
  * Watermarks: kwait's refresh also asks the log start and high watermark
  * of every partition (two ListOffsets calls for all of them), so topic_get
  * and topic_list - called on HTTP workers, which must not wait - answer
@@ -28,6 +41,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
@@ -42,6 +56,18 @@
 /* A partition whose watermark the last round could not get (its own
  * error: no leader, deleted meanwhile): its cached marks stay as they were. */
 #define MARK_UNKNOWN INT64_MIN
+
+/* A topic lookup waiting for a refresh (pulse_kafka_topic_lookup_async). */
+struct kmwait {
+    struct kmwait *next;
+    uint64_t seen;     /* refreshes begun before it parked */
+    pulse_status_t st; /* its answer, once taken */
+    pulse_admin_done_fn done;
+    void *arg;
+    char *errbuf;
+    size_t errlen;
+    char topic[PULSE_NAME_MAX + 1];
+};
 
 void pulse_kafka_meta_snapshot_free(struct kmeta_topic *t, size_t n)
 {
@@ -200,6 +226,53 @@ static pulse_status_t ask_all_marks(struct pulse_kafka *k, const struct kmeta_to
     return PULSE_OK;
 }
 
+static int by_name_key(const void *key, const void *elem);
+
+/* Takes off the list the lookups parked before refresh number round began
+ * (all of them for UINT64_MAX), each with its answer: st when it is not
+ * PULSE_OK, else whether the cache (just replaced; meta_mu held) has its
+ * topic. */
+static struct kmwait *take_lookups_locked(struct pulse_kafka *k, uint64_t round, pulse_status_t st)
+{
+    struct kmwait *due = NULL;
+    struct kmwait **pp = &k->meta_waiters;
+    while (*pp != NULL) {
+        struct kmwait *w = *pp;
+        if (w->seen >= round) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        w->next = due;
+        due = w;
+        atomic_fetch_sub(&k->meta_waiting, 1);
+        bool known = bsearch(w->topic, k->topics, k->n_topics, sizeof *k->topics, by_name_key) != NULL;
+        w->st = st != PULSE_OK ? st : known ? PULSE_OK : PULSE_TOPIC_NOT_FOUND;
+        if (st == PULSE_UNAVAILABLE)
+            pulse_errbuf_set(w->errbuf, w->errlen, "the Kafka cluster cannot be reached");
+    }
+    return due;
+}
+
+static struct kmwait *take_lookups(struct pulse_kafka *k, uint64_t round, pulse_status_t st)
+{
+    pthread_mutex_lock(&k->meta_mu);
+    struct kmwait *due = take_lookups_locked(k, round, st);
+    pthread_mutex_unlock(&k->meta_mu);
+    return due;
+}
+
+/* Calls each taken lookup's done with its answer; no lock held. */
+static void fire_lookups(struct kmwait *w)
+{
+    while (w != NULL) {
+        struct kmwait *next = w->next;
+        w->done(w->arg, w->st);
+        pulse_free(w);
+        w = next;
+    }
+}
+
 /* One refresh: the names (always), the watermarks of every partition when
  * with_marks; then the cache is replaced under meta_mu. */
 static pulse_status_t refresh(struct pulse_kafka *k, bool with_marks)
@@ -208,15 +281,22 @@ static pulse_status_t refresh(struct pulse_kafka *k, bool with_marks)
     struct kmeta_topic *t = NULL;
     size_t n = 0;
     int64_t *lo = NULL, *hi = NULL;
+    pthread_mutex_lock(&k->meta_mu);
+    uint64_t round = ++k->meta_started;
+    pthread_mutex_unlock(&k->meta_mu);
     rd_kafka_resp_err_t err = rd_kafka_metadata(k->prod, 1, NULL, &md, (int)k->timeout_ms);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         atomic_store(&k->cluster_ok, false);
-        return pulse_kafka_status(err) == PULSE_IO ? PULSE_UNAVAILABLE : pulse_kafka_status(err);
+        pulse_status_t fst = pulse_kafka_status(err) == PULSE_IO ? PULSE_UNAVAILABLE : pulse_kafka_status(err);
+        fire_lookups(take_lookups(k, UINT64_MAX, fst));
+        return fst;
     }
     pulse_status_t st = topics_of(md, &t, &n);
     rd_kafka_metadata_destroy(md);
-    if (st != PULSE_OK)
+    if (st != PULSE_OK) {
+        fire_lookups(take_lookups(k, UINT64_MAX, st));
         return st;
+    }
     int64_t asked_us = pulse_clock_mono_us();
     pulse_status_t mst = with_marks ? ask_all_marks(k, t, n, &lo, &hi) : PULSE_UNAVAILABLE;
     if (with_marks && mst == PULSE_UNAVAILABLE) {
@@ -234,7 +314,10 @@ static pulse_status_t refresh(struct pulse_kafka *k, bool with_marks)
     k->meta_at_us = pulse_clock_mono_us();
     if (mst == PULSE_OK)
         k->marks_at_us = k->meta_at_us;
+    /* The names are known now, whatever the watermarks gave. */
+    struct kmwait *due = take_lookups_locked(k, round, PULSE_OK);
     pthread_mutex_unlock(&k->meta_mu);
+    fire_lookups(due);
     pulse_kafka_meta_snapshot_free(old, n_old);
     pulse_free(lo);
     pulse_free(hi);
@@ -287,7 +370,11 @@ int pulse_kafka_meta_cached(struct pulse_kafka *k, const char *topic, uint32_t *
     return cached(k, topic, INT64_MAX, n_out);
 }
 
-pulse_status_t pulse_kafka_meta_partitions(struct pulse_kafka *k, const char *topic, uint32_t *n_out)
+/* What the cache says of topic without a refresh: PULSE_OK (*n_out),
+ * PULSE_TOPIC_NOT_FOUND, PULSE_UNAVAILABLE (the cluster is known to be gone
+ * and the cache is stale), or PULSE_BUSY: only a refresh can tell (an
+ * answer inside this file, never returned by its functions). */
+static pulse_status_t decide(struct pulse_kafka *k, const char *topic, uint32_t *n_out)
 {
     int rc = cached(k, topic, STALE_US, n_out);
     if (rc == 1)
@@ -298,7 +385,62 @@ pulse_status_t pulse_kafka_meta_partitions(struct pulse_kafka *k, const char *to
      * refresh, unless the cache is younger than MISS_REFRESH_US. */
     if (rc == 0 && cached(k, topic, MISS_REFRESH_US, n_out) == 0)
         return PULSE_TOPIC_NOT_FOUND;
-    pulse_status_t st = pulse_kafka_meta_refresh(k);
+    return PULSE_BUSY;
+}
+
+pulse_status_t pulse_kafka_topic_lookup_async(struct pulse_broker *b, const char *topic, pulse_admin_done_fn done,
+                                              void *arg, bool *pending_out, char *errbuf, size_t errlen)
+{
+    struct pulse_kafka *k = kafka_of(b);
+    uint32_t n = 0;
+    *pending_out = false;
+    if (atomic_load(&k->draining))
+        return PULSE_SHUTDOWN;
+    pulse_status_t st = decide(k, topic, &n);
+    if (st == PULSE_UNAVAILABLE)
+        pulse_errbuf_set(errbuf, errlen, "the Kafka cluster cannot be reached");
+    if (st != PULSE_BUSY)
+        return st;
+    struct kmwait *w = pulse_calloc(1, sizeof *w);
+    if (w == NULL)
+        return PULSE_NOMEM;
+    snprintf(w->topic, sizeof w->topic, "%s", topic);
+    w->done = done;
+    w->arg = arg;
+    w->errbuf = errbuf;
+    w->errlen = errlen;
+    pthread_mutex_lock(&k->meta_mu);
+    if (atomic_load(&k->draining)) {
+        pthread_mutex_unlock(&k->meta_mu);
+        pulse_free(w);
+        return PULSE_SHUTDOWN;
+    }
+    w->seen = k->meta_started;
+    w->next = k->meta_waiters;
+    k->meta_waiters = w;
+    atomic_fetch_add(&k->meta_waiting, 1);
+    pthread_mutex_unlock(&k->meta_mu);
+    *pending_out = true;
+    pulse_kafka_wait_kick(k); /* kwait refreshes at once */
+    return PULSE_OK;
+}
+
+bool pulse_kafka_meta_lookups_waiting(struct pulse_kafka *k)
+{
+    return atomic_load(&k->meta_waiting) > 0;
+}
+
+void pulse_kafka_meta_lookups_fire_all(struct pulse_kafka *k, pulse_status_t st)
+{
+    fire_lookups(take_lookups(k, UINT64_MAX, st));
+}
+
+pulse_status_t pulse_kafka_meta_partitions(struct pulse_kafka *k, const char *topic, uint32_t *n_out)
+{
+    pulse_status_t st = decide(k, topic, n_out);
+    if (st != PULSE_BUSY)
+        return st;
+    st = pulse_kafka_meta_refresh(k);
     if (st != PULSE_OK)
         return st;
     return cached(k, topic, STALE_US, n_out) == 1 ? PULSE_OK : PULSE_TOPIC_NOT_FOUND;
@@ -359,25 +501,45 @@ static pulse_status_t cached_snapshot(struct pulse_kafka *k, bool with_marks, st
     return st;
 }
 
-/* One ListOffsets round for every entry (offset -2: earliest, -1: latest),
- * results written back into a copy; each entry's own error is kept. */
-static pulse_status_t list_offsets(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list, int64_t which,
-                                   int64_t *out)
+/* One ListOffsets call for every entry (offset -2: earliest, -1: latest)
+ * of a copy of list, the offsets into out[]; returns the call's error, or
+ * else the first entry's own. */
+static rd_kafka_resp_err_t list_offsets_once(struct pulse_kafka *k, const rd_kafka_topic_partition_list_t *list,
+                                             int64_t which, int timeout_ms, int64_t *out)
 {
     rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_copy(list);
     for (int i = 0; i < q->cnt; i++)
         q->elems[i].offset = which;
-    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(k->prod, q, (int)k->timeout_ms);
-    pulse_status_t st = pulse_kafka_status(err);
-    for (int i = 0; st == PULSE_OK && i < q->cnt; i++) {
-        if (q->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-            st = pulse_kafka_status(q->elems[i].err);
+    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(k->prod, q, timeout_ms);
+    for (int i = 0; err == RD_KAFKA_RESP_ERR_NO_ERROR && i < q->cnt; i++) {
+        err = q->elems[i].err;
         out[i] = q->elems[i].offset;
     }
     rd_kafka_topic_partition_list_destroy(q);
-    if (st == PULSE_IO)
-        st = PULSE_UNAVAILABLE;
-    return st;
+    return err;
+}
+
+/* One ListOffsets round for every entry, asked again after a short pause
+ * while an entry's error is retriable and the request timeout lasts (the
+ * last error decides): librdkafka's offsets_for_times hands a leader that
+ * moved or is not elected yet to its caller as it is. */
+static pulse_status_t list_offsets(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list, int64_t which,
+                                   int64_t *out)
+{
+    int64_t deadline = pulse_clock_mono_us() + k->timeout_ms * 1000;
+    int64_t pause_us = 10000;
+    rd_kafka_resp_err_t err;
+    for (;;) {
+        int64_t left_ms = (deadline - pulse_clock_mono_us()) / 1000;
+        err = list_offsets_once(k, list, which, (int)(left_ms > 1 ? left_ms : 1), out);
+        if (!pulse_kafka_retriable(err) || pulse_clock_mono_us() + pause_us >= deadline)
+            break;
+        struct timespec ts = {0, (long)pause_us * 1000};
+        nanosleep(&ts, NULL);
+        pause_us = pause_us * 2 > 200000 ? 200000 : pause_us * 2;
+    }
+    pulse_status_t st = pulse_kafka_status(err);
+    return st == PULSE_IO ? PULSE_UNAVAILABLE : st;
 }
 
 pulse_status_t pulse_kafka_watermarks(struct pulse_kafka *k, rd_kafka_topic_partition_list_t *list, int64_t *lo)

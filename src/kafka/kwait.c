@@ -19,7 +19,9 @@
  * kmeta.c) runs every second, and sooner (at most every 100 ms) when a
  * topic read missed a topic; each of its calls is bounded by the request
  * timeout, so a cluster that goes away stalls this thread for at most
- * that long per call, never an HTTP worker.
+ * that long per call, never an HTTP worker. Topic lookups that wait for a
+ * refresh (kmeta.c, pulse_kafka_topic_lookup_async) get one at once, names
+ * only, shared by all of them.
  */
 #include <string.h>
 #include <time.h>
@@ -95,10 +97,16 @@ pulse_status_t pulse_kafka_wait_any(struct pulse_broker *b, const struct pulse_w
     int64_t *offs = pulse_calloc(n, sizeof *offs);
     if (topics == NULL || parts == NULL || offs == NULL)
         st = PULSE_NOMEM;
-    /* Unknown topics and partitions are refused at once, from the cache. */
+    /* Unknown topics and partitions are refused at once, from the cache.
+     * While the last refresh reached the cluster, a topic the cache has,
+     * however old, is enough to park on (kwait finds out if it is gone):
+     * no refresh on the caller's thread, which is an HTTP worker (a
+     * long-poll, a stream, a topic-wide read). */
+    bool ok = atomic_load(&k->cluster_ok);
     for (size_t i = 0; st == PULSE_OK && i < n; i++) {
         uint32_t count = 0;
-        st = pulse_kafka_meta_partitions(k, pos[i].topic, &count);
+        if (!ok || pulse_kafka_meta_cached(k, pos[i].topic, &count) != 1)
+            st = pulse_kafka_meta_partitions(k, pos[i].topic, &count);
         if (st == PULSE_OK && pos[i].partition >= count)
             st = PULSE_PARTITION_NOT_FOUND;
         topics[i] = pos[i].topic;
@@ -229,7 +237,8 @@ static void sleep_tick(struct pulse_kafka *k, int64_t ms)
     ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000L;
     ts.tv_nsec %= 1000000000L;
     pthread_mutex_lock(&k->wait_mu);
-    if (!atomic_load(&k->stopping))
+    /* A lookup parks before it kicks (under wait_mu): seen here, or woken. */
+    if (!atomic_load(&k->stopping) && !pulse_kafka_meta_lookups_waiting(k))
         pthread_cond_timedwait(&k->wait_cv, &k->wait_mu, &ts);
     pthread_mutex_unlock(&k->wait_mu);
 }
@@ -244,6 +253,10 @@ void *pulse_kafka_wait_main(void *arg)
             (void)pulse_kafka_meta_refresh_marks(k);
             meta_at = pulse_clock_mono_us();
         }
+        /* Lookups parked during that refresh (or since): one more, names
+         * only, for all of them (kmeta.c). */
+        if (pulse_kafka_meta_lookups_waiting(k))
+            (void)pulse_kafka_meta_refresh(k);
         pthread_mutex_lock(&k->wait_mu);
         bool any = k->waiters != NULL;
         pthread_mutex_unlock(&k->wait_mu);
@@ -257,5 +270,6 @@ void *pulse_kafka_wait_main(void *arg)
         sleep_tick(k, any ? TICK_MS : 200);
     }
     pulse_kafka_wait_fire_all(k, PULSE_SHUTDOWN);
+    pulse_kafka_meta_lookups_fire_all(k, PULSE_SHUTDOWN);
     return NULL;
 }

@@ -32,7 +32,8 @@ import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pulsetest import Response, check, eq, expect_error, expect_json, main, note, pulsed_path, wait_until  # noqa: E402
+from pulsetest import (BACKEND, Response, check, eq, expect_error, expect_json, main, note,  # noqa: E402
+                       pulsed_path, wait_until)
 
 ADMIN = "127.0.0.2"  # the tests' own reads come from this address: a client of its own
 
@@ -140,9 +141,11 @@ def test_byte_limit_refuses_a_declared_body_before_reading_it(ctx):
     eq(len(expect_json(r, 200, "fetch")["records"]), 1, "the refused publish stored nothing")
     # A fetch's bytes are charged when it answers: 7 KB served to a fresh
     # bucket twice puts it in debt, and the next request waits.
-    codes = [from_address("127.0.0.4", srv, "GET", "/v1/topics/bytes/partitions/0/records?format=raw").status
+    # (The Kafka backend has no raw form: a JSON fetch of the same bytes.)
+    fmt = "?format=raw" if BACKEND == "local" else ""
+    codes = [from_address("127.0.0.4", srv, "GET", "/v1/topics/bytes/partitions/0/records" + fmt).status
              for _ in range(3)]
-    eq(codes[0], 200, "first raw fetch")
+    eq(codes[0], 200, "first fetch")
     check(429 in codes, "fetched bytes count against the byte limit: %r" % codes)
     srv.stop()
 

@@ -24,6 +24,10 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pulsetest import (Threads, builddir, check, crc32c, eq, expect_error, expect_json, fail, main,  # noqa: E402
                        murmur2, note, raw_request, seed_from_env, segment_files)
+import pulsetest  # noqa: E402
+
+pulsetest.exit_unless_local("the Kafka backend answers Idempotency-Key with 406 (docs/Scaling.md: exactness across "
+                            "gateway replicas needs a per-key claim order that is not built)")
 
 
 def post(srv, topic, records, key, timeout=None):

@@ -6,15 +6,22 @@ deleted on the mock cluster is 404 everywhere after, retention changes and
 consumer list/delete answer 406 on the mock (unknown topics 404),
 librdkafka's statistics in /metrics, secrets of the pass-through hidden in
 /v1/broker, and a cluster that cannot be reached: /readyz 503 and every
-call 503 with Retry-After within kafka.request-timeout, never a hang.
+call 503 with Retry-After within kafka.request-timeout, never a hang;
+publishes and fetches of topics the gateway's cache does not know wait
+for a refresh without holding an HTTP worker (a second gateway in front
+of another pulsed's mock cluster, which SIGSTOP silences); a fetch by time
+on the mock is a 406 that says so.
 
 Every server here runs the Kafka backend over librdkafka's mock cluster
 (kafka.mock-brokers=3), whatever PULSE_TEST_BACKEND says."""
 
 import os
+import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe)
@@ -34,6 +41,17 @@ def test_raw_fetch_is_406_naming_json(ctx):
         err = expect_error(r, 406, "not_acceptable", "raw fetch")
         check("application/json" in err["message"], "the 406 names the JSON form: %r" % err)
     eq([x["value"] for x in srv.fetch_json(t, 0)["records"]], ["a"], "the JSON form serves the record")
+
+
+def test_a_fetch_by_time_on_the_mock_is_406_naming_time_not_raw_batches(ctx):
+    # The mock cluster has no time index (kfetch.c); the 406 must say what
+    # cannot be served, not send the client to the JSON form it asked for.
+    srv = ctx.srv
+    t = uniq("bytime")
+    srv.create_topic(t)
+    srv.publish(t, [{"value": "a", "timestamp": 1700000000000}])
+    err = expect_error(srv.fetch(t, 0, timestamp=1700000000000), 406, "not_acceptable", "fetch by time")
+    check("time" in err["message"] and "raw" not in err["message"], "the 406 names time: %r" % err)
 
 
 def test_lookups_of_unknown_topics_create_nothing(ctx):
@@ -158,6 +176,97 @@ def test_a_cluster_that_cannot_be_reached_answers_503_with_retry_after(ctx):
             proc.kill()
             proc.wait()
         err.close()
+
+
+def _mock_bootstraps(srv):
+    """The mock cluster's brokers of a pulsed started with log.level=info
+    (kafka.c logs them)."""
+    def found():
+        with open(srv.stderr_path, "rb") as f:
+            m = re.search(rb"mock cluster of \d+ broker\(s\) at (\S+)", f.read())
+        return m.group(1).decode() if m else None
+    check(wait_until(lambda: found() is not None, 10), "no mock bootstrap line in %s" % srv.stderr_path)
+    return found()
+
+
+def test_topics_unknown_to_the_gateway_are_looked_up_without_holding_a_worker(ctx):
+    # Gateway G speaks to the mock cluster that pulsed M runs, so topics
+    # created through M are created behind G's back, and stopping M
+    # (SIGSTOP) makes the cluster stop answering while G's cache is still
+    # fresh. G has two HTTP workers. A publish or fetch naming a topic G's
+    # cache does not know waits for a refresh on the backend's thread, its
+    # request suspended: many of them at once, with the cluster silent,
+    # hold no worker, so /healthz and topic reads stay prompt, and each is
+    # answered 503 within the bound.
+    m = ctx.new_server(args=KAFKA_ARGS + ["-o", "log.level=info"]).start()
+    g = ctx.new_server(args=["-o", "broker.backend=kafka", "-o", "kafka.mock-brokers=0",
+                             "-o", "kafka.bootstrap-servers=" + _mock_bootstraps(m),
+                             "-o", "kafka.request-timeout=2s", "-o", "server.threads=2"]).start()
+    known = uniq("known")
+    m.create_topic(known, partitions=2)
+    behind = uniq("behind")
+    m.create_topic(behind, partitions=2)
+    other = uniq("behind-f")
+    m.create_topic(other, partitions=1)
+    m.publish(other, [{"value": "f"}])
+    # Past the 100 ms in which G answers a miss from the refresh it just
+    # made (docs/Scaling.md), well before its next once-a-second refresh
+    # has surely run.
+    time.sleep(0.3)
+    r = g.req("POST", "/v1/topics/%s/records" % behind, {"records": [{"value": "b", "partition": 1}]})
+    eq(expect_json(r, 200, "publish to a topic created behind the gateway's back")["offsets"],
+       [{"partition": 1, "offset": 0}], "offsets")
+    eq([x["value"] for x in expect_json(g.fetch(other, 0), 200, "fetch behind")["records"]], ["f"],
+       "fetch of a topic created behind the gateway's back")
+    expect_error(g.req("POST", "/v1/topics/%s/records" % uniq("none"), {"records": [{"value": "x"}]}), 404,
+                 "topic_not_found", "publish to a topic nobody made")
+    expect_error(g.fetch(uniq("none"), 0), 404, "topic_not_found", "fetch of a topic nobody made")
+    g.publish(known, [{"value": "k"}])
+
+    results = []
+    lock = threading.Lock()
+
+    def unknown(i):
+        t0 = time.monotonic()
+        if i % 2:
+            r = raw_request(g.port, "POST", "/v1/topics/%s/records" % uniq("gone"), {"records": [{"value": "x"}]},
+                            timeout=30)
+        else:
+            r = raw_request(g.port, "GET", "/v1/topics/%s/partitions/0/records" % uniq("gone"), timeout=30)
+        with lock:
+            results.append((r.status, r.header("Retry-After"), time.monotonic() - t0))
+
+    n = 8  # four times the workers
+    os.kill(m.server_pid(), signal.SIGSTOP)
+    try:
+        time.sleep(0.3)  # G's cache is older than the 100 ms a miss may trust
+        threads = [threading.Thread(target=unknown, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        eq(raw_request(g.port, "GET", "/healthz", timeout=30).status, 200, "/healthz")
+        healthz = time.monotonic() - t0
+        t0 = time.monotonic()
+        r = raw_request(g.port, "GET", "/v1/topics/" + known, timeout=30)
+        topic_read = time.monotonic() - t0
+        check(r.status in (200, 503), "topic read while the cluster is silent: %r" % r.body[:200])
+        for t in threads:
+            t.join(60)
+    finally:
+        os.kill(m.server_pid(), signal.SIGCONT)
+    check(healthz < 1.0, "/healthz took %.2f s while lookups waited: a worker was held" % healthz)
+    check(topic_read < 1.0, "a topic read took %.2f s while lookups waited: a worker was held" % topic_read)
+    eq(len(results), n, "answers")
+    for status, retry_after, took in results:
+        eq(status, 503, "a lookup with the cluster silent")
+        check(retry_after is not None, "503 without Retry-After")
+        # kwait's refresh in progress, then the lookups' one: two timeouts.
+        check(took < 2 * 2.0 + 2.0, "a lookup took %.1f s" % took)
+    # The cluster answers again: so does G.
+    check(wait_until(lambda: raw_request(g.port, "POST", "/v1/topics/%s/records" % known,
+                                         {"records": [{"value": "again"}]}, timeout=30).status == 200, 30),
+          "publishes through G did not recover")
 
 
 def test_replay_copies_a_local_topic_into_kafka_with_its_cursors(ctx):

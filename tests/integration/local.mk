@@ -47,6 +47,7 @@ INTEGRATION_TESTS = \
 	tests/integration/91_streams.py \
 	tests/integration/92_topic_reads.py \
 	tests/integration/93_fetch_vs_retention.py \
+	tests/integration/94_skipped_everywhere.py \
 	tests/integration/93_scale_views.py \
 	tests/integration/93_compression.py \
 	tests/integration/94_kafka_groups.py \

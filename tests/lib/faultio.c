@@ -8,10 +8,12 @@
 #include "faultio.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,6 +37,8 @@ struct faultio {
     atomic_ulong counts[FAULTIO_OP_COUNT];
     unsigned long fail_at[FAULTIO_OP_COUNT]; /* lock; 0 = none */
     int fail_err[FAULTIO_OP_COUNT];
+    char fail_path[FAULTIO_OP_COUNT][256]; /* lock; fnmatch pattern, "" = none */
+    int fail_path_err[FAULTIO_OP_COUNT];
     unsigned long short_at; /* lock; pwrite count that goes short */
     size_t short_keep;
     int short_err;
@@ -65,6 +69,20 @@ static int tick(struct faultio *fio, enum faultio_op op)
     else if (fio->fail_at[op] != 0 && n == fio->fail_at[op]) {
         err = fio->fail_err[op];
         fio->fail_at[op] = 0;
+    }
+    pthread_mutex_unlock(&fio->lock);
+    return err;
+}
+
+/* Counts the call like tick; a call whose path matches the op's pattern
+ * (faultio_fail_path) fails instead, once. */
+static int tick_path(struct faultio *fio, enum faultio_op op, const char *path)
+{
+    int err = tick(fio, op);
+    pthread_mutex_lock(&fio->lock);
+    if (err == 0 && fio->fail_path[op][0] != '\0' && fnmatch(fio->fail_path[op], path, 0) == 0) {
+        err = fio->fail_path_err[op];
+        fio->fail_path[op][0] = '\0';
     }
     pthread_mutex_unlock(&fio->lock);
     return err;
@@ -263,7 +281,7 @@ static int f_file_id(const struct pulse_io *io, int fd, struct pulse_file_id *id
 static int f_rename(const struct pulse_io *io, const char *from, const char *to)
 {
     struct faultio *fio = F(io);
-    int err = tick(fio, FAULTIO_RENAME);
+    int err = tick_path(fio, FAULTIO_RENAME, to);
     if (err != 0) {
         errno = err;
         return -1;
@@ -348,7 +366,7 @@ static int f_list_dir(const struct pulse_io *io, const char *dir, pulse_io_entry
 static int f_fsync_dir(const struct pulse_io *io, const char *dir)
 {
     struct faultio *fio = F(io);
-    int err = tick(fio, FAULTIO_FSYNC_DIR);
+    int err = tick_path(fio, FAULTIO_FSYNC_DIR, dir);
     if (err != 0) {
         errno = err;
         return -1;
@@ -409,6 +427,14 @@ void faultio_fail_nth(struct faultio *fio, enum faultio_op op, unsigned long nth
     pthread_mutex_lock(&fio->lock);
     fio->fail_at[op] = atomic_load(&fio->counts[op]) + nth;
     fio->fail_err[op] = err;
+    pthread_mutex_unlock(&fio->lock);
+}
+
+void faultio_fail_path(struct faultio *fio, enum faultio_op op, const char *pattern, int err)
+{
+    pthread_mutex_lock(&fio->lock);
+    snprintf(fio->fail_path[op], sizeof fio->fail_path[op], "%s", pattern);
+    fio->fail_path_err[op] = err;
     pthread_mutex_unlock(&fio->lock);
 }
 

@@ -48,6 +48,11 @@ const struct pulse_io *faultio_io(struct faultio *fio);
 
 /* The nth call of op from now on (1-based) fails with err, once. */
 void faultio_fail_nth(struct faultio *fio, enum faultio_op op, unsigned long nth, int err);
+/* The next call of op (FAULTIO_RENAME: by its target; FAULTIO_FSYNC_DIR)
+ * whose path matches pattern (fnmatch(3), no flags: '*' matches '/' too)
+ * fails with err, once. Unlike faultio_fail_nth it cannot hit a call of a
+ * background thread (a checkpoint's rename) by accident. */
+void faultio_fail_path(struct faultio *fio, enum faultio_op op, const char *pattern, int err);
 /* The nth pwrite from now on writes only keep bytes and reports that short
  * count; if err != 0 the pwrite after it fails with err. */
 void faultio_short_write_nth(struct faultio *fio, unsigned long nth, size_t keep, int err);

@@ -5,7 +5,10 @@
  * publish and fetch round trips, the murmur2 routing of keyed records,
  * errors injected into the mock's Produce answers (retriable ones are
  * invisible; a non-retriable one fails only its records, which a publish
- * reports per record), cursors as consumer-group offsets that a Kafka
+ * reports per record) and into the Fetch, ListOffsets and Metadata answers
+ * a read needs (retriable ones invisible, a non-retriable one refused at
+ * once), topic lookups off the caller's thread (one shared refresh, a
+ * cluster gone answered in bounded time), cursors as consumer-group offsets that a Kafka
  * consumer of the group sees, long-poll wake-ups, lookups that must not
  * create topics, and a cluster that cannot be reached (bounded
  * PULSE_UNAVAILABLE, never a hang); topic reads served from the cache
@@ -838,6 +841,249 @@ START_TEST(test_pass_through_properties_are_kept_in_order_and_replaced)
 }
 END_TEST
 
+/* Topic lookups (the seam's topic_lookup_async, which the HTTP handlers
+ * call before a publish or fetch). */
+struct lookup {
+    atomic_int st; /* -1 until answered */
+    atomic_int calls;
+    char err[128]; /* valid until answered (the seam's rule) */
+};
+
+static void on_lookup(void *arg, pulse_status_t st)
+{
+    struct lookup *l = arg;
+    atomic_store(&l->st, (int)st);
+    atomic_fetch_add(&l->calls, 1);
+}
+
+/* Starts a lookup into l; returns how long the call took (us). */
+static int64_t start_lookup(struct pulse_broker *b, const char *topic, struct lookup *l)
+{
+    bool pending = false;
+    l->err[0] = '\0';
+    atomic_init(&l->st, -1);
+    atomic_init(&l->calls, 0);
+    int64_t t0 = pulse_clock_mono_us();
+    pulse_status_t st = pulse_broker_topic_lookup_async(b, topic, on_lookup, l, &pending, l->err, sizeof l->err);
+    int64_t took = pulse_clock_mono_us() - t0;
+    if (st != PULSE_OK || !pending) {
+        atomic_store(&l->st, (int)st);
+        atomic_fetch_add(&l->calls, 1);
+    }
+    return took;
+}
+
+static pulse_status_t lookup_result(struct lookup *l, int64_t bound_us)
+{
+    int64_t t0 = pulse_clock_mono_us();
+    while (atomic_load(&l->st) < 0 && pulse_clock_mono_us() - t0 < bound_us)
+        nanosleep(&(struct timespec){0, 2 * 1000000L}, NULL);
+    ck_assert_int_eq(atomic_load(&l->calls), 1);
+    return (pulse_status_t)atomic_load(&l->st);
+}
+
+static uint64_t refreshes_begun(struct pulse_broker *b)
+{
+    struct pulse_kafka *k = (struct pulse_kafka *)(void *)b;
+    pthread_mutex_lock(&k->meta_mu);
+    uint64_t n = k->meta_started;
+    pthread_mutex_unlock(&k->meta_mu);
+    return n;
+}
+
+/* A topic created behind the gateway's back (on the mock directly) is
+ * found by a lookup, which never waits on the caller's thread; 40 lookups
+ * waiting at once share the refresh kwait runs for them. */
+START_TEST(test_lookups_wait_for_one_shared_refresh_off_the_callers_thread)
+{
+    struct pulse_broker *b = open_mock();
+    create(b, "seen", 1);
+    ck_assert_int_eq(pulse_kafka_meta_refresh((struct pulse_kafka *)(void *)b), PULSE_OK);
+    rd_kafka_mock_topic_create(pulse_kafka_mock(b), "behind", 2, 1);
+    /* Past the 100 ms in which a miss trusts the last refresh. */
+    nanosleep(&(struct timespec){0, 150 * 1000000L}, NULL);
+    struct lookup behind[20], never[20], seen;
+    uint64_t before = refreshes_begun(b);
+    int64_t slowest = start_lookup(b, "seen", &seen);
+    for (int i = 0; i < 20; i++) {
+        int64_t a = start_lookup(b, "behind", &behind[i]);
+        int64_t c = start_lookup(b, "never-made", &never[i]);
+        slowest = a > slowest ? a : slowest;
+        slowest = c > slowest ? c : slowest;
+    }
+    ck_assert_msg(slowest < 50000, "a lookup call took %lld us", (long long)slowest);
+    ck_assert_int_eq(lookup_result(&seen, 0), PULSE_OK); /* cached: at once */
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_eq(lookup_result(&behind[i], 5000000), PULSE_OK);
+        ck_assert_int_eq(lookup_result(&never[i], 5000000), PULSE_TOPIC_NOT_FOUND);
+    }
+    /* One refresh for all of them (kwait's once-a-second one may fall in
+     * between and answer some). */
+    uint64_t used = refreshes_begun(b) - before;
+    ck_assert_msg(used >= 1 && used <= 3, "%llu refreshes for 40 lookups", (unsigned long long)used);
+    /* The publish that follows finds the topic. */
+    struct pulse_publish_record r = value_rec(NULL, "x", 1);
+    struct pulse_offset_pair off;
+    char err[256] = "";
+    ck_assert_msg(pulse_broker_publish_wait(b, "behind", &r, 1, &off, err, sizeof err) == PULSE_OK, "%s", err);
+    ck_assert_int_eq(off.offset, 0);
+    close_broker(b);
+}
+END_TEST
+
+/* With every broker down and the cache not yet known stale, lookups park
+ * (the caller goes on at once) and the failed refresh answers all of them
+ * PULSE_UNAVAILABLE, naming the cluster, within two request timeouts; a
+ * lookup still waiting at close is answered then, once. */
+START_TEST(test_lookups_with_the_cluster_gone_are_answered_unavailable_in_bounded_time)
+{
+    static const char *const kv[] = {"kafka.mock-brokers", "3", "kafka.request-timeout", "1s", NULL};
+    struct pulse_broker *b = open_with(kv);
+    ck_assert_int_eq(pulse_kafka_meta_refresh((struct pulse_kafka *)(void *)b), PULSE_OK);
+    for (int id = 1; id <= 3; id++)
+        rd_kafka_mock_broker_set_down(pulse_kafka_mock(b), id);
+    nanosleep(&(struct timespec){0, 150 * 1000000L}, NULL);
+    struct lookup l[30];
+    int64_t slowest = 0, t0 = pulse_clock_mono_us();
+    for (int i = 0; i < 30; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "gone-%d", i);
+        int64_t took = start_lookup(b, name, &l[i]);
+        slowest = took > slowest ? took : slowest;
+    }
+    ck_assert_msg(slowest < 50000, "a lookup call took %lld us", (long long)slowest);
+    for (int i = 0; i < 30; i++) {
+        ck_assert_int_eq(lookup_result(&l[i], 5000000), PULSE_UNAVAILABLE);
+        ck_assert_msg(strstr(l[i].err, "cluster cannot be reached") != NULL, "%s", l[i].err);
+    }
+    ck_assert_msg(pulse_clock_mono_us() - t0 < 2 * 1000000 + 500000, "lookups answered after %lld us",
+                  (long long)(pulse_clock_mono_us() - t0));
+    /* Parked at close (or refused at once): answered exactly once. */
+    struct lookup last;
+    (void)start_lookup(b, "gone-last", &last);
+    close_broker(b);
+    pulse_status_t st = lookup_result(&last, 0);
+    ck_assert_msg(st == PULSE_SHUTDOWN || st == PULSE_UNAVAILABLE, "%s", pulse_status_message(st));
+}
+END_TEST
+
+/* Publishes n one-byte records to partition 0 of topic. */
+static void publish_n(struct pulse_broker *b, const char *topic, int n)
+{
+    struct pulse_publish_record recs[16];
+    struct pulse_offset_pair offs[16];
+    char err[256] = "";
+    ck_assert_int_le(n, 16);
+    for (int i = 0; i < n; i++)
+        recs[i] = value_rec(NULL, "r", 0);
+    ck_assert_msg(pulse_broker_publish_wait(b, topic, recs, (size_t)n, offs, err, sizeof err) == PULSE_OK, "%s", err);
+}
+
+/* Reads partition 0 of topic from 0: the status, and the records at hand
+ * in *n. */
+static pulse_status_t read_count(struct pulse_broker *b, const char *topic, size_t *n)
+{
+    struct pulse_fetch *f = NULL;
+    struct pulse_fetch_pos pos;
+    struct pulse_record rec;
+    uint64_t need = 0;
+    *n = 0;
+    ck_assert_int_eq(pulse_broker_fetch_create(b, topic, 0, &f), PULSE_OK);
+    pulse_status_t st = pulse_broker_fetch_read(b, f, 0, 1 << 20, &pos, &need);
+    while (st == PULSE_OK && pulse_broker_fetch_next(f, &rec) == PULSE_OK)
+        (*n)++;
+    pulse_broker_fetch_destroy(f);
+    return st;
+}
+
+/* Retriable errors injected into the answers a fetch and a publish need
+ * besides Produce - Fetch (API key 1), ListOffsets (2), Metadata (3) -
+ * are retried inside the request timeout and never reach the caller. */
+START_TEST(test_retriable_errors_on_fetch_list_offsets_and_metadata_are_invisible)
+{
+    struct pulse_broker *b = open_mock();
+    rd_kafka_mock_cluster_t *mc = pulse_kafka_mock(b);
+    create(b, "rfetch", 1);
+    publish_n(b, "rfetch", 5);
+    size_t n = 0;
+    rd_kafka_mock_push_request_errors(mc, 1, 2, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                                      RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
+    ck_assert_int_eq(read_count(b, "rfetch", &n), PULSE_OK);
+    ck_assert_uint_eq(n, 5);
+    rd_kafka_mock_push_request_errors(mc, 2, 2, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                                      RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE);
+    ck_assert_int_eq(read_count(b, "rfetch", &n), PULSE_OK);
+    ck_assert_uint_eq(n, 5);
+    rd_kafka_mock_push_request_errors(mc, 3, 2, RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
+                                      RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
+    publish_n(b, "rfetch", 2);
+    ck_assert_int_eq(read_count(b, "rfetch", &n), PULSE_OK);
+    ck_assert_uint_eq(n, 7);
+    close_broker(b);
+}
+END_TEST
+
+/* A non-retriable error on the fetch path (the cluster refusing the
+ * gateway's principal) is a refusal at once - not an empty answer, not a
+ * wait for the timeout - whether it comes in the Fetch or the ListOffsets
+ * answer; the next read, the error used up, serves the records. */
+START_TEST(test_a_non_retriable_fetch_error_is_refused_at_once)
+{
+    struct pulse_broker *b = open_mock(); /* request timeout 5 s */
+    rd_kafka_mock_cluster_t *mc = pulse_kafka_mock(b);
+    create(b, "nfetch", 1);
+    publish_n(b, "nfetch", 3);
+    size_t n = 0;
+    for (int16_t api = 1; api <= 2; api++) { /* Fetch, ListOffsets */
+        rd_kafka_mock_push_request_errors(mc, api, 1, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        int64_t t0 = pulse_clock_mono_us();
+        pulse_status_t st = read_count(b, "nfetch", &n);
+        int64_t took = pulse_clock_mono_us() - t0;
+        ck_assert_msg(st == PULSE_IO || st == PULSE_UNAVAILABLE, "API %d: %s", api, pulse_status_name(st));
+        ck_assert_uint_eq(n, 0);
+        ck_assert_msg(took < 2000000, "API %d: refused after %lld us", api, (long long)took);
+        ck_assert_int_eq(read_count(b, "nfetch", &n), PULSE_OK);
+        ck_assert_uint_eq(n, 3);
+    }
+    close_broker(b);
+}
+END_TEST
+
+static atomic_int parked_st = -1;
+
+static void on_parked(void *arg, pulse_status_t st)
+{
+    (void)arg;
+    atomic_store(&parked_st, (int)st);
+}
+
+/* A long-poll, stream or topic-wide read parks a waiter from an HTTP
+ * worker: on a topic the cache has it never refreshes the cache there,
+ * even when the cache has gone stale because the cluster stopped answering
+ * (kwait's refresh is still waiting for its timeout). */
+START_TEST(test_a_waiter_on_a_known_topic_parks_at_once_with_the_cluster_silent)
+{
+    static const char *const kv[] = {"kafka.mock-brokers", "3", "kafka.request-timeout", "3s", NULL};
+    struct pulse_broker *b = open_with(kv);
+    create(b, "silent", 1);
+    ck_assert_int_eq(pulse_kafka_meta_refresh((struct pulse_kafka *)(void *)b), PULSE_OK);
+    for (int id = 1; id <= 3; id++)
+        rd_kafka_mock_broker_set_down(pulse_kafka_mock(b), id);
+    /* Past the second after which the cache counts as stale. */
+    nanosleep(&(struct timespec){1, 300 * 1000000L}, NULL);
+    bool parked = false;
+    int64_t t0 = pulse_clock_mono_us();
+    pulse_status_t st = pulse_broker_wait_data(b, "silent", 0, 0, pulse_clock_mono_us() + 200000, on_parked, NULL,
+                                               &parked);
+    int64_t took = pulse_clock_mono_us() - t0;
+    ck_assert_int_eq(st, PULSE_OK);
+    ck_assert(parked);
+    ck_assert_msg(took < 250000, "parking a waiter took %lld us", (long long)took);
+    close_broker(b); /* fires it */
+    ck_assert_int_ge(atomic_load(&parked_st), 0);
+}
+END_TEST
+
 static Suite *kafka_suite(void)
 {
     Suite *s = suite_create("kafka");
@@ -859,6 +1105,11 @@ static Suite *kafka_suite(void)
     tcase_add_test(tc, test_a_deleted_topic_is_gone_for_every_call_and_the_mock_refuses_what_it_cannot_serve);
     tcase_add_test(tc, test_a_retention_change_writes_back_every_config_set_on_the_topic);
     tcase_add_test(tc, test_offset_for_time_is_refused_on_the_mock_which_has_no_time_index);
+    tcase_add_test(tc, test_lookups_wait_for_one_shared_refresh_off_the_callers_thread);
+    tcase_add_test(tc, test_lookups_with_the_cluster_gone_are_answered_unavailable_in_bounded_time);
+    tcase_add_test(tc, test_retriable_errors_on_fetch_list_offsets_and_metadata_are_invisible);
+    tcase_add_test(tc, test_a_non_retriable_fetch_error_is_refused_at_once);
+    tcase_add_test(tc, test_a_waiter_on_a_known_topic_parks_at_once_with_the_cluster_silent);
     suite_add_tcase(s, tc);
     return s;
 }
