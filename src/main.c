@@ -432,8 +432,14 @@ static int configure(int argc, char **argv, struct pulse_config *cfg, struct mod
 /* Opens the Kafka backend (broker.backend = kafka); 0 or 1 (logged). */
 static int open_kafka(const struct pulse_config *cfg, struct pulse_broker **out)
 {
-    struct pulse_kafka_config kcfg = {&cfg->kafka, (uint32_t)cfg->server.max_records_per_request,
-                                      (uint32_t)cfg->broker.partitions};
+    struct pulse_kafka_config kcfg = {.settings = &cfg->kafka,
+                                      .max_records_per_publish = (uint32_t)cfg->server.max_records_per_request,
+                                      .default_partitions = (uint32_t)cfg->broker.partitions,
+                                      .group_lease_min_ms = cfg->broker.group_lease_min_ms,
+                                      .group_lease_max_ms = cfg->broker.group_lease_max_ms,
+                                      .group_lease_default_ms = cfg->broker.group_lease_default_ms,
+                                      .group_max_members = (uint32_t)cfg->broker.group_max_members,
+                                      .group_max_groups = (uint32_t)cfg->broker.group_max_groups};
     char err[1024] = "";
     if (pulse_kafka_open(&kcfg, out, err, sizeof err) != PULSE_OK) {
         PULSE_ERROR("cannot start the Kafka backend: %s", err);

@@ -437,18 +437,76 @@ pulse_status_t pulse_broker_group_join(struct pulse_broker *b, const char *group
                                        const struct pulse_group_join_spec *spec, struct pulse_group_view *view,
                                        char *errbuf, size_t errlen)
 {
+    if (b->ops->group_join == NULL) { /* only the asynchronous form */
+        struct sync s;
+        sync_init(&s);
+        return sync_result(&s, b->ops->group_join_async(b, group, spec, view, sync_done, &s, errbuf, errlen));
+    }
     return b->ops->group_join(b, group, spec, view, errbuf, errlen);
 }
 
 pulse_status_t pulse_broker_group_heartbeat(struct pulse_broker *b, const char *group, const char *member,
                                             struct pulse_group_view *view)
 {
+    if (b->ops->group_heartbeat == NULL) {
+        struct sync s;
+        sync_init(&s);
+        return sync_result(&s, b->ops->group_heartbeat_async(b, group, member, view, sync_done, &s));
+    }
     return b->ops->group_heartbeat(b, group, member, view);
 }
 
 pulse_status_t pulse_broker_group_leave(struct pulse_broker *b, const char *group, const char *member)
 {
+    if (b->ops->group_leave == NULL) {
+        struct sync s;
+        sync_init(&s);
+        return sync_result(&s, b->ops->group_leave_async(b, group, member, sync_done, &s));
+    }
     return b->ops->group_leave(b, group, member);
+}
+
+/* The asynchronous forms: a backend without one (local) answers from its
+ * synchronous call, and done runs on the caller's thread before return. */
+static pulse_status_t done_now(pulse_status_t st, pulse_admin_done_fn done, void *arg)
+{
+    if (st == PULSE_OK)
+        done(arg, PULSE_OK);
+    return st;
+}
+
+pulse_status_t pulse_broker_group_join_async(struct pulse_broker *b, const char *group,
+                                             const struct pulse_group_join_spec *spec, struct pulse_group_view *view,
+                                             pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen)
+{
+    if (b->ops->group_join_async != NULL)
+        return b->ops->group_join_async(b, group, spec, view, done, arg, errbuf, errlen);
+    return done_now(b->ops->group_join(b, group, spec, view, errbuf, errlen), done, arg);
+}
+
+pulse_status_t pulse_broker_group_heartbeat_async(struct pulse_broker *b, const char *group, const char *member,
+                                                  struct pulse_group_view *view, pulse_admin_done_fn done, void *arg)
+{
+    if (b->ops->group_heartbeat_async != NULL)
+        return b->ops->group_heartbeat_async(b, group, member, view, done, arg);
+    return done_now(b->ops->group_heartbeat(b, group, member, view), done, arg);
+}
+
+pulse_status_t pulse_broker_group_leave_async(struct pulse_broker *b, const char *group, const char *member,
+                                              pulse_admin_done_fn done, void *arg)
+{
+    if (b->ops->group_leave_async != NULL)
+        return b->ops->group_leave_async(b, group, member, done, arg);
+    return done_now(b->ops->group_leave(b, group, member), done, arg);
+}
+
+pulse_status_t pulse_broker_group_fetched_async(struct pulse_broker *b, const char *group, const char *member,
+                                                uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                                pulse_admin_done_fn done, void *arg)
+{
+    if (b->ops->group_fetched_async != NULL)
+        return b->ops->group_fetched_async(b, group, member, generation, pos, n, done, arg);
+    return done_now(b->ops->group_fetched(b, group, member, generation, pos, n), done, arg);
 }
 
 pulse_status_t pulse_broker_group_poll_async(struct pulse_broker *b, const char *group, const char *member,
@@ -461,6 +519,11 @@ pulse_status_t pulse_broker_group_poll_async(struct pulse_broker *b, const char 
 pulse_status_t pulse_broker_group_fetched(struct pulse_broker *b, const char *group, const char *member,
                                           uint64_t generation, const struct pulse_group_partition *pos, size_t n)
 {
+    if (b->ops->group_fetched == NULL) {
+        struct sync s;
+        sync_init(&s);
+        return sync_result(&s, b->ops->group_fetched_async(b, group, member, generation, pos, n, sync_done, &s));
+    }
     return b->ops->group_fetched(b, group, member, generation, pos, n);
 }
 

@@ -154,6 +154,21 @@ struct pulse_broker_ops {
     /* the open client connections (pulse_broker_note_clients); NULL: the
      * backend has no use for them */
     void (*note_clients)(struct pulse_broker *b, uint32_t open);
+
+    /* asynchronous forms of the group calls above, for a backend whose
+     * group calls wait for the cluster (kafka); NULL: the synchronous one
+     * answers (backend.c). A backend with the asynchronous form may leave
+     * the synchronous one NULL (backend.c blocks on the asynchronous). */
+    pulse_status_t (*group_join_async)(struct pulse_broker *b, const char *group,
+                                       const struct pulse_group_join_spec *spec, struct pulse_group_view *view,
+                                       pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);
+    pulse_status_t (*group_heartbeat_async)(struct pulse_broker *b, const char *group, const char *member,
+                                            struct pulse_group_view *view, pulse_admin_done_fn done, void *arg);
+    pulse_status_t (*group_leave_async)(struct pulse_broker *b, const char *group, const char *member,
+                                        pulse_admin_done_fn done, void *arg);
+    pulse_status_t (*group_fetched_async)(struct pulse_broker *b, const char *group, const char *member,
+                                          uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                          pulse_admin_done_fn done, void *arg);
 };
 
 #endif

@@ -936,4 +936,27 @@ pulse_status_t pulse_broker_group_describe_async(struct pulse_broker *b, const c
 /* Blocking form of pulse_broker_group_describe_async. */
 pulse_status_t pulse_broker_group_describe(struct pulse_broker *b, const char *group, struct pulse_group_info **out);
 
+/*
+ * Asynchronous forms of join, heartbeat, leave and fetched, for the HTTP
+ * handlers: the same arguments, statuses and *view as the calls above, but
+ * the result comes through done(arg, st), exactly once, unless the call
+ * is refused at once (a status other than PULSE_OK returned; done never
+ * called). The local backend answers from memory, calling done on the
+ * caller's thread before return; the Kafka backend's calls are events of
+ * its group log and complete on its log reader once the event is read
+ * back (docs/Scaling.md "Consumer groups on Kafka"), with
+ * PULSE_UNAVAILABLE when the event could not be written in time.
+ * pos (fetched) is copied; view must live until done.
+ */
+pulse_status_t pulse_broker_group_join_async(struct pulse_broker *b, const char *group,
+                                             const struct pulse_group_join_spec *spec, struct pulse_group_view *view,
+                                             pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen);
+pulse_status_t pulse_broker_group_heartbeat_async(struct pulse_broker *b, const char *group, const char *member,
+                                                  struct pulse_group_view *view, pulse_admin_done_fn done, void *arg);
+pulse_status_t pulse_broker_group_leave_async(struct pulse_broker *b, const char *group, const char *member,
+                                              pulse_admin_done_fn done, void *arg);
+pulse_status_t pulse_broker_group_fetched_async(struct pulse_broker *b, const char *group, const char *member,
+                                                uint64_t generation, const struct pulse_group_partition *pos, size_t n,
+                                                pulse_admin_done_fn done, void *arg);
+
 #endif

@@ -22,7 +22,7 @@
  *    each time so that a busy partition cannot starve the others, until
  *    max_records or max_bytes (of record text, after the first record).
  *    Each record carries its topic and partition. The broker checks that
- *    the member still owns what was read (pulse_broker_group_fetched); if
+ *    the member still owns what was read (pulse_broker_group_fetched_async); if
  *    it lost a partition or its generation changed meanwhile, the records
  *    are not handed out: the answer is the member's new view with no
  *    records. Offsets a read stepped over (damaged or missing data, or
@@ -81,12 +81,15 @@ struct gfetch_state {
     struct pulse_group_resume from; /* ?resume=, pos in the request's pool */
     bool has_from;
     char errbuf[256];
+    struct pulse_group_view fresh;                /* the heartbeat of reply_fresh_view */
+    const struct pulse_group_partition *fresh_at; /* its resume positions */
 };
 
 static void dispose(void *hstate)
 {
     struct gfetch_state *q = hstate;
     pulse_group_view_fini(&q->view);
+    pulse_group_view_fini(&q->fresh);
     pulse_buf_fini(&q->recs);
     pulse_buf_fini(&q->tmp);
     pulse_buf_fini(&q->skipped);
@@ -321,10 +324,10 @@ static void reply_records(struct pulse_hreq *r, struct gfetch_state *q, const st
  * it lost a partition while the answer was read): its new view instead,
  * with resume at `at` (where the answer started, when what was read is not
  * handed out; else where the reads left off). */
-static void reply_fresh_view(struct pulse_hreq *r, struct gfetch_state *q, const struct pulse_group_partition *at)
+static void fresh_resume(struct pulse_hreq *r)
 {
-    struct pulse_group_view v;
-    pulse_status_t st = pulse_broker_group_heartbeat(r->srv->broker, r->consumer, q->member, &v);
+    struct gfetch_state *q = r->hstate;
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st != PULSE_OK) {
         pulse_h_groups_reply_error(r, st, NULL);
         return;
@@ -333,9 +336,10 @@ static void reply_fresh_view(struct pulse_hreq *r, struct gfetch_state *q, const
     pulse_buf_init(&none, SIZE_MAX);
     st = pulse_buf_printf(&none, ",\"positions\":[]");
     if (st == PULSE_OK)
-        st = resume_text(q->view.generation, at, q->view.nparts, &none);
+        st = resume_text(q->view.generation, q->fresh_at, q->view.nparts, &none);
     pulse_group_view_fini(&q->view);
-    q->view = v;
+    q->view = q->fresh;
+    memset(&q->fresh, 0, sizeof q->fresh);
     pulse_buf_reset(&q->recs);
     if (st != PULSE_OK) {
         pulse_buf_fini(&none);
@@ -346,21 +350,20 @@ static void reply_fresh_view(struct pulse_hreq *r, struct gfetch_state *q, const
     pulse_buf_fini(&none);
 }
 
-static void answer(struct pulse_hreq *r)
+static void reply_fresh_view(struct pulse_hreq *r, struct gfetch_state *q, const struct pulse_group_partition *at)
 {
-    static atomic_uint rotor;
+    q->fresh_at = at;
+    pulse_server_call_begin(r, fresh_resume);
+    pulse_status_t st = pulse_broker_group_heartbeat_async(r->srv->broker, r->consumer, q->member, &q->fresh,
+                                                           pulse_server_call_done, r);
+    pulse_server_call_end(r, st, st == PULSE_OK);
+}
+
+static void fetched_resume(struct pulse_hreq *r)
+{
     struct gfetch_state *q = r->hstate;
     size_t n = q->view.nparts;
-    size_t first = n > 0 ? atomic_fetch_add(&rotor, 1) % n : 0;
-    for (size_t k = 0; k < n; k++)
-        if (!read_partition(r, q, (first + k) % n))
-            break;
-    /* The broker checks the member still owns what was read. Not for
-     * HEAD: it hands out no record (the call still renews the lease and
-     * checks the generation). */
-    bool head = r->method == PULSE_METHOD_HEAD;
-    pulse_status_t st = pulse_broker_group_fetched(r->srv->broker, r->consumer, q->member, q->view.generation, q->next,
-                                                   head ? 0 : n);
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     /* No records (a wait that ended at its deadline or because the group
      * changed): the view of a fresh call, so that the member learns a
      * rebalance now rather than at its next call. */
@@ -385,6 +388,25 @@ static void answer(struct pulse_hreq *r)
     else
         reply_records(r, q, &positions);
     pulse_buf_fini(&positions);
+}
+
+static void answer(struct pulse_hreq *r)
+{
+    static atomic_uint rotor;
+    struct gfetch_state *q = r->hstate;
+    size_t n = q->view.nparts;
+    size_t first = n > 0 ? atomic_fetch_add(&rotor, 1) % n : 0;
+    for (size_t k = 0; k < n; k++)
+        if (!read_partition(r, q, (first + k) % n))
+            break;
+    /* The broker checks the member still owns what was read. Not for
+     * HEAD: it hands out no record (the call still renews the lease and
+     * checks the generation). */
+    bool head = r->method == PULSE_METHOD_HEAD;
+    pulse_server_call_begin(r, fetched_resume);
+    pulse_status_t st = pulse_broker_group_fetched_async(r->srv->broker, r->consumer, q->member, q->view.generation,
+                                                         q->next, head ? 0 : n, pulse_server_call_done, r);
+    pulse_server_call_end(r, st, st == PULSE_OK);
 }
 
 /* ---- waiting ---------------------------------------------------------------- */

@@ -16,10 +16,11 @@
  * ordinary answer. A member the group does not know (it left, its lease
  * ran out, the broker restarted) is answered 409 "rejoin"; a commit the
  * group's fences refuse is 409 "commit_fenced", and nothing was stored.
- * Join, heartbeat and leave do not wait (memory only); the commit
- * suspends the connection until the group's cursors are durable, as a
- * cursor commit does; the group description is an asynchronous read
- * (async.c).
+ * Join, heartbeat and leave are asynchronous calls (async.c): the local
+ * backend answers them from memory at once, the Kafka backend once their
+ * event is read back from its group log; the commit suspends the
+ * connection until the group's cursors are durable, as a cursor commit
+ * does; the group description is an asynchronous read.
  */
 #include <string.h>
 
@@ -108,6 +109,28 @@ static void reply_view(struct pulse_hreq *r, unsigned status, struct pulse_group
 
 /* ---- join, heartbeat, leave ------------------------------------------------ */
 
+/* r->hstate of a join, heartbeat or leave: the broker completes them
+ * asynchronously (pulse_broker_group_*_async; on the Kafka backend each
+ * waits for its event in the group log, never on this worker). */
+struct gcall_state {
+    struct pulse_group_view view; /* written by the broker before the callback */
+    char errmsg[256];
+};
+
+static void dispose_call(void *hstate)
+{
+    struct gcall_state *cs = hstate;
+    pulse_group_view_fini(&cs->view);
+}
+
+static struct gcall_state *call_state(struct pulse_hreq *r)
+{
+    struct gcall_state *cs = pulse_server_hstate(r, sizeof *cs, dispose_call);
+    if (cs == NULL)
+        pulse_server_reply_status(r, PULSE_NOMEM, NULL);
+    return cs;
+}
+
 /* Reads "topics" (or "topic") into names (in r->doc); answers 400. */
 static bool join_topics(struct pulse_hreq *r, json_t *body, const char **names, size_t *n)
 {
@@ -145,13 +168,33 @@ static bool join_topics(struct pulse_hreq *r, json_t *body, const char **names, 
     return true;
 }
 
+static void join_resume(struct pulse_hreq *r)
+{
+    struct gcall_state *cs = r->hstate;
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
+    if (st == PULSE_TOPIC_NOT_FOUND) {
+        pulse_server_reply_error(r, 404, "topic_not_found", "%s", cs->errmsg);
+        return;
+    }
+    if (st == PULSE_TOO_LARGE) {
+        pulse_server_reply_error(r, 429, "too_many_requests", "%s", cs->errmsg);
+        return;
+    }
+    if (st != PULSE_OK) {
+        pulse_server_reply_status(r, st, cs->errmsg[0] != '\0' ? cs->errmsg : NULL);
+        return;
+    }
+    reply_view(r, 201, &cs->view);
+}
+
 static void join(struct pulse_hreq *r)
 {
     static const char *const allowed[] = {"topics", "topic", "lease_ms", "start", NULL};
     const char *names[PULSE_GROUP_MAX_TOPICS];
     struct pulse_group_join_spec spec;
-    struct pulse_group_view v;
-    char err[256] = "";
+    struct gcall_state *cs = call_state(r);
+    if (cs == NULL)
+        return;
     memset(&spec, 0, sizeof spec);
     json_t *body = pulse_server_body_object(r);
     if (body == NULL || !pulse_server_only_fields(r, body, allowed, "a join"))
@@ -174,41 +217,49 @@ static void join(struct pulse_hreq *r)
         }
         spec.start_latest = strcmp(s, "latest") == 0;
     }
-    pulse_status_t st = pulse_broker_group_join(r->srv->broker, r->consumer, &spec, &v, err, sizeof err);
-    if (st == PULSE_TOPIC_NOT_FOUND) {
-        pulse_server_reply_error(r, 404, "topic_not_found", "%s", err);
-        return;
-    }
-    if (st == PULSE_TOO_LARGE) {
-        pulse_server_reply_error(r, 429, "too_many_requests", "%s", err);
-        return;
-    }
-    if (st != PULSE_OK) {
-        pulse_server_reply_status(r, st, err[0] != '\0' ? err : NULL);
-        return;
-    }
-    reply_view(r, 201, &v);
+    pulse_server_call_begin(r, join_resume);
+    pulse_status_t st = pulse_broker_group_join_async(r->srv->broker, r->consumer, &spec, &cs->view,
+                                                      pulse_server_call_done, r, cs->errmsg, sizeof cs->errmsg);
+    pulse_server_call_end(r, st, st == PULSE_OK);
 }
 
-static void heartbeat(struct pulse_hreq *r, const char *member)
+static void heartbeat_resume(struct pulse_hreq *r)
 {
-    struct pulse_group_view v;
-    pulse_status_t st = pulse_broker_group_heartbeat(r->srv->broker, r->consumer, member, &v);
+    struct gcall_state *cs = r->hstate;
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st != PULSE_OK) {
         pulse_h_groups_reply_error(r, st, NULL);
         return;
     }
-    reply_view(r, 200, &v);
+    reply_view(r, 200, &cs->view);
 }
 
-static void leave(struct pulse_hreq *r, const char *member)
+static void heartbeat(struct pulse_hreq *r, const char *member)
 {
-    pulse_status_t st = pulse_broker_group_leave(r->srv->broker, r->consumer, member);
+    struct gcall_state *cs = call_state(r);
+    if (cs == NULL)
+        return;
+    pulse_server_call_begin(r, heartbeat_resume);
+    pulse_status_t st = pulse_broker_group_heartbeat_async(r->srv->broker, r->consumer, member, &cs->view,
+                                                           pulse_server_call_done, r);
+    pulse_server_call_end(r, st, st == PULSE_OK);
+}
+
+static void leave_resume(struct pulse_hreq *r)
+{
+    pulse_status_t st = (pulse_status_t)atomic_load(&r->async_status);
     if (st != PULSE_OK) {
         pulse_h_groups_reply_error(r, st, NULL);
         return;
     }
     pulse_server_reply_empty(r, 204);
+}
+
+static void leave(struct pulse_hreq *r, const char *member)
+{
+    pulse_server_call_begin(r, leave_resume);
+    pulse_status_t st = pulse_broker_group_leave_async(r->srv->broker, r->consumer, member, pulse_server_call_done, r);
+    pulse_server_call_end(r, st, st == PULSE_OK);
 }
 
 /* ---- commit ---------------------------------------------------------------- */

@@ -504,7 +504,8 @@ static pulse_status_t run_list(struct pulse_kafka *k, struct kjob *j)
     }
     if (ev != NULL)
         rd_kafka_event_destroy(ev);
-    qsort(cs, n, sizeof *cs, by_cursor);
+    if (n > 0) /* cs may be NULL then: qsort wants an array */
+        qsort(cs, n, sizeof *cs, by_cursor);
     for (size_t i = 0; st == PULSE_OK && i < n; i++)
         rd_kafka_topic_partition_list_add(list, cs[i].topic, (int32_t)cs[i].partition);
     if (st == PULSE_OK && n > 0 && (st = pulse_kafka_watermarks(k, list, NULL)) == PULSE_OK)
@@ -650,4 +651,44 @@ void pulse_kafka_admin_drain(struct pulse_kafka *k)
     while (k->admin_started && (k->jobs_head != NULL || k->jobs_running > 0))
         pthread_cond_wait(&k->admin_cv, &k->admin_mu);
     pthread_mutex_unlock(&k->admin_mu);
+}
+
+/* ---- for the consumer groups (kgcalls.c), on kadmin itself ---------------- */
+
+pulse_status_t pulse_kafka_group_offsets_read(struct pulse_kafka *k, const char *group,
+                                              const rd_kafka_topic_partition_list_t *parts, int64_t *offsets)
+{
+    rd_kafka_event_t *ev = NULL;
+    pulse_status_t st = PULSE_OK;
+    const rd_kafka_topic_partition_list_t *res = group_offsets(k, group, parts, &ev, &st);
+    for (int i = 0; i < parts->cnt; i++) {
+        offsets[i] = -1;
+        for (int j = 0; res != NULL && st == PULSE_OK && j < res->cnt; j++)
+            if (res->elems[j].partition == parts->elems[i].partition &&
+                strcmp(res->elems[j].topic, parts->elems[i].topic) == 0 && res->elems[j].err == 0)
+                offsets[i] = res->elems[j].offset >= 0 ? res->elems[j].offset : -1;
+    }
+    if (ev != NULL)
+        rd_kafka_event_destroy(ev);
+    return st;
+}
+
+pulse_status_t pulse_kafka_group_offsets_write(struct pulse_kafka *k, const char *group,
+                                               const rd_kafka_topic_partition_list_t *list)
+{
+    pulse_status_t st = PULSE_OK;
+    rd_kafka_AlterConsumerGroupOffsets_t *a = rd_kafka_AlterConsumerGroupOffsets_new(group, list);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(k->prod);
+    rd_kafka_AdminOptions_t *o = pulse_kafka_admin_options(k, RD_KAFKA_ADMIN_OP_ALTERCONSUMERGROUPOFFSETS);
+    rd_kafka_AlterConsumerGroupOffsets(k->prod, &a, 1, o, q);
+    rd_kafka_event_t *ev = wait_event(k, q);
+    const rd_kafka_topic_partition_list_t *res = group_parts(ev, true, &st);
+    for (int i = 0; res != NULL && st == PULSE_OK && i < res->cnt; i++)
+        st = pulse_kafka_status(res->elems[i].err);
+    if (ev != NULL)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(o);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_AlterConsumerGroupOffsets_destroy(a);
+    return st;
 }

@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "kafka/kafka_int.h"
 #include "kafka/kafka_settings.h"
+#include "kafka/kgroups.h"
 
 pulse_status_t pulse_kafka_status(rd_kafka_resp_err_t err)
 {
@@ -237,6 +238,29 @@ static pulse_status_t make_fetchers(struct pulse_kafka *k, const struct pulse_ka
     return PULSE_OK;
 }
 
+/* The group log's reader (kgroups.c): a legacy consumer like the
+ * fetchers, that starts at the log's start when its offset is gone. */
+static pulse_status_t make_group_log(struct pulse_kafka *k, const struct pulse_kafka_config *cfg, char *errbuf,
+                                     size_t errlen)
+{
+    const char *const defaults[] = {"queued.min.messages",
+                                    "1000000",
+                                    "fetch.wait.max.ms",
+                                    "10",
+                                    "auto.offset.reset",
+                                    "earliest",
+                                    "enable.partition.eof",
+                                    "false",
+                                    "client.id",
+                                    "pulsed-groups",
+                                    NULL};
+    rd_kafka_conf_t *conf = make_conf(k, cfg->settings, defaults, errbuf, errlen);
+    if (conf == NULL)
+        return PULSE_INVALID;
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    return pulse_kgroups_open(k, cfg, conf, errbuf, errlen);
+}
+
 /* Tests: librdkafka's in-process mock cluster, owned by a handle of its
  * own (destroyed after the mock, or librdkafka aborts). */
 static pulse_status_t make_mock(struct pulse_kafka *k, int brokers, char *errbuf, size_t errlen)
@@ -325,6 +349,8 @@ pulse_status_t pulse_kafka_open(const struct pulse_kafka_config *cfg, struct pul
         goto out;
     if ((st = make_fetchers(k, ks, errbuf, errlen)) != PULSE_OK)
         goto out;
+    if ((st = make_group_log(k, cfg, errbuf, errlen)) != PULSE_OK)
+        goto out;
     /* The cluster may not be up yet: that is /readyz's to say, not a
      * reason to refuse to start. */
     if (pulse_kafka_meta_refresh_marks(k) == PULSE_OK) {
@@ -355,6 +381,7 @@ static void kafka_drain(struct pulse_broker *b)
     if (atomic_exchange(&k->draining, true))
         return;
     pulse_kafka_wait_fire_all(k, PULSE_SHUTDOWN);
+    pulse_kgroups_drain(k);
     pulse_kafka_meta_lookups_fire_all(k, PULSE_SHUTDOWN);
     if (k->prod != NULL && rd_kafka_flush(k->prod, (int)k->timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
         rd_kafka_purge(k->prod, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
@@ -386,6 +413,7 @@ static void kafka_close(struct pulse_broker *b)
     if (k->poll_started)
         kafka_drain(b);
     join_threads(k);
+    pulse_kgroups_close(k);
     for (size_t i = 0; k->fetchers != NULL && i < k->n_fetchers; i++) {
         if (k->fetchers[i].rk != NULL)
             rd_kafka_destroy(k->fetchers[i].rk);
@@ -552,82 +580,11 @@ static pulse_status_t kafka_metrics(struct pulse_broker *b, struct pulse_buf *ou
     if (st == PULSE_OK && stats != NULL)
         st = stats_metrics(stats, out);
     json_decref(stats);
+    if (st == PULSE_OK && k->groups != NULL)
+        st = pulse_kgroups_metrics(k, out);
     return st;
 }
 
-/* Consumer groups (docs/API.md "Consumer groups") are not mapped onto the
- * Kafka backend yet: every group call answers PULSE_NOT_SUPPORTED (406),
- * at once, with no callback (docs/Scaling.md "What differs"). */
-static pulse_status_t no_group_join(struct pulse_broker *b, const char *group, const struct pulse_group_join_spec *spec,
-                                    struct pulse_group_view *view, char *errbuf, size_t errlen)
-{
-    (void)b, (void)group, (void)spec, (void)view;
-    pulse_errbuf_set(errbuf, errlen, "consumer groups are not available with the Kafka backend");
-    return PULSE_NOT_SUPPORTED;
-}
-
-static pulse_status_t no_group_heartbeat(struct pulse_broker *b, const char *group, const char *member,
-                                         struct pulse_group_view *view)
-{
-    (void)b, (void)group, (void)member, (void)view;
-    return PULSE_NOT_SUPPORTED;
-}
-
-static pulse_status_t no_group_leave(struct pulse_broker *b, const char *group, const char *member)
-{
-    (void)b, (void)group, (void)member;
-    return PULSE_NOT_SUPPORTED;
-}
-
-static pulse_status_t no_group_poll_async(struct pulse_broker *b, const char *group, const char *member,
-                                          const struct pulse_group_resume *from, struct pulse_group_view *view,
-                                          pulse_admin_done_fn done, void *arg, char *errbuf, size_t errlen)
-{
-    (void)b, (void)group, (void)member, (void)from, (void)view, (void)done, (void)arg, (void)errbuf, (void)errlen;
-    return PULSE_NOT_SUPPORTED;
-}
-
-static pulse_status_t no_group_fetched(struct pulse_broker *b, const char *group, const char *member,
-                                       uint64_t generation, const struct pulse_group_partition *pos, size_t n)
-{
-    (void)b, (void)group, (void)member, (void)generation, (void)pos, (void)n;
-    return PULSE_NOT_SUPPORTED;
-}
-
-static pulse_status_t no_group_wait(struct pulse_broker *b, const char *group, const char *member, uint64_t generation,
-                                    const struct pulse_group_partition *pos, size_t n, int64_t deadline_mono_us,
-                                    pulse_wait_fn fn, void *arg, bool *parked_out)
-{
-    (void)b, (void)group, (void)member, (void)generation, (void)pos, (void)n, (void)deadline_mono_us, (void)fn,
-        (void)arg, (void)parked_out;
-    return PULSE_NOT_SUPPORTED;
-}
-
-static pulse_status_t no_group_commit_async(struct pulse_broker *b, const char *group, const char *member,
-                                            uint64_t generation, const struct pulse_group_partition *pos, size_t n,
-                                            struct pulse_group_view *view, pulse_admin_done_fn done, void *arg,
-                                            char *errbuf, size_t errlen)
-{
-    (void)b, (void)group, (void)member, (void)generation, (void)pos, (void)n, (void)view, (void)done, (void)arg;
-    pulse_errbuf_set(errbuf, errlen, "consumer groups are not available with the Kafka backend");
-    return PULSE_NOT_SUPPORTED;
-}
-
-static pulse_status_t no_group_list(struct pulse_broker *b, char ***names_out, size_t *n_out)
-{
-    (void)b, (void)names_out, (void)n_out;
-    return PULSE_NOT_SUPPORTED;
-}
-
-static pulse_status_t no_group_describe_async(struct pulse_broker *b, const char *group, struct pulse_group_info **out,
-                                              pulse_admin_done_fn done, void *arg)
-{
-    (void)b, (void)group, (void)out, (void)done, (void)arg;
-    return PULSE_NOT_SUPPORTED;
-}
-
-/* fetch_raw is left out: Kafka's batches are not Pulse's batch format, so
- * a raw fetch answers PULSE_NOT_SUPPORTED (406). */
 const struct pulse_broker_ops pulse_kafka_ops = {
     .name = "kafka",
     .drain = kafka_drain,
@@ -658,14 +615,20 @@ const struct pulse_broker_ops pulse_kafka_ops = {
     .consumer_delete_async = pulse_kafka_consumer_delete_async,
     .metrics = kafka_metrics,
     .fenced_list = kafka_fenced_list,
-    .group_join = no_group_join,
-    .group_heartbeat = no_group_heartbeat,
-    .group_leave = no_group_leave,
-    .group_poll_async = no_group_poll_async,
-    .group_fetched = no_group_fetched,
-    .group_wait = no_group_wait,
-    .group_commit_async = no_group_commit_async,
-    .group_list = no_group_list,
-    .group_describe_async = no_group_describe_async,
+    /* consumer groups: the group log (kgroups.c, kgcalls.c); join,
+     * heartbeat, leave and fetched only in their asynchronous forms */
+    .group_join = NULL,
+    .group_heartbeat = NULL,
+    .group_leave = NULL,
+    .group_poll_async = pulse_kafka_group_poll_async,
+    .group_fetched = NULL,
+    .group_wait = pulse_kafka_group_wait,
+    .group_commit_async = pulse_kafka_group_commit_async,
+    .group_list = pulse_kafka_group_list,
+    .group_describe_async = pulse_kafka_group_describe_async,
+    .group_join_async = pulse_kafka_group_join_async,
+    .group_heartbeat_async = pulse_kafka_group_heartbeat_async,
+    .group_leave_async = pulse_kafka_group_leave_async,
+    .group_fetched_async = pulse_kafka_group_fetched_async,
     .topic_lookup_async = pulse_kafka_topic_lookup_async,
 };

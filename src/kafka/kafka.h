@@ -36,6 +36,9 @@ struct pulse_kafka_config {
     const struct pulse_kafka_settings *settings; /* borrowed for pulse_kafka_open only */
     uint32_t max_records_per_publish;            /* as the local backend's */
     uint32_t default_partitions;                 /* of a create without the field */
+    /* consumer groups ([groups], as the local backend's; 0: its default) */
+    int64_t group_lease_min_ms, group_lease_max_ms, group_lease_default_ms;
+    uint32_t group_max_members, group_max_groups;
 };
 
 /*

@@ -33,6 +33,7 @@
 struct kwaiter;
 struct kjob;
 struct kmwait;
+struct kgroups;
 
 /* What the cache knows of a partition's positions (kmeta.c). */
 struct kmeta_marks {
@@ -108,6 +109,8 @@ struct pulse_kafka {
     long jobs_running;
     pthread_t admin_thread;
     bool admin_started;
+
+    struct kgroups *groups; /* consumer groups: the group log (kgroups.h) */
 };
 
 static inline struct pulse_kafka *kafka_of(struct pulse_broker *b)
@@ -259,6 +262,15 @@ pulse_status_t pulse_kafka_cursor_get_async(struct pulse_broker *b, const char *
                                             void *arg);
 pulse_status_t pulse_kafka_cursor_list_async(struct pulse_broker *b, const char *consumer, struct pulse_cursor **out,
                                              size_t *n_out, pulse_admin_done_fn done, void *arg);
+
+/* Consumer groups (kgcalls.c), on kadmin only: the committed offsets of
+ * group for parts into offsets[] (-1 none), one ListConsumerGroupOffsets;
+ * and an AlterConsumerGroupOffsets of list (its offsets). Each blocks up to
+ * the request timeout. */
+pulse_status_t pulse_kafka_group_offsets_read(struct pulse_kafka *k, const char *group,
+                                              const rd_kafka_topic_partition_list_t *parts, int64_t *offsets);
+pulse_status_t pulse_kafka_group_offsets_write(struct pulse_kafka *k, const char *group,
+                                               const rd_kafka_topic_partition_list_t *list);
 
 /* Admin options for op, both timeouts set to the request timeout. */
 rd_kafka_AdminOptions_t *pulse_kafka_admin_options(struct pulse_kafka *k, rd_kafka_admin_op_t op);

@@ -28,6 +28,9 @@ struct kgsm_member {
     char (*topics)[PULSE_NAME_MAX + 1];
     size_t ntopics;
     int64_t lease_ms, lease_end;
+    int64_t joined_ms; /* the log's time at its join */
+    uint64_t told;     /* the generation its last call was answered with */
+    bool start_latest;
 };
 
 struct kgsm_part {
@@ -36,6 +39,7 @@ struct kgsm_part {
     char assigned[ID_MAX + 1]; /* "" none */
     char owner[ID_MAX + 1];    /* "" free */
     int64_t committed;         /* -1 none */
+    uint64_t owned_since;      /* the generation owner got it in */
 };
 
 struct kgsm_count {
@@ -200,8 +204,10 @@ static bool assign(struct kgsm *g)
         }
         if (best != NULL)
             take(g, p, best->id, q, &extra);
-        if (member_of(g, p->owner) == NULL)
-            snprintf(p->owner, sizeof p->owner, "%s", p->assigned); /* free: moves at once */
+        if (member_of(g, p->owner) == NULL) { /* free: moves at once, in the coming generation */
+            snprintf(p->owner, sizeof p->owner, "%s", p->assigned);
+            p->owned_since = g->generation + 1;
+        }
         changed = changed || strcmp(was + i * (ID_MAX + 1), p->assigned) != 0;
     }
     pulse_free(was);
@@ -261,8 +267,10 @@ static void member_call(struct kgsm *g, struct kgsm_member *m)
 {
     m->lease_end = g->now_ms + m->lease_ms;
     for (size_t i = 0; i < g->np; i++)
-        if (strcmp(g->p[i].owner, m->id) == 0 && strcmp(g->p[i].assigned, m->id) != 0)
+        if (strcmp(g->p[i].owner, m->id) == 0 && strcmp(g->p[i].assigned, m->id) != 0) {
             snprintf(g->p[i].owner, sizeof g->p[i].owner, "%s", g->p[i].assigned);
+            g->p[i].owned_since = g->generation;
+        }
 }
 
 static pulse_status_t note_count(struct kgsm *g, const struct kgsm_topic *t)
@@ -291,8 +299,13 @@ static pulse_status_t join(struct kgsm *g, const struct kgsm_event *ev, struct k
     g->m = m;
     m = &g->m[g->nm];
     memset(m, 0, sizeof *m);
-    snprintf(m->id, sizeof m->id, "m-%lld", (long long)ev->offset);
+    if (ev->secret != NULL)
+        snprintf(m->id, sizeof m->id, "m-%.16s-%lld", ev->secret, (long long)ev->offset);
+    else
+        snprintf(m->id, sizeof m->id, "m-%lld", (long long)ev->offset);
     m->joined_at = ev->offset;
+    m->joined_ms = g->now_ms;
+    m->start_latest = ev->start_latest;
     m->lease_ms = ev->lease_ms;
     m->lease_end = g->now_ms + ev->lease_ms;
     m->topics = pulse_calloc(ev->ntopics + 1, sizeof *m->topics);
@@ -327,6 +340,20 @@ static pulse_status_t commit(struct kgsm *g, const struct kgsm_member *m, const 
     return PULSE_OK;
 }
 
+/* The end of a group fetch: the member still owns what it read, in the
+ * generation it read in (after its call handed over what it lost). */
+static pulse_status_t fetched(const struct kgsm *g, const struct kgsm_member *m, const struct kgsm_event *ev)
+{
+    if (ev->generation != g->generation)
+        return PULSE_GROUP_FENCED;
+    for (size_t i = 0; i < ev->npos; i++) {
+        const struct kgsm_part *p = part_of(g, ev->pos[i].topic, ev->pos[i].partition);
+        if (p == NULL || strcmp(p->owner, m->id) != 0)
+            return PULSE_GROUP_FENCED;
+    }
+    return PULSE_OK;
+}
+
 /* The member's view: partitions it owns (with the committed positions),
  * and how many assigned to it are still held by another. */
 static pulse_status_t view_of(const struct kgsm *g, const struct kgsm_member *m, struct pulse_group_view *v)
@@ -354,6 +381,31 @@ static pulse_status_t view_of(const struct kgsm *g, const struct kgsm_member *m,
     return PULSE_OK;
 }
 
+/* A deleted topic: its count goes, so do its partitions (a new
+ * generation only when it had any). */
+static pulse_status_t topic_gone(struct kgsm *g, const char *name)
+{
+    for (size_t i = 0; i < g->ncounts; i++) {
+        if (strcmp(g->counts[i].name, name) != 0)
+            continue;
+        memmove(&g->counts[i], &g->counts[i + 1], (g->ncounts - i - 1) * sizeof *g->counts);
+        g->ncounts--;
+        bool had = false;
+        for (size_t j = 0; j < g->np && !had; j++)
+            had = strcmp(g->p[j].topic, name) == 0;
+        return had ? rebalance(g) : PULSE_OK;
+    }
+    return PULSE_OK;
+}
+
+size_t pulse_kgsm_topics(const struct kgsm *g, const char **names, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->ncounts && n < max; i++)
+        names[n++] = g->counts[i].name;
+    return n;
+}
+
 pulse_status_t pulse_kgsm_apply(struct kgsm *g, const struct kgsm_event *ev, struct pulse_group_view *view)
 {
     if (ev->offset <= g->last_offset)
@@ -363,6 +415,8 @@ pulse_status_t pulse_kgsm_apply(struct kgsm *g, const struct kgsm_event *ev, str
         g->now_ms = ev->time_ms; /* never back: another gateway's clock may be behind */
     pulse_status_t st = expire(g);
     struct kgsm_member *m = NULL;
+    if (st == PULSE_OK && ev->kind == KGSM_TOPIC_GONE)
+        return ev->ntopics == 1 ? topic_gone(g, ev->topics[0].name) : PULSE_INVALID;
     if (st == PULSE_OK && ev->kind == KGSM_JOIN)
         st = join(g, ev, &m);
     else if (st == PULSE_OK && (m = member_of(g, ev->member)) == NULL)
@@ -375,9 +429,118 @@ pulse_status_t pulse_kgsm_apply(struct kgsm *g, const struct kgsm_event *ev, str
         member_call(g, m);
     if (st == PULSE_OK && ev->kind == KGSM_COMMIT)
         st = commit(g, m, ev);
+    if (st == PULSE_OK && ev->kind == KGSM_FETCHED)
+        st = fetched(g, m, ev);
+    if (m != NULL && (st == PULSE_OK || st == PULSE_GROUP_FENCED))
+        m->told = g->generation;
     if (view != NULL && m != NULL && (st == PULSE_OK || st == PULSE_GROUP_FENCED)) {
         pulse_status_t vst = view_of(g, m, view);
         st = vst != PULSE_OK ? vst : st;
     }
     return st;
+}
+
+uint64_t pulse_kgsm_owned_since(const struct kgsm *g, const char *topic, uint32_t partition, const char *member)
+{
+    const struct kgsm_part *p = part_of(g, topic, partition);
+    if (p == NULL || member == NULL || strcmp(p->owner, member) != 0)
+        return UINT64_MAX;
+    return p->owned_since;
+}
+
+bool pulse_kgsm_start_latest(const struct kgsm *g, const char *member)
+{
+    const struct kgsm_member *m = member_of(g, member);
+    return m != NULL && m->start_latest;
+}
+
+void pulse_kgsm_counts(const struct kgsm *g, const char *member, size_t *owned, size_t *pending)
+{
+    size_t o = 0, q = 0;
+    for (size_t i = 0; member != NULL && i < g->np; i++) {
+        if (strcmp(g->p[i].assigned, member) != 0)
+            continue;
+        if (strcmp(g->p[i].owner, member) == 0)
+            o++;
+        else
+            q++;
+    }
+    *owned = o;
+    *pending = q;
+}
+
+bool pulse_kgsm_news_for(const struct kgsm *g, const char *member, uint64_t generation, size_t owned, size_t pending)
+{
+    size_t o = 0, q = 0;
+    if (member_of(g, member) == NULL || generation != g->generation)
+        return true;
+    pulse_kgsm_counts(g, member, &o, &q);
+    return o != owned || q != pending;
+}
+
+/* An id with its secret digits masked (as the local backend shows them):
+ * "m-****************-<offset>"; an id without a secret is its own label. */
+static void label_of(const char *id, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", id);
+    const char *dash = strchr(id + (id[0] != '\0' ? 1 : 0), '-');
+    const char *last = strrchr(id, '-');
+    for (size_t i = dash != NULL ? (size_t)(dash - id) + 1 : 0; last != NULL && last != dash && i < (size_t)(last - id);
+         i++)
+        out[i] = '*';
+}
+
+static pulse_status_t describe_member(const struct kgsm *g, const struct kgsm_member *m, int64_t now_ms,
+                                      struct pulse_group_member_info *mi)
+{
+    snprintf(mi->member_id, sizeof mi->member_id, "%s", m->id);
+    label_of(m->id, mi->label, sizeof mi->label);
+    mi->lease_ms = m->lease_ms;
+    mi->lease_expires_in_ms = m->lease_end - now_ms;
+    mi->generation = m->told;
+    mi->joined_at_ms = m->joined_ms;
+    for (size_t i = 0; i < g->np; i++)
+        mi->nparts += strcmp(g->p[i].owner, m->id) == 0;
+    mi->topics = pulse_calloc(m->ntopics + 1, sizeof *mi->topics);
+    if (mi->topics == NULL)
+        return PULSE_NOMEM;
+    for (size_t i = 0; i < m->ntopics; i++) {
+        if ((mi->topics[i] = pulse_strdup(m->topics[i])) == NULL)
+            return PULSE_NOMEM;
+        mi->ntopics++;
+    }
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_kgsm_describe(const struct kgsm *g, int64_t now_ms, struct pulse_group_info *info)
+{
+    info->generation = g->generation;
+    info->rebalances = g->generation;
+    info->members = pulse_calloc(g->nm + 1, sizeof *info->members);
+    info->parts = pulse_calloc(g->np + 1, sizeof *info->parts);
+    if (info->members == NULL || info->parts == NULL)
+        return PULSE_NOMEM;
+    for (size_t i = 0; i < g->nm; i++) {
+        if (g->m[i].lease_end <= now_ms)
+            continue; /* removed by the group's next event */
+        pulse_status_t st = describe_member(g, &g->m[i], now_ms, &info->members[info->nmembers]);
+        info->nmembers++;
+        if (st != PULSE_OK)
+            return st;
+    }
+    for (size_t i = 0; i < g->np; i++) {
+        struct pulse_group_part_info *pi = &info->parts[i];
+        const struct kgsm_member *owner = member_of(g, g->p[i].owner), *to = member_of(g, g->p[i].assigned);
+        snprintf(pi->topic, sizeof pi->topic, "%s", g->p[i].topic);
+        pi->partition = g->p[i].partition;
+        if (owner != NULL && owner->lease_end > now_ms)
+            snprintf(pi->owner, sizeof pi->owner, "%s", owner->id);
+        if (to != NULL && to->lease_end > now_ms)
+            snprintf(pi->assigned, sizeof pi->assigned, "%s", to->id);
+        label_of(pi->owner, pi->owner_label, sizeof pi->owner_label);
+        label_of(pi->assigned, pi->assigned_label, sizeof pi->assigned_label);
+        pi->committed = g->p[i].committed;
+    }
+    info->nparts = g->np;
+    return PULSE_OK;
 }

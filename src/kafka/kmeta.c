@@ -124,7 +124,8 @@ static void merge_marks(struct pulse_kafka *k, struct kmeta_topic *t, size_t n, 
 {
     size_t first = 0;
     for (size_t i = 0; i < n; first += t[i].partitions, i++) {
-        struct kmeta_topic *o = bsearch(&t[i], k->topics, k->n_topics, sizeof *o, by_name);
+        /* The first refresh has no cache (NULL): bsearch wants an array. */
+        struct kmeta_topic *o = k->n_topics > 0 ? bsearch(&t[i], k->topics, k->n_topics, sizeof *o, by_name) : NULL;
         for (uint32_t p = 0; t[i].marks != NULL && p < t[i].partitions; p++) {
             struct kmeta_marks *m = &t[i].marks[p];
             if (o != NULL && o->partitions == t[i].partitions && o->marks != NULL)

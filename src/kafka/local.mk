@@ -6,6 +6,6 @@
 noinst_LIBRARIES += libpulsekafka.a
 libpulsekafka_a_SOURCES = src/kafka/kafka.h src/kafka/kafka_int.h src/kafka/kafka.c src/kafka/kmeta.c \
 	src/kafka/kpublish.c src/kafka/kfetch.c src/kafka/kwait.c src/kafka/kadmin.c src/kafka/kconfig.c src/kafka/kconsumers.c \
-	src/kafka/kgroupsm.c src/kafka/kgroupsm.h \
+	src/kafka/kgroupsm.c src/kafka/kgroupsm.h src/kafka/kgroups.c src/kafka/kgroups.h src/kafka/kgcalls.c \
 	src/kafka/kafka_settings.c src/kafka/kafka_settings.h
 libpulsekafka_a_CPPFLAGS = $(AM_CPPFLAGS) $(RDKAFKA_CFLAGS) $(JANSSON_CFLAGS)

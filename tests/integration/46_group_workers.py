@@ -29,7 +29,6 @@ sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pulsetest  # noqa: E402
 
-pulsetest.exit_unless_local("consumer groups are not mapped onto the Kafka backend yet (its group calls answer 406)")
 
 from grouptest import (Log, Worker, describe, join, processed_exactly, settle,  # noqa: E402
                        wait_lag_zero)
@@ -267,6 +266,7 @@ def test_joins_and_leaves_during_steady_publishing_keep_order_and_lose_nothing(c
     print("churn: %d records, %d processed, %d fenced commits" % (len(published), len(log.entries), fenced))
 
 
+@pulsetest.local_only("restarts pulsed, whose mock cluster lives inside the process and starts empty; 94_kafka_groups.py restarts a gateway over another gateway's mock instead")
 def test_broker_restart_members_rejoin_and_finish(ctx):
     # After the restart no partition is handed out for groups.lease-max
     # (leases of the first run may still be running): keep it short.

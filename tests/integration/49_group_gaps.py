@@ -28,6 +28,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean (and read-only safe
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from grouptest import commit, fetch, group_path, heartbeat, join  # noqa: E402
+import pulsetest  # noqa: E402
 from pulsetest import check, eq, expect_error, expect_json, expect_status, main, pulsed_path, uniq  # noqa: E402
 
 
@@ -130,6 +131,7 @@ def test_resume_of_a_partition_owned_since_by_someone_else_is_ignored(ctx):
     eq([o for p, o in offsets(d) if p == kept], [], "the partition A kept: resumed after what it read")
 
 
+@pulsetest.local_only("recreates a deleted topic's name, which the mock cluster cannot do (it only hides deleted topics)")
 def test_a_resume_from_a_deleted_topic_means_nothing_in_its_successor(ctx):
     srv = ctx.srv
     t, g = uniq("gr"), uniq("g")
@@ -206,6 +208,7 @@ def test_start_latest_pin_survives_a_rebalance_between_members(ctx):
 HOLD_ARGS = ["-o", "groups.lease-min=100ms", "-o", "groups.lease-max=1500ms"]
 
 
+@pulsetest.local_only("restarts pulsed, whose mock cluster lives inside the process and starts empty; 94_kafka_groups.py restarts a gateway over another gateway's mock instead; on Kafka leases are in the group log, so a restart holds nothing back")
 def test_after_a_restart_partitions_are_held_for_the_longest_lease(ctx):
     srv = ctx.new_server(args=HOLD_ARGS)
     srv.start()

@@ -15,7 +15,8 @@ dir=$(dirname "$0")
 PULSE_TEST_BACKEND=kafka
 export PULSE_TEST_BACKEND
 rc=0
-for t in 10_topics 20_publish 30_fetch 40_cursors 50_ops 57_cors 57_dashboard_files 58_responses 59_new_user \
+for t in 10_topics 20_publish 30_fetch 40_cursors 45_groups 46_group_workers 47_group_examples 48_group_review \
+         49_group_gaps 50_ops 57_cors 57_dashboard_files 58_responses 59_new_user \
          60_bad_input 61_json_text 62_http_smuggling 63_auth 64_slow_clients 66_memory_budget 67_tls \
          68_rate_limits 90_longpoll 91_streams 92_topic_reads 93_scale_views 96_examples 99_openapi_routes; do
     python3 "$dir/$t.py"

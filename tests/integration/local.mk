@@ -51,6 +51,7 @@ INTEGRATION_TESTS = \
 	tests/integration/94_skipped_everywhere.py \
 	tests/integration/93_scale_views.py \
 	tests/integration/93_compression.py \
+	tests/integration/94_kafka_groups.py \
 	tests/integration/95_sendfile.py \
 	tests/integration/96_examples.py \
 	tests/integration/99_openapi_routes.py

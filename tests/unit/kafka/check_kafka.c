@@ -59,7 +59,7 @@ static struct pulse_broker *open_with(const char *const *kv)
     struct pulse_broker *b = NULL;
     char err[512] = "";
     settings(kv);
-    struct pulse_kafka_config cfg = {&ks, 10000, 1};
+    struct pulse_kafka_config cfg = {.settings = &ks, .max_records_per_publish = 10000, .default_partitions = 1};
     ck_assert_msg(pulse_kafka_open(&cfg, &b, err, sizeof err) == PULSE_OK, "%s", err);
     return b;
 }
@@ -833,7 +833,7 @@ START_TEST(test_pass_through_properties_are_kept_in_order_and_replaced)
     static const char *const bad[] = {"kafka.mock-brokers", "1", "kafka.property.no.such.thing", "1", NULL};
     settings(bad);
     struct pulse_broker *b = NULL;
-    struct pulse_kafka_config cfg = {&ks, 100, 1};
+    struct pulse_kafka_config cfg = {.settings = &ks, .max_records_per_publish = 100, .default_partitions = 1};
     ck_assert_int_eq(pulse_kafka_open(&cfg, &b, err, sizeof err), PULSE_INVALID);
     ck_assert_msg(strstr(err, "no.such.thing") != NULL, "%s", err);
     pulse_settings_prefix_fini(pulse_kafka_settings_prefix(), &ks);

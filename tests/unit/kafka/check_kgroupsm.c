@@ -19,13 +19,13 @@ static const struct kgsm_topic topic_t4[] = {{"t", 4}};
 
 static struct kgsm_event join_ev(int64_t offset, int64_t time_ms, int64_t lease_ms)
 {
-    struct kgsm_event e = {KGSM_JOIN, offset, time_ms, NULL, topic_t4, 1, lease_ms, 0, NULL, 0};
+    struct kgsm_event e = {KGSM_JOIN, offset, time_ms, NULL, topic_t4, 1, lease_ms, 0, NULL, 0, NULL, false};
     return e;
 }
 
 static struct kgsm_event call_ev(enum kgsm_kind kind, int64_t offset, int64_t time_ms, const char *member)
 {
-    struct kgsm_event e = {kind, offset, time_ms, member, NULL, 0, 0, 0, NULL, 0};
+    struct kgsm_event e = {kind, offset, time_ms, member, NULL, 0, 0, 0, NULL, 0, NULL, false};
     return e;
 }
 

@@ -20,3 +20,9 @@ tests_unit_check_kgroupsm_SOURCES = tests/unit/kafka/check_kgroupsm.c
 tests_unit_check_kgroupsm_CFLAGS = $(TEST_CFLAGS) $(RDKAFKA_CFLAGS)
 tests_unit_check_kgroupsm_LDADD = libpulsekafka.a libpulsebroker_hooks.a libpulsemeta.a libpulsestore_hooks.a \
 	libpulsecommon_hooks.a $(LEVELDB_LIBS) $(JANSSON_LIBS) $(RDKAFKA_LIBS) $(CHECK_LDADD)
+check_PROGRAMS += tests/unit/check_kgroups
+TESTS += tests/unit/check_kgroups
+tests_unit_check_kgroups_SOURCES = tests/unit/kafka/check_kgroups.c tests/unit/kafka/c11threads.c
+tests_unit_check_kgroups_CFLAGS = $(TEST_CFLAGS) $(RDKAFKA_CFLAGS)
+tests_unit_check_kgroups_LDADD = libpulsekafka.a libpulsebroker_hooks.a libpulsemeta.a libpulsestore_hooks.a \
+	libpulsecommon_hooks.a $(LEVELDB_LIBS) $(JANSSON_LIBS) $(RDKAFKA_LIBS) $(CHECK_LDADD)
