@@ -42,9 +42,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "common/alloc.h"
-#include "common/log.h"
 #include "broker/syncpool.h"
+#include "common/alloc.h"
 #include "common/status.h"
 #include "meta/meta.h"
 
