@@ -609,8 +609,7 @@ pulse_status_t pulse_broker_partition_open(const struct pulse_local *b, struct p
     }
     if (rec->new_damaged_ranges > 0)
         PULSE_ERROR("topic %s partition %" PRIu32 ": recovery found %" PRIu32 " new damaged range(s) (%" PRIu32
-                    " known in all, %" PRIu64
-                    " bytes); fetches skip them, and the damaged segment files are copied to "
+                    " known in all, %" PRIu64 " bytes); fetches skip them, and the damaged segment files are copied to "
                     "%s/forensics (docs/Operations.md \"Damaged data\")",
                     t->name, p, rec->new_damaged_ranges, rec->damaged_ranges, rec->damaged_bytes, path);
     else if (rec->truncated_bytes > 0 || rec->damaged_ranges > 0)

@@ -667,8 +667,7 @@ static pulse_status_t grow_items(struct reconcile *rc)
  * pulsed does removes the last one). */
 enum part_state { PART_PRESENT, PART_MISSING, PART_EMPTY };
 
-static enum part_state partition_state(struct pulse_local *b, const char *topic, const struct dir_scan *sc,
-                                       uint32_t p)
+static enum part_state partition_state(struct pulse_local *b, const char *topic, const struct dir_scan *sc, uint32_t p)
 {
     char path[PATH_MAX];
     char name[16];

@@ -89,8 +89,8 @@ static void open_item(void *arg, size_t k)
 
 /* Adds the slots before the first failure to rep, in order, and the topics
  * all of whose partitions opened; sets errbuf for the failed one. */
-static pulse_status_t collect(struct pulse_local *b, const struct open_job *job,
-                              struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
+static pulse_status_t collect(struct pulse_local *b, const struct open_job *job, struct pulse_broker_open_report *rep,
+                              char *errbuf, size_t errlen)
 {
     size_t failed = atomic_load(&job->failed);
     const struct open_slot *s;
