@@ -583,68 +583,86 @@ static void sync_observer(void *arg, int64_t duration_us, bool ok)
     }
 }
 
+void pulse_broker_log_config(struct pulse_local *b, const struct pulse_broker_topic *t, struct pulse_plog_config *pcfg)
+{
+    pulse_plog_config_init(pcfg);
+    pcfg->segment_max_bytes = (uint64_t)t->segment_bytes;
+    pcfg->index_interval_bytes = b->cfg.index_interval_bytes;
+    pcfg->sync_mode = b->cfg.sync_mode;
+    pcfg->sync_interval_ms = b->cfg.sync_interval_ms;
+    pcfg->io = b->cfg.io;
+    pcfg->fdcache = b->fdcache;
+    pcfg->sync_observer = sync_observer;
+    pcfg->sync_observer_arg = b;
+    pcfg->checkpoint_interval_ms = b->cfg.checkpoint_interval_ms;
+    /* Only compaction leaves gaps in offsets: in the other logs a gap is
+     * lost data, and recovery reports it (plog.h). */
+    pcfg->contiguous = t->cleanup == PULSE_CLEANUP_DELETE;
+}
+
+pulse_status_t pulse_broker_partition_open(const struct pulse_local *b, struct pulse_broker_topic *t, uint32_t p,
+                                           const struct pulse_plog_config *pcfg, struct pulse_plog_recovery *rec)
+{
+    const struct pulse_io *io = pulse_broker_io(b);
+    char path[PATH_MAX];
+    pulse_status_t st;
+
+    memset(rec, 0, sizeof *rec);
+    snprintf(path, sizeof path, "%s/%s/%" PRIu32, b->topics_dir, t->name, p);
+    /* Never made here: a create made it (make_dirs), and at start one
+     * that is gone refuses the start (datadir.c). Made again empty, the
+     * log would hand out its offsets a second time. */
+    st = partition_dir_present(b, t, p, path);
+    if (st != PULSE_OK)
+        return st;
+    /* A partition directory this process may not write would open and
+     * then fail at the first rotation or snapshot: refuse now. */
+    if (io->access(io, path, W_OK | X_OK) != 0) {
+        int e = errno;
+        PULSE_ERROR("topic %s partition %" PRIu32 ": %s: %s", t->name, p, path, strerror(e));
+        return pulse_status_from_errno(e);
+    }
+    st = pulse_plog_open(path, pcfg, &t->plogs[p], rec);
+    if (st != PULSE_OK) {
+        PULSE_ERROR("topic %s partition %" PRIu32 ": open failed: %s", t->name, p, pulse_status_message(st));
+        return st;
+    }
+    if (rec->new_damaged_ranges > 0)
+        PULSE_ERROR("topic %s partition %" PRIu32 ": recovery found %" PRIu32 " new damaged range(s) (%" PRIu32
+                    " known in all, %" PRIu64 " bytes); fetches skip them, and the damaged segment files are copied to "
+                    "%s/forensics (docs/Operations.md \"Damaged data\")",
+                    t->name, p, rec->new_damaged_ranges, rec->damaged_ranges, rec->damaged_bytes, path);
+    else if (rec->truncated_bytes > 0 || rec->damaged_ranges > 0)
+        PULSE_WARN("topic %s partition %" PRIu32 ": recovery cut %" PRIu64 " torn bytes; %" PRIu32
+                   " known damaged range(s) in %" PRIu32 " segment(s)",
+                   t->name, p, rec->truncated_bytes, rec->damaged_ranges, rec->corrupt_segments);
+    return PULSE_OK;
+}
+
+void pulse_broker_open_report_add(struct pulse_broker_open_report *report, const struct pulse_plog_recovery *rec)
+{
+    if (report == NULL)
+        return;
+    if (rec->truncated_bytes > 0 || rec->indexes_rebuilt > 0 || rec->damaged_ranges > 0 || rec->leo_raised > 0 ||
+        rec->temp_files_removed > 0 || rec->forensic_copies > 0)
+        report->repaired_partitions++;
+    report->truncated_bytes += rec->truncated_bytes;
+    report->corrupt_segments += rec->corrupt_segments;
+    report->partitions++;
+}
+
 pulse_status_t pulse_broker_topic_open_logs(struct pulse_local *b, struct pulse_broker_topic *t,
                                             struct pulse_broker_open_report *report)
 {
-    pulse_status_t st = PULSE_OK;
-    const struct pulse_io *io = pulse_broker_io(b);
     struct pulse_plog_config pcfg;
-    char path[PATH_MAX];
 
-    pulse_plog_config_init(&pcfg);
-    pcfg.segment_max_bytes = (uint64_t)t->segment_bytes;
-    pcfg.index_interval_bytes = b->cfg.index_interval_bytes;
-    pcfg.sync_mode = b->cfg.sync_mode;
-    pcfg.sync_interval_ms = b->cfg.sync_interval_ms;
-    pcfg.io = b->cfg.io;
-    pcfg.fdcache = b->fdcache;
-    pcfg.sync_observer = sync_observer;
-    pcfg.sync_observer_arg = b;
-    pcfg.checkpoint_interval_ms = b->cfg.checkpoint_interval_ms;
-    /* Only compaction leaves gaps in offsets: in the other logs a gap is
-     * lost data, and recovery reports it (plog.h). */
-    pcfg.contiguous = t->cleanup == PULSE_CLEANUP_DELETE;
-
+    pulse_broker_log_config(b, t, &pcfg);
     for (uint32_t p = 0; p < t->nparts; p++) {
         struct pulse_plog_recovery rec;
-        memset(&rec, 0, sizeof rec);
-        snprintf(path, sizeof path, "%s/%s/%" PRIu32, b->topics_dir, t->name, p);
-        /* Never made here: a create made it (make_dirs), and at start one
-         * that is gone refuses the start (datadir.c). Made again empty, the
-         * log would hand out its offsets a second time. */
-        st = partition_dir_present(b, t, p, path);
+        pulse_status_t st = pulse_broker_partition_open(b, t, p, &pcfg, &rec);
         if (st != PULSE_OK)
             return st;
-        /* A partition directory this process may not write would open and
-         * then fail at the first rotation or snapshot: refuse now. */
-        if (io->access(io, path, W_OK | X_OK) != 0) {
-            int e = errno;
-            PULSE_ERROR("topic %s partition %" PRIu32 ": %s: %s", t->name, p, path, strerror(e));
-            return pulse_status_from_errno(e);
-        }
-        st = pulse_plog_open(path, &pcfg, &t->plogs[p], &rec);
-        if (st != PULSE_OK) {
-            PULSE_ERROR("topic %s partition %" PRIu32 ": open failed: %s", t->name, p, pulse_status_message(st));
-            return st;
-        }
-        if (rec.new_damaged_ranges > 0)
-            PULSE_ERROR("topic %s partition %" PRIu32 ": recovery found %" PRIu32 " new damaged range(s) (%" PRIu32
-                        " known in all, %" PRIu64
-                        " bytes); fetches skip them, and the damaged segment files are copied to "
-                        "%s/forensics (docs/Operations.md \"Damaged data\")",
-                        t->name, p, rec.new_damaged_ranges, rec.damaged_ranges, rec.damaged_bytes, path);
-        else if (rec.truncated_bytes > 0 || rec.damaged_ranges > 0)
-            PULSE_WARN("topic %s partition %" PRIu32 ": recovery cut %" PRIu64 " torn bytes; %" PRIu32
-                       " known damaged range(s) in %" PRIu32 " segment(s)",
-                       t->name, p, rec.truncated_bytes, rec.damaged_ranges, rec.corrupt_segments);
-        if (report != NULL) {
-            if (rec.truncated_bytes > 0 || rec.indexes_rebuilt > 0 || rec.damaged_ranges > 0 || rec.leo_raised > 0 ||
-                rec.temp_files_removed > 0 || rec.forensic_copies > 0)
-                report->repaired_partitions++;
-            report->truncated_bytes += rec.truncated_bytes;
-            report->corrupt_segments += rec.corrupt_segments;
-            report->partitions++;
-        }
+        pulse_broker_open_report_add(report, &rec);
     }
     return PULSE_OK;
 }
@@ -730,18 +748,15 @@ static pulse_status_t open_metadata(struct pulse_local *b, struct pulse_meta_top
 }
 
 /* Open, phase 3: every topic into the map, every partition log recovered. */
-static pulse_status_t open_topics(struct pulse_local *b, const struct pulse_meta_topic *defs, size_t ndefs,
+static pulse_status_t open_topics(struct pulse_local *b, struct pulse_syncpool *pool,
+                                  const struct pulse_meta_topic *defs, size_t ndefs,
                                   struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
 {
     int64_t t0 = pulse_clock_mono_us();
+    pulse_status_t st = pulse_broker_topics_open(b, pool, defs, ndefs, rep, errbuf, errlen);
 
-    for (size_t i = 0; i < ndefs; i++) {
-        /* Names come sorted from the store: each insert is an append. */
-        pulse_status_t st = pulse_broker_topic_load(b, &defs[i], rep, errbuf, errlen);
-        if (st != PULSE_OK)
-            return st;
-        rep->topics++;
-    }
+    if (st != PULSE_OK)
+        return st;
     rep->recovery_us = pulse_clock_mono_us() - t0;
     b->recovery_us = rep->recovery_us;
     b->recovery_truncated_bytes = rep->truncated_bytes;
@@ -817,6 +832,7 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
     struct pulse_local *b = NULL;
     struct pulse_broker_open_report rep;
     struct pulse_meta_topic *defs = NULL;
+    struct pulse_syncpool *start_pool = NULL;
     size_t ndefs = 0;
 
     memset(&rep, 0, sizeof rep);
@@ -836,15 +852,21 @@ pulse_status_t pulse_broker_open(const struct pulse_broker_config *cfg, struct p
         st = pulse_broker_idem_create(cfg->idempotency_window_ms, cfg->idempotency_max_keys, &b->idem_window);
     if (st == PULSE_OK)
         st = open_metadata(b, &defs, &ndefs, &rep, errbuf, errlen);
+    /* The start's threads: every log opened, every idempotency key read
+     * back, before the broker's own threads start. */
     if (st == PULSE_OK)
-        st = open_topics(b, defs, ndefs, &rep, errbuf, errlen);
+        start_pool = pulse_broker_start_pool(defs, ndefs);
+    if (st == PULSE_OK)
+        st = open_topics(b, start_pool, defs, ndefs, &rep, errbuf, errlen);
     /* Members of the previous run may hold leases still: groups.h. */
     if (st == PULSE_OK && b->ntopics > 0)
         pulse_broker_groups_hold(b->groups);
     if (st == PULSE_OK)
         st = pulse_broker_cursor_raise_ends(b, errbuf, errlen);
     if (st == PULSE_OK)
-        st = pulse_broker_idem_rebuild(b);
+        st = pulse_broker_idem_rebuild(b, start_pool);
+    pulse_syncpool_close(start_pool);
+    start_pool = NULL;
     if (st == PULSE_OK)
         st = start_threads(b, errbuf, errlen);
     if (st != PULSE_OK)

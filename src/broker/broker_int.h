@@ -271,12 +271,13 @@ pulse_status_t pulse_broker_topic_retention_run(struct pulse_local *b, const cha
  * setting each job's status (and errbuf). Thread: the committer only. */
 void pulse_broker_cursor_commit_group(struct pulse_local *b, struct pulse_admin_job **jobs, size_t n);
 
-/* At open: makes the topic of a stored definition, puts it into the map
- * and opens its partition logs (recovery), adding to rep. PULSE_CORRUPT for
+/* At open: makes the topic of a stored definition and puts it into the map,
+ * its logs not open yet (pulse_broker_topics_open opens them). *out is
+ * borrowed: the map's reference, closed with the broker. PULSE_CORRUPT for
  * a definition out of range; errbuf names the topic and the cause. Thread:
  * the opener, before the broker's threads start. */
-pulse_status_t pulse_broker_topic_load(struct pulse_local *b, const struct pulse_meta_topic *def,
-                                       struct pulse_broker_open_report *rep, char *errbuf, size_t errlen);
+pulse_status_t pulse_broker_topic_add(struct pulse_local *b, const struct pulse_meta_topic *def,
+                                      struct pulse_broker_topic **out, char *errbuf, size_t errlen);
 
 /* At open, once every log is recovered: a consumer's cursor is committed
  * only at or below HW, so the highest cursor of a partition proves its HW
@@ -308,10 +309,54 @@ void pulse_broker_topic_destroy(struct pulse_broker_topic *t);
  * threads, it closes fewer at a time (or none, leaving it to the destroy). */
 void pulse_broker_topic_close_all(struct pulse_broker_topic **topics, size_t n);
 
+/* At most this many extra threads open partition logs at start, one per
+ * PULSE_BROKER_OPEN_SHARE partitions (opener.c): a start of many cleanly
+ * stopped partitions is CPU and system calls, which several cores share. */
+#define PULSE_BROKER_OPENERS 3
+#define PULSE_BROKER_OPEN_SHARE 64
+
+/* The threads of a start over defs[0..ndefs): a pool of the caller and
+ * one more thread per PULSE_BROKER_OPEN_SHARE partitions, at most
+ * PULSE_BROKER_OPENERS more; NULL when there are too few partitions for a
+ * second thread or no thread can be started (the caller then does the work
+ * alone: pulse_syncpool_run runs a NULL pool's items on the caller). The
+ * caller closes it (pulse_syncpool_close) before the broker's threads
+ * start. Thread: the opener. */
+struct pulse_syncpool *pulse_broker_start_pool(const struct pulse_meta_topic *defs, size_t ndefs);
+
+/* At open: makes the topics of defs[0..ndefs) (sorted by name, as the
+ * store lists them) and puts them into the map, then opens every partition
+ * log (recovery) on pool (nullable: on the caller alone), adding to rep.
+ * The answer, errbuf and rep are those of opening them one after the other
+ * in order: the first failure in (topic, partition) order (PULSE_CORRUPT
+ * for an invalid stored definition; errbuf names the topic and the cause).
+ * Returns once every open has returned. On failure the topics made stay in
+ * the map with whichever logs opened: the caller closes the broker.
+ * Thread: the opener, before the broker's threads start. */
+pulse_status_t pulse_broker_topics_open(struct pulse_local *b, struct pulse_syncpool *pool,
+                                        const struct pulse_meta_topic *defs, size_t ndefs,
+                                        struct pulse_broker_open_report *rep, char *errbuf, size_t errlen);
+
 /* Opens the partition logs of t under <topics>/<name>/<p>, adding what
  * recovery did to the totals (nullable). */
 pulse_status_t pulse_broker_topic_open_logs(struct pulse_local *b, struct pulse_broker_topic *t,
                                             struct pulse_broker_open_report *report);
+
+/* The configuration every partition log of t is opened with. */
+void pulse_broker_log_config(struct pulse_local *b, const struct pulse_broker_topic *t, struct pulse_plog_config *pcfg);
+
+/* Opens partition p of t into t->plogs[p] with pcfg (from
+ * pulse_broker_log_config): checks that its directory is there and
+ * writable, runs recovery, and logs the failure or what recovery repaired
+ * or found damaged (one line at most, naming the topic and partition). rec
+ * gets what recovery did. Thread: any; different partitions may be opened
+ * on different threads at once (the opener's threads, opener.c), none of
+ * them twice. */
+pulse_status_t pulse_broker_partition_open(const struct pulse_local *b, struct pulse_broker_topic *t, uint32_t p,
+                                           const struct pulse_plog_config *pcfg, struct pulse_plog_recovery *rec);
+
+/* Adds one opened partition's recovery to the totals of report (nullable). */
+void pulse_broker_open_report_add(struct pulse_broker_open_report *report, const struct pulse_plog_recovery *rec);
 
 /* Fails every pending publish and waiter of t with st (delete). Locks: mu,
  * released before the callbacks run. */

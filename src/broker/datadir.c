@@ -380,6 +380,12 @@ struct dir_scan {
     char file_why[160];
     uint32_t nparts;   /* partition directories */
     uint32_t max_part; /* highest partition directory + 1 */
+    /* What the listing of each partition directory below
+     * PULSE_BROKER_MAX_PARTITIONS found (a bit per partition): listed, and
+     * then whether it holds an entry, so that find_lost_partitions need
+     * not list it again. */
+    uint64_t listed[PULSE_BROKER_MAX_PARTITIONS / 64];
+    uint64_t nonempty[PULSE_BROKER_MAX_PARTITIONS / 64];
 };
 
 static int any_entry(void *arg, const char *name, unsigned char type)
@@ -397,6 +403,16 @@ static bool dir_nonempty(const struct pulse_local *b, const char *path)
 
     /* Unreadable (-1): assume it holds something. */
     return io->list_dir(io, path, any_entry, NULL) != 0;
+}
+
+static void bit_set(uint64_t *bits, uint32_t i)
+{
+    bits[i / 64] |= (uint64_t)1 << (i % 64);
+}
+
+static bool bit_get(const uint64_t *bits, uint32_t i)
+{
+    return (bits[i / 64] >> (i % 64) & 1) != 0;
 }
 
 struct records_probe {
@@ -459,8 +475,15 @@ static int scan_entry(void *arg, const char *n, unsigned char type)
         if (p + 1 > sc->max_part)
             sc->max_part = p + 1;
         topic_path(c->b, c->topic, n, path, sizeof path);
-        if (dir_nonempty(c->b, path))
+        /* Unreadable (-1): assume it holds something. */
+        int listed = pulse_broker_io(c->b)->list_dir(pulse_broker_io(c->b), path, any_entry, NULL);
+        if (listed != 0)
             sc->holds_files = true;
+        if (listed >= 0 && p < PULSE_BROKER_MAX_PARTITIONS) {
+            bit_set(sc->listed, p);
+            if (listed > 0)
+                bit_set(sc->nonempty, p);
+        }
         if (!sc->records && partition_has_records(c->b, path))
             sc->records = true;
     } else {
@@ -644,11 +667,15 @@ static pulse_status_t grow_items(struct reconcile *rc)
  * pulsed does removes the last one). */
 enum part_state { PART_PRESENT, PART_MISSING, PART_EMPTY };
 
-static enum part_state partition_state(struct pulse_local *b, const char *topic, uint32_t p)
+static enum part_state partition_state(struct pulse_local *b, const char *topic, const struct dir_scan *sc, uint32_t p)
 {
     char path[PATH_MAX];
     char name[16];
 
+    /* The survey's listing of it just now succeeded: it is a directory
+     * (or a link to one), and the listing says whether it is empty. */
+    if (p < PULSE_BROKER_MAX_PARTITIONS && bit_get(sc->listed, p))
+        return bit_get(sc->nonempty, p) ? PART_PRESENT : PART_EMPTY;
     snprintf(name, sizeof name, "%" PRIu32, p);
     topic_path(b, topic, name, path, sizeof path);
     if (!is_dir(b, path))
@@ -662,7 +689,7 @@ static enum part_state partition_state(struct pulse_local *b, const char *topic,
 static void find_lost_partitions(struct pulse_local *b, struct dir_entry *e, uint32_t nparts)
 {
     for (uint32_t p = 0; p < nparts; p++) {
-        enum part_state ps = partition_state(b, e->name, p);
+        enum part_state ps = partition_state(b, e->name, &e->sc, p);
         if (ps == PART_PRESENT)
             continue;
         if (e->lost_parts == 0) {

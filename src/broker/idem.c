@@ -24,9 +24,11 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "broker/broker_int.h"
+#include "broker/syncpool.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/clock.h"
@@ -526,11 +528,12 @@ static pulse_status_t scan_start(struct pulse_plog *plog, int64_t cutoff, int64_
     return PULSE_OK;
 }
 
-/* Reads partition p of t from the window's first segment to HW. */
-static pulse_status_t rebuild_partition(struct pulse_broker_idem *w, const struct pulse_broker_topic *t, uint32_t p,
-                                        int64_t cutoff)
+/* Calls visit(ctx, hdr) for every batch with producer fields of plog from
+ * the window's first segment to HW, in offset order (the batches a rebuild
+ * remembers). */
+static pulse_status_t scan_partition(struct pulse_plog *plog, int64_t cutoff,
+                                     void (*visit)(void *ctx, const struct pulse_batch_header *hdr), void *ctx)
 {
-    struct pulse_plog *plog = t->plogs[p];
     int64_t off = 0;
     struct pulse_buf buf;
     pulse_status_t st = scan_start(plog, cutoff, &off);
@@ -553,7 +556,7 @@ static pulse_status_t rebuild_partition(struct pulse_broker_idem *w, const struc
             if (pulse_batch_parse_header(buf.data + pos, buf.len - pos, &hdr) != PULSE_OK)
                 break;
             if (hdr.producer_id != 0 && hdr.last_timestamp >= cutoff && hdr.base_offset >= off)
-                remember_batch(w, t, p, &hdr);
+                visit(ctx, &hdr);
             pos += pulse_batch_total_size(&hdr);
         }
         if (info.next_offset <= off)
@@ -564,21 +567,153 @@ static pulse_status_t rebuild_partition(struct pulse_broker_idem *w, const struc
     return st;
 }
 
-pulse_status_t pulse_broker_idem_rebuild(struct pulse_local *b)
-{
-    int64_t cutoff = pulse_clock_wall_ms() - b->idem_window->window_ms;
-    int64_t t0 = pulse_clock_mono_us();
+/*
+ * The rebuild reads every partition on the start's threads and remembers
+ * what it read on the opener, in (topic, partition) order, so the window
+ * ends as a read of one partition after the other would leave it (which
+ * key an older use loses to, which entries the bound drops first). The
+ * headers read wait in memory for their turn; past REBUILD_HELD headers in
+ * all, a partition's read is dropped and done again on the opener in its
+ * turn, so the memory stays bounded whatever the window holds.
+ */
+#define REBUILD_HELD (256u * 1024)
 
-    for (size_t i = 0; i < b->ntopics; i++) {
-        const struct pulse_broker_topic *t = b->topics[i];
-        for (uint32_t p = 0; p < t->nparts; p++) {
-            pulse_status_t st = rebuild_partition(b->idem_window, t, p, cutoff);
-            if (st != PULSE_OK)
-                pulse_log(PULSE_LOG_WARN,
-                          "topic \"%s\" partition %" PRIu32 ": cannot read back its idempotency keys (%s); "
-                          "retries of its recent publishes are not recognised",
-                          t->name, p, pulse_status_message(st));
+struct rebuild_part {
+    const struct pulse_broker_topic *t;
+    uint32_t p;
+    bool held; /* hdrs are all its batches (else: read again in its turn) */
+    pulse_status_t st;
+    struct pulse_batch_header *hdrs;
+    size_t n, cap;
+};
+
+struct rebuild_job {
+    struct pulse_broker_idem *w;
+    int64_t cutoff;
+    struct rebuild_part *parts;
+    _Atomic size_t held; /* room for headers taken by every part */
+};
+
+struct hold_ctx {
+    struct rebuild_job *job;
+    struct rebuild_part *part;
+    bool over;
+};
+
+/* Holds one header for later, within the budget. */
+static void hold_batch(void *arg, const struct pulse_batch_header *hdr)
+{
+    struct hold_ctx *c = arg;
+    struct rebuild_part *rp = c->part;
+
+    if (c->over)
+        return;
+    if (rp->n == rp->cap) {
+        size_t ncap = rp->cap ? rp->cap * 2 : 8;
+        struct pulse_batch_header *nh;
+        if (atomic_fetch_add(&c->job->held, ncap - rp->cap) + (ncap - rp->cap) > REBUILD_HELD ||
+            (nh = pulse_realloc(rp->hdrs, ncap * sizeof *nh)) == NULL) {
+            c->over = true;
+            return;
         }
+        rp->hdrs = nh;
+        rp->cap = ncap;
+    }
+    rp->hdrs[rp->n++] = *hdr;
+}
+
+/* Item i of the parallel read: partition i's headers, held. */
+static void read_item(void *arg, size_t i)
+{
+    struct rebuild_job *job = arg;
+    struct rebuild_part *rp = &job->parts[i];
+    struct hold_ctx c = {job, rp, false};
+
+    rp->st = scan_partition(rp->t->plogs[rp->p], job->cutoff, hold_batch, &c);
+    rp->held = !c.over;
+    if (c.over) {
+        atomic_fetch_sub(&job->held, rp->cap);
+        pulse_free(rp->hdrs);
+        rp->hdrs = NULL;
+        rp->n = rp->cap = 0;
+    }
+}
+
+struct remember_ctx {
+    struct pulse_broker_idem *w;
+    const struct pulse_broker_topic *t;
+    uint32_t p;
+};
+
+static void remember_visit(void *arg, const struct pulse_batch_header *hdr)
+{
+    const struct remember_ctx *c = arg;
+
+    remember_batch(c->w, c->t, c->p, hdr);
+}
+
+/* Partition rp's turn on the opener: what was read (or read it now). */
+static void remember_part(struct rebuild_job *job, struct rebuild_part *rp)
+{
+    struct remember_ctx c = {job->w, rp->t, rp->p};
+    pulse_status_t st = rp->st;
+
+    if (rp->held) {
+        for (size_t k = 0; k < rp->n; k++)
+            remember_batch(job->w, rp->t, rp->p, &rp->hdrs[k]);
+    } else {
+        st = scan_partition(rp->t->plogs[rp->p], job->cutoff, remember_visit, &c);
+    }
+    if (st != PULSE_OK)
+        pulse_log(PULSE_LOG_WARN,
+                  "topic \"%s\" partition %" PRIu32 ": cannot read back its idempotency keys (%s); "
+                  "retries of its recent publishes are not recognised",
+                  rp->t->name, rp->p, pulse_status_message(st));
+}
+
+/* The partitions of every topic in the map, in order; NULL out of memory. */
+static struct rebuild_part *list_parts(const struct pulse_local *b, size_t *n_out)
+{
+    struct rebuild_part *parts;
+    size_t n = 0, k = 0;
+
+    for (size_t i = 0; i < b->ntopics; i++)
+        n += b->topics[i]->nparts;
+    parts = pulse_calloc(n > 0 ? n : 1, sizeof *parts);
+    if (parts == NULL)
+        return NULL;
+    for (size_t i = 0; i < b->ntopics; i++)
+        for (uint32_t p = 0; p < b->topics[i]->nparts; p++)
+            parts[k++] = (struct rebuild_part){.t = b->topics[i], .p = p, .st = PULSE_OK};
+    *n_out = n;
+    return parts;
+}
+
+pulse_status_t pulse_broker_idem_rebuild(struct pulse_local *b, struct pulse_syncpool *pool)
+{
+    struct rebuild_job job = {.w = b->idem_window, .cutoff = pulse_clock_wall_ms() - b->idem_window->window_ms};
+    int64_t t0 = pulse_clock_mono_us();
+    size_t n = 0;
+
+    atomic_init(&job.held, 0);
+    job.parts = list_parts(b, &n);
+    if (job.parts == NULL) {
+        /* Out of memory for the list: each partition read in its turn. */
+        for (size_t i = 0; i < b->ntopics; i++) {
+            for (uint32_t p = 0; p < b->topics[i]->nparts; p++) {
+                struct rebuild_part rp = {.t = b->topics[i], .p = p, .st = PULSE_OK};
+                remember_part(&job, &rp);
+            }
+        }
+    } else {
+        /* Without a pool every partition is read in its turn, held nowhere. */
+        if (pool != NULL)
+            pulse_syncpool_run(pool, n, read_item, &job);
+        for (size_t i = 0; i < n; i++) {
+            remember_part(&job, &job.parts[i]);
+            pulse_free(job.parts[i].hdrs);
+        }
+        pulse_free(job.parts);
     }
     pulse_log(PULSE_LOG_INFO, "idempotency window rebuilt: %zu keys in %" PRId64 " ms", b->idem_window->count,
               (pulse_clock_mono_us() - t0) / 1000);

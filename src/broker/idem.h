@@ -43,6 +43,7 @@
 struct pulse_broker_idem;
 struct pulse_idem_entry;
 struct pulse_local;
+struct pulse_syncpool;
 
 enum pulse_idem_share_state {
     PULSE_IDEM_SHARE_NONE = 0, /* nothing of it is stored */
@@ -143,10 +144,13 @@ void pulse_broker_idem_finish(struct pulse_broker_idem *w, struct pulse_idem_ent
  * producer fields in every partition's segments whose newest record lies
  * within the window, and remembers them. Reads what was written in the
  * last window (see docs/Operations.md); a partition it cannot read is
- * logged and skipped (its keys are not remembered).
+ * logged and skipped (its keys are not remembered). The reads run on pool
+ * (the start's threads; NULL: the caller alone), the remembering on the
+ * caller in (topic, partition) order, so the window is the same either
+ * way. Always PULSE_OK.
  * Thread: the opener.
  */
-pulse_status_t pulse_broker_idem_rebuild(struct pulse_local *b);
+pulse_status_t pulse_broker_idem_rebuild(struct pulse_local *b, struct pulse_syncpool *pool);
 
 /* Keys remembered now, for tests and metrics. Locks: the window's mutex. */
 size_t pulse_broker_idem_count(struct pulse_broker_idem *w);

@@ -10,4 +10,4 @@ libpulsebroker_a_SOURCES = src/broker/broker.h src/broker/backend.h src/broker/b
 	src/broker/maint.c src/broker/maint.h src/broker/admin.c src/broker/admin.h src/broker/datadir.c \
 	src/broker/heal.c src/broker/heal.h src/broker/broker_settings.c src/broker/broker_settings.h \
 	src/broker/groups.c src/broker/groups.h \
-	src/broker/idem.c src/broker/idem.h src/broker/syncpool.c src/broker/syncpool.h
+	src/broker/idem.c src/broker/idem.h src/broker/opener.c src/broker/syncpool.c src/broker/syncpool.h

@@ -59,6 +59,11 @@ static void *pool_main(void *a)
 
 void pulse_syncpool_run(struct pulse_syncpool *sp, size_t n, pulse_syncpool_fn fn, void *arg)
 {
+    if (sp == NULL) {
+        for (size_t i = 0; i < n; i++)
+            fn(arg, i);
+        return;
+    }
     if (n == 0)
         return;
     pthread_mutex_lock(&sp->mu);

@@ -11,8 +11,11 @@
  * calling thread and sync-threads - 1 of its own.
  *
  * Owner: the local backend (struct pulse_local.syncpool), created before
- * the syncer starts and closed after it stopped.
- * Thread: pulse_syncpool_run from one thread at a time (the syncer).
+ * the syncer starts and closed after it stopped. A start makes a pool of
+ * its own for opening the partition logs (opener.c), closed before the
+ * syncer's is made.
+ * Thread: pulse_syncpool_run from one thread at a time (the syncer; the
+ * opener for the start's pool).
  * Locks: the pool's own mutex, never held while an item runs; items run
  * with no lock of the pool held and may take any broker or storage lock.
  */
@@ -35,7 +38,8 @@ typedef void (*pulse_syncpool_fn)(void *arg, size_t i);
 pulse_status_t pulse_syncpool_open(uint32_t nthreads, struct pulse_syncpool **out);
 
 /* Calls fn(arg, i) once for every i in [0, n), on the pool's threads and
- * the calling thread, and returns once every call has returned. */
+ * the calling thread, and returns once every call has returned. A NULL sp
+ * runs them on the calling thread, in order. */
 void pulse_syncpool_run(struct pulse_syncpool *sp, size_t n, pulse_syncpool_fn fn, void *arg);
 
 /* Threads in all, the caller of run included. */

@@ -428,8 +428,8 @@ static void map_insert(struct pulse_local *b, struct pulse_broker_topic *t)
     pthread_rwlock_unlock(&b->map_lock);
 }
 
-pulse_status_t pulse_broker_topic_load(struct pulse_local *b, const struct pulse_meta_topic *def,
-                                       struct pulse_broker_open_report *rep, char *errbuf, size_t errlen)
+pulse_status_t pulse_broker_topic_add(struct pulse_local *b, const struct pulse_meta_topic *def,
+                                      struct pulse_broker_topic **out, char *errbuf, size_t errlen)
 {
     struct pulse_broker_topic *t = NULL;
     pulse_status_t st = topic_new(b, def, &t);
@@ -445,10 +445,8 @@ pulse_status_t pulse_broker_topic_load(struct pulse_local *b, const struct pulse
     }
     /* In the map from here on: closed with the broker if its logs fail. */
     map_insert(b, t);
-    st = pulse_broker_topic_open_logs(b, t, rep);
-    if (st != PULSE_OK && !pulse_broker_datadir_explain(b, t->name, errbuf, errlen))
-        pulse_errbuf_set(errbuf, errlen, "cannot open the logs of topic %s: %s", t->name, pulse_status_message(st));
-    return st;
+    *out = t;
+    return PULSE_OK;
 }
 
 /* ---- info ------------------------------------------------------------ */

@@ -70,3 +70,10 @@ TESTS += tests/unit/check_idem
 tests_unit_check_idem_SOURCES = tests/unit/broker/check_idem.c tests/unit/broker/brokertest.c
 tests_unit_check_idem_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_idem_LDADD = $(BROKER_TEST_LDADD)
+
+# A start of many partitions on the start pool (src/broker/opener.c).
+check_PROGRAMS += tests/unit/check_startopen
+TESTS += tests/unit/check_startopen
+tests_unit_check_startopen_SOURCES = tests/unit/broker/check_startopen.c tests/unit/broker/brokertest.c
+tests_unit_check_startopen_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_startopen_LDADD = $(BROKER_TEST_LDADD)
