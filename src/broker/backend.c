@@ -12,8 +12,10 @@
  */
 #include "broker/backend.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "common/alloc.h"
 
@@ -412,6 +414,66 @@ pulse_status_t pulse_broker_fenced_list(struct pulse_broker *b, struct pulse_fen
 }
 
 /* ---- consumer groups ---------------------------------------------------- */
+
+bool pulse_broker_name_valid(const char *name, size_t len)
+{
+    if (name == NULL || len < 1 || len > PULSE_NAME_MAX)
+        return false;
+    if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+        return false;
+    if (len >= 2 && name[0] == '_' && name[1] == '_')
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-'))
+            return false;
+    }
+    return true;
+}
+
+pulse_status_t pulse_group_join_names_check(const char *group, const struct pulse_group_join_spec *spec, char *errbuf,
+                                            size_t errlen)
+{
+    if (group == NULL || !pulse_broker_name_valid(group, strnlen(group, PULSE_NAME_MAX + 1))) {
+        pulse_errbuf_set(errbuf, errlen,
+                         "group name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or "
+                         "\"..\", and must not begin with \"__\"");
+        return PULSE_INVALID_NAME;
+    }
+    if (spec->ntopics == 0 || spec->ntopics > PULSE_GROUP_MAX_TOPICS) {
+        pulse_errbuf_set(errbuf, errlen, "a member consumes 1 to %d topics", PULSE_GROUP_MAX_TOPICS);
+        return PULSE_INVALID;
+    }
+    for (size_t i = 0; i < spec->ntopics; i++) {
+        const char *t = spec->topics[i];
+        if (t == NULL || !pulse_broker_name_valid(t, strnlen(t, PULSE_NAME_MAX + 1))) {
+            pulse_errbuf_set(errbuf, errlen, "topics[%zu] breaks the name rule", i);
+            return PULSE_INVALID_NAME;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(t, spec->topics[j]) == 0) {
+                pulse_errbuf_set(errbuf, errlen, "topic \"%s\" is named twice", t);
+                return PULSE_INVALID;
+            }
+        }
+    }
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_group_join_lease(const struct pulse_group_join_spec *spec, int64_t lease_min_ms,
+                                      int64_t lease_default_ms, int64_t lease_max_ms, int64_t *lease_ms, char *errbuf,
+                                      size_t errlen)
+{
+    *lease_ms = spec->lease_ms == 0 ? lease_default_ms : spec->lease_ms;
+    if (*lease_ms < lease_min_ms || *lease_ms > lease_max_ms) {
+        pulse_errbuf_set(errbuf, errlen,
+                         "lease_ms must be in %" PRId64 "..%" PRId64 " (groups.lease-min, groups.lease-max)",
+                         lease_min_ms, lease_max_ms);
+        return PULSE_INVALID;
+    }
+    return PULSE_OK;
+}
 
 void pulse_group_view_fini(struct pulse_group_view *v)
 {

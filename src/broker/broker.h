@@ -742,6 +742,26 @@ struct pulse_group_join_spec {
     bool start_latest;         /* a partition without a cursor starts at its end, not its log start */
 };
 
+/*
+ * The checks of a join every backend makes before it looks anything up:
+ * the group's name and each topic's (pulse_broker_name_valid),
+ * 1..PULSE_GROUP_MAX_TOPICS topics, none named twice. PULSE_INVALID_NAME
+ * or PULSE_INVALID with errbuf naming the cause. Pure. The backend then
+ * checks that the topics exist, then the lease (pulse_group_join_lease).
+ */
+pulse_status_t pulse_group_join_names_check(const char *group, const struct pulse_group_join_spec *spec, char *errbuf,
+                                            size_t errlen);
+
+/*
+ * The lease a join gets: spec's, or lease_default_ms when it asks for none
+ * (0). PULSE_INVALID, with errbuf naming the bounds and their settings
+ * (groups.lease-min, groups.lease-max), outside [lease_min_ms,
+ * lease_max_ms]. Pure.
+ */
+pulse_status_t pulse_group_join_lease(const struct pulse_group_join_spec *spec, int64_t lease_min_ms,
+                                      int64_t lease_default_ms, int64_t lease_max_ms, int64_t *lease_ms, char *errbuf,
+                                      size_t errlen);
+
 /* A member's view of its group, carried by every answer to a member. */
 struct pulse_group_view {
     char member_id[PULSE_GROUP_MEMBER_ID_MAX + 1];

@@ -667,27 +667,8 @@ static pulse_status_t join_check(struct pulse_local *b, const char *group, const
                                  int64_t *lease_ms, char *errbuf, size_t errlen)
 {
     struct pulse_broker_groups *g = b->groups;
-    if (!pulse_broker_cname_valid(group)) {
-        pulse_errbuf_set(errbuf, errlen,
-                         "group name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or "
-                         "\"..\", and must not begin with \"__\"");
-        return PULSE_INVALID_NAME;
-    }
-    if (spec->ntopics == 0 || spec->ntopics > PULSE_GROUP_MAX_TOPICS) {
-        pulse_errbuf_set(errbuf, errlen, "a member consumes 1 to %d topics", PULSE_GROUP_MAX_TOPICS);
-        return PULSE_INVALID;
-    }
-    for (size_t i = 0; i < spec->ntopics; i++) {
-        if (!pulse_broker_cname_valid(spec->topics[i])) {
-            pulse_errbuf_set(errbuf, errlen, "topics[%zu] breaks the name rule", i);
-            return PULSE_INVALID_NAME;
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(spec->topics[i], spec->topics[j]) == 0) {
-                pulse_errbuf_set(errbuf, errlen, "topic \"%s\" is named twice", spec->topics[i]);
-                return PULSE_INVALID;
-            }
-        }
+    pulse_status_t st = pulse_group_join_names_check(group, spec, errbuf, errlen);
+    for (size_t i = 0; st == PULSE_OK && i < spec->ntopics; i++) {
         struct pulse_broker_topic *t = pulse_broker_topic_acquire(b, spec->topics[i]);
         if (t == NULL) {
             pulse_errbuf_set(errbuf, errlen, "topic \"%s\" does not exist", spec->topics[i]);
@@ -695,14 +676,10 @@ static pulse_status_t join_check(struct pulse_local *b, const char *group, const
         }
         pulse_broker_topic_release(b, t);
     }
-    *lease_ms = spec->lease_ms == 0 ? g->lease_default_ms : spec->lease_ms;
-    if (*lease_ms < g->lease_min_ms || *lease_ms > g->lease_max_ms) {
-        pulse_errbuf_set(errbuf, errlen,
-                         "lease_ms must be in %" PRId64 "..%" PRId64 " (groups.lease-min, groups.lease-max)",
-                         g->lease_min_ms, g->lease_max_ms);
-        return PULSE_INVALID;
-    }
-    return PULSE_OK;
+    if (st == PULSE_OK)
+        st = pulse_group_join_lease(spec, g->lease_min_ms, g->lease_default_ms, g->lease_max_ms, lease_ms, errbuf,
+                                    errlen);
+    return st;
 }
 
 /* A new member (not yet in a group): a random id, so that no id of an

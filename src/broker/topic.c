@@ -75,23 +75,6 @@
 
 _Static_assert(PULSE_NAME_MAX == PULSE_META_NAME_MAX, "name limits of broker and meta differ");
 
-bool pulse_broker_name_valid(const char *name, size_t len)
-{
-    if (name == NULL || len < 1 || len > PULSE_NAME_MAX)
-        return false;
-    if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
-        return false;
-    if (len >= 2 && name[0] == '_' && name[1] == '_')
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-              c == '-'))
-            return false;
-    }
-    return true;
-}
-
 void pulse_broker_no_partition_message(char *errbuf, size_t errlen, const char *prefix, const char *topic,
                                        int64_t partition, uint32_t partitions)
 {

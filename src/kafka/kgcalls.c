@@ -37,53 +37,30 @@
 
 /* ---- join, heartbeat, leave, fetched ------------------------------------------ */
 
-/* A group or topic name a client may use: the name rule, and not "__..."
- * (Kafka's internal topics, the group log). */
+/* A group name a client may use (pulse_broker_name_valid: the name rule,
+ * which keeps "__..." names, Kafka's internal topics and the group log,
+ * out of reach). */
 static bool cname_valid(const char *name)
 {
-    size_t n = strlen(name);
-    return pulse_broker_name_valid(name, n) && strncmp(name, "__", 2) != 0;
+    return name != NULL && pulse_broker_name_valid(name, strnlen(name, PULSE_NAME_MAX + 1));
 }
 
 static pulse_status_t join_check(struct pulse_kafka *k, const char *group, const struct pulse_group_join_spec *spec,
                                  int64_t *lease_ms, uint32_t *parts, char *errbuf, size_t errlen)
 {
     struct kgroups *kg = k->groups;
-    if (!cname_valid(group)) {
-        pulse_errbuf_set(errbuf, errlen,
-                         "group name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or "
-                         "\"..\", and must not begin with \"__\"");
-        return PULSE_INVALID_NAME;
-    }
-    if (spec->ntopics == 0 || spec->ntopics > PULSE_GROUP_MAX_TOPICS) {
-        pulse_errbuf_set(errbuf, errlen, "a member consumes 1 to %d topics", PULSE_GROUP_MAX_TOPICS);
-        return PULSE_INVALID;
-    }
-    for (size_t i = 0; i < spec->ntopics; i++) {
-        if (!cname_valid(spec->topics[i])) {
-            pulse_errbuf_set(errbuf, errlen, "topics[%zu] breaks the name rule", i);
-            return PULSE_INVALID_NAME;
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(spec->topics[i], spec->topics[j]) == 0) {
-                pulse_errbuf_set(errbuf, errlen, "topic \"%s\" is named twice", spec->topics[i]);
-                return PULSE_INVALID;
-            }
-        }
-        pulse_status_t st = pulse_kafka_meta_partitions(k, spec->topics[i], &parts[i]);
+    pulse_status_t st = pulse_group_join_names_check(group, spec, errbuf, errlen);
+    for (size_t i = 0; st == PULSE_OK && i < spec->ntopics; i++) {
+        st = pulse_kafka_meta_partitions(k, spec->topics[i], &parts[i]);
         if (st == PULSE_TOPIC_NOT_FOUND)
             pulse_errbuf_set(errbuf, errlen, "topic \"%s\" does not exist", spec->topics[i]);
-        if (st != PULSE_OK)
-            return st;
     }
-    *lease_ms = spec->lease_ms == 0 ? kg->lease_default_ms : spec->lease_ms;
-    if (*lease_ms < kg->lease_min_ms || *lease_ms > kg->lease_max_ms) {
-        pulse_errbuf_set(errbuf, errlen,
-                         "lease_ms must be in %" PRId64 "..%" PRId64 " (groups.lease-min, groups.lease-max)",
-                         kg->lease_min_ms, kg->lease_max_ms);
-        return PULSE_INVALID;
-    }
-    return pulse_kgroups_room(kg, group, errbuf, errlen);
+    if (st == PULSE_OK)
+        st = pulse_group_join_lease(spec, kg->lease_min_ms, kg->lease_default_ms, kg->lease_max_ms, lease_ms, errbuf,
+                                    errlen);
+    if (st == PULSE_OK)
+        st = pulse_kgroups_room(kg, group, errbuf, errlen);
+    return st;
 }
 
 /* 16 random hex digits: the secret part of a new member's id. */
