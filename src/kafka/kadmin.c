@@ -394,21 +394,9 @@ static pulse_status_t run_commit(struct pulse_kafka *k, struct kjob *j)
     pulse_status_t st = check_cursors(k, j, &list);
     if (st != PULSE_OK)
         return st;
-    rd_kafka_AlterConsumerGroupOffsets_t *a = rd_kafka_AlterConsumerGroupOffsets_new(j->name, list);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(k->prod);
-    rd_kafka_AdminOptions_t *o = pulse_kafka_admin_options(k, RD_KAFKA_ADMIN_OP_ALTERCONSUMERGROUPOFFSETS);
-    rd_kafka_AlterConsumerGroupOffsets(k->prod, &a, 1, o, q);
-    rd_kafka_event_t *ev = wait_event(k, q);
-    const rd_kafka_topic_partition_list_t *res = group_parts(ev, true, &st);
-    for (int i = 0; res != NULL && st == PULSE_OK && i < res->cnt; i++)
-        st = pulse_kafka_status(res->elems[i].err);
+    st = pulse_kafka_group_offsets_write(k, j->name, list);
     if (st != PULSE_OK)
         pulse_errbuf_set(j->errbuf, j->errlen, "the cluster did not take the cursors: %s", pulse_status_message(st));
-    if (ev != NULL)
-        rd_kafka_event_destroy(ev);
-    rd_kafka_AdminOptions_destroy(o);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_AlterConsumerGroupOffsets_destroy(a);
     rd_kafka_topic_partition_list_destroy(list);
     return st;
 }
