@@ -265,6 +265,10 @@ static void active_part(struct pulse_plog *plog, struct pulse_segment *seg, cons
     ext->active_ino = id.ino;
     ext->active_index_n = (uint32_t)n;
     ext->active_index_crc = crc;
+    /* May be newer than the durable prefix (a later append not yet
+     * synced): an overestimate only keeps data longer and makes a time
+     * lookup read one segment more, never less. */
+    ext->active_max_ts = atomic_load_explicit(&seg->max_ts, memory_order_relaxed);
 }
 
 /*

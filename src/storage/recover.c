@@ -393,6 +393,7 @@ static pulse_status_t active_trust(const struct recovery *rc, struct pulse_segme
     if (seg->io->file_id(seg->io, fd, &id) == 0 && id.ino == rc->ext.active_ino) {
         trust->n = rc->ext.active_index_n;
         trust->crc = rc->ext.active_index_crc;
+        trust->max_ts = rc->ext.active_max_ts;
     }
     pulse_segment_unpin(seg);
     return PULSE_OK;
@@ -413,7 +414,7 @@ static pulse_status_t scan_segment(struct recovery *rc, struct pulse_segment *se
     int64_t max_ts = INT64_MIN;
     size_t hfirst, nhints;
     bool clean = false;
-    struct pulse_segment_trust trust = {0, 0, false};
+    struct pulse_segment_trust trust = {.n = 0, .crc = 0, .max_ts = INT64_MIN, .used = false};
     pulse_status_t st;
 
     pulse_index_init(&disk);

@@ -605,6 +605,11 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
         if (batch_max_ts(&hdr) > max_ts)
             max_ts = batch_max_ts(&hdr);
     }
+    /* The batches inside the vouched prefix were not read: their newest
+     * timestamp is the snapshot's (records may carry timestamps out of
+     * order, so the ends alone do not give it). */
+    if (trust != NULL && trust->used && trust->max_ts > max_ts)
+        max_ts = trust->max_ts;
     *clean_out = clean;
     *max_ts_io = max_ts;
 out:

@@ -228,9 +228,10 @@ void pulse_segment_close_index(struct pulse_segment *seg);
 /* A prefix of an index file that a snapshot vouches for (the active
  * segment's entries below activeSize: snapshot.h active_index_n/_crc). */
 struct pulse_segment_trust {
-    uint32_t n;   /* entries */
-    uint32_t crc; /* CRC32C of their 8*n bytes */
-    bool used;    /* out: the file's prefix matched, its inner entries were not read */
+    uint32_t n;     /* entries */
+    uint32_t crc;   /* CRC32C of their 8*n bytes */
+    int64_t max_ts; /* the newest timestamp among their batches (snapshot.h active_max_ts) */
+    bool used;      /* out: the file's prefix matched, its inner entries were not read */
 };
 
 /* Loads the index file into seg->index (which must be empty), keeping only

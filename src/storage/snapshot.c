@@ -54,6 +54,7 @@ uint8_t *pulse_snapshot_encode_v2(const struct pulse_snapshot *snap, const struc
     pulse_put_be32(out + 52, ext->active_index_crc);
     pulse_put_be32(out + 56, (uint32_t)n);
     /* 60..64 reserved, zero */
+    pulse_put_be64(out + 64, (uint64_t)ext->active_max_ts);
     for (size_t i = 0; i < n; i++) {
         uint8_t *r = out + PULSE_SNAPSHOT_V2_HEAD + i * PULSE_SNAPSHOT_SEAL_SIZE;
         pulse_put_be64(r, (uint64_t)seals[i].base);
@@ -144,6 +145,7 @@ pulse_status_t pulse_snapshot_decode_ext(const uint8_t *buf, size_t len, struct 
         x.active_ino = pulse_get_be64(buf + 40);
         x.active_index_n = pulse_get_be32(buf + 48);
         x.active_index_crc = pulse_get_be32(buf + 52);
+        x.active_max_ts = (int64_t)pulse_get_be64(buf + 64);
         /* Validated even when the caller wants only the head. */
         st = decode_records(buf, n, &s, &v);
         if (st != PULSE_OK)

@@ -36,7 +36,7 @@ struct pulse_io;
 #define PULSE_SNAPSHOT_MAGIC 0x53u
 #define PULSE_SNAPSHOT_VERSION 0x01u
 #define PULSE_SNAPSHOT_VERSION_2 0x02u
-#define PULSE_SNAPSHOT_V2_HEAD 64u   /* version 2: bytes before the first seal record */
+#define PULSE_SNAPSHOT_V2_HEAD 72u   /* version 2: bytes before the first seal record */
 #define PULSE_SNAPSHOT_SEAL_SIZE 56u /* version 2: bytes per seal record */
 /* Version 2 records at most this many sealed segments (older ones get no
  * record and are checked entry by entry), so the file stays under 4 MiB. */
@@ -79,6 +79,9 @@ struct pulse_snapshot_ext {
     uint64_t active_ino;               /* inode of the active data file; 0: unknown */
     uint32_t active_index_n;           /* entries of the active index below activeSize */
     uint32_t active_index_crc;         /* CRC32C of those entries' 8-byte images */
+    int64_t active_max_ts;             /* the active segment's newest record timestamp when written
+                                          (INT64_MIN: none); covers at least the vouched entries,
+                                          whose batches recovery then does not read */
     struct pulse_snapshot_seal *seals; /* ascending base, all below activeBase */
     size_t nseals;                     /* <= PULSE_SNAPSHOT_MAX_SEALS */
 };

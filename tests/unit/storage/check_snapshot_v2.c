@@ -593,13 +593,50 @@ START_TEST(test_a_version_1_snapshot_is_read_and_replaced)
 }
 END_TEST
 
+/* Timestamps out of order inside the active segment's vouched prefix
+ * (records published with their own timestamp): recovery reads only the
+ * prefix's first and last batches, so the newest timestamp must come from
+ * the snapshot, or the segment would later be sealed with too old a one
+ * and time retention would delete records younger than its limit. */
+START_TEST(test_the_newest_timestamp_of_a_vouched_prefix_survives_a_reopen)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_buf b;
+    struct pulse_plog_recovery rec;
+    struct pulse_plog *plog = open_log(dir, 256, NULL);
+    struct pulse_segment_info *segs = NULL;
+    size_t n = 0;
+    uint64_t id = 0;
+    int64_t base = -1;
+    const int64_t ts[6] = {2000, 9000, 2001, 2002, 2003, 2004};
+
+    pulse_buf_init(&b, 1 << 20);
+    for (int i = 0; i < 6; i++) {
+        pt_batch(&b, id, PER, VLEN, ts[i]);
+        ck_assert_int_eq(pulse_plog_append(plog, b.data, b.len, &base), PULSE_OK);
+        id += PER;
+    }
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    plog = open_log(dir, 256, &rec);
+    ck_assert(rec.used_snapshot);
+    ck_assert(rec.active_index_trusted); /* the batch stamped 9000 was not read */
+    ck_assert_int_eq(pulse_plog_list_segments(plog, &segs, &n), PULSE_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_ge(segs[0].max_timestamp, 9000 + (int64_t)PER - 1);
+    pulse_free(segs);
+    pulse_buf_fini(&b);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
 /* The codec: a round trip, and every way a version 2 file can be wrong. */
 START_TEST(test_version_2_round_trips_and_rejects_bad_bytes)
 {
     struct pulse_snapshot_seal seals[2] = {{0, 100, 4096, 77, 123456789, 1000, 48, 0xdeadbeef},
                                            {100, 200, 2048, 78, 123456790, 2000, 16, 0x01020304}};
     struct pulse_snapshot s = {300, 200, 512, 300}, back;
-    struct pulse_snapshot_ext x = {2, 79, 3, 0xcafe, seals, 2}, bx;
+    struct pulse_snapshot_ext x = {2, 79, 3, 0xcafe, 4242, seals, 2}, bx;
     size_t len = 0;
     uint8_t *raw = pulse_snapshot_encode_v2(&s, &x, &len);
 
@@ -612,6 +649,7 @@ START_TEST(test_version_2_round_trips_and_rejects_bad_bytes)
     ck_assert_uint_eq(bx.active_ino, 79);
     ck_assert_uint_eq(bx.active_index_n, 3);
     ck_assert_uint_eq(bx.active_index_crc, 0xcafe);
+    ck_assert_int_eq(bx.active_max_ts, 4242);
     ck_assert_uint_eq(bx.nseals, 2);
     ck_assert_mem_eq(&bx.seals[1], &seals[1], sizeof seals[1]);
     pulse_free(bx.seals);
@@ -672,6 +710,7 @@ int main(void)
     tcase_add_test(tc, test_segments_removed_by_retention_leave_no_trusted_record);
     tcase_add_test(tc, test_a_compacted_segment_is_recorded_and_a_stale_record_is_not_trusted);
     tcase_add_test(tc, test_a_version_1_snapshot_is_read_and_replaced);
+    tcase_add_test(tc, test_the_newest_timestamp_of_a_vouched_prefix_survives_a_reopen);
     suite_add_tcase(s, tc);
     return pt_run(s);
 }
