@@ -29,6 +29,8 @@
 #include <time.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
+#include "common/log.h"
 #include "kafka/kafka_int.h"
 
 enum kjob_kind { JOB_CREATE, JOB_DELETE, JOB_COMMIT, JOB_GET, JOB_LIST, JOB_FN };
@@ -185,15 +187,24 @@ static pulse_status_t run_create(struct pulse_kafka *k, struct kjob *j)
     if (st != PULSE_OK)
         return st;
     /* Until the cluster's metadata has it, the topic is not served: wait
-     * (bounded) for it to show up, so a publish right after the answer
-     * finds it. */
-    for (int i = 0; i < 50; i++) {
-        if (pulse_kafka_meta_refresh_marks(k) == PULSE_OK &&
-            pulse_kafka_meta_partitions(k, j->name, &parts) == PULSE_OK)
-            break;
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL);
+     * for it to show up, so a publish right after the answer finds it (a
+     * miss in a cache refreshed moments ago is answered 404 at once).
+     * Bounded by the request timeout, at least a second: on a loaded
+     * machine one second was seen not to be enough. */
+    int64_t wait_ms = k->timeout_ms > 1000 ? k->timeout_ms : 1000;
+    int64_t deadline = pulse_clock_mono_us() + wait_ms * 1000;
+    bool seen = false;
+    while (!seen && pulse_clock_mono_us() < deadline) {
+        seen = pulse_kafka_meta_refresh_marks(k) == PULSE_OK &&
+               pulse_kafka_meta_partitions(k, j->name, &parts) == PULSE_OK;
+        if (!seen) {
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
     }
+    if (!seen)
+        PULSE_WARN("kafka: topic %s was created but the cluster's metadata did not show it within %lld ms", j->name,
+                   (long long)wait_ms);
     if (j->info_out != NULL)
         st = pulse_kafka_topic_get(&k->base, j->name, true, j->info_out);
     return st;
