@@ -89,6 +89,7 @@ struct pulse_kafka {
     /* Topic lookups waiting for a refresh (kmeta.c, under meta_mu). */
     struct kmwait *meta_waiters;
     uint64_t meta_started;    /* refreshes begun (under meta_mu) */
+    uint64_t meta_installed;  /* the round whose answer the cache holds (under meta_mu) */
     atomic_long meta_waiting; /* entries of meta_waiters */
 
     pthread_mutex_t stats_mu;

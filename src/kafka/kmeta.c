@@ -306,14 +306,22 @@ static pulse_status_t refresh(struct pulse_kafka *k, bool with_marks)
         atomic_store(&k->cluster_ok, true);
     }
     pthread_mutex_lock(&k->meta_mu);
-    merge_marks(k, t, n, mst == PULSE_OK ? lo : NULL, mst == PULSE_OK ? hi : NULL, asked_us);
-    struct kmeta_topic *old = k->topics;
-    size_t n_old = k->n_topics;
-    k->topics = t;
-    k->n_topics = n;
-    k->meta_at_us = pulse_clock_mono_us();
-    if (mst == PULSE_OK)
-        k->marks_at_us = k->meta_at_us;
+    struct kmeta_topic *old = t;
+    size_t n_old = n;
+    /* A refresh that began before the one the cache holds answered later:
+     * its names are older (a topic created in between would vanish from a
+     * fresh cache, and a miss there is a 404), so it is dropped. */
+    if (round > k->meta_installed) {
+        merge_marks(k, t, n, mst == PULSE_OK ? lo : NULL, mst == PULSE_OK ? hi : NULL, asked_us);
+        old = k->topics;
+        n_old = k->n_topics;
+        k->topics = t;
+        k->n_topics = n;
+        k->meta_installed = round;
+        k->meta_at_us = pulse_clock_mono_us();
+        if (mst == PULSE_OK)
+            k->marks_at_us = k->meta_at_us;
+    }
     /* The names are known now, whatever the watermarks gave. */
     struct kmwait *due = take_lookups_locked(k, round, PULSE_OK);
     pthread_mutex_unlock(&k->meta_mu);
