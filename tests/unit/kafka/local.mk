@@ -9,7 +9,8 @@
 # release ones, then librdkafka and $(CHECK_LDADD)).
 check_PROGRAMS += tests/unit/check_kafka
 TESTS += tests/unit/check_kafka
-tests_unit_check_kafka_SOURCES = tests/unit/kafka/check_kafka.c tests/unit/kafka/c11threads.c
+tests_unit_check_kafka_SOURCES = tests/unit/kafka/check_kafka.c tests/unit/kafka/c11threads.c \
+	tests/unit/kafka/sanitizer_opts.c
 tests_unit_check_kafka_CFLAGS = $(TEST_CFLAGS) $(RDKAFKA_CFLAGS)
 tests_unit_check_kafka_LDADD = libpulsekafka.a libpulsebroker_hooks.a libpulsemeta.a libpulsestore_hooks.a \
 	libpulsecommon_hooks.a $(LEVELDB_LIBS) $(JANSSON_LIBS) $(RDKAFKA_LIBS) $(CHECK_LDADD)
@@ -22,7 +23,8 @@ tests_unit_check_kgroupsm_LDADD = libpulsekafka.a libpulsebroker_hooks.a libpuls
 	libpulsecommon_hooks.a $(LEVELDB_LIBS) $(JANSSON_LIBS) $(RDKAFKA_LIBS) $(CHECK_LDADD)
 check_PROGRAMS += tests/unit/check_kgroups
 TESTS += tests/unit/check_kgroups
-tests_unit_check_kgroups_SOURCES = tests/unit/kafka/check_kgroups.c tests/unit/kafka/c11threads.c
+tests_unit_check_kgroups_SOURCES = tests/unit/kafka/check_kgroups.c tests/unit/kafka/c11threads.c \
+	tests/unit/kafka/sanitizer_opts.c
 tests_unit_check_kgroups_CFLAGS = $(TEST_CFLAGS) $(RDKAFKA_CFLAGS)
 tests_unit_check_kgroups_LDADD = libpulsekafka.a libpulsebroker_hooks.a libpulsemeta.a libpulsestore_hooks.a \
 	libpulsecommon_hooks.a $(LEVELDB_LIBS) $(JANSSON_LIBS) $(RDKAFKA_LIBS) $(CHECK_LDADD)
