@@ -22,7 +22,10 @@
  *              to a bare pread (+ CRC32C) of the same segment files;
  *   recovery   pulse_plog_open of a cleanly closed log (snapshot fast path)
  *              and of the same log with its snapshot deleted (full scan), at
- *              two log sizes so that flatness can be seen.
+ *              two log sizes so that flatness can be seen;
+ *   crc        CRC32C alone, in memory, by CPU time: each path (table, one
+ *              hardware stream, three streams) on a one-record batch, a
+ *              100-record batch and 1 MiB, and the combine.
  *
  * The disk-bound workloads (fdatasync, seqwrite, append) run in --rounds
  * rounds and are reported once, as medians; see struct disk_rounds. mb_s
@@ -973,6 +976,68 @@ out:
     return st;
 }
 
+/* ---- crc ----------------------------------------------------------------- */
+
+/* MB/s of CPU time of one CRC32C path over len bytes, repeated for about
+ * seconds of this thread's CPU. */
+static double crc_rate(uint32_t (*fn)(uint32_t, const void *, size_t), const uint8_t *buf, size_t len, double seconds)
+{
+    uint64_t bytes = 0;
+    uint32_t c = 0;
+    int64_t t0 = thread_cpu_us(), t;
+    do {
+        for (int i = 0; i < 64; i++)
+            c = fn(c, buf, len);
+        bytes += 64 * (uint64_t)len;
+        t = thread_cpu_us() - t0;
+    } while (t < (int64_t)(seconds * 1e6));
+    if (c == 0x12345678u)
+        fprintf(stderr, "bench: (crc coincidence)\n");
+    return (double)bytes / (double)t;
+}
+
+static pulse_status_t bench_crc(const struct opts *o)
+{
+    /* What the CRC covers of a 1-record and a 100-record batch of 256-byte
+     * values, and 1 MiB. */
+    static const size_t lens[] = {325, 28144, (size_t)1 << 20};
+    const double secs = o->quick ? 0.1 : 0.5;
+    uint8_t *buf = pulse_malloc(lens[2]);
+    char name[64], to[64], extra[128];
+    if (buf == NULL)
+        return PULSE_NOMEM;
+    for (size_t i = 0; i < lens[2]; i++)
+        buf[i] = (uint8_t)(i * 131 + 7);
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        snprintf(extra, sizeof extra, ",\"bytes\":%zu,\"clock\":\"cpu\"", lens[l]);
+        double sw = crc_rate(pulse_crc32c_sw, buf, lens[l], secs);
+        snprintf(name, sizeof name, "crc32c_sw_%zu", lens[l]);
+        emit(name, sw, NAN, NULL, 0, -1, extra);
+        if (!pulse_crc32c_hw_available())
+            continue;
+        double one = crc_rate(pulse_crc32c_hw, buf, lens[l], secs);
+        snprintf(to, sizeof to, "crc32c_sw_%zu", lens[l]);
+        snprintf(name, sizeof name, "crc32c_hw1_%zu", lens[l]);
+        emit(name, one, NAN, to, one / sw, -1, extra);
+        double three = crc_rate(pulse_crc32c_hw3, buf, lens[l], secs);
+        snprintf(to, sizeof to, "crc32c_hw1_%zu", lens[l]);
+        snprintf(name, sizeof name, "crc32c_hw3_%zu", lens[l]);
+        emit(name, three, NAN, to, three / one, -1, extra);
+    }
+    /* The combine a batch header rewrite costs (pulse_crc32c_patch), over
+     * what follows the base offset in a 100-record batch. */
+    uint32_t c = 1;
+    const int n = o->quick ? 100000 : 1000000;
+    int64_t t0 = thread_cpu_us();
+    for (int i = 0; i < n; i++)
+        c = pulse_crc32c_combine(c, (uint32_t)i, 28136 - (size_t)(i & 1023));
+    double us = (double)(thread_cpu_us() - t0);
+    snprintf(extra, sizeof extra, ",\"ns_per_op\":%.1f,\"len_b\":\"27113..28136\",\"check\":%u", us * 1e3 / n, c & 1);
+    emit("crc32c_combine", NAN, n / us * 1e6, NULL, 0, -1, extra);
+    pulse_free(buf);
+    return PULSE_OK;
+}
+
 /* ---- recovery ------------------------------------------------------------ */
 
 /* Drops the directory's files from the page cache (they are clean after a
@@ -1162,7 +1227,7 @@ static void usage(FILE *f)
                "  --seconds S   length of each time-bounded loop (default 2, quick 1)\n"
                "  --rounds N    rounds of the disk-bound workloads, medians reported\n"
                "                (default 3, quick 1)\n"
-               "  --only LIST   comma-separated: fdatasync,seqwrite,append,append1,read,recovery\n"
+               "  --only LIST   comma-separated: fdatasync,seqwrite,append,append1,read,recovery,crc\n"
                "                (append1: only the 1-record every-write appends, t1 and t8)\n"
                "Prints one JSON object per measurement on stdout.\n");
 }
@@ -1332,7 +1397,7 @@ int main(int argc, char **argv)
         }
     }
     if (o.only != NULL) {
-        static const char *const known[] = {"fdatasync", "seqwrite", "append", "append1", "read", "recovery"};
+        static const char *const known[] = {"fdatasync", "seqwrite", "append", "append1", "read", "recovery", "crc"};
         const char *p = o.only;
         while (*p != '\0') {
             size_t len = strcspn(p, ",");
@@ -1405,6 +1470,8 @@ int main(int argc, char **argv)
     if (selected(&o, "read") && bench_read(&o) != PULSE_OK)
         rc = 1;
     if (selected(&o, "recovery") && bench_recovery(&o, &an) != PULSE_OK)
+        rc = 1;
+    if (selected(&o, "crc") && bench_crc(&o) != PULSE_OK)
         rc = 1;
 out:
     pulse_free(dr);

@@ -723,31 +723,56 @@ pulse_status_t pulse_batch_verify(const uint8_t *buf, size_t len, struct pulse_b
     return st;
 }
 
+/*
+ * Replaces the n header bytes at off of the whole batch at batch (total
+ * bytes) with repl, and patches the stored CRC for the change instead of
+ * recomputing it (crc32c.h): O(log total), and a CRC that was wrong before
+ * stays wrong.
+ */
+static void rewrite_header(uint8_t *batch, size_t total, size_t off, const uint8_t *repl, size_t n)
+{
+    uint8_t old[12];
+    if (n > sizeof old)
+        return;
+    memcpy(old, batch + off, n);
+    memcpy(batch + off, repl, n);
+    uint32_t crc = pulse_crc32c_patch(pulse_get_be32(batch + OFF_CRC), old, repl, n, total - off - n);
+    pulse_put_be32(batch + OFF_CRC, crc);
+}
+
+/* The size of the whole batch at the start of batch, or 0 when len does not
+ * hold one (a caller bug: the guard keeps it from an out-of-bounds write). */
+static size_t whole_size(const uint8_t *batch, size_t len)
+{
+    if (batch == NULL || len < PULSE_BATCH_HEADER_SIZE)
+        return 0;
+    size_t total = PULSE_BATCH_HEADER_SIZE + (size_t)pulse_get_be32(batch + OFF_BATCH_LEN);
+    return total > len ? 0 : total;
+}
+
 void pulse_batch_set_base_offset(uint8_t *batch, size_t len, int64_t base_offset)
 {
-    /* Only ever called on a batch we just encoded; the guard keeps a caller
-     * bug from turning into an out-of-bounds write. */
-    if (batch == NULL || len < PULSE_BATCH_HEADER_SIZE)
+    size_t total = whole_size(batch, len);
+    uint8_t be[8];
+    if (total == 0)
         return;
-    size_t total = PULSE_BATCH_HEADER_SIZE + (size_t)pulse_get_be32(batch + OFF_BATCH_LEN);
-    if (total > len)
-        return;
-    pulse_put_be64(batch + OFF_BASE_OFFSET, (uint64_t)base_offset);
-    pulse_put_be32(batch + OFF_CRC, pulse_crc32c(0, batch + CRC_START, total - CRC_START));
+    pulse_put_be64(be, (uint64_t)base_offset);
+    rewrite_header(batch, total, OFF_BASE_OFFSET, be, sizeof be);
 }
 
 void pulse_batch_set_producer(uint8_t *batch, size_t len, uint32_t producer_id, uint32_t producer_epoch,
                               int32_t base_sequence)
 {
-    if (batch == NULL || len < PULSE_BATCH_HEADER_SIZE)
+    size_t total = whole_size(batch, len);
+    uint8_t be[12];
+    if (total == 0)
         return;
-    size_t total = PULSE_BATCH_HEADER_SIZE + (size_t)pulse_get_be32(batch + OFF_BATCH_LEN);
-    if (total > len)
-        return;
-    pulse_put_be32(batch + OFF_PRODUCER_ID, producer_id);
-    pulse_put_be32(batch + OFF_PRODUCER_EPOCH, producer_epoch);
-    pulse_put_be32(batch + OFF_BASE_SEQUENCE, (uint32_t)base_sequence);
-    pulse_put_be32(batch + OFF_CRC, pulse_crc32c(0, batch + CRC_START, total - CRC_START));
+    _Static_assert(OFF_PRODUCER_EPOCH == OFF_PRODUCER_ID + 4 && OFF_BASE_SEQUENCE == OFF_PRODUCER_ID + 8,
+                   "the producer fields are adjacent");
+    pulse_put_be32(be, producer_id);
+    pulse_put_be32(be + 4, producer_epoch);
+    pulse_put_be32(be + 8, (uint32_t)base_sequence);
+    rewrite_header(batch, total, OFF_PRODUCER_ID, be, sizeof be);
 }
 
 static bool plain_header_next(const struct pulse_record *rec, size_t *pos, struct pulse_header *out)

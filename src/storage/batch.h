@@ -6,7 +6,8 @@
  * One batch = a 52-byte big-endian header followed by recordCount
  * self-delimiting records. The CRC32C covers bytes [8, 52 + batchLen), i.e.
  * from baseOffset to the end of the records, so rewriting the base offset
- * (pulse_batch_set_base_offset) recomputes it.
+ * (pulse_batch_set_base_offset) changes it: the rewrite patches the stored
+ * CRC for the changed bytes (pulse_crc32c_patch) rather than recomputing it.
  *
  * Decoding treats its input as hostile: every length is checked against the
  * bytes that remain, the CRC is verified before any record is looked at, and
@@ -223,15 +224,24 @@ pulse_status_t pulse_batch_iter_next(struct pulse_batch_iter *it, struct pulse_r
 /* Walks rec->headers: *pos starts at 0. PULSE_OK, PULSE_EOF at the end. */
 pulse_status_t pulse_record_header_next(const struct pulse_record_view *rec, size_t *pos, struct pulse_header_view *hv);
 
-/* Rewrites baseOffset in an encoded batch and recomputes its CRC. */
+/*
+ * Rewrites baseOffset in the batch at the start of batch (len bytes) and
+ * patches its CRC for the change, in O(log len) instead of a pass over the
+ * batch. The caller must know the stored CRC is right: it encoded the batch
+ * or verified it (pulse_batch_verify) since the bytes last changed. The
+ * patched CRC is right exactly when the old one was, so a batch damaged in
+ * memory stays detectably damaged instead of being blessed with a fresh CRC.
+ * Does nothing when batch does not hold a whole batch.
+ */
 void pulse_batch_set_base_offset(uint8_t *batch, size_t len, int64_t base_offset);
 
 /*
- * Writes the producer fields of the encoded batch at the start of batch
- * (len bytes) and recomputes its CRC. The engine gives the fields no meaning
- * and carries them as they are; the broker's idempotent publish stores the
- * identity of its request in them (docs/Format.md "Producer fields").
- * Does nothing when batch does not hold a whole batch.
+ * Writes the producer fields of the batch at the start of batch (len bytes)
+ * and patches its CRC, as pulse_batch_set_base_offset (and under the same
+ * rule: the stored CRC must be known right). The engine gives the fields no
+ * meaning and carries them as they are; the broker's idempotent publish
+ * stores the identity of its request in them (docs/Format.md "Producer
+ * fields"). Does nothing when batch does not hold a whole batch.
  */
 void pulse_batch_set_producer(uint8_t *batch, size_t len, uint32_t producer_id, uint32_t producer_epoch,
                               int32_t base_sequence);

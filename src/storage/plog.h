@@ -168,9 +168,10 @@ pulse_status_t pulse_plog_close(struct pulse_plog *plog);
 
 /*
  * Appends one encoded batch (pulse_batch_encode). The log rewrites its
- * baseOffset with the next offset and recomputes its CRC, so batch is
+ * baseOffset with the next offset and patches its CRC, so batch is
  * modified. The batch is verified first: a batch that does not decode is
- * refused with PULSE_INVALID and nothing is written.
+ * refused with PULSE_INVALID and nothing is written. The caller must not
+ * change batch during the call (the CRC patch relies on the verified bytes).
  * batch may also hold several batches back to back (an append unit): they
  * get consecutive offsets with no other append between them and go to disk
  * in one write, which is how a caller keeps records whose timestamps span

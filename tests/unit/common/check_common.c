@@ -59,6 +59,128 @@ START_TEST(test_crc32c_continues_across_chunks)
 }
 END_TEST
 
+/* The definition, one bit at a time: the oracle for the fast paths. */
+static uint32_t crc_bitwise(uint32_t crc, const uint8_t *p, size_t len)
+{
+    crc = ~crc;
+    while (len-- > 0) {
+        crc ^= *p++;
+        for (int k = 0; k < 8; k++)
+            crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
+    }
+    return ~crc;
+}
+
+static void fill_random(uint8_t *p, size_t n, unsigned *seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)rand_r(seed);
+}
+
+/* Every length 0..4096 at four alignments: the table path, one hardware
+ * stream, three streams (whose blocks of 256 B and 4 KiB start at lengths
+ * 768 and 12 KiB) and the dispatcher agree, and the combine of every split
+ * of the buffer gives the whole's CRC. */
+START_TEST(test_crc32c_paths_and_combine_agree_at_every_length)
+{
+    static const size_t offs[] = {0, 1, 3, 7};
+    unsigned seed = 777;
+    uint8_t *buf = malloc(4096 + 8);
+    ck_assert_ptr_nonnull(buf);
+    fill_random(buf, 4096 + 8, &seed);
+    for (size_t len = 0; len <= 4096; len++) {
+        for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++) {
+            const uint8_t *p = buf + offs[o];
+            uint32_t init = (uint32_t)rand_r(&seed);
+            uint32_t want = pulse_crc32c_sw(init, p, len);
+            ck_assert_msg(pulse_crc32c(init, p, len) == want, "len %zu off %zu", len, offs[o]);
+            if (pulse_crc32c_hw_available()) {
+                ck_assert_msg(pulse_crc32c_hw(init, p, len) == want, "hw len %zu off %zu", len, offs[o]);
+                ck_assert_msg(pulse_crc32c_hw3(init, p, len) == want, "hw3 len %zu off %zu", len, offs[o]);
+            }
+        }
+        if (len % 61 == 0)
+            ck_assert_uint_eq(pulse_crc32c_sw(0, buf + 1, len), crc_bitwise(0, buf + 1, len));
+        size_t cut = len == 0 ? 0 : (size_t)rand_r(&seed) % (len + 1);
+        uint32_t a = pulse_crc32c(0, buf, cut);
+        uint32_t b = pulse_crc32c(0, buf + cut, len - cut);
+        ck_assert_msg(pulse_crc32c_combine(a, b, len - cut) == pulse_crc32c(0, buf, len), "len %zu cut %zu", len, cut);
+    }
+    free(buf);
+}
+END_TEST
+
+/* Lengths of several three-stream rounds of both block sizes, odd
+ * alignments and an odd remainder, and combines over megabytes. */
+START_TEST(test_crc32c_paths_and_combine_agree_on_big_lengths)
+{
+    static const size_t lens[] = {3 * 4096, 3 * 4096 + 767,  3 * 4096 * 2 + 3 * 256 + 5,
+                                  100003,   (size_t)1 << 20, ((size_t)3 << 20) + 11};
+    const size_t max = ((size_t)3 << 20) + 11 + 8;
+    unsigned seed = 4242;
+    uint8_t *buf = malloc(max);
+    ck_assert_ptr_nonnull(buf);
+    fill_random(buf, max, &seed);
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        for (size_t off = 0; off < 8; off += 5) {
+            const uint8_t *p = buf + off;
+            uint32_t want = pulse_crc32c_sw(0xabcdef01u, p, lens[i]);
+            ck_assert_uint_eq(pulse_crc32c(0xabcdef01u, p, lens[i]), want);
+            if (pulse_crc32c_hw_available()) {
+                ck_assert_uint_eq(pulse_crc32c_hw(0xabcdef01u, p, lens[i]), want);
+                ck_assert_uint_eq(pulse_crc32c_hw3(0xabcdef01u, p, lens[i]), want);
+            }
+            size_t cut = lens[i] / 3 + 1;
+            uint32_t a = pulse_crc32c(0xabcdef01u, p, cut);
+            ck_assert_uint_eq(pulse_crc32c_combine(a, pulse_crc32c(0, p + cut, lens[i] - cut), lens[i] - cut), want);
+        }
+    }
+    ck_assert_uint_eq(pulse_crc32c_sw(0, buf, 100003), crc_bitwise(0, buf, 100003));
+    free(buf);
+}
+END_TEST
+
+/* Shifts beyond the tables (2^32 bytes and more) agree with the tabled ones:
+ * appending n zero bytes and then m is appending n + m. */
+START_TEST(test_crc32c_combine_of_huge_lengths_composes)
+{
+    if (sizeof(size_t) < 8)
+        return;
+    const size_t g = (size_t)1 << 31;
+    uint32_t c = 0x12345678u;
+    ck_assert_uint_eq(pulse_crc32c_combine(pulse_crc32c_combine(c, 0, g), 0, g), pulse_crc32c_combine(c, 0, 2 * g));
+    ck_assert_uint_eq(pulse_crc32c_combine(pulse_crc32c_combine(c, 0, 2 * g + 5), 0, 3 * g + 1),
+                      pulse_crc32c_combine(c, 0, 5 * g + 6));
+    ck_assert_uint_eq(pulse_crc32c_combine(c, 0, 0), c);
+    ck_assert_uint_ne(pulse_crc32c_combine(c, 0, 2 * g), c);
+}
+END_TEST
+
+/* Patching a CRC for changed bytes equals recomputing it, at every place and
+ * size of the change; and a CRC that was wrong stays wrong by as much. */
+START_TEST(test_crc32c_patch_equals_recomputation)
+{
+    unsigned seed = 99;
+    uint8_t msg[3000], old[64], repl[64];
+    fill_random(msg, sizeof msg, &seed);
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t len = 1 + (size_t)rand_r(&seed) % sizeof msg;
+        size_t n = (size_t)rand_r(&seed) % (sizeof repl + 1);
+        if (n > len)
+            n = len;
+        size_t at = (size_t)rand_r(&seed) % (len - n + 1);
+        uint32_t before = pulse_crc32c(0, msg, len);
+        memcpy(old, msg + at, n);
+        fill_random(repl, n, &seed);
+        memcpy(msg + at, repl, n);
+        uint32_t after = pulse_crc32c(0, msg, len);
+        ck_assert_msg(pulse_crc32c_patch(before, old, repl, n, len - at - n) == after, "len %zu at %zu n %zu", len, at,
+                      n);
+        ck_assert_uint_eq(pulse_crc32c_patch(before ^ 0x10u, old, repl, n, len - at - n), after ^ 0x10u);
+    }
+}
+END_TEST
+
 START_TEST(test_buf_refuses_to_grow_past_its_cap)
 {
     struct pulse_buf b;
@@ -211,6 +333,10 @@ int main(void)
     tcase_add_test(tc, test_crc32c_of_32_zero_bytes_matches_rfc3720);
     tcase_add_test(tc, test_crc32c_hardware_and_table_paths_agree_on_random_data);
     tcase_add_test(tc, test_crc32c_continues_across_chunks);
+    tcase_add_test(tc, test_crc32c_paths_and_combine_agree_at_every_length);
+    tcase_add_test(tc, test_crc32c_paths_and_combine_agree_on_big_lengths);
+    tcase_add_test(tc, test_crc32c_combine_of_huge_lengths_composes);
+    tcase_add_test(tc, test_crc32c_patch_equals_recomputation);
     tcase_add_test(tc, test_buf_refuses_to_grow_past_its_cap);
     tcase_add_test(tc, test_buf_big_endian_appends);
     tcase_add_test(tc, test_alloc_fail_after_n_returns_null);

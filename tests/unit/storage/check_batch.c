@@ -535,6 +535,62 @@ START_TEST(test_set_base_offset_rewrites_offsets_and_keeps_crc_valid)
 }
 END_TEST
 
+/* n records of vlen-byte values, encoded at base 0. */
+static void encode_big(struct pulse_buf *out, size_t n, size_t vlen)
+{
+    static uint8_t value[4096];
+    struct pulse_record_in recs[200];
+    ck_assert_uint_le(n, 200);
+    ck_assert_uint_le(vlen, sizeof value);
+    for (size_t i = 0; i < sizeof value; i++)
+        value[i] = (uint8_t)(i * 131 + 7);
+    for (size_t i = 0; i < n; i++)
+        recs[i] = (struct pulse_record_in){(int64_t)(1000 + i), 0,    NULL, PULSE_BATCH_NULL, value + i,
+                                           (uint32_t)vlen,      NULL, 0};
+    encode_ok(out, 0, 0, recs, n);
+}
+
+/* The header rewrites patch the CRC rather than recompute it: on batches of
+ * every size class of the CRC paths, the patched CRC is the recomputed one,
+ * the batch verifies, and a byte flipped afterwards still fails. */
+START_TEST(test_header_rewrites_keep_the_crc_of_large_batches_valid)
+{
+    static const size_t shapes[][2] = {{1, 0}, {1, 256}, {100, 256}, {200, 3000}, {3, 700}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        struct pulse_buf out;
+        struct pulse_batch_header hdr;
+        encode_big(&out, shapes[s][0], shapes[s][1]);
+        pulse_batch_set_producer(out.data, out.len, 0xfeedf00du, 3, -9);
+        pulse_batch_set_base_offset(out.data, out.len, 987654321LL + (int64_t)s);
+        ck_assert_uint_eq(pulse_get_be32(out.data + 4), pulse_crc32c(0, out.data + 8, out.len - 8));
+        ck_assert_int_eq(pulse_batch_verify(out.data, out.len, &hdr, NULL), PULSE_OK);
+        ck_assert_int_eq(hdr.base_offset, 987654321LL + (int64_t)s);
+        ck_assert_uint_eq(hdr.producer_id, 0xfeedf00du);
+        ck_assert_int_eq(hdr.base_sequence, -9);
+        out.data[out.len - 1] ^= 0x40;
+        ck_assert_int_eq(pulse_batch_verify(out.data, out.len, NULL, NULL), PULSE_CORRUPT);
+        pulse_buf_fini(&out);
+    }
+}
+END_TEST
+
+/* A batch damaged before its header is rewritten stays damaged: the rewrite
+ * does not bless the damage with a fresh CRC. */
+START_TEST(test_header_rewrite_of_a_damaged_batch_does_not_hide_the_damage)
+{
+    struct pulse_buf out;
+    encode_big(&out, 100, 256);
+    out.data[out.len / 2] ^= 0x01;
+    pulse_batch_set_base_offset(out.data, out.len, 42);
+    ck_assert_int_eq(pulse_batch_verify(out.data, out.len, NULL, NULL), PULSE_CORRUPT);
+    pulse_batch_set_producer(out.data, out.len, 1, 2, 3);
+    ck_assert_int_eq(pulse_batch_verify(out.data, out.len, NULL, NULL), PULSE_CORRUPT);
+    out.data[out.len / 2] ^= 0x01;
+    ck_assert_int_eq(pulse_batch_verify(out.data, out.len, NULL, NULL), PULSE_OK);
+    pulse_buf_fini(&out);
+}
+END_TEST
+
 START_TEST(test_offsets_near_int64_max_are_corrupt_not_overflow)
 {
     uint8_t *b = dup_bytes(golden, sizeof golden);
@@ -701,6 +757,8 @@ int main(void)
     tcase_add_test(tc, test_timestamp_span_of_exactly_int32_is_accepted);
     tcase_add_test(tc, test_encoder_refuses_bad_flags_and_arguments);
     tcase_add_test(tc, test_set_base_offset_rewrites_offsets_and_keeps_crc_valid);
+    tcase_add_test(tc, test_header_rewrites_keep_the_crc_of_large_batches_valid);
+    tcase_add_test(tc, test_header_rewrite_of_a_damaged_batch_does_not_hide_the_damage);
     tcase_add_test(tc, test_offsets_near_int64_max_are_corrupt_not_overflow);
     tcase_add_test(tc, test_encoded_size_matches_the_encoding);
     tcase_add_test(tc, test_random_mutations_never_crash_or_overread);
