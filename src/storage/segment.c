@@ -324,26 +324,51 @@ out:
     return st;
 }
 
-uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset, int64_t *entry_offset_out)
+/* The walk start of entry i of seg's table (entries [0, i] exist), or of
+ * the segment's start for i == SIZE_MAX. Caller holds index_lock. */
+static void start_at(const struct pulse_segment *seg, size_t i, struct pulse_segscan_start *out)
 {
-    struct pulse_index_entry e;
-    uint64_t pos = 0;
-    int64_t entry_offset = seg->base;
+    const struct pulse_index *idx = &seg->index;
+
+    *out = (struct pulse_segscan_start){0, seg->base, UINT64_MAX, INT64_MAX, false};
+    if (i == SIZE_MAX)
+        return;
+    out->pos = idx->entries[i].rel_pos;
+    out->base = seg->base + (int64_t)idx->entries[i].rel_offset;
+    out->named = true;
+    if (i + 1 < idx->n) {
+        out->end = idx->entries[i + 1].rel_pos;
+        out->limit = seg->base + (int64_t)idx->entries[i + 1].rel_offset;
+    }
+}
+
+void pulse_segment_lookup(struct pulse_segment *seg, int64_t offset, struct pulse_segscan_start *out)
+{
     int64_t rel = offset - seg->base;
 
-    if (rel > 0) {
-        if (rel > (int64_t)UINT32_MAX)
-            rel = UINT32_MAX;
-        pthread_mutex_lock(&seg->index_lock);
-        if (pulse_index_lookup(&seg->index, (uint32_t)rel, &e)) {
-            pos = e.rel_pos;
-            entry_offset = seg->base + (int64_t)e.rel_offset;
-        }
-        pthread_mutex_unlock(&seg->index_lock);
+    if (rel > (int64_t)UINT32_MAX)
+        rel = UINT32_MAX;
+    pthread_mutex_lock(&seg->index_lock);
+    size_t k = rel >= 0 ? pulse_index_rank(&seg->index, (uint32_t)rel) : 0;
+    start_at(seg, k - 1, out); /* k == 0: SIZE_MAX, the segment's start */
+    pthread_mutex_unlock(&seg->index_lock);
+}
+
+void pulse_segment_entry_before(struct pulse_segment *seg, uint64_t pos, struct pulse_segscan_start *out)
+{
+    size_t lo = 0, hi;
+
+    pthread_mutex_lock(&seg->index_lock);
+    hi = seg->index.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (seg->index.entries[mid].rel_pos <= pos)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    if (entry_offset_out != NULL)
-        *entry_offset_out = entry_offset;
-    return pos;
+    start_at(seg, lo - 1, out);
+    pthread_mutex_unlock(&seg->index_lock);
 }
 
 pulse_status_t pulse_segment_rewrite_index(struct pulse_segment *seg)
