@@ -515,6 +515,26 @@ out:
     return st;
 }
 
+/* Pins seg's index file (until pulse_fdc_unpin) and gives its descriptor
+ * and size. On failure nothing stays pinned: PULSE_NOFILE, PULSE_IO
+ * (logged). */
+static pulse_status_t pin_index(struct pulse_segment *seg, int *ifd_out, uint64_t *size_out)
+{
+    int ifd;
+    pulse_status_t st = pulse_fdc_pin(&seg->idx, &ifd);
+
+    if (st != PULSE_OK)
+        return st;
+    if (seg->io->fsize(seg->io, ifd, size_out) < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
+        pulse_fdc_unpin(&seg->idx);
+        return pulse_status_from_errno(err);
+    }
+    *ifd_out = ifd;
+    return PULSE_OK;
+}
+
 /* Whether the header at pos (below file_size) names offset want; *hdr
  * gets it. A failed read is an error status. */
 static pulse_status_t header_names(struct pulse_segment *seg, int fd, uint64_t pos, uint64_t file_size, int64_t want,
@@ -547,18 +567,12 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
     int fd = -1, ifd = -1;
     pulse_status_t st = PULSE_OK;
 
-    st = pulse_fdc_pin(&seg->idx, &ifd);
+    st = pin_index(seg, &ifd, &isize);
     if (st != PULSE_OK)
         return st;
     st = pulse_segment_pin(seg, &fd);
     if (st != PULSE_OK) {
         fd = -1;
-        goto out;
-    }
-    if (seg->io->fsize(seg->io, ifd, &isize) < 0) {
-        int err = errno;
-        PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
-        st = pulse_status_from_errno(err);
         goto out;
     }
     /* An index can never need more than one entry per batch header of data. */
@@ -701,17 +715,11 @@ static pulse_status_t read_index_file(struct pulse_segment *seg, uint32_t want, 
     uint64_t isize = 0;
     uint8_t *raw = NULL;
     int ifd;
-    pulse_status_t st = pulse_fdc_pin(&seg->idx, &ifd);
+    pulse_status_t st = pin_index(seg, &ifd, &isize);
 
     *raw_out = NULL;
     if (st != PULSE_OK)
         return st;
-    if (seg->io->fsize(seg->io, ifd, &isize) < 0) {
-        int err = errno;
-        PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
     if (isize != want)
         goto out;
     raw = pulse_malloc(want > 0 ? want : 1);
@@ -921,15 +929,9 @@ pulse_status_t pulse_segment_index_claim(struct pulse_segment *seg, uint64_t fil
     ssize_t got = 0;
     pulse_status_t st;
 
-    st = pulse_fdc_pin(&seg->idx, &ifd);
+    st = pin_index(seg, &ifd, &isize);
     if (st != PULSE_OK)
         return st;
-    if (seg->io->fsize(seg->io, ifd, &isize) < 0) {
-        int err = errno;
-        PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
     if (isize >= PULSE_INDEX_ENTRY_SIZE)
         got = pulse_io_pread_all(seg->io, ifd, raw, sizeof raw,
                                  (off_t)(isize / PULSE_INDEX_ENTRY_SIZE - 1) * PULSE_INDEX_ENTRY_SIZE);
