@@ -20,36 +20,24 @@ NAME), so every dump holds exactly the N requests of one workload:
 
 All on one kept-alive connection to 127.0.0.1 only.
 """
-import http.client
 import json
+import os
 import random
-import subprocess
 import sys
 import time
 
-VALUE = "abcdefghijklmnop" * 16  # 256 bytes, as in wrk_bench.lua
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import VALUE, Client, callgrind_phase  # noqa: E402
 
 
 def main():
     port = int(sys.argv[1])
     pid = sys.argv[2]
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 200
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-
-    def req(method, path, body=None):
-        c.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
-        r = c.getresponse()
-        return r.status, r.read()
-
-    for _ in range(600):
-        try:
-            if req("GET", "/readyz")[0] == 200:
-                break
-        except OSError:
-            time.sleep(0.2)
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    for t in ("j", "p"):
-        req("POST", "/v1/topics", json.dumps({"name": t, "partitions": 1}))
+    c = Client(port)
+    req = c.req
+    c.wait_ready()
+    c.create_topics(["j", "p"])
     pub100 = json.dumps({"records": [{"value": VALUE}] * 100}, separators=(",", ":"))
     for _ in range(60):  # 6,000 records to fetch from
         assert req("POST", "/v1/topics/j/records", pub100)[0] == 200
@@ -65,21 +53,14 @@ def main():
                                                                    "tags": ["a", "b"], "name": "sensor-%d" % i}}
                                    for i in range(10)]})
 
-    def phase(name, fn):
-        subprocess.run(["callgrind_control", "-z", pid], check=True, stdout=subprocess.DEVNULL)
-        for i in range(n):
-            fn(i)
-        subprocess.run(["callgrind_control", "-d", name, pid], check=True, stdout=subprocess.DEVNULL)
-        print(name, n, flush=True)
-
     def fetch(i):
         st, body = req("GET", "/v1/topics/j/partitions/0/records?max_records=100&offset=%d" % rnd.randrange(5900))
         assert st == 200 and body.count(b'"offset"') == 100, st
 
-    phase("fetch100", fetch)
-    phase("pub100", lambda i: req("POST", "/v1/topics/p/records", pub100))
-    phase("pubhdr", lambda i: req("POST", "/v1/topics/p/records", hdr))
-    phase("pubreal", lambda i: req("POST", "/v1/topics/p/records", real))
+    callgrind_phase(pid, "fetch100", n, fetch)
+    callgrind_phase(pid, "pub100", n, lambda i: req("POST", "/v1/topics/p/records", pub100))
+    callgrind_phase(pid, "pubhdr", n, lambda i: req("POST", "/v1/topics/p/records", hdr))
+    callgrind_phase(pid, "pubreal", n, lambda i: req("POST", "/v1/topics/p/records", real))
 
 
 if __name__ == "__main__":

@@ -21,51 +21,36 @@ NAME), so every dump holds exactly the N requests of one workload:
 All on one kept-alive connection to 127.0.0.1 only; each answer waits for
 its fdatasync, which the publisher leads itself at one connection.
 """
-import http.client
 import json
-import subprocess
+import os
 import sys
-import time
 
-VALUE = "abcdefghijklmnop" * 16  # 256 bytes, as in wrk_bench.lua
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import VALUE, Client, callgrind_phase  # noqa: E402
 
 
 def main():
     port = int(sys.argv[1])
     pid = sys.argv[2]
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 500
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-
-    def req(method, path, body=None):
-        c.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
-        r = c.getresponse()
-        return r.status, r.read()
-
-    for _ in range(600):
-        try:
-            if req("GET", "/readyz")[0] == 200:
-                break
-        except OSError:
-            time.sleep(0.2)
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    req("POST", "/v1/topics", json.dumps({"name": "p", "partitions": 1}))
+    c = Client(port)
+    c.wait_ready()
+    c.create_topics(["p"])
     pub1 = json.dumps({"records": [{"value": VALUE}]}, separators=(",", ":"))
     pub100 = json.dumps({"records": [{"value": VALUE}] * 100}, separators=(",", ":"))
     hdr = json.dumps({"records": [{"key": "k%d" % i, "value": VALUE, "headers": {"h": "x"}} for i in range(10)]})
     for _ in range(20):  # warm: the first requests grow pools and caches
-        assert req("POST", "/v1/topics/p/records", pub1)[0] == 200
+        assert c.req("POST", "/v1/topics/p/records", pub1)[0] == 200
 
-    def phase(name, body):
-        subprocess.run(["callgrind_control", "-z", pid], check=True, stdout=subprocess.DEVNULL)
-        for _ in range(n):
-            st, answer = req("POST", "/v1/topics/p/records", body)
+    def publish(body):
+        def one(i):
+            st, answer = c.req("POST", "/v1/topics/p/records", body)
             assert st == 200, (st, answer)
-        subprocess.run(["callgrind_control", "-d", name, pid], check=True, stdout=subprocess.DEVNULL)
-        print(name, n, flush=True)
+        return one
 
-    phase("pub1", pub1)
-    phase("pub100", pub100)
-    phase("pubhdr", hdr)
+    callgrind_phase(pid, "pub1", n, publish(pub1))
+    callgrind_phase(pid, "pub100", n, publish(pub100))
+    callgrind_phase(pid, "pubhdr", n, publish(hdr))
 
 
 if __name__ == "__main__":

@@ -435,7 +435,7 @@ bool pulse_broker_name_valid(const char *name, size_t len)
 pulse_status_t pulse_group_join_names_check(const char *group, const struct pulse_group_join_spec *spec, char *errbuf,
                                             size_t errlen)
 {
-    if (group == NULL || !pulse_broker_name_valid(group, strnlen(group, PULSE_NAME_MAX + 1))) {
+    if (!pulse_broker_cname_valid(group)) {
         pulse_errbuf_set(errbuf, errlen,
                          "group name must be 1 to 249 characters of [A-Za-z0-9._-], not \".\" or "
                          "\"..\", and must not begin with \"__\"");
@@ -447,7 +447,7 @@ pulse_status_t pulse_group_join_names_check(const char *group, const struct puls
     }
     for (size_t i = 0; i < spec->ntopics; i++) {
         const char *t = spec->topics[i];
-        if (t == NULL || !pulse_broker_name_valid(t, strnlen(t, PULSE_NAME_MAX + 1))) {
+        if (!pulse_broker_cname_valid(t)) {
             pulse_errbuf_set(errbuf, errlen, "topics[%zu] breaks the name rule", i);
             return PULSE_INVALID_NAME;
         }

@@ -93,6 +93,9 @@ int64_t pulse_broker_started_at_ms(const struct pulse_broker *b);
  * Pure; the same rule for every backend. */
 bool pulse_broker_name_valid(const char *name, size_t len);
 
+/* The same rule for a NUL-terminated name; false for NULL. */
+bool pulse_broker_cname_valid(const char *name);
+
 /* The one wording of "no such partition" (every route says it alike):
  * 'topic "t" has no partition P; its partitions are 0 to N-1' (or "its
  * only partition is 0"; no tail when partitions is 0), after prefix

@@ -212,9 +212,6 @@ uint32_t pulse_broker_murmur2(const uint8_t *data, size_t len);
 /* Kafka's default partition for a key: (murmur2(key) & 0x7fffffff) % n. */
 uint32_t pulse_broker_key_partition(const uint8_t *key, size_t len, uint32_t nparts);
 
-/* A NUL-terminated name that passes pulse_broker_name_valid. */
-bool pulse_broker_cname_valid(const char *name);
-
 /* Looks a topic up and takes a reference; NULL if absent. Locks: map_lock
  * (read) briefly. */
 struct pulse_broker_topic *pulse_broker_topic_acquire(struct pulse_local *b, const char *name);

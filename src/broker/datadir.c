@@ -388,6 +388,11 @@ struct dir_scan {
     uint64_t nonempty[PULSE_BROKER_MAX_PARTITIONS / 64];
 };
 
+/* The bitmaps above round down: a limit that is not a multiple of 64
+ * would leave its last partitions without a bit (bit_set would write past
+ * the array). */
+_Static_assert(PULSE_BROKER_MAX_PARTITIONS % 64 == 0, "partition bitmaps need a multiple of 64 partitions");
+
 static int any_entry(void *arg, const char *name, unsigned char type)
 {
     (void)arg;

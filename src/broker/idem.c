@@ -591,8 +591,19 @@ struct rebuild_job {
     struct pulse_broker_idem *w;
     int64_t cutoff;
     struct rebuild_part *parts;
-    _Atomic size_t held; /* room for headers taken by every part */
+    size_t budget;        /* headers all parts may hold at once */
+    _Atomic size_t held;  /* room for headers taken by every part */
+    _Atomic size_t again; /* parts over the budget, read again in their turn */
 };
+
+/* Gives part rp's room back to the budget and frees it. */
+static void part_drop(struct rebuild_job *job, struct rebuild_part *rp)
+{
+    atomic_fetch_sub(&job->held, rp->cap);
+    pulse_free(rp->hdrs);
+    rp->hdrs = NULL;
+    rp->n = rp->cap = 0;
+}
 
 struct hold_ctx {
     struct rebuild_job *job;
@@ -610,9 +621,13 @@ static void hold_batch(void *arg, const struct pulse_batch_header *hdr)
         return;
     if (rp->n == rp->cap) {
         size_t ncap = rp->cap ? rp->cap * 2 : 8;
+        size_t more = ncap - rp->cap;
         struct pulse_batch_header *nh;
-        if (atomic_fetch_add(&c->job->held, ncap - rp->cap) + (ncap - rp->cap) > REBUILD_HELD ||
+        /* Room is taken before the memory, and given back when either
+         * fails: only rp->cap stays counted for this part. */
+        if (atomic_fetch_add(&c->job->held, more) + more > c->job->budget ||
             (nh = pulse_realloc(rp->hdrs, ncap * sizeof *nh)) == NULL) {
+            atomic_fetch_sub(&c->job->held, more);
             c->over = true;
             return;
         }
@@ -632,10 +647,8 @@ static void read_item(void *arg, size_t i)
     rp->st = scan_partition(rp->t->plogs[rp->p], job->cutoff, hold_batch, &c);
     rp->held = !c.over;
     if (c.over) {
-        atomic_fetch_sub(&job->held, rp->cap);
-        pulse_free(rp->hdrs);
-        rp->hdrs = NULL;
-        rp->n = rp->cap = 0;
+        atomic_fetch_add(&job->again, 1);
+        part_drop(job, rp);
     }
 }
 
@@ -691,11 +704,20 @@ static struct rebuild_part *list_parts(const struct pulse_local *b, size_t *n_ou
 
 pulse_status_t pulse_broker_idem_rebuild(struct pulse_local *b, struct pulse_syncpool *pool)
 {
-    struct rebuild_job job = {.w = b->idem_window, .cutoff = pulse_clock_wall_ms() - b->idem_window->window_ms};
+    return pulse_broker_idem_rebuild_within(b, pool, REBUILD_HELD, NULL);
+}
+
+pulse_status_t pulse_broker_idem_rebuild_within(struct pulse_local *b, struct pulse_syncpool *pool, size_t budget,
+                                                struct pulse_idem_rebuild_stats *stats)
+{
+    struct rebuild_job job = {.w = b->idem_window,
+                              .cutoff = pulse_clock_wall_ms() - b->idem_window->window_ms,
+                              .budget = budget};
     int64_t t0 = pulse_clock_mono_us();
     size_t n = 0;
 
     atomic_init(&job.held, 0);
+    atomic_init(&job.again, 0);
     job.parts = list_parts(b, &n);
     if (job.parts == NULL) {
         /* Out of memory for the list: each partition read in its turn. */
@@ -711,11 +733,17 @@ pulse_status_t pulse_broker_idem_rebuild(struct pulse_local *b, struct pulse_syn
             pulse_syncpool_run(pool, n, read_item, &job);
         for (size_t i = 0; i < n; i++) {
             remember_part(&job, &job.parts[i]);
-            pulse_free(job.parts[i].hdrs);
+            part_drop(&job, &job.parts[i]);
         }
         pulse_free(job.parts);
     }
-    pulse_log(PULSE_LOG_INFO, "idempotency window rebuilt: %zu keys in %" PRId64 " ms", b->idem_window->count,
-              (pulse_clock_mono_us() - t0) / 1000);
+    pulse_log(PULSE_LOG_INFO,
+              "idempotency window rebuilt: %zu keys in %" PRId64 " ms (%zu partitions read twice to stay within "
+              "memory)",
+              b->idem_window->count, (pulse_clock_mono_us() - t0) / 1000, atomic_load(&job.again));
+    if (stats != NULL) {
+        stats->read_again = atomic_load(&job.again);
+        stats->held_after = atomic_load(&job.held);
+    }
     return PULSE_OK;
 }

@@ -152,6 +152,18 @@ void pulse_broker_idem_finish(struct pulse_broker_idem *w, struct pulse_idem_ent
  */
 pulse_status_t pulse_broker_idem_rebuild(struct pulse_local *b, struct pulse_syncpool *pool);
 
+/* What a rebuild did with its memory budget. */
+struct pulse_idem_rebuild_stats {
+    size_t read_again; /* partitions whose headers did not fit, read again in their turn */
+    size_t held_after; /* headers still counted against the budget at the end (0) */
+};
+
+/* pulse_broker_idem_rebuild with a budget of budget headers held at once
+ * over all partitions (the rebuild's own is 262,144) and, with stats
+ * (nullable), what it did with it: for tests. */
+pulse_status_t pulse_broker_idem_rebuild_within(struct pulse_local *b, struct pulse_syncpool *pool, size_t budget,
+                                                struct pulse_idem_rebuild_stats *stats);
+
 /* Keys remembered now, for tests and metrics. Locks: the window's mutex. */
 size_t pulse_broker_idem_count(struct pulse_broker_idem *w);
 

@@ -37,14 +37,6 @@
 
 /* ---- join, heartbeat, leave, fetched ------------------------------------------ */
 
-/* A group name a client may use (pulse_broker_name_valid: the name rule,
- * which keeps "__..." names, Kafka's internal topics and the group log,
- * out of reach). */
-static bool cname_valid(const char *name)
-{
-    return name != NULL && pulse_broker_name_valid(name, strnlen(name, PULSE_NAME_MAX + 1));
-}
-
 static pulse_status_t join_check(struct pulse_kafka *k, const char *group, const struct pulse_group_join_spec *spec,
                                  int64_t *lease_ms, uint32_t *parts, char *errbuf, size_t errlen)
 {
@@ -117,9 +109,11 @@ static pulse_status_t member_call(struct pulse_kafka *k, char kind, struct kgcal
     return pulse_kgroups_submit(k, c, &t, st);
 }
 
+/* A group name a client may use follows the name rule, which keeps "__..."
+ * names (Kafka's internal topics and the group log) out of reach. */
 static bool names_valid(const char *group, const char *member)
 {
-    return cname_valid(group) && pulse_kgroups_member_valid(member);
+    return pulse_broker_cname_valid(group) && pulse_kgroups_member_valid(member);
 }
 
 pulse_status_t pulse_kafka_group_heartbeat_async(struct pulse_broker *b, const char *group, const char *member,
@@ -389,7 +383,7 @@ pulse_status_t pulse_kafka_group_commit_async(struct pulse_broker *b, const char
         pulse_errbuf_set(errbuf, errlen, n == 0 ? "no offsets to commit" : "bad member id");
         return PULSE_INVALID;
     }
-    if (!cname_valid(group))
+    if (!pulse_broker_cname_valid(group))
         return PULSE_REJOIN;
     struct kgcall *c = pulse_kgroups_call_new(k, KC_COMMIT, group, done, arg);
     if (c == NULL || (c->pos = pulse_calloc(n, sizeof *c->pos)) == NULL) {
@@ -490,7 +484,7 @@ pulse_status_t pulse_kafka_group_describe_async(struct pulse_broker *b, const ch
 {
     struct pulse_kafka *k = kafka_of(b);
     struct kgroups *kg = k->groups;
-    if (!cname_valid(group))
+    if (!pulse_broker_cname_valid(group))
         return PULSE_INVALID_NAME;
     if (!atomic_load(&kg->caught_up))
         return PULSE_UNAVAILABLE; /* still reading the group log (kgroups.h) */

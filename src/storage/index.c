@@ -78,7 +78,7 @@ void pulse_index_truncate(struct pulse_index *idx, size_t n)
         idx->n = n;
 }
 
-bool pulse_index_lookup(const struct pulse_index *idx, uint32_t rel_target, struct pulse_index_entry *out)
+size_t pulse_index_rank(const struct pulse_index *idx, uint32_t rel_target)
 {
     size_t lo = 0, hi = idx->n;
 
@@ -90,9 +90,16 @@ bool pulse_index_lookup(const struct pulse_index *idx, uint32_t rel_target, stru
         else
             hi = mid;
     }
-    if (lo == 0)
+    return lo;
+}
+
+bool pulse_index_lookup(const struct pulse_index *idx, uint32_t rel_target, struct pulse_index_entry *out)
+{
+    size_t k = pulse_index_rank(idx, rel_target);
+
+    if (k == 0)
         return false;
-    *out = idx->entries[lo - 1];
+    *out = idx->entries[k - 1];
     return true;
 }
 

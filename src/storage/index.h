@@ -45,6 +45,9 @@ pulse_status_t pulse_index_append(struct pulse_index *idx, uint32_t rel_offset, 
 /* Drops every entry from n on (n >= count is a no-op). */
 void pulse_index_truncate(struct pulse_index *idx, size_t n);
 
+/* How many entries have rel_offset <= rel_target (binary search). */
+size_t pulse_index_rank(const struct pulse_index *idx, uint32_t rel_target);
+
 /* Finds the greatest entry with rel_offset <= rel_target (binary search).
  * Returns false when there is none (empty index or target before entry 0). */
 bool pulse_index_lookup(const struct pulse_index *idx, uint32_t rel_target, struct pulse_index_entry *out);

@@ -1343,17 +1343,19 @@ static pulse_status_t fill_ahead(struct slicer *sl, struct pulse_segscan *sc, co
 static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg, int fd)
 {
     uint64_t bound = atomic_load_explicit(&seg->durable_size, memory_order_acquire);
-    int64_t entry;
-    uint64_t pos = pulse_segment_lookup(seg, sl->offset, &entry);
-    const struct pulse_damage *dr = dset_bytes_from(sl->set, seg->base, pos);
+    struct pulse_segscan_start start;
     struct pulse_segscan sc;
     struct pulse_segscan_item it;
     pulse_status_t st = PULSE_OK;
 
+    pulse_segment_lookup(seg, sl->offset, &start);
+    const struct pulse_damage *dr = dset_bytes_from(sl->set, seg->base, start.pos);
     /* The durable end is always a batch boundary, so a batch that claims to
-     * run past it is damaged, not incomplete: the scan calls it damage. */
-    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, bound, pos, entry, segment_limit(sl->plog, seg),
-                       PULSE_SEGSCAN_TRUST | PULSE_SEGSCAN_STOP);
+     * run past it is damaged, not incomplete: the scan calls it damage. So
+     * is a batch at the index entry that is not the one the entry names
+     * (its header is read anyway). */
+    pulse_segscan_init_at(&sc, seg->io, fd, seg->log_path, seg->base, bound, &start, segment_limit(sl->plog, seg),
+                          PULSE_SEGSCAN_TRUST | PULSE_SEGSCAN_STOP);
     while (!sl->done && sc.pos + PULSE_BATCH_HEADER_SIZE <= bound) {
         int64_t expect = sc.expect;
         bool at_end = false;
@@ -1486,29 +1488,6 @@ out:
 
 /* ---- damage found by a read ------------------------------------------- */
 
-/* Where a walk to pos may start: the greatest index entry at or before it. */
-static void entry_before(struct pulse_segment *seg, uint64_t pos, uint64_t *pos_out, int64_t *off_out)
-{
-    size_t lo = 0, hi;
-
-    *pos_out = 0;
-    *off_out = seg->base;
-    pthread_mutex_lock(&seg->index_lock);
-    hi = seg->index.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (seg->index.entries[mid].rel_pos <= pos)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo > 0) {
-        *pos_out = seg->index.entries[lo - 1].rel_pos;
-        *off_out = seg->base + seg->index.entries[lo - 1].rel_offset;
-    }
-    pthread_mutex_unlock(&seg->index_lock);
-}
-
 /* True when r overlaps a range of s, in offsets or in bytes. */
 static bool dset_clashes(const struct pulse_damage_set *s, const struct pulse_damage *r)
 {
@@ -1604,9 +1583,10 @@ static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, int
     struct pulse_damage found[8];
     struct pulse_segscan sc;
     struct pulse_segscan_item it;
+    struct pulse_segscan_start start;
     size_t n = 0, hfirst = 0, nh = 0;
-    uint64_t spos, bound;
-    int64_t soff, hw, limit = segment_limit(plog, seg);
+    uint64_t bound;
+    int64_t hw, limit = segment_limit(plog, seg);
     bool covered = false;
 
     pthread_mutex_lock(&plog->sync_lock);
@@ -1619,12 +1599,12 @@ static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, int
      * ends below it: a batch beyond it is damage, as the read judged. */
     if (hw < limit)
         limit = hw;
-    entry_before(seg, pos, &spos, &soff);
+    pulse_segment_entry_before(seg, pos, &start);
     for (size_t i = 0; i < set->n; i++) {
         if (set->r[i].seg_base == seg->base && nh++ == 0)
             hfirst = i;
     }
-    pulse_segscan_init(&sc, seg->io, fd, seg->log_path, seg->base, bound, spos, soff, limit, 0);
+    pulse_segscan_init_at(&sc, seg->io, fd, seg->log_path, seg->base, bound, &start, limit, 0);
     pulse_segscan_set_hints(&sc, nh > 0 ? &set->r[hfirst] : NULL, nh);
     while (n < sizeof found / sizeof found[0] && pulse_segscan_next(&sc, &it) == PULSE_OK &&
            it.kind != PULSE_SEGSCAN_END && it.pos <= pos) {

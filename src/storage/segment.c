@@ -324,26 +324,51 @@ out:
     return st;
 }
 
-uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset, int64_t *entry_offset_out)
+/* The walk start of entry i of seg's table (entries [0, i] exist), or of
+ * the segment's start for i == SIZE_MAX. Caller holds index_lock. */
+static void start_at(const struct pulse_segment *seg, size_t i, struct pulse_segscan_start *out)
 {
-    struct pulse_index_entry e;
-    uint64_t pos = 0;
-    int64_t entry_offset = seg->base;
+    const struct pulse_index *idx = &seg->index;
+
+    *out = (struct pulse_segscan_start){0, seg->base, UINT64_MAX, INT64_MAX, false};
+    if (i == SIZE_MAX)
+        return;
+    out->pos = idx->entries[i].rel_pos;
+    out->base = seg->base + (int64_t)idx->entries[i].rel_offset;
+    out->named = true;
+    if (i + 1 < idx->n) {
+        out->end = idx->entries[i + 1].rel_pos;
+        out->limit = seg->base + (int64_t)idx->entries[i + 1].rel_offset;
+    }
+}
+
+void pulse_segment_lookup(struct pulse_segment *seg, int64_t offset, struct pulse_segscan_start *out)
+{
     int64_t rel = offset - seg->base;
 
-    if (rel > 0) {
-        if (rel > (int64_t)UINT32_MAX)
-            rel = UINT32_MAX;
-        pthread_mutex_lock(&seg->index_lock);
-        if (pulse_index_lookup(&seg->index, (uint32_t)rel, &e)) {
-            pos = e.rel_pos;
-            entry_offset = seg->base + (int64_t)e.rel_offset;
-        }
-        pthread_mutex_unlock(&seg->index_lock);
+    if (rel > (int64_t)UINT32_MAX)
+        rel = UINT32_MAX;
+    pthread_mutex_lock(&seg->index_lock);
+    size_t k = rel >= 0 ? pulse_index_rank(&seg->index, (uint32_t)rel) : 0;
+    start_at(seg, k - 1, out); /* k == 0: SIZE_MAX, the segment's start */
+    pthread_mutex_unlock(&seg->index_lock);
+}
+
+void pulse_segment_entry_before(struct pulse_segment *seg, uint64_t pos, struct pulse_segscan_start *out)
+{
+    size_t lo = 0, hi;
+
+    pthread_mutex_lock(&seg->index_lock);
+    hi = seg->index.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (seg->index.entries[mid].rel_pos <= pos)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    if (entry_offset_out != NULL)
-        *entry_offset_out = entry_offset;
-    return pos;
+    start_at(seg, lo - 1, out);
+    pthread_mutex_unlock(&seg->index_lock);
 }
 
 pulse_status_t pulse_segment_rewrite_index(struct pulse_segment *seg)
@@ -490,6 +515,26 @@ out:
     return st;
 }
 
+/* Pins seg's index file (until pulse_fdc_unpin) and gives its descriptor
+ * and size. On failure nothing stays pinned: PULSE_NOFILE, PULSE_IO
+ * (logged). */
+static pulse_status_t pin_index(struct pulse_segment *seg, int *ifd_out, uint64_t *size_out)
+{
+    int ifd;
+    pulse_status_t st = pulse_fdc_pin(&seg->idx, &ifd);
+
+    if (st != PULSE_OK)
+        return st;
+    if (seg->io->fsize(seg->io, ifd, size_out) < 0) {
+        int err = errno;
+        PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
+        pulse_fdc_unpin(&seg->idx);
+        return pulse_status_from_errno(err);
+    }
+    *ifd_out = ifd;
+    return PULSE_OK;
+}
+
 /* Whether the header at pos (below file_size) names offset want; *hdr
  * gets it. A failed read is an error status. */
 static pulse_status_t header_names(struct pulse_segment *seg, int fd, uint64_t pos, uint64_t file_size, int64_t want,
@@ -522,18 +567,12 @@ pulse_status_t pulse_segment_load_index(struct pulse_segment *seg, uint64_t file
     int fd = -1, ifd = -1;
     pulse_status_t st = PULSE_OK;
 
-    st = pulse_fdc_pin(&seg->idx, &ifd);
+    st = pin_index(seg, &ifd, &isize);
     if (st != PULSE_OK)
         return st;
     st = pulse_segment_pin(seg, &fd);
     if (st != PULSE_OK) {
         fd = -1;
-        goto out;
-    }
-    if (seg->io->fsize(seg->io, ifd, &isize) < 0) {
-        int err = errno;
-        PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
-        st = pulse_status_from_errno(err);
         goto out;
     }
     /* An index can never need more than one entry per batch header of data. */
@@ -676,17 +715,11 @@ static pulse_status_t read_index_file(struct pulse_segment *seg, uint32_t want, 
     uint64_t isize = 0;
     uint8_t *raw = NULL;
     int ifd;
-    pulse_status_t st = pulse_fdc_pin(&seg->idx, &ifd);
+    pulse_status_t st = pin_index(seg, &ifd, &isize);
 
     *raw_out = NULL;
     if (st != PULSE_OK)
         return st;
-    if (seg->io->fsize(seg->io, ifd, &isize) < 0) {
-        int err = errno;
-        PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
     if (isize != want)
         goto out;
     raw = pulse_malloc(want > 0 ? want : 1);
@@ -896,15 +929,9 @@ pulse_status_t pulse_segment_index_claim(struct pulse_segment *seg, uint64_t fil
     ssize_t got = 0;
     pulse_status_t st;
 
-    st = pulse_fdc_pin(&seg->idx, &ifd);
+    st = pin_index(seg, &ifd, &isize);
     if (st != PULSE_OK)
         return st;
-    if (seg->io->fsize(seg->io, ifd, &isize) < 0) {
-        int err = errno;
-        PULSE_ERROR("segment: fstat %s failed: %s", seg->index_path, strerror(err));
-        st = pulse_status_from_errno(err);
-        goto out;
-    }
     if (isize >= PULSE_INDEX_ENTRY_SIZE)
         got = pulse_io_pread_all(seg->io, ifd, raw, sizeof raw,
                                  (off_t)(isize / PULSE_INDEX_ENTRY_SIZE - 1) * PULSE_INDEX_ENTRY_SIZE);

@@ -188,12 +188,15 @@ void pulse_segment_release(struct pulse_segment *seg);
  * lock. */
 pulse_status_t pulse_segment_index_add(struct pulse_segment *seg, uint32_t rel_offset, uint32_t rel_pos);
 
-/* Finds where to start decoding for offset: the position of the greatest
- * index entry at or before it (0 when none). *entry_offset_out (nullable)
- * gets that entry's offset (the segment base when none): the batch at the
- * position starts there, and no batch after it starts lower.
- * Locks: index_lock briefly. */
-uint64_t pulse_segment_lookup(struct pulse_segment *seg, int64_t offset, int64_t *entry_offset_out);
+/* Finds where to start decoding for offset: the greatest index entry at
+ * or before it, or position 0 and the segment base when none (the batch
+ * there starts at that offset, and no batch after it starts lower), with
+ * what the entry says of its batch (struct pulse_segscan_start, for
+ * pulse_segscan_init_at). Locks: index_lock briefly. */
+void pulse_segment_lookup(struct pulse_segment *seg, int64_t offset, struct pulse_segscan_start *out);
+
+/* The same for byte pos: the greatest index entry at or before it. */
+void pulse_segment_entry_before(struct pulse_segment *seg, uint64_t pos, struct pulse_segscan_start *out);
 
 /*
  * Where the first batch whose maximum timestamp (the larger of its first

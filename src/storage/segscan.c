@@ -61,6 +61,14 @@ void pulse_segscan_init(struct pulse_segscan *sc, const struct pulse_io *io, int
     pulse_buf_init(&sc->inflated, PULSE_BATCH_INFLATED_MAX);
 }
 
+void pulse_segscan_init_at(struct pulse_segscan *sc, const struct pulse_io *io, int fd, const char *path,
+                           int64_t seg_base, uint64_t size, const struct pulse_segscan_start *start, int64_t limit,
+                           unsigned mode)
+{
+    pulse_segscan_init(sc, io, fd, path, seg_base, size, start->pos, start->base, limit, mode);
+    sc->start = *start;
+}
+
 void pulse_segscan_init_mem(struct pulse_segscan *sc, const uint8_t *buf, size_t len, unsigned mode)
 {
     /* Base offsets are never negative (the codec refuses them), so 0
@@ -241,16 +249,24 @@ static bool explain_verify(struct pulse_segscan *sc, const uint8_t *b, size_t to
     return true;
 }
 
-/* The offset rules (segscan.h); problem (nullable) gets the reason. */
-static bool offsets_ok(const struct pulse_segscan *sc, uint64_t q, const struct pulse_batch_header *hdr, int64_t last,
-                       char *problem)
+/* The offset rules (segscan.h) for the batch at [q, end); problem
+ * (nullable) gets the reason. */
+static bool offsets_ok(const struct pulse_segscan *sc, uint64_t q, uint64_t end, const struct pulse_batch_header *hdr,
+                       int64_t last, char *problem)
 {
+    const struct pulse_segscan_start *s = &sc->start;
     const char *why = NULL;
     char msg[PULSE_SEGSCAN_PROBLEM_MAX];
 
     if (sc->mode & PULSE_SEGSCAN_ANY_ORDER)
         return true;
-    if (hdr->base_offset < sc->expect) {
+    if (s->named && q == s->pos && (hdr->base_offset != s->base || end > s->end || last >= s->limit)) {
+        snprintf(msg, sizeof msg,
+                 "batch holds offsets %" PRId64 "..%" PRId64 " up to byte %" PRIu64
+                 ", not the batch its index entry names (offset %" PRId64 ", before the next entry)",
+                 hdr->base_offset, last, end, s->base);
+        why = msg;
+    } else if (hdr->base_offset < sc->expect) {
         if (sc->seen_batch)
             snprintf(msg, sizeof msg, "batch base offset %" PRId64 " does not follow the previous last offset %" PRId64,
                      hdr->base_offset, sc->expect - 1);
@@ -362,7 +378,7 @@ static pulse_status_t check_at(struct pulse_segscan *sc, uint64_t q, char *probl
         }
     }
     it->crc_ok = problem != NULL && !trust;
-    if (!offsets_ok(sc, q, &hdr, last, problem))
+    if (!offsets_ok(sc, q, q + total, &hdr, last, problem))
         return PULSE_OK;
     it->batch = p;
     it->hdr = hdr;

@@ -15,7 +15,8 @@
  * framing), its base offset is at least the expected offset (the end of the
  * previous valid batch, or the start offset), its last offset stays below
  * the limit, and (for a known segment base) its relative offset and q fit
- * the 32-bit index.
+ * the 32-bit index; and a batch at the index entry a walk started from
+ * (pulse_segscan_init_at) is the batch that entry names.
  *
  * Modes (the mode argument, flags or-ed together; 0 is recovery's: the
  * whole rule above, and a resync past damage):
@@ -98,6 +99,27 @@ struct pulse_damage;
 #define PULSE_SEGSCAN_STOP 0x2u
 #define PULSE_SEGSCAN_ANY_ORDER 0x4u
 
+/*
+ * Where a walk over a segment file starts, as its sparse index says
+ * (pulse_segment_lookup, pulse_segment_entry_before): at byte pos, with
+ * offset base expected there. With named (an index entry is at pos, rather
+ * than the start of a segment without one), the batch there must be the
+ * one the entry names: base offset exactly base, ending at or before end
+ * and holding no offset at or past limit (the next entry's position and
+ * offset; UINT64_MAX and INT64_MAX after the last entry). A batch that is
+ * not is damage, whatever its CRC says: the index and the data disagree,
+ * and a sealed file edited in place with its times put back is trusted by
+ * the snapshot's record (docs/Storage.md "Sealed segments from their
+ * records"). The check costs nothing: a walk reads that header anyway.
+ */
+struct pulse_segscan_start {
+    uint64_t pos;
+    int64_t base;
+    uint64_t end;
+    int64_t limit;
+    bool named;
+};
+
 struct pulse_segscan {
     const struct pulse_io *io;
     int fd;                           /* -1 for a buffer */
@@ -117,7 +139,8 @@ struct pulse_segscan {
     bool borrowed; /* buf is the caller's (pulse_segscan_fill), not freed here */
     uint64_t buf_pos;
     size_t buf_len;
-    struct pulse_buf inflated; /* the records of the last compressed batch verified (batch.h) */
+    struct pulse_buf inflated;        /* the records of the last compressed batch verified (batch.h) */
+    struct pulse_segscan_start start; /* pulse_segscan_init_at; named false otherwise */
 };
 
 enum pulse_segscan_kind {
@@ -159,6 +182,13 @@ struct pulse_segscan_item {
  * until pulse_segscan_fini. */
 void pulse_segscan_init(struct pulse_segscan *sc, const struct pulse_io *io, int fd, const char *path, int64_t seg_base,
                         uint64_t size, uint64_t pos, int64_t expect, int64_t limit, unsigned mode);
+
+/* pulse_segscan_init at start->pos expecting start->base, and with
+ * start->named the batch there is judged against its index entry too
+ * (struct pulse_segscan_start). */
+void pulse_segscan_init_at(struct pulse_segscan *sc, const struct pulse_io *io, int fd, const char *path,
+                           int64_t seg_base, uint64_t size, const struct pulse_segscan_start *start, int64_t limit,
+                           unsigned mode);
 
 /*
  * Starts at the first byte of the len bytes of batches at buf, in mode.

@@ -20,6 +20,8 @@
 #include "broker/broker.h"
 #include "broker/broker_int.h"
 #include "broker/idem.h"
+#include "broker/syncpool.h"
+#include "broker/idem.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "brokertest.h"
@@ -322,6 +324,42 @@ START_TEST(test_the_window_is_rebuilt_from_the_log_at_open)
 }
 END_TEST
 
+/* The rebuild holds the headers it reads within a budget: a partition
+ * whose headers do not fit gives back all the room it took (the growth it
+ * was refused included) and is read again in its turn; one that fits
+ * holds its room until it is remembered. Topic "a" has 20 keyed batches
+ * (its table would grow from 16 to 32 headers, past a budget of 16),
+ * "b" 5 (8 headers): only "a" may be read twice, and nothing stays
+ * counted at the end. On one thread, in order. */
+START_TEST(test_the_rebuild_returns_the_room_of_a_partition_over_its_budget)
+{
+    struct pulse_broker_config cfg;
+    test_config(&cfg);
+    struct pulse_broker *b = open_cfg(&cfg, NULL);
+    struct pulse_syncpool *one = NULL;
+    struct pulse_idem_rebuild_stats stats;
+    char err[256] = "", key[32];
+    struct pulse_offset_pair off[1];
+
+    create_topic(b, "a", 1);
+    create_topic(b, "b", 1);
+    for (int i = 0; i < 25; i++) {
+        struct pulse_publish_record r = rec_kv(NULL, "v", 0);
+        snprintf(key, sizeof key, "k%d", i);
+        ck_assert_int_eq(publish_key(b, i < 20 ? "a" : "b", key, &r, 1, off, NULL, err, sizeof err), PULSE_OK);
+    }
+    struct pulse_local *local = pulse_local_of(b);
+    ck_assert_uint_eq(pulse_broker_idem_count(local->idem_window), 25);
+    ck_assert_int_eq(pulse_syncpool_open(1, &one), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_idem_rebuild_within(local, one, 16, &stats), PULSE_OK);
+    ck_assert_uint_eq(stats.read_again, 1);
+    ck_assert_uint_eq(stats.held_after, 0);
+    ck_assert_uint_eq(pulse_broker_idem_count(local->idem_window), 25);
+    pulse_syncpool_close(one);
+    pulse_broker_close(b);
+}
+END_TEST
+
 /* Publishes 6 records over 3 partitions with partition 1's append failing
  * for lack of space; returns the offsets it reported. */
 static void publish_cut_at_partition_1(struct pulse_broker *b, struct faultio *fio, struct pulse_publish_record *recs,
@@ -505,6 +543,7 @@ static Suite *idem_suite(void)
     tcase_add_test(tc, test_the_window_is_rebuilt_from_the_log_at_open);
     tcase_add_test(tc, test_a_publish_cut_between_partitions_is_completed_by_its_retry);
     tcase_add_test(tc, test_a_publish_cut_between_partitions_is_completed_after_a_reopen);
+    tcase_add_test(tc, test_the_rebuild_returns_the_room_of_a_partition_over_its_budget);
     tcase_add_test(tc, test_compaction_drops_the_producer_fields_of_what_it_rewrites);
     suite_add_tcase(s, tc);
     return s;

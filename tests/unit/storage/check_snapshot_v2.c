@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "common/endian.h"
 #include "common/fsio.h"
 #include "storage/index.h"
 #include "storage/snapshot.h"
@@ -435,6 +436,108 @@ START_TEST(test_rot_in_a_trusted_segment_is_never_served)
 }
 END_TEST
 
+/* The size of every batch build() writes (they are all alike). */
+static size_t batch_size(void)
+{
+    struct pulse_buf b;
+
+    pulse_buf_init(&b, 1 << 20);
+    size_t one = pt_batch(&b, 0, PER, VLEN, 0);
+    pulse_buf_fini(&b);
+    return one;
+}
+
+/* Batch k of the first sealed segment (offsets k*PER..) rewritten in place
+ * by edit, its file's times put back: size, inode, times and index all
+ * match the record, so the open trusts the segment without reading that
+ * header. Returns the batch's position. */
+static long long edit_sealed_batch(const char *dir, unsigned k, void (*edit)(uint8_t *b, size_t len))
+{
+    char p[600];
+    struct stat st;
+    size_t one = batch_size();
+    uint8_t *b = pulse_malloc(one);
+
+    ck_assert_ptr_nonnull(b);
+    pt_path(p, sizeof p, dir, 0, "log");
+    ck_assert_int_eq(stat(p, &st), 0);
+    /* With an index interval of 1 every batch has its own entry, and the
+     * batch after k is in the same segment, so k's entry is an inner one
+     * (the open reads only the headers at the first and last entry of a
+     * trusted segment). */
+    ck_assert_int_ge(pt_file_size(p), (long long)((k + 2) * one));
+    pt_read_file(p, (long long)(k * one), b, one);
+    edit(b, one);
+    pt_patch(p, (long long)(k * one), b, PULSE_BATCH_HEADER_SIZE); /* the header only */
+    restore_mtime(p, &st);
+    pulse_free(b);
+    return (long long)(k * one);
+}
+
+/* A header that names the next batch's offsets, with a CRC to match: a
+ * batch other than the one its index entry names, valid on its own (as
+ * after two batches of equal size were swapped). */
+static void name_next_offsets(uint8_t *b, size_t len)
+{
+    pulse_batch_set_base_offset(b, len, (int64_t)pulse_get_be64(b + 8) + PER);
+    ck_assert_int_eq(pulse_batch_verify(b, len, NULL, NULL), PULSE_OK);
+}
+
+/* A reader must not take the edited batch for the one the index names:
+ * the read skips exactly its offsets as damaged and records them, and
+ * every other record comes back at its offset, once. */
+START_TEST(test_a_batch_edited_in_place_in_a_trusted_segment_is_never_served)
+{
+    char *dir = pt_tmpdir();
+    uint64_t n = build(dir, 1);
+    struct pulse_plog_recovery rec;
+    struct pulse_plog_stats stats;
+
+    edit_sealed_batch(dir, 2, name_next_offsets);
+    struct pulse_plog *plog = open_log(dir, 1, &rec);
+    ck_assert_uint_eq(rec.seals_trusted, rec.segments - 1);
+    ck_assert_uint_eq(rec.damaged_ranges, 0);
+    expect_records(plog, n, 2 * PER, 3 * PER);
+    pulse_plog_get_stats(plog, &stats);
+    ck_assert_uint_eq(stats.damaged_ranges, 1);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    /* Recorded: the next open knows the segment is damaged. */
+    plog = open_log(dir, 1, &rec);
+    ck_assert_uint_ge(rec.corrupt_segments, 1);
+    ck_assert_uint_eq(rec.seals_trusted, rec.segments - 2);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
+/* A length field that runs over the next index entry (the CRC no longer
+ * matches, but a raw slice does not read bodies). */
+static void swallow_next_batch(uint8_t *b, size_t len)
+{
+    pulse_put_be32(b + 16, (uint32_t)(2 * len - PULSE_BATCH_HEADER_SIZE));
+}
+
+START_TEST(test_a_raw_slice_never_serves_a_batch_longer_than_its_index_entry_allows)
+{
+    char *dir = pt_tmpdir();
+    uint64_t n = build(dir, 1);
+    struct pulse_plog_recovery rec;
+    struct pulse_slice sl;
+
+    long long pos = edit_sealed_batch(dir, 2, swallow_next_batch);
+    struct pulse_plog *plog = open_log(dir, 1, &rec);
+    ck_assert_uint_eq(rec.seals_trusted, rec.segments - 1);
+    ck_assert_int_eq(pulse_plog_slice(plog, 2 * PER, 1 << 20, false, &sl), PULSE_OK);
+    ck_assert_uint_eq(sl.pos, (uint64_t)pos + batch_size());
+    ck_assert_int_eq(sl.skip_from, 2 * PER);
+    ck_assert_int_eq(sl.skip_to, 3 * PER);
+    ck_assert(sl.skip_damaged);
+    expect_records(plog, n, 2 * PER, 3 * PER);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
 /* A snapshot from before more appends (same active segment, then after
  * rotations) put back: what it vouches for still holds or is not used. */
 START_TEST(test_a_stale_snapshot_put_back_is_safe)
@@ -706,6 +809,8 @@ int main(void)
     tcase_add_test(tc, test_a_segment_lost_after_a_trusted_one_is_found);
     tcase_add_test(tc, test_a_rotten_header_at_the_last_entry_is_found_at_the_open);
     tcase_add_test(tc, test_rot_in_a_trusted_segment_is_never_served);
+    tcase_add_test(tc, test_a_batch_edited_in_place_in_a_trusted_segment_is_never_served);
+    tcase_add_test(tc, test_a_raw_slice_never_serves_a_batch_longer_than_its_index_entry_allows);
     tcase_add_test(tc, test_a_stale_snapshot_put_back_is_safe);
     tcase_add_test(tc, test_segments_removed_by_retention_leave_no_trusted_record);
     tcase_add_test(tc, test_a_compacted_segment_is_recorded_and_a_stale_record_is_not_trusted);
