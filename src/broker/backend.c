@@ -432,6 +432,13 @@ bool pulse_broker_name_valid(const char *name, size_t len)
     return true;
 }
 
+/* Here, beside the rule it applies, so that every user of the seam (the
+ * Kafka backend included) links it without the local backend's topic map. */
+bool pulse_broker_cname_valid(const char *name)
+{
+    return name != NULL && pulse_broker_name_valid(name, strnlen(name, PULSE_NAME_MAX + 1));
+}
+
 pulse_status_t pulse_group_join_names_check(const char *group, const struct pulse_group_join_spec *spec, char *errbuf,
                                             size_t errlen)
 {

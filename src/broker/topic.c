@@ -89,11 +89,6 @@ void pulse_broker_no_partition_message(char *errbuf, size_t errlen, const char *
                          (long long)partition, (unsigned long)partitions - 1);
 }
 
-bool pulse_broker_cname_valid(const char *name)
-{
-    return name != NULL && pulse_broker_name_valid(name, strnlen(name, PULSE_NAME_MAX + 1));
-}
-
 /* ---- the name map ---------------------------------------------------- */
 
 /* Index of name in the sorted map, or where it would go (*found false).
