@@ -1246,9 +1246,12 @@ struct slicer {
     uint64_t bad_pos; /* a batch that cannot be right (CORRUPT) */
     bool done;        /* nothing more may join the slice */
     /* A read (pulse_plog_read) gives the buffer its bytes go to: the walk
-     * fills it from the first batch taken on (fill_ahead), filled bytes. */
+     * fills it from the first batch taken on (fill_ahead), filled bytes of
+     * the fill_cap it reserved there. */
     struct pulse_buf *fill;
     uint64_t filled;
+    uint64_t fill_cap;
+    bool strode; /* a raw slice's walk moved over batches by the index */
 };
 
 /* The high watermark now, read under sync_lock: a sync publishes a
@@ -1310,25 +1313,85 @@ static pulse_status_t walk_bad(struct slicer *sl, struct pulse_segment *seg, uin
  * the bytes the slice may span from there (max_bytes, or that one batch
  * when it is larger, within the durable bound and the room sl->fill has)
  * into sl->fill, past its length, and lets the scan find the remaining
- * headers in them instead of reading each one. Bytes read past the slice
- * are not kept (the caller only takes the slice's length). When the
- * buffer cannot take them nothing is filled and the read copies the slice
- * itself afterwards. PULSE_IO when the read fails.
+ * headers in them instead of reading each one. The first read stops after
+ * the header of the last batch the index places within that span: that
+ * batch usually runs past it (then nothing past the slice is read but its
+ * header), and when it does not, fill_more reads the rest. The caller only
+ * takes the slice's length. When the buffer cannot take the span nothing
+ * is filled and the read copies the slice itself afterwards. PULSE_IO when
+ * the read fails.
  */
 static pulse_status_t fill_ahead(struct slicer *sl, struct pulse_segscan *sc, const struct pulse_segscan_item *it,
-                                 uint64_t bound)
+                                 struct pulse_segment *seg, uint64_t bound)
 {
     struct pulse_buf *out = sl->fill;
     uint64_t n = sl->max_bytes > it->end - it->pos ? sl->max_bytes : it->end - it->pos;
+    struct pulse_segscan_start last;
+    uint64_t first_n;
 
     if (n > bound - it->pos)
         n = bound - it->pos;
     if (n > SIZE_MAX || pulse_buf_reserve(out, (size_t)n) != PULSE_OK)
         return PULSE_OK;
-    pulse_status_t st = pulse_segscan_fill(sc, it->pos, out->data + out->len, (size_t)n);
-    if (st == PULSE_OK)
-        sl->filled = n;
+    pulse_segment_entry_before(seg, it->pos + n, 0, &last);
+    first_n = n;
+    if (last.pos >= it->end && last.pos - it->pos + PULSE_BATCH_HEADER_SIZE < n)
+        first_n = last.pos - it->pos + PULSE_BATCH_HEADER_SIZE;
+    pulse_status_t st = pulse_segscan_fill(sc, it->pos, out->data + out->len, (size_t)first_n);
+    if (st == PULSE_OK) {
+        sl->filled = first_n;
+        sl->fill_cap = n;
+    }
     return st;
+}
+
+/* For a read whose walk reached the end of what fill_ahead read while a
+ * further batch may still join the slice: reads the rest of the span into
+ * the buffer, right after the bytes filled so far. */
+static pulse_status_t fill_more(struct slicer *sl, struct pulse_segscan *sc)
+{
+    if (sl->fill == NULL || sl->filled >= sl->fill_cap ||
+        sc->pos + PULSE_BATCH_HEADER_SIZE > sl->first_pos + sl->fill_cap ||
+        sc->pos + PULSE_BATCH_HEADER_SIZE <= sl->first_pos + sl->filled)
+        return PULSE_OK;
+    pulse_status_t st = pulse_segscan_fill(sc, sl->first_pos + sl->filled, sl->fill->data + sl->fill->len + sl->filled,
+                                           (size_t)(sl->fill_cap - sl->filled));
+    if (st == PULSE_OK)
+        sl->filled = sl->fill_cap;
+    return st;
+}
+
+/*
+ * For a raw slice (no buffer to find headers in): once the walk took the
+ * slice's first batch, moves it over the batches that the index shows lie
+ * wholly within max_bytes (up to the entry before the last one at or
+ * before the slice's byte limit) instead of reading each of their
+ * headers, so a slice of n batches costs a few header reads rather than
+ * n. The batches stepped over were verified when they were written or
+ * recovered, as every batch of the walk is (TRUST), and the index, which
+ * points at batch starts only, is what the walk already trusts for where
+ * to start. Nothing is stepped over that the walk would have stopped at:
+ * the target lies below the durable bound and its offset below HW, and no
+ * damaged bytes and no skipped range lie between. The walk goes on at the
+ * target, judging the headers from there as before.
+ */
+static void stride(struct slicer *sl, struct pulse_segment *seg, struct pulse_segscan *sc, uint64_t bound)
+{
+    struct pulse_segscan_start e;
+
+    sl->strode = true;
+    if (sl->len >= sl->max_bytes)
+        return;
+    uint64_t limit = bound - sl->first_pos > sl->max_bytes ? sl->first_pos + sl->max_bytes : bound;
+    const struct pulse_damage *dr = dset_bytes_from(sl->set, seg->base, sc->pos);
+    if (dr != NULL && dr->pos < limit)
+        limit = dr->pos; /* the slice ends there anyway */
+    pulse_segment_entry_before(seg, limit, 1, &e);
+    if (e.pos <= sc->pos || e.base <= sc->expect || e.base >= sl->hw || dset_between(sl->set, sl->next, e.base))
+        return;
+    sl->len += e.pos - sc->pos;
+    sl->next = e.base;
+    pulse_segscan_seek_at(sc, &e);
 }
 
 /*
@@ -1367,6 +1430,8 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg,
             dr = dset_bytes_from(sl->set, seg->base, sc.pos);
             continue;
         }
+        if ((st = fill_more(sl, &sc)) != PULSE_OK)
+            break;
         st = pulse_segscan_next(&sc, &it);
         if (st != PULSE_OK || it.kind == PULSE_SEGSCAN_END)
             break;
@@ -1390,11 +1455,13 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg,
         if (sl->len == 0) {
             sl->first_pos = it.pos;
             sl->first_base = it.hdr.base_offset;
-            if (sl->fill != NULL && (st = fill_ahead(sl, &sc, &it, bound)) != PULSE_OK)
+            if (sl->fill != NULL && (st = fill_ahead(sl, &sc, &it, seg, bound)) != PULSE_OK)
                 break;
         }
         sl->len += it.end - it.pos;
         sl->next = it.last_offset + 1;
+        if (sl->fill == NULL && !sl->strode)
+            stride(sl, seg, &sc, bound);
     }
     pulse_segscan_fini(&sc);
     return st;
@@ -1599,7 +1666,7 @@ static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, int
      * ends below it: a batch beyond it is damage, as the read judged. */
     if (hw < limit)
         limit = hw;
-    pulse_segment_entry_before(seg, pos, &start);
+    pulse_segment_entry_before(seg, pos, 0, &start);
     for (size_t i = 0; i < set->n; i++) {
         if (set->r[i].seg_base == seg->base && nh++ == 0)
             hfirst = i;
@@ -1658,8 +1725,10 @@ static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_
     if (st != PULSE_OK)
         goto out;
     if (filled < sl->len) {
-        ssize_t got = pulse_io_pread_all(seg->io, fd, out->data + out->len, (size_t)sl->len, (off_t)sl->pos);
-        if (got < 0 || (uint64_t)got != sl->len) {
+        /* What the walk did not read already (all of it when it read none). */
+        size_t rest = (size_t)(sl->len - filled);
+        ssize_t got = pulse_io_pread_all(seg->io, fd, out->data + out->len + filled, rest, (off_t)(sl->pos + filled));
+        if (got < 0 || (size_t)got != rest) {
             int err = got < 0 ? errno : EIO;
             PULSE_ERROR("plog: pread %s at %" PRIu64 " failed: %s", seg->log_path, sl->pos, strerror(err));
             st = pulse_status_from_errno(err);

@@ -337,12 +337,17 @@ struct pulse_slice {
  * offset > HW is PULSE_RANGE (out->log_start and out->high_watermark are
  * still filled). With want_fd, out->fd is a dup() of the segment descriptor
  * that stays readable even if retention deletes the segment meanwhile.
- * Batch bodies are not read (no CRC check), but every header walked is
- * judged: one that cannot be right (a base offset below the end of the
- * batch before it, at or past the next segment's base or HW, or, in a
- * contiguous log, jumping over offsets while its CRC fails) is damage,
- * learned as pulse_plog_read learns it, and the slice is found again past
- * it; PULSE_CORRUPT only if that fails.
+ * Batch bodies are not read (no CRC check): the bytes below the durable
+ * size were verified when they were written or recovered. The walk reads
+ * the headers from the index entry before offset to the first batch, and
+ * from the entry before the last one within max_bytes on; the index gives
+ * the positions of the batches in between (a few header reads per slice,
+ * not one per batch), never across damaged bytes or a skipped range.
+ * Every header walked is judged: one that cannot be right (a base offset
+ * below the end of the batch before it, at or past the next segment's
+ * base or HW, or, in a contiguous log, jumping over offsets while its CRC
+ * fails) is damage, learned as pulse_plog_read learns it, and the slice is
+ * found again past it; PULSE_CORRUPT only if that fails.
  * Thread: any. Locks: segment-list lock and sync_lock briefly; learning
  * damage takes the writer lock once.
  */

@@ -354,7 +354,7 @@ void pulse_segment_lookup(struct pulse_segment *seg, int64_t offset, struct puls
     pthread_mutex_unlock(&seg->index_lock);
 }
 
-void pulse_segment_entry_before(struct pulse_segment *seg, uint64_t pos, struct pulse_segscan_start *out)
+void pulse_segment_entry_before(struct pulse_segment *seg, uint64_t pos, size_t back, struct pulse_segscan_start *out)
 {
     size_t lo = 0, hi;
 
@@ -367,7 +367,7 @@ void pulse_segment_entry_before(struct pulse_segment *seg, uint64_t pos, struct 
         else
             hi = mid;
     }
-    start_at(seg, lo - 1, out);
+    start_at(seg, lo > back ? lo - 1 - back : SIZE_MAX, out);
     pthread_mutex_unlock(&seg->index_lock);
 }
 

@@ -195,8 +195,10 @@ pulse_status_t pulse_segment_index_add(struct pulse_segment *seg, uint32_t rel_o
  * pulse_segscan_init_at). Locks: index_lock briefly. */
 void pulse_segment_lookup(struct pulse_segment *seg, int64_t offset, struct pulse_segscan_start *out);
 
-/* The same for byte pos: the greatest index entry at or before it. */
-void pulse_segment_entry_before(struct pulse_segment *seg, uint64_t pos, struct pulse_segscan_start *out);
+/* The same for byte pos: the greatest index entry at or before it (back
+ * 0), or the back-th entry before that one; position 0 and the segment's
+ * base (not named) when there is none. */
+void pulse_segment_entry_before(struct pulse_segment *seg, uint64_t pos, size_t back, struct pulse_segscan_start *out);
 
 /*
  * Where the first batch whose maximum timestamp (the larger of its first

@@ -83,6 +83,12 @@ void pulse_segscan_seek(struct pulse_segscan *sc, uint64_t pos, int64_t expect)
     sc->expect = expect;
 }
 
+void pulse_segscan_seek_at(struct pulse_segscan *sc, const struct pulse_segscan_start *start)
+{
+    pulse_segscan_seek(sc, start->pos, start->base);
+    sc->start = *start;
+}
+
 void pulse_segscan_set_hints(struct pulse_segscan *sc, const struct pulse_damage *hints, size_t n)
 {
     sc->hints = hints;

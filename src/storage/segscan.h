@@ -236,6 +236,10 @@ void pulse_segscan_fini(struct pulse_segscan *sc);
  * (a damaged range it steps over) skips them. */
 void pulse_segscan_seek(struct pulse_segscan *sc, uint64_t pos, int64_t expect);
 
+/* The same to an index entry (pulse_segment_entry_before): the batch there
+ * must also be the one the entry names, as at pulse_segscan_init_at. */
+void pulse_segscan_seek_at(struct pulse_segscan *sc, const struct pulse_segscan_start *start);
+
 /* The next item. PULSE_OK with *it filled (kind END at the end), or
  * PULSE_IO (logged) / PULSE_NOMEM when reading itself failed. After a BATCH
  * the expected offset becomes its last offset + 1, after a DAMAGE that is

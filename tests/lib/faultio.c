@@ -35,6 +35,8 @@ struct faultio {
     const struct pulse_io *real;
     pthread_mutex_t lock;
     atomic_ulong counts[FAULTIO_OP_COUNT];
+    atomic_ulong preads;                     /* pread calls (never failed) */
+    atomic_ullong pread_bytes;               /* and the bytes they returned */
     unsigned long fail_at[FAULTIO_OP_COUNT]; /* lock; 0 = none */
     int fail_err[FAULTIO_OP_COUNT];
     char fail_path[FAULTIO_OP_COUNT][256]; /* lock; fnmatch pattern, "" = none */
@@ -154,7 +156,11 @@ static int f_close(const struct pulse_io *io, int fd)
 static ssize_t f_pread(const struct pulse_io *io, int fd, void *buf, size_t n, off_t off)
 {
     struct faultio *fio = F(io);
-    return fio->real->pread(fio->real, fd, buf, n, off);
+    ssize_t got = fio->real->pread(fio->real, fd, buf, n, off);
+    atomic_fetch_add(&fio->preads, 1);
+    if (got > 0)
+        atomic_fetch_add(&fio->pread_bytes, (unsigned long long)got);
+    return got;
 }
 
 static ssize_t f_pwrite(const struct pulse_io *io, int fd, const void *buf, size_t n, off_t off)
@@ -402,6 +408,8 @@ struct faultio *faultio_create(void)
     pthread_mutex_init(&fio->lock, NULL);
     for (int i = 0; i < FAULTIO_OP_COUNT; i++)
         atomic_init(&fio->counts[i], 0);
+    atomic_init(&fio->preads, 0);
+    atomic_init(&fio->pread_bytes, 0);
     atomic_init(&fio->sync_delay_us, 0);
     atomic_init(&fio->sync_noop, false);
     for (int fd = 0; fd < MAX_FD; fd++)
@@ -415,6 +423,12 @@ void faultio_destroy(struct faultio *fio)
         return;
     pthread_mutex_destroy(&fio->lock);
     pulse_free(fio);
+}
+
+void faultio_read_counts(struct faultio *fio, unsigned long *calls, unsigned long long *bytes)
+{
+    *calls = atomic_load(&fio->preads);
+    *bytes = atomic_load(&fio->pread_bytes);
 }
 
 const struct pulse_io *faultio_io(struct faultio *fio)

@@ -4,9 +4,9 @@
  * injected failures and a simulated power loss.
  *
  * It counts every call of the kinds below (stat, access and directory
- * listings are passed through uncounted), fails the Nth call of a chosen
- * kind with a chosen
- * errno (one shot), makes the Nth pwrite short (k bytes land, then
+ * listings are passed through uncounted; preads are counted apart, with
+ * their bytes, and never failed), fails the Nth call of a chosen kind with
+ * a chosen errno (one shot), makes the Nth pwrite short (k bytes land, then
  * optionally the next pwrite fails), and remembers per file the size at its
  * last successful fdatasync/fsync. faultio_crash() cuts every file it has
  * seen back to that size, dropping what was only in the page cache, as a
@@ -58,6 +58,9 @@ void faultio_fail_path(struct faultio *fio, enum faultio_op op, const char *patt
 void faultio_short_write_nth(struct faultio *fio, unsigned long nth, size_t keep, int err);
 /* Calls of op so far (failed ones included). */
 unsigned long faultio_count(struct faultio *fio, enum faultio_op op);
+/* preads so far (they are counted, never failed) and the bytes they
+ * returned: what a read cost the file system. */
+void faultio_read_counts(struct faultio *fio, unsigned long *calls, unsigned long long *bytes);
 /* Size of path at its last successful fdatasync/fsync (or when first
  * opened, for a file that existed before). 0 for an unknown file. */
 uint64_t faultio_synced_size(struct faultio *fio, const char *path);

@@ -26,10 +26,10 @@ tests_unit_check_batch_LDADD = libpulsestore_hooks.a libpulsecommon_hooks.a $(CH
 # model test, the descriptor cache, the appender-led sync.
 check_PROGRAMS += tests/unit/check_index tests/unit/check_snapshot tests/unit/check_plog \
 	tests/unit/check_recovery tests/unit/check_fault tests/unit/check_model tests/unit/check_fdcache \
-	tests/unit/check_synclead tests/unit/check_readcrc
+	tests/unit/check_synclead tests/unit/check_readcrc tests/unit/check_readcost
 TESTS += tests/unit/check_index tests/unit/check_snapshot tests/unit/check_plog \
 	tests/unit/check_recovery tests/unit/check_fault tests/unit/check_model tests/unit/check_fdcache \
-	tests/unit/check_synclead tests/unit/check_readcrc
+	tests/unit/check_synclead tests/unit/check_readcrc tests/unit/check_readcost
 tests_unit_check_index_SOURCES = tests/unit/storage/check_index.c
 tests_unit_check_index_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_index_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
@@ -68,6 +68,10 @@ tests_unit_check_model_LDADD = $(STORE_TEST_LDADD)
 tests_unit_check_fdcache_SOURCES = tests/unit/storage/check_fdcache.c
 tests_unit_check_fdcache_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_fdcache_LDADD = $(STORE_TEST_LDADD)
+tests_unit_check_readcost_SOURCES = tests/unit/storage/check_readcost.c tests/unit/storage/plogtest.h
+tests_unit_check_readcost_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_readcost_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/lib
+tests_unit_check_readcost_LDADD = $(STORE_TEST_LDADD)
 
 # The snapshot's version 2 records and the recovery that trusts them.
 check_PROGRAMS += tests/unit/check_snapshot_v2
