@@ -23,7 +23,7 @@ bench_bench_storage_LDADD = libpulsestore.a libpulsecommon.a -lm
 EXTRA_DIST += bench/http_bench.sh bench/wrk_bench.lua bench/publish_ab.sh bench/group_bench.py bench/group_calls.py bench/kafka_bench.sh bench/tls_bench.py bench/stream_bench.py \
 	bench/request_mix.py bench/scale_bench.py bench/compress_bench.py
 EXTRA_DIST += bench/json_mix.py
-EXTRA_DIST += bench/publish_cg.py bench/benchlib.py
+EXTRA_DIST += bench/publish_cg.py bench/benchlib.py bench/publish_tail.py
 
 # Compaction throughput and memory, and one retention pass over 10,000
 # segments (JSON lines; see docs/Performance.md).
