@@ -302,6 +302,12 @@ static pulse_status_t read_at(struct pulse_hreq *r, struct fetch_read *fr, int64
         if (st != PULSE_TOO_LARGE) {
             if (st == PULSE_OK)
                 fr->held += info->bytes;
+            /* What the read keeps besides (inflated records) is known
+             * only now: taken after the fact, refused like the read. */
+            if (st == PULSE_OK && info->plain_bytes > 0 && !pulse_server_mem_take(r, info->plain_bytes)) {
+                r->over_budget = true;
+                return PULSE_BUSY;
+            }
             return st;
         }
         want = need;
