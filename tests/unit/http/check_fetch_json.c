@@ -270,17 +270,40 @@ static pulse_status_t tgrow_fn(void *arg, struct pulse_buf *buf, size_t n, size_
     return PULSE_OK;
 }
 
+/* raw gets 40 records at offsets 100..139 in batches of 7, texts their
+ * JSON texts (free_texts them). */
+static void forty_records(struct pulse_buf *raw, struct pulse_buf texts[40])
+{
+    pulse_buf_init(raw, SIZE_MAX);
+    build_batches(raw, 100, 40, 7);
+    ck_assert_uint_eq(record_texts(raw, 100, texts, 40), 40);
+}
+
+/* Plans a copy of raw (one read at start, its releases counted in
+ * *released; *src gets the source) rendering through g up to cap. */
+static struct pulse_fetchjson *plan_rendered(const struct pulse_buf *raw, int64_t start, uint64_t max_records,
+                                             uint64_t max_bytes, struct tgrow *g, size_t cap, size_t hint,
+                                             int *released, struct pulse_fetchjson_source *src)
+{
+    struct pulse_fetchjson *fj = NULL;
+    struct tsrc *t = tsrc_create(released);
+    tsrc_add(t, raw->data, raw->len, start);
+    *src = tsrc_source(t);
+    ck_assert_int_eq(pulse_fetchjson_create(start, max_records, max_bytes, &fj), PULSE_OK);
+    pulse_fetchjson_render(fj, tgrow_fn, g, cap, hint);
+    ck_assert_int_eq(pulse_fetchjson_plan(fj, src), PULSE_OK);
+    return fj;
+}
+
 /* ---- tests ------------------------------------------------------------ */
 
 START_TEST(test_streamed_answer_is_the_whole_text_in_any_window)
 {
     struct pulse_buf raw, body, want;
-    struct pulse_buf texts[64];
+    struct pulse_buf texts[40];
     unsigned seed = 11;
-    pulse_buf_init(&raw, SIZE_MAX);
-    build_batches(&raw, 100, 40, 7);
-    size_t n = record_texts(&raw, 100, texts, 64);
-    ck_assert_uint_eq(n, 40);
+    size_t n = 40;
+    forty_records(&raw, texts);
     size_t spreads[] = {0, 1, 30, 5000, 60000};
     for (size_t s = 0; s < sizeof spreads / sizeof spreads[0]; s++) {
         struct tsrc *src = NULL;
@@ -309,12 +332,11 @@ END_TEST
  * source back at finish (its body is whole) and offers that body. */
 START_TEST(test_rendered_answer_is_the_streamed_text)
 {
-    struct pulse_buf raw, body, want;
-    struct pulse_buf texts[64];
+    struct pulse_buf raw, texts[40];
+    forty_records(&raw, texts);
+    size_t n = 40;
+    struct pulse_buf want, body;
     unsigned seed = 3;
-    pulse_buf_init(&raw, SIZE_MAX);
-    build_batches(&raw, 100, 40, 7);
-    size_t n = record_texts(&raw, 100, texts, 64);
     struct pulse_fetchjson_envelope env = {"orders", 2, 5, 1000, 140};
     pulse_buf_init(&want, SIZE_MAX);
     expected_body(&want, &env, texts, n);
@@ -334,14 +356,10 @@ START_TEST(test_rendered_answer_is_the_streamed_text)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int released = 0;
-        struct tsrc *t = tsrc_create(&released);
-        tsrc_add(t, raw.data, raw.len, 100);
-        struct pulse_fetchjson_source src = tsrc_source(t);
-        struct pulse_fetchjson *fj = NULL;
+        struct pulse_fetchjson_source src;
         struct tgrow g = {0, cases[c].refuse_at};
-        ck_assert_int_eq(pulse_fetchjson_create(100, 10000, UINT64_MAX, &fj), PULSE_OK);
-        pulse_fetchjson_render(fj, tgrow_fn, &g, cases[c].cap, cases[c].hint);
-        ck_assert_int_eq(pulse_fetchjson_plan(fj, &src), PULSE_OK);
+        struct pulse_fetchjson *fj = plan_rendered(&raw, 100, 10000, UINT64_MAX, &g, cases[c].cap, cases[c].hint,
+                                                   &released, &src);
         ck_assert_msg(pulse_fetchjson_rendered(fj) == cases[c].rendered, "case %zu", c);
         ck_assert_uint_eq(pulse_fetchjson_records(fj), 40);
         ck_assert_int_eq(pulse_fetchjson_next(fj), 140);
@@ -389,14 +407,10 @@ START_TEST(test_rendered_answer_keeps_the_limits)
     } cases[] = {{10000, 1, 1}, {10000, two - 1, 1}, {10000, two, 2}, {10000, UINT64_MAX, 6}, {4, UINT64_MAX, 4}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int released = 0;
-        struct tsrc *t = tsrc_create(&released);
-        tsrc_add(t, raw.data, raw.len, 0);
-        struct pulse_fetchjson_source src = tsrc_source(t);
-        struct pulse_fetchjson *fj = NULL;
+        struct pulse_fetchjson_source src;
         struct tgrow g = {0, 0};
-        ck_assert_int_eq(pulse_fetchjson_create(0, cases[c].max_records, cases[c].max_bytes, &fj), PULSE_OK);
-        pulse_fetchjson_render(fj, tgrow_fn, &g, SIZE_MAX, 0);
-        ck_assert_int_eq(pulse_fetchjson_plan(fj, &src), PULSE_OK);
+        struct pulse_fetchjson *fj = plan_rendered(&raw, 0, cases[c].max_records, cases[c].max_bytes, &g, SIZE_MAX, 0,
+                                                   &released, &src);
         ck_assert(pulse_fetchjson_rendered(fj));
         ck_assert_uint_eq(pulse_fetchjson_records(fj), cases[c].records);
         struct pulse_fetchjson_envelope env = {"orders", 2, 5, 1000, (int64_t)cases[c].records};
