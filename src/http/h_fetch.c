@@ -23,8 +23,9 @@
  * is sent); a larger answer keeps its records and streams through a
  * block, plus one record's rendered headers, never holding the JSON text.
  * All of it is reserved from the server's memory budget before it is
- * used, and a fetch the budget cannot cover answers 503 with
- * Retry-After.
+ * used (the inflated records of a compressed topic's batches as soon as
+ * the read returns them), and a fetch the budget cannot cover answers 503
+ * with Retry-After.
  *
  * Waits: with a consumer and no offset, the consumer's cursor is read first
  * through the broker's asynchronous cursor read (answered inline by the
