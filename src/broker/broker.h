@@ -394,8 +394,10 @@ struct pulse_fetch_pos {
     int64_t skip_from;      /* offsets [skip_from, skip_to) at or after */
     int64_t skip_to;        /*   start_offset that cannot be served; equal when none */
     enum pulse_skip_reason skip_reason;
-    uint64_t bytes; /* bytes this read took (the backend's stored form of the
-                       records, which is what max_bytes bounds); 0 = none */
+    uint64_t bytes;       /* bytes this read took (the backend's stored form of the
+                             records, which is what max_bytes bounds); 0 = none */
+    uint64_t plain_bytes; /* and what it keeps besides (the local backend: the
+                             inflated records of compressed batches) */
 };
 
 /*

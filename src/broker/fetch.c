@@ -16,7 +16,10 @@
  * to a slow client never delays a delete.
  *
  * The walk decodes batches with the codec's iterator (storage/batch.h,
- * pulse_batch_iter) over verified bytes. (The one batch walker over a
+ * pulse_batch_iter) over verified bytes. A compressed batch is inflated
+ * once, by the read's verification, which keeps the plain records of each
+ * one in the chunk (pulse_plog_read_plain) for every later walk, rewinds
+ * included. (The one batch walker over a
  * buffer that storage's segscan is becoming should replace batch_at once it
  * offers one; the codec's checks are the same either way.)
  *
@@ -29,6 +32,7 @@
 #include "broker/broker_int.h"
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/endian.h"
 #include "common/failpoint.h"
 #include "storage/batch.h"
 #include "storage/plog.h"
@@ -38,6 +42,7 @@ struct chunk {
     struct chunk *next;
     int64_t start; /* the offset the read asked for (raised to the log start) */
     struct pulse_buf buf;
+    struct pulse_buf plain; /* the plain records of buf's compressed batches, in order */
 };
 
 struct local_fetch {
@@ -49,9 +54,9 @@ struct local_fetch {
     /* the walk */
     struct chunk *at; /* the chunk walked; NULL before the first */
     size_t bpos;      /* the next batch in it */
+    size_t ppos;      /* the plain records of its next compressed batch */
     struct pulse_batch_iter it;
     bool in_batch;
-    struct pulse_buf inflated; /* the records of the compressed batch walked (it borrows them) */
 };
 
 static struct local_fetch *fetch_of(struct pulse_fetch *f)
@@ -102,7 +107,6 @@ pulse_status_t pulse_local_fetch_create(struct pulse_broker *base, const char *t
     memcpy(f->topic, topic, strlen(topic) + 1);
     f->partition = partition;
     f->tail = &f->head;
-    pulse_buf_init(&f->inflated, PULSE_BATCH_INFLATED_MAX);
     *out = &f->base;
     return PULSE_OK;
 }
@@ -115,10 +119,10 @@ void pulse_local_fetch_destroy(struct pulse_fetch *fp)
     while (c != NULL) {
         struct chunk *next = c->next;
         pulse_buf_fini(&c->buf);
+        pulse_buf_fini(&c->plain);
         pulse_free(c);
         c = next;
     }
-    pulse_buf_fini(&f->inflated);
     pulse_free(f);
 }
 
@@ -154,7 +158,8 @@ pulse_status_t pulse_local_fetch_read(struct pulse_broker *base, struct pulse_fe
         goto out;
     }
     pulse_buf_init(&c->buf, max_bytes < SIZE_MAX ? (size_t)max_bytes : SIZE_MAX);
-    st = pulse_plog_read(plog, offset, max_bytes, &c->buf, &s);
+    pulse_buf_init(&c->plain, SIZE_MAX);
+    st = pulse_plog_read_plain(plog, offset, max_bytes, &c->buf, &c->plain, &s);
     if (st == PULSE_TOO_LARGE) {
         struct pulse_slice one;
         memset(&one, 0, sizeof one);
@@ -175,31 +180,42 @@ pulse_status_t pulse_local_fetch_read(struct pulse_broker *base, struct pulse_fe
         goto out;
     c->start = s.start_offset;
     pos->bytes = c->buf.len;
+    pos->plain_bytes = c->plain.len;
     *f->tail = c;
     f->tail = &c->next;
     c = NULL;
 out:
     if (c != NULL) {
         pulse_buf_fini(&c->buf);
+        pulse_buf_fini(&c->plain);
         pulse_free(c);
     }
     pulse_broker_topic_release(b, t);
     return st;
 }
 
-/* Opens the batch at *pos in raw[0, len) and moves *pos past it; false at
- * the end of the batches. (They were verified when read, so a batch that
- * does not parse cannot happen; it would end the walk.) */
-static bool batch_at(const uint8_t *raw, size_t len, size_t *pos, struct pulse_batch_iter *it,
-                     struct pulse_buf *inflated)
+/* Opens the next batch of chunk c (at *pos, its compressed records at
+ * *ppos of c->plain) and moves both past it; false at the end of the
+ * batches. (They were verified when read, and plain holds what they
+ * inflated to, so a batch that does not open cannot happen; it would end
+ * the walk.) */
+static bool batch_at(const struct chunk *c, size_t *pos, size_t *ppos, struct pulse_batch_iter *it)
 {
+    const uint8_t *raw = c->buf.data;
+    size_t len = c->buf.len;
     struct pulse_batch_header hdr;
     if (*pos >= len || pulse_batch_parse_header(raw + *pos, len - *pos, &hdr) != PULSE_OK)
         return false;
     size_t total = pulse_batch_total_size(&hdr);
-    if (total > len - *pos || pulse_batch_iter_open(it, raw + *pos, total, inflated) != PULSE_OK)
+    size_t plain = 0;
+    if (pulse_batch_codec(&hdr) != PULSE_BATCH_CODEC_NONE)
+        plain = pulse_get_be32(raw + *pos + PULSE_BATCH_HEADER_SIZE);
+    if (total > len - *pos || plain > c->plain.len - *ppos ||
+        pulse_batch_iter_open_plain(it, raw + *pos, total, c->plain.data != NULL ? c->plain.data + *ppos : NULL,
+                                    plain) != PULSE_OK)
         return false;
     *pos += total;
+    *ppos += plain;
     return true;
 }
 
@@ -223,8 +239,9 @@ pulse_status_t pulse_local_fetch_next(struct pulse_fetch *fp, struct pulse_recor
                 return PULSE_EOF;
             f->at = f->head;
             f->bpos = 0;
+            f->ppos = 0;
         }
-        if (batch_at(f->at->buf.data, f->at->buf.len, &f->bpos, &f->it, &f->inflated)) {
+        if (batch_at(f->at, &f->bpos, &f->ppos, &f->it)) {
             f->in_batch = true;
             continue;
         }
@@ -234,6 +251,7 @@ pulse_status_t pulse_local_fetch_next(struct pulse_fetch *fp, struct pulse_recor
             return PULSE_EOF;
         f->at = f->at->next;
         f->bpos = 0;
+        f->ppos = 0;
     }
 }
 
@@ -243,6 +261,7 @@ void pulse_local_fetch_rewind(struct pulse_fetch *fp)
 
     f->at = NULL;
     f->bpos = 0;
+    f->ppos = 0;
     f->in_batch = false;
 }
 

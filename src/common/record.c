@@ -319,12 +319,20 @@ static void writer_init(struct pulse_record_json *w, const struct pulse_record *
     w->at = 0;
 }
 
+/* The text of the key's or the value's member: its name piece, and its
+ * body and closing quote when it is not null. */
+static size_t member_len(const struct pulse_record_json *w, bool value)
+{
+    bool null = value ? w->rec.value == NULL : w->rec.key == NULL;
+    size_t name = member_name(value, null, value ? w->value_text : w->key_text).out_len;
+    return null ? name : name + (value ? w->value_text_len : w->key_text_len) + 1;
+}
+
+/* The sum of every piece's out_len (piece_of), added up directly. */
 static size_t writer_total(const struct pulse_record_json *w)
 {
-    size_t total = 0;
-    for (unsigned part = P_OPEN; part < P_DONE; part++)
-        total += piece_of(w, part).out_len;
-    return total;
+    return w->open_len + member_len(w, false) + member_len(w, true) + (sizeof ",\"headers\":" - 1) +
+           (w->headers != NULL ? w->headers_len : 2) + 1;
 }
 
 /* ---- API ---------------------------------------------------------------- */
@@ -368,6 +376,13 @@ pulse_status_t pulse_record_json_begin(struct pulse_record_json *w, const struct
     w->headers_len = len;
     hset_fini(&s);
     return PULSE_OK;
+}
+
+size_t pulse_record_json_len(const struct pulse_record_json *w, size_t *headers_len)
+{
+    if (headers_len != NULL)
+        *headers_len = w->headers != NULL ? w->headers_len : 0;
+    return writer_total(w);
 }
 
 size_t pulse_record_json_write(struct pulse_record_json *w, uint8_t *out, size_t room, bool *done)

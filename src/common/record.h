@@ -105,6 +105,11 @@ pulse_status_t pulse_record_json_size(const struct pulse_record *rec, size_t *le
  * pulse_record_json_end even on failure. */
 pulse_status_t pulse_record_json_begin(struct pulse_record_json *w, const struct pulse_record *rec);
 
+/* The exact length of the text of the record w was begun for, and
+ * (nullable) of its rendered headers (0 for "{}"): what
+ * pulse_record_json_size says, without measuring again. */
+size_t pulse_record_json_len(const struct pulse_record_json *w, size_t *headers_len);
+
 /*
  * Writes the next bytes of the text into out[0, room) and returns how many;
  * never splits an escape or a base64 group, so it may stop short of room,

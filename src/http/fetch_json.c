@@ -12,9 +12,14 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "common/debug.h"
 #include "common/record.h"
 
 enum phase { PH_HEAD, PH_RECORDS, PH_TAIL, PH_DONE };
+
+/* Most bytes of the text after the records: "]", the members after them
+ * and "}\n". */
+#define TAIL_MAX (PULSE_FETCHJSON_AFTER_MAX + 3)
 
 struct pulse_fetchjson {
     /* limits */
@@ -27,6 +32,14 @@ struct pulse_fetchjson {
     uint64_t payload;     /* their key and value bytes */
     int64_t next;         /* offset after the last of them */
     bool full;
+    /* render: text holds a gap of PULSE_FETCHJSON_ENVELOPE_MAX bytes, then
+     * the text of every record planned so far, while rendering */
+    bool rendering;
+    pulse_fetchjson_grow_fn grow;
+    void *grow_arg;
+    size_t render_cap;
+    struct pulse_buf text;
+    const uint8_t *body; /* the whole body in text, once finish found it rendered */
     /* stream */
     struct pulse_fetchjson_source src; /* owned once finish took it */
     bool owns_src;
@@ -56,6 +69,7 @@ pulse_status_t pulse_fetchjson_create(int64_t start, uint64_t max_records, uint6
     fj->max_records = max_records;
     fj->max_bytes = max_bytes;
     fj->next = start;
+    pulse_buf_init(&fj->text, 0);
     *out = fj;
     return PULSE_OK;
 }
@@ -72,11 +86,40 @@ void pulse_fetchjson_destroy(void *arg)
     pulse_free(fj->head);
     pulse_free(fj->after);
     pulse_free(fj->tail);
+    pulse_buf_fini(&fj->text);
     pulse_free(fj);
 }
 
-/* Takes rec into the answer if the limits allow; sets full when they are
- * met. */
+/* Gives up rendering: the stream writes the records instead. */
+static void stop_rendering(struct pulse_fetchjson *fj)
+{
+    fj->rendering = false;
+    pulse_buf_fini(&fj->text);
+    pulse_buf_init(&fj->text, 0);
+}
+
+/* Appends the record w was begun for (len bytes of text, after a comma
+ * when comma) to the rendered text, keeping room for the tail; stops
+ * rendering when the text may not grow that far. */
+static void render_record(struct pulse_fetchjson *fj, struct pulse_record_json *w, size_t len, bool comma)
+{
+    size_t need = (comma ? 1 : 0) + len;
+    if (need > SIZE_MAX - TAIL_MAX || fj->grow(fj->grow_arg, &fj->text, need + TAIL_MAX, fj->render_cap) != PULSE_OK ||
+        pulse_buf_reserve(&fj->text, need + TAIL_MAX) != PULSE_OK) {
+        stop_rendering(fj);
+        return;
+    }
+    uint8_t *out = fj->text.data + fj->text.len;
+    if (comma)
+        *out++ = ',';
+    bool done = false;
+    size_t n = pulse_record_json_write(w, out, len, &done);
+    PULSE_ASSERT(done && n == len); /* measured by begin */
+    fj->text.len += need;
+}
+
+/* Takes rec into the answer if the limits allow (rendering its text while
+ * the plan renders); sets full when they are met. */
 static pulse_status_t plan_record(struct pulse_fetchjson *fj, const struct pulse_record *rec)
 {
     if (fj->n_records >= fj->max_records) {
@@ -85,23 +128,58 @@ static pulse_status_t plan_record(struct pulse_fetchjson *fj, const struct pulse
     }
     size_t len = 0;
     size_t headers = 0;
-    pulse_status_t st = pulse_record_json_size(rec, &len, &headers);
-    if (st != PULSE_OK)
-        return st;
+    struct pulse_record_json w;
+    bool render = fj->rendering;
+    pulse_status_t st = render ? pulse_record_json_begin(&w, rec) : pulse_record_json_size(rec, &len, &headers);
+    if (render && st == PULSE_OK)
+        len = pulse_record_json_len(&w, &headers);
     uint64_t with = fj->records_len + (fj->n_records > 0 ? 1 : 0) + len;
+    if (st != PULSE_OK)
+        goto out;
     /* Stop before the record that would pass max_bytes; the first record
      * is always taken, so a reader always makes progress. */
     if (fj->n_records > 0 && with > fj->max_bytes) {
         fj->full = true;
-        return PULSE_OK;
+        goto out;
     }
+    if (render)
+        render_record(fj, &w, len, fj->n_records > 0);
     fj->records_len = with;
     fj->n_records++;
     fj->next = rec->offset + 1;
     fj->payload += (rec->key != NULL ? rec->key_len : 0) + (rec->value != NULL ? rec->value_len : 0);
     if (headers > fj->max_headers)
         fj->max_headers = headers;
-    return PULSE_OK;
+out:
+    if (render)
+        pulse_record_json_end(&w);
+    return st;
+}
+
+void pulse_fetchjson_render(struct pulse_fetchjson *fj, pulse_fetchjson_grow_fn grow, void *arg, size_t cap,
+                            size_t hint)
+{
+    size_t first = PULSE_FETCHJSON_ENVELOPE_MAX + TAIL_MAX;
+    if (fj->n_records > 0 || fj->rendering)
+        return;
+    fj->grow = grow;
+    fj->grow_arg = arg;
+    fj->render_cap = cap;
+    fj->rendering = true;
+    /* The gap the envelope goes into, room for the tail, and for hint
+     * bytes of records at once (each doubling on the way copies it all). */
+    first += hint < cap - first ? hint : cap - first;
+    if (cap < first || grow(arg, &fj->text, first, cap) != PULSE_OK ||
+        pulse_buf_reserve(&fj->text, first) != PULSE_OK) {
+        stop_rendering(fj);
+        return;
+    }
+    fj->text.len = PULSE_FETCHJSON_ENVELOPE_MAX;
+}
+
+bool pulse_fetchjson_rendered(const struct pulse_fetchjson *fj)
+{
+    return fj->rendering;
 }
 
 pulse_status_t pulse_fetchjson_plan(struct pulse_fetchjson *fj, const struct pulse_fetchjson_source *src)
@@ -185,13 +263,27 @@ pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, const struct p
     pulse_status_t st = envelope_text(fj, env);
     if (st != PULSE_OK)
         return st;
+    fj->body_len = fj->head_len + fj->records_len + fj->tail_len;
+    *body_len = fj->body_len;
+    if (fj->rendering) {
+        /* The envelope ends where the records begin; the tail follows
+         * them (its room was kept). The records' bytes are no longer
+         * needed. */
+        PULSE_ASSERT(fj->head_len <= PULSE_FETCHJSON_ENVELOPE_MAX && fj->tail_len <= TAIL_MAX &&
+                     fj->text.len == PULSE_FETCHJSON_ENVELOPE_MAX + fj->records_len);
+        uint8_t *start = fj->text.data + PULSE_FETCHJSON_ENVELOPE_MAX - fj->head_len;
+        memcpy(start, fj->head, fj->head_len);
+        memcpy(fj->text.data + fj->text.len, fj->tail, fj->tail_len);
+        fj->text.len += fj->tail_len;
+        fj->body = start;
+        src->release(src->arg);
+        return PULSE_OK;
+    }
     /* Nothing fails from here: the source changes hands. */
     fj->src = *src;
     fj->owns_src = true;
     fj->src.rewind(fj->src.arg);
-    fj->body_len = fj->head_len + fj->records_len + fj->tail_len;
     fj->phase = PH_HEAD;
-    *body_len = fj->body_len;
     return PULSE_OK;
 }
 
@@ -248,9 +340,19 @@ static ssize_t write_records(struct pulse_fetchjson *fj, uint8_t *out, size_t ro
     return (ssize_t)o;
 }
 
+const uint8_t *pulse_fetchjson_body(const struct pulse_fetchjson *fj)
+{
+    return fj->body;
+}
+
 ssize_t pulse_fetchjson_read(struct pulse_fetchjson *fj, uint8_t *out, size_t room)
 {
     size_t o = 0;
+    if (fj->body != NULL) {
+        if (fj->at == fj->body_len)
+            return -1;
+        return (ssize_t)copy_text((const char *)fj->body, (size_t)fj->body_len, &fj->at, out, room);
+    }
     while (o < room && fj->phase != PH_DONE) {
         if (fj->phase == PH_HEAD) {
             o += copy_text(fj->head, fj->head_len, &fj->at, out + o, room - o);

@@ -15,6 +15,19 @@
  * (the broker's, kept alive by the source until the answer is freed) plus
  * one record's rendered headers; never the whole JSON text.
  *
+ * Rendered answers (pulse_fetchjson_render): most answers are small, and
+ * for them walking and measuring every record twice cost more than the
+ * text itself (docs/Performance.md "Fetch CPU per answer, round 3"). So
+ * the plan may also write each record's text as it takes it, into one
+ * buffer that grows through the caller's grow function (the server's
+ * memory budget) up to a cap. When every planned record was written,
+ * finish puts the envelope in front of them and the tail after them and
+ * releases the source at once: the answer is that one buffer
+ * (pulse_fetchjson_body), handed to the socket without another copy, and
+ * the records' stored bytes are not kept while it drains. When the buffer
+ * may not grow (cap or budget), the plan drops it and goes on measuring
+ * only, and the answer streams as above.
+ *
  * The records come from a source (struct pulse_fetchjson_source): the
  * broker's fetch for a real answer (h_fetch.c), anything that walks plain
  * records in a test. This module knows neither the broker nor how records
@@ -51,6 +64,7 @@
  * on top of the envelope. */
 #define PULSE_FETCHJSON_AFTER_MAX 1024
 
+struct pulse_buf;
 struct pulse_fetchjson;
 struct pulse_record;
 
@@ -108,6 +122,25 @@ int64_t pulse_fetchjson_next(const struct pulse_fetchjson *fj);
 size_t pulse_fetchjson_max_headers(const struct pulse_fetchjson *fj);
 uint64_t pulse_fetchjson_payload_bytes(const struct pulse_fetchjson *fj);
 
+/* Lets buf (the rendered text) hold n more bytes within cap: PULSE_OK, or
+ * anything else to refuse (the answer then streams). The function may
+ * raise buf's max; it must not touch its bytes. */
+typedef pulse_status_t (*pulse_fetchjson_grow_fn)(void *arg, struct pulse_buf *buf, size_t n, size_t cap);
+
+/*
+ * Makes the plan render the records' text as it takes them, in a buffer
+ * grow lets grow up to cap bytes (arg is grow's), with room for hint bytes
+ * of records taken at once (the size the text will likely have). Call
+ * before the first pulse_fetchjson_plan (later calls do nothing). Nothing
+ * fails: a refused growth only means the answer streams.
+ */
+void pulse_fetchjson_render(struct pulse_fetchjson *fj, pulse_fetchjson_grow_fn grow, void *arg, size_t cap,
+                            size_t hint);
+
+/* True while every planned record is rendered (then the stream needs no
+ * block and no headers room). */
+bool pulse_fetchjson_rendered(const struct pulse_fetchjson *fj);
+
 /*
  * Members to write after "records" (the fetch's "skipped"): JSON text that
  * starts with a comma, or "" for none; copied. Call before finish.
@@ -118,11 +151,16 @@ pulse_status_t pulse_fetchjson_after_records(struct pulse_fetchjson *fj, const c
 /*
  * Ends the plan: writes the envelope, then takes src (the one the plan
  * walked: destroy releases it), rewinds it for the stream and gives the
- * body's exact length. The source changes hands only once nothing can fail
- * any more: on PULSE_NOMEM it is still the caller's to release.
+ * body's exact length. A rendered answer releases src at once instead
+ * (its body is complete). The source changes hands only once nothing can
+ * fail any more: on PULSE_NOMEM it is still the caller's to release.
  */
 pulse_status_t pulse_fetchjson_finish(struct pulse_fetchjson *fj, const struct pulse_fetchjson_source *src,
                                       const struct pulse_fetchjson_envelope *env, uint64_t *body_len);
+
+/* After finish, the whole body (body_len bytes, owned by fj until it is
+ * destroyed) when the answer was rendered, else NULL. */
+const uint8_t *pulse_fetchjson_body(const struct pulse_fetchjson *fj);
 
 /*
  * Writes the next bytes of the body into out[0, room): returns how many

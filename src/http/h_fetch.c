@@ -15,12 +15,17 @@
  * "skipped" and in the Pulse-Skipped header (both formats; docs/API.md
  * "Damaged data").
  *
- * Memory: a JSON answer holds its records (the broker's copies: at most
- * max_bytes of them in their stored form, or the one unit at the offset
- * when it is larger) and the stream's block plus one record's rendered
- * headers, never the JSON text; all of it is reserved from the server's
- * memory budget before it is read, and a fetch the budget cannot cover
- * answers 503 with Retry-After.
+ * Memory: a JSON answer holds its records while it is planned (the
+ * broker's copies: at most max_bytes of them in their stored form, or the
+ * one unit at the offset when it is larger). Up to FETCH_RENDER_MAX of
+ * JSON text is rendered as it is planned, in one buffer grown within the
+ * budget, and the answer is that buffer (the records are freed before it
+ * is sent); a larger answer keeps its records and streams through a
+ * block, plus one record's rendered headers, never holding the JSON text.
+ * All of it is reserved from the server's memory budget before it is
+ * used (the inflated records of a compressed topic's batches as soon as
+ * the read returns them), and a fetch the budget cannot cover answers 503
+ * with Retry-After.
  *
  * Waits: with a consumer and no offset, the consumer's cursor is read first
  * through the broker's asynchronous cursor read (answered inline by the
@@ -37,7 +42,9 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/clock.h"
+#include "common/text.h"
 #include "http/encode.h"
 #include "http/fetch_json.h"
 #include "http/http_int.h"
@@ -51,6 +58,11 @@
 #define FETCH_FIRST_CHUNK (64u * 1024)
 /* The block MHD asks the JSON stream to fill (MHD allocates it per answer). */
 #define FETCH_BLOCK (32u * 1024)
+/* Most bytes of a JSON answer rendered whole (fetch_json.h); a larger
+ * answer streams. Small: the budget taken for a text that outgrows it
+ * stays taken until the request ends, and per-request costs matter only
+ * for small answers. */
+#define FETCH_RENDER_MAX (256u * 1024)
 /* Tries of a read when its first unit keeps changing size under it
  * (compaction rewriting the segment). */
 #define FETCH_READ_TRIES 3
@@ -69,15 +81,18 @@ struct fetch_state {
     char errmsg[160];           /* why the topic lookup failed */
 };
 
+static void add_i64_header(struct MHD_Response *resp, const char *name, int64_t v)
+{
+    char text[PULSE_TEXT_INT_MAX + 1];
+    text[pulse_text_i64(v, text)] = '\0';
+    MHD_add_response_header(resp, name, text);
+}
+
 static void add_position_headers(struct MHD_Response *resp, int64_t next, int64_t hw, int64_t log_start)
 {
-    char v[24];
-    snprintf(v, sizeof v, "%lld", (long long)next);
-    MHD_add_response_header(resp, "Pulse-Next-Offset", v);
-    snprintf(v, sizeof v, "%lld", (long long)hw);
-    MHD_add_response_header(resp, "Pulse-High-Watermark", v);
-    snprintf(v, sizeof v, "%lld", (long long)log_start);
-    MHD_add_response_header(resp, "Pulse-Log-Start-Offset", v);
+    add_i64_header(resp, "Pulse-Next-Offset", next);
+    add_i64_header(resp, "Pulse-High-Watermark", hw);
+    add_i64_header(resp, "Pulse-Log-Start-Offset", log_start);
 }
 
 static void reply_fetch_error(struct pulse_hreq *r, pulse_status_t st, const struct pulse_fetch_pos *s)
@@ -165,6 +180,16 @@ static struct MHD_Response *json_response(struct pulse_hreq *r, struct pulse_fet
             return NULL;
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+    } else if (pulse_fetchjson_body(fj) != NULL) {
+        /* Rendered: MHD sends the buffer as it is and frees fj after. */
+        r->bytes_out = (int64_t)body_len;
+        resp = MHD_create_response_from_buffer_with_free_callback_cls((size_t)body_len,
+                                                                      (void *)(uintptr_t)pulse_fetchjson_body(fj),
+                                                                      pulse_fetchjson_destroy, fj);
+        if (resp == NULL) {
+            pulse_fetchjson_destroy(fj);
+            return NULL;
+        }
     } else {
         size_t block = body_len < FETCH_BLOCK ? (size_t)body_len : FETCH_BLOCK;
         r->bytes_out = (int64_t)body_len;
@@ -237,6 +262,12 @@ static void stream_json(struct pulse_hreq *r, struct pulse_fetchjson *fj, struct
     pulse_server_reply(r, 200, resp, PULSE_MEDIA_JSON);
 }
 
+/* The rendered text of a JSON answer grows within the memory budget. */
+static pulse_status_t render_grow(void *arg, struct pulse_buf *buf, size_t n, size_t cap)
+{
+    return pulse_server_mem_grow(arg, buf, n, cap);
+}
+
 /* Lets the fetch take n more bytes, reserving them from the budget first
  * (what earlier reads reserved and did not use counts). */
 static bool reserve_read(struct pulse_hreq *r, struct fetch_read *fr, uint64_t n)
@@ -272,6 +303,12 @@ static pulse_status_t read_at(struct pulse_hreq *r, struct fetch_read *fr, int64
         if (st != PULSE_TOO_LARGE) {
             if (st == PULSE_OK)
                 fr->held += info->bytes;
+            /* What the read keeps besides (inflated records) is known
+             * only now: taken after the fact, refused like the read. */
+            if (st == PULSE_OK && info->plain_bytes > 0 && !pulse_server_mem_take(r, info->plain_bytes)) {
+                r->over_budget = true;
+                return PULSE_BUSY;
+            }
             return st;
         }
         want = need;
@@ -304,6 +341,8 @@ static pulse_status_t read_and_plan(struct pulse_hreq *r, struct pulse_fetchjson
     if (st != PULSE_OK)
         return st;
     struct pulse_fetchjson *fj = *fj_out;
+    /* The text is about as large as the records read (text values). */
+    pulse_fetchjson_render(fj, render_grow, r, FETCH_RENDER_MAX, (size_t)fr->held);
     *read_end = info->next_offset;
     pulse_skips_add(skipped, info);
     budget = fr->held >= budget ? 0 : budget - fr->held;
@@ -359,8 +398,8 @@ static void answer_json(struct pulse_hreq *r)
         reply_fetch_error(r, st, &info);
         goto out;
     }
-    /* The stream's block and one record's rendered headers. */
-    if (!pulse_server_mem_take(r, FETCH_BLOCK + pulse_fetchjson_max_headers(fj))) {
+    /* A streamed answer: its block and one record's rendered headers. */
+    if (!pulse_fetchjson_rendered(fj) && !pulse_server_mem_take(r, FETCH_BLOCK + pulse_fetchjson_max_headers(fj))) {
         pulse_server_reply_over_budget(r);
         goto out;
     }

@@ -52,8 +52,21 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/crc32c.h"
+#include "common/debug.h"
 #include "common/endian.h"
 #include "common/record.h"
+
+#ifdef PULSE_HOOKS
+#include <stdatomic.h>
+
+/* Streams inflated (a test counts them: batch.h). */
+static atomic_ulong inflates;
+
+unsigned long pulse_batch_inflate_count(void)
+{
+    return atomic_load(&inflates);
+}
+#endif
 
 /* Offsets of the header fields (contract section 3). */
 #define OFF_MAGIC 0
@@ -596,6 +609,9 @@ static pulse_status_t inflate_records(struct pulse_batch_iter *it, struct pulse_
         it->problem = "compressed records declare too few bytes for the batch's record count";
         return PULSE_CORRUPT;
     }
+#ifdef PULSE_HOOKS
+    atomic_fetch_add(&inflates, 1);
+#endif
     pulse_buf_reset(scratch);
     st = pulse_buf_reserve(scratch, plain_len);
     if (st != PULSE_OK)
@@ -645,8 +661,8 @@ static pulse_status_t inflate_records(struct pulse_batch_iter *it, struct pulse_
     return PULSE_OK;
 }
 
-pulse_status_t pulse_batch_iter_open(struct pulse_batch_iter *it, const uint8_t *buf, size_t len,
-                                     struct pulse_buf *scratch)
+/* Starts it on the batch at buf, its records where they are stored. */
+static pulse_status_t iter_start(struct pulse_batch_iter *it, const uint8_t *buf, size_t len)
 {
     pulse_status_t st = pulse_batch_parse_header(buf, len, &it->hdr);
     if (st != PULSE_OK)
@@ -659,11 +675,33 @@ pulse_status_t pulse_batch_iter_open(struct pulse_batch_iter *it, const uint8_t 
     it->index = 0;
     it->last_delta = -1;
     it->problem = NULL;
-    if (pulse_batch_codec(&it->hdr) == PULSE_BATCH_CODEC_NONE)
-        return PULSE_OK;
+    return PULSE_OK;
+}
+
+pulse_status_t pulse_batch_iter_open(struct pulse_batch_iter *it, const uint8_t *buf, size_t len,
+                                     struct pulse_buf *scratch)
+{
+    pulse_status_t st = iter_start(it, buf, len);
+    if (st != PULSE_OK || pulse_batch_codec(&it->hdr) == PULSE_BATCH_CODEC_NONE)
+        return st;
     if (scratch == NULL)
         return PULSE_INVALID;
     return inflate_records(it, scratch);
+}
+
+pulse_status_t pulse_batch_iter_open_plain(struct pulse_batch_iter *it, const uint8_t *buf, size_t len,
+                                           const uint8_t *plain, size_t plain_len)
+{
+    pulse_status_t st = iter_start(it, buf, len);
+    if (st != PULSE_OK || pulse_batch_codec(&it->hdr) == PULSE_BATCH_CODEC_NONE)
+        return st;
+    /* The section holds its plain length first (parse_header made sure
+     * the section has those 4 bytes). */
+    if (plain == NULL || plain_len != pulse_get_be32(buf + PULSE_BATCH_HEADER_SIZE))
+        return PULSE_INVALID;
+    it->recs = plain;
+    it->recs_len = plain_len;
+    return PULSE_OK;
 }
 
 pulse_status_t pulse_batch_iter_init(struct pulse_batch_iter *it, const uint8_t *buf, size_t len)

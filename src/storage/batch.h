@@ -43,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/debug.h"
 #include "common/status.h"
 
 struct pulse_buf;
@@ -211,6 +212,17 @@ pulse_status_t pulse_batch_iter_open(struct pulse_batch_iter *it, const uint8_t 
                                      struct pulse_buf *scratch);
 pulse_status_t pulse_batch_iter_init(struct pulse_batch_iter *it, const uint8_t *buf, size_t len);
 
+/*
+ * pulse_batch_iter_open for a batch whose records were inflated already,
+ * when it was verified (pulse_segscan_plain): a compressed batch's records
+ * are read from plain (plain_len bytes, borrowed, exactly the length the
+ * batch declares: else PULSE_INVALID) instead of being inflated again; a
+ * plain batch ignores plain. The caller vouches that plain is what the
+ * batch's stream inflates to.
+ */
+pulse_status_t pulse_batch_iter_open_plain(struct pulse_batch_iter *it, const uint8_t *buf, size_t len,
+                                           const uint8_t *plain, size_t plain_len);
+
 /* The codec of a parsed header (flags bits 0-2). */
 static inline unsigned pulse_batch_codec(const struct pulse_batch_header *hdr)
 {
@@ -253,5 +265,11 @@ void pulse_batch_set_producer(uint8_t *batch, size_t len, uint32_t producer_id, 
  * which a verified batch never has).
  */
 void pulse_batch_record_plain(const struct pulse_record_view *rv, struct pulse_record *out);
+
+#ifdef PULSE_HOOKS
+/* Test hook: how many compressed records sections were inflated since the
+ * process started (every reader's). Debug and test builds only. */
+unsigned long pulse_batch_inflate_count(void);
+#endif
 
 #endif

@@ -1693,15 +1693,31 @@ static bool learn_damage(struct pulse_plog *plog, struct pulse_segment *seg, int
     return covered;
 }
 
+/* Appends the plain records of the compressed batch item it (just
+ * verified by sc) to plain; nothing for a plain batch. */
+static pulse_status_t keep_plain(const struct pulse_segscan *sc, const struct pulse_segscan_item *it,
+                                 struct pulse_buf *plain)
+{
+    const uint8_t *p;
+    size_t n;
+    if (plain == NULL || pulse_batch_codec(&it->hdr) == PULSE_BATCH_CODEC_NONE)
+        return PULSE_OK;
+    if (!pulse_segscan_plain(sc, it, &p, &n))
+        return PULSE_INVALID; /* (a STOP walk verifies every batch: never) */
+    return pulse_buf_append(plain, p, n);
+}
+
 /* One attempt of pulse_plog_read. *bad_seg (pinned, *bad_fd) and *bad_pos
- * name a batch that failed validation (the caller learns it), if any. */
+ * name a batch that failed validation (the caller learns it), if any.
+ * plain (nullable): pulse_plog_read_plain's. */
 static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
-                                struct pulse_slice *sl, struct pulse_segment **bad_seg, int *bad_fd, uint64_t *bad_pos)
+                                struct pulse_buf *plain, struct pulse_slice *sl, struct pulse_segment **bad_seg,
+                                int *bad_fd, uint64_t *bad_pos)
 {
     struct pulse_segment *seg = NULL;
     struct pulse_segscan sc;
     struct pulse_segscan_item it;
-    size_t old_len = out->len;
+    size_t old_len = out->len, old_plain = plain != NULL ? plain->len : 0;
     uint64_t good = 0, filled = 0;
     int64_t next;
     int fd = -1;
@@ -1738,10 +1754,15 @@ static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_
     /* Never hand out a batch that fails its CRC: stop before it. */
     pulse_segscan_init_mem(&sc, out->data + out->len, (size_t)sl->len, PULSE_SEGSCAN_STOP);
     while (pulse_segscan_next(&sc, &it) == PULSE_OK && it.kind == PULSE_SEGSCAN_BATCH) {
+        st = keep_plain(&sc, &it, plain);
+        if (st != PULSE_OK)
+            break;
         good = it.end;
         next = it.last_offset + 1;
     }
     pulse_segscan_fini(&sc);
+    if (st != PULSE_OK)
+        goto out;
     if (it.kind == PULSE_SEGSCAN_DAMAGE) {
         PULSE_ERROR_RL("plog: %s: batch at byte %" PRIu64 " fails verification; not serving it", seg->log_path,
                        sl->pos + good);
@@ -1758,8 +1779,11 @@ static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_
     sl->len = good;
     sl->next_offset = next;
 out:
-    if (st != PULSE_OK)
+    if (st != PULSE_OK) {
         out->len = old_len;
+        if (plain != NULL)
+            plain->len = old_plain;
+    }
     unpin_release(seg);
     return st;
 }
@@ -1823,6 +1847,12 @@ out:
 pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
                                struct pulse_slice *info)
 {
+    return pulse_plog_read_plain(plog, offset, max_bytes, out, NULL, info);
+}
+
+pulse_status_t pulse_plog_read_plain(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
+                                     struct pulse_buf *plain, struct pulse_slice *info)
+{
     struct pulse_slice sl;
     pulse_status_t st;
 
@@ -1834,7 +1864,7 @@ pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t
         int bad_fd = -1;
         bool learned = false;
 
-        st = read_once(plog, offset, max_bytes, out, &sl, &bad, &bad_fd, &bad_pos);
+        st = read_once(plog, offset, max_bytes, out, plain, &sl, &bad, &bad_fd, &bad_pos);
         if (bad != NULL)
             learned = learn_and_record(plog, bad, bad_fd, bad_pos);
         if (st != PULSE_CORRUPT || !learned || attempt >= 16)

@@ -372,6 +372,17 @@ pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t
                                struct pulse_slice *info);
 
 /*
+ * pulse_plog_read that also keeps what verifying the compressed batches
+ * inflated, so a reader of their records does not inflate them again: for
+ * each compressed batch appended to out, in order, its plain records
+ * section (the length the batch declares; pulse_batch_iter_open_plain) is
+ * appended to plain. On failure neither buffer changes. PULSE_NOMEM when
+ * plain cannot grow.
+ */
+pulse_status_t pulse_plog_read_plain(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
+                                     struct pulse_buf *plain, struct pulse_slice *info);
+
+/*
  * Positions by time: the offset of the first record whose timestamp is at
  * or after ts (ms since the epoch), below HW; HW when there is none yet
  * (the position a reader waits at for such a record). Never below the log

@@ -631,6 +631,21 @@ pulse_status_t pulse_segscan_next(struct pulse_segscan *sc, struct pulse_segscan
     return PULSE_OK;
 }
 
+bool pulse_segscan_plain(const struct pulse_segscan *sc, const struct pulse_segscan_item *it, const uint8_t **p,
+                         size_t *n)
+{
+    if (it->kind != PULSE_SEGSCAN_BATCH || it->batch == NULL || pulse_batch_codec(&it->hdr) != PULSE_BATCH_CODEC_ZLIB ||
+        (sc->mode & PULSE_SEGSCAN_TRUST) != 0)
+        return false;
+    /* verify_in left this batch's records in inflated, exactly the
+     * declared length (anything else failed the batch). */
+    if (sc->inflated.len != pulse_get_be32(it->batch + PULSE_BATCH_HEADER_SIZE))
+        return false;
+    *p = sc->inflated.data;
+    *n = sc->inflated.len;
+    return true;
+}
+
 pulse_status_t pulse_segscan_verify(struct pulse_segscan *sc, const struct pulse_segscan_item *it, bool *ok_out)
 {
     const uint8_t *p;

@@ -246,6 +246,15 @@ void pulse_segscan_seek_at(struct pulse_segscan *sc, const struct pulse_segscan_
  * not a tail it becomes next_base (the range owns the offsets up to it). */
 pulse_status_t pulse_segscan_next(struct pulse_segscan *sc, struct pulse_segscan_item *it);
 
+/*
+ * The plain records section of the compressed batch of it, the BATCH item
+ * the last pulse_segscan_next returned: what its verification inflated
+ * (*p, *n; borrowed until the next call on sc). false when the batch is
+ * not compressed or the walk judged it by its header (TRUST).
+ */
+bool pulse_segscan_plain(const struct pulse_segscan *sc, const struct pulse_segscan_item *it, const uint8_t **p,
+                         size_t *n);
+
 /* Verifies whole (CRC and record framing) the batch of a BATCH item that a
  * TRUST walk returned: *ok_out says whether it verifies. PULSE_IO / NOMEM
  * (a file scan) when it cannot be read. The item's batch pointer, and

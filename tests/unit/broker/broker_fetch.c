@@ -141,6 +141,56 @@ START_TEST(test_fetch_gives_records_from_the_offset_across_reads_and_again_after
 }
 END_TEST
 
+/* A compressed topic's batches are inflated once per fetch: the read's
+ * verification keeps what it inflated, and the walks (the JSON answer's
+ * plan and its stream after a rewind) read that instead of inflating each
+ * batch again. The records are the same either way. */
+START_TEST(test_a_fetch_of_a_compressed_topic_inflates_each_batch_once)
+{
+    struct pulse_broker *b = open_default(NULL);
+    struct pulse_topic_spec spec = {"z", 1, -1, -1, -1, -1, PULSE_COMPRESSION_ZLIB};
+    char err[256] = "";
+    char vals[9][300];
+    struct pulse_fetch *f = NULL;
+    struct pulse_fetch_pos pos;
+    struct pulse_record rec;
+    uint64_t need = 0;
+
+    ck_assert_int_eq(pulse_broker_topic_create(b, &spec, NULL, err, sizeof err), PULSE_OK);
+    for (int batch = 0; batch < 3; batch++) {
+        struct pulse_publish_record recs[3];
+        struct pulse_offset_pair offs[3];
+        for (int i = 0; i < 3; i++) {
+            int k = batch * 3 + i;
+            memset(vals[k], 'a' + k, sizeof vals[k] - 1);
+            vals[k][sizeof vals[k] - 1] = '\0';
+            recs[i] = rec_kv(NULL, vals[k], 0);
+        }
+        ck_assert_int_eq(pulse_broker_publish_wait(b, "z", recs, 3, offs, err, sizeof err), PULSE_OK);
+    }
+    unsigned long before = pulse_batch_inflate_count();
+    ck_assert_int_eq(pulse_broker_fetch_create(b, "z", 0, &f), PULSE_OK);
+    ck_assert_int_eq(pulse_broker_fetch_read(b, f, 0, 1 << 20, &pos, &need), PULSE_OK);
+    ck_assert_int_eq(pos.next_offset, 9);
+    ck_assert_uint_lt(pos.bytes, 9 * 299); /* stored compressed */
+    ck_assert_uint_gt(pos.plain_bytes, 9 * 299);
+    for (int walk = 0; walk < 2; walk++) {
+        for (int64_t o = 0; o < 9; o++) {
+            ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_OK);
+            ck_assert_int_eq(rec.offset, o);
+            ck_assert(rec.value_len == 299 && memcmp(rec.value, vals[o], 299) == 0);
+        }
+        ck_assert_int_eq(pulse_broker_fetch_next(f, &rec), PULSE_EOF);
+        pulse_broker_fetch_rewind(f);
+    }
+    /* Three batches, three inflates (the verification's), whatever the
+     * number of walks. */
+    ck_assert_uint_eq(pulse_batch_inflate_count() - before, 3);
+    pulse_broker_fetch_destroy(f);
+    pulse_broker_close(b);
+}
+END_TEST
+
 /* A fetch holds the records it read, not the topic: a delete does not wait
  * for it, and what was read stays readable. */
 START_TEST(test_a_fetch_does_not_hold_its_topic)
@@ -325,6 +375,7 @@ TCase *broker_fetch_tcase(void)
 
     tcase_add_test(tc, test_fetch_gives_records_from_the_offset_across_reads_and_again_after_rewind);
     tcase_add_test(tc, test_a_fetch_does_not_hold_its_topic);
+    tcase_add_test(tc, test_a_fetch_of_a_compressed_topic_inflates_each_batch_once);
     tcase_add_test(tc, test_probe_and_raw_slice_give_positions_and_the_stored_batches);
     tcase_add_test(tc, test_a_backend_without_raw_slices_answers_not_supported);
     tcase_add_test(tc, test_long_poll_waiter_wakes_on_publish_and_on_deadline);

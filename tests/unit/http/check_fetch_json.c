@@ -250,17 +250,60 @@ static void free_texts(struct pulse_buf *texts, size_t n)
         pulse_buf_fini(&texts[i]);
 }
 
+/* A grow function for rendered answers: lets the text grow within cap,
+ * refusing from its refuse_at-th call on (0: never). */
+struct tgrow {
+    unsigned calls;
+    unsigned refuse_at;
+};
+
+static pulse_status_t tgrow_fn(void *arg, struct pulse_buf *buf, size_t n, size_t cap)
+{
+    struct tgrow *g = arg;
+    g->calls++;
+    if (g->refuse_at != 0 && g->calls >= g->refuse_at)
+        return PULSE_BUSY;
+    if (n > cap || buf->len > cap - n)
+        return PULSE_TOO_LARGE;
+    if (buf->len + n > buf->max)
+        pulse_buf_set_max(buf, buf->len + n);
+    return PULSE_OK;
+}
+
+/* raw gets 40 records at offsets 100..139 in batches of 7, texts their
+ * JSON texts (free_texts them). */
+static void forty_records(struct pulse_buf *raw, struct pulse_buf texts[40])
+{
+    pulse_buf_init(raw, SIZE_MAX);
+    build_batches(raw, 100, 40, 7);
+    ck_assert_uint_eq(record_texts(raw, 100, texts, 40), 40);
+}
+
+/* Plans a copy of raw (one read at start, its releases counted in
+ * *released; *src gets the source) rendering through g up to cap. */
+static struct pulse_fetchjson *plan_rendered(const struct pulse_buf *raw, int64_t start, uint64_t max_records,
+                                             uint64_t max_bytes, struct tgrow *g, size_t cap, size_t hint,
+                                             int *released, struct pulse_fetchjson_source *src)
+{
+    struct pulse_fetchjson *fj = NULL;
+    struct tsrc *t = tsrc_create(released);
+    tsrc_add(t, raw->data, raw->len, start);
+    *src = tsrc_source(t);
+    ck_assert_int_eq(pulse_fetchjson_create(start, max_records, max_bytes, &fj), PULSE_OK);
+    pulse_fetchjson_render(fj, tgrow_fn, g, cap, hint);
+    ck_assert_int_eq(pulse_fetchjson_plan(fj, src), PULSE_OK);
+    return fj;
+}
+
 /* ---- tests ------------------------------------------------------------ */
 
 START_TEST(test_streamed_answer_is_the_whole_text_in_any_window)
 {
     struct pulse_buf raw, body, want;
-    struct pulse_buf texts[64];
+    struct pulse_buf texts[40];
     unsigned seed = 11;
-    pulse_buf_init(&raw, SIZE_MAX);
-    build_batches(&raw, 100, 40, 7);
-    size_t n = record_texts(&raw, 100, texts, 64);
-    ck_assert_uint_eq(n, 40);
+    size_t n = 40;
+    forty_records(&raw, texts);
     size_t spreads[] = {0, 1, 30, 5000, 60000};
     for (size_t s = 0; s < sizeof spreads / sizeof spreads[0]; s++) {
         struct tsrc *src = NULL;
@@ -276,6 +319,107 @@ START_TEST(test_streamed_answer_is_the_whole_text_in_any_window)
         ck_assert(memcmp(body.data, want.data, body.len) == 0);
         pulse_fetchjson_destroy(fj);
         pulse_buf_fini(&body);
+        pulse_buf_fini(&want);
+    }
+    free_texts(texts, n);
+    pulse_buf_fini(&raw);
+}
+END_TEST
+
+/* A rendered answer is byte for byte the streamed one, in any window;
+ * the plan keeps rendering only while the text may grow (cap, refusals),
+ * and otherwise the answer streams as before. A rendered answer gives the
+ * source back at finish (its body is whole) and offers that body. */
+START_TEST(test_rendered_answer_is_the_streamed_text)
+{
+    struct pulse_buf raw, texts[40];
+    forty_records(&raw, texts);
+    size_t n = 40;
+    struct pulse_buf want, body;
+    unsigned seed = 3;
+    struct pulse_fetchjson_envelope env = {"orders", 2, 5, 1000, 140};
+    pulse_buf_init(&want, SIZE_MAX);
+    expected_body(&want, &env, texts, n);
+    struct {
+        size_t cap;
+        unsigned refuse_at;
+        size_t hint;
+        bool rendered;
+    } cases[] = {
+        {SIZE_MAX, 0, 0, true},        /* grows in steps from the gap */
+        {SIZE_MAX, 0, 1 << 20, true},  /* all the room at once */
+        {want.len + 2048, 0, 0, true}, /* just fits (with the tail's room) */
+        {want.len / 2, 0, 0, false},   /* the cap ends it halfway */
+        {100, 0, 0, false},            /* not even the envelope's gap */
+        {SIZE_MAX, 1, 0, false},       /* refused at once */
+        {SIZE_MAX, 3, 0, false},       /* refused after two records */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int released = 0;
+        struct pulse_fetchjson_source src;
+        struct tgrow g = {0, cases[c].refuse_at};
+        struct pulse_fetchjson *fj = plan_rendered(&raw, 100, 10000, UINT64_MAX, &g, cases[c].cap, cases[c].hint,
+                                                   &released, &src);
+        ck_assert_msg(pulse_fetchjson_rendered(fj) == cases[c].rendered, "case %zu", c);
+        ck_assert_uint_eq(pulse_fetchjson_records(fj), 40);
+        ck_assert_int_eq(pulse_fetchjson_next(fj), 140);
+        uint64_t body_len = 0;
+        ck_assert_int_eq(pulse_fetchjson_finish(fj, &src, &env, &body_len), PULSE_OK);
+        ck_assert_uint_eq(body_len, want.len);
+        ck_assert_int_eq(released, cases[c].rendered ? 1 : 0);
+        ck_assert(pulse_fetchjson_body(fj) == NULL || cases[c].rendered);
+        if (cases[c].rendered)
+            ck_assert(memcmp(pulse_fetchjson_body(fj), want.data, want.len) == 0);
+        /* Read through the stream too (what a gzip'ed answer does). */
+        pulse_buf_init(&body, SIZE_MAX);
+        uint8_t window[4096];
+        for (;;) {
+            size_t room = PULSE_RECORD_JSON_WRITE_MIN + (size_t)rand_r(&seed) % 3000;
+            ssize_t k = pulse_fetchjson_read(fj, window, room);
+            if (k == -1)
+                break;
+            ck_assert_int_gt(k, 0);
+            ck_assert_int_eq(pulse_buf_append(&body, window, (size_t)k), PULSE_OK);
+        }
+        ck_assert(body.len == want.len && memcmp(body.data, want.data, body.len) == 0);
+        pulse_fetchjson_destroy(fj);
+        ck_assert_int_eq(released, 1);
+        pulse_buf_fini(&body);
+    }
+    free_texts(texts, n);
+    pulse_buf_fini(&want);
+    pulse_buf_fini(&raw);
+}
+END_TEST
+
+/* Rendering stops at max_bytes and max_records exactly where the plan
+ * alone stops. */
+START_TEST(test_rendered_answer_keeps_the_limits)
+{
+    struct pulse_buf raw, want;
+    struct pulse_buf texts[16];
+    pulse_buf_init(&raw, SIZE_MAX);
+    build_batches(&raw, 0, 6, 3);
+    size_t n = record_texts(&raw, 0, texts, 16);
+    uint64_t two = texts[0].len + 1 + texts[1].len;
+    struct {
+        uint64_t max_records, max_bytes, records;
+    } cases[] = {{10000, 1, 1}, {10000, two - 1, 1}, {10000, two, 2}, {10000, UINT64_MAX, 6}, {4, UINT64_MAX, 4}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int released = 0;
+        struct pulse_fetchjson_source src;
+        struct tgrow g = {0, 0};
+        struct pulse_fetchjson *fj = plan_rendered(&raw, 0, cases[c].max_records, cases[c].max_bytes, &g, SIZE_MAX, 0,
+                                                   &released, &src);
+        ck_assert(pulse_fetchjson_rendered(fj));
+        ck_assert_uint_eq(pulse_fetchjson_records(fj), cases[c].records);
+        struct pulse_fetchjson_envelope env = {"orders", 2, 5, 1000, (int64_t)cases[c].records};
+        uint64_t body_len = 0;
+        ck_assert_int_eq(pulse_fetchjson_finish(fj, &src, &env, &body_len), PULSE_OK);
+        pulse_buf_init(&want, SIZE_MAX);
+        expected_body(&want, &env, texts, (size_t)cases[c].records);
+        ck_assert(body_len == want.len && memcmp(pulse_fetchjson_body(fj), want.data, want.len) == 0);
+        pulse_fetchjson_destroy(fj);
         pulse_buf_fini(&want);
     }
     free_texts(texts, n);
@@ -469,7 +613,8 @@ END_TEST
  * finish) under every allocation failure in turn: a failure leaves the
  * source with the caller, who releases it; a success hands it to the
  * answer, which releases it once. Either way nothing leaks (LeakSanitizer
- * in make check). */
+ * in make check). Loop 0 streams, loop 1 renders (a failure to grow the
+ * text only makes it stream). */
 START_TEST(test_no_allocation_failure_loses_the_records)
 {
     static const char after[] = ",\"skipped\":[{\"from\":10,\"to\":12,\"reason\":\"corrupt\"}]";
@@ -487,7 +632,10 @@ START_TEST(test_no_allocation_failure_loses_the_records)
         struct pulse_fetchjson *fj = NULL;
         uint64_t body_len = 0;
         pulse_alloc_fail_after(n);
+        struct tgrow g = {0, 0};
         pulse_status_t st = pulse_fetchjson_create(100, 10000, UINT64_MAX, &fj);
+        if (st == PULSE_OK && _i == 1)
+            pulse_fetchjson_render(fj, tgrow_fn, &g, SIZE_MAX, 0);
         if (st == PULSE_OK)
             st = pulse_fetchjson_plan(fj, &src);
         if (st == PULSE_OK)
@@ -528,7 +676,9 @@ int main(void)
     tcase_add_test(tc, test_planning_as_reads_arrive_gives_the_same_answer);
     tcase_add_test(tc, test_envelope_stays_within_its_documented_bound);
     tcase_add_test(tc, test_members_after_records_are_streamed_before_the_closing_brace);
-    tcase_add_test(tc, test_no_allocation_failure_loses_the_records);
+    tcase_add_loop_test(tc, test_no_allocation_failure_loses_the_records, 0, 2);
+    tcase_add_test(tc, test_rendered_answer_is_the_streamed_text);
+    tcase_add_test(tc, test_rendered_answer_keeps_the_limits);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
