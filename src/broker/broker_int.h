@@ -301,13 +301,18 @@ void pulse_broker_topic_destroy(struct pulse_broker_topic *t);
 #define PULSE_BROKER_CLOSE_SHARE 64
 
 /* Closes every partition log of topics[0..n) (pulse_plog_close: sync, and
- * the snapshot when the durable state moved) on up to PULSE_BROKER_CLOSERS
- * threads besides the caller, and leaves the topics with their logs closed
- * for pulse_broker_topic_destroy. Logs a failed close, like a destroy.
+ * the snapshot when the durable state moved) on a pool of the caller and up
+ * to PULSE_BROKER_CLOSERS more threads (pulse_syncpool_for), each log
+ * exactly once, and leaves the topics with their logs closed (NULL) for
+ * pulse_broker_topic_destroy. A failed close is logged with its topic,
+ * partition and cause, as a destroy logs it, and the others are still
+ * closed; the answer is the first failure in (topic, partition) order,
+ * PULSE_OK when none failed. Returns once every close returned.
  * Thread: the closer of the broker, once nothing else uses the logs (the
- * broker's threads are joined); waits for every close. Out of memory or
- * threads, it closes fewer at a time (or none, leaving it to the destroy). */
-void pulse_broker_topic_close_all(struct pulse_broker_topic **topics, size_t n);
+ * broker's threads are joined). Out of threads it closes them on the
+ * caller alone; out of memory it closes none, leaving them to the destroy
+ * (which logs their failures the same way). */
+pulse_status_t pulse_broker_topic_close_all(struct pulse_broker_topic **topics, size_t n);
 
 /* At most this many extra threads open partition logs at start, one per
  * PULSE_BROKER_OPEN_SHARE partitions (opener.c): a start of many cleanly
