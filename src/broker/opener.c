@@ -126,18 +126,11 @@ static void fill_slots(struct pulse_local *b, struct pulse_broker_topic **topics
 
 struct pulse_syncpool *pulse_broker_start_pool(const struct pulse_meta_topic *defs, size_t ndefs)
 {
-    struct pulse_syncpool *pool = NULL;
-    size_t parts = 0, extra;
+    size_t parts = 0;
 
     for (size_t i = 0; i < ndefs; i++)
         parts += defs[i].partitions;
-    extra = parts / PULSE_BROKER_OPEN_SHARE;
-    if (extra > PULSE_BROKER_OPENERS)
-        extra = PULSE_BROKER_OPENERS;
-    /* Without threads the caller opens every log alone, as it always could. */
-    if (extra == 0 || pulse_syncpool_open((uint32_t)extra + 1, &pool) != PULSE_OK)
-        return NULL;
-    return pool;
+    return pulse_syncpool_for(parts, PULSE_BROKER_OPEN_SHARE, PULSE_BROKER_OPENERS);
 }
 
 pulse_status_t pulse_broker_topics_open(struct pulse_local *b, struct pulse_syncpool *pool,

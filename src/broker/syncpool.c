@@ -131,3 +131,15 @@ pulse_status_t pulse_syncpool_open(uint32_t nthreads, struct pulse_syncpool **ou
     *out = sp;
     return PULSE_OK;
 }
+
+struct pulse_syncpool *pulse_syncpool_for(size_t n, size_t share, uint32_t max_extra)
+{
+    struct pulse_syncpool *sp = NULL;
+    size_t extra = n / share;
+
+    if (extra > max_extra)
+        extra = max_extra;
+    if (extra == 0 || pulse_syncpool_open((uint32_t)extra + 1, &sp) != PULSE_OK)
+        return NULL;
+    return sp;
+}

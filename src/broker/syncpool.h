@@ -10,12 +10,17 @@
  * pool runs the items of one pass on storage.sync-threads threads: the
  * calling thread and sync-threads - 1 of its own.
  *
+ * The same threads run the one-off work of a start and a stop over every
+ * partition (pulse_syncpool_for): a start opens the partition logs on a
+ * pool of its own (opener.c), closed before the syncer's is made; a stop
+ * closes them on another (pulse_broker_topic_close_all), made after the
+ * syncer's pool is closed.
+ *
  * Owner: the local backend (struct pulse_local.syncpool), created before
- * the syncer starts and closed after it stopped. A start makes a pool of
- * its own for opening the partition logs (opener.c), closed before the
- * syncer's is made.
+ * the syncer starts and closed after it stopped; the start's and the
+ * stop's pools are their callers'.
  * Thread: pulse_syncpool_run from one thread at a time (the syncer; the
- * opener for the start's pool).
+ * opener for the start's pool; the closer for the stop's).
  * Locks: the pool's own mutex, never held while an item runs; items run
  * with no lock of the pool held and may take any broker or storage lock.
  */
@@ -36,6 +41,13 @@ typedef void (*pulse_syncpool_fn)(void *arg, size_t i);
  * no thread). PULSE_NOMEM when a thread cannot be started (none is left
  * running then). */
 pulse_status_t pulse_syncpool_open(uint32_t nthreads, struct pulse_syncpool **out);
+
+/* A pool for one run over n items of a start or a stop (one partition
+ * each): the caller and one more thread per share items, at most
+ * max_extra more. NULL when that is no more thread, or when no thread can
+ * be started: pulse_syncpool_run then runs every item on the caller, which
+ * is slower but the same outcome. share > 0. */
+struct pulse_syncpool *pulse_syncpool_for(size_t n, size_t share, uint32_t max_extra);
 
 /* Calls fn(arg, i) once for every i in [0, n), on the pool's threads and
  * the calling thread, and returns once every call has returned. A NULL sp

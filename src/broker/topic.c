@@ -63,6 +63,7 @@
 
 #include "broker/admin.h"
 #include "broker/broker_int.h"
+#include "broker/syncpool.h"
 #include "common/debug.h"
 #include "common/status.h"
 #include "common/failpoint.h"
@@ -255,13 +256,15 @@ static pulse_status_t alloc_parts(struct pulse_broker_topic *t)
 }
 
 /* Closes one partition log (syncing it, and writing its snapshot when its
- * durable state moved) and forgets it. */
-static void close_one(struct pulse_broker_topic *t, uint32_t p)
+ * durable state moved) and forgets it; a failure is logged with its cause
+ * and returned. */
+static pulse_status_t close_one(struct pulse_broker_topic *t, uint32_t p)
 {
     pulse_status_t st = pulse_plog_close(t->plogs[p]);
     if (st != PULSE_OK && t->plogs[p] != NULL)
         PULSE_WARN("topic %s partition %" PRIu32 ": close: %s", t->name, p, pulse_status_message(st));
     t->plogs[p] = NULL;
+    return st;
 }
 
 /* Closes the partition logs (syncing them and writing their snapshots). */
@@ -270,53 +273,47 @@ static void close_logs(struct pulse_broker_topic *t)
     if (t->plogs == NULL)
         return;
     for (uint32_t p = 0; p < t->nparts; p++)
-        close_one(t, p);
+        (void)close_one(t, p);
 }
 
-/* The partition logs to close, shared by the closers. */
-struct close_job {
-    struct close_slot {
-        struct pulse_broker_topic *t;
-        uint32_t p;
-    } * slots;
-    size_t n;
-    _Atomic size_t next; /* the next slot to take */
+/* The partition logs of a stop, one slot each, in (topic, partition)
+ * order; each slot is closed by exactly one item of the pool's run. */
+struct close_slot {
+    struct pulse_broker_topic *t;
+    uint32_t p;
+    pulse_status_t st;
 };
 
-/* Closes slots taken from job->next until none is left. */
-static void *closer_main(void *arg)
+static void close_item(void *arg, size_t k)
 {
-    struct close_job *job = arg;
+    struct close_slot *s = &((struct close_slot *)arg)[k];
 
-    for (size_t k = atomic_fetch_add(&job->next, 1); k < job->n; k = atomic_fetch_add(&job->next, 1))
-        close_one(job->slots[k].t, job->slots[k].p);
-    return NULL;
+    s->st = close_one(s->t, s->p);
 }
 
-void pulse_broker_topic_close_all(struct pulse_broker_topic **topics, size_t n)
+pulse_status_t pulse_broker_topic_close_all(struct pulse_broker_topic **topics, size_t n)
 {
-    struct close_job job = {.n = 0};
-    pthread_t th[PULSE_BROKER_CLOSERS];
-    size_t started = 0, parts = 0;
+    struct close_slot *slots;
+    struct pulse_syncpool *pool;
+    pulse_status_t st = PULSE_OK;
+    size_t parts = 0, k = 0;
 
-    atomic_init(&job.next, 0);
     for (size_t i = 0; i < n; i++)
         parts += topics[i]->plogs == NULL ? 0 : topics[i]->nparts;
-    job.slots = pulse_malloc((parts > 0 ? parts : 1) * sizeof *job.slots);
-    if (job.slots == NULL)
-        return; /* pulse_broker_topic_destroy closes them one by one */
+    slots = pulse_malloc((parts > 0 ? parts : 1) * sizeof *slots);
+    if (slots == NULL)
+        return PULSE_OK; /* pulse_broker_topic_destroy closes them one by one */
     for (size_t i = 0; i < n; i++)
         for (uint32_t p = 0; topics[i]->plogs != NULL && p < topics[i]->nparts; p++)
-            job.slots[job.n++] = (struct close_slot){.t = topics[i], .p = p};
-    /* A thread per PULSE_BROKER_CLOSE_SHARE partitions, at most
-     * PULSE_BROKER_CLOSERS; the caller is one more. */
-    for (size_t want = parts / PULSE_BROKER_CLOSE_SHARE; started < want && started < PULSE_BROKER_CLOSERS; started++)
-        if (pthread_create(&th[started], NULL, closer_main, &job) != 0)
-            break; /* fewer closers; the caller still closes every log */
-    (void)closer_main(&job);
-    for (size_t i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    pulse_free(job.slots);
+            slots[k++] = (struct close_slot){.t = topics[i], .p = p, .st = PULSE_OK};
+    /* NULL (too few logs, or no thread): the caller closes them all. */
+    pool = pulse_syncpool_for(parts, PULSE_BROKER_CLOSE_SHARE, PULSE_BROKER_CLOSERS);
+    pulse_syncpool_run(pool, parts, close_item, slots);
+    pulse_syncpool_close(pool);
+    for (k = 0; k < parts && st == PULSE_OK; k++)
+        st = slots[k].st;
+    pulse_free(slots);
+    return st;
 }
 
 void pulse_broker_topic_destroy(struct pulse_broker_topic *t)

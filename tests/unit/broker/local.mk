@@ -77,3 +77,10 @@ TESTS += tests/unit/check_startopen
 tests_unit_check_startopen_SOURCES = tests/unit/broker/check_startopen.c tests/unit/broker/brokertest.c
 tests_unit_check_startopen_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib
 tests_unit_check_startopen_LDADD = $(BROKER_TEST_LDADD)
+
+# A stop of many partitions closes their logs on a pool (topic.c).
+check_PROGRAMS += tests/unit/check_stopclose
+TESTS += tests/unit/check_stopclose
+tests_unit_check_stopclose_SOURCES = tests/unit/broker/check_stopclose.c tests/unit/broker/brokertest.c
+tests_unit_check_stopclose_CFLAGS = $(TEST_CFLAGS) -I$(srcdir)/tests/lib -I$(srcdir)/tests/unit/storage
+tests_unit_check_stopclose_LDADD = $(BROKER_TEST_LDADD)
