@@ -33,8 +33,9 @@ class Client:
                 if self.req("GET", "/readyz")[0] == 200:
                     return
             except OSError:
-                time.sleep(0.2)
                 self.c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+            time.sleep(0.2)
+        raise SystemExit("pulsed on port %d was not ready after %d tries" % (self.port, tries))
 
     def create_topics(self, names, partitions=1):
         """Creates each topic (one that exists already is left alone)."""

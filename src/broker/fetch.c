@@ -158,7 +158,10 @@ pulse_status_t pulse_local_fetch_read(struct pulse_broker *base, struct pulse_fe
         goto out;
     }
     pulse_buf_init(&c->buf, max_bytes < SIZE_MAX ? (size_t)max_bytes : SIZE_MAX);
-    pulse_buf_init(&c->plain, SIZE_MAX);
+    /* One batch's plain records always fit (the codec's own bound); the read
+     * ends a chunk before a batch that would take plain past it, so a chunk
+     * of highly compressed batches holds no more than one batch could. */
+    pulse_buf_init(&c->plain, PULSE_BATCH_INFLATED_MAX);
     st = pulse_plog_read_plain(plog, offset, max_bytes, &c->buf, &c->plain, &s);
     if (st == PULSE_TOO_LARGE) {
         struct pulse_slice one;

@@ -1252,6 +1252,14 @@ struct slicer {
     uint64_t filled;
     uint64_t fill_cap;
     bool strode; /* a raw slice's walk moved over batches by the index */
+    /* Until the batch at the index entry the stride moved to (stride_pos)
+     * is judged sound, the slice as it was before (pre_len, pre_next) is
+     * all that may be served: an entry that disagrees with the data would
+     * otherwise end the slice mid-batch. */
+    bool unconfirmed;
+    uint64_t stride_pos;
+    uint64_t pre_len;
+    int64_t pre_next;
 };
 
 /* The high watermark now, read under sync_lock: a sync publishes a
@@ -1389,6 +1397,10 @@ static void stride(struct slicer *sl, struct pulse_segment *seg, struct pulse_se
     pulse_segment_entry_before(seg, limit, 1, &e);
     if (e.pos <= sc->pos || e.base <= sc->expect || e.base >= sl->hw || dset_between(sl->set, sl->next, e.base))
         return;
+    sl->unconfirmed = true;
+    sl->stride_pos = e.pos;
+    sl->pre_len = sl->len;
+    sl->pre_next = sl->next;
     sl->len += e.pos - sc->pos;
     sl->next = e.base;
     pulse_segscan_seek_at(sc, &e);
@@ -1439,6 +1451,8 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg,
             st = walk_bad(sl, seg, it.pos);
             break;
         }
+        if (it.pos == sl->stride_pos)
+            sl->unconfirmed = false;
         if (at_end) {
             sl->done = true;
             break;
@@ -1462,6 +1476,15 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg,
         sl->next = it.last_offset + 1;
         if (sl->fill == NULL && !sl->strode)
             stride(sl, seg, &sc, bound);
+    }
+    if (sl->unconfirmed) {
+        /* The batch at the stride's entry was never judged sound: end the
+         * slice where it was before the stride, a boundary the walk saw. */
+        sl->unconfirmed = false;
+        sl->len = sl->pre_len;
+        sl->next = sl->pre_next;
+        sl->done = true;
+        st = st == PULSE_CORRUPT ? PULSE_OK : st;
     }
     pulse_segscan_fini(&sc);
     return st;
@@ -1755,6 +1778,12 @@ static pulse_status_t read_once(struct pulse_plog *plog, int64_t offset, uint64_
     pulse_segscan_init_mem(&sc, out->data + out->len, (size_t)sl->len, PULSE_SEGSCAN_STOP);
     while (pulse_segscan_next(&sc, &it) == PULSE_OK && it.kind == PULSE_SEGSCAN_BATCH) {
         st = keep_plain(&sc, &it, plain);
+        if (st == PULSE_TOO_LARGE && good > 0) {
+            /* Its plain records would pass plain's max: the slice ends
+             * before this batch, and the next read starts with it. */
+            st = PULSE_OK;
+            break;
+        }
         if (st != PULSE_OK)
             break;
         good = it.end;

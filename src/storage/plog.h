@@ -376,8 +376,11 @@ pulse_status_t pulse_plog_read(struct pulse_plog *plog, int64_t offset, uint64_t
  * inflated, so a reader of their records does not inflate them again: for
  * each compressed batch appended to out, in order, its plain records
  * section (the length the batch declares; pulse_batch_iter_open_plain) is
- * appended to plain. On failure neither buffer changes. PULSE_NOMEM when
- * plain cannot grow.
+ * appended to plain. The read ends before a batch whose plain records
+ * would take plain past its max (pulse_buf_init), unless it is the first:
+ * a caller gives plain a max of at least PULSE_BATCH_INFLATED_MAX, which
+ * bounds what a chunk of highly compressed batches holds. On failure
+ * neither buffer changes. PULSE_NOMEM when plain cannot grow.
  */
 pulse_status_t pulse_plog_read_plain(struct pulse_plog *plog, int64_t offset, uint64_t max_bytes, struct pulse_buf *out,
                                      struct pulse_buf *plain, struct pulse_slice *info);

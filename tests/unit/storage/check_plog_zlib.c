@@ -217,6 +217,45 @@ START_TEST(test_mixed_plain_and_compressed_batches_read_in_order)
 }
 END_TEST
 
+/* A read that keeps the plain records (pulse_plog_read_plain) ends its
+ * slice before a batch that would take them past the buffer's max, and the
+ * next read goes on from there: a chunk of highly compressed batches never
+ * holds more plain bytes than its max, and no offset is lost. */
+START_TEST(test_a_read_keeping_plain_records_ends_before_their_max)
+{
+    char *dir = pt_tmpdir();
+    struct pulse_plog *plog = open_log(dir);
+    struct pulse_buf out, plain;
+    struct pulse_slice info;
+    append_range(plog, 0, 6, always);
+
+    pulse_buf_init(&out, SIZE_MAX);
+    pulse_buf_init(&plain, SIZE_MAX);
+    ck_assert_int_eq(pulse_plog_read_plain(plog, 0, 1 << 20, &out, &plain, &info), PULSE_OK);
+    ck_assert_int_eq(info.next_offset, 6 * PER_BATCH);
+    size_t cap = plain.len / 6 * 3 / 2; /* room for one batch's, not two */
+
+    int64_t at = 0;
+    int reads = 0;
+    while (at < 6 * PER_BATCH) {
+        pulse_buf_reset(&out);
+        pulse_buf_fini(&plain);
+        pulse_buf_init(&plain, cap);
+        ck_assert_int_eq(pulse_plog_read_plain(plog, at, 1 << 20, &out, &plain, &info), PULSE_OK);
+        ck_assert_uint_le(plain.len, cap);
+        ck_assert_int_gt((int)out.len, 0);
+        ck_assert_int_eq(info.next_offset, at + PER_BATCH); /* one batch, none skipped */
+        at = info.next_offset;
+        reads++;
+    }
+    ck_assert_int_eq(reads, 6);
+    pulse_buf_fini(&out);
+    pulse_buf_fini(&plain);
+    ck_assert_int_eq(pulse_plog_close(plog), PULSE_OK);
+    pt_cleanup(dir);
+}
+END_TEST
+
 /* Replaces the stream of the compressed batch at byte pos of path by one
  * that inflates to fewer bytes than declared, keeping every length and
  * making the CRC match again. */
@@ -297,6 +336,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_compressed_batches_append_read_roll_and_recover);
     tcase_add_test(tc, test_mixed_plain_and_compressed_batches_read_in_order);
+    tcase_add_test(tc, test_a_read_keeping_plain_records_ends_before_their_max);
     tcase_add_test(tc, test_crc_valid_but_invalid_compressed_batch_is_damage_not_a_torn_tail);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
