@@ -78,19 +78,32 @@ void pulse_index_truncate(struct pulse_index *idx, size_t n)
         idx->n = n;
 }
 
-size_t pulse_index_rank(const struct pulse_index *idx, uint32_t rel_target)
+/* How many entries have their relative offset (by_pos false) or position
+ * (by_pos true) at or below target: both grow along the table. */
+static size_t rank_by(const struct pulse_index *idx, uint64_t target, bool by_pos)
 {
     size_t lo = 0, hi = idx->n;
 
     /* Invariant: entries[0..lo) are <= target, entries[hi..n) are > target. */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (idx->entries[mid].rel_offset <= rel_target)
+        uint64_t key = by_pos ? idx->entries[mid].rel_pos : idx->entries[mid].rel_offset;
+        if (key <= target)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+size_t pulse_index_rank(const struct pulse_index *idx, uint32_t rel_target)
+{
+    return rank_by(idx, rel_target, false);
+}
+
+size_t pulse_index_rank_pos(const struct pulse_index *idx, uint64_t pos)
+{
+    return rank_by(idx, pos, true);
 }
 
 bool pulse_index_lookup(const struct pulse_index *idx, uint32_t rel_target, struct pulse_index_entry *out)

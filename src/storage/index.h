@@ -48,6 +48,9 @@ void pulse_index_truncate(struct pulse_index *idx, size_t n);
 /* How many entries have rel_offset <= rel_target (binary search). */
 size_t pulse_index_rank(const struct pulse_index *idx, uint32_t rel_target);
 
+/* How many entries have rel_pos <= pos (binary search). */
+size_t pulse_index_rank_pos(const struct pulse_index *idx, uint64_t pos);
+
 /* Finds the greatest entry with rel_offset <= rel_target (binary search).
  * Returns false when there is none (empty index or target before entry 0). */
 bool pulse_index_lookup(const struct pulse_index *idx, uint32_t rel_target, struct pulse_index_entry *out);

@@ -1484,7 +1484,6 @@ static pulse_status_t walk_segment(struct slicer *sl, struct pulse_segment *seg,
         sl->len = sl->pre_len;
         sl->next = sl->pre_next;
         sl->done = true;
-        st = st == PULSE_CORRUPT ? PULSE_OK : st;
     }
     pulse_segscan_fini(&sc);
     return st;

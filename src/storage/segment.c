@@ -356,18 +356,9 @@ void pulse_segment_lookup(struct pulse_segment *seg, int64_t offset, struct puls
 
 void pulse_segment_entry_before(struct pulse_segment *seg, uint64_t pos, size_t back, struct pulse_segscan_start *out)
 {
-    size_t lo = 0, hi;
-
     pthread_mutex_lock(&seg->index_lock);
-    hi = seg->index.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (seg->index.entries[mid].rel_pos <= pos)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    start_at(seg, lo > back ? lo - 1 - back : SIZE_MAX, out);
+    size_t k = pulse_index_rank_pos(&seg->index, pos);
+    start_at(seg, k > back ? k - 1 - back : SIZE_MAX, out);
     pthread_mutex_unlock(&seg->index_lock);
 }
 
